@@ -1,0 +1,1 @@
+"""Example data sets shared by the demo job, the tests and the benchmarks."""

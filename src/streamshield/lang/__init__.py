@@ -1,0 +1,1 @@
+"""Text forms: the pattern and CQL sp grammar, and the JSON-lines wire format."""

@@ -1,0 +1,256 @@
+"""The CQL ``INSERT SP INTO STREAM ... LET ...`` syntax (paper 1, Figs. 7-8a), both ways.
+
+Parsing is all-or-nothing: a script either yields every statement or raises
+:class:`CqlError` naming the line, column and problem, so a malformed policy can
+never be half-applied. Sequence numbers and the policy timestamp are not written in
+CQL; the system assigns them when the statements become a policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+from lark import Lark, Token, Transformer, Tree, UnexpectedInput, v_args
+
+from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Pattern, Range, value_text
+from streamshield.policy.policy import Policy
+from streamshield.policy.punctuation import (
+    DataDescription,
+    SecurityPunctuation,
+    SecurityRestriction,
+    Sign,
+)
+
+ACCESS_MODELS = frozenset({"rbac", "frbac"})  # flat RBAC, the model of the paper
+
+
+class CqlError(ValueError):
+    """A statement that cannot be turned into sps; says where and why."""
+
+    def __init__(self, problem: str, line: int | None = None, column: int | None = None):
+        self.problem, self.line, self.column = problem, line, column
+        where = f"line {line}, column {column}: " if line is not None else ""
+        super().__init__(where + problem)
+
+
+@dataclass(frozen=True)
+class SpStatement:
+    """One parsed ``INSERT SP``: an sp still waiting for its timestamp and sequence number."""
+
+    ddp: DataDescription
+    srp: SecurityRestriction
+    sign: Sign = Sign.GRANT
+    immutable: bool = False
+    stream: str | None = None  # None: the statement's context decides (ON RESULT)
+    name: str | None = None
+
+    def punctuation(self, ts: int, sn: int) -> SecurityPunctuation:
+        return SecurityPunctuation(self.ddp, self.srp, self.sign, self.immutable, ts, sn)
+
+
+@cache
+def _parser(start: str) -> Lark:
+    grammar = files("streamshield.lang").joinpath("cql.lark").read_text()
+    return Lark(grammar, start=start, parser="lalr", propagate_positions=True)
+
+
+def _unquote(token: Token) -> str:
+    text = str(token)
+    if text.startswith('"'):
+        return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text
+
+
+def _value(token: Token) -> str | int | float:
+    if token.type == "NUMBER":
+        return float(token) if "." in token else int(token)
+    return _unquote(token)
+
+
+class _ToModel(Transformer):
+    """Builds patterns and statements; semantic checks raise CqlError with positions."""
+
+    def glob(self, items: list[Token]) -> Pattern:
+        return ANY if str(items[0]) == "*" else Glob(str(items[0]))
+
+    def any(self, _items: list[Token]) -> Pattern:
+        return ANY
+
+    def range(self, items: list[Token]) -> Pattern:
+        low, high = float(items[0]), float(items[1])
+        if low > high:
+            raise CqlError(f"empty range [{items[0]}, {items[1]}]", items[0].line, items[0].column)
+        return Range(low, high)
+
+    def one_of(self, items: list[Token]) -> Pattern:
+        return OneOf(frozenset(Literal(_value(tok)) for tok in items))
+
+    def literal(self, items: list[Token]) -> Pattern:
+        return Literal(_value(items[0]))
+
+    def value(self, items: list[Token]) -> Token:
+        return items[0]
+
+    def name(self, items: list[Token]) -> str:
+        return _unquote(items[0])
+
+    def sp_keyword(self, _items: list[Token]) -> None:
+        return None
+
+    def grant(self, _items: list[Token]) -> bool:
+        return True
+
+    def ddp_term(self, items: list) -> tuple[str, Pattern, Token]:
+        part = str(items[0]).upper()
+        return ("STREAMS" if part == "STREAM" else part), items[1], items[0]
+
+    @v_args(meta=True)
+    def ddp(self, meta, items: list) -> tuple:
+        prefix, *terms = items
+        parts: dict[str, Pattern] = {}
+        for part, pattern, token in terms:
+            if part in parts:
+                raise CqlError(f"{part} given twice in one DDP", token.line, token.column)
+            parts[part] = pattern
+        return "DDP", prefix, meta, parts
+
+    @v_args(meta=True)
+    def srp(self, meta, items: list) -> tuple:
+        prefix, model, roles, grant = items
+        if str(model).lower() not in ACCESS_MODELS:
+            raise CqlError(
+                f"unsupported access control model {str(model)!r} (use rbac)",
+                model.line,
+                model.column,
+            )
+        return "SRP", prefix, meta, SecurityRestriction(roles, bool(grant))
+
+    @v_args(meta=True)
+    def sign(self, meta, items: list) -> tuple:
+        prefix, value = items
+        negative = str(value).upper() in {"NEGATIVE", "-"}
+        return "SIGN", prefix, meta, Sign.DENY if negative else Sign.GRANT
+
+    @v_args(meta=True)
+    def immutable(self, meta, items: list) -> tuple:
+        prefix, value = items
+        return "IMMUTABLE", prefix, meta, str(value).upper() == "TRUE"
+
+    @v_args(meta=True)
+    def statement(self, meta, items: list) -> SpStatement:
+        _keyword, name, stream, *assignments = items
+        given: dict[str, object] = {}
+        for part, prefix, where, value in assignments:
+            if prefix is not None and str(prefix) != name:
+                raise CqlError(
+                    f"{prefix}.{part} does not name this sp ({name or 'unnamed'})",
+                    where.line,
+                    where.column,
+                )
+            if part in given:
+                raise CqlError(f"{part} assigned twice", where.line, where.column)
+            given[part] = value
+        for required in ("DDP", "SRP"):
+            if required not in given:
+                raise CqlError(f"missing {required} assignment", meta.line, meta.column)
+        parts = given["DDP"]
+        default_streams = Literal(stream) if stream is not None else ANY
+        ddp = DataDescription(
+            streams=parts.get("STREAMS", default_streams),
+            tuples=parts.get("TUPLES", ANY),
+            attributes=parts.get("ATTRIBUTES", ANY),
+        )
+        try:
+            srp_sign = SecurityPunctuation(ddp, given["SRP"], given.get("SIGN", Sign.GRANT), ts=1)
+        except ValueError as err:
+            raise CqlError(str(err), meta.line, meta.column) from err
+        return SpStatement(
+            ddp=ddp,
+            srp=srp_sign.srp,
+            sign=srp_sign.sign,
+            immutable=bool(given.get("IMMUTABLE", False)),
+            stream=stream,
+            name=name,
+        )
+
+    def script(self, items: list[SpStatement]) -> list[SpStatement]:
+        return items
+
+
+def _parse(text: str, start: str) -> object:
+    try:
+        tree = _parser(start).parse(text)
+    except UnexpectedInput as err:
+        expected = sorted(getattr(err, "expected", None) or getattr(err, "allowed", None) or [])
+        hint = f"; expected one of {', '.join(expected[:8])}" if expected else ""
+        pos = err.pos_in_stream
+        found = text[pos : pos + 12] if pos is not None else ""
+        raise CqlError(f"unexpected input {found!r}{hint}", err.line, err.column) from None
+    try:
+        return _ToModel().transform(tree)
+    except Exception as err:  # lark wraps transformer errors in VisitError
+        cause = getattr(err, "orig_exc", err)
+        if isinstance(cause, CqlError):
+            raise cause from None
+        raise
+
+
+def parse_pattern(text: str) -> Pattern:
+    """A pattern expression alone, as used in the wire format."""
+    result = _parse(text, "pattern")
+    assert not isinstance(result, Tree)
+    return result  # type: ignore[return-value]
+
+
+def parse_statements(text: str) -> list[SpStatement]:
+    """Every ``INSERT SP`` statement of a script, or CqlError and nothing."""
+    return _parse(text, "script")  # type: ignore[return-value]
+
+
+def parse_policy(text: str, ts: int) -> Policy:
+    """A script of sp statements as one policy (one sp batch) with timestamp ``ts``."""
+    return Policy.of(st.punctuation(ts, sn) for sn, st in enumerate(parse_statements(text), 1))
+
+
+def pattern_text(pattern: Pattern) -> str:
+    """The text form that :func:`parse_pattern` reads back to an equal pattern."""
+    return pattern.text()
+
+
+KEYWORDS = frozenset(
+    """INSERT SP SECURITY PUNCTUATION AS INTO STREAM STREAMS LET DDP SRP SIGN IMMUTABLE
+    TUPLES ATTRIBUTES WITH GRANT OPTION AND ALL POSITIVE NEGATIVE TRUE FALSE""".split()
+)
+
+
+def _quoted(name: str) -> str:
+    """A name as CQL text: quoted when it would read as a keyword or not as one token."""
+    text = value_text(name)
+    return f'"{name}"' if text == name and name.upper() in KEYWORDS else text
+
+
+def to_cql(sp: SecurityPunctuation, stream: str | None = None, name: str | None = None) -> str:
+    """An sp as one ``INSERT SP`` statement (ts and sn are not part of the syntax).
+
+    Assignments carry no ``name.`` prefix (it is optional) so that any name, quoted
+    when it clashes with a keyword, reads back.
+    """
+    ddp = sp.ddp
+    terms = [
+        f"STREAMS: {ddp.streams.text()}",
+        f"TUPLES: {ddp.tuples.text()}",
+        f"ATTRIBUTES: {ddp.attributes.text()}",
+    ]
+    grant = " WITH GRANT OPTION" if sp.srp.grant_option else ""
+    lines = [
+        "INSERT SP" + (f" AS {_quoted(name)}" if name else ""),
+        "INTO STREAM" + (f" {_quoted(stream)}" if stream else ""),
+        "LET",
+        "  DDP = " + " AND ".join(terms) + ",",
+        f"  SRP = rbac:{sp.srp.roles.text()}{grant},",
+        f"  SIGN = {'POSITIVE' if sp.sign is Sign.GRANT else 'NEGATIVE'},",
+        f"  IMMUTABLE = {'TRUE' if sp.immutable else 'FALSE'}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""The JSON-lines wire format of stream elements (tuples and sps) on a channel.
+
+One element per line. Sps carry their patterns in the same text form as CQL, so a
+provider writes ``"tuples": "[120, 133]"`` and the pattern grammar checks it. Every
+field is required and no unknown field is accepted: a policy that silently defaulted
+a missing tuple scope to ``*`` would grant more than its author wrote. Errors name the
+line and the field; nothing of a bad line is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
+from pydantic import ValidationError as _ValidationError
+
+from streamshield.lang.cql import CqlError, parse_pattern
+from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
+from streamshield.policy.punctuation import (
+    DataDescription,
+    SecurityPunctuation,
+    SecurityRestriction,
+    Sign,
+)
+
+
+class WireFormatError(ValueError):
+    """A line that is not a valid element; says which line and what is wrong."""
+
+    def __init__(self, problem: str, line: int | None = None):
+        self.problem, self.line = problem, line
+        super().__init__(f"line {line}: {problem}" if line is not None else problem)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _PolicyRef(_Strict):
+    ts: StrictInt = Field(gt=0)
+    csn: StrictInt = Field(ge=0)
+
+
+class _Ddp(_Strict):
+    streams: StrictStr
+    tuples: StrictStr
+    attributes: StrictStr
+
+
+class _Srp(_Strict):
+    roles: StrictStr
+    grant_option: StrictBool
+
+
+class _Base(_Strict):
+    stream: StrictStr = Field(min_length=1)
+    provider: StrictStr = Field(min_length=1)
+    seq: StrictInt = Field(ge=0)
+
+
+class _Tuple(_Base):
+    type: Literal["tuple"]
+    tid: StrictInt | StrictStr
+    policy: _PolicyRef
+    values: dict[StrictStr, Any]
+
+
+class _Sp(_Base):
+    type: Literal["sp"]
+    ts: StrictInt = Field(gt=0)
+    sn: StrictInt = Field(ge=1)
+    ddp: _Ddp
+    srp: _Srp
+    sign: Literal["+", "-"]
+    immutable: StrictBool
+
+
+_ELEMENT = TypeAdapter(Annotated[_Tuple | _Sp, Field(discriminator="type")])
+
+
+def _pattern(text: str, where: str):
+    try:
+        return parse_pattern(text)
+    except CqlError as err:
+        raise WireFormatError(f"{where}: {err.problem} in pattern {text!r}") from None
+
+
+def _to_element(raw: _Tuple | _Sp) -> Element:
+    channel = Channel(raw.stream, raw.provider)
+    if isinstance(raw, _Tuple):
+        return TupleElement(channel, raw.seq, raw.tid, raw.policy.ts, raw.policy.csn, raw.values)
+    ddp = DataDescription(
+        streams=_pattern(raw.ddp.streams, "ddp.streams"),
+        tuples=_pattern(raw.ddp.tuples, "ddp.tuples"),
+        attributes=_pattern(raw.ddp.attributes, "ddp.attributes"),
+    )
+    srp = SecurityRestriction(_pattern(raw.srp.roles, "srp.roles"), raw.srp.grant_option)
+    try:
+        sp = SecurityPunctuation(ddp, srp, Sign(raw.sign), raw.immutable, raw.ts, raw.sn)
+    except ValueError as err:
+        raise WireFormatError(str(err)) from None
+    return SpElement(channel, raw.seq, sp)
+
+
+def _describe(err: _ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "element"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def parse_element(line: str, line_no: int | None = None) -> Element:
+    """One element from one JSON line, or WireFormatError naming the line and field."""
+    try:
+        raw = _ELEMENT.validate_json(line)
+    except _ValidationError as err:
+        if any(e["type"] == "json_invalid" for e in err.errors()):
+            raise WireFormatError(f"not valid JSON: {err.errors()[0]['msg']}", line_no) from None
+        raise WireFormatError(_describe(err), line_no) from None
+    try:
+        return _to_element(raw)
+    except WireFormatError as err:
+        raise WireFormatError(err.problem, line_no) from None
+
+
+def parse_lines(lines: Iterable[str]) -> Iterator[Element]:
+    """Elements of a JSON-lines text; blank lines are skipped, line numbers start at 1."""
+    for line_no, line in enumerate(lines, 1):
+        if line.strip():
+            yield parse_element(line, line_no)
+
+
+def to_dict(element: Element) -> dict[str, Any]:
+    base = {
+        "stream": element.channel.stream,
+        "provider": element.channel.provider,
+        "seq": element.seq,
+    }
+    if isinstance(element, TupleElement):
+        return {
+            "type": "tuple",
+            **base,
+            "tid": element.tid,
+            "policy": {"ts": element.policy_ts, "csn": element.policy_csn},
+            "values": dict(element.values),
+        }
+    sp = element.sp
+    return {
+        "type": "sp",
+        **base,
+        "ts": sp.ts,
+        "sn": sp.sn,
+        "ddp": {
+            "streams": sp.ddp.streams.text(),
+            "tuples": sp.ddp.tuples.text(),
+            "attributes": sp.ddp.attributes.text(),
+        },
+        "srp": {"roles": sp.srp.roles.text(), "grant_option": sp.srp.grant_option},
+        "sign": sp.sign.value,
+        "immutable": sp.immutable,
+    }
+
+
+def to_line(element: Element) -> str:
+    """One element as one JSON line (no trailing newline)."""
+    return json.dumps(to_dict(element), separators=(",", ":"), sort_keys=True)
