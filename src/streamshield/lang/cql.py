@@ -220,8 +220,32 @@ def pattern_text(pattern: Pattern) -> str:
 
 
 KEYWORDS = frozenset(
-    """INSERT SP SECURITY PUNCTUATION AS INTO STREAM STREAMS LET DDP SRP SIGN IMMUTABLE
-    TUPLES ATTRIBUTES WITH GRANT OPTION AND ALL POSITIVE NEGATIVE TRUE FALSE""".split()
+    [
+        "INSERT",
+        "SP",
+        "SECURITY",
+        "PUNCTUATION",
+        "AS",
+        "INTO",
+        "STREAM",
+        "STREAMS",
+        "LET",
+        "DDP",
+        "SRP",
+        "SIGN",
+        "IMMUTABLE",
+        "TUPLES",
+        "ATTRIBUTES",
+        "WITH",
+        "GRANT",
+        "OPTION",
+        "AND",
+        "ALL",
+        "POSITIVE",
+        "NEGATIVE",
+        "TRUE",
+        "FALSE",
+    ]
 )
 
 
