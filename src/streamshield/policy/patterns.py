@@ -31,7 +31,7 @@ def as_number(value: object) -> float | None:
     """
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.match(value.strip())):
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.match(value)):
         number = float(value)
     else:
         return None
