@@ -96,7 +96,7 @@ def test_any_spellings(text: str) -> None:
 # --- Literal ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [120, 120.0, "120", " 120 ", "120.0"])
+@pytest.mark.parametrize("value", [120, 120.0, "120", "120.0"])
 def test_numeric_literal_matches_numeric_readings(value: object) -> None:
     assert Literal(120).matches(value)
     assert Literal(120.0).matches(value)
@@ -166,7 +166,7 @@ def test_one_of_text_is_sorted_and_quoted() -> None:
 # --- Range ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [120, 200, 150, 120.0, 199.5, "125", "200", " 130 ", "120.5"])
+@pytest.mark.parametrize("value", [120, 200, 150, 120.0, 199.5, "125", "200", "120.5"])
 def test_range_is_closed_interval(value: object) -> None:
     assert Range(120.0, 200.0).matches(value)
 
@@ -324,7 +324,8 @@ def test_glob_star_alone_reads_as_any() -> None:
 
 def test_as_number() -> None:
     assert as_number(3) == 3.0
-    assert as_number("  -2.5 ") == -2.5
+    assert as_number("-2.5") == -2.5
+    assert as_number(" 120 ") is None, "padded text is not a number (Spark reads it the same)"
     assert as_number(True) is None
     assert as_number(math.nan) is None
     assert as_number("nan") is None
