@@ -46,6 +46,12 @@ SCHEMAS = {
     "BreathingRate": Schema(("patient_id", "frequency", "ts")),
 }
 
+ATTRIBUTE_TYPES = {
+    "HeartRate": (("patient_id", "bigint"), ("beats_per_min", "double"), ("ts", "bigint")),
+    "BodyTemperature": (("patient_id", "bigint"), ("temperature", "double"), ("ts", "bigint")),
+    "BreathingRate": (("patient_id", "bigint"), ("frequency", "double"), ("ts", "bigint")),
+}
+
 _VALUE = {
     "HeartRate": "beats_per_min",
     "BodyTemperature": "temperature",

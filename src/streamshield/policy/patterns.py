@@ -20,7 +20,7 @@ Value: TypeAlias = str | int | float
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
 _GLOB = re.compile(r"[A-Za-z0-9_.\-*?]+\Z")
-_NUMBER = re.compile(r"-?\d+(\.\d+)?\Z")
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")  # ASCII digits, as Spark reads them
 
 
 def as_number(value: object) -> float | None:

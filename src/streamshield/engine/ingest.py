@@ -1,0 +1,322 @@
+"""Secure ingest: stream elements in, labelled tuples out (trusted; DESIGN.md section 2).
+
+For every micro-batch:
+
+1. The sps of the batch (few) are collected and parsed on the driver.
+2. Each tuple gets its *gap*: how many sps of its channel precede it in this batch
+   (one window over channel, ordered by ``seq``; order never comes from arrival).
+3. Tuples are summarised per (channel, gap, declared ts, declared csn) with their
+   smallest seq, and collected: a handful of rows per policy, not per tuple.
+4. The driver replays the reference :class:`PolicyTracker` over sps and summaries in
+   seq order. That yields, per summary, the reason and policy, and per gap the seq
+   from which a reset (Fig. 10, line 16) denies the rest of the segment. The reference
+   code itself decides, so the engine cannot drift from the specification.
+5. Tuples join these small decision and policy tables (broadcast) and their labels are
+   computed natively from the policy's compiled rules.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from streamshield.engine import labels
+from streamshield.engine.tracker_state import ChannelState
+from streamshield.lang.wire import WireFormatError, parse_element
+from streamshield.policy.elements import Channel, SpElement
+from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
+from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.rules import Layout, compile_rules
+from streamshield.policy.shield import Reason
+
+ELEMENT_SCHEMA = StructType(
+    [
+        StructField("type", StringType()),
+        StructField("stream", StringType()),
+        StructField("provider", StringType()),
+        StructField("seq", LongType()),
+        StructField("tid", StringType()),
+        StructField(
+            "policy", StructType([StructField("ts", LongType()), StructField("csn", LongType())])
+        ),
+        StructField("values", StringType()),
+        StructField("ts", LongType()),
+        StructField("sn", LongType()),
+        StructField(
+            "ddp",
+            StructType([StructField(n, StringType()) for n in ("streams", "tuples", "attributes")]),
+        ),
+        StructField(
+            "srp",
+            StructType(
+                [StructField("roles", StringType()), StructField("grant_option", BooleanType())]
+            ),
+        ),
+        StructField("sign", StringType()),
+        StructField("immutable", BooleanType()),
+    ]
+)
+CHANNEL = ["stream", "provider"]
+PASS = Reason.PASS.value
+_RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
+
+
+@dataclass(frozen=True)
+class StreamSchema:
+    """A registered stream: its attributes as (name, Spark SQL type name) pairs."""
+
+    name: str
+    attributes: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.attributes)
+
+    @property
+    def ddl(self) -> str:
+        return ", ".join(f"`{n}` {t}" for n, t in self.attributes)
+
+
+@dataclass
+class Ingest:
+    """The trusted labelling step, configured with the catalog's streams and roles."""
+
+    spark: SparkSession
+    hierarchy: RoleHierarchy
+    streams: Mapping[str, StreamSchema]
+    server: Mapping[str, ServerPolicy] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.codec = RoleCodec(self.hierarchy)
+
+    def layout(self, stream: str) -> Layout:
+        return Layout(self.streams[stream].names, self.codec.width)
+
+    # -- per micro-batch -------------------------------------------------------------------
+
+    def label_batch(
+        self, batch: DataFrame, states: dict[Channel, ChannelState]
+    ) -> dict[str, DataFrame]:
+        """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
+        known = F.col("stream").isin(list(self.streams))
+        sps = self._collect_sps(batch.filter((F.col("type") == "sp") & known))
+        tuples = batch.filter((F.col("type") == "tuple") & known)
+        markers = self.spark.createDataFrame(
+            [(c.stream, c.provider, seq) for c, items in sps.items() for seq, _ in items],
+            "stream string, provider string, seq long",
+        )
+        gapped = self._with_gaps(tuples, markers).cache()
+        summaries = (
+            gapped.groupBy(*CHANNEL, "gap", "p_ts", "p_csn").agg(F.min("seq").alias("first"))
+        ).collect()
+        decisions, policies = self._decide(sps, summaries, states)
+        decided = self._join_decisions(gapped, decisions)
+        out = {}
+        for stream in self.streams:
+            out[stream] = self._label(decided.filter(F.col("stream") == stream), stream, policies)
+        return out
+
+    def _collect_sps(self, sp_rows: DataFrame) -> dict[Channel, list[tuple[int, SpElement]]]:
+        by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
+        for row in sp_rows.collect():
+            element = _sp_element(row)
+            by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
+        return {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
+
+    @staticmethod
+    def _with_gaps(tuples: DataFrame, markers: DataFrame) -> DataFrame:
+        rows = tuples.select(
+            *CHANNEL,
+            "seq",
+            "tid",
+            F.col("policy.ts").alias("p_ts"),
+            F.col("policy.csn").alias("p_csn"),
+            "values",
+            F.lit(0).alias("is_sp"),
+        )
+        marks = markers.select(
+            *CHANNEL,
+            "seq",
+            *(
+                F.lit(None).cast(t).alias(n)
+                for n, t in (
+                    ("tid", "string"),
+                    ("p_ts", "long"),
+                    ("p_csn", "long"),
+                    ("values", "string"),
+                )
+            ),
+            F.lit(1).alias("is_sp"),
+        )
+        window = (
+            Window.partitionBy(*CHANNEL)
+            .orderBy("seq")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        return (
+            rows.unionByName(marks)
+            .withColumn("gap", F.sum("is_sp").over(window))
+            .filter(F.col("is_sp") == 0)
+            .drop("is_sp")
+        )
+
+    def _decide(
+        self,
+        sps: dict[Channel, list[tuple[int, SpElement | None]]],
+        summaries: list[Any],
+        states: dict[Channel, ChannelState],
+    ) -> tuple[list[tuple], dict[tuple[str, str], list[tuple]]]:
+        """Replays the reference tracker per channel: decision rows and compiled policies."""
+        gaps: dict[Channel, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        for row in summaries:
+            gaps[Channel(row["stream"], row["provider"])][row["gap"]].append(row)
+        decisions: list[tuple] = []
+        policies: dict[tuple[str, str], list[tuple]] = {}
+        for channel in sorted(set(gaps) | set(sps)):
+            state = states.setdefault(channel, ChannelState())
+            channel_sps = sps.get(channel, [])
+            for gap in range(len(channel_sps) + 1):
+                rows = sorted(gaps[channel].get(gap, []), key=lambda r: r["first"])
+                decisions += self._decide_gap(channel, gap, rows, state, policies)
+                if gap < len(channel_sps):
+                    seq, element = channel_sps[gap]
+                    if seq > state.last_seq and element is not None:
+                        state.tracker.on_sp(element.sp)
+                    state.last_seq = max(state.last_seq, seq)
+        return decisions, policies
+
+    def _decide_gap(
+        self,
+        channel: Channel,
+        gap: int,
+        rows: list[Any],
+        state: ChannelState,
+        policies: dict[tuple[str, str], list[tuple]],
+    ) -> list[tuple]:
+        out: list[tuple] = []
+        reset_at = None
+        for row in rows:
+            if reset_at is not None:
+                break  # after a reset everything in this gap has no policy (seq rule)
+            if row["first"] <= state.last_seq:
+                out.append((*_key(channel, gap, row), Reason.OUT_OF_ORDER.value, None, None))
+                continue
+            reason, policy = state.tracker.on_tuple(row["p_ts"], row["p_csn"])
+            policy_id = None
+            if policy is not None:
+                policy_id = self._compile(channel.stream, policy, policies)
+                if policy_id is None:
+                    reason, policy_id = Reason.INVALID_POLICY, policy.policy_id
+            if policy is None and reason in _RESETS:  # the tracker reset (Fig. 10 line 16)
+                reset_at = row["first"]
+            out.append((*_key(channel, gap, row), reason.value, policy_id, None))
+        return [(*d[:-1], reset_at) for d in out]
+
+    def _compile(
+        self, stream: str, policy: Policy, policies: dict[tuple[str, str], list[tuple]]
+    ) -> str | None:
+        key = (stream, policy.policy_id)
+        if key not in policies:
+            try:
+                rules = compile_rules(
+                    policy, stream, self.streams[stream].names, self.codec, self.server.get(stream)
+                )
+            except PolicyError:
+                return None
+            policies[key] = labels.rule_rows(rules)
+        return policy.policy_id
+
+    def _join_decisions(self, gapped: DataFrame, decisions: list[tuple]) -> DataFrame:
+        table = self.spark.createDataFrame(
+            decisions,
+            "stream string, provider string, gap long, p_ts long, p_csn long, "
+            "d_reason string, policy_id string, reset_at long",
+        )
+        keys = [*CHANNEL, "gap", "p_ts", "p_csn"]
+        joined = gapped.join(F.broadcast(table), keys, "left")
+        # a tuple after the gap's reset, or one the driver never saw, has no policy
+        reason = F.when(
+            F.col("reset_at").isNotNull() & (F.col("seq") > F.col("reset_at")),
+            F.lit(Reason.NO_POLICY.value),
+        ).otherwise(F.coalesce(F.col("d_reason"), F.lit(Reason.NO_POLICY.value)))
+        return joined.withColumn("reason", reason).withColumn(
+            "policy_id", F.when(F.col("reason") == F.col("d_reason"), F.col("policy_id"))
+        )
+
+    def _label(
+        self, decided: DataFrame, stream: str, policies: dict[tuple[str, str], list[tuple]]
+    ) -> DataFrame:
+        schema = self.streams[stream]
+        layout = self.layout(stream)
+        table = self.spark.createDataFrame(
+            [(pid, rows) for (s, pid), rows in policies.items() if s == stream],
+            StructType(
+                [StructField("policy_id", StringType()), StructField("rules", labels.RULES_TYPE)]
+            ),
+        )
+        with_rules = decided.join(F.broadcast(table), "policy_id", "left")
+        acc = labels.accumulate(
+            F.when(F.col("reason") == PASS, F.col("rules")), F.col("tid"), layout.size
+        )
+        mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
+        values = F.from_json(F.col("values"), schema.ddl)
+        return with_rules.select(
+            *CHANNEL,
+            "seq",
+            "tid",
+            "reason",
+            "policy_id",
+            *(values[name].alias(name) for name in schema.names),
+            acc.alias("_acc"),
+        ).select(
+            *CHANNEL,
+            "seq",
+            "tid",
+            "reason",
+            "policy_id",
+            *schema.names,
+            *labels.label_columns(F.col("_acc"), layout, mode),
+        )
+
+
+def _key(channel: Channel, gap: int, row: Any) -> tuple:
+    return (channel.stream, channel.provider, gap, row["p_ts"], row["p_csn"])
+
+
+def _sp_element(row: Any) -> SpElement | None:
+    """An sp row back into an sp; a malformed one is dropped (its policy stays incomplete)."""
+    data = row.asDict(recursive=True)
+    data = {
+        k: data[k]
+        for k in (
+            "type",
+            "stream",
+            "provider",
+            "seq",
+            "ts",
+            "sn",
+            "ddp",
+            "srp",
+            "sign",
+            "immutable",
+        )
+    }
+    try:
+        element = parse_element(json.dumps(data))
+    except WireFormatError:
+        return None
+    return element if isinstance(element, SpElement) else None

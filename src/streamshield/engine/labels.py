@@ -1,0 +1,166 @@
+"""Label columns as native Spark expressions: rule evaluation and the secured-view check.
+
+The layout and the combination formula come from :mod:`streamshield.policy.rules`;
+this module only spells them in Catalyst. Per tuple it is one ``aggregate`` over the
+(few) rules of the tuple's policy plus bitwise arithmetic: no Python runs per row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from streamshield.policy.bitset import Words
+from streamshield.policy.patterns import Any, Glob, Literal, OneOf, Pattern, Range
+from streamshield.policy.policy import Combine
+from streamshield.policy.rules import COVER, DENY, IMM, MUT, SRV, SRV_DENY, Layout, RuleSet
+
+RULE_TYPE = StructType(
+    [
+        StructField("kind", IntegerType(), False),
+        StructField("num", DoubleType()),
+        StructField("str", StringType()),
+        StructField("nums", ArrayType(DoubleType())),
+        StructField("strs", ArrayType(StringType())),
+        StructField("lo", DoubleType()),
+        StructField("hi", DoubleType()),
+        StructField("regex", StringType()),
+        StructField("words", ArrayType(LongType()), False),
+    ]
+)
+RULES_TYPE = ArrayType(RULE_TYPE)
+ANY_KIND, NUM_KIND, STR_KIND, SET_KIND, RANGE_KIND, GLOB_KIND = range(6)
+NUMERIC_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"  # the same reading as patterns.as_number
+
+
+def glob_regex(pattern: str) -> str:
+    """A Java regex equal to ``fnmatchcase`` for our glob alphabet (``*`` and ``?`` only)."""
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return "(?s)^" + body + r"\z"
+
+
+def rule_row(pattern: Pattern, words: Words) -> tuple:
+    """One rule as a row of RULE_TYPE."""
+    kind, num, text, nums, strs, lo, hi, regex = ANY_KIND, None, None, None, None, None, None, None
+    if isinstance(pattern, Any):
+        pass
+    elif isinstance(pattern, Literal):
+        if isinstance(pattern.value, int | float):
+            kind, num = NUM_KIND, float(pattern.value)
+        else:
+            kind, text = STR_KIND, pattern.value
+    elif isinstance(pattern, OneOf):
+        kind = SET_KIND
+        values = [lit.value for lit in pattern.values]
+        nums = sorted(float(v) for v in values if isinstance(v, int | float))
+        strs = sorted(v for v in values if isinstance(v, str))
+    elif isinstance(pattern, Range):
+        kind, lo, hi = RANGE_KIND, pattern.low, pattern.high
+    elif isinstance(pattern, Glob):
+        kind, regex = GLOB_KIND, glob_regex(pattern.pattern)
+    else:  # pragma: no cover - exhaustive over Pattern
+        raise TypeError(pattern)
+    return (kind, num, text, nums, strs, lo, hi, regex, list(words))
+
+
+def rule_rows(rules: RuleSet) -> list[tuple]:
+    return [rule_row(rule.tuples, rule.words) for rule in rules.rules]
+
+
+def tid_number(tid: Column) -> Column:
+    return F.when(tid.rlike(NUMERIC_TEXT), tid.cast("double"))
+
+
+def _matches(rule: Column, tid: Column, tid_num: Column) -> Column:
+    kind = rule["kind"]
+    return F.coalesce(
+        F.when(kind == ANY_KIND, F.lit(True))
+        .when(kind == NUM_KIND, tid_num == rule["num"])
+        .when(kind == STR_KIND, tid == rule["str"])
+        .when(
+            kind == SET_KIND,
+            F.array_contains(rule["strs"], tid) | F.array_contains(rule["nums"], tid_num),
+        )
+        .when(kind == RANGE_KIND, tid_num.between(rule["lo"], rule["hi"]))
+        .when(kind == GLOB_KIND, F.regexp_like(tid, rule["regex"])),
+        F.lit(False),
+    )
+
+
+def accumulate(rules: Column, tid: Column, size: int) -> Column:
+    """OR of the words of the matching rules; all zeros when there is no rule (deny)."""
+    tid_num = tid_number(tid)
+    zero = F.array_repeat(F.lit(0).cast("long"), size)
+    folded = F.aggregate(
+        rules,
+        zero,
+        lambda acc, rule: F.when(
+            _matches(rule, tid, tid_num),
+            F.zip_with(acc, rule["words"], lambda x, y: x.bitwiseOR(y)),
+        ).otherwise(acc),
+    )
+    return F.coalesce(folded, zero)
+
+
+def reader_column(obj: int, word: int) -> str:
+    return f"_ss_r{obj}_{word}"
+
+
+def denied_column(obj: int, word: int) -> str:
+    return f"_ss_d{obj}_{word}"
+
+
+def label_columns(acc: Column, layout: Layout, mode: Combine) -> list[Column]:
+    """Reader and denied words of the tuple and of every attribute, from accumulated words."""
+    columns = []
+    for obj in range(len(layout.objects)):
+        for w in range(layout.width):
+
+            def part(p: int, obj: int = obj, w: int = w) -> Column:
+                return acc[layout.offset(obj, p) + w]
+
+            srv_ok = part(SRV).bitwiseAND(F.bitwise_not(part(SRV_DENY)))
+            joined = (
+                part(MUT).bitwiseAND(srv_ok)
+                if mode is Combine.INTERSECT
+                else part(MUT).bitwiseOR(srv_ok)
+            )
+            combined = F.when(part(COVER) != 0, joined).otherwise(part(MUT))
+            columns.append(combined.bitwiseOR(part(IMM)).alias(reader_column(obj, w)))
+            columns.append(part(DENY).alias(denied_column(obj, w)))
+    return columns
+
+
+def allows(obj: int, query: Words) -> Column:
+    """The secured-view test for one object: readers meet the query, denied misses it."""
+    meets = [
+        (F.col(reader_column(obj, w)).bitwiseAND(F.lit(q)) != 0) for w, q in enumerate(query) if q
+    ]
+    misses = [
+        (F.col(denied_column(obj, w)).bitwiseAND(F.lit(q)) == 0) for w, q in enumerate(query) if q
+    ]
+    if not meets:
+        return F.lit(False)
+    condition = _any(meets)
+    for miss in misses:
+        condition = condition & F.coalesce(miss, F.lit(False))
+    return F.coalesce(condition, F.lit(False))
+
+
+def _any(conditions: Sequence[Column]) -> Column:
+    result = conditions[0]
+    for condition in conditions[1:]:
+        result = result | condition
+    return result

@@ -1,0 +1,85 @@
+"""Run the same element sequences through the reference shield and the Spark engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from streamshield.engine import labels
+from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest, StreamSchema
+from streamshield.engine.tracker_state import ChannelState
+from streamshield.examples import hospital
+from streamshield.lang.wire import to_line
+from streamshield.policy.elements import Channel, Element
+from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.shield import Reason, SecurityShield
+
+STREAMS = {name: StreamSchema(name, types) for name, types in hospital.ATTRIBUTE_TYPES.items()}
+
+Outcome = dict[tuple[str, str, int], tuple[str, frozenset[str], str | None]]
+
+
+def reference(elements: Sequence[Element], roles: Iterable[str], server=None) -> Outcome:
+    shield = SecurityShield(
+        hospital.hierarchy(), list(roles), hospital.SCHEMAS, server or hospital.server_policies()
+    )
+    out: Outcome = {}
+    for d in shield.decisions(elements):
+        key = (d.element.channel.stream, d.element.channel.provider, d.element.seq)
+        policy = (
+            d.policy_id
+            if d.reason in (Reason.PASS, Reason.NOT_AUTHORIZED, Reason.INVALID_POLICY)
+            else None
+        )
+        out[key] = (d.reason.value, d.attributes, policy)
+    return out
+
+
+def spark_labelled(
+    spark: SparkSession,
+    tmp: Path,
+    batches: Sequence[Sequence[Element]],
+    server=None,
+    states: dict[Channel, ChannelState] | None = None,
+) -> dict[str, list]:
+    """Labelled rows per stream after feeding the batches in order (collected)."""
+    ingest = Ingest(spark, hospital.hierarchy(), STREAMS, server or hospital.server_policies())
+    states = {} if states is None else states
+    collected: dict[str, list] = {name: [] for name in STREAMS}
+    for index, batch in enumerate(batches):
+        path = tmp / f"batch-{index}.jsonl"
+        path.write_text("\n".join(to_line(e) for e in batch) + "\n")
+        frame = spark.read.schema(ELEMENT_SCHEMA).json(str(path))
+        for stream, labelled in ingest.label_batch(frame, states).items():
+            collected[stream].append(labelled.localCheckpoint())  # evaluate once
+    return {s: frames for s, frames in collected.items()}
+
+
+def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
+    codec = RoleCodec(hospital.hierarchy())
+    query = codec.query(roles)
+    out: Outcome = {}
+    for stream, frames in labelled.items():
+        names = STREAMS[stream].names
+        for frame in frames:
+            rows = frame.select(
+                "stream",
+                "provider",
+                "seq",
+                "reason",
+                "policy_id",
+                labels.allows(0, query).alias("_visible"),
+                *(labels.allows(i, query).alias(f"_a{i}") for i in range(1, len(names) + 1)),
+            ).collect()
+            for r in rows:
+                reason = r["reason"]
+                attrs: frozenset[str] = frozenset()
+                if reason == Reason.PASS.value:
+                    if r["_visible"]:
+                        attrs = frozenset(n for i, n in enumerate(names, 1) if r[f"_a{i}"])
+                    else:
+                        reason = Reason.NOT_AUTHORIZED.value
+                out[(r["stream"], r["provider"], r["seq"])] = (reason, attrs, r["policy_id"])
+    return out

@@ -1,0 +1,18 @@
+"""One SparkSession for the whole test session (a JVM start costs seconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamshield.engine.session import spark_session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = spark_session("local[2]", "streamshield-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

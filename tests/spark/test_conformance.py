@@ -1,0 +1,69 @@
+"""Conformance: the Spark engine passes exactly what the reference shield passes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import pairwise
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamshield.examples import hospital
+from streamshield.policy.elements import Channel
+from tests.spark.conformance import reference, spark_labelled, spark_outcome
+from tests.unit.strategies import ROLES
+from tests.unit.test_shield import perturbed
+
+pytestmark = pytest.mark.spark
+ROLE_SETS = [["C"], ["GP"], ["ND"], ["ER"], ["INS"], ["E"], ["ND", "GP"], ["DM", "ER"]]
+
+
+def _split(elements, cuts):
+    bounds = sorted({0, len(elements), *(c % (len(elements) + 1) for c in cuts)})
+    return [elements[a:b] for a, b in pairwise(bounds)]
+
+
+@pytest.mark.parametrize("cuts", [[], [7], [3, 20, 31]], ids=["one-batch", "two", "four"])
+def test_hospital_example_conforms(spark, tmp_path, cuts) -> None:
+    elements = hospital.elements()
+    labelled = spark_labelled(spark, tmp_path, _split(elements, cuts))
+    for roles in ROLE_SETS:
+        assert spark_outcome(labelled, roles) == reference(elements, roles), roles
+
+
+def _renumbered(elements, provider: str) -> list:
+    """Channel order is ``seq`` order: after perturbing, seq must follow the list again."""
+    channel = Channel("HeartRate", provider)
+    return [replace(e, channel=channel, seq=i) for i, e in enumerate(elements, 1)]
+
+
+@st.composite
+def two_channel_feeds(draw):
+    a = _renumbered(draw(perturbed()), "ward-A")
+    b = _renumbered(draw(perturbed()), "ward-B")
+    order = draw(st.lists(st.booleans(), max_size=len(a) + len(b)))
+    merged, ia, ib = [], list(a), list(b)
+    for take_a in order:
+        source = ia if take_a else ib
+        if source:
+            merged.append(source.pop(0))
+    return merged + ia + ib
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    elements=two_channel_feeds(),
+    cuts=st.lists(st.integers(0, 40), max_size=2),
+    roles=st.sets(st.sampled_from(ROLES), min_size=1, max_size=2),
+)
+def test_random_channels_conform(spark, tmp_path_factory, elements, cuts, roles) -> None:
+    """Random interleavings, missing, duplicated, reordered sps and forged declarations,
+    two channels, several micro-batches."""
+    tmp = tmp_path_factory.mktemp("conf")
+    labelled = spark_labelled(spark, tmp, _split(elements, cuts), server={})
+    assert spark_outcome(labelled, roles) == reference(elements, roles, server={})
