@@ -102,6 +102,13 @@ class Ingest:
 
     def __post_init__(self) -> None:
         self.codec = RoleCodec(self.hierarchy)
+        self._cached: list[DataFrame] = []
+
+    def release(self) -> None:
+        """Drop what the last batch cached, once its output is written."""
+        for frame in self._cached:
+            frame.unpersist()
+        self._cached.clear()
 
     def layout(self, stream: str) -> Layout:
         return Layout(self.streams[stream].names, self.codec.width)
@@ -114,14 +121,17 @@ class Ingest:
         """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
         known = F.col("stream").isin(list(self.streams))
         sps = self._collect_sps(batch.filter((F.col("type") == "sp") & known))
-        tuples = batch.filter((F.col("type") == "tuple") & known)
+        tuples = self._mark_late(batch.filter((F.col("type") == "tuple") & known), states)
         markers = self.spark.createDataFrame(
             [(c.stream, c.provider, seq) for c, items in sps.items() for seq, _ in items],
             "stream string, provider string, seq long",
         )
         gapped = self._with_gaps(tuples, markers).cache()
+        self._cached.append(gapped)
         summaries = (
-            gapped.groupBy(*CHANNEL, "gap", "p_ts", "p_csn").agg(F.min("seq").alias("first"))
+            gapped.filter(~F.col("late"))
+            .groupBy(*CHANNEL, "gap", "p_ts", "p_csn")
+            .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
         ).collect()
         decisions, policies = self._decide(sps, summaries, states)
         decided = self._join_decisions(gapped, decisions)
@@ -137,6 +147,18 @@ class Ingest:
             by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
         return {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
 
+    def _mark_late(self, tuples: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
+        """Tuples at or below their channel's processed seq came too late: out of order."""
+        processed = self.spark.createDataFrame(
+            [(c.stream, c.provider, s.last_seq) for c, s in states.items()],
+            "stream string, provider string, last_seq long",
+        )
+        return (
+            tuples.join(F.broadcast(processed), CHANNEL, "left")
+            .withColumn("late", F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1)))
+            .drop("last_seq")
+        )
+
     @staticmethod
     def _with_gaps(tuples: DataFrame, markers: DataFrame) -> DataFrame:
         rows = tuples.select(
@@ -146,6 +168,7 @@ class Ingest:
             F.col("policy.ts").alias("p_ts"),
             F.col("policy.csn").alias("p_csn"),
             "values",
+            "late",
             F.lit(0).alias("is_sp"),
         )
         marks = markers.select(
@@ -158,6 +181,7 @@ class Ingest:
                     ("p_ts", "long"),
                     ("p_csn", "long"),
                     ("values", "string"),
+                    ("late", "boolean"),
                 )
             ),
             F.lit(1).alias("is_sp"),
@@ -197,6 +221,8 @@ class Ingest:
                     if seq > state.last_seq and element is not None:
                         state.tracker.on_sp(element.sp)
                     state.last_seq = max(state.last_seq, seq)
+            seen = [row["last"] for rows in gaps[channel].values() for row in rows]
+            state.last_seq = max([state.last_seq, *seen])
         return decisions, policies
 
     def _decide_gap(
@@ -212,9 +238,6 @@ class Ingest:
         for row in rows:
             if reset_at is not None:
                 break  # after a reset everything in this gap has no policy (seq rule)
-            if row["first"] <= state.last_seq:
-                out.append((*_key(channel, gap, row), Reason.OUT_OF_ORDER.value, None, None))
-                continue
             reason, policy = state.tracker.on_tuple(row["p_ts"], row["p_csn"])
             policy_id = None
             if policy is not None:
@@ -248,11 +271,16 @@ class Ingest:
         )
         keys = [*CHANNEL, "gap", "p_ts", "p_csn"]
         joined = gapped.join(F.broadcast(table), keys, "left")
-        # a tuple after the gap's reset, or one the driver never saw, has no policy
-        reason = F.when(
-            F.col("reset_at").isNotNull() & (F.col("seq") > F.col("reset_at")),
-            F.lit(Reason.NO_POLICY.value),
-        ).otherwise(F.coalesce(F.col("d_reason"), F.lit(Reason.NO_POLICY.value)))
+        # late tuples are out of order; a tuple after the gap's reset, or one the driver
+        # never saw, has no policy
+        reason = (
+            F.when(F.col("late"), F.lit(Reason.OUT_OF_ORDER.value))
+            .when(
+                F.col("reset_at").isNotNull() & (F.col("seq") > F.col("reset_at")),
+                F.lit(Reason.NO_POLICY.value),
+            )
+            .otherwise(F.coalesce(F.col("d_reason"), F.lit(Reason.NO_POLICY.value)))
+        )
         return joined.withColumn("reason", reason).withColumn(
             "policy_id", F.when(F.col("reason") == F.col("d_reason"), F.col("policy_id"))
         )
