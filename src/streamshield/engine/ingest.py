@@ -81,6 +81,7 @@ class StreamSchema:
 
     name: str
     attributes: tuple[tuple[str, str], ...]
+    event_time: str | None = None  # a timestamp attribute: secured views watermark it
 
     @property
     def names(self) -> tuple[str, ...]:

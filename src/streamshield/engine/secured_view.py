@@ -25,13 +25,20 @@ def secured_view(
     codec: RoleCodec,
     roles: Iterable[str],
     keep_labels: bool = False,
+    watermark: str = "1 minute",
 ) -> DataFrame:
     """Rows the roles may read, unreadable attributes as NULL; labels dropped unless asked."""
     query = codec.query(roles)
-    visible = labelled.filter((F.col("reason") == PASS) & labels.allows(0, query))
+    tuple_visible = (F.col("reason") == PASS) & labels.allows(0, query)
+    visible = labelled.filter(tuple_visible)
+    # Masks repeat the tuple test: Spark may evaluate a user predicate before the row
+    # filter, and then it must only ever see NULL for rows the query cannot read.
     masked = [
-        F.when(labels.allows(obj, query), F.col(name)).alias(name)
+        F.when(tuple_visible & labels.allows(obj, query), F.col(name)).alias(name)
         for obj, name in enumerate(schema.names, start=1)
     ]
     extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
-    return visible.select("stream", "provider", "seq", "policy_id", *masked, *extra)
+    view = visible.select("stream", "provider", "seq", "policy_id", *masked, *extra)
+    if schema.event_time and dict(schema.attributes)[schema.event_time] == "timestamp":
+        view = view.withWatermark(schema.event_time, watermark)
+    return view

@@ -1,0 +1,93 @@
+"""Stream definitions: the schema a provider's tuples are checked against on landing.
+
+A definition is what the landing zone validates values with and what the Spark engine
+hands to ``from_json``, so both sides agree by construction. Names are restricted to
+plain identifiers because they become directory names and SQL column names; labels
+live next to the attributes under the reserved ``_ss_`` prefix, so no attribute may
+take that prefix and shadow a label column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SPARK_TYPES = frozenset({"bigint", "int", "double", "string", "boolean", "timestamp"})
+"""Spark SQL types an attribute may have: what ``from_json`` and the landing checks agree on."""
+
+EVENT_TIME_TYPES = frozenset({"timestamp", "bigint"})
+RESERVED_PREFIX = "_ss_"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_name(name: object, what: str) -> str:
+    """The name itself, or ValueError: only identifiers are safe as paths and SQL columns."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{what} must match [A-Za-z_][A-Za-z0-9_]*, got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class StreamDefinition:
+    """A registered stream: ordered attributes with Spark types, its tuple id and event time.
+
+    Type names are normalised to lower case. Attribute names must be unique ignoring
+    case, because Spark resolves columns case-insensitively by default.
+    """
+
+    name: str
+    attributes: tuple[tuple[str, str], ...]
+    tid: str
+    event_time: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "stream name")
+        if self.name.startswith("_"):
+            # Spark's file source skips paths starting with "_" and "_tmp" is the landing
+            # zone's staging directory: such a stream would silently lose its data.
+            raise ValueError(f"stream name must not start with '_', got {self.name!r}")
+        attributes = tuple(self._attribute(pair) for pair in self.attributes)
+        object.__setattr__(self, "attributes", attributes)
+        self._check_unique()
+        types = dict(attributes)
+        if self.tid not in types:
+            raise ValueError(f"tid {self.tid!r} is not an attribute of stream {self.name}")
+        if self.event_time is not None and types.get(self.event_time) not in EVENT_TIME_TYPES:
+            raise ValueError(
+                f"event_time {self.event_time!r} must be an attribute of type "
+                f"{' or '.join(sorted(EVENT_TIME_TYPES))}"
+            )
+
+    @staticmethod
+    def _attribute(pair: tuple[str, str]) -> tuple[str, str]:
+        name, spark_type = pair
+        check_name(name, "attribute name")
+        if name.lower().startswith(RESERVED_PREFIX):
+            raise ValueError(f"attribute names starting with {RESERVED_PREFIX!r} are reserved")
+        normalised = spark_type.lower() if isinstance(spark_type, str) else spark_type
+        if normalised not in SPARK_TYPES:
+            raise ValueError(
+                f"attribute {name!r}: type {spark_type!r} is not one of {sorted(SPARK_TYPES)}"
+            )
+        return name, normalised
+
+    def _check_unique(self) -> None:
+        seen: set[str] = set()
+        for name, _ in self.attributes:
+            if name.lower() in seen:
+                raise ValueError(f"duplicate attribute {name!r} in stream {self.name}")
+            seen.add(name.lower())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.attributes)
+
+    @property
+    def types(self) -> dict[str, str]:
+        """Attribute name to Spark type name."""
+        return dict(self.attributes)
+
+    @property
+    def ddl(self) -> str:
+        """The schema in Spark DDL, as ``from_json(col, ddl)`` reads it."""
+        return ", ".join(f"`{n}` {t}" for n, t in self.attributes)

@@ -1,0 +1,210 @@
+"""Continuous queries of users over secured views of the labelled streams.
+
+``register`` checks the SQL before Spark sees it, plans it in a fresh Spark session
+(temporary views are per session, so no query can name another one's views), over
+secured views of exactly the streams it uses for exactly the roles it runs with, adds
+label propagation, and starts it on the chosen sink. Failures reach the user as an
+error class only; the full message, which may quote data values, goes to the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from streamshield.engine.ingest import StreamSchema
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.secured_view import secured_view
+from streamshield.lang.label_propagation import (
+    LabelsNotPropagated,
+    is_aggregate,
+    propagate_labels,
+)
+from streamshield.lang.query_check import QueryRejected, check_query
+from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
+
+audit = logging.getLogger("streamshield.audit")
+_ERROR_CLASS = re.compile(r"\[([A-Z0-9_.]+)\]")
+
+
+@dataclass(frozen=True)
+class FileSink:
+    path: str
+    format: str = "parquet"
+
+
+@dataclass(frozen=True)
+class ConsoleSink:
+    pass
+
+
+@dataclass(frozen=True)
+class MemorySink:
+    """Spark's in-memory table sink, named ``table`` (tests, notebooks)."""
+
+    table: str
+
+
+@dataclass(frozen=True)
+class CallbackSink:
+    """Calls ``fn(frame, batch_id)`` once per micro-batch, in-process."""
+
+    fn: Callable[[DataFrame, int], None]
+
+
+Sink = FileSink | ConsoleSink | MemorySink | CallbackSink
+
+
+class QueryFailed(RuntimeError):
+    """A registered query stopped with an error; the message is safe to show."""
+
+
+_WRAPPERS = frozenset({"STREAM_FAILED"})
+
+
+def safe_error(err: BaseException) -> str:
+    """The error class of a Spark failure without its message (which can quote values).
+
+    Streaming failures wrap the cause (``[STREAM_FAILED] ... [CAST_INVALID_INPUT] ...``);
+    the innermost class is the useful one.
+    """
+    classes = [c for c in _ERROR_CLASS.findall(str(err)) if c not in _WRAPPERS]
+    return classes[0] if classes else type(err).__name__
+
+
+@dataclass
+class RegisteredQuery:
+    name: str
+    sql: str
+    roles: tuple[str, ...]
+    streams: tuple[str, ...]
+    labelled_output: bool
+    handle: StreamingQuery = field(repr=False)
+    session: SparkSession = field(repr=False)
+    sink: Sink = field(repr=False)
+
+    def results(self) -> list:
+        """Rows of a MemorySink query so far (the table lives in the query's own session)."""
+        if not isinstance(self.sink, MemorySink):
+            raise TypeError("only memory-sink queries keep results in process")
+        return self.session.table(self.sink.table).collect()
+
+    @property
+    def active(self) -> bool:
+        return self.handle.isActive
+
+    def error(self) -> str | None:
+        """Why the query failed, as an error class; details are in the audit log."""
+        failure = self.handle.exception()
+        if failure is None:
+            return None
+        audit.error("query %s failed: %s", self.name, failure)
+        return safe_error(failure)
+
+    def process_all_available(self) -> None:
+        """Block until everything available is processed; QueryFailed with a safe message."""
+        try:
+            self.handle.processAllAvailable()
+        except PySparkException as err:
+            audit.error("query %s failed: %s", self.name, err)
+            raise QueryFailed(f"query {self.name} failed: {safe_error(err)}") from None
+
+    def stop(self) -> None:
+        self.handle.stop()
+
+
+class QueryService:
+    """Registers, lists and stops users' continuous queries."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        streams: Mapping[str, StreamSchema],
+        hierarchy: RoleHierarchy,
+        labelled: LabelledStore,
+        root: str | Path,
+    ) -> None:
+        self.spark, self.streams, self.hierarchy = spark, streams, hierarchy
+        self.codec = RoleCodec(hierarchy)
+        self.labelled, self.root = labelled, Path(root)
+        self.queries: dict[str, RegisteredQuery] = {}
+
+    def register(
+        self, sql: str, roles: Iterable[str], sink: Sink, name: str | None = None
+    ) -> RegisteredQuery:
+        """Check, secure and start a query; QueryRejected for anything not allowed."""
+        roles = tuple(sorted(set(roles)))
+        if not roles:
+            raise QueryRejected("no_role", "a query needs at least one role")
+        try:
+            self.hierarchy.effective(roles)
+        except UnknownRoleError as err:
+            raise QueryRejected("unknown_role", str(err)) from None
+        checked = check_query(sql, list(self.streams))
+        name = name or f"q-{uuid.uuid4().hex[:8]}"
+        if name in self.queries:
+            raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
+        session = self.spark.newSession()
+        views = {s: self._view(session, s, roles) for s in checked.streams}
+        text = checked.rewrite(views)
+        labelled_output = len(checked.streams) == 1
+        if labelled_output:
+            try:
+                text = propagate_labels(text, self._label_columns(), "_ss_r")
+            except LabelsNotPropagated:
+                labelled_output = False
+        result = session.sql(text)
+        handle = self._start(result, sink, name, is_aggregate(text))
+        query = RegisteredQuery(
+            name, sql, roles, checked.streams, labelled_output, handle, session, sink
+        )
+        self.queries[name] = query
+        audit.info("query %s registered by roles %s over %s", name, roles, checked.streams)
+        return query
+
+    def list(self) -> list[RegisteredQuery]:
+        return sorted(self.queries.values(), key=lambda q: q.name)
+
+    def stop(self, name: str) -> None:
+        self.queries.pop(name).stop()
+
+    def _label_columns(self) -> list[str]:
+        return [
+            column(0, w)
+            for w in range(self.codec.width)
+            for column in (reader_column, denied_column)
+        ]
+
+    def _view(self, session: SparkSession, stream: str, roles: tuple[str, ...]) -> str:
+        schema = self.streams[stream]
+        path = self.labelled.path(stream)
+        path.mkdir(parents=True, exist_ok=True)
+        struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width)
+        source = session.readStream.schema(struct).parquet(str(path))
+        view = secured_view(source, schema, self.codec, roles, keep_labels=True)
+        name = f"ss_{uuid.uuid4().hex}_{stream}"
+        view.createOrReplaceTempView(name)
+        return name
+
+    def _start(self, result: DataFrame, sink: Sink, name: str, aggregate: bool) -> StreamingQuery:
+        checkpoint = self.root / "checkpoints" / "queries" / name
+        writer = result.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
+        if aggregate:  # files only take final results (needs the event-time watermark)
+            writer = writer.outputMode("append" if isinstance(sink, FileSink) else "update")
+        if isinstance(sink, FileSink):
+            return writer.format(sink.format).start(sink.path)
+        if isinstance(sink, ConsoleSink):
+            return writer.format("console").option("truncate", "false").start()
+        if isinstance(sink, MemorySink):
+            return writer.format("memory").queryName(sink.table).start()
+        return writer.foreachBatch(sink.fn).start()

@@ -1,0 +1,453 @@
+"""The landing zone: where providers' elements become durable, validated, ordered files.
+
+Providers append tuples and sps per channel (stream, provider). What lands here is what
+the trusted Spark ingest reads, so this module checks everything it can check without
+Spark (wire format, schema, known roles, channel order) and writes only whole files.
+
+The on-disk contract (the Spark ingest relies on it; keep it exactly):
+
+* accepted elements go to ``<root>/<stream>/<provider>-<first_seq:012d>-<uuid8>.jsonl``,
+  one element per line in the wire format (:func:`~streamshield.lang.wire.to_line`),
+  sorted by ``seq``; one file per channel per append call;
+* a file is written and fsynced under ``<root>/_tmp/`` (as a dot file, so no reader
+  glob picks it up) and then ``os.replace``\\d into place, so no reader ever sees a
+  partial file; Spark's file source ignores names starting with ``_`` or ``.``;
+* the catalog's ``last_seq`` of a channel is advanced only after its file is in place.
+
+A rejected element is rejected alone (the rest of the call still lands), counted in
+the catalog, and explained by a message that names fields and positions but never a
+tuple's data values. Order is protected by refusing any seq that is not greater than
+the channel's last accepted one: the shield decides which policy governs a tuple from
+the seqs, so a replayed or reordered element must not land.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from streamshield.catalog.store import Catalog, named_roles
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.lang.wire import WireFormatError, parse_element, to_line
+from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
+from streamshield.policy.roles import RoleHierarchy
+
+TMP_DIR = "_tmp"
+LOCK_FILE = "_landing.lock"
+FILE_NAME = re.compile(r"(?P<provider>.+)-(?P<seq>[0-9]{12,})-(?P<uid>[0-9a-f]{8})\.jsonl\Z")
+_PROVIDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}\Z")
+_ISO_8601 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?\Z"
+)
+_INT64 = (-(2**63), 2**63 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
+_EPOCH_SECONDS = (_INT64[0] // 1_000_000, _INT64[1] // 1_000_000)  # Spark keeps microseconds
+
+
+class Reason(StrEnum):
+    """Why an element was rejected; the codes are counted in the catalog."""
+
+    MALFORMED = "malformed"  # not a valid wire-format element
+    UNKNOWN_STREAM = "unknown_stream"
+    INVALID_PROVIDER = "invalid_provider"  # not usable in a file name
+    OUT_OF_RANGE = "out_of_range"  # seq/ts/csn/sn beyond Spark's bigint
+    UNKNOWN_ATTRIBUTE = "unknown_attribute"
+    TYPE_MISMATCH = "type_mismatch"
+    TID_MISMATCH = "tid_mismatch"  # tid attribute missing or not the element's tid
+    UNKNOWN_ROLE = "unknown_role"
+    SEQ_NOT_INCREASING = "seq_not_increasing"
+    WRITE_FAILED = "write_failed"  # the file could not be written; nothing of it is visible
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One rejected element: ``line`` is 1-based (text line, Parquet row or element index)."""
+
+    line: int
+    reason: Reason
+    message: str
+
+
+@dataclass
+class AppendResult:
+    """What one append call did: elements landed, elements rejected, files written."""
+
+    accepted: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+class _Reject(Exception):
+    def __init__(self, reason: Reason, message: str, stream: str | None = None) -> None:
+        super().__init__(message)
+        self.reason, self.message, self.stream = reason, message, stream
+
+
+Candidate = tuple[int, str | WireFormatError]  # (1-based position, wire line or why none)
+
+
+class LandingZone:
+    """Validates appended elements and lands the accepted ones atomically under ``root``.
+
+    Appends to one root are serialised by an exclusive lock file, so two writers can
+    never both accept the same seq of a channel.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], catalog: Catalog) -> None:
+        self.root = Path(root)
+        self.catalog = catalog
+        (self.root / TMP_DIR).mkdir(parents=True, exist_ok=True)
+        for definition in catalog.streams():
+            self.stream_dir(definition.name).mkdir(exist_ok=True)
+
+    def stream_dir(self, stream: str) -> Path:
+        """Directory of a stream's landed files (what the Spark ingest reads)."""
+        return self.root / stream
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def append(self, elements: Iterable[Element]) -> AppendResult:
+        """Lands elements, validated exactly as if they had arrived as wire text."""
+        return self._append(_element_lines(elements))
+
+    def append_lines(self, lines: Iterable[str]) -> AppendResult:
+        """Lands wire-format lines; blank lines are skipped but still counted as lines."""
+        return self._append((n, line) for n, line in enumerate(lines, 1) if line.strip())
+
+    def append_parquet(self, path: str | os.PathLike[str]) -> AppendResult:
+        """Lands the rows of a Parquet file whose columns are the wire fields.
+
+        ``policy``, ``ddp`` and ``srp`` are structs; ``values`` is a JSON string or a
+        struct. Null columns count as absent (rows of both kinds share one schema), so
+        a required field that is null is reported as missing.
+        """
+        return self._append(_parquet_lines(Path(path)))
+
+    # -- the pipeline ----------------------------------------------------------------------
+
+    def _append(self, candidates: Iterable[Candidate]) -> AppendResult:
+        streams = {definition.name: definition for definition in self.catalog.streams()}
+        hierarchy = self.catalog.hierarchy()
+        result, counts = AppendResult(), Counter[tuple[str | None, Reason]]()
+        checked: list[tuple[int, Element]] = []
+        for position, line in candidates:
+            try:
+                checked.append((position, _check(position, line, streams, hierarchy)))
+            except _Reject as reject:
+                _reject(result, counts, position, reject)
+        with self._lock():
+            self._clear_tmp()
+            groups = self._in_order(checked, result, counts)
+            self._count(counts)
+            failed = Counter[tuple[str | None, Reason]]()
+            for channel, items in groups.items():
+                self._land(channel, items, result, failed)
+            self._count(failed)
+        result.rejected.sort(key=lambda rejection: rejection.line)
+        return result
+
+    def _in_order(
+        self,
+        checked: list[tuple[int, Element]],
+        result: AppendResult,
+        counts: Counter[tuple[str | None, Reason]],
+    ) -> dict[Channel, list[tuple[int, Element]]]:
+        """Accepted elements per channel; each seq must exceed the channel's last one."""
+        last: dict[Channel, int] = {}
+        groups: dict[Channel, list[tuple[int, Element]]] = defaultdict(list)
+        for position, element in checked:
+            channel = element.channel
+            if channel not in last:
+                last[channel] = self._last_seq(channel)
+            if element.seq <= last[channel]:
+                message = f"seq {element.seq} is not greater than {last[channel]} (last accepted)"
+                reject = _Reject(Reason.SEQ_NOT_INCREASING, message, channel.stream)
+                _reject(result, counts, position, reject)
+                continue
+            last[channel] = element.seq
+            groups[channel].append((position, element))
+        return groups
+
+    def _last_seq(self, channel: Channel) -> int:
+        """The catalog's last seq, first catching up with a file already landed beyond it.
+
+        A writer that died between ``os.replace`` and ``advance_seq`` left a visible file
+        the catalog does not know; accepting its seqs again would duplicate elements.
+        """
+        recorded = self.catalog.last_seq(channel)
+        newest = _newest_file(self.stream_dir(channel.stream), channel.provider)
+        if newest is not None and newest[0] > recorded:
+            landed = _last_line_seq(newest[1])
+            if landed > recorded:
+                self.catalog.advance_seq(channel, landed)
+                return landed
+        return recorded
+
+    def _land(
+        self,
+        channel: Channel,
+        items: list[tuple[int, Element]],
+        result: AppendResult,
+        failed: Counter[tuple[str | None, Reason]],
+    ) -> None:
+        elements = sorted((element for _, element in items), key=lambda e: e.seq)
+        try:
+            path = self._write(channel, elements)
+        except OSError as err:
+            message = f"could not write the file of channel {channel}: {err.strerror or 'error'}"
+            for position, _ in items:
+                reject = _Reject(Reason.WRITE_FAILED, message, channel.stream)
+                _reject(result, failed, position, reject)
+            return
+        self.catalog.advance_seq(channel, elements[-1].seq)
+        result.accepted += len(elements)
+        result.files.append(path)
+
+    def _write(self, channel: Channel, elements: list[Element]) -> Path:
+        """Writes one file in ``_tmp``, fsyncs it and moves it into place in one step."""
+        name = f"{channel.provider}-{elements[0].seq:012d}-{uuid.uuid4().hex[:8]}.jsonl"
+        directory = self.stream_dir(channel.stream)
+        directory.mkdir(exist_ok=True)
+        tmp = self.root / TMP_DIR / f".{name}.tmp"
+        try:
+            with open(tmp, "x", encoding="utf-8") as out:
+                out.writelines(to_line(element) + "\n" for element in elements)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, directory / name)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(directory)
+        return directory / name
+
+    def _count(self, counts: Counter[tuple[str | None, Reason]]) -> None:
+        for (stream, reason), n in sorted(counts.items(), key=str):
+            self.catalog.count_rejection(stream, reason.value, n)
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Exclusive across processes and threads (flock is per open file description)."""
+        with open(self.root / LOCK_FILE, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _clear_tmp(self) -> None:
+        """Removes files a crashed writer left; only lock holders write there, so all are stale."""
+        for entry in os.scandir(self.root / TMP_DIR):
+            if entry.is_file():
+                with suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
+# -- checks (pure) ---------------------------------------------------------------------------
+
+
+def _check(
+    position: int,
+    line: str | WireFormatError,
+    streams: Mapping[str, StreamDefinition],
+    hierarchy: RoleHierarchy,
+) -> Element:
+    """The element of one candidate line, or _Reject saying why it cannot land."""
+    if isinstance(line, WireFormatError):
+        raise _Reject(Reason.MALFORMED, _redact(line.problem))
+    try:
+        element = parse_element(line, position)
+    except WireFormatError as err:
+        raise _Reject(Reason.MALFORMED, _redact(err.problem)) from None
+    stream = element.channel.stream
+    definition = streams.get(stream)
+    if definition is None:
+        # Not attributed to the name: counting arbitrary names would let anyone grow the table.
+        raise _Reject(Reason.UNKNOWN_STREAM, f"stream {stream!r} is not registered")
+    if not _PROVIDER.match(element.channel.provider):
+        raise _Reject(
+            Reason.INVALID_PROVIDER,
+            "provider must match [A-Za-z0-9][A-Za-z0-9_.-]{0,127}",
+            stream,
+        )
+    if isinstance(element, TupleElement):
+        _check_tuple(element, definition)
+    else:
+        _check_sp(element, hierarchy)
+    return element
+
+
+def _check_bigints(fields: Mapping[str, int], stream: str) -> None:
+    for name, value in fields.items():
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise _Reject(Reason.OUT_OF_RANGE, f"{name} does not fit a bigint", stream)
+
+
+def _check_tuple(element: TupleElement, definition: StreamDefinition) -> None:
+    stream = definition.name
+    bigints = {"seq": element.seq, "policy.ts": element.policy_ts}
+    _check_bigints({**bigints, "policy.csn": element.policy_csn}, stream)
+    types = definition.types
+    for name in element.values:
+        if name not in types:
+            raise _Reject(Reason.UNKNOWN_ATTRIBUTE, f"values.{name}: not an attribute", stream)
+    for name, value in element.values.items():
+        if value is not None and not fits(types[name], value):
+            message = f"values.{name}: not a valid {types[name]}"
+            raise _Reject(Reason.TYPE_MISMATCH, message, stream)
+    tid = element.values.get(definition.tid)
+    if tid is None:
+        message = f"values.{definition.tid}: the tuple id attribute is missing"
+        raise _Reject(Reason.TID_MISMATCH, message, stream)
+    if str(tid) != str(element.tid):
+        message = f"values.{definition.tid} differs from the element's tid"
+        raise _Reject(Reason.TID_MISMATCH, message, stream)
+
+
+def _check_sp(element: SpElement, hierarchy: RoleHierarchy) -> None:
+    stream = element.channel.stream
+    _check_bigints({"seq": element.seq, "ts": element.sp.ts, "sn": element.sp.sn}, stream)
+    unknown = [r for r in named_roles(element.sp.srp.roles) if r not in hierarchy.juniors]
+    if unknown:
+        message = f"srp.roles names unknown roles {unknown}"
+        raise _Reject(Reason.UNKNOWN_ROLE, message, stream)
+
+
+def fits(spark_type: str, value: object) -> bool:
+    """Whether a non-null JSON value reads into the Spark type without loss or null.
+
+    Booleans are never numbers here, although Python treats them as ints.
+    """
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if spark_type == "bigint":
+        return is_int and _INT64[0] <= value <= _INT64[1]
+    if spark_type == "int":
+        return is_int and _INT32[0] <= value <= _INT32[1]
+    if spark_type == "double":
+        return is_int or isinstance(value, float)
+    if spark_type == "string":
+        return isinstance(value, str)
+    if spark_type == "boolean":
+        return isinstance(value, bool)
+    if spark_type == "timestamp":
+        if is_int:
+            return _EPOCH_SECONDS[0] <= value <= _EPOCH_SECONDS[1]
+        return isinstance(value, str) and _is_iso_8601(value)
+    return False
+
+
+def _is_iso_8601(text: str) -> bool:
+    """Extended ISO-8601 dates and date-times, the forms Spark's JSON reader takes."""
+    if not _ISO_8601.match(text):
+        return False
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _redact(problem: str) -> str:
+    """Pydantic quotes an unknown ``type`` tag; keep field names, drop the input itself."""
+    return re.sub(r"Input tag '.*?' found", "Input tag found", problem)
+
+
+def _reject(
+    result: AppendResult,
+    counts: Counter[tuple[str | None, Reason]],
+    position: int,
+    reject: _Reject,
+) -> None:
+    result.rejected.append(Rejection(position, reject.reason, reject.message))
+    counts[(reject.stream, reject.reason)] += 1
+
+
+# -- landed files ----------------------------------------------------------------------------
+
+
+def _newest_file(directory: Path, provider: str) -> tuple[int, Path] | None:
+    """The landed file of ``provider`` with the largest first seq, if any."""
+    newest: tuple[int, Path] | None = None
+    if not directory.is_dir():
+        return None
+    for entry in os.scandir(directory):
+        match = FILE_NAME.match(entry.name)
+        if match and match["provider"] == provider:
+            first = int(match["seq"])
+            if newest is None or first > newest[0]:
+                newest = (first, Path(entry.path))
+    return newest
+
+
+def _last_line_seq(path: Path) -> int:
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return int(json.loads(lines[-1])["seq"])
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Makes the rename durable; some file systems cannot fsync a directory, which is fine."""
+    with suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# -- input adapters --------------------------------------------------------------------------
+
+
+def _element_lines(elements: Iterable[Element]) -> Iterator[Candidate]:
+    for position, element in enumerate(elements, 1):
+        try:
+            yield position, to_line(element)
+        except (TypeError, ValueError, AttributeError) as err:
+            problem = f"not writable in the wire format ({type(err).__name__})"
+            yield position, WireFormatError(problem, position)
+
+
+def _parquet_lines(path: Path) -> Iterator[Candidate]:
+    import pyarrow.parquet as pq  # only Parquet callers pay for the import
+
+    position = 0
+    for batch in pq.ParquetFile(path).iter_batches():
+        for row in batch.to_pylist():
+            position += 1
+            try:
+                yield position, json.dumps(_wire_dict(row), default=_json_value)
+            except WireFormatError as err:
+                yield position, WireFormatError(err.problem, position)
+            except (TypeError, ValueError) as err:
+                yield position, WireFormatError(f"unsupported value ({type(err).__name__})")
+
+
+def _wire_dict(row: dict[str, object]) -> dict[str, object]:
+    """A Parquet row as the wire dict: nulls are absent, ``values`` becomes an object."""
+    wire = {name: value for name, value in row.items() if value is not None}
+    values = wire.get("values")
+    if isinstance(values, str):
+        try:
+            wire["values"] = json.loads(values)
+        except json.JSONDecodeError:
+            raise WireFormatError("values: not valid JSON") from None
+    elif isinstance(values, dict):
+        # A struct has every attribute of every stream in the file: null means absent.
+        wire["values"] = {name: v for name, v in values.items() if v is not None}
+    return wire
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)

@@ -1,0 +1,61 @@
+"""Carry tuple labels through a user query so that its output is a labelled stream again.
+
+DESIGN.md section 1: select/project keep a tuple's labels; an aggregate's readers are
+the intersection over its contributors (``bit_and``) and its denied roles the union
+(``bit_or``). The rewrite adds those label columns to the outermost SELECT of a query
+over one secured view. Joins and set operations are left to the SCJoin work; for them
+the output carries no labels and :func:`propagate_labels` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlglot
+from sqlglot import exp
+
+RESERVED = "_ss_"
+
+
+class LabelsNotPropagated(ValueError):
+    """The query's shape is one whose output labels are not derived yet."""
+
+
+def _is_aggregate(select: exp.Select) -> bool:
+    return bool(select.args.get("group")) or any(
+        isinstance(node, exp.AggFunc) for e in select.expressions for node in e.walk()
+    )
+
+
+def is_aggregate(sql: str) -> bool:
+    """Whether the outer SELECT aggregates (decides the streaming output mode)."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    return isinstance(tree, exp.Select) and _is_aggregate(tree)
+
+
+def propagate_labels(sql: str, label_columns: Sequence[str], readers_prefix: str) -> str:
+    """``sql`` with the label columns appended to its outer SELECT (Spark dialect).
+
+    Columns starting with ``readers_prefix`` combine with ``bit_and`` under aggregation,
+    the others (denied words) with ``bit_or``; ``policy_id`` passes through plain
+    selections only.
+    """
+    tree = sqlglot.parse_one(sql, read="spark")
+    if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
+        raise LabelsNotPropagated("labels propagate through single-stream SELECTs only")
+    for node in tree.walk():
+        if isinstance(node, exp.Identifier) and node.name.lower().startswith(RESERVED):
+            raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
+    aggregate = _is_aggregate(tree)
+    if not aggregate and any(isinstance(e, exp.Star) for e in tree.expressions):
+        return tree.sql(dialect="spark")  # the star already carries the labels
+    extra: list[exp.Expression] = []
+    for column in label_columns:
+        if aggregate:
+            fn = "bit_and" if column.startswith(readers_prefix) else "bit_or"
+            extra.append(exp.alias_(exp.func(fn, exp.column(column)), column))
+        else:
+            extra.append(exp.column(column))
+    if not aggregate:
+        extra.append(exp.column("policy_id"))
+    return tree.select(*extra, append=True).sql(dialect="spark")

@@ -1,0 +1,853 @@
+"""Check user SQL before Spark ever sees it (DESIGN.md section 4).
+
+A continuous query arrives as Spark SQL text. Handing that text to ``spark.sql`` would
+let a user read files (``parquet.`/etc/passwd```), call into the JVM (``reflect``,
+``java_method``), change session configuration, or name raw tables instead of the
+secured views. So the text is parsed here with sqlglot, checked against a deny-by-default
+rule set, and only a *checked* query can be turned back into SQL: :meth:`CheckedQuery.rewrite`
+regenerates the text from the checked syntax tree (comments dropped), with every stream
+reference replaced by the secured view built for the user. Spark therefore only ever sees
+SQL that this module produced from a tree it has inspected.
+
+Every rejection is a :class:`QueryRejected` whose ``rule`` names the broken rule and whose
+message is safe to show the user: it names relations and functions, never literal values
+from the query (they may be data the user typed from elsewhere, and messages end up in
+logs and other users' tooling).
+
+The module is pure Python: it must not import pyspark (tests/unit/test_purity.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+__all__ = [
+    "ALLOWED_UNKNOWN_FUNCTIONS",
+    "FORBIDDEN_FUNCTIONS",
+    "FORBIDDEN_FUNCTION_PREFIXES",
+    "MAX_QUERY_CHARS",
+    "CheckedQuery",
+    "QueryRejected",
+    "check_query",
+]
+
+MAX_QUERY_CHARS = 100_000
+"""Longer texts are refused before parsing: no legitimate continuous query is this big and
+the parser's time and memory grow with the input."""
+
+TIME_WINDOW_FUNCTIONS = frozenset({"window", "session_window"})
+"""Spark's streaming time-window functions; each one adds windowed state, so they are counted."""
+
+FORBIDDEN_FUNCTIONS = frozenset(
+    {
+        # reach into the JVM: call arbitrary static Java methods
+        "reflect",
+        "java_method",
+        "try_reflect",
+        # reveal the host: file names and blocks the rows came from
+        "input_file_name",
+        "input_file_block_start",
+        "input_file_block_length",
+        # reveal the service's identity and session, not the user's data
+        "current_user",
+        "user",
+        "session_user",
+        "current_catalog",
+        "current_database",
+        "current_schema",
+        "current_path",
+        "current_metastore",
+        "current_recipient",
+        "is_member",
+        "is_account_group_member",
+        "version",
+        "spark_partition_id",
+        # fail the query on purpose or with a chosen message: a side channel and a DoS lever
+        "assert_true",
+        "raise_error",
+        # read storage or catalogs from inside a query
+        "read_files",
+        "range",
+        "sql_keywords",
+        "collations",
+        "python_worker_logs",
+        "from_protobuf",  # its descriptor-file argument reads a path on the driver
+        "to_protobuf",
+        # crypto with caller-chosen keys and service secrets
+        "aes_decrypt",
+        "try_aes_decrypt",
+        "aes_encrypt",
+        "secret",
+        "try_secret",
+    }
+)
+"""Functions refused wherever they appear, whether sqlglot knows them or not."""
+
+FORBIDDEN_FUNCTION_PREFIXES = ("java_", "reflect", "read_")
+"""Name prefixes refused too, so a future ``java_*``, ``reflect*`` or ``read_*`` built-in
+(or another dialect's ``read_csv``, ``read_parquet`` that sqlglot models) is denied."""
+
+ALLOWED_UNKNOWN_FUNCTIONS = frozenset(
+    {
+        # time windows
+        "window",
+        "session_window",
+        "window_time",
+        # date and time
+        "date_format",
+        "from_unixtime",
+        "to_timestamp",
+        "to_timestamp_ltz",
+        "to_timestamp_ntz",
+        "try_to_timestamp",
+        "try_to_date",
+        "to_date",
+        "date_add",
+        "date_sub",
+        "datediff",
+        "date_diff",
+        "date_part",
+        "datepart",
+        "date_trunc",
+        "hour",
+        "minute",
+        "second",
+        "year",
+        "month",
+        "day",
+        "dayofweek",
+        "dayofmonth",
+        "dayofyear",
+        "weekday",
+        "weekofyear",
+        "quarter",
+        "unix_timestamp",
+        "unix_seconds",
+        "unix_millis",
+        "unix_micros",
+        "unix_nanos",
+        "timestamp_seconds",
+        "timestamp_millis",
+        "timestamp_micros",
+        "timestamp_nanos",
+        "current_timestamp",
+        "current_date",
+        "current_timezone",
+        "now",
+        "make_date",
+        "make_timestamp",
+        "make_timestamp_ltz",
+        "make_timestamp_ntz",
+        "try_make_timestamp",
+        "try_make_timestamp_ltz",
+        "try_make_timestamp_ntz",
+        "make_interval",
+        "try_make_interval",
+        "make_dt_interval",
+        "make_ym_interval",
+        "from_utc_timestamp",
+        "to_utc_timestamp",
+        "time_bucket",
+        # aggregates
+        "approx_count_distinct",
+        "percentile_approx",
+        "approx_percentile",
+        "collect_list",
+        "collect_set",
+        "bit_and",
+        "bit_or",
+        "bit_xor",
+        "bool_and",
+        "bool_or",
+        "every",
+        "some",
+        "any_value",
+        "count_if",
+        "mean",
+        "std",
+        "try_sum",
+        "try_avg",
+        "histogram_numeric",
+        "count_min_sketch",
+        "hll_sketch_agg",
+        "hll_sketch_estimate",
+        "hll_union",
+        "hll_union_agg",
+        # arithmetic
+        "try_add",
+        "try_divide",
+        "try_multiply",
+        "try_subtract",
+        "try_mod",
+        "pmod",
+        "positive",
+        "round",
+        "bround",
+        "abs",
+        "sqrt",
+        "pow",
+        "power",
+        "exp",
+        "expm1",
+        "ln",
+        "log",
+        "log10",
+        "log1p",
+        "floor",
+        "ceil",
+        "e",
+        "hypot",
+        "bin",
+        "conv",
+        "shiftrightunsigned",
+        "nullifzero",
+        "zeroifnull",
+        # null handling and conditionals
+        "nvl",
+        "nvl2",
+        "ifnull",
+        "nullif",
+        "coalesce",
+        "greatest",
+        "least",
+        "isnull",
+        "isnotnull",
+        # strings
+        "concat",
+        "concat_ws",
+        "substring",
+        "upper",
+        "lower",
+        "length",
+        "octet_length",
+        "trim",
+        "btrim",
+        "regexp",
+        "regexp_extract",
+        "regexp_replace",
+        "format_number",
+        "printf",
+        "find_in_set",
+        "sentences",
+        "mask",
+        "quote",
+        "to_varchar",
+        "url_decode",
+        "url_encode",
+        "try_url_decode",
+        "try_parse_url",
+        "luhn_check",
+        "jaro_winkler_similarity",
+        "is_valid_utf8",
+        "make_valid_utf8",
+        "validate_utf8",
+        "try_validate_utf8",
+        # hashing (keyed by the caller, no service secret involved)
+        "hash",
+        "xxhash64",
+        "crc32",
+        "hmac",
+        # casts written as functions
+        "bigint",
+        "binary",
+        "decimal",
+        "smallint",
+        "tinyint",
+        "try_to_binary",
+        "try_to_number",
+        # structs, arrays and maps
+        "struct",
+        "named_struct",
+        "array",
+        "map",
+        "element_at",
+        "get",
+        "size",
+        "cardinality",
+        "array_contains",
+        "array_repeat",
+        "array_union",
+        "arrays_overlap",
+        "forall",
+        "zip_with",
+        "map_concat",
+        "map_entries",
+        "map_filter",
+        "map_values",
+        "map_zip_with",
+        "transform_keys",
+        "transform_values",
+        "json_array_length",
+        "json_tuple",
+        "inline_outer",
+        "from_csv",
+        "to_csv",
+        "schema_of_csv",
+        "schema_of_json",
+        "from_avro",
+        "to_avro",
+        # variants
+        "try_parse_json",
+        "variant_get",
+        "try_variant_get",
+        "is_variant_null",
+        "schema_of_variant",
+        "to_variant_object",
+        # ids
+        "monotonically_increasing_id",
+        "uuid",
+    }
+)
+"""Functions sqlglot does not model (it parses them as ``exp.Anonymous``) that users may call.
+
+Unknown function names are refused unless listed here, so a user-defined or newly added
+Spark function is denied until someone decides it is safe. Names sqlglot does model are
+allowed unless :data:`FORBIDDEN_FUNCTIONS` or :data:`FORBIDDEN_FUNCTION_PREFIXES` deny them.
+Deliberately absent: XML/XPath parsing (XML parsers have a history of entity attacks),
+protobuf (reads descriptor files), and everything in :data:`FORBIDDEN_FUNCTIONS`."""
+
+FILE_FORMATS = frozenset(
+    {
+        "parquet",
+        "json",
+        "csv",
+        "delta",
+        "text",
+        "orc",
+        "binaryfile",
+        "avro",
+        "xml",
+        "jdbc",
+        "libsvm",
+        "image",
+        "hudi",
+        "iceberg",
+    }
+)
+"""Data-source names Spark accepts in ``format.`path``` to read files as a relation."""
+
+_STATEMENT_NODES: tuple[type[exp.Expression], ...] = tuple(
+    node
+    for node in (
+        getattr(exp, name, None)
+        for name in (
+            "Insert",
+            "MultitableInserts",
+            "Update",
+            "Delete",
+            "Merge",
+            "Create",
+            "Drop",
+            "Alter",
+            "Command",
+            "Set",
+            "Use",
+            "Cache",
+            "Uncache",
+            "Refresh",
+            "Describe",
+            "Analyze",
+            "Show",
+            "LoadData",
+            "Copy",
+            "Pragma",
+            "Transaction",
+            "Commit",
+            "Rollback",
+            "Into",
+        )
+    )
+    if isinstance(node, type)
+)
+"""Nodes that write, change the catalog or the session, or are not queries at all. Refused
+anywhere in the tree, not only at the top, so nesting cannot smuggle one in."""
+
+_LITERAL_TOKENS = frozenset(
+    getattr(TokenType, name)
+    for name in (
+        "STRING",
+        "NUMBER",
+        "BIT_STRING",
+        "HEX_STRING",
+        "BYTE_STRING",
+        "NATIONAL_STRING",
+        "NATIONAL_RAW_STRING",
+        "RAW_STRING",
+        "HEREDOC_STRING",
+        "UNICODE_STRING",
+    )
+    if hasattr(TokenType, name)
+)
+_GENERIC_MESSAGES = {
+    "unknown_relation": "the query reads a relation that is not one of your streams",
+    "file_path": "reading files directly (format.`path`) is not allowed; query a stream",
+    "table_function": "functions in FROM (table-valued functions) are not allowed",
+    "forbidden_function": "the query calls a function that is not allowed",
+    "duplicate_cte": "a CTE name is defined twice",
+    "parse_error": "could not parse the query",
+}
+"""Messages without any name, used when a name to be shown contains a literal of the query
+(sqlglot accepts ``FROM '...'`` and ``WITH '...' AS``, turning strings into names)."""
+
+_VIEW_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+_STREAM_META = "streamshield_stream"
+_SHOWN_NAME_CHARS = 64
+
+
+class QueryRejected(ValueError):
+    """A user query that breaks a rule; the message is safe to show to that user.
+
+    ``rule`` is a short machine-readable code (``not_select``, ``unknown_relation``,
+    ``file_path``, ``table_function``, ``forbidden_function``, ``config``, ``hint``,
+    ``parse_error``, ``multiple_statements``, ``too_many_joins``, ``too_many_windows``,
+    ``script_transform``, ``recursive_cte``, ``duplicate_cte``, ``too_long``,
+    ``too_complex``). The message names the rule and at most a relation or function name;
+    it never contains literal values from the query.
+    """
+
+    def __init__(
+        self, rule: str, message: str, *, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.rule = rule
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(f"query rejected ({rule}): {message}")
+
+
+@dataclass(frozen=True)
+class CheckedQuery:
+    """A query that passed :func:`check_query`; the only thing :meth:`rewrite` accepts.
+
+    Keeping the checked syntax tree (not just the text) means the SQL handed to Spark is
+    generated from exactly what was inspected, rather than re-parsed by a second parser
+    that might read the text differently.
+    """
+
+    sql: str
+    """The original text, as the user wrote it (for the audit log)."""
+    streams: tuple[str, ...]
+    """Catalog streams the query reads, spelled as in the catalog, sorted and unique."""
+    _tree: exp.Expression = field(repr=False, compare=False)
+
+    def rewrite(self, view_names: Mapping[str, str]) -> str:
+        """The query with every stream reference replaced by the given (secured) view name.
+
+        ``view_names`` maps each stream in :attr:`streams` (matched case-insensitively) to
+        the temp view that applies the user's policy. References keep their alias; an
+        unaliased ``FROM HeartRate`` becomes ``FROM `view` AS HeartRate`` so column
+        qualifiers such as ``HeartRate.beats`` still resolve. CTE references are left alone.
+        The result is Spark SQL without comments; it is checked again before being returned
+        so that nothing the generator emits can escape the rules.
+
+        Raises ``ValueError`` if a stream has no view, a view name is not a plain identifier,
+        or a CTE in the query has the same name as a view (it would shadow the view).
+        """
+        lookup = {name.lower(): view for name, view in view_names.items()}
+        missing = [s for s in self.streams if s.lower() not in lookup]
+        if missing:
+            raise ValueError(f"no view given for streams {missing}")
+        used = {lookup[s.lower()] for s in self.streams}
+        for view in used:
+            if not _VIEW_NAME.fullmatch(view):
+                raise ValueError(f"view name {view!r} is not a plain identifier")
+        used_lower = {v.lower() for v in used}
+        tree = self._tree.copy()
+        for cte in tree.find_all(exp.CTE):
+            if cte.alias_or_name.lower() in used_lower:
+                raise ValueError(f"CTE {cte.alias_or_name!r} would shadow a secured view")
+        for table in list(tree.find_all(exp.Table)):
+            stream = table.meta.get(_STREAM_META)
+            if stream is None:
+                continue
+            written = table.this.copy()
+            alias = table.args.get("alias")
+            if alias is None:
+                table.set("alias", exp.TableAlias(this=written))
+            elif alias.this is None:
+                alias.set("this", written)
+            table.set("this", exp.to_identifier(lookup[stream.lower()], quoted=True))
+            table.set("db", None)
+            table.set("catalog", None)
+        for func in tree.find_all(exp.Anonymous):
+            # ``WINDOW`` is also a clause keyword; backquoted, every parser reads it as the
+            # function (Spark resolves quoted function names as usual).
+            if func.name.lower() == "window":
+                func.set("this", exp.to_identifier(func.name, quoted=True))
+        text = tree.sql(dialect="spark", comments=False)
+        again = check_query(text, used, max_joins=1 << 30, max_windows=1 << 30)
+        if {s.lower() for s in again.streams} != used_lower:
+            raise RuntimeError("rewritten query reads other relations than the secured views")
+        return text
+
+
+def check_query(
+    sql: str, streams: Collection[str], max_joins: int = 4, *, max_windows: int = 4
+) -> CheckedQuery:
+    """Parse ``sql`` (Spark dialect) and return it checked, or raise :class:`QueryRejected`.
+
+    ``streams`` is the catalog of streams this user may read; names match
+    case-insensitively, as Spark's default resolution does. Rules (deny by default):
+    exactly one statement, and it is a query; every relation is a catalog stream or a CTE
+    in scope; no file paths, table-valued functions or LATERAL VIEW; no forbidden or unknown
+    functions; no hints, no configuration changes, no script transforms; at most
+    ``max_joins`` joins and ``max_windows`` time-window calls.
+    """
+    if isinstance(streams, str):
+        raise TypeError("streams must be a collection of names, not one string")
+    catalog = _catalog(streams)
+    if len(sql) > MAX_QUERY_CHARS:
+        raise QueryRejected("too_long", f"the query is longer than {MAX_QUERY_CHARS} characters")
+    literals: frozenset[str] = frozenset()
+    try:
+        tree, literals = _parse_one(sql)
+        _check_shape(tree)
+        _check_relations(tree)
+        _check_functions(tree)
+        found = _resolve_tables(tree, catalog, sql)
+        _check_limits(tree, max_joins, max_windows)
+    except RecursionError:
+        raise QueryRejected("too_complex", "the query is nested too deeply") from None
+    except QueryRejected as error:
+        raise _scrubbed(error, literals) from None
+    return CheckedQuery(sql=sql, streams=tuple(sorted(found)), _tree=tree)
+
+
+def _scrubbed(error: QueryRejected, literals: frozenset[str]) -> QueryRejected:
+    """The error, or a name-free copy if its message happens to contain a query literal.
+
+    A backstop for rule 8: names shown in messages come from identifiers, but sqlglot
+    accepts some strings where names go, and a name may simply equal a literal.
+    """
+    text = error.message.lower()
+    if not any(literal.lower() in text for literal in literals):
+        return error
+    message = _GENERIC_MESSAGES.get(error.rule, "the query breaks a rule")
+    return QueryRejected(error.rule, message, line=error.line, column=error.column)
+
+
+def _catalog(streams: Collection[str]) -> dict[str, str]:
+    """Lower-cased name -> catalog name; two streams differing only in case are ambiguous."""
+    catalog: dict[str, str] = {}
+    for name in streams:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"stream names must be non-empty strings, got {name!r}")
+        other = catalog.setdefault(name.lower(), name)
+        if other != name:
+            raise ValueError(f"streams {other!r} and {name!r} differ only in case")
+    return catalog
+
+
+def _shown(name: str) -> str:
+    """A relation or function name fit for a message: printable and short."""
+    clean = "".join(c if c.isprintable() else "?" for c in name)
+    if len(clean) > _SHOWN_NAME_CHARS:
+        clean = clean[:_SHOWN_NAME_CHARS] + "..."
+    return repr(clean)
+
+
+def _parse_one(sql: str) -> tuple[exp.Expression, frozenset[str]]:
+    """Tokenize, enforce the statement-level rules on tokens, then parse the one statement.
+
+    Statement splitting, ``SET``/``RESET`` and hints are decided on tokens because sqlglot
+    cannot parse every such statement (``RESET key`` is a parse error) and because it keeps
+    a misplaced hint only as an ordinary comment. Also returns the texts of the literals
+    (two characters or more), which messages must not contain.
+    """
+    dialect = Spark()
+    try:
+        tokens = dialect.tokenize(sql)
+    except TokenError:
+        raise QueryRejected(
+            "parse_error",
+            "could not read the query: unterminated string, quoted name or comment?",
+        ) from None
+    literals = frozenset(
+        token.text
+        for token in tokens
+        if token.token_type in _LITERAL_TOKENS and len(token.text.strip()) >= 2
+    )
+    statements: list[list[Token]] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append([])
+        else:
+            statements[-1].append(token)
+    statements = [s for s in statements if s]
+    if not statements:
+        raise QueryRejected("parse_error", "the query is empty")
+    try:
+        return _parse_statements(sql, dialect, statements), literals
+    except QueryRejected as error:
+        raise _scrubbed(error, literals) from None
+
+
+def _parse_statements(sql: str, dialect: Spark, statements: list[list[Token]]) -> exp.Expression:
+    for statement in statements:
+        first = statement[0]
+        if first.token_type == TokenType.SET or first.text.upper() == "RESET":
+            raise QueryRejected(
+                "config", "changing the session configuration (SET/RESET) is not allowed"
+            )
+    if len(statements) > 1:
+        raise QueryRejected(
+            "multiple_statements", f"exactly one statement is allowed, found {len(statements)}"
+        )
+    (statement,) = statements
+    if _has_hint(sql, statement):
+        raise QueryRejected("hint", "optimizer hints (/*+ ... */) are not allowed")
+    statement = _window_calls_as_functions(statement)
+    try:
+        parsed = dialect.parser().parse(statement, sql)
+    except ParseError as error:
+        where = error.errors[0] if error.errors else {}
+        line, column = where.get("line"), where.get("col")
+        at = f" at line {line}, column {column}" if line is not None else ""
+        raise QueryRejected(
+            "parse_error", f"could not parse the query{at}", line=line, column=column
+        ) from None
+    except (SqlglotError, ValueError, TypeError, AttributeError, IndexError, KeyError):
+        raise QueryRejected("parse_error", "could not parse the query") from None
+    trees = [t for t in parsed if t is not None]
+    if len(trees) != 1:
+        raise QueryRejected("parse_error", "could not parse the query")
+    return trees[0]
+
+
+def _has_hint(sql: str, tokens: list[Token]) -> bool:
+    """Whether a ``/*+`` comment sits anywhere between (or around) the tokens.
+
+    Only the gaps between tokens are searched, so ``'/*+'`` inside a string is not a hint.
+    """
+    if any(token.token_type == TokenType.HINT for token in tokens):
+        return True
+    edges = [-1] + [b for t in tokens for b in (t.start, t.end)] + [len(sql)]
+    gaps = (sql[edges[i] + 1 : edges[i + 1]] for i in range(0, len(edges), 2))
+    return any("/*+" in gap for gap in gaps)
+
+
+def _window_calls_as_functions(tokens: list[Token]) -> list[Token]:
+    """Make ``window(`` a function call: sqlglot reads ``GROUP BY window(...)`` as the
+    WINDOW clause and fails. ``WINDOW`` followed by ``(`` is never the clause
+    (that is ``WINDOW name AS (...)``), so retyping it as a plain name is safe."""
+    fixed = list(tokens)
+    for i, token in enumerate(tokens[:-1]):
+        if token.token_type == TokenType.WINDOW and tokens[i + 1].token_type == TokenType.L_PAREN:
+            fixed[i] = Token(
+                TokenType.VAR,
+                token.text,
+                token.line,
+                token.col,
+                token.start,
+                token.end,
+                token.comments,
+            )
+    return fixed
+
+
+def _statement_kind(node: exp.Expression) -> str:
+    """A keyword naming a statement for messages, never user text beyond a keyword."""
+    if isinstance(node, exp.Command):
+        words = str(node.this or "").split()
+        return words[0].upper() if words and _WORD.fullmatch(words[0]) else "command"
+    if isinstance(node, _STATEMENT_NODES):
+        return type(node).key.upper()
+    return "this kind of statement"
+
+
+def _check_shape(tree: exp.Expression) -> None:
+    """One query at the top; no statements, INTO, script transforms or hints inside it."""
+    root = tree
+    while isinstance(root, exp.Subquery):
+        root = root.this
+    if not isinstance(root, exp.Select | exp.SetOperation):
+        raise QueryRejected(
+            "not_select",
+            f"only queries (SELECT, WITH, UNION ...) are allowed, not {_statement_kind(tree)}",
+        )
+    for node in tree.walk():
+        if isinstance(node, _STATEMENT_NODES):
+            raise QueryRejected(
+                "not_select",
+                f"only queries are allowed; {_statement_kind(node)} found inside the query",
+            )
+        if isinstance(node, exp.QueryTransform):
+            raise QueryRejected(
+                "script_transform", "TRANSFORM ... USING (running a script) is not allowed"
+            )
+        if isinstance(node, exp.Hint):
+            raise QueryRejected("hint", "optimizer hints (/*+ ... */) are not allowed")
+        if isinstance(node, exp.Select) and not node.expressions:
+            raise QueryRejected("parse_error", "a SELECT has nothing to select")
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            raise QueryRejected("recursive_cte", "WITH RECURSIVE is not allowed")
+
+
+def _check_relations(tree: exp.Expression) -> None:
+    """Everything in FROM/JOIN is a named relation, a subquery or inline VALUES.
+
+    Table-valued functions (``range``, ``read_files``, ``explode`` ...), ``TABLE(...)``,
+    ``IDENTIFIER(...)`` and LATERAL VIEW all produce relations from expressions, so the
+    safe choice is to refuse every function call in FROM rather than judge each one.
+    """
+    for node in tree.walk():
+        if isinstance(node, exp.Lateral):
+            if node.args.get("view") or not isinstance(node.this, exp.Subquery):
+                raise QueryRejected(
+                    "table_function", "LATERAL VIEW and functions in FROM are not allowed"
+                )
+        elif isinstance(node, exp.From | exp.Join):
+            relation = node.this
+            if isinstance(relation, exp.Table) and isinstance(relation.this, exp.Identifier):
+                continue
+            if isinstance(relation, exp.Subquery | exp.Values | exp.Lateral):
+                continue
+            raise QueryRejected("table_function", _table_function_message(relation))
+        elif isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
+            raise QueryRejected("table_function", _table_function_message(node))
+
+
+def _table_function_message(relation: exp.Expression) -> str:
+    inner = relation.this if isinstance(relation, exp.Table) else relation
+    if isinstance(inner, exp.Func):
+        return f"table-valued function {_shown(_func_name(inner))} in FROM is not allowed"
+    return "only streams, CTEs and subqueries may appear in FROM"
+
+
+def _func_name(node: exp.Func) -> str:
+    if isinstance(node, exp.Anonymous | exp.AnonymousAggFunc):
+        return node.name
+    return node.sql_name().lower()
+
+
+def _func_names(node: exp.Func) -> set[str]:
+    """Every name a function node can go by: what the user wrote for unknown functions;
+    for modelled ones all of sqlglot's spellings, so ``current_user`` is caught however
+    it was written (``CURRENT_USER``, ``current_user()``)."""
+    if isinstance(node, exp.Anonymous | exp.AnonymousAggFunc):
+        return {node.name.lower()}
+    return {name.lower() for name in type(node).sql_names()} | {type(node).key.lower()}
+
+
+def _check_functions(tree: exp.Expression) -> None:
+    """Forbidden names anywhere; unknown names only if allow-listed; no qualified calls."""
+    for node in tree.walk():
+        if not isinstance(node, exp.Func):
+            continue
+        names = _func_names(node)
+        shown = _shown(_func_name(node))
+        if names & FORBIDDEN_FUNCTIONS or any(
+            name.startswith(FORBIDDEN_FUNCTION_PREFIXES) for name in names
+        ):
+            raise QueryRejected("forbidden_function", f"function {shown} is not allowed")
+        if isinstance(node, exp.Anonymous | exp.AnonymousAggFunc) and not (
+            names <= ALLOWED_UNKNOWN_FUNCTIONS
+        ):
+            raise QueryRejected("forbidden_function", f"function {shown} is unknown or not allowed")
+        parent = node.parent
+        if isinstance(parent, exp.Dot) and parent.expression is node:
+            # ``db.f(x)`` calls a persistent function, ``system.builtin.f`` a built-in by
+            # another name; neither is needed and both dodge the name checks.
+            raise QueryRejected(
+                "forbidden_function", f"qualified function name for {shown} is not allowed"
+            )
+
+
+def _table_name(table: exp.Table) -> str:
+    return ".".join(part.name for part in table.parts)
+
+
+def _resolve_tables(tree: exp.Expression, catalog: Mapping[str, str], sql: str) -> set[str]:
+    """Resolve every table reference as Spark would; mark stream references for rewrite.
+
+    CTE scope follows Spark: a CTE body sees outer CTEs and the CTEs defined before it in
+    the same WITH, but not itself (a self-reference reads the outer relation) nor later
+    ones. Any doubt resolves to "not a CTE", which makes the reference a stream (rewritten
+    to its secured view) or an unknown relation (rejected), never an unsecured read.
+    """
+    found: set[str] = set()
+    stack: list[tuple[exp.Expression, frozenset[str]]] = [(tree, frozenset())]
+    while stack:
+        node, ctes = stack.pop()
+        if isinstance(node, exp.Table):
+            stream = _resolve_table(node, ctes, catalog, sql)
+            if stream is not None:
+                node.meta[_STREAM_META] = stream
+                found.add(stream)
+        children = list(node.iter_expressions())
+        withs = [child for child in children if isinstance(child, exp.With)]
+        inner = ctes
+        for with_ in withs:
+            defined: set[str] = set()
+            for cte in with_.expressions:
+                name = cte.alias_or_name.lower()
+                if name in defined:
+                    raise QueryRejected(
+                        "duplicate_cte", f"CTE {_shown(cte.alias_or_name)} is defined twice"
+                    )
+                stack.append((cte.this, ctes | defined))
+                defined.add(name)
+            inner = inner | defined
+        stack.extend((child, inner) for child in children if not isinstance(child, exp.With))
+    return found
+
+
+def _resolve_table(
+    table: exp.Table, ctes: frozenset[str], catalog: Mapping[str, str], sql: str
+) -> str | None:
+    """The catalog stream a table reference reads, ``None`` for a CTE, or a rejection."""
+    for part in table.parts:
+        start = part.meta.get("start")
+        if isinstance(start, int) and 0 <= start < len(sql) and sql[start] in "'\"":
+            # sqlglot reads ``FROM 'x'`` as a quoted name; Spark would not, and echoing the
+            # "name" could echo a value.
+            raise QueryRejected("parse_error", "a string literal cannot name a relation")
+    qualifier = table.args.get("db")
+    if qualifier is not None or table.args.get("catalog") is not None:
+        source = qualifier.name.lower() if qualifier is not None else ""
+        if source in FILE_FORMATS or re.search(r"[/\\:]", table.name):
+            raise QueryRejected(
+                "file_path",
+                "reading files directly (format.`path`) is not allowed; query a stream",
+            )
+        raise QueryRejected(
+            "unknown_relation",
+            f"unknown relation {_shown(_table_name(table))}: qualified names are not allowed",
+        )
+    name = table.name.lower()
+    if name in ctes:
+        return None
+    if name in catalog:
+        return catalog[name]
+    raise QueryRejected("unknown_relation", f"unknown relation {_shown(table.name)}")
+
+
+def _count(tree: exp.Expression, kind: type[exp.Expression]) -> int:
+    return sum(1 for _ in tree.find_all(kind))
+
+
+def _time_windows(tree: exp.Expression) -> Iterator[exp.Anonymous]:
+    for func in tree.find_all(exp.Anonymous):
+        if func.name.lower() in TIME_WINDOW_FUNCTIONS:
+            yield func
+
+
+def _check_limits(tree: exp.Expression, max_joins: int, max_windows: int) -> None:
+    """Joins and time windows hold streaming state; cap them so one query cannot hog it."""
+    joins = _count(tree, exp.Join)
+    if joins > max_joins:
+        raise QueryRejected("too_many_joins", f"{joins} joins, at most {max_joins} allowed")
+    # The same window written in SELECT and GROUP BY is one window, so count distinct ones.
+    windows = len({func.sql(dialect="spark", comments=False) for func in _time_windows(tree)})
+    if windows > max_windows:
+        raise QueryRejected(
+            "too_many_windows", f"{windows} time windows, at most {max_windows} allowed"
+        )

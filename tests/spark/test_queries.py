@@ -1,0 +1,132 @@
+"""Secured continuous queries: what each role receives, hostile SQL, safe errors, labels."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from streamshield.engine.ingest import Ingest
+from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.queries import MemorySink, QueryFailed, QueryService
+from streamshield.examples import hospital
+from streamshield.lang.query_check import QueryRejected
+from streamshield.policy.elements import TupleElement
+from tests.spark.conformance import STREAMS, reference
+from tests.spark.test_ingest_job import chunks, land
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def service(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("queries")
+    for i, part in enumerate(chunks(hospital.elements(), 12)):
+        land(root / "landing", part, i)
+    ingest = Ingest(spark, hospital.hierarchy(), STREAMS, hospital.server_policies())
+    job = IngestJob(ingest, root / "landing", root / "store")
+    job.start(available_now=True).awaitTermination()
+    service = QueryService(spark, STREAMS, hospital.hierarchy(), job.store, root / "store")
+    yield service
+    for query in service.list():
+        query.stop()
+
+
+def run(service, spark, sql, roles, table):
+    query = service.register(sql, roles, MemorySink(table))
+    query.process_all_available()
+    return query, query.results()
+
+
+def expected_heart_rate(roles):
+    elements = hospital.elements()
+    by_seq = {e.seq: e for e in elements if isinstance(e, TupleElement)
+              and e.channel.stream == "HeartRate"}
+    out = []
+    for (stream, _provider, seq), (reason, attrs, _pid) in reference(elements, roles).items():
+        if stream == "HeartRate" and reason == "pass":
+            values = by_seq[seq].values
+            out.append((seq, *(values[a] if a in attrs else None for a in
+                               ("patient_id", "beats_per_min"))))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("role", ["C", "GP", "ND", "ER", "INS"])
+def test_selection_sees_exactly_what_the_reference_allows(service, spark, role) -> None:
+    sql = "SELECT seq, patient_id, beats_per_min FROM HeartRate WHERE seq > 0"
+    _, rows = run(service, spark, sql, [role], f"sel_{role}")
+    got = sorted((r["seq"], r["patient_id"], r["beats_per_min"]) for r in rows)
+    assert got == expected_heart_rate([role])
+
+
+def test_output_is_labelled(service, spark) -> None:
+    query, rows = run(service, spark, "SELECT seq FROM HeartRate", ["C"], "labelled_out")
+    assert query.labelled_output
+    assert rows and all(r["policy_id"] and r["_ss_r0_0"] != 0 for r in rows)
+
+
+def test_aggregate_over_visible_rows_only(service, spark) -> None:
+    sql = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
+    _, rows = run(service, spark, sql, ["GP"], "agg_gp")
+    counts = {}
+    for seq, pid, _ in expected_heart_rate(["GP"]):
+        counts[pid] = counts.get(pid, 0) + 1
+    latest = {r["patient_id"]: r["n"] for r in rows}
+    assert latest == counts
+    assert all("_ss_r0_0" in r.asDict() for r in rows)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM parquet.`/etc`",
+        "SELECT reflect('java.lang.System', 'exit', '0') FROM HeartRate",
+        "SELECT java_method('java.lang.Runtime', 'getRuntime') FROM HeartRate",
+        "SELECT * FROM range(10)",
+        "SET spark.sql.ansi.enabled=false",
+        "SELECT * FROM HeartRate; DROP TABLE x",
+        "SELECT * FROM Unknown",
+        "SELECT * FROM ss_0123_HeartRate",
+        "INSERT INTO HeartRate SELECT * FROM HeartRate",
+    ],
+)
+def test_hostile_sql_is_rejected_before_spark(service, sql) -> None:
+    before = len(service.spark.streams.active)
+    with pytest.raises(QueryRejected):
+        service.register(sql, ["C"], MemorySink("never"))
+    assert len(service.spark.streams.active) == before
+
+
+def test_unknown_or_missing_role_is_rejected(service) -> None:
+    with pytest.raises(QueryRejected, match="unknown role"):
+        service.register("SELECT seq FROM HeartRate", ["Surgeon"], MemorySink("x1"))
+    with pytest.raises(QueryRejected):
+        service.register("SELECT seq FROM HeartRate", [], MemorySink("x2"))
+
+
+CAST_ERROR = "SELECT CAST(CAST(beats_per_min AS STRING) AS INT) AS b FROM HeartRate"
+
+
+def test_runtime_errors_do_not_leak_values(service, spark, caplog) -> None:
+    caplog.set_level(logging.ERROR, logger="streamshield.audit")
+    query = service.register(CAST_ERROR, ["C"], MemorySink("cast_c"))
+    with pytest.raises(QueryFailed) as failure:
+        query.process_all_available()
+    message = str(failure.value)
+    assert "CAST_INVALID_INPUT" in message
+    assert "70.75" not in message and "beats" not in message
+    assert "70." in caplog.text, "the audit log keeps the details"
+
+
+def test_hidden_rows_never_reach_user_expressions(service, spark) -> None:
+    """The insurer sees no HeartRate tuple: the failing cast must never even run."""
+    query, rows = run(service, spark, CAST_ERROR, ["INS"], "cast_ins")
+    assert rows == [] and query.error() is None
+
+
+def test_list_and_stop(service) -> None:
+    query = service.register("SELECT seq FROM HeartRate", ["C"], MemorySink("to_stop"))
+    assert query.name in [q.name for q in service.list()]
+    service.stop(query.name)
+    assert not query.active
+    assert query.name not in [q.name for q in service.list()]
