@@ -9,17 +9,20 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: run test lint setup clean
+.PHONY: run test lint bench setup clean
 
 run: setup
-	$(BIN)/streamshield demo
+	$(BIN)/streamshield run
+
+bench: setup
+	$(BIN)/python -m bench.run
 
 test: setup
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench
 
 setup: $(STAMP)
 

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--landing", required=True, type=Path)
     parser.add_argument("--root", required=True, type=Path)
-    parser.add_argument("--max-files", type=int, default=2, help="files per micro-batch")
+    parser.add_argument("--max-files", type=int, help="files per micro-batch (default: all)")
     args = parser.parse_args(argv)
     # relative paths would resolve against each process's own working directory
     landing, root = args.landing.resolve(), args.root.resolve()

@@ -42,6 +42,9 @@ def _environment() -> dict[str, str]:
         SPARK_LOCAL_IP=HOST,
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        # the daemons only coordinate: a quick-starting JVM that takes little CPU
+        SPARK_DAEMON_JAVA_OPTS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        SPARK_DAEMON_MEMORY="512m",
     )
     env.pop("SPARK_MASTER_HOST", None)
     env.pop("SPARK_CONF_DIR", None)  # the distribution's defaults, not a stray config

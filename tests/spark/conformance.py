@@ -8,15 +8,16 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from streamshield.engine import labels
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest, StreamSchema
+from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.examples import hospital
+from streamshield.examples.hospital_catalog import stream_definitions
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, Element
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.shield import Reason, SecurityShield
 
-STREAMS = {name: StreamSchema(name, types) for name, types in hospital.ATTRIBUTE_TYPES.items()}
+STREAMS = {d.name: d for d in stream_definitions()}
 
 Outcome = dict[tuple[str, str, int], tuple[str, frozenset[str], str | None]]
 

@@ -40,14 +40,18 @@ def run(service, spark, sql, roles, table):
 
 def expected_heart_rate(roles):
     elements = hospital.elements()
-    by_seq = {e.seq: e for e in elements if isinstance(e, TupleElement)
-              and e.channel.stream == "HeartRate"}
+    by_seq = {
+        e.seq: e
+        for e in elements
+        if isinstance(e, TupleElement) and e.channel.stream == "HeartRate"
+    }
     out = []
     for (stream, _provider, seq), (reason, attrs, _pid) in reference(elements, roles).items():
         if stream == "HeartRate" and reason == "pass":
             values = by_seq[seq].values
-            out.append((seq, *(values[a] if a in attrs else None for a in
-                               ("patient_id", "beats_per_min"))))
+            out.append(
+                (seq, *(values[a] if a in attrs else None for a in ("patient_id", "beats_per_min")))
+            )
     return sorted(out)
 
 
@@ -69,7 +73,7 @@ def test_aggregate_over_visible_rows_only(service, spark) -> None:
     sql = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
     _, rows = run(service, spark, sql, ["GP"], "agg_gp")
     counts = {}
-    for seq, pid, _ in expected_heart_rate(["GP"]):
+    for _seq, pid, _ in expected_heart_rate(["GP"]):
         counts[pid] = counts.get(pid, 0) + 1
     latest = {r["patient_id"]: r["n"] for r in rows}
     assert latest == counts

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_element
@@ -75,30 +76,13 @@ PASS = Reason.PASS.value
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 
 
-@dataclass(frozen=True)
-class StreamSchema:
-    """A registered stream: its attributes as (name, Spark SQL type name) pairs."""
-
-    name: str
-    attributes: tuple[tuple[str, str], ...]
-    event_time: str | None = None  # a timestamp attribute: secured views watermark it
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.attributes)
-
-    @property
-    def ddl(self) -> str:
-        return ", ".join(f"`{n}` {t}" for n, t in self.attributes)
-
-
 @dataclass
 class Ingest:
     """The trusted labelling step, configured with the catalog's streams and roles."""
 
     spark: SparkSession
     hierarchy: RoleHierarchy
-    streams: Mapping[str, StreamSchema]
+    streams: Mapping[str, StreamDefinition]
     server: Mapping[str, ServerPolicy] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

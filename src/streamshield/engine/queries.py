@@ -20,7 +20,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from streamshield.engine.ingest import StreamSchema
+from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.secured_view import secured_view
@@ -129,7 +129,7 @@ class QueryService:
     def __init__(
         self,
         spark: SparkSession,
-        streams: Mapping[str, StreamSchema],
+        streams: Mapping[str, StreamDefinition],
         hierarchy: RoleHierarchy,
         labelled: LabelledStore,
         root: str | Path,

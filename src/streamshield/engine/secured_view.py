@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
-from streamshield.engine.ingest import PASS, StreamSchema
+from streamshield.engine.ingest import PASS
 from streamshield.policy.encoding import RoleCodec
 
 LABEL_PREFIX = "_ss_"
@@ -21,7 +22,7 @@ LABEL_PREFIX = "_ss_"
 
 def secured_view(
     labelled: DataFrame,
-    schema: StreamSchema,
+    schema: StreamDefinition,
     codec: RoleCodec,
     roles: Iterable[str],
     keep_labels: bool = False,
@@ -39,6 +40,6 @@ def secured_view(
     ]
     extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
     view = visible.select("stream", "provider", "seq", "policy_id", *masked, *extra)
-    if schema.event_time and dict(schema.attributes)[schema.event_time] == "timestamp":
+    if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
     return view

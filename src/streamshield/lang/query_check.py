@@ -515,6 +515,8 @@ def check_query(
         found = _resolve_tables(tree, catalog, sql)
         _check_limits(tree, max_joins, max_windows)
     except RecursionError:
+        # sqlglot parses recursively (some 20 frames per nesting level), so expressions
+        # nested more than about 40 deep exhaust Python's default limit: deny, not crash.
         raise QueryRejected("too_complex", "the query is nested too deeply") from None
     except QueryRejected as error:
         raise _scrubbed(error, literals) from None
