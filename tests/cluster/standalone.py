@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import pyspark
@@ -85,17 +85,13 @@ def _living(known: dict[int, int]) -> list[int]:
 
 def _signal(pids: list[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def stop(process: subprocess.Popen) -> None:

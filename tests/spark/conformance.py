@@ -9,11 +9,11 @@ from pyspark.sql import SparkSession
 
 from streamshield.engine import labels
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.tracker_state import ChannelState
+from streamshield.engine.tracker_state import StateStore
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import stream_definitions
 from streamshield.lang.wire import to_line
-from streamshield.policy.elements import Channel, Element
+from streamshield.policy.elements import Element
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.shield import Reason, SecurityShield
 
@@ -43,18 +43,22 @@ def spark_labelled(
     tmp: Path,
     batches: Sequence[Sequence[Element]],
     server=None,
-    states: dict[Channel, ChannelState] | None = None,
 ) -> dict[str, list]:
-    """Labelled rows per stream after feeding the batches in order (collected)."""
+    """Labelled rows per stream after feeding the batches in order (collected).
+
+    Between batches the shield state goes through its store and back, as on a restart.
+    """
     ingest = Ingest(spark, hospital.hierarchy(), STREAMS, server or hospital.server_policies())
-    states = {} if states is None else states
+    store = StateStore(tmp / "state")
     collected: dict[str, list] = {name: [] for name in STREAMS}
     for index, batch in enumerate(batches):
         path = tmp / f"batch-{index}.jsonl"
         path.write_text("\n".join(to_line(e) for e in batch) + "\n")
         frame = spark.read.schema(ELEMENT_SCHEMA).json(str(path))
+        states = store.load(index)
         for stream, labelled in ingest.label_batch(frame, states).items():
             collected[stream].append(labelled.localCheckpoint())  # evaluate once
+        store.save(index, states)
     return {s: frames for s, frames in collected.items()}
 
 

@@ -11,7 +11,9 @@ from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.queries import MemorySink, QueryFailed, QueryService
 from streamshield.examples import hospital
 from streamshield.lang.query_check import QueryRejected
-from streamshield.policy.elements import TupleElement
+from streamshield.lang.wire import parse_lines
+from streamshield.policy.elements import SpElement, TupleElement
+from streamshield.policy.shield import Decision, Forward, Schema, SecurityShield
 from tests.spark.conformance import STREAMS, reference
 from tests.spark.test_ingest_job import chunks, land
 
@@ -57,16 +59,24 @@ def expected_heart_rate(roles):
 
 @pytest.mark.parametrize("role", ["C", "GP", "ND", "ER", "INS"])
 def test_selection_sees_exactly_what_the_reference_allows(service, spark, role) -> None:
-    sql = "SELECT seq, patient_id, beats_per_min FROM HeartRate WHERE seq > 0"
+    sql = "SELECT patient_id, beats_per_min FROM HeartRate WHERE beats_per_min > 0"
     _, rows = run(service, spark, sql, [role], f"sel_{role}")
-    got = sorted((r["seq"], r["patient_id"], r["beats_per_min"]) for r in rows)
+    got = sorted((r["_ss_seq"], r["patient_id"], r["beats_per_min"]) for r in rows)
     assert got == expected_heart_rate([role])
 
 
 def test_output_is_labelled(service, spark) -> None:
-    query, rows = run(service, spark, "SELECT seq FROM HeartRate", ["C"], "labelled_out")
+    query, rows = run(service, spark, "SELECT ts FROM HeartRate", ["C"], "labelled_out")
     assert query.labelled_output
-    assert rows and all(r["policy_id"] and r["_ss_r0_0"] != 0 for r in rows)
+    assert rows and all(r["_ss_policy"] and r["_ss_r0_0"] != 0 for r in rows)
+    assert all(r["_ss_channel"] and "ward" not in r["_ss_channel"] for r in rows)
+
+
+def test_origin_does_not_reveal_a_masked_tuple_id(service, spark) -> None:
+    """Nurses see BodyTemperature without patient ids: the origin must not add them."""
+    _, rows = run(service, spark, "SELECT * FROM BodyTemperature", ["ND"], "origin_nd")
+    assert rows and all(r["patient_id"] is None and r["_ss_tid"] is None for r in rows)
+    assert not any("provider" in r.asDict() or "stream" in r.asDict() for r in rows)
 
 
 def test_aggregate_over_visible_rows_only(service, spark) -> None:
@@ -92,6 +102,7 @@ def test_aggregate_over_visible_rows_only(service, spark) -> None:
         "SELECT * FROM Unknown",
         "SELECT * FROM ss_0123_HeartRate",
         "INSERT INTO HeartRate SELECT * FROM HeartRate",
+        "SELECT ts, 0 AS _ss_r0_0 FROM HeartRate",
     ],
 )
 def test_hostile_sql_is_rejected_before_spark(service, sql) -> None:
@@ -103,9 +114,9 @@ def test_hostile_sql_is_rejected_before_spark(service, sql) -> None:
 
 def test_unknown_or_missing_role_is_rejected(service) -> None:
     with pytest.raises(QueryRejected, match="unknown role"):
-        service.register("SELECT seq FROM HeartRate", ["Surgeon"], MemorySink("x1"))
+        service.register("SELECT ts FROM HeartRate", ["Surgeon"], MemorySink("x1"))
     with pytest.raises(QueryRejected):
-        service.register("SELECT seq FROM HeartRate", [], MemorySink("x2"))
+        service.register("SELECT ts FROM HeartRate", [], MemorySink("x2"))
 
 
 CAST_ERROR = "SELECT CAST(CAST(beats_per_min AS STRING) AS INT) AS b FROM HeartRate"
@@ -129,8 +140,42 @@ def test_hidden_rows_never_reach_user_expressions(service, spark) -> None:
 
 
 def test_list_and_stop(service) -> None:
-    query = service.register("SELECT seq FROM HeartRate", ["C"], MemorySink("to_stop"))
+    query = service.register("SELECT ts FROM HeartRate", ["C"], MemorySink("to_stop"))
     assert query.name in [q.name for q in service.list()]
     service.stop(query.name)
     assert not query.active
     assert query.name not in [q.name for q in service.list()]
+
+
+def test_punctuated_export_keeps_enforcing_downstream(service, tmp_path) -> None:
+    """The exported stream, run through a reference shield downstream, gives each role
+    no more than the exporting query could see, and each segment's sps come once."""
+    out = tmp_path / "export"
+    sql = "SELECT patient_id, beats_per_min, ts FROM HeartRate"
+    query = service.export_punctuated(sql, ["GP"], out, name="export_gp")
+    query.process_all_available()
+    elements = list(
+        parse_lines(
+            line for f in sorted(out.glob("b*.jsonl")) for line in f.read_text().splitlines()
+        )
+    )
+    tuples = [e for e in elements if isinstance(e, TupleElement)]
+    expected = expected_heart_rate(["GP"])
+    assert len(tuples) == len(expected)
+    schemas = {"export_gp": Schema(("patient_id", "beats_per_min", "ts"))}
+    downstream = SecurityShield(hospital.hierarchy(), ["GP"], schemas)
+    outs = list(downstream.process(elements))
+    assert all(d.passed for d in outs if isinstance(d, Decision))
+    forwards = [o for o in outs if isinstance(o, Forward)]
+    sps = [e for e in elements if isinstance(e, SpElement)]
+    assert sum(len(f.policy.sps) for f in forwards) == len(sps), "each sp forwarded once"
+    # a role the exporting query's policies never granted stays denied downstream
+    insurer = SecurityShield(hospital.hierarchy(), ["INS"], schemas).decisions(elements)
+    assert insurer and not any(d.passed for d in insurer)
+
+
+def test_export_of_renamed_columns_is_rejected(service, tmp_path) -> None:
+    with pytest.raises(QueryRejected, match="attributes by name"):
+        service.export_punctuated(
+            "SELECT beats_per_min AS b FROM HeartRate", ["GP"], tmp_path / "x", name="bad_export"
+        )

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_element
 from streamshield.policy.elements import Channel, SpElement
@@ -84,6 +85,7 @@ class Ingest:
     hierarchy: RoleHierarchy
     streams: Mapping[str, StreamDefinition]
     server: Mapping[str, ServerPolicy] = field(default_factory=dict)
+    registry: PolicyRegistry | None = None
 
     def __post_init__(self) -> None:
         self.codec = RoleCodec(self.hierarchy)
@@ -246,6 +248,8 @@ class Ingest:
             except PolicyError:
                 return None
             policies[key] = labels.rule_rows(rules)
+            if self.registry is not None:
+                self.registry.save(policy)
         return policy.policy_id
 
     def _join_decisions(self, gapped: DataFrame, decisions: list[tuple]) -> DataFrame:

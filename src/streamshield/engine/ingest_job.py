@@ -16,6 +16,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.labelled_store import LabelledStore
+from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.tracker_state import StateStore
 
 
@@ -29,6 +30,9 @@ class IngestJob:
         self.store = LabelledStore(self.root / "labelled")
         self.state = StateStore(self.root / "shield_state")
         self.checkpoint = self.root / "checkpoints" / "ingest"
+        if ingest.registry is None:
+            ingest.registry = PolicyRegistry(self.root / "policies")
+        self.policies = ingest.registry
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         states = self.state.load(batch_id)

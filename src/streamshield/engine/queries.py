@@ -23,11 +23,14 @@ from pyspark.sql.streaming import StreamingQuery
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.policy_registry import PolicyRegistry
+from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.secured_view import secured_view
 from streamshield.lang.label_propagation import (
     LabelsNotPropagated,
     is_aggregate,
     propagate_labels,
+    uses_reserved_names,
 )
 from streamshield.lang.query_check import QueryRejected, check_query
 from streamshield.policy.encoding import RoleCodec
@@ -92,6 +95,7 @@ class RegisteredQuery:
     handle: StreamingQuery = field(repr=False)
     session: SparkSession = field(repr=False)
     sink: Sink = field(repr=False)
+    handle_columns: tuple[str, ...] = ()
 
     def results(self) -> list:
         """Rows of a MemorySink query so far (the table lives in the query's own session)."""
@@ -151,6 +155,8 @@ class QueryService:
         except UnknownRoleError as err:
             raise QueryRejected("unknown_role", str(err)) from None
         checked = check_query(sql, list(self.streams))
+        if uses_reserved_names(sql):
+            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
@@ -166,10 +172,41 @@ class QueryService:
         result = session.sql(text)
         handle = self._start(result, sink, name, is_aggregate(text))
         query = RegisteredQuery(
-            name, sql, roles, checked.streams, labelled_output, handle, session, sink
+            name,
+            sql,
+            roles,
+            checked.streams,
+            labelled_output,
+            handle,
+            session,
+            sink,
+            tuple(result.columns),
         )
         self.queries[name] = query
         audit.info("query %s registered by roles %s over %s", name, roles, checked.streams)
+        return query
+
+    def export_punctuated(
+        self, sql: str, roles: Iterable[str], out: str | Path, name: str | None = None
+    ) -> RegisteredQuery:
+        """Register a query whose output is written as a punctuated stream under ``out``.
+
+        Its output columns must be attributes of its one input stream under their own
+        names: the exported sps name attributes, and a renamed column would escape them.
+        """
+        checked = check_query(sql, list(self.streams))
+        if len(checked.streams) != 1:
+            raise QueryRejected("export_shape", "a punctuated export reads exactly one stream")
+        origin = checked.streams[0]
+        registry = PolicyRegistry(self.labelled.root.parent / "policies")
+        exporter = PunctuatedExport(out, registry, name or f"export-{origin}", origin)
+        query = self.register(sql, roles, CallbackSink(exporter), name)
+        columns = [c for c in query.handle_columns if not c.startswith("_ss_")]
+        if not query.labelled_output or not set(columns) <= set(self.streams[origin].names):
+            self.stop(query.name)
+            raise QueryRejected(
+                "export_shape", "a punctuated export may only select attributes by name"
+            )
         return query
 
     def list(self) -> list[RegisteredQuery]:
@@ -191,7 +228,9 @@ class QueryService:
         path.mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width)
         source = session.readStream.schema(struct).parquet(str(path))
-        view = secured_view(source, schema, self.codec, roles, keep_labels=True)
+        view = secured_view(
+            source, schema, self.codec, roles, keep_labels=True, salt=uuid.uuid4().hex
+        )
         name = f"ss_{uuid.uuid4().hex}_{stream}"
         view.createOrReplaceTempView(name)
         return name

@@ -27,8 +27,14 @@ def secured_view(
     roles: Iterable[str],
     keep_labels: bool = False,
     watermark: str = "1 minute",
+    salt: str = "",
 ) -> DataFrame:
-    """Rows the roles may read, unreadable attributes as NULL; labels dropped unless asked."""
+    """Rows the roles may read, unreadable attributes as NULL; labels dropped unless asked.
+
+    The row's origin is kept for re-punctuating outputs, without telling more than the
+    row itself: the channel as a salted hash (a provider's name can identify a person),
+    the tuple id only where the id attribute is visible.
+    """
     query = codec.query(roles)
     tuple_visible = (F.col("reason") == PASS) & labels.allows(0, query)
     visible = labelled.filter(tuple_visible)
@@ -39,7 +45,14 @@ def secured_view(
         for obj, name in enumerate(schema.names, start=1)
     ]
     extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
-    view = visible.select("stream", "provider", "seq", "policy_id", *masked, *extra)
+    tid_visible = tuple_visible & labels.allows(schema.names.index(schema.tid) + 1, query)
+    origin = [
+        F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias("_ss_channel"),
+        F.col("seq").alias("_ss_seq"),
+        F.when(tid_visible, F.col("tid")).alias("_ss_tid"),
+        F.col("policy_id").alias("_ss_policy"),
+    ]
+    view = visible.select(*origin, *masked, *extra)
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
     return view

@@ -12,8 +12,9 @@ def spark_session(master: str | None = None, app_name: str = "streamshield") -> 
     """One session per process; small shuffles because micro-batches are small."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     master = master or os.environ.get("STREAMSHIELD_SPARK_MASTER", "local[2]")
+    if master.startswith("local"):  # a cluster's driver must advertise a reachable address
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return (
         SparkSession.builder.master(master)
         .appName(app_name)

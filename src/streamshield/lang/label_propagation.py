@@ -15,6 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 RESERVED = "_ss_"
+ORIGIN = ("_ss_policy", "_ss_channel", "_ss_seq", "_ss_tid")
 
 
 class LabelsNotPropagated(ValueError):
@@ -24,6 +25,15 @@ class LabelsNotPropagated(ValueError):
 def _is_aggregate(select: exp.Select) -> bool:
     return bool(select.args.get("group")) or any(
         isinstance(node, exp.AggFunc) for e in select.expressions for node in e.walk()
+    )
+
+
+def uses_reserved_names(sql: str) -> bool:
+    """Whether user SQL names a label or origin column itself (it could forge labels)."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    return any(
+        isinstance(node, exp.Identifier) and node.name.lower().startswith(RESERVED)
+        for node in tree.walk()
     )
 
 
@@ -37,15 +47,14 @@ def propagate_labels(sql: str, label_columns: Sequence[str], readers_prefix: str
     """``sql`` with the label columns appended to its outer SELECT (Spark dialect).
 
     Columns starting with ``readers_prefix`` combine with ``bit_and`` under aggregation,
-    the others (denied words) with ``bit_or``; ``policy_id`` passes through plain
-    selections only.
+    the others (denied words) with ``bit_or``; the origin columns (policy, channel, seq,
+    tuple id) pass through plain selections only.
     """
     tree = sqlglot.parse_one(sql, read="spark")
     if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
         raise LabelsNotPropagated("labels propagate through single-stream SELECTs only")
-    for node in tree.walk():
-        if isinstance(node, exp.Identifier) and node.name.lower().startswith(RESERVED):
-            raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
+    if uses_reserved_names(sql):
+        raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
     aggregate = _is_aggregate(tree)
     if not aggregate and any(isinstance(e, exp.Star) for e in tree.expressions):
         return tree.sql(dialect="spark")  # the star already carries the labels
@@ -56,6 +65,6 @@ def propagate_labels(sql: str, label_columns: Sequence[str], readers_prefix: str
             extra.append(exp.alias_(exp.func(fn, exp.column(column)), column))
         else:
             extra.append(exp.column(column))
-    if not aggregate:
-        extra.append(exp.column("policy_id"))
+    if not aggregate:  # where each row came from, for re-punctuating the output
+        extra += [exp.column(origin) for origin in ORIGIN]
     return tree.select(*extra, append=True).sql(dialect="spark")
