@@ -155,14 +155,15 @@ class QueryService:
         except UnknownRoleError as err:
             raise QueryRejected("unknown_role", str(err)) from None
         checked = check_query(sql, list(self.streams))
-        if uses_reserved_names(sql):
-            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
         session = self.spark.newSession()
         views = {s: self._view(session, s, roles) for s in checked.streams}
-        text = checked.rewrite(views)
+        text = checked.rewrite(views)  # sqlglot output, which sqlglot itself reads back
+        if uses_reserved_names(text):
+            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
+        aggregate = is_aggregate(text)
         labelled_output = len(checked.streams) == 1
         if labelled_output:
             try:
@@ -170,7 +171,7 @@ class QueryService:
             except LabelsNotPropagated:
                 labelled_output = False
         result = session.sql(text)
-        handle = self._start(result, sink, name, is_aggregate(text))
+        handle = self._start(result, sink, name, aggregate)
         query = RegisteredQuery(
             name,
             sql,
