@@ -83,7 +83,11 @@ def run_config(spark, work: Path, n: int, per_sp: int, n_roles: int) -> dict:
         spark.read.parquet(str(case / "plain0" / "data")).schema
     ).parquet(str(case / "plain0" / "data"))
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
-    labelled = spark.readStream.schema(struct).parquet(str(job.store.path(STREAM.name)))
+    labelled = (
+        spark.readStream.schema(struct)
+        .option("recursiveFileLookup", "true")
+        .parquet(str(job.store.path(STREAM.name)))
+    )
     view = secured_view(labelled, STREAM, codec, ["r000"])
     q_plain = min(query(spark, plain_frame, case / f"qp{i}") for i in range(2))
     q_secure = min(query(spark, view, case / f"qs{i}") for i in range(2))

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_element
@@ -109,9 +110,10 @@ class Ingest:
         known = F.col("stream").isin(list(self.streams))
         sps = self._collect_sps(batch.filter((F.col("type") == "sp") & known))
         tuples = self._mark_late(batch.filter((F.col("type") == "tuple") & known), states)
-        markers = self.spark.createDataFrame(
+        markers = local_frame(
+            self.spark,
             [(c.stream, c.provider, seq) for c, items in sps.items() for seq, _ in items],
-            "stream string, provider string, seq long",
+            _schema("stream string, provider string, seq long"),
         )
         gapped = self._with_gaps(tuples, markers).cache()
         self._cached.append(gapped)
@@ -136,9 +138,10 @@ class Ingest:
 
     def _mark_late(self, tuples: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
         """Tuples at or below their channel's processed seq came too late: out of order."""
-        processed = self.spark.createDataFrame(
+        processed = local_frame(
+            self.spark,
             [(c.stream, c.provider, s.last_seq) for c, s in states.items()],
-            "stream string, provider string, last_seq long",
+            _schema("stream string, provider string, last_seq long"),
         )
         return (
             tuples.join(F.broadcast(processed), CHANNEL, "left")
@@ -253,11 +256,7 @@ class Ingest:
         return policy.policy_id
 
     def _join_decisions(self, gapped: DataFrame, decisions: list[tuple]) -> DataFrame:
-        table = self.spark.createDataFrame(
-            decisions,
-            "stream string, provider string, gap long, p_ts long, p_csn long, "
-            "d_reason string, policy_id string, reset_at long",
-        )
+        table = local_frame(self.spark, decisions, _DECISIONS)
         keys = [*CHANNEL, "gap", "p_ts", "p_csn"]
         joined = gapped.join(F.broadcast(table), keys, "left")
         # late tuples are out of order; a tuple after the gap's reset, or one the driver
@@ -279,7 +278,8 @@ class Ingest:
     ) -> DataFrame:
         schema = self.streams[stream]
         layout = self.layout(stream)
-        table = self.spark.createDataFrame(
+        table = local_frame(
+            self.spark,
             [(pid, rows) for (s, pid), rows in policies.items() if s == stream],
             StructType(
                 [StructField("policy_id", StringType()), StructField("rules", labels.RULES_TYPE)]
@@ -308,6 +308,22 @@ class Ingest:
             *schema.names,
             *labels.label_columns(F.col("_acc"), layout, mode),
         )
+
+
+def _schema(ddl: str) -> StructType:
+    """A StructType from a DDL string, without asking the JVM."""
+    return StructType(
+        [
+            StructField(name, {"string": StringType(), "long": LongType()}[kind])
+            for name, kind in (part.split() for part in ddl.split(", "))
+        ]
+    )
+
+
+_DECISIONS = _schema(
+    "stream string, provider string, gap long, p_ts long, p_csn long, "
+    "d_reason string, policy_id string, reset_at long"
+)
 
 
 def _key(channel: Channel, gap: int, row: Any) -> tuple:

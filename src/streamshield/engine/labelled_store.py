@@ -1,14 +1,16 @@
-"""The labelled streams on storage: one Parquet directory per stream, written per batch.
+"""The labelled streams on storage: one Parquet directory per stream and batch.
 
-A micro-batch's files are first written to a private temporary directory, then moved
-into place under deterministic names (``b<batch>-<n>.parquet``), and only then is the
-batch's commit marker written. A replayed batch (after a crash) finds no marker, removes
-whatever a previous attempt moved, and writes again: since ingest is deterministic for a
-batch, readers never see a tuple twice or miss one.
+A micro-batch's rows are written to a private staging directory and then renamed into
+place as ``<stream>/batch=<id>/`` in one atomic step, so a reader sees all of a batch
+or none of it. The batch's commit marker is written after every stream's directory is
+in place. A replayed batch (crash before the marker) keeps the directories already
+renamed (they are complete, and ingest is deterministic for a batch) and writes only
+the missing ones: nothing is read twice or lost.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -35,29 +37,28 @@ class LabelledStore:
         self.commits.mkdir(parents=True, exist_ok=True)
 
     def path(self, stream: str) -> Path:
+        """Read it with ``recursiveFileLookup`` (batches are subdirectories)."""
         return self.root / stream
 
     def committed(self, batch_id: int) -> bool:
         return (self.commits / str(batch_id)).exists()
 
     def write_batch(self, batch_id: int, frames: dict[str, DataFrame]) -> None:
-        """Write every stream's labelled rows of one batch, all or nothing for readers."""
+        """Write every stream's labelled rows of one batch, each all or nothing."""
         if self.committed(batch_id):
             return
-        staging = self.tmp / str(batch_id)
-        shutil.rmtree(staging, ignore_errors=True)
         for stream, frame in frames.items():
-            frame.coalesce(1).write.mode("overwrite").parquet(str(staging / stream))
-        for stream in frames:
-            target = self.path(stream)
-            target.mkdir(parents=True, exist_ok=True)
-            for stale in target.glob(f"b{batch_id:012d}-*.parquet"):
-                stale.unlink()
-            parts = sorted((staging / stream).glob("part-*.parquet"))
-            for n, part in enumerate(parts):
-                part.replace(target / f"b{batch_id:012d}-{n:04d}.parquet")
+            target = self.path(stream) / f"batch={batch_id}"
+            if target.exists():
+                continue  # renamed in place before a crash: complete
+            staging = self.tmp / f"{batch_id}-{stream}"
+            shutil.rmtree(staging, ignore_errors=True)
+            frame.write.mode("overwrite").parquet(str(staging))
+            for marker in staging.glob("*.crc"):
+                marker.unlink()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging, target)
         self._mark(batch_id)
-        shutil.rmtree(staging, ignore_errors=True)
 
     def _mark(self, batch_id: int) -> None:
         (self.commits / str(batch_id)).touch()

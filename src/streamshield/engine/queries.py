@@ -228,7 +228,11 @@ class QueryService:
         path = self.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width)
-        source = session.readStream.schema(struct).parquet(str(path))
+        source = (
+            session.readStream.schema(struct)
+            .option("recursiveFileLookup", "true")
+            .parquet(str(path))
+        )
         view = secured_view(
             source, schema, self.codec, roles, keep_labels=True, salt=uuid.uuid4().hex
         )
