@@ -129,7 +129,7 @@ def write_results(results: list[dict], n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tuples", type=int, default=200_000)
+    parser.add_argument("--tuples", type=int, default=100_000)
     parser.add_argument("--per-sp", type=int, nargs="*", default=[100, 10, 1])
     parser.add_argument("--roles", type=int, nargs="*", default=[1, 64, 500])
     args = parser.parse_args()

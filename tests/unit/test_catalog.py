@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -287,14 +285,3 @@ def test_hospital_catalog_can_be_rebuilt_on_the_same_path(tmp_path: Path) -> Non
 def test_hospital_edges_come_from_the_example() -> None:
     assert RoleHierarchy.build(hospital.ROLE_NAMES, junior_edges()) == hospital.hierarchy()
     assert ("C", "D") in junior_edges()
-
-
-def test_catalog_and_landing_load_no_pyspark() -> None:
-    code = (
-        "import sys\n"
-        "import streamshield.catalog, streamshield.landing\n"
-        "import streamshield.examples.hospital_catalog\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamshield.policy
 
-PURE_PACKAGES = ("streamshield.policy", "streamshield.lang")
+PURE_PACKAGES = ("streamshield.policy", "streamshield.lang", "streamshield.catalog")
 
 
 def test_policy_sources_do_not_import_pyspark() -> None:
@@ -25,7 +25,8 @@ def test_importing_the_pure_core_loads_no_pyspark() -> None:
         "    package = importlib.import_module(name)\n"
         "    for info in pkgutil.iter_modules(package.__path__):\n"
         "        importlib.import_module(name + '.' + info.name)\n"
-        "import streamshield.demo, streamshield.examples.hospital\n"
+        "import streamshield.demo, streamshield.landing\n"
+        "import streamshield.examples.hospital, streamshield.examples.hospital_catalog\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
