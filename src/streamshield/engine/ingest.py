@@ -26,6 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     LongType,
     StringType,
@@ -39,11 +40,13 @@ from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_element
+from streamshield.policy import patterns
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy
-from streamshield.policy.rules import Layout, compile_rules
+from streamshield.policy.rules import Layout, RuleSet, compile_rules
+from streamshield.policy.rules import accumulate as accumulate_rules
 from streamshield.policy.shield import Reason
 
 ELEMENT_SCHEMA = StructType(
@@ -75,6 +78,8 @@ ELEMENT_SCHEMA = StructType(
 )
 CHANNEL = ["stream", "provider"]
 PASS = Reason.PASS.value
+# per (stream, policy id): rule rows, and the accumulated words when they ignore the tid
+Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 
 
@@ -193,13 +198,13 @@ class Ingest:
         sps: dict[Channel, list[tuple[int, SpElement | None]]],
         summaries: list[Any],
         states: dict[Channel, ChannelState],
-    ) -> tuple[list[tuple], dict[tuple[str, str], list[tuple]]]:
+    ) -> tuple[list[tuple], Compiled]:
         """Replays the reference tracker per channel: decision rows and compiled policies."""
         gaps: dict[Channel, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for row in summaries:
             gaps[Channel(row["stream"], row["provider"])][row["gap"]].append(row)
         decisions: list[tuple] = []
-        policies: dict[tuple[str, str], list[tuple]] = {}
+        policies: Compiled = {}
         for channel in sorted(set(gaps) | set(sps)):
             state = states.setdefault(channel, ChannelState())
             channel_sps = sps.get(channel, [])
@@ -221,7 +226,7 @@ class Ingest:
         gap: int,
         rows: list[Any],
         state: ChannelState,
-        policies: dict[tuple[str, str], list[tuple]],
+        policies: Compiled,
     ) -> list[tuple]:
         out: list[tuple] = []
         reset_at = None
@@ -239,9 +244,7 @@ class Ingest:
             out.append((*_key(channel, gap, row), reason.value, policy_id, None))
         return [(*d[:-1], reset_at) for d in out]
 
-    def _compile(
-        self, stream: str, policy: Policy, policies: dict[tuple[str, str], list[tuple]]
-    ) -> str | None:
+    def _compile(self, stream: str, policy: Policy, policies: Compiled) -> str | None:
         key = (stream, policy.policy_id)
         if key not in policies:
             try:
@@ -250,7 +253,7 @@ class Ingest:
                 )
             except PolicyError:
                 return None
-            policies[key] = labels.rule_rows(rules)
+            policies[key] = (labels.rule_rows(rules), _constant_words(rules))
             if self.registry is not None:
                 self.registry.save(policy)
         return policy.policy_id
@@ -273,22 +276,22 @@ class Ingest:
             "policy_id", F.when(F.col("reason") == F.col("d_reason"), F.col("policy_id"))
         )
 
-    def _label(
-        self, decided: DataFrame, stream: str, policies: dict[tuple[str, str], list[tuple]]
-    ) -> DataFrame:
+    def _label(self, decided: DataFrame, stream: str, policies: Compiled) -> DataFrame:
         schema = self.streams[stream]
         layout = self.layout(stream)
         table = local_frame(
             self.spark,
-            [(pid, rows) for (s, pid), rows in policies.items() if s == stream],
-            StructType(
-                [StructField("policy_id", StringType()), StructField("rules", labels.RULES_TYPE)]
-            ),
+            [(pid, rows, const) for (s, pid), (rows, const) in policies.items() if s == stream],
+            _POLICIES,
         )
         with_rules = decided.join(F.broadcast(table), "policy_id", "left")
-        acc = labels.accumulate(
-            F.when(F.col("reason") == PASS, F.col("rules")), F.col("tid"), layout.size
-        )
+        # a policy whose rules ignore the tuple id was evaluated once on the driver
+        acc = F.when(
+            F.col("reason") == PASS,
+            F.coalesce(
+                F.col("constant"), labels.accumulate(F.col("rules"), F.col("tid"), layout.size)
+            ),
+        ).otherwise(F.array_repeat(F.lit(0).cast("long"), layout.size))
         mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
         values = F.from_json(F.col("values"), schema.ddl)
         return with_rules.select(
@@ -308,6 +311,22 @@ class Ingest:
             *schema.names,
             *labels.label_columns(F.col("_acc"), layout, mode),
         )
+
+
+def _constant_words(rules: RuleSet) -> list[int] | None:
+    """The accumulated words when every rule matches every tuple id, else None."""
+    if any(not isinstance(rule.tuples, patterns.Any) for rule in rules.rules):
+        return None
+    return accumulate_rules(rules, None)
+
+
+_POLICIES = StructType(
+    [
+        StructField("policy_id", StringType()),
+        StructField("rules", labels.RULES_TYPE),
+        StructField("constant", ArrayType(LongType())),
+    ]
+)
 
 
 def _schema(ddl: str) -> StructType:
