@@ -72,9 +72,11 @@ def query(spark, frame, out: Path) -> float:
     )
 
 
-def run_config(spark, work: Path, n: int, per_sp: int, n_roles: int) -> dict:
-    case = work / f"k{per_sp}-r{n_roles}"
-    landing = write_landing(case / "landing", n, per_sp, n_roles)
+def run_config(
+    spark, work: Path, n: int, per_sp: int, n_roles: int, by_tuple_id: bool = False
+) -> dict:
+    case = work / f"k{per_sp}-r{n_roles}-t{int(by_tuple_id)}"
+    landing = write_landing(case / "landing", n, per_sp, n_roles, by_tuple_id=by_tuple_id)
     plain_s = min(plain_ingest(spark, landing, case / f"plain{i}") for i in range(2))
     secure = [secure_ingest(spark, landing, case / f"secure{i}", n_roles) for i in range(2)]
     secure_s, job = min(secure, key=lambda x: x[0])
@@ -95,6 +97,7 @@ def run_config(spark, work: Path, n: int, per_sp: int, n_roles: int) -> dict:
         "tuples": n,
         "tuples_per_sp": per_sp,
         "roles": n_roles,
+        "scope": "tuple id" if by_tuple_id else "stream",
         "plain_ingest_s": round(plain_s, 2),
         "secure_ingest_s": round(secure_s, 2),
         "ingest_ratio": round(plain_s / secure_s, 3),
@@ -114,13 +117,13 @@ def write_results(results: list[dict], n: int) -> None:
         "the same Spark session on the same generated data (8 providers, one stream).",
         "Ratios are throughput of the secured run relative to plain Spark (1.0 = no loss).",
         "",
-        "| tuples per sp | roles | plain ingest s | secure ingest s | ingest ratio |"
+        "| sp scope | tuples per sp | roles | plain ingest s | secure ingest s | ingest ratio |"
         " plain query s | secured query s | query ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
-            f"| {r['tuples_per_sp']} | {r['roles']} | {r['plain_ingest_s']} | "
+            f"| {r['scope']} | {r['tuples_per_sp']} | {r['roles']} | {r['plain_ingest_s']} | "
             f"{r['secure_ingest_s']} | {r['ingest_ratio']} | {r['plain_query_s']} | "
             f"{r['secured_query_s']} | {r['query_ratio']} |"
         )
@@ -132,17 +135,21 @@ def main() -> None:
     parser.add_argument("--tuples", type=int, default=100_000)
     parser.add_argument("--per-sp", type=int, nargs="*", default=[100, 10, 1])
     parser.add_argument("--roles", type=int, nargs="*", default=[1, 64, 500])
+    parser.add_argument(
+        "--scopes", nargs="*", choices=["stream", "tuple"], default=["stream", "tuple"]
+    )
     args = parser.parse_args()
     spark = spark_session()
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="streamshield-bench-"))
     results = []
     try:
-        for per_sp in args.per_sp:
-            for n_roles in args.roles:
-                result = run_config(spark, work, args.tuples, per_sp, n_roles)
-                print(json.dumps(result), flush=True)
-                results.append(result)
+        for scope in args.scopes:
+            for per_sp in args.per_sp:
+                for n_roles in args.roles:
+                    result = run_config(spark, work, args.tuples, per_sp, n_roles, scope == "tuple")
+                    print(json.dumps(result), flush=True)
+                    results.append(result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     write_results(results, args.tuples)

@@ -26,9 +26,19 @@ def hierarchy(n_roles: int) -> RoleHierarchy:
 
 
 def write_landing(
-    root: Path, n_tuples: int, tuples_per_sp: int, n_roles: int, providers: int = 8, seed: int = 7
+    root: Path,
+    n_tuples: int,
+    tuples_per_sp: int,
+    n_roles: int,
+    providers: int = 8,
+    seed: int = 7,
+    by_tuple_id: bool = False,
 ) -> Path:
-    """JSON-lines landing files; each provider's policy is re-sent every ``tuples_per_sp``."""
+    """JSON-lines landing files; each provider's policy is re-sent every ``tuples_per_sp``.
+
+    Policies grant 1-8 random roles on the whole stream, or with ``by_tuple_id`` on a
+    tuple-id range (covering every tuple), which makes every tuple evaluate the rules.
+    """
     rng = random.Random(seed)
     roles = [f"r{i:03d}" for i in range(n_roles)]
     folder = root / STREAM.name
@@ -47,7 +57,7 @@ def write_landing(
                     else OneOf(frozenset(Literal(r) for r in granted))
                 )
                 sp = SecurityPunctuation(
-                    DataDescription(ANY, Range(0, 10**9), ANY),
+                    DataDescription(ANY, Range(0, 10**9) if by_tuple_id else ANY, ANY),
                     SecurityRestriction(pattern),
                     ts=ts,
                     sn=1,
