@@ -143,6 +143,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="streamshield-bench-"))
     results = []
+    run_config(spark, work / "warm-up", 20_000, 100, 1)  # JIT and caches, not reported
     try:
         for scope in args.scopes:
             for per_sp in args.per_sp:

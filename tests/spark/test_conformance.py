@@ -32,16 +32,18 @@ def test_hospital_example_conforms(spark, tmp_path, cuts) -> None:
         assert spark_outcome(labelled, roles) == reference(elements, roles), roles
 
 
-def _renumbered(elements, provider: str) -> list:
+def _renumbered(elements, stream: str, provider: str) -> list:
     """Channel order is ``seq`` order: after perturbing, seq must follow the list again."""
-    channel = Channel("HeartRate", provider)
+    channel = Channel(stream, provider)
     return [replace(e, channel=channel, seq=i) for i, e in enumerate(elements, 1)]
 
 
 @st.composite
 def two_channel_feeds(draw):
-    a = _renumbered(draw(perturbed()), "ward-A")
-    b = _renumbered(draw(perturbed()), "ward-B")
+    a = _renumbered(draw(perturbed()), "HeartRate", "ward-A")
+    b = _renumbered(
+        draw(perturbed()), draw(st.sampled_from(["HeartRate", "BodyTemperature"])), "ward-B"
+    )
     order = draw(st.lists(st.booleans(), max_size=len(a) + len(b)))
     merged, ia, ib = [], list(a), list(b)
     for take_a in order:
@@ -63,7 +65,8 @@ def two_channel_feeds(draw):
 )
 def test_random_channels_conform(spark, tmp_path_factory, elements, cuts, roles) -> None:
     """Random interleavings, missing, duplicated, reordered sps and forged declarations,
-    two channels, several micro-batches."""
+    two channels (of one stream or of two), several micro-batches, and the shield state
+    saved and reloaded between batches as on a restart."""
     tmp = tmp_path_factory.mktemp("conf")
     labelled = spark_labelled(spark, tmp, _split(elements, cuts), server={})
     assert spark_outcome(labelled, roles) == reference(elements, roles, server={})

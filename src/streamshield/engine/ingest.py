@@ -17,7 +17,6 @@ For every micro-batch:
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,6 +79,7 @@ CHANNEL = ["stream", "provider"]
 PASS = Reason.PASS.value
 # per (stream, policy id): rule rows, and the accumulated words when they ignore the tid
 Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
+SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 
 
@@ -112,51 +112,40 @@ class Ingest:
         self, batch: DataFrame, states: dict[Channel, ChannelState]
     ) -> dict[str, DataFrame]:
         """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
-        known = F.col("stream").isin(list(self.streams))
-        sps = self._collect_sps(batch.filter((F.col("type") == "sp") & known))
-        tuples = self._mark_late(batch.filter((F.col("type") == "tuple") & known), states)
-        markers = local_frame(
-            self.spark,
-            [(c.stream, c.provider, seq) for c, items in sps.items() for seq, _ in items],
-            _schema("stream string, provider string, seq long"),
-        )
-        gapped = self._with_gaps(tuples, markers).cache()
+        known = batch.filter(F.col("stream").isin(list(self.streams)))
+        gapped = self._with_gaps(self._mark_late(known, states)).cache()
         self._cached.append(gapped)
-        summaries = (
-            gapped.filter(~F.col("late"))
-            .groupBy(*CHANNEL, "gap", "p_ts", "p_csn")
-            .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
-        ).collect()
+        sps, summaries = self._collect(gapped)
         decisions, policies = self._decide(sps, summaries, states)
-        decided = self._join_decisions(gapped, decisions)
+        decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions)
         out = {}
         for stream in self.streams:
             out[stream] = self._label(decided.filter(F.col("stream") == stream), stream, policies)
         return out
 
-    def _collect_sps(self, sp_rows: DataFrame) -> dict[Channel, list[tuple[int, SpElement]]]:
-        by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
-        for row in sp_rows.collect():
-            element = _sp_element(row)
-            by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
-        return {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
-
-    def _mark_late(self, tuples: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
-        """Tuples at or below their channel's processed seq came too late: out of order."""
+    def _mark_late(self, elements: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
+        """Elements at or below their channel's processed seq came too late: out of order."""
         processed = local_frame(
             self.spark,
             [(c.stream, c.provider, s.last_seq) for c, s in states.items()],
             _schema("stream string, provider string, last_seq long"),
         )
         return (
-            tuples.join(F.broadcast(processed), CHANNEL, "left")
+            elements.join(F.broadcast(processed), CHANNEL, "left")
             .withColumn("late", F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1)))
             .drop("last_seq")
         )
 
     @staticmethod
-    def _with_gaps(tuples: DataFrame, markers: DataFrame) -> DataFrame:
-        rows = tuples.select(
+    def _with_gaps(elements: DataFrame) -> DataFrame:
+        """Every element with its gap: the number of sps of its channel up to it (one sort)."""
+        is_sp = F.col("type") == "sp"
+        window = (
+            Window.partitionBy(*CHANNEL)
+            .orderBy("seq")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        return elements.select(
             *CHANNEL,
             "seq",
             "tid",
@@ -164,34 +153,45 @@ class Ingest:
             F.col("policy.csn").alias("p_csn"),
             "values",
             "late",
-            F.lit(0).alias("is_sp"),
-        )
-        marks = markers.select(
+            is_sp.alias("is_sp"),
+            F.when(is_sp, F.to_json(F.struct(*SP_FIELDS))).alias("sp"),
+        ).withColumn("gap", F.sum(F.col("is_sp").cast("int")).over(window))
+
+    def _collect(
+        self, gapped: DataFrame
+    ) -> tuple[dict[Channel, list[tuple[int, SpElement | None]]], list[Any]]:
+        """The batch's sps and its per-declaration tuple summaries, in one job."""
+        sp_rows = gapped.filter("is_sp").select(
+            F.lit(True).alias("is_sp"),
             *CHANNEL,
             "seq",
-            *(
-                F.lit(None).cast(t).alias(n)
-                for n, t in (
-                    ("tid", "string"),
-                    ("p_ts", "long"),
-                    ("p_csn", "long"),
-                    ("values", "string"),
-                    ("late", "boolean"),
-                )
-            ),
-            F.lit(1).alias("is_sp"),
+            "sp",
+            *(F.lit(None).cast("long").alias(c) for c in ("gap", "p_ts", "p_csn", "first", "last")),
         )
-        window = (
-            Window.partitionBy(*CHANNEL)
-            .orderBy("seq")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        summaries = (
+            gapped.filter(~F.col("is_sp") & ~F.col("late"))
+            .groupBy(*CHANNEL, "gap", "p_ts", "p_csn")
+            .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+            .select(
+                F.lit(False).alias("is_sp"),
+                *CHANNEL,
+                F.lit(None).cast("long").alias("seq"),
+                F.lit(None).cast("string").alias("sp"),
+                "gap",
+                "p_ts",
+                "p_csn",
+                "first",
+                "last",
+            )
         )
-        return (
-            rows.unionByName(marks)
-            .withColumn("gap", F.sum("is_sp").over(window))
-            .filter(F.col("is_sp") == 0)
-            .drop("is_sp")
-        )
+        rows = sp_rows.unionByName(summaries).collect()
+        by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
+        for row in rows:
+            if row["is_sp"]:
+                element = _sp_element(row["sp"])
+                by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
+        sps = {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
+        return sps, [row for row in rows if not row["is_sp"]]
 
     def _decide(
         self,
@@ -253,7 +253,8 @@ class Ingest:
                 )
             except PolicyError:
                 return None
-            policies[key] = (labels.rule_rows(rules), _constant_words(rules))
+            constant = _constant_words(rules)  # then the rules need not travel with rows
+            policies[key] = ([] if constant else labels.rule_rows(rules), constant)
             if self.registry is not None:
                 self.registry.save(policy)
         return policy.policy_id
@@ -349,26 +350,10 @@ def _key(channel: Channel, gap: int, row: Any) -> tuple:
     return (channel.stream, channel.provider, gap, row["p_ts"], row["p_csn"])
 
 
-def _sp_element(row: Any) -> SpElement | None:
-    """An sp row back into an sp; a malformed one is dropped (its policy stays incomplete)."""
-    data = row.asDict(recursive=True)
-    data = {
-        k: data[k]
-        for k in (
-            "type",
-            "stream",
-            "provider",
-            "seq",
-            "ts",
-            "sn",
-            "ddp",
-            "srp",
-            "sign",
-            "immutable",
-        )
-    }
+def _sp_element(text: str | None) -> SpElement | None:
+    """An sp back from its JSON; a malformed one is dropped (its policy stays incomplete)."""
     try:
-        element = parse_element(json.dumps(data))
+        element = parse_element(text or "")
     except WireFormatError:
         return None
     return element if isinstance(element, SpElement) else None

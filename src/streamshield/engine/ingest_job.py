@@ -36,13 +36,11 @@ class IngestJob:
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         states = self.state.load(batch_id)
-        batch = batch.persist()
         try:
             frames = self.ingest.label_batch(batch, states)
             self.store.write_batch(batch_id, frames)
             self.state.save(batch_id, states)
         finally:
-            batch.unpersist()
             self.ingest.release()
 
     def start(self, available_now: bool = True, max_files: int | None = None) -> StreamingQuery:
