@@ -2,17 +2,20 @@
 
 For every micro-batch:
 
-1. The sps of the batch (few) are collected and parsed on the driver.
-2. Each tuple gets its *gap*: how many sps of its channel precede it in this batch
-   (one window over channel, ordered by ``seq``; order never comes from arrival).
-3. Tuples are summarised per (channel, gap, declared ts, declared csn) with their
-   smallest seq, and collected: a handful of rows per policy, not per tuple.
-4. The driver replays the reference :class:`PolicyTracker` over sps and summaries in
+1. Each element gets its *gap*: how many sps of its channel precede it in this batch
+   (one window over the channel, ordered by ``seq``; order never comes from arrival).
+2. One job collects the batch's sps (few) and the tuples summarised per (channel, gap,
+   declared ts, declared csn) with their smallest and largest seq: a handful of rows
+   per policy, not per tuple.
+3. The driver replays the reference :class:`PolicyTracker` over sps and summaries in
    seq order. That yields, per summary, the reason and policy, and per gap the seq
    from which a reset (Fig. 10, line 16) denies the rest of the segment. The reference
    code itself decides, so the engine cannot drift from the specification.
-5. Tuples join these small decision and policy tables (broadcast) and their labels are
-   computed natively from the policy's compiled rules.
+4. Tuples join these small decision and policy tables (broadcast) and their labels are
+   computed natively from the policy's compiled rules (or taken from the table when
+   the policy ignores the tuple id and was evaluated on the driver).
+
+Unknown streams' elements are ignored here: the landing zone rejects them first.
 """
 
 from __future__ import annotations
