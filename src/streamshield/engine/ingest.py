@@ -99,6 +99,7 @@ class Ingest:
     def __post_init__(self) -> None:
         self.codec = RoleCodec(self.hierarchy)
         self._cached: list[DataFrame] = []
+        self._in_force: dict[str, Policy] = {}  # policies of the current batch
 
     def release(self) -> None:
         """Drop what the last batch cached, once its output is written."""
@@ -120,6 +121,9 @@ class Ingest:
         self._cached.append(gapped)
         sps, summaries = self._collect(gapped)
         decisions, policies = self._decide(sps, summaries, states)
+        if self.registry is not None:
+            self.registry.save(self._in_force.values())
+        self._in_force.clear()
         decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions)
         out = {}
         for stream in self.streams:
@@ -258,8 +262,7 @@ class Ingest:
                 return None
             constant = _constant_words(rules)  # then the rules need not travel with rows
             policies[key] = ([] if constant else labels.rule_rows(rules), constant)
-            if self.registry is not None:
-                self.registry.save(policy)
+            self._in_force[policy.policy_id] = policy
         return policy.policy_id
 
     def _join_decisions(self, gapped: DataFrame, decisions: list[tuple]) -> DataFrame:

@@ -1,13 +1,18 @@
 """Every policy the ingest put in force, by id, so outputs can be re-punctuated later.
 
-Written by the driver once per policy (not per tuple), as one JSON-lines file of its sps
-named after the content-hash policy id; identical policies share one file.
+The driver appends the batch's new policies as one JSON-lines file per call (one line a
+policy: its content-hash id and its sps), so the cost is one file per micro-batch, not
+one per policy. A replayed batch may write its policies again; ids are content hashes,
+so duplicates are harmless.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from streamshield.lang.wire import parse_element, to_line
@@ -21,22 +26,48 @@ class PolicyRegistry:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._known: dict[str, Policy] = {}
+        self._read: set[str] = set()
 
-    def save(self, policy: Policy) -> None:
-        path = self.directory / f"{policy.policy_id}.jsonl"
-        if path.exists():
+    def save(self, policies: Iterable[Policy]) -> None:
+        """Record the policies not recorded yet, atomically, in one new file."""
+        self._refresh()
+        new = {p.policy_id: p for p in policies if p.policy_id not in self._known}
+        if not new:
             return
-        text = "\n".join(to_line(SpElement(_NOWHERE, 0, sp)) for sp in policy.sps) + "\n"
+        lines = [
+            json.dumps(
+                {
+                    "policy_id": pid,
+                    "sps": [to_line(SpElement(_NOWHERE, 0, sp)) for sp in policy.sps],
+                }
+            )
+            for pid, policy in new.items()
+        ]
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
+            handle.write("\n".join(lines) + "\n")
+        name = f"{uuid.uuid4().hex}.jsonl"
+        os.replace(tmp, self.directory / name)
+        self._read.add(name)
+        self._known.update(new)
 
     def load(self, policy_id: str) -> Policy:
-        lines = (self.directory / f"{policy_id}.jsonl").read_text().splitlines()
-        sps = []
-        for line in lines:
-            element = parse_element(line)
-            assert isinstance(element, SpElement)
-            sps.append(element.sp)
-        return Policy.of(sps)
+        """The policy with this id; KeyError when no ingest recorded it."""
+        if policy_id not in self._known:
+            self._refresh()
+        return self._known[policy_id]
+
+    def _refresh(self) -> None:
+        for path in sorted(self.directory.glob("*.jsonl")):
+            if path.name in self._read:
+                continue
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                sps = []
+                for text in record["sps"]:
+                    element = parse_element(text)
+                    assert isinstance(element, SpElement)
+                    sps.append(element.sp)
+                self._known[record["policy_id"]] = Policy.of(sps)
+            self._read.add(path.name)

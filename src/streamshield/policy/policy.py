@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 from streamshield.policy.patterns import Any, Literal, OneOf, Pattern
 from streamshield.policy.punctuation import SecurityPunctuation, Sign, canonical_text
@@ -70,7 +71,7 @@ class Policy:
         """Exactly sps 1..declared_csn: a gap or an extra sp both mean we cannot trust it."""
         return self.csn == declared_csn == len(self.sps)
 
-    @property
+    @cached_property
     def policy_id(self) -> str:
         """Content hash of the sps' bodies: identical policies share one id (and one decision)."""
         text = "\n".join(sorted(canonical_text(sp) for sp in self.sps))
