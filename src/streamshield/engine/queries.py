@@ -95,7 +95,7 @@ class RegisteredQuery:
     handle: StreamingQuery = field(repr=False)
     session: SparkSession = field(repr=False)
     sink: Sink = field(repr=False)
-    handle_columns: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()  # output columns, labels and origin included
 
     def results(self) -> list:
         """Rows of a MemorySink query so far (the table lives in the query's own session)."""
@@ -202,7 +202,7 @@ class QueryService:
         registry = PolicyRegistry(self.labelled.root.parent / "policies")
         exporter = PunctuatedExport(out, registry, name or f"export-{origin}", origin)
         query = self.register(sql, roles, CallbackSink(exporter), name)
-        columns = [c for c in query.handle_columns if not c.startswith("_ss_")]
+        columns = [c for c in query.columns if not c.startswith("_ss_")]
         if not query.labelled_output or not set(columns) <= set(self.streams[origin].names):
             self.stop(query.name)
             raise QueryRejected(
