@@ -9,17 +9,13 @@ so duplicates are harmless.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from streamshield.lang.wire import parse_element, to_line
-from streamshield.policy.elements import Channel, SpElement
+from streamshield.engine.snapshots import atomic_write
+from streamshield.lang.wire import sp_from_line, sp_line
 from streamshield.policy.policy import Policy
-
-_NOWHERE = Channel("_", "_")
 
 
 class PolicyRegistry:
@@ -39,16 +35,13 @@ class PolicyRegistry:
             json.dumps(
                 {
                     "policy_id": pid,
-                    "sps": [to_line(SpElement(_NOWHERE, 0, sp)) for sp in policy.sps],
+                    "sps": [sp_line(sp) for sp in policy.sps],
                 }
             )
             for pid, policy in new.items()
         ]
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
         name = f"{uuid.uuid4().hex}.jsonl"
-        os.replace(tmp, self.directory / name)
+        atomic_write(self.directory / name, "\n".join(lines) + "\n")
         self._read.add(name)
         self._known.update(new)
 
@@ -64,10 +57,6 @@ class PolicyRegistry:
                 continue
             for line in path.read_text().splitlines():
                 record = json.loads(line)
-                sps = []
-                for text in record["sps"]:
-                    element = parse_element(text)
-                    assert isinstance(element, SpElement)
-                    sps.append(element.sp)
+                sps = [sp_from_line(text) for text in record["sps"]]
                 self._known[record["policy_id"]] = Policy.of(sps)
             self._read.add(path.name)

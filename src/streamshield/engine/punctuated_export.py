@@ -18,15 +18,13 @@ scopes any sp by tuple id (the downstream shield could not apply it).
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 
 from streamshield.engine.policy_registry import PolicyRegistry
+from streamshield.engine.snapshots import Snapshots, atomic_write
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.patterns import Any
@@ -41,19 +39,19 @@ class PunctuatedExport:
     def __init__(self, out: str | Path, registry: PolicyRegistry, stream: str, origin: str) -> None:
         self.out = Path(out)
         self.origin = origin
-        self.state_dir = self.out / "_state"
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.state = Snapshots(self.out / "_state")
         self.registry, self.stream = registry, stream
         self.withheld = 0
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        state = self._load(batch_id)
+        state = self.state.before(batch_id) or {}
         columns = [c for c in frame.columns if not c.startswith("_ss_")]
         lines: list[str] = []
         for row in frame.orderBy("_ss_channel", "_ss_seq").collect():
             lines += self._emit(row.asDict(), columns, state)
-        self._write(self.out / f"b{batch_id:012d}.jsonl", "".join(f"{x}\n" for x in lines))
-        self._write(self.state_dir / f"{batch_id}.json", json.dumps(state))
+        atomic_write(self.out / f"b{batch_id:012d}.jsonl", "".join(f"{x}\n" for x in lines))
+        self.state.save(batch_id, state)
 
     def _emit(self, row: dict, columns: list[str], state: dict) -> list[str]:
         policy = self.registry.load(row["_ss_policy"])
@@ -82,21 +80,6 @@ class PunctuatedExport:
         )
         lines.append(to_line(element))
         return lines
-
-    def _load(self, batch_id: int) -> dict:
-        earlier = sorted(
-            int(p.stem) for p in self.state_dir.glob("*.json") if int(p.stem) < batch_id
-        )
-        if not earlier:
-            return {}
-        return json.loads((self.state_dir / f"{earlier[-1]}.json").read_text())
-
-    @staticmethod
-    def _write(path: Path, text: str) -> None:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
 
 
 def _for_output(policy: Policy, origin: str, ts: int) -> Policy:

@@ -9,33 +9,18 @@ error, never an empty (permissive or inconsistent) state.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamshield.lang.wire import parse_element, to_line
-from streamshield.policy.elements import Channel, SpElement
+from streamshield.engine.snapshots import Snapshots
+from streamshield.lang.wire import sp_from_line, sp_line
+from streamshield.policy.elements import Channel
 from streamshield.policy.policy import Policy
-from streamshield.policy.punctuation import SecurityPunctuation
 from streamshield.policy.shield import PolicyTracker
-
-_NOWHERE = Channel("_", "_")
 
 
 class MissingStateError(RuntimeError):
     """The shield state a batch must start from is gone: refuse to guess it."""
-
-
-def _sp_to_json(sp: SecurityPunctuation) -> str:
-    return to_line(SpElement(_NOWHERE, 0, sp))
-
-
-def _sp_from_json(line: str) -> SecurityPunctuation:
-    element = parse_element(line)
-    assert isinstance(element, SpElement)
-    return element.sp
 
 
 @dataclass
@@ -46,11 +31,11 @@ class ChannelState:
     def to_json(self) -> dict:
         t = self.tracker
         return {
-            "current": [_sp_to_json(sp) for sp in t.current],
+            "current": [sp_line(sp) for sp in t.current],
             "current_ts": t.current_ts,
             "first_tuple": t.first_tuple,
             "newest_ts": t.newest_ts,
-            "frozen": None if t.frozen is None else [_sp_to_json(sp) for sp in t.frozen.sps],
+            "frozen": None if t.frozen is None else [sp_line(sp) for sp in t.frozen.sps],
             "conflict": t.conflict,
             "last_seq": self.last_seq,
         }
@@ -59,11 +44,11 @@ class ChannelState:
     def from_json(cls, data: dict) -> ChannelState:
         frozen = data["frozen"]
         tracker = PolicyTracker(
-            current=[_sp_from_json(x) for x in data["current"]],
+            current=[sp_from_line(x) for x in data["current"]],
             current_ts=data["current_ts"],
             first_tuple=data["first_tuple"],
             newest_ts=data["newest_ts"],
-            frozen=None if frozen is None else Policy.of(_sp_from_json(x) for x in frozen),
+            frozen=None if frozen is None else Policy.of(sp_from_line(x) for x in frozen),
             conflict=data["conflict"],
         )
         return cls(tracker, data["last_seq"])
@@ -73,19 +58,16 @@ class StateStore:
     """Versioned per-batch snapshots of every channel's state."""
 
     def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.snapshots = Snapshots(directory)
+        self.directory = self.snapshots.directory
 
     def load(self, batch_id: int) -> dict[Channel, ChannelState]:
         """The state batch ``batch_id`` starts from (the snapshot of the batch before)."""
-        previous = sorted(
-            int(p.stem) for p in self.directory.glob("*.json") if int(p.stem) < batch_id
-        )
-        if not previous:
+        data = self.snapshots.before(batch_id)
+        if data is None:
             if batch_id > 0:
                 raise MissingStateError(f"no shield state before batch {batch_id}")
             return {}
-        data = json.loads((self.directory / f"{previous[-1]}.json").read_text())
         return {
             Channel(*key.split("\x1f")): ChannelState.from_json(value)
             for key, value in data.items()
@@ -93,7 +75,4 @@ class StateStore:
 
     def save(self, batch_id: int, states: dict[Channel, ChannelState]) -> None:
         data = {f"{c.stream}\x1f{c.provider}": s.to_json() for c, s in sorted(states.items())}
-        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle)
-        os.replace(tmp, self.directory / f"{batch_id}.json")
+        self.snapshots.save(batch_id, data)

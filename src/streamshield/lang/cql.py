@@ -214,11 +214,6 @@ def parse_policy(text: str, ts: int) -> Policy:
     return Policy.of(st.punctuation(ts, sn) for sn, st in enumerate(parse_statements(text), 1))
 
 
-def pattern_text(pattern: Pattern) -> str:
-    """The text form that :func:`parse_pattern` reads back to an equal pattern."""
-    return pattern.text()
-
-
 KEYWORDS = frozenset(
     [
         "INSERT",

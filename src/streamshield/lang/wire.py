@@ -166,3 +166,19 @@ def to_dict(element: Element) -> dict[str, Any]:
 def to_line(element: Element) -> str:
     """One element as one JSON line (no trailing newline)."""
     return json.dumps(to_dict(element), separators=(",", ":"), sort_keys=True)
+
+
+_NOWHERE = Channel("_", "_")
+
+
+def sp_line(sp: SecurityPunctuation) -> str:
+    """One sp alone (no channel) in the wire format, for state and registries."""
+    return to_line(SpElement(_NOWHERE, 0, sp))
+
+
+def sp_from_line(line: str) -> SecurityPunctuation:
+    """The sp of a line written by :func:`sp_line`."""
+    element = parse_element(line)
+    if not isinstance(element, SpElement):
+        raise WireFormatError("expected an sp")
+    return element.sp
