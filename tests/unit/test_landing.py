@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -468,12 +468,16 @@ def test_concurrent_appends_never_accept_a_seq_twice(
     tmp_path: Path, catalog: SqliteCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_last_seq = catalog.last_seq
+    together = threading.Barrier(4)
 
-    def slow_last_seq(channel: Channel) -> int:
-        time.sleep(0.02)  # widen the read-then-write window a missing lock would expose
+    def racing_last_seq(channel: Channel) -> int:
+        # Without the landing lock all four appends read the seq at once; with it the
+        # first waiter gives up after the timeout and the barrier lets everyone through.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait(timeout=0.5)
         return real_last_seq(channel)
 
-    monkeypatch.setattr(catalog, "last_seq", slow_last_seq)
+    monkeypatch.setattr(catalog, "last_seq", racing_last_seq)
     zone = LandingZone(tmp_path / "land", catalog)
     batch = [tup(seq) for seq in range(20)]
     results: list[AppendResult] = []
