@@ -68,6 +68,22 @@ class StateStore:
             if batch_id > 0:
                 raise MissingStateError(f"no shield state before batch {batch_id}")
             return {}
+        return self._decode(data)
+
+    def policies_in_force(self) -> dict[str, list[Policy]]:
+        """Per stream, the policy each channel holds after the newest committed batch."""
+        data = self.snapshots.before(2**62) or {}
+        in_force: dict[str, list[Policy]] = {}
+        for channel, state in self._decode(data).items():
+            tracker = state.tracker
+            pending = tracker.current and not tracker.conflict
+            policy = tracker.frozen or (Policy.of(tracker.current) if pending else None)
+            if policy is not None:
+                in_force.setdefault(channel.stream, []).append(policy)
+        return in_force
+
+    @staticmethod
+    def _decode(data: dict) -> dict[Channel, ChannelState]:
         return {
             Channel(*key.split("\x1f")): ChannelState.from_json(value)
             for key, value in data.items()
