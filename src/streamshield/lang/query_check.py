@@ -36,6 +36,7 @@ __all__ = [
     "CheckedQuery",
     "QueryRejected",
     "check_query",
+    "parse_tree",
 ]
 
 MAX_QUERY_CHARS = 100_000
@@ -521,6 +522,21 @@ def check_query(
     except QueryRejected as error:
         raise _scrubbed(error, literals) from None
     return CheckedQuery(sql=sql, streams=tuple(sorted(found)), _tree=tree)
+
+
+def parse_tree(sql: str) -> exp.Expression:
+    """The one statement of ``sql`` as a sqlglot tree, read by the same token rules as
+    :func:`check_query` (statement splitting, SET/RESET, hints, ``window(`` calls).
+
+    For planning a query's shape only: it does not check relations or functions, so a
+    query must still pass :func:`check_query` before Spark sees it.
+    """
+    if len(sql) > MAX_QUERY_CHARS:
+        raise QueryRejected("too_long", f"the query is longer than {MAX_QUERY_CHARS} characters")
+    try:
+        return _parse_one(sql)[0]
+    except RecursionError:
+        raise QueryRejected("too_complex", "the query is nested too deeply") from None
 
 
 def _scrubbed(error: QueryRejected, literals: frozenset[str]) -> QueryRejected:
