@@ -144,5 +144,287 @@ def query(
         click.echo(f"output: {out}")
 
 
+@main.command()
+@ROOT
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8443, show_default=True)
+@click.option("--master", default=None, help="Spark master URL (default: local[2]).")
+@click.option("--cert", type=click.Path(exists=True, path_type=Path), default=None,
+              help="TLS certificate (PEM); default: self-signed under <root>/tls.")
+@click.option("--key", type=click.Path(exists=True, path_type=Path), default=None,
+              help="TLS private key (PEM), with --cert.")
+@click.option("--example/--no-example", default=True, show_default=True,
+              help="Load the hospital example: users, streams, providers, queries.")
+@click.option("--round-seconds", default=5.0, show_default=True,
+              help="Seconds between the example providers' rounds.")
+def serve(
+    root: Path, host: str, port: int, master: str | None, cert: Path | None, key: Path | None,
+    example: bool, round_seconds: float,
+) -> None:
+    """Start the secure server (HTTPS API, continuous ingest, live subscriptions)."""
+    from streamshield.server.main import run_server
+
+    if (cert is None) != (key is None):
+        raise click.UsageError("--cert and --key go together")
+    run_server(root.resolve(), host, port, master, cert, key, example, round_seconds, click.echo)
+
+
+# -- the client ---------------------------------------------------------------------------------
+
+
+@main.group()
+def client() -> None:
+    """Talk to a running server over HTTPS (token kept in $STREAMSHIELD_HOME, 0600)."""
+
+
+def _client():
+    from streamshield.client import Client, load_saved
+
+    saved = load_saved()
+    if saved is None or saved.token is None:
+        raise click.ClickException("not logged in: run 'streamshield client login' first")
+    return Client(saved.url, saved.token, saved.ca)
+
+
+def _call(fn, *args, **kwargs):
+    from streamshield.client import ClientError
+
+    try:
+        return fn(*args, **kwargs)
+    except ClientError as err:
+        raise click.ClickException(f"{err.status} {err.code}: {err.message}") from None
+
+
+@client.command("login")
+@click.option("--url", default="https://127.0.0.1:8443", show_default=True)
+@click.option("--ca", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Trust this certificate (the server's self-signed one).")
+@click.option("--user", required=True)
+@click.option("--role", "roles", multiple=True, required=True, help="Role to activate (repeat).")
+@click.password_option(confirmation_prompt=False, envvar="STREAMSHIELD_PASSWORD")
+def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], password: str):
+    """Log in and keep the session token."""
+    from streamshield.client import Client, Saved, save
+
+    ca_path = str(ca.resolve()) if ca else None
+    with Client(url, None, ca_path) as api:
+        answer = _call(api.login, user, password, list(roles))
+    save(Saved(url, answer["token"], ca_path, user))
+    click.echo(f"logged in as {user} with roles {', '.join(answer['roles'])}; "
+               f"session expires at {answer['expires_at']}")
+
+
+@client.command("logout")
+def client_logout() -> None:
+    """End the session and forget the token."""
+    from streamshield.client import ClientError, forget
+
+    try:
+        with _client() as api:
+            api.logout()
+    except ClientError:
+        pass  # an expired session is as good as ended
+    forget()
+    click.echo("logged out")
+
+
+@client.command("catalog")
+def client_catalog() -> None:
+    """The schemas, streams and queries you may see."""
+    from streamshield.client import table
+
+    with _client() as api:
+        view = _call(api.catalog)
+    for kind, items in view.items():
+        click.echo(f"{kind}:")
+        click.echo(table(items))
+        click.echo("")
+
+
+@client.command("stream")
+@click.argument("name")
+def client_stream(name: str) -> None:
+    """One stream's definition."""
+    from streamshield.client import table
+
+    with _client() as api:
+        answer = _call(api.stream, name)
+    click.echo(f"stream {answer['name']} (tid {answer['tid']}, event time "
+               f"{answer['event_time'] or '-'})")
+    click.echo(table([{"attribute": a, "type": t} for a, t in answer["attributes"]]))
+
+
+@client.command("add-schema")
+@click.argument("name")
+@click.option("--attribute", "attributes", multiple=True, required=True,
+              help="name:type (repeat), e.g. price:double")
+@click.option("--tid", required=True)
+@click.option("--event-time", default=None)
+def client_add_schema(name: str, attributes: tuple[str, ...], tid: str, event_time: str | None):
+    """Add a schema (needs ADD on the system)."""
+    pairs = [tuple(a.split(":", 1)) for a in attributes]
+    if any(len(p) != 2 for p in pairs):
+        raise click.UsageError("attributes are name:type")
+    with _client() as api:
+        _call(api.add_schema, name, pairs, tid, event_time)
+    click.echo(f"schema {name} added")
+
+
+@client.command("add-stream")
+@click.argument("name")
+@click.option("--schema", required=True)
+def client_add_stream(name: str, schema: str) -> None:
+    """Add a stream of a schema (needs ADD on the schema)."""
+    with _client() as api:
+        _call(api.add_stream, name, schema)
+    click.echo(f"stream {name} added")
+
+
+@client.command("ingest")
+@click.argument("stream")
+@click.argument("file", type=click.File("r"), default="-")
+def client_ingest(stream: str, file) -> None:
+    """Append wire-format JSON lines (tuples need WRITE, sps INJECT SP) from FILE or stdin."""
+    from streamshield.client import table
+
+    with _client() as api:
+        answer = _call(api.append, stream, file.read().splitlines())
+    click.echo(f"accepted {answer['accepted']}, rejected {answer['rejected']}")
+    if answer["rejections"]:
+        click.echo(table(answer["rejections"], ["line", "reason", "message"]))
+
+
+@client.group("query")
+def client_query() -> None:
+    """Register, start, stop and remove continuous queries."""
+
+
+@client_query.command("register")
+@click.argument("name")
+@click.argument("text")
+def client_query_register(name: str, text: str) -> None:
+    """Register a query (or send an INSERT SP script)."""
+    with _client() as api:
+        answer = _call(api.register, name, text)
+    click.echo(" ".join(f"{k}={v}" for k, v in answer.items()))
+
+
+@client_query.command("start")
+@click.argument("name")
+def client_query_start(name: str) -> None:
+    with _client() as api:
+        click.echo(_call(api.set_status, name, True)["status"])
+
+
+@client_query.command("stop")
+@click.argument("name")
+def client_query_stop(name: str) -> None:
+    with _client() as api:
+        click.echo(_call(api.set_status, name, False)["status"])
+
+
+@client_query.command("remove")
+@click.argument("name")
+def client_query_remove(name: str) -> None:
+    with _client() as api:
+        _call(api.remove, name)
+    click.echo(f"query {name} removed")
+
+
+GRANT_OPTIONS = [
+    click.argument("permission"),
+    click.argument("kind", type=click.Choice(["system", "schema", "stream", "query"])),
+    click.argument("obj"),
+    click.option("--role", default=None),
+    click.option("--user", default=None),
+]
+
+
+def _grant_options(fn):
+    for option in reversed(GRANT_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+@client.command("grant")
+@_grant_options
+@click.option("--grant-option", is_flag=True)
+def client_grant(permission, kind, obj, role, user, grant_option) -> None:
+    """Grant PERMISSION (e.g. "READ TUPLE") on KIND OBJ to --role or --user."""
+    body = {"permission": permission, "kind": kind, "object": obj, "role": role, "user": user,
+            "grant_option": grant_option}
+    with _client() as api:
+        _call(api.grant, body)
+    click.echo("granted")
+
+
+@client.command("revoke")
+@_grant_options
+def client_revoke(permission, kind, obj, role, user) -> None:
+    """Revoke PERMISSION on KIND OBJ from --role or --user."""
+    body = {"permission": permission, "kind": kind, "object": obj, "role": role, "user": user,
+            "grant_option": False}
+    with _client() as api:
+        _call(api.grant, body, revoke=True)
+    click.echo("revoked")
+
+
+@client.command("settings")
+@click.option("--set", "assignments", multiple=True, help="key=JSON value (repeat).")
+def client_settings(assignments: tuple[str, ...]) -> None:
+    """Show the system settings, or change them (needs CHANGE SYSTEM)."""
+    import json
+
+    values = {}
+    for assignment in assignments:
+        key, _, raw = assignment.partition("=")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    with _client() as api:
+        answer = _call(api.set_settings, values) if values else _call(api.settings)
+    for key, value in sorted(answer.items()):
+        click.echo(f"{key} = {json.dumps(value)}")
+
+
+@client.command("subscribe")
+@click.argument("name")
+@click.option("--limit", default=0, help="Stop after this many rows (0: run until closed).")
+def client_subscribe(name: str, limit: int) -> None:
+    """Print a query's results as they arrive (only rows you may read)."""
+    import json
+
+    from streamshield.client import ClientError
+
+    seen = 0
+    with _client() as api:
+        try:
+            for event, data in api.subscribe(name):
+                if event != "rows":
+                    click.echo(f"[{event}] {data.get('reason', '')}")
+                    return
+                for row in data["rows"]:
+                    click.echo(json.dumps(row, default=str))
+                    seen += 1
+                    if limit and seen >= limit:
+                        return
+        except ClientError as err:
+            raise click.ClickException(f"{err.status} {err.code}: {err.message}") from None
+
+
+@client.command("audit")
+@click.option("--user", default=None)
+@click.option("--action", default=None)
+@click.option("--limit", default=50, show_default=True)
+def client_audit(user: str | None, action: str | None, limit: int) -> None:
+    """Audit log entries you may read."""
+    from streamshield.client import table
+
+    with _client() as api:
+        answer = _call(api.audit, user=user, action=action, limit=limit)
+    click.echo(table(answer["entries"]))
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,224 @@
+"""The API client the CLI uses: httpx over TLS, the session token kept in a 0600 file.
+
+The server's certificate is verified, always: against the system trust store, or
+against the file given with ``--ca`` (the embedded default's self-signed certificate,
+``<root>/tls/server-cert.pem``). There is no switch to turn verification off.
+
+The token file lives under ``$STREAMSHIELD_HOME`` (default ``~/.config/streamshield``),
+created 0600 inside a 0700 directory, and stores the server URL and CA path with it
+so that later commands need neither.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TOKEN_FILE = "session.json"
+TIMEOUT = httpx.Timeout(30.0, read=120.0)
+
+
+class ClientError(Exception):
+    """A refused request: the server's status and its (safe) message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+def home() -> Path:
+    configured = os.environ.get("STREAMSHIELD_HOME")
+    return Path(configured) if configured else Path.home() / ".config" / "streamshield"
+
+
+@dataclass
+class Saved:
+    url: str
+    token: str | None = None
+    ca: str | None = None
+    user: str | None = None
+
+
+def load_saved(directory: Path | None = None) -> Saved | None:
+    path = (directory or home()) / TOKEN_FILE
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return Saved(data["url"], data.get("token"), data.get("ca"), data.get("user"))
+
+
+def save(saved: Saved, directory: Path | None = None) -> Path:
+    """Writes the token file 0600 (created so before the token is written)."""
+    directory = directory or home()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / TOKEN_FILE
+    tmp = directory / f".{TOKEN_FILE}.tmp"
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(saved.__dict__, out)
+    os.replace(tmp, path)
+    return path
+
+
+def forget(directory: Path | None = None) -> None:
+    ((directory or home()) / TOKEN_FILE).unlink(missing_ok=True)
+
+
+class Client:
+    """One server, one optional token; every method returns the decoded JSON answer."""
+
+    def __init__(self, url: str, token: str | None = None, ca: str | None = None) -> None:
+        self.url, self.token, self.ca = url.rstrip("/"), token, ca
+        verify: Any = True
+        if ca:
+            import ssl
+
+            verify = ssl.create_default_context(cafile=ca)
+        self._http = httpx.Client(base_url=self.url, verify=verify, timeout=TIMEOUT)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._http.request(method, path, headers=self._headers(), **kwargs)
+        return _decoded(response)
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    def login(self, user: str, password: str, roles: list[str]) -> dict:
+        answer = self.request(
+            "POST", "/login", json={"user": user, "password": password, "roles": roles}
+        )
+        self.token = answer["token"]
+        return answer
+
+    def logout(self) -> dict:
+        return self.request("POST", "/logout")
+
+    def catalog(self) -> dict:
+        return self.request("GET", "/catalog")
+
+    def stream(self, name: str) -> dict:
+        return self.request("GET", f"/streams/{name}")
+
+    def add_schema(
+        self, name: str, attributes: list[tuple[str, str]], tid: str, event_time: str | None
+    ) -> dict:
+        body = {
+            "name": name,
+            "attributes": [list(a) for a in attributes],
+            "tid": tid,
+            "event_time": event_time,
+        }
+        return self.request("POST", "/schemas", json=body)
+
+    def add_stream(self, name: str, schema: str) -> dict:
+        return self.request("POST", "/streams", json={"name": name, "schema": schema})
+
+    def append(self, stream: str, lines: Iterable[str]) -> dict:
+        body = "\n".join(line.rstrip("\n") for line in lines) + "\n"
+        headers = {**self._headers(), "Content-Type": "application/x-ndjson"}
+        response = self._http.post(f"/streams/{stream}/elements", content=body, headers=headers)
+        return _decoded(response)
+
+    def register(self, name: str, text: str) -> dict:
+        return self.request("POST", "/queries", json={"name": name, "text": text})
+
+    def set_status(self, name: str, running: bool) -> dict:
+        return self.request("POST", f"/queries/{name}/{'start' if running else 'stop'}")
+
+    def remove(self, name: str) -> dict:
+        return self.request("DELETE", f"/queries/{name}")
+
+    def grant(self, body: dict, revoke: bool = False) -> dict:
+        return self.request("DELETE" if revoke else "POST", "/grants", json=body)
+
+    def settings(self) -> dict:
+        return self.request("GET", "/system/settings")
+
+    def set_settings(self, values: dict) -> dict:
+        return self.request("PUT", "/system/settings", json={"values": values})
+
+    def audit(self, **filters: Any) -> dict:
+        params = {k: v for k, v in filters.items() if v is not None}
+        return self.request("GET", "/audit", params=params)
+
+    def subscribe(self, name: str) -> Iterator[tuple[str, dict]]:
+        """(event, data) pairs of a live subscription, as they arrive."""
+        with self._http.stream(
+            "GET",
+            f"/queries/{name}/subscribe",
+            headers=self._headers(),
+            timeout=httpx.Timeout(30.0, read=None),
+        ) as response:
+            if response.status_code != 200:
+                response.read()
+                _decoded(response)
+            yield from parse_sse(response.iter_lines())
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict]]:
+    """Server-sent events from text lines; comments (pings) are skipped."""
+    event, data = "message", []
+    for line in lines:
+        if not line:
+            if data:
+                yield event, json.loads("\n".join(data))
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+def _decoded(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"error": "unreadable", "message": response.text[:200]}
+    if response.status_code >= 400:
+        raise ClientError(
+            response.status_code,
+            str(body.get("error", "error")),
+            str(body.get("message", "")),
+        )
+    return body
+
+
+def table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """Rows as an aligned text table (the CLI's readable output)."""
+    if not rows:
+        return "(none)"
+    columns = columns or list(dict.fromkeys(k for row in rows for k in row))
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    head = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join([head, rule, *body])
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)

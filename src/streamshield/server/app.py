@@ -1,0 +1,229 @@
+"""The HTTP API (FastAPI): a thin layer from requests to :class:`ServerService` calls.
+
+Every endpoint except ``POST /login`` needs a bearer token; every failure leaves
+through :mod:`streamshield.server.errors`, and request validation errors are reported
+by field and problem only (FastAPI's default would echo the submitted values back).
+Bodies are size-limited by :class:`~streamshield.server.body_limit.BodyLimit` before
+any parsing. The OpenAPI description is at ``/openapi.json``, the docs at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sse_starlette import EventSourceResponse
+
+from streamshield import __version__
+from streamshield.catalog.errors import SecurityError
+from streamshield.catalog.store import CatalogError
+from streamshield.engine.queries import QueryFailed
+from streamshield.lang.cql import CqlError
+from streamshield.lang.query_check import QueryRejected
+from streamshield.lang.wire import WireFormatError
+from streamshield.policy.operator_limits import LimitExceeded
+from streamshield.server.body_limit import BodyLimit
+from streamshield.server.errors import ApiError, Unauthorized, to_response
+from streamshield.server.models import (
+    GrantBody,
+    LoginBody,
+    QueryBody,
+    SchemaBody,
+    SettingsBody,
+    StreamBody,
+)
+from streamshield.server.service import SchemaDef, ServerService
+from streamshield.server.subscriptions import SubscriberQueue
+
+_bearer = HTTPBearer(auto_error=False)
+HANDLED: tuple[type[Exception], ...] = (
+    ApiError,
+    SecurityError,
+    QueryRejected,
+    QueryFailed,
+    LimitExceeded,
+    CatalogError,
+    WireFormatError,
+    CqlError,
+)
+PING_SECONDS = 15
+
+
+class Caller:
+    """The authenticated session of a request and the token it came with."""
+
+    def __init__(self, session: Any, token: str) -> None:
+        self.session, self.token = session, token
+
+
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    """The session of the bearer token (401 for none, expired, logged out or forged)."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthorized("a bearer token is needed")
+    service: ServerService = request.app.state.service
+    return Caller(service.session(credentials.credentials), credentials.credentials)
+
+
+Auth = Annotated[Caller, Depends(_caller)]
+
+
+def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
+    """The ASGI application: the FastAPI app wrapped in the body-size limit."""
+    app = FastAPI(
+        title="streamshield",
+        version=__version__,
+        description="Secure multi-tenant stream processing: catalog, ingest, queries, "
+        "subscriptions. Every endpoint but /login needs `Authorization: Bearer <token>`.",
+    )
+    app.state.service = service
+
+    async def _any(_: Request, err: Exception) -> JSONResponse:
+        response = to_response(err)
+        headers = {"Retry-After": str(response.retry_after)} if response.retry_after else None
+        if response.status == 401:
+            headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+        return JSONResponse(response.body(), status_code=response.status, headers=headers)
+
+    # Known refusals are handled inside the app; Exception (500s) by the outer middleware.
+    for known in (*HANDLED, Exception):
+        app.add_exception_handler(known, _any)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
+            for e in err.errors()[:10]
+        ]
+        body = {"error": "invalid", "message": "invalid request body", "problems": problems}
+        return JSONResponse(body, status_code=422)
+
+    @app.post("/login")
+    def login(body: LoginBody, request: Request) -> dict:
+        client = request.client.host if request.client else "unknown"
+        session = service.login(body.user, body.password, body.roles, client)
+        return {
+            "token": session.token,
+            "user": session.user,
+            "roles": sorted(session.roles),
+            "expires_at": session.expires_at,
+        }
+
+    @app.post("/logout")
+    def logout(who: Auth) -> dict:
+        service.logout(who.token)
+        return {"ok": True}
+
+    @app.get("/catalog")
+    def catalog(who: Auth) -> dict:
+        return service.catalog_view(who.session)
+
+    @app.get("/streams/{name}")
+    def stream(name: str, who: Auth) -> dict:
+        return service.stream(who.session, name)
+
+    @app.post("/schemas", status_code=201)
+    def add_schema(body: SchemaBody, who: Auth) -> dict:
+        attributes = tuple((n, t) for n, t in body.attributes)
+        schema = SchemaDef(body.name, attributes, body.tid, body.event_time)
+        return service.add_schema(who.session, schema)
+
+    @app.post("/streams", status_code=201)
+    def add_stream(body: StreamBody, who: Auth) -> dict:
+        return service.add_stream(who.session, body.name, body.schema_name)
+
+    @app.post("/streams/{name}/elements")
+    async def append(name: str, request: Request, who: Auth) -> dict:
+        try:
+            text = (await request.body()).decode("utf-8")
+        except UnicodeDecodeError:
+            from streamshield.server.errors import Invalid
+
+            raise Invalid("the body must be UTF-8 JSON lines") from None
+        report = await asyncio.to_thread(service.append, who.session, name, text.splitlines())
+        return report.as_dict()
+
+    @app.post("/queries", status_code=201)
+    def register(body: QueryBody, who: Auth) -> dict:
+        return service.register_request(who.session, body.name, body.text, body.output)
+
+    @app.post("/queries/{name}/start")
+    def start(name: str, who: Auth) -> dict:
+        query = service.set_query_status(who.session, name, running=True)
+        return {"name": query.name, "status": query.status()}
+
+    @app.post("/queries/{name}/stop")
+    def stop(name: str, who: Auth) -> dict:
+        query = service.set_query_status(who.session, name, running=False)
+        return {"name": query.name, "status": query.status()}
+
+    @app.delete("/queries/{name}")
+    def remove(name: str, who: Auth) -> dict:
+        service.remove_query(who.session, name)
+        return {"removed": name}
+
+    @app.post("/grants")
+    def grant(body: GrantBody, who: Auth) -> dict:
+        service.grant(who.session, body.model_dump())
+        return {"granted": True}
+
+    @app.delete("/grants")
+    def revoke(body: GrantBody, who: Auth) -> dict:
+        service.grant(who.session, body.model_dump(), revoke=True)
+        return {"revoked": True}
+
+    @app.get("/system/settings")
+    def settings(who: Auth) -> dict:
+        return service.settings(who.session)
+
+    @app.put("/system/settings")
+    def set_settings(body: SettingsBody, who: Auth) -> dict:
+        return service.set_settings(who.session, body.values)
+
+    @app.get("/audit")
+    def audit(
+        who: Auth, user: str | None = None, action: str | None = None, limit: int = 100
+    ) -> dict:
+        filters = {"user": user, "action": action, "limit": max(1, min(limit, 1000))}
+        return {"entries": service.audit(who.session, filters)}
+
+    @app.get("/queries/{name}/subscribe")
+    async def subscribe(name: str, who: Auth) -> EventSourceResponse:
+        query = service.subscribable(who.session, name)
+        queue = SubscriberQueue(asyncio.get_running_loop(), queue_size)
+        user, token = _user(who.session), who.token
+        batches = iter(range(1 << 62))
+
+        def deliver(rows: list[dict]) -> None:
+            # Per batch, not per row: a logout, expiry or revoked SUBSCRIBE ends the stream.
+            if not service.may_still_subscribe(token, query.output):
+                queue.close("access revoked or session ended")
+                return
+            queue.push(next(batches), rows)
+
+        subscription = query.delivery.subscribe(user, deliver)
+        query.closers[subscription.id] = queue.close
+        queue.on_end = lambda: query.delivery.unsubscribe(subscription)
+
+        async def events() -> AsyncIterator[Any]:
+            try:
+                async for event in queue.events():
+                    yield event
+            finally:
+                query.delivery.unsubscribe(subscription)
+                query.closers.pop(subscription.id, None)
+
+        return EventSourceResponse(events(), ping=PING_SECONDS)
+
+    return BodyLimit(app)
+
+
+def _user(session: Any) -> str:
+    return str(session.user)

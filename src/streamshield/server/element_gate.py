@@ -1,0 +1,101 @@
+"""Appends through the API: who may land which element, checked before the landing zone.
+
+The landing zone validates the wire format and the schema; it does not know users.
+This gate adds the object-level rules of the API, per element *kind* (paper 5,
+section 5.2 "authorizing data senders", and paper 1: sps are policies):
+
+* a tuple needs WRITE on the stream, an sp needs INJECT SP on it;
+* every element must name the stream of the request path (no smuggling into a stream
+  the caller may not even see);
+* the element's provider must be the caller or ``<caller>.<anything>``: a channel's
+  sps govern the tuples after them, so writing into another provider's channel would
+  put one's tuples under that provider's policy (and one's sps over its tuples).
+
+Rejections say which rule and which line, never a value. Lines the gate cannot parse
+go on to the landing zone, which rejects them with its own (redacted) reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streamshield.landing import LandingZone
+from streamshield.lang.wire import WireFormatError, parse_element
+from streamshield.policy.elements import SpElement
+
+
+@dataclass(frozen=True)
+class LineRejection:
+    line: int
+    reason: str
+    message: str
+
+
+@dataclass
+class AppendReport:
+    accepted: int = 0
+    rejected: list[LineRejection] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "accepted": self.accepted,
+            "rejected": len(self.rejected),
+            "rejections": [r.__dict__ for r in self.rejected],
+        }
+
+
+def owns_provider(user: str, provider: str) -> bool:
+    """Whether ``user`` may write on channels of ``provider``."""
+    return provider == user or provider.startswith(user + ".")
+
+
+def append_checked(
+    landing: LandingZone,
+    user: str,
+    stream: str,
+    lines: Iterable[str],
+    *,
+    may_write: bool,
+    may_inject: bool,
+) -> AppendReport:
+    """Lands the lines the caller may send; reports the others by line and reason."""
+    report = AppendReport()
+    forwarded: list[str] = []
+    positions: list[int] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        problem = _problem(line, user, stream, may_write, may_inject)
+        if problem is None:
+            forwarded.append(line)
+            positions.append(number)
+        else:
+            report.rejected.append(LineRejection(number, *problem))
+    if forwarded:
+        landed = landing.append_lines(forwarded)
+        report.accepted = landed.accepted
+        for rejection in landed.rejected:
+            line = positions[rejection.line - 1]
+            report.rejected.append(LineRejection(line, rejection.reason.value, rejection.message))
+    report.rejected.sort(key=lambda r: r.line)
+    return report
+
+
+def _problem(
+    line: str, user: str, stream: str, may_write: bool, may_inject: bool
+) -> tuple[str, str] | None:
+    try:
+        element = parse_element(line)
+    except WireFormatError:
+        return None  # the landing zone rejects it with a redacted reason
+    if element.channel.stream != stream:
+        return "stream_mismatch", "the element names another stream than the request path"
+    if not owns_provider(user, element.channel.provider):
+        return "provider_not_yours", "provider must be your user name or start with '<user>.'"
+    if isinstance(element, SpElement):
+        if not may_inject:
+            return "not_permitted", "INJECT SP on this stream is needed to send sps"
+    elif not may_write:
+        return "not_permitted", "WRITE on this stream is needed to send tuples"
+    return None

@@ -1,0 +1,122 @@
+"""One mapping from domain exceptions to an HTTP status and a message safe to show.
+
+Every denial leaves the server through :func:`to_response`, so the rule "a message
+reveals nothing the caller may not see" is enforced in one place: known exceptions
+carry messages written to be shown (they name rules, fields and positions, never
+data values); anything else becomes a bare 500 whose details go to the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from streamshield.catalog.store import StreamExists, UnknownStreamError
+from streamshield.engine.queries import QueryFailed
+from streamshield.lang.cql import CqlError
+from streamshield.lang.query_check import QueryRejected
+from streamshield.lang.wire import WireFormatError
+
+audit = logging.getLogger("streamshield.audit")
+
+
+class ApiError(Exception):
+    """A request the server refuses; ``message`` is shown to the caller as is."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(ApiError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(ApiError):
+    """Also what a caller gets for an object it may not view: existence is not revealed."""
+
+    status, code = 404, "not_found"
+
+
+class Conflict(ApiError):
+    status, code = 409, "conflict"
+
+
+class TooLarge(ApiError):
+    status, code = 413, "too_large"
+
+
+class Invalid(ApiError):
+    status, code = 422, "invalid"
+
+
+class TooMany(ApiError):
+    status, code = 429, "too_many_requests"
+
+
+@dataclass(frozen=True)
+class ErrorResponse:
+    status: int
+    code: str
+    message: str
+    retry_after: int | None = None
+
+    def body(self) -> dict[str, str]:
+        return {"error": self.code, "message": self.message}
+
+
+def _security_errors() -> dict[str, tuple[int, str]]:
+    """Status and code of the security catalog's exceptions, by class name.
+
+    Matched by name so that this module imports without the catalog (and tolerates its
+    subclasses); the message of these exceptions is written by the catalog to be shown.
+    """
+    return {
+        "NotFound": (404, "not_found"),
+        "AlreadyExists": (409, "exists"),
+        "AuthError": (401, "unauthorized"),
+        "Throttled": (429, "throttled"),
+        "PermissionDenied": (403, "forbidden"),
+        "QuotaExceeded": (409, "quota_exceeded"),
+        "LimitExceeded": (422, "limit_exceeded"),
+    }
+
+
+_BY_NAME = _security_errors()
+
+
+def to_response(err: BaseException) -> ErrorResponse:
+    """The response for any exception a request handler let escape."""
+    if isinstance(err, ApiError):
+        return ErrorResponse(err.status, err.code, err.message)
+    for klass in type(err).__mro__:
+        if klass.__name__ in _BY_NAME:
+            status, code = _BY_NAME[klass.__name__]
+            retry = getattr(err, "retry_after", None)
+            return ErrorResponse(status, code, _message(err), int(retry) + 1 if retry else None)
+    if isinstance(err, QueryRejected):
+        return ErrorResponse(422, f"query_rejected.{err.rule}", err.message)
+    if isinstance(err, QueryFailed):
+        return ErrorResponse(422, "query_failed", str(err))
+    if isinstance(err, WireFormatError | CqlError):
+        return ErrorResponse(422, "invalid", str(err))
+    if isinstance(err, StreamExists):
+        return ErrorResponse(409, "exists", "an object of that name exists")
+    if isinstance(err, UnknownStreamError):
+        return ErrorResponse(404, "not_found", "no such object")
+    audit.error("internal error: %r", err, exc_info=err)
+    return ErrorResponse(500, "internal", "internal error (details are in the audit log)")
+
+
+def _message(err: BaseException) -> str:
+    text = str(err)
+    return text if text else type(err).__name__

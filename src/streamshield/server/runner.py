@@ -1,0 +1,65 @@
+"""Serving the API over TLS with uvicorn: blocking (``streamshield serve``) or in a thread.
+
+There is deliberately no plain-HTTP mode: transport encryption is part of the
+security model (paper 5, ENCRYPTED TRANSPORT), so a server without a certificate
+does not start.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import uvicorn
+
+from streamshield.server.tls import TlsFiles
+
+
+@dataclass
+class Running:
+    """A server started in a background thread; ``stop`` shuts it down."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    url: str
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+
+def _config(app: object, host: str, port: int, tls: TlsFiles) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        ssl_certfile=str(tls.cert),
+        ssl_keyfile=str(tls.key),
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
+
+
+def serve(app: object, host: str, port: int, tls: TlsFiles) -> None:
+    """Serves until interrupted."""
+    uvicorn.Server(_config(app, host, port, tls)).run()
+
+
+def serve_in_thread(
+    app: object, host: str, port: int, tls: TlsFiles, startup_timeout: float = 30.0
+) -> Running:
+    """Starts the server in a daemon thread and waits (bounded) until it listens."""
+    server = uvicorn.Server(_config(app, host, port, tls))
+    thread = threading.Thread(target=server.run, name="streamshield-api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the API server did not start")
+        time.sleep(0.05)
+    bound = port
+    if port == 0 and server.servers:
+        bound = server.servers[0].sockets[0].getsockname()[1]
+    return Running(server, thread, f"https://{host}:{bound}")

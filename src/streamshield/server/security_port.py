@@ -1,0 +1,178 @@
+"""Every call the server makes into the security catalog, in one place.
+
+The server speaks strings (``"stream"``, ``"SUBSCRIBE"``); the catalog speaks
+:mod:`streamshield.catalog.oxrbac` enums. Keeping the translation here means the
+service and the API do not depend on the catalog's exact signatures, and a change
+there is a change in this file only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from streamshield.catalog.audit import AuditFilter, Event
+from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
+from streamshield.server.errors import Invalid
+
+KINDS = ("schema", "stream", "query")
+LIMITS_SETTING = "operator_limits"
+
+
+def ref(kind: str, name: str) -> ObjectRef:
+    try:
+        return ObjectRef(Kind(kind), name)
+    except ValueError:
+        raise Invalid(f"unknown object kind {kind[:20]!r}") from None
+
+
+def permission(name: str) -> Permission:
+    try:
+        return Permission(name.upper().replace("_", " "))
+    except ValueError:
+        raise Invalid("unknown permission") from None
+
+
+def user_of(session: Any) -> str:
+    return str(session.user)
+
+
+def roles_of(session: Any) -> tuple[str, ...]:
+    return tuple(sorted(session.roles))
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+def login(security: Any, user: str, password: str, roles: list[str], client: str) -> Any:
+    return security.login(user, password, roles, client=client)
+
+
+def session(security: Any, token: str) -> Any:
+    return security.session(token)
+
+
+def logout(security: Any, token: str) -> None:
+    security.logout(token)
+
+
+# -- objects ------------------------------------------------------------------------------
+
+
+def visible(security: Any, session: Any, kind: str) -> list[str]:
+    return list(security.visible(session, Kind(kind)))
+
+
+def queries(security: Any, session: Any) -> list[Any]:
+    """Query records the session may see (name, owner, inputs, output stream, status)."""
+    return list(security.queries(session))
+
+
+def check(security: Any, session: Any, perm: str, kind: str, name: str) -> bool:
+    return bool(security.check(session, permission(perm), ref(kind, name)))
+
+
+def require(security: Any, session: Any, perm: str, kind: str, name: str) -> None:
+    security.require(session, permission(perm), ref(kind, name))
+
+
+def add_schema(security: Any, session: Any, name: str) -> None:
+    _safe(security.add_schema, session, name)
+
+
+def add_stream(security: Any, session: Any, schema: str, definition: Any) -> None:
+    """Registers the stream in the engine catalog and as an object, in one transaction."""
+    _safe(security.add_stream, session, schema, definition)
+
+
+def add_query(security: Any, session: Any, name: str, inputs: Iterable[str], output: str) -> None:
+    _safe(security.add_query, session, name, list(inputs), output)
+
+
+def remove_query(security: Any, session: Any, name: str) -> None:
+    security.remove_query(session, name)
+
+
+def set_query_status(security: Any, session: Any, name: str, status: str) -> None:
+    security.set_query_status(session, name, status)
+
+
+def grant(security: Any, session: Any, body: dict, revoke: bool) -> None:
+    if (body.get("role") is None) == (body.get("user") is None):
+        raise Invalid("give exactly one of role and user")
+    grantee = Grantee.role(body["role"]) if body.get("role") else Grantee.user(body["user"])
+    target = ref(body["kind"], body["object"])
+    perm = permission(body["permission"])
+    if revoke:
+        _safe(security.revoke, session, perm, target, grantee)
+    else:
+        _safe(security.grant, session, perm, target, grantee, body["grant_option"])
+
+
+def can_subscribe(security: Any, session: Any, stream: str) -> bool:
+    return bool(security.can_subscribe(session, stream))
+
+
+def record_drop(
+    security: Any, user: str, stream: str, count: int, policies: tuple[str, ...]
+) -> None:
+    security.record_drop(user, ref("stream", stream), count, policy_ids=policies)
+
+
+# -- data senders and SecFilter ---------------------------------------------------------------
+
+
+def can_write(security: Any, user: str, stream: str) -> bool:
+    return bool(security.can_write(user, stream))
+
+
+def can_inject(security: Any, user: str, stream: str) -> bool:
+    return bool(security.can_inject(user, stream))
+
+
+# -- system ---------------------------------------------------------------------------------
+
+
+def settings(security: Any) -> dict:
+    return dict(security.settings())
+
+
+def set_setting(security: Any, session: Any, key: str, value: Any) -> None:
+    _safe(security.set_setting, session, key, value)
+
+
+def audit_entries(security: Any, session: Any, filters: dict) -> list[dict]:
+    try:
+        event = Event(filters["action"]) if filters.get("action") else None
+    except ValueError:
+        raise Invalid("unknown audit action") from None
+    wanted = AuditFilter(actor=filters.get("user"), event=event, limit=filters["limit"])
+    return [_plain(e) for e in security.audit_entries(session, wanted)]
+
+
+def _safe(fn: Any, *args: Any) -> Any:
+    """Calls the catalog; its ValueErrors (bad names, inapplicable permissions) are 422s.
+
+    Their messages are about names and rules the caller supplied, never data values.
+    """
+    try:
+        return fn(*args)
+    except ValueError as err:
+        raise Invalid(str(err)) from None
+
+
+def _plain(entry: Any) -> dict:
+    fields = getattr(entry, "__dataclass_fields__", None)
+    if fields is None:
+        return {"entry": str(entry)}
+    return {name: _jsonable(getattr(entry, name)) for name in fields}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    return str(value)

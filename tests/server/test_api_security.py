@@ -1,0 +1,156 @@
+"""Security rules of the API, each tried and expected to hold (one server for the module).
+
+Each test tries to break one protection; it fails if that protection is removed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.server.conftest import PASSWORD, sp_line, tuple_line
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def world(server):
+    """Joe's schema and stream ``prices`` (Ed may write, Al may read and add queries)."""
+    joe = server.login("joe", ["ADMIN"])
+    schema = {
+        "name": "quotes",
+        "attributes": [
+            ["id", "bigint"],
+            ["symbol", "string"],
+            ["price", "double"],
+            ["ts", "bigint"],
+        ],
+        "tid": "id",
+        "event_time": "ts",
+    }
+    assert joe.post("/schemas", json=schema).status_code == 201
+    assert joe.post("/streams", json={"name": "prices", "schema": "quotes"}).status_code == 201
+    grants = [
+        ("VIEW CATALOG", "system", "system", "INFO_PROVIDER"),
+        ("VIEW OBJECT", "stream", "prices", "INFO_PROVIDER"),
+        ("WRITE", "stream", "prices", "INFO_PROVIDER"),
+        ("VIEW CATALOG", "system", "system", "CUSTOMER1"),
+        ("VIEW OBJECT", "stream", "prices", "CUSTOMER1"),
+        ("READ TUPLE", "stream", "prices", "CUSTOMER1"),
+        ("ADD", "system", "system", "CUSTOMER1"),
+        ("VIEW CATALOG", "system", "system", "OTHER"),
+        ("VIEW OBJECT", "stream", "prices", "OTHER"),
+        ("WRITE", "stream", "prices", "OTHER"),
+    ]
+    for permission, kind, obj, role in grants:
+        body = {"permission": permission, "kind": kind, "object": obj, "role": role}
+        assert joe.post("/grants", json=body).status_code == 200
+    return joe
+
+
+def _login(server, user, password, roles):
+    with server.client() as anonymous:
+        return anonymous.post("/login", json={"user": user, "password": password, "roles": roles})
+
+
+def test_forged_missing_and_logged_out_tokens_are_401(server, world) -> None:
+    with server.client("forged-token") as forged:
+        assert forged.get("/catalog").status_code == 401
+    with server.client() as anonymous:
+        assert anonymous.get("/catalog").status_code == 401
+    al = server.login("al", ["CUSTOMER1"])
+    assert al.get("/catalog").status_code == 200
+    assert al.post("/logout").status_code == 200
+    assert al.get("/catalog").status_code == 401
+
+
+def test_expired_session_is_401(server, world) -> None:
+    security = server.service.security
+    al = server.login("al", ["CUSTOMER1"])
+    clock = security.clock
+    security.clock = lambda: clock() + 10_000  # past the 600 s session lifetime
+    try:
+        assert al.get("/catalog").status_code == 401
+    finally:
+        security.clock = clock
+
+
+def test_invisible_objects_are_not_listed_and_read_as_missing(server, world) -> None:
+    bob = server.login("bob", ["CUSTOMER2"])
+    assert bob.get("/catalog").json() == {"schemas": [], "streams": [], "queries": []}
+    hidden, missing = bob.get("/streams/prices"), bob.get("/streams/no_such")
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.json()["error"] == missing.json()["error"]
+
+
+def test_appending_or_injecting_sps_into_someone_elses_stream(server, world) -> None:
+    mallory = server.login("mallory", ["OTHER"])  # WRITE on prices, no INJECT SP
+    values = {"id": 1, "symbol": "X", "price": 1.0, "ts": 1}
+    lines = [
+        sp_line("prices", "mallory", 1, "{OTHER}"),  # sps need INJECT SP
+        tuple_line("prices", "ed", 1, 1, values),  # Ed's channel is not hers
+        tuple_line("prices", "mallory", 2, 1, values),  # her own channel: fine
+    ]
+    answer = mallory.post("/streams/prices/elements", content="\n".join(lines)).json()
+    reasons = {r["line"]: r["reason"] for r in answer["rejections"]}
+    assert answer["accepted"] == 1
+    assert reasons == {1: "not_permitted", 2: "provider_not_yours"}
+    assert "X" not in str(answer)  # no values in reasons
+    bob = server.login("bob", ["CUSTOMER2"])  # cannot even see the stream
+    assert bob.post("/streams/prices/elements", content=lines[2]).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "sql, rule",
+    [
+        ("SELECT reflect('java.lang.System', 'exit', '0') FROM prices", "forbidden_function"),
+        ("SELECT * FROM parquet.`/etc`", None),
+        ("SELECT _ss_r0_0 FROM prices", None),
+        ("SELECT * FROM prices; SELECT * FROM prices", None),
+        ("SELECT * FROM prices [RANGE 100000000 SECONDS]", None),
+    ],
+)
+def test_hostile_sql_is_rejected_with_a_class_only(server, world, sql, rule) -> None:
+    al = server.login("al", ["CUSTOMER1"])
+    answer = al.post("/queries", json={"name": "hostile", "text": sql})
+    assert answer.status_code == 422, answer.text
+    if rule:
+        assert answer.json()["error"].endswith(rule)
+    assert "hostile" not in {q["name"] for q in al.get("/catalog").json()["queries"]}
+
+
+def test_oversize_body_is_413(server, world) -> None:
+    al = server.login("al", ["CUSTOMER1"])
+    answer = al.post("/queries", json={"name": "big", "text": "x" * 100_000})
+    assert answer.status_code == 413
+
+
+def test_subscribing_without_subscribe_is_refused(server, world) -> None:
+    from tests.server.conftest import Subscriber
+
+    al = server.login("al", ["CUSTOMER1"])
+    answer = al.post(
+        "/queries", json={"name": "mine", "text": "SELECT symbol FROM prices", "output": "mine_out"}
+    )
+    assert answer.status_code == 201, answer.text
+    mallory = server.login("mallory", ["OTHER"])
+    assert Subscriber(mallory, "mine_out").status == 404  # may not even see it
+    body = {"permission": "VIEW OBJECT", "kind": "stream", "object": "mine_out", "role": "OTHER"}
+    assert al.post("/grants", json=body).status_code == 200
+    assert Subscriber(mallory, "mine_out").status == 403  # sees it, no SUBSCRIBE
+    assert PASSWORD  # keep the shared password import used
+
+
+# Last: failed logins from 127.0.0.1 throttle every later login from that client.
+def test_wrong_password_is_401_and_says_nothing_specific(server) -> None:
+    wrong = _login(server, "al", "not it", ["CUSTOMER1"])
+    unknown = _login(server, "nobody", "not it", ["CUSTOMER1"])
+    assert wrong.status_code == unknown.status_code == 401
+    assert wrong.json()["message"] == unknown.json()["message"]
+    assert "token" not in wrong.json()
+
+
+def test_repeated_failures_are_throttled_even_with_the_right_password(server) -> None:
+    for _ in range(4):
+        _login(server, "victim-name", "guess", ["OTHER"])
+    answer = _login(server, "victim-name", "guess", ["OTHER"])
+    assert answer.status_code == 429 and "Retry-After" in answer.headers
