@@ -6,6 +6,7 @@ Pure Python (no pyspark): the landing zone, the CLI and the Spark driver all rea
 from streamshield.catalog.store import (
     Catalog,
     CatalogError,
+    SqlCatalog,
     SqliteCatalog,
     StreamExists,
     UnknownStreamError,
@@ -16,6 +17,7 @@ __all__ = [
     "SPARK_TYPES",
     "Catalog",
     "CatalogError",
+    "SqlCatalog",
     "SqliteCatalog",
     "StreamDefinition",
     "StreamExists",

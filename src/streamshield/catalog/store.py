@@ -1,26 +1,28 @@
 """The catalog: registered streams, roles, server-side policies and landing bookkeeping.
 
-The interface is a :class:`Catalog` protocol so that a later PostgreSQL store can sit
-behind it; :class:`SqliteCatalog` is the zero-set-up default (stdlib ``sqlite3``,
-one file). All SQL lives in this module and stays plain (no JSON columns, no
-SQLite-only functions beyond upserts) so that porting it is mechanical.
+The interface is a :class:`Catalog` protocol; :class:`SqlCatalog` implements it on
+SQLAlchemy Core for a SQLite file (the zero-set-up default) or PostgreSQL, in the same
+database as the security tables (:mod:`streamshield.catalog.security`).
+:class:`SqliteCatalog` is the old name and constructor (a file path) kept for callers.
 
-Every operation opens its own connection and runs in one ``BEGIN IMMEDIATE``
-transaction: several processes (providers' landing, the Spark driver, admin
-commands) may share one catalog file, and a half-applied change (say, a role set
-without its edges) must never be observed. Server policies are stored as their CQL
-text, the same text an administrator wrote, and re-parsed on read.
+Every operation runs in one transaction (:func:`database.transaction`): several
+processes (providers' landing, the Spark driver, admin commands) may share one
+catalog, writers are serialised, and a half-applied change (say, a role set without
+its edges) is never observed. Server policies are stored as their CQL text, the same
+text an administrator wrote, and re-parsed on read.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from sqlalchemy import Connection, Engine, case, delete, func, insert, select
+
+from streamshield.catalog import tables as t
+from streamshield.catalog.database import UrlOrEngine, open_engine, transaction, upsert
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.lang.cql import parse_policy, parse_statements
 from streamshield.policy.elements import Channel
@@ -28,7 +30,6 @@ from streamshield.policy.patterns import Literal, OneOf, Pattern
 from streamshield.policy.policy import Combine, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy
 
-_BUSY_TIMEOUT = 30.0  # seconds to wait for another process's write lock
 SERVER_POLICY_TS = 1
 """Timestamp given to server-side sps: they form no provider batch, so any fixed value works."""
 
@@ -85,84 +86,18 @@ def named_roles(pattern: Pattern) -> list[str]:
     return []
 
 
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS streams (
-        name TEXT PRIMARY KEY COLLATE NOCASE,
-        tid TEXT NOT NULL,
-        event_time TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS stream_attributes (
-        stream TEXT NOT NULL,
-        position INTEGER NOT NULL,
-        name TEXT NOT NULL,
-        type TEXT NOT NULL,
-        PRIMARY KEY (stream, position)
-    )""",
-    "CREATE TABLE IF NOT EXISTS roles (name TEXT PRIMARY KEY)",
-    """CREATE TABLE IF NOT EXISTS role_juniors (
-        senior TEXT NOT NULL,
-        junior TEXT NOT NULL,
-        PRIMARY KEY (senior, junior)
-    )""",
-    """CREATE TABLE IF NOT EXISTS server_policies (
-        stream TEXT PRIMARY KEY,
-        cql TEXT NOT NULL,
-        mode TEXT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS channel_seqs (
-        stream TEXT NOT NULL,
-        provider TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        PRIMARY KEY (stream, provider)
-    )""",
-    """CREATE TABLE IF NOT EXISTS rejections (
-        stream TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        count INTEGER NOT NULL,
-        PRIMARY KEY (stream, reason)
-    )""",
-)
+class SqlCatalog:
+    """A :class:`Catalog` on SQLAlchemy Core; the schema is created on first open.
 
-
-class SqliteCatalog:
-    """A :class:`Catalog` in one SQLite file; the schema is created on first open.
-
-    Data survives reopening the same path. ``path`` must be a file (not ``:memory:``),
-    because each operation uses a fresh connection.
+    ``target`` is a database URL (``postgresql+psycopg://user@host/db``,
+    ``sqlite:///path``), a SQLite file path, or an :class:`~sqlalchemy.Engine`.
+    Opening is idempotent and data survives reopening.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT)
-        try:
-            # WAL lets readers (the Spark driver polling policies) run beside a writer.
-            db.execute("PRAGMA journal_mode=WAL")
-        finally:
-            db.close()
-        with self._transaction(write=True) as db:
-            for statement in _SCHEMA:
-                db.execute(statement)
-
-    @contextmanager
-    def _transaction(self, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """One connection, one transaction: all of it is committed or none of it.
-
-        Writers take the write lock up front (``IMMEDIATE``) so that a read-then-write
-        check such as "is this name free?" cannot interleave with another writer.
-        """
-        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
-        try:
-            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield db
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+    def __init__(self, target: UrlOrEngine) -> None:
+        self.engine: Engine = open_engine(target)
+        with transaction(self.engine, write=True) as db:
+            t.create_schema(db)
 
     # -- streams ---------------------------------------------------------------------------
 
@@ -172,36 +107,23 @@ class SqliteCatalog:
         Case-insensitive uniqueness: stream names become directories, and on a
         case-insensitive file system two such streams would share one.
         """
-        with self._transaction(write=True) as db:
-            if db.execute("SELECT 1 FROM streams WHERE name = ?", (definition.name,)).fetchone():
-                raise StreamExists(definition.name)
-            db.execute(
-                "INSERT INTO streams (name, tid, event_time) VALUES (?, ?, ?)",
-                (definition.name, definition.tid, definition.event_time),
-            )
-            db.executemany(
-                "INSERT INTO stream_attributes (stream, position, name, type) VALUES (?, ?, ?, ?)",
-                [(definition.name, i, n, t) for i, (n, t) in enumerate(definition.attributes)],
-            )
+        with transaction(self.engine, write=True) as db:
+            insert_stream(db, definition)
 
     def stream(self, name: str) -> StreamDefinition:
         """The stream of exactly this name, or UnknownStreamError."""
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT name, tid, event_time FROM streams WHERE name = ? COLLATE BINARY",
-                (name,),
-            ).fetchone()
-            if row is None:
-                raise UnknownStreamError(name)
-            return _definition(db, *row)
+        with transaction(self.engine) as db:
+            definition = find_stream(db, name)
+        if definition is None:
+            raise UnknownStreamError(name)
+        return definition
 
     def streams(self) -> list[StreamDefinition]:
-        """All streams, sorted by name."""
-        with self._transaction() as db:
-            rows = db.execute(
-                "SELECT name, tid, event_time FROM streams ORDER BY name COLLATE BINARY"
-            ).fetchall()
-            return [_definition(db, *row) for row in rows]
+        """All streams, sorted by name (binary order)."""
+        with transaction(self.engine) as db:
+            rows = db.execute(select(t.streams.c.name, t.streams.c.tid, t.streams.c.event_time))
+            found = [_definition(db, *row) for row in rows.all()]
+        return sorted(found, key=lambda definition: definition.name.encode())
 
     # -- roles -----------------------------------------------------------------------------
 
@@ -212,21 +134,19 @@ class SqliteCatalog:
             if not isinstance(role, str) or not role:
                 raise ValueError(f"role names must be non-empty strings, got {role!r}")
         hierarchy = RoleHierarchy.build(roles, junior_of)  # unknown roles, cycles
-        with self._transaction(write=True) as db:
-            db.execute("DELETE FROM role_juniors")
-            db.execute("DELETE FROM roles")
-            db.executemany("INSERT INTO roles (name) VALUES (?)", [(r,) for r in hierarchy.roles])
-            db.executemany(
-                "INSERT INTO role_juniors (senior, junior) VALUES (?, ?)",
-                sorted(set(junior_of)),
-            )
+        with transaction(self.engine, write=True) as db:
+            db.execute(delete(t.role_juniors))
+            db.execute(delete(t.roles))
+            if hierarchy.roles:
+                db.execute(insert(t.roles), [{"name": r} for r in hierarchy.roles])
+            edges = sorted(set(junior_of))
+            if edges:
+                db.execute(insert(t.role_juniors), [{"senior": s, "junior": j} for s, j in edges])
 
     def hierarchy(self) -> RoleHierarchy:
         """The stored hierarchy; an empty one when no roles were set."""
-        with self._transaction() as db:
-            roles = [r for (r,) in db.execute("SELECT name FROM roles")]
-            edges = db.execute("SELECT senior, junior FROM role_juniors").fetchall()
-        return RoleHierarchy.build(roles, edges)
+        with transaction(self.engine) as db:
+            return load_hierarchy(db)
 
     # -- server-side policies --------------------------------------------------------------
 
@@ -238,20 +158,16 @@ class SqliteCatalog:
         """
         mode = Combine(mode)
         _check_server_policy(stream, cql_text, self.hierarchy())
-        with self._transaction(write=True) as db:
-            known = "SELECT 1 FROM streams WHERE name = ? COLLATE BINARY"
-            if db.execute(known, (stream,)).fetchone() is None:
+        with transaction(self.engine, write=True) as db:
+            if find_stream(db, stream) is None:
                 raise UnknownStreamError(stream)
-            db.execute(
-                "INSERT INTO server_policies (stream, cql, mode) VALUES (?, ?, ?) "
-                "ON CONFLICT (stream) DO UPDATE SET cql = excluded.cql, mode = excluded.mode",
-                (stream, cql_text, mode.value),
-            )
+            row = {"stream": stream, "cql": cql_text, "mode": mode.value}
+            upsert(db, t.server_policies, row, ["stream"], {"cql": cql_text, "mode": mode.value})
 
     def server_policies(self) -> dict[str, ServerPolicy]:
         """Server-side policies by stream, parsed from their stored CQL."""
-        with self._transaction() as db:
-            rows = db.execute("SELECT stream, cql, mode FROM server_policies").fetchall()
+        with transaction(self.engine) as db:
+            rows = db.execute(select(t.server_policies)).all()
         return {
             stream: ServerPolicy(parse_policy(cql, ts=SERVER_POLICY_TS).sps, Combine(mode))
             for stream, cql, mode in sorted(rows)
@@ -261,51 +177,104 @@ class SqliteCatalog:
 
     def last_seq(self, channel: Channel) -> int:
         """The last seq accepted on a channel, -1 if none."""
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT seq FROM channel_seqs WHERE stream = ? AND provider = ?",
-                (channel.stream, channel.provider),
-            ).fetchone()
-        return -1 if row is None else row[0]
+        with transaction(self.engine) as db:
+            seq = db.scalar(
+                select(t.channel_seqs.c.seq).where(
+                    t.channel_seqs.c.stream == channel.stream,
+                    t.channel_seqs.c.provider == channel.provider,
+                )
+            )
+        return -1 if seq is None else int(seq)
 
     def advance_seq(self, channel: Channel, seq: int) -> None:
         """Records ``seq`` as accepted; never moves a channel backwards."""
-        with self._transaction(write=True) as db:
-            db.execute(
-                "INSERT INTO channel_seqs (stream, provider, seq) VALUES (?, ?, ?) "
-                "ON CONFLICT (stream, provider) DO UPDATE SET seq = MAX(seq, excluded.seq)",
-                (channel.stream, channel.provider, seq),
+        current = t.channel_seqs.c.seq
+        with transaction(self.engine, write=True) as db:
+            upsert(
+                db,
+                t.channel_seqs,
+                {"stream": channel.stream, "provider": channel.provider, "seq": seq},
+                ["stream", "provider"],
+                {"seq": lambda new: case((new.seq > current, new.seq), else_=current)},
             )
 
     def count_rejection(self, stream: str | None, reason: str, n: int = 1) -> None:
         """Adds ``n`` rejections of ``reason`` for ``stream`` (None: not attributable)."""
-        with self._transaction(write=True) as db:
-            db.execute(
-                "INSERT INTO rejections (stream, reason, count) VALUES (?, ?, ?) "
-                "ON CONFLICT (stream, reason) DO UPDATE SET count = count + excluded.count",
-                (stream or "", reason, n),
+        with transaction(self.engine, write=True) as db:
+            upsert(
+                db,
+                t.rejections,
+                {"stream": stream or "", "reason": reason, "count": n},
+                ["stream", "reason"],
+                {"count": lambda new: t.rejections.c.count + new.count},
             )
 
     def rejections(self) -> dict[tuple[str, str], int]:
         """Rejection counts by (stream or "", reason code)."""
-        with self._transaction() as db:
-            rows = db.execute("SELECT stream, reason, count FROM rejections").fetchall()
-        return {(stream, reason): count for stream, reason, count in rows}
+        with transaction(self.engine) as db:
+            rows = db.execute(select(t.rejections)).all()
+        return {(stream, reason): int(count) for stream, reason, count in rows}
 
 
-def _definition(
-    db: sqlite3.Connection, name: str, tid: str, event_time: str | None
-) -> StreamDefinition:
-    attributes = db.execute(
-        "SELECT name, type FROM stream_attributes WHERE stream = ? ORDER BY position", (name,)
-    ).fetchall()
-    return StreamDefinition(name, tuple(attributes), tid, event_time)
+class SqliteCatalog(SqlCatalog):
+    """A :class:`SqlCatalog` in one SQLite file: the zero-set-up default.
+
+    ``path`` must be a file (not ``:memory:``), because each operation uses a fresh
+    connection. Kept so that callers written for the first catalog keep working.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        super().__init__(self.path)
 
 
-def _hierarchy(db: sqlite3.Connection) -> RoleHierarchy:
-    roles = [role for (role,) in db.execute("SELECT name FROM roles")]
-    edges = db.execute("SELECT senior, junior FROM role_juniors").fetchall()
-    return RoleHierarchy.build(roles, edges)
+# -- helpers shared with the security catalog (they run inside a caller's transaction) ------
+
+
+def insert_stream(db: Connection, definition: StreamDefinition) -> None:
+    """Adds a stream in the caller's writing transaction; StreamExists if the name is taken."""
+    taken = select(t.streams.c.name).where(func.lower(t.streams.c.name) == definition.name.lower())
+    if db.execute(taken).first() is not None:
+        raise StreamExists(definition.name)
+    db.execute(
+        insert(t.streams).values(
+            name=definition.name, tid=definition.tid, event_time=definition.event_time
+        )
+    )
+    db.execute(
+        insert(t.stream_attributes),
+        [
+            {"stream": definition.name, "position": i, "name": n, "type": typ}
+            for i, (n, typ) in enumerate(definition.attributes)
+        ],
+    )
+
+
+def find_stream(db: Connection, name: str) -> StreamDefinition | None:
+    """The stream of exactly this name, None if there is none."""
+    row = db.execute(
+        select(t.streams.c.name, t.streams.c.tid, t.streams.c.event_time).where(
+            t.streams.c.name == name
+        )
+    ).first()
+    return None if row is None else _definition(db, *row)
+
+
+def load_hierarchy(db: Connection) -> RoleHierarchy:
+    """The stored role hierarchy, read in the caller's transaction."""
+    roles = db.scalars(select(t.roles.c.name)).all()
+    edges = [tuple(edge) for edge in db.execute(select(t.role_juniors)).all()]
+    return RoleHierarchy.build(roles, edges)  # type: ignore[arg-type]
+
+
+def _definition(db: Connection, name: str, tid: str, event_time: str | None) -> StreamDefinition:
+    attributes = t.stream_attributes.c
+    rows = db.execute(
+        select(attributes.name, attributes.type)
+        .where(attributes.stream == name)
+        .order_by(attributes.position)
+    ).all()
+    return StreamDefinition(name, tuple((n, typ) for n, typ in rows), tid, event_time)
 
 
 def _check_server_policy(stream: str, cql_text: str, hierarchy: RoleHierarchy) -> None:

@@ -1,0 +1,134 @@
+"""The audit log: an append-only table of security-relevant events.
+
+What is recorded: logins (success, failure, throttled), logouts, user and role
+changes, catalog changes, permission changes (with cascades), query lifecycle,
+refused requests, and access decisions that dropped data at delivery (policy ids and
+counts, never data values). ``detail`` holds identifiers and counts only.
+
+Who reads what (:meth:`SecurityCatalog.audit_entries`): holders of CHANGE SYSTEM on
+SYSTEM (administrators) read every entry; everyone else reads only entries whose
+actor is themselves. Entries cannot be changed or deleted: the storage refuses UPDATE
+and DELETE on the table (triggers), and this module offers neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Connection, insert, select
+
+from streamshield.catalog import tables as t
+from streamshield.catalog.oxrbac import Kind, ObjectRef
+
+
+class Event(StrEnum):
+    LOGIN = "login"
+    LOGOUT = "logout"
+    CREATE_USER = "create_user"
+    SET_USER_ROLES = "set_user_roles"
+    ADD_SCHEMA = "add_schema"
+    ADD_STREAM = "add_stream"
+    ADD_QUERY = "add_query"
+    SET_QUERY_STATUS = "set_query_status"
+    REMOVE_QUERY = "remove_query"
+    GRANT = "grant"
+    REVOKE = "revoke"
+    SET_SETTING = "set_setting"
+    SET_QUOTA = "set_quota"
+    DENIED = "denied"
+    DATA_DROPPED = "data_dropped"
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    DENIED = "denied"
+    THROTTLED = "throttled"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: int
+    at: float
+    actor: str | None
+    client: str | None
+    event: Event
+    outcome: Outcome
+    object: ObjectRef | None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Narrows a read of the log; every field is optional (None: no condition)."""
+
+    actor: str | None = None
+    event: Event | None = None
+    since: float | None = None
+    until: float | None = None
+    after_id: int | None = None
+    limit: int = 1000
+
+
+def record(
+    db: Connection,
+    at: float,
+    event: Event,
+    outcome: Outcome,
+    *,
+    actor: str | None = None,
+    client: str | None = None,
+    obj: ObjectRef | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> None:
+    """Appends one entry in the caller's (writing) transaction."""
+    db.execute(
+        insert(t.audit).values(
+            at=at,
+            actor=actor,
+            client=client,
+            event=event.value,
+            outcome=outcome.value,
+            object_kind=None if obj is None else obj.kind.value,
+            object_name=None if obj is None else obj.name,
+            detail=json.dumps(dict(detail or {}), sort_keys=True, default=str),
+        )
+    )
+
+
+def read(db: Connection, filters: AuditFilter, only_actor: str | None) -> list[AuditEntry]:
+    """Entries matching the filters, oldest first; ``only_actor`` confines them to one user."""
+
+    c = t.audit.c
+    query = select(t.audit).order_by(c.id).limit(max(0, filters.limit))
+    if only_actor is not None:
+        query = query.where(c.actor == only_actor)
+    if filters.actor is not None:
+        query = query.where(c.actor == filters.actor)
+    if filters.event is not None:
+        query = query.where(c.event == Event(filters.event).value)
+    if filters.since is not None:
+        query = query.where(c.at >= filters.since)
+    if filters.until is not None:
+        query = query.where(c.at < filters.until)
+    if filters.after_id is not None:
+        query = query.where(c.id > filters.after_id)
+    return [
+        AuditEntry(
+            id=row.id,
+            at=row.at,
+            actor=row.actor,
+            client=row.client,
+            event=Event(row.event),
+            outcome=Outcome(row.outcome),
+            object=None
+            if row.object_kind is None
+            else ObjectRef(Kind(row.object_kind), row.object_name),
+            detail=json.loads(row.detail),
+        )
+        for row in db.execute(query)
+    ]

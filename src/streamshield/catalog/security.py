@@ -1,0 +1,1030 @@
+"""The security catalog: users, sessions, OxRBAC objects and grants, settings, quotas, audit.
+
+:class:`SecurityCatalog` is the facade the HTTP server builds on (Securing Borealis'
+SecAdmin with its Session Manager, Authenticator and Authorizer). It stores everything
+in the same database as the engine's catalog (:class:`~streamshield.catalog.store.SqlCatalog`,
+reachable as ``.catalog``), decides with the pure rules of
+:mod:`streamshield.catalog.oxrbac` and records what happened in :mod:`~.audit`.
+
+Contract for callers:
+
+* Every method taking a ``session`` re-reads it from the database by its token: a
+  logged-out or expired session fails with :class:`AuthError` at once, and a
+  :class:`Session` object built by hand carries no authority of its own.
+* A session acts with its activated roles that the user *still* holds, plus their
+  juniors; roles taken away from a user stop counting in open sessions and queries.
+* Refusals are :class:`PermissionDenied` (visible object) or :class:`NotFound`
+  (missing or invisible object: the same message either way); both are audited.
+* Users: the first user is created without a session (bootstrap) and owns SYSTEM; every
+  later user is created by a session holding CHANGE SYSTEM.
+* Sessions: a random 256-bit token, only its SHA-256 is stored (a fast hash suffices
+  for a random secret of that size); expiry ``session_ttl`` seconds (default 1 h).
+* Failed logins are throttled per user name and per client (:mod:`~.throttle`); the
+  throttle is checked before the password, and a check runs concurrently with at most
+  the attempts already in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from argon2 import PasswordHasher
+from sqlalchemy import Connection, case, delete, func, insert, or_, select, update
+
+from streamshield.catalog import audit
+from streamshield.catalog import oxrbac as ox
+from streamshield.catalog import tables as t
+from streamshield.catalog.audit import AuditEntry, AuditFilter, Event, Outcome
+from streamshield.catalog.database import UrlOrEngine, transaction, upsert
+from streamshield.catalog.errors import (
+    AlreadyExists,
+    AuthError,
+    NotFound,
+    PermissionDenied,
+    RoleActivationError,
+    SecurityError,
+    Throttled,
+    from_denial,
+)
+from streamshield.catalog.oxrbac import (
+    SYSTEM,
+    Grantee,
+    GranteeKind,
+    Kind,
+    ObjectRef,
+    Permission,
+    Subject,
+)
+from streamshield.catalog.passwords import DEFAULT_HASHER, Passwords
+from streamshield.catalog.store import SqlCatalog, StreamExists, insert_stream, load_hierarchy
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.catalog.throttle import ThrottlePolicy
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "AlreadyExists",
+    "AuditEntry",
+    "AuditFilter",
+    "AuthError",
+    "Grantee",
+    "Kind",
+    "NotFound",
+    "ObjectRef",
+    "Permission",
+    "PermissionDenied",
+    "QueryRecord",
+    "QueryStatus",
+    "Quota",
+    "QuotaExceeded",
+    "RoleActivationError",
+    "SecurityCatalog",
+    "SecurityError",
+    "Session",
+    "Throttled",
+]
+
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,199}\Z")
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "quota.max_running_queries": 10,
+    "quota.max_state_rows": 1_000_000,
+}
+"""Settings in force until changed with :meth:`SecurityCatalog.set_setting`."""
+
+
+class QuotaExceeded(SecurityError):
+    """The user's quota (running queries) does not allow this."""
+
+
+class QueryStatus(StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class Session:
+    """A login: ``token`` is the bearer secret, ``roles`` the activated roles."""
+
+    token: str
+    user: str
+    roles: frozenset[str]
+    expires_at: float  # seconds since the epoch
+    client: str | None = None
+
+
+@dataclass(frozen=True)
+class Quota:
+    max_running_queries: int
+    max_state_rows: int
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """A registered query; it runs with ``roles``, the roles active when it was added."""
+
+    name: str
+    owner: str
+    roles: frozenset[str]
+    inputs: tuple[str, ...]
+    output_stream: str | None
+    status: QueryStatus
+
+
+Who = Session | str
+"""A session (checked by token) or a user name acting with every role it holds."""
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class SecurityCatalog:
+    """Users, authentication, sessions, OxRBAC, settings, quotas and audit on one database.
+
+    ``target``: a database URL, a SQLite file path or an Engine (as
+    :class:`SqlCatalog`). ``clock`` returns seconds since the epoch (tests move time).
+    """
+
+    def __init__(
+        self,
+        target: UrlOrEngine,
+        *,
+        session_ttl: float = 3600.0,
+        throttle: ThrottlePolicy | None = None,
+        password_hasher: PasswordHasher = DEFAULT_HASHER,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if session_ttl <= 0:
+            raise ValueError("session_ttl must be positive")
+        self.catalog = SqlCatalog(target)
+        self.engine = self.catalog.engine
+        self.session_ttl = session_ttl
+        self.throttle = throttle or ThrottlePolicy()
+        self.passwords = Passwords(password_hasher)
+        self.clock = clock
+        with self._write() as db:
+            if db.execute(select(t.objects.c.name).where(_is(SYSTEM))).first() is None:
+                db.execute(insert(t.objects).values(kind="system", name="system", created_at=0.0))
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with transaction(self.engine, write=True) as db:
+            yield db
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with transaction(self.engine) as db:
+            yield db
+
+    def _audit(self, event: Event, outcome: Outcome, **kwargs: Any) -> None:
+        with self._write() as db:
+            audit.record(db, self.clock(), event, outcome, **kwargs)
+
+    def _refuse(
+        self, actor: str, event: Event, error: PermissionDenied | SecurityError
+    ) -> SecurityError:
+        """Audits a refusal in its own transaction (the failed one is rolled back)."""
+        obj = getattr(error, "object", None)
+        detail = (
+            {"permission": error.permission.value} if isinstance(error, PermissionDenied) else {}
+        )
+        detail["request"] = event.value
+        self._audit(Event.DENIED, Outcome.DENIED, actor=actor, obj=obj, detail=detail)
+        return error
+
+    # -- users -------------------------------------------------------------------------------
+
+    def create_user(
+        self, name: str, password: str, roles: Iterable[str], *, by: Session | None = None
+    ) -> None:
+        """Creates a user holding ``roles`` (roles of the stored hierarchy).
+
+        Without ``by`` only the very first user can be created (bootstrap): it becomes
+        the owner of SYSTEM. Afterwards ``by`` must hold CHANGE SYSTEM.
+        """
+        if not isinstance(name, str) or not _USER_NAME.match(name):
+            raise ValueError("user names are 1-200 characters of letters, digits, _ . @ -")
+        roles = frozenset(roles)
+        password_hash = self.passwords.hash(password)
+        error: SecurityError | None = None
+        actor = name
+        with self._write() as db:
+            hierarchy = load_hierarchy(db)
+            unknown = sorted(roles - set(hierarchy.roles))
+            if unknown:
+                raise ValueError(f"unknown roles {unknown}")
+            bootstrap = db.execute(select(t.users.c.name).limit(1)).first() is None
+            if by is None and not bootstrap:
+                error = PermissionDenied(Permission.CHANGE_SYSTEM, SYSTEM)
+            elif by is not None:
+                subject = self._subject(db, by)
+                actor = subject.user
+                denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
+                error = None if denial is None else from_denial(denial)
+            if error is None:
+                taken = select(t.users.c.name).where(func.lower(t.users.c.name) == name.lower())
+                if db.execute(taken).first() is not None:
+                    raise AlreadyExists(f"user {name!r} already exists")
+                db.execute(
+                    insert(t.users).values(
+                        name=name, password_hash=password_hash, created_at=self.clock()
+                    )
+                )
+                _set_user_roles(db, name, roles)
+                if bootstrap:
+                    db.execute(update(t.objects).where(_is(SYSTEM)).values(owner=name))
+                detail = {"user": name, "roles": sorted(roles), "bootstrap": bootstrap}
+                audit.record(
+                    db, self.clock(), Event.CREATE_USER, Outcome.OK, actor=actor, detail=detail
+                )
+        if error is not None:
+            raise self._refuse(actor, Event.CREATE_USER, error)
+
+    def set_user_roles(self, session: Session, name: str, roles: Iterable[str]) -> None:
+        """Replaces a user's roles (CHANGE SYSTEM). Grants the user can no longer back
+        (they relied on a role taken away) are removed, with their cascade."""
+        roles = frozenset(roles)
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            if denial is None:
+                unknown = sorted(roles - set(load_hierarchy(db).roles))
+                if unknown:
+                    raise ValueError(f"unknown roles {unknown}")
+                if db.execute(select(t.users.c.name).where(t.users.c.name == name)).first() is None:
+                    raise ValueError("unknown user")
+                _set_user_roles(db, name, roles)
+                dropped = _drop_unsupported(db, self._acl(db))
+                detail = {"user": name, "roles": sorted(roles), "grants_removed": dropped}
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.SET_USER_ROLES,
+                    Outcome.OK,
+                    actor=subject.user,
+                    detail=detail,
+                )
+        if denial is not None:
+            raise self._refuse(subject.user, Event.SET_USER_ROLES, from_denial(denial))
+
+    def user_roles(self, name: str) -> frozenset[str]:
+        """The roles a user holds (empty for unknown users)."""
+        with self._read() as db:
+            return _held_roles(db, name)
+
+    # -- authentication and sessions ---------------------------------------------------------
+
+    def login(
+        self,
+        name: str,
+        password: str,
+        roles: Iterable[str] | None = None,
+        *,
+        client: str | None = None,
+    ) -> Session:
+        """Authenticates and opens a session activating ``roles`` (None: all held roles).
+
+        Raises :class:`Throttled` while the name or the client must wait,
+        :class:`AuthError` (one message) for an unknown name or a wrong password, and
+        :class:`RoleActivationError` when the roles are empty or not all held.
+        """
+        now = self.clock()
+        keys = [("user", name)] + ([("client", client)] if client else [])
+        with self._read() as db:
+            wait = max(self._retry_after(db, kind, key, now) for kind, key in keys)
+            stored = db.scalar(select(t.users.c.password_hash).where(t.users.c.name == name))
+        if wait > 0:
+            self._audit(Event.LOGIN, Outcome.THROTTLED, client=client, detail={"name": name})
+            raise Throttled(wait)
+        ok = self.passwords.verify(stored, password)
+        with self._write() as db:
+            if not ok:
+                for kind, key in keys:
+                    db.execute(insert(t.login_failures).values(key_kind=kind, key=key, at=now))
+                    db.execute(
+                        delete(t.login_failures).where(
+                            t.login_failures.c.key_kind == kind,
+                            t.login_failures.c.key == key,
+                            t.login_failures.c.at <= now - self.throttle.window,
+                        )
+                    )
+                audit.record(
+                    db, now, Event.LOGIN, Outcome.FAILED, client=client, detail={"name": name}
+                )
+            else:
+                db.execute(
+                    delete(t.login_failures).where(
+                        t.login_failures.c.key_kind == "user", t.login_failures.c.key == name
+                    )
+                )
+                held = _held_roles(db, name)
+                wanted = held if roles is None else frozenset(roles)
+                activated = wanted if wanted and wanted <= held else None
+                if activated is None:
+                    audit.record(
+                        db,
+                        now,
+                        Event.LOGIN,
+                        Outcome.DENIED,
+                        actor=name,
+                        client=client,
+                        detail={"reason": "roles"},
+                    )
+                else:
+                    session = self._open_session(db, name, activated, client, now)
+                    if stored is not None and self.passwords.needs_rehash(stored):
+                        db.execute(
+                            update(t.users)
+                            .where(t.users.c.name == name)
+                            .values(password_hash=self.passwords.hash(password))
+                        )
+        if not ok:
+            raise AuthError()
+        if activated is None:
+            raise RoleActivationError()
+        return session
+
+    def _retry_after(self, db: Connection, kind: str, key: str, now: float) -> float:
+        failures = db.scalars(
+            select(t.login_failures.c.at).where(
+                t.login_failures.c.key_kind == kind,
+                t.login_failures.c.key == key,
+                t.login_failures.c.at > now - self.throttle.window,
+            )
+        ).all()
+        return self.throttle.retry_after(failures, now)
+
+    def _open_session(
+        self, db: Connection, name: str, roles: frozenset[str], client: str | None, now: float
+    ) -> Session:
+        db.execute(delete(t.sessions).where(t.sessions.c.expires_at <= now))
+        token = secrets.token_urlsafe(32)
+        expires_at = now + self.session_ttl
+        db.execute(
+            insert(t.sessions).values(
+                token_hash=_token_hash(token),
+                user_name=name,
+                roles=json.dumps(sorted(roles)),
+                client=client,
+                created_at=now,
+                expires_at=expires_at,
+            )
+        )
+        audit.record(
+            db,
+            now,
+            Event.LOGIN,
+            Outcome.OK,
+            actor=name,
+            client=client,
+            detail={"roles": sorted(roles)},
+        )
+        return Session(token, name, roles, expires_at, client)
+
+    def session(self, token: str) -> Session:
+        """The live session of a token; AuthError when unknown, forged, expired or ended."""
+        with self._read() as db:
+            return self._session(db, token)
+
+    def _session(self, db: Connection, token: str) -> Session:
+        if not isinstance(token, str) or not token:
+            raise AuthError()
+        row = db.execute(
+            select(t.sessions).where(t.sessions.c.token_hash == _token_hash(token))
+        ).first()
+        if row is None or row.expires_at <= self.clock():
+            raise AuthError()
+        roles = frozenset(json.loads(row.roles)) & _held_roles(db, row.user_name)
+        if not roles:
+            raise AuthError()
+        return Session(token, row.user_name, roles, row.expires_at, row.client)
+
+    def logout(self, token: str) -> None:
+        """Ends a session; unknown tokens are ignored (logout is idempotent)."""
+        with self._write() as db:
+            row = db.execute(
+                select(t.sessions.c.user_name, t.sessions.c.client).where(
+                    t.sessions.c.token_hash == _token_hash(token)
+                )
+            ).first()
+            if row is not None:
+                db.execute(delete(t.sessions).where(t.sessions.c.token_hash == _token_hash(token)))
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.LOGOUT,
+                    Outcome.OK,
+                    actor=row.user_name,
+                    client=row.client,
+                )
+
+    # -- subjects and the ACL state ------------------------------------------------------------
+
+    def _subject(self, db: Connection, who: Who) -> Subject:
+        if isinstance(who, Session):
+            live = self._session(db, who.token)
+            return _effective(db, live.user, live.roles)
+        if not isinstance(who, str):
+            raise TypeError("expected a Session or a user name")
+        return _effective(db, who, None)
+
+    def _acl(self, db: Connection) -> ox.AclState:
+        objects: dict[ObjectRef, ox.CatalogObject] = {}
+        for row in db.execute(select(t.objects)):
+            ref = ObjectRef(Kind(row.kind), row.name)
+            parent = (
+                None
+                if row.parent_kind is None
+                else ObjectRef(Kind(row.parent_kind), row.parent_name)
+            )
+            objects[ref] = ox.CatalogObject(ref, row.owner, parent)
+        for name in db.scalars(select(t.streams.c.name)):
+            ref = ObjectRef(Kind.STREAM, name)
+            objects.setdefault(ref, ox.CatalogObject(ref, None))
+        grants = frozenset(_grant(row) for row in db.execute(select(t.grants)))
+        juniors = load_hierarchy(db).juniors
+        held: dict[str, set[str]] = {}
+        for user, role in db.execute(select(t.user_roles)):
+            held.setdefault(user, set()).add(role)
+        user_roles = {
+            user: ox.effective_subject(user, roles, roles, juniors).roles
+            for user, roles in held.items()
+        }
+        return ox.AclState(objects, grants, user_roles)
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    def check(self, who: Who, permission: Permission, obj: ObjectRef) -> bool:
+        """Does the session (or user, with all its roles) hold the permission?"""
+        with self._read() as db:
+            return ox.holds(self._acl(db), self._subject(db, who), Permission(permission), obj)
+
+    def require(self, who: Who, permission: Permission, obj: ObjectRef) -> None:
+        """Like :meth:`check`, raising PermissionDenied / NotFound (audited) when refused."""
+        with self._read() as db:
+            subject = self._subject(db, who)
+            denial = ox.require(self._acl(db), subject, Permission(permission), obj)
+        if denial is not None:
+            raise self._refuse(subject.user, Event.DENIED, from_denial(denial))
+
+    def visible(self, session: Session, kind: Kind) -> list[str]:
+        """Names of the objects of ``kind`` the session may see (user abstraction layer)."""
+        with self._read() as db:
+            refs = ox.visible(self._acl(db), self._subject(db, session), Kind(kind))
+        return [ref.name for ref in refs]
+
+    def readable_sources(self, who: Who) -> tuple[set[str], set[str]]:
+        """(streams readable raw, streams readable as aggregates) for SecFilter.
+
+        Read fresh on every call (delivery calls it every micro-batch) in one read
+        transaction of a few indexed queries: only grants of the two read permissions
+        to this user or its roles are loaded. Raw reading implies aggregate reading.
+        """
+        reads = (Permission.READ_TUPLE.value, Permission.READ_AGGREGATE.value)
+        with self._read() as db:
+            subject = self._subject(db, who)
+            grantees = or_(
+                (t.grants.c.grantee_kind == "user") & (t.grants.c.grantee == subject.user),
+                (t.grants.c.grantee_kind == "role") & t.grants.c.grantee.in_(sorted(subject.roles)),
+            )
+            rows = db.execute(
+                select(t.grants).where(t.grants.c.permission.in_(reads), grantees)
+            ).all()
+            owners = db.execute(
+                select(t.objects.c.kind, t.objects.c.name, t.objects.c.owner).where(
+                    t.objects.c.kind.in_(("system", "stream"))
+                )
+            ).all()
+            names = set(db.scalars(select(t.streams.c.name)))
+        objects = {
+            ObjectRef(Kind(kind), name): ox.CatalogObject(ObjectRef(Kind(kind), name), owner)
+            for kind, name, owner in owners
+        }
+        names |= {ref.name for ref in objects if ref.kind is Kind.STREAM}
+        for name in names:
+            ref = ObjectRef(Kind.STREAM, name)
+            objects.setdefault(ref, ox.CatalogObject(ref, None))
+        state = ox.AclState(objects, frozenset(_grant(row) for row in rows))
+        return ox.readable(state, subject, names)
+
+    def can_write(self, who: Who, stream: str) -> bool:
+        """May append tuples to the stream (WRITE; section 5.2: authorised senders)."""
+        return self.check(who, Permission.WRITE, ObjectRef(Kind.STREAM, stream))
+
+    def can_inject(self, who: Who, stream: str) -> bool:
+        """May inject sps into the stream (its owner or a delegate holding INJECT SP)."""
+        return self.check(who, Permission.INJECT_SP, ObjectRef(Kind.STREAM, stream))
+
+    def can_subscribe(self, who: Who, stream: str) -> bool:
+        return self.check(who, Permission.SUBSCRIBE, ObjectRef(Kind.STREAM, stream))
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def add_schema(self, session: Session, name: str) -> None:
+        """Adds a schema owned by the session's user (ADD on SYSTEM)."""
+        ref = ObjectRef(Kind.SCHEMA, _object_name(name))
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.check_add(self._acl(db), subject, SYSTEM)
+            if denial is None:
+                _insert_object(db, ref, subject.user, None, self.clock())
+                audit.record(
+                    db, self.clock(), Event.ADD_SCHEMA, Outcome.OK, actor=subject.user, obj=ref
+                )
+        if denial is not None:
+            raise self._refuse(subject.user, Event.ADD_SCHEMA, from_denial(denial))
+
+    def add_stream(self, session: Session, schema: str, definition: StreamDefinition) -> None:
+        """Registers an input stream in a schema (ADD on the schema), owned by the user."""
+        parent = ObjectRef(Kind.SCHEMA, schema)
+        ref = ObjectRef(Kind.STREAM, definition.name)
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.check_add(self._acl(db), subject, parent)
+            if denial is None:
+                _insert_object(db, ref, subject.user, parent, self.clock())
+                insert_stream(db, definition)
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.ADD_STREAM,
+                    Outcome.OK,
+                    actor=subject.user,
+                    obj=ref,
+                    detail={"schema": schema},
+                )
+        if denial is not None:
+            raise self._refuse(subject.user, Event.ADD_STREAM, from_denial(denial))
+
+    def add_query(
+        self,
+        session: Session,
+        name: str,
+        inputs: Iterable[str],
+        output_stream: str | None = None,
+        *,
+        status: QueryStatus = QueryStatus.RUNNING,
+    ) -> QueryRecord:
+        """Adds a query over ``inputs`` running with the session's activated roles.
+
+        Checks ADD on SYSTEM, then READ TUPLE or READ AGGREGATE on each input; the query
+        and its output stream (if named) are owned by the user, with no other grants.
+        A running query counts against the owner's quota.
+        """
+        ref = ObjectRef(Kind.QUERY, _object_name(name))
+        inputs = tuple(dict.fromkeys(inputs))
+        if not inputs:
+            raise ValueError("a query needs at least one input stream")
+        error: SecurityError | None = None
+        with self._write() as db:
+            subject = self._subject(db, session)
+            live = self._session(db, session.token)
+            input_refs = [ObjectRef(Kind.STREAM, s) for s in inputs]
+            denial = ox.check_add_query(self._acl(db), subject, input_refs)
+            error = None if denial is None else from_denial(denial)
+            if error is None and status is QueryStatus.RUNNING:
+                error = self._quota_error(db, subject.user)
+            if error is None:
+                now = self.clock()
+                _insert_object(db, ref, subject.user, None, now)
+                if output_stream is not None:
+                    out = ObjectRef(Kind.STREAM, _object_name(output_stream))
+                    if db.execute(
+                        select(t.streams.c.name).where(
+                            func.lower(t.streams.c.name) == out.name.lower()
+                        )
+                    ).first():
+                        raise StreamExists(out.name)
+                    _insert_object(db, out, subject.user, ref, now)
+                record = QueryRecord(
+                    ref.name, subject.user, live.roles, inputs, output_stream, QueryStatus(status)
+                )
+                db.execute(
+                    insert(t.queries).values(
+                        name=ref.name,
+                        owner=subject.user,
+                        roles=json.dumps(sorted(live.roles)),
+                        inputs=json.dumps(list(inputs)),
+                        output_stream=output_stream,
+                        status=record.status.value,
+                    )
+                )
+                audit.record(
+                    db,
+                    now,
+                    Event.ADD_QUERY,
+                    Outcome.OK,
+                    actor=subject.user,
+                    obj=ref,
+                    detail={
+                        "inputs": list(inputs),
+                        "output_stream": output_stream,
+                        "roles": sorted(live.roles),
+                        "status": record.status.value,
+                    },
+                )
+        if error is not None:
+            raise self._refuse(subject.user, Event.ADD_QUERY, error)
+        return record
+
+    def _quota_error(self, db: Connection, user: str) -> QuotaExceeded | None:
+        running = db.scalar(
+            select(func.count())
+            .select_from(t.queries)
+            .where(t.queries.c.owner == user, t.queries.c.status == QueryStatus.RUNNING.value)
+        )
+        if running >= self._quota(db, user).max_running_queries:
+            return QuotaExceeded("running-query quota reached")
+        return None
+
+    def query(self, session: Session, name: str) -> QueryRecord:
+        """A query the session may see; NotFound otherwise."""
+        ref = ObjectRef(Kind.QUERY, name)
+        with self._read() as db:
+            subject = self._subject(db, session)
+            seen = ox.can_see(self._acl(db), subject, ref)
+            row = db.execute(select(t.queries).where(t.queries.c.name == name)).first()
+        if not seen or row is None:
+            raise NotFound(Permission.VIEW_OBJECT, ref)
+        return _query_record(row)
+
+    def queries(self, who: Who | None = None) -> list[QueryRecord]:
+        """Queries visible to ``who``; all of them for the trusted server (``who=None``)."""
+        with self._read() as db:
+            rows = db.execute(select(t.queries).order_by(t.queries.c.name)).all()
+            if who is None:
+                return [_query_record(row) for row in rows]
+            subject, state = self._subject(db, who), self._acl(db)
+        return [
+            _query_record(row)
+            for row in rows
+            if ox.can_see(state, subject, ObjectRef(Kind.QUERY, row.name))
+        ]
+
+    def set_query_status(self, session: Session, name: str, status: QueryStatus) -> None:
+        """Starts or stops a query (SET QUERY STATUS); starting counts against the quota."""
+        ref = ObjectRef(Kind.QUERY, name)
+        status = QueryStatus(status)
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.require(self._acl(db), subject, Permission.SET_QUERY_STATUS, ref)
+            error = None if denial is None else from_denial(denial)
+            if error is None:
+                row = db.execute(select(t.queries).where(t.queries.c.name == name)).first()
+                if row is None:
+                    error = NotFound(Permission.SET_QUERY_STATUS, ref)
+                elif status is QueryStatus.RUNNING and row.status != status.value:
+                    error = self._quota_error(db, row.owner)
+            if error is None:
+                db.execute(
+                    update(t.queries).where(t.queries.c.name == name).values(status=status.value)
+                )
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.SET_QUERY_STATUS,
+                    Outcome.OK,
+                    actor=subject.user,
+                    obj=ref,
+                    detail={"status": status.value},
+                )
+        if error is not None:
+            raise self._refuse(subject.user, Event.SET_QUERY_STATUS, error)
+
+    def remove_query(self, session: Session, name: str) -> None:
+        """Removes a query, its output stream and their grants (owner or administrator)."""
+        ref = ObjectRef(Kind.QUERY, name)
+        with self._write() as db:
+            subject = self._subject(db, session)
+            state = self._acl(db)
+            if not ox.can_see(state, subject, ref):
+                error: SecurityError | None = NotFound(Permission.VIEW_OBJECT, ref)
+            elif not ox.may_remove(state, subject, ref):
+                error = PermissionDenied(Permission.CHANGE_SYSTEM, ref)
+            else:
+                error = None
+                doomed = [ref] + [o.ref for o in state.objects.values() if o.parent == ref]
+                for obj in doomed:
+                    db.execute(
+                        delete(t.grants).where(
+                            t.grants.c.obj_kind == obj.kind.value, t.grants.c.obj_name == obj.name
+                        )
+                    )
+                    db.execute(delete(t.objects).where(_is(obj)))
+                db.execute(delete(t.queries).where(t.queries.c.name == name))
+                audit.record(
+                    db, self.clock(), Event.REMOVE_QUERY, Outcome.OK, actor=subject.user, obj=ref
+                )
+        if error is not None:
+            raise self._refuse(subject.user, Event.REMOVE_QUERY, error)
+
+    # -- permissions ---------------------------------------------------------------------------
+
+    def grant(
+        self,
+        session: Session,
+        permission: Permission,
+        obj: ObjectRef,
+        grantee: Grantee,
+        with_grant_option: bool = False,
+    ) -> None:
+        """Grants ``permission`` on ``obj`` (owner, CHANGE PERM, or the permission WITH
+        GRANT OPTION). Granting again only ever adds the grant option, never drops it."""
+        permission = Permission(permission)
+        if permission not in ox.APPLICABLE[obj.kind]:
+            raise ValueError(f"{permission.value} does not apply to a {obj.kind.value}")
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.check_grant(self._acl(db), subject, permission, obj)
+            if denial is None:
+                self._check_grantee(db, grantee)
+                row = {
+                    "permission": permission.value,
+                    "obj_kind": obj.kind.value,
+                    "obj_name": obj.name,
+                    "grantee_kind": grantee.kind.value,
+                    "grantee": grantee.name,
+                    "grantor": subject.user,
+                    "with_grant_option": with_grant_option,
+                }
+                keys = ["permission", "obj_kind", "obj_name", "grantee_kind", "grantee", "grantor"]
+                existing = t.grants.c.with_grant_option
+                upsert(
+                    db,
+                    t.grants,
+                    row,
+                    keys,
+                    {
+                        "with_grant_option": lambda new: case(
+                            (existing, True), else_=new.with_grant_option
+                        )
+                    },
+                )
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.GRANT,
+                    Outcome.OK,
+                    actor=subject.user,
+                    obj=obj,
+                    detail={
+                        "permission": permission.value,
+                        "grantee": str(grantee),
+                        "with_grant_option": with_grant_option,
+                    },
+                )
+        if denial is not None:
+            raise self._refuse(subject.user, Event.GRANT, from_denial(denial))
+
+    @staticmethod
+    def _check_grantee(db: Connection, grantee: Grantee) -> None:
+        if grantee.kind is GranteeKind.USER:
+            found = db.execute(select(t.users.c.name).where(t.users.c.name == grantee.name))
+        else:
+            found = db.execute(select(t.roles.c.name).where(t.roles.c.name == grantee.name))
+        if found.first() is None:
+            raise ValueError("unknown grantee")
+
+    def revoke(
+        self, session: Session, permission: Permission, obj: ObjectRef, grantee: Grantee
+    ) -> int:
+        """Revokes, with cascade (see :func:`oxrbac.plan_revoke`); returns grants removed."""
+        permission = Permission(permission)
+        with self._write() as db:
+            subject = self._subject(db, session)
+            plan = ox.plan_revoke(self._acl(db), subject, permission, obj, grantee)
+            if not isinstance(plan, ox.Denial):
+                for grant in plan:
+                    _delete_grant(db, grant)
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.REVOKE,
+                    Outcome.OK,
+                    actor=subject.user,
+                    obj=obj,
+                    detail={
+                        "permission": permission.value,
+                        "grantee": str(grantee),
+                        "removed": len(plan),
+                    },
+                )
+        if isinstance(plan, ox.Denial):
+            raise self._refuse(subject.user, Event.REVOKE, from_denial(plan))
+        return len(plan)
+
+    # -- settings and quotas -------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """Settings in force: :data:`DEFAULT_SETTINGS` overlaid with stored values."""
+        with self._read() as db:
+            return _settings(db)
+
+    def set_setting(self, session: Session, key: str, value: Any) -> None:
+        """Stores a JSON-serialisable setting (CHANGE SYSTEM)."""
+        text = json.dumps(value)
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            if denial is None:
+                upsert(db, t.settings, {"key": key, "value": text}, ["key"], {"value": text})
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.SET_SETTING,
+                    Outcome.OK,
+                    actor=subject.user,
+                    obj=SYSTEM,
+                    detail={"key": key},
+                )
+        if denial is not None:
+            raise self._refuse(subject.user, Event.SET_SETTING, from_denial(denial))
+
+    def set_quota(
+        self,
+        session: Session,
+        user: str,
+        *,
+        max_running_queries: int | None = None,
+        max_state_rows: int | None = None,
+    ) -> None:
+        """Sets a user's quotas (CHANGE SYSTEM); None falls back to the settings."""
+        with self._write() as db:
+            subject = self._subject(db, session)
+            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            if denial is None:
+                row = {"max_running_queries": max_running_queries, "max_state_rows": max_state_rows}
+                upsert(db, t.quotas, {"user_name": user, **row}, ["user_name"], row)
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.SET_QUOTA,
+                    Outcome.OK,
+                    actor=subject.user,
+                    detail={"user": user, **row},
+                )
+        if denial is not None:
+            raise self._refuse(subject.user, Event.SET_QUOTA, from_denial(denial))
+
+    def quota(self, user: str) -> Quota:
+        """A user's quotas, as the server enforces them."""
+        with self._read() as db:
+            return self._quota(db, user)
+
+    @staticmethod
+    def _quota(db: Connection, user: str) -> Quota:
+        defaults = _settings(db)
+        row = db.execute(select(t.quotas).where(t.quotas.c.user_name == user)).first()
+        running = None if row is None else row.max_running_queries
+        state = None if row is None else row.max_state_rows
+        return Quota(
+            int(defaults["quota.max_running_queries"] if running is None else running),
+            int(defaults["quota.max_state_rows"] if state is None else state),
+        )
+
+    # -- audit ---------------------------------------------------------------------------------
+
+    def audit_entries(
+        self, session: Session, filters: AuditFilter | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries the session may read: all with CHANGE SYSTEM, else its own."""
+        with self._read() as db:
+            subject = self._subject(db, session)
+            admin = ox.holds(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            return audit.read(db, filters or AuditFilter(), None if admin else subject.user)
+
+    def record_drop(
+        self,
+        user: str,
+        obj: ObjectRef,
+        dropped: int,
+        *,
+        policy_ids: Iterable[str] = (),
+        reason: str = "secfilter",
+    ) -> None:
+        """Audits an access decision that withheld ``dropped`` tuples from ``user``.
+
+        For the trusted engine (delivery, SecFilter): ids and counts only, never values.
+        """
+        self._audit(
+            Event.DATA_DROPPED,
+            Outcome.DENIED,
+            actor=user,
+            obj=obj,
+            detail={
+                "dropped": int(dropped),
+                "policy_ids": sorted(set(policy_ids)),
+                "reason": reason,
+            },
+        )
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _is(ref: ObjectRef) -> Any:
+    return (t.objects.c.kind == ref.kind.value) & (t.objects.c.name == ref.name)
+
+
+def _object_name(name: str) -> str:
+    if not isinstance(name, str) or not _USER_NAME.match(name):
+        raise ValueError("object names are 1-200 characters of letters, digits, _ . @ -")
+    return name
+
+
+def _insert_object(
+    db: Connection, ref: ObjectRef, owner: str, parent: ObjectRef | None, now: float
+) -> None:
+    taken = select(t.objects.c.name).where(
+        t.objects.c.kind == ref.kind.value, func.lower(t.objects.c.name) == ref.name.lower()
+    )
+    if db.execute(taken).first() is not None:
+        if ref.kind is Kind.STREAM:
+            raise StreamExists(ref.name)
+        raise AlreadyExists(f"{ref} already exists")
+    db.execute(
+        insert(t.objects).values(
+            kind=ref.kind.value,
+            name=ref.name,
+            owner=owner,
+            parent_kind=None if parent is None else parent.kind.value,
+            parent_name=None if parent is None else parent.name,
+            created_at=now,
+        )
+    )
+
+
+def _held_roles(db: Connection, user: str) -> frozenset[str]:
+    return frozenset(
+        db.scalars(select(t.user_roles.c.role).where(t.user_roles.c.user_name == user))
+    )
+
+
+def _set_user_roles(db: Connection, user: str, roles: frozenset[str]) -> None:
+    db.execute(delete(t.user_roles).where(t.user_roles.c.user_name == user))
+    if roles:
+        db.execute(insert(t.user_roles), [{"user_name": user, "role": r} for r in sorted(roles)])
+
+
+def _effective(db: Connection, user: str, activated: Iterable[str] | None) -> Subject:
+    held = _held_roles(db, user)
+    juniors = load_hierarchy(db).juniors
+    return ox.effective_subject(user, held if activated is None else activated, held, juniors)
+
+
+def _grant(row: Any) -> ox.Grant:
+    return ox.Grant(
+        Permission(row.permission),
+        ObjectRef(Kind(row.obj_kind), row.obj_name),
+        Grantee(GranteeKind(row.grantee_kind), row.grantee),
+        row.grantor,
+        bool(row.with_grant_option),
+    )
+
+
+def _delete_grant(db: Connection, grant: ox.Grant) -> None:
+    c = t.grants.c
+    db.execute(
+        delete(t.grants).where(
+            c.permission == grant.permission.value,
+            c.obj_kind == grant.obj.kind.value,
+            c.obj_name == grant.obj.name,
+            c.grantee_kind == grant.grantee.kind.value,
+            c.grantee == grant.grantee.name,
+            c.grantor == grant.grantor,
+        )
+    )
+
+
+def _drop_unsupported(db: Connection, state: ox.AclState) -> int:
+    doomed = state.grants - ox.supported(state)
+    for grant in doomed:
+        _delete_grant(db, grant)
+    return len(doomed)
+
+
+def _settings(db: Connection) -> dict[str, Any]:
+    stored = {key: json.loads(value) for key, value in db.execute(select(t.settings))}
+    return {**DEFAULT_SETTINGS, **stored}
+
+
+def _query_record(row: Any) -> QueryRecord:
+    return QueryRecord(
+        row.name,
+        row.owner,
+        frozenset(json.loads(row.roles)),
+        tuple(json.loads(row.inputs)),
+        row.output_stream,
+        QueryStatus(row.status),
+    )
