@@ -421,3 +421,34 @@ def test_to_cql_keyword_sp_names(name: str) -> None:
     statement = only(to_cql(_SIMPLE_SP, name=name))
     assert statement.name == name
     assert statement.punctuation(1, 1) == _SIMPLE_SP
+
+
+# -- privileges (FOR STATISTICS) ----------------------------------------------------------
+
+
+def test_for_statistics_parses_and_round_trips() -> None:
+    from streamshield.policy.privileges import Privilege
+
+    text = "INSERT SP INTO STREAM S LET DDP = TUPLES: *, SRP = frbac:Insurer FOR STATISTICS"
+    (statement,) = parse_statements(text)
+    assert statement.srp.privilege is Privilege.STATISTICS
+    sp = statement.punctuation(1, 1)
+    assert parse_statements(to_cql(sp))[0].srp == statement.srp
+    both = parse_statements(
+        "INSERT SP INTO STREAM S LET DDP = TUPLES: *, SRP = rbac:A for statistics "
+        "WITH GRANT OPTION"
+    )[0]
+    assert both.srp.grant_option and both.srp.privilege is Privilege.STATISTICS
+    assert "FOR STATISTICS WITH GRANT OPTION" in to_cql(both.punctuation(1, 1))
+
+
+def test_for_read_is_the_default_and_a_deny_cannot_be_for_statistics() -> None:
+    from streamshield.policy.privileges import Privilege
+
+    plain = "INSERT SP INTO STREAM S LET DDP = TUPLES: *, SRP = rbac:A"
+    assert parse_statements(plain + " FOR READ")[0].srp == parse_statements(plain)[0].srp
+    assert parse_statements(plain)[0].srp.privilege is Privilege.READ
+    with pytest.raises(CqlError, match="every privilege"):
+        parse_statements(plain + " FOR STATISTICS, SIGN = -")
+    with pytest.raises(CqlError):
+        parse_statements(plain + " FOR GRANT")

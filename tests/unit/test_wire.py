@@ -291,3 +291,30 @@ def test_error_line_in_longer_input(index: int) -> None:
         list(parse_lines(lines))
     assert info.value.line == index + 1
     assert "sn" in info.value.problem
+
+
+def test_statistics_privilege_round_trips_and_read_keeps_the_old_form() -> None:
+    from streamshield.lang.wire import sp_from_line, sp_line
+    from streamshield.policy.privileges import Privilege
+
+    srp = SecurityRestriction(Literal("GP"), grant_option=True, privilege=Privilege.STATISTICS)
+    sp = SecurityPunctuation(DataDescription(), srp, ts=3, sn=1)
+    line = sp_line(sp)
+    assert '"privilege":"statistics"' in line
+    assert sp_from_line(line) == sp
+    read = SecurityPunctuation(DataDescription(), SecurityRestriction(Literal("GP")), ts=3, sn=1)
+    assert "privilege" not in sp_line(read)
+
+
+@pytest.mark.parametrize("value", ["grant", "STATS", None, 1])
+def test_unknown_privilege_is_rejected(value) -> None:
+    import json
+
+    from streamshield.lang.wire import WireFormatError, parse_element, sp_line
+    from streamshield.policy.privileges import Privilege
+
+    srp = SecurityRestriction(Literal("GP"), privilege=Privilege.STATISTICS)
+    raw = json.loads(sp_line(SecurityPunctuation(DataDescription(), srp, ts=3, sn=1)))
+    raw["srp"]["privilege"] = value
+    with pytest.raises(WireFormatError, match="privilege"):
+        parse_element(json.dumps(raw))

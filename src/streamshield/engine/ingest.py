@@ -71,7 +71,11 @@ ELEMENT_SCHEMA = StructType(
         StructField(
             "srp",
             StructType(
-                [StructField("roles", StringType()), StructField("grant_option", BooleanType())]
+                [
+                    StructField("roles", StringType()),
+                    StructField("grant_option", BooleanType()),
+                    StructField("privilege", StringType()),  # absent: READ (lang/wire.py)
+                ]
             ),
         ),
         StructField("sign", StringType()),

@@ -25,7 +25,7 @@ from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.punctuated_export import PunctuatedExport
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.secured_view import secured_view, statistics_view
 from streamshield.lang.label_propagation import (
     LabelsNotPropagated,
     is_aggregate,
@@ -33,6 +33,7 @@ from streamshield.lang.label_propagation import (
     uses_reserved_names,
 )
 from streamshield.lang.query_check import QueryRejected, check_query
+from streamshield.lang.statistics_rewrite import rewrite_statistics
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
 
@@ -137,9 +138,11 @@ class QueryService:
         hierarchy: RoleHierarchy,
         labelled: LabelledStore,
         root: str | Path,
+        statistics_k: int = 3,
     ) -> None:
         self.spark, self.streams, self.hierarchy = spark, streams, hierarchy
         self.codec = RoleCodec(hierarchy)
+        self.statistics_k = statistics_k  # minimum hidden contributors of a released group
         self.labelled, self.root = labelled, Path(root)
         self.queries: dict[str, RegisteredQuery] = {}
 
@@ -159,13 +162,18 @@ class QueryService:
         if name in self.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
         session = self.spark.newSession()
-        views = {s: self._view(session, s, roles) for s in checked.streams}
+        views = {s: f"ss_{uuid.uuid4().hex}_{s}" for s in checked.streams}
         text = checked.rewrite(views)  # sqlglot output, which sqlglot itself reads back
         if uses_reserved_names(text):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
         aggregate = is_aggregate(text)
         labelled_output = len(checked.streams) == 1
-        if labelled_output:
+        statistics = self._statistics(text, checked.streams) if aggregate else None
+        for stream, view in views.items():
+            self._view(session, stream, roles, view, statistics is not None)
+        if statistics is not None:
+            text = statistics  # release rule and output labels included
+        elif labelled_output:
             try:
                 text = propagate_labels(text, self._label_columns(), "_ss_r")
             except LabelsNotPropagated:
@@ -223,7 +231,21 @@ class QueryService:
             for column in (reader_column, denied_column)
         ]
 
-    def _view(self, session: SparkSession, stream: str, roles: tuple[str, ...]) -> str:
+    def _statistics(self, text: str, streams: tuple[str, ...]) -> str | None:
+        """The statistics-view form of a single-stream aggregate, or None (READ view)."""
+        if len(streams) != 1:
+            return None
+        names = self.streams[streams[0]].names
+        return rewrite_statistics(text, names, self.codec.block_width, self.statistics_k)
+
+    def _view(
+        self,
+        session: SparkSession,
+        stream: str,
+        roles: tuple[str, ...],
+        name: str,
+        statistics: bool = False,
+    ) -> None:
         schema = self.streams[stream]
         path = self.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
@@ -233,12 +255,13 @@ class QueryService:
             .option("recursiveFileLookup", "true")
             .parquet(str(path))
         )
-        view = secured_view(
-            source, schema, self.codec, roles, keep_labels=True, salt=uuid.uuid4().hex
-        )
-        name = f"ss_{uuid.uuid4().hex}_{stream}"
+        if statistics:
+            view = statistics_view(source, schema, self.codec, roles)
+        else:
+            view = secured_view(
+                source, schema, self.codec, roles, keep_labels=True, salt=uuid.uuid4().hex
+            )
         view.createOrReplaceTempView(name)
-        return name
 
     def _start(self, result: DataFrame, sink: Sink, name: str, aggregate: bool) -> StreamingQuery:
         checkpoint = self.root / "checkpoints" / "queries" / name

@@ -15,7 +15,9 @@ from pyspark.sql import functions as F
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
+from streamshield.lang.statistics_rewrite import full_column, stats_column
 from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.privileges import Privilege
 
 LABEL_PREFIX = "_ss_"
 
@@ -53,6 +55,41 @@ def secured_view(
         F.col("policy_id").alias("_ss_policy"),
     ]
     view = visible.select(*origin, *masked, *extra)
+    if schema.event_time and schema.types[schema.event_time] == "timestamp":
+        view = view.withWatermark(schema.event_time, watermark)
+    return view
+
+
+def statistics_view(
+    labelled: DataFrame,
+    schema: StreamDefinition,
+    codec: RoleCodec,
+    roles: Iterable[str],
+    watermark: str = "1 minute",
+) -> DataFrame:
+    """The view of an aggregate query: rows the roles may READ or use for STATISTICS.
+
+    Raw attributes are masked with the READ mask exactly as in :func:`secured_view`, so
+    a statistics-only row shows only NULLs to every user expression. Hidden columns
+    (``lang/statistics_rewrite.py``) carry each attribute masked with the STATISTICS mask,
+    for the arguments of whitelisted aggregates only, and per object whether this row is
+    READ-readable, for the release rule. Labels are kept for the output label.
+    """
+    read, stats = codec.query(roles), codec.query(roles, Privilege.STATISTICS)
+    passed = F.col("reason") == PASS
+    tuple_read = passed & labels.allows(0, read)
+    tuple_stats = passed & labels.allows(0, stats)
+    visible = labelled.filter(tuple_stats)
+    columns = [tuple_read.alias(full_column(0))]
+    for obj, name in enumerate(schema.names, start=1):
+        readable = tuple_read & labels.allows(obj, read)
+        columns += [
+            F.when(readable, F.col(name)).alias(name),
+            F.when(tuple_stats & labels.allows(obj, stats), F.col(name)).alias(stats_column(obj)),
+            readable.alias(full_column(obj)),
+        ]
+    extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)]
+    view = visible.select(*columns, *extra)
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
     return view

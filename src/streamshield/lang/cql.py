@@ -16,6 +16,7 @@ from lark import Lark, Token, Transformer, Tree, UnexpectedInput, v_args
 
 from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Pattern, Range, value_text
 from streamshield.policy.policy import Policy
+from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
@@ -102,6 +103,9 @@ class _ToModel(Transformer):
     def grant(self, _items: list[Token]) -> bool:
         return True
 
+    def privilege(self, items: list[Token]) -> Privilege:
+        return Privilege(str(items[0]).lower())
+
     def ddp_term(self, items: list) -> tuple[str, Pattern, Token]:
         part = str(items[0]).upper()
         return ("STREAMS" if part == "STREAM" else part), items[1], items[0]
@@ -118,14 +122,15 @@ class _ToModel(Transformer):
 
     @v_args(meta=True)
     def srp(self, meta, items: list) -> tuple:
-        prefix, model, roles, grant = items
+        prefix, model, roles, privilege, grant = items
         if str(model).lower() not in ACCESS_MODELS:
             raise CqlError(
                 f"unsupported access control model {str(model)!r} (use rbac)",
                 model.line,
                 model.column,
             )
-        return "SRP", prefix, meta, SecurityRestriction(roles, bool(grant))
+        restriction = SecurityRestriction(roles, bool(grant), privilege or Privilege.READ)
+        return "SRP", prefix, meta, restriction
 
     @v_args(meta=True)
     def sign(self, meta, items: list) -> tuple:
@@ -234,6 +239,9 @@ KEYWORDS = frozenset(
         "WITH",
         "GRANT",
         "OPTION",
+        "FOR",
+        "READ",
+        "STATISTICS",
         "AND",
         "ALL",
         "POSITIVE",
@@ -263,6 +271,8 @@ def to_cql(sp: SecurityPunctuation, stream: str | None = None, name: str | None 
         f"ATTRIBUTES: {ddp.attributes.text()}",
     ]
     grant = " WITH GRANT OPTION" if sp.srp.grant_option else ""
+    if sp.srp.privilege is not Privilege.READ:
+        grant = f" FOR {sp.srp.privilege.name}{grant}"
     lines = [
         "INSERT SP" + (f" AS {_quoted(name)}" if name else ""),
         "INTO STREAM" + (f" {_quoted(stream)}" if stream else ""),

@@ -18,6 +18,7 @@ from pydantic import ValidationError as _ValidationError
 
 from streamshield.lang.cql import CqlError, parse_pattern
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
+from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
@@ -52,6 +53,9 @@ class _Ddp(_Strict):
 class _Srp(_Strict):
     roles: StrictStr
     grant_option: StrictBool
+    # Optional so that lines written before privileges existed keep their meaning (READ);
+    # a misspelt value is an error, never READ.
+    privilege: Literal["read", "statistics"] = "read"
 
 
 class _Base(_Strict):
@@ -96,8 +100,10 @@ def _to_element(raw: _Tuple | _Sp) -> Element:
         tuples=_pattern(raw.ddp.tuples, "ddp.tuples"),
         attributes=_pattern(raw.ddp.attributes, "ddp.attributes"),
     )
-    srp = SecurityRestriction(_pattern(raw.srp.roles, "srp.roles"), raw.srp.grant_option)
     try:
+        srp = SecurityRestriction(
+            _pattern(raw.srp.roles, "srp.roles"), raw.srp.grant_option, Privilege(raw.srp.privilege)
+        )
         sp = SecurityPunctuation(ddp, srp, Sign(raw.sign), raw.immutable, raw.ts, raw.sn)
     except ValueError as err:
         raise WireFormatError(str(err)) from None
@@ -157,10 +163,18 @@ def to_dict(element: Element) -> dict[str, Any]:
             "tuples": sp.ddp.tuples.text(),
             "attributes": sp.ddp.attributes.text(),
         },
-        "srp": {"roles": sp.srp.roles.text(), "grant_option": sp.srp.grant_option},
+        "srp": _srp_dict(sp.srp),
         "sign": sp.sign.value,
         "immutable": sp.immutable,
     }
+
+
+def _srp_dict(srp: SecurityRestriction) -> dict[str, Any]:
+    """READ is written without a privilege field, as before privileges existed."""
+    out: dict[str, Any] = {"roles": srp.roles.text(), "grant_option": srp.grant_option}
+    if srp.privilege is not Privilege.READ:
+        out["privilege"] = srp.privilege.value
+    return out
 
 
 def to_line(element: Element) -> str:

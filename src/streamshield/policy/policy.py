@@ -20,6 +20,7 @@ from enum import Enum
 from functools import cached_property
 
 from streamshield.policy.patterns import Any, Literal, OneOf, Pattern
+from streamshield.policy.privileges import Privilege, granted_twins, query_twins
 from streamshield.policy.punctuation import SecurityPunctuation, Sign, canonical_text
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
 
@@ -93,21 +94,51 @@ def match(sp: SecurityPunctuation, stream: str, tid: object) -> bool:
 
 @dataclass(frozen=True)
 class Access:
-    """Who may read one object: roles in ``readers`` may, unless the query has a denied role."""
+    """Who may do what with one object: one role set per privilege twin, plus the denied.
+
+    ``readers`` hold READ, ``statistics`` the STATISTICS twin (set by READ grants too),
+    ``grantable`` the GRANT twin (WITH GRANT OPTION). A denied role gets nothing.
+    """
 
     readers: frozenset[str] = frozenset()
     denied: frozenset[str] = frozenset()
+    statistics: frozenset[str] = frozenset()
+    grantable: frozenset[str] = frozenset()
 
-    def allows(self, effective_roles: frozenset[str]) -> bool:
-        return bool(effective_roles & self.readers) and not effective_roles & self.denied
+    def twin(self, privilege: Privilege) -> frozenset[str]:
+        """The roles holding one twin."""
+        if privilege is Privilege.READ:
+            return self.readers
+        return self.statistics if privilege is Privilege.STATISTICS else self.grantable
+
+    def allows(
+        self, effective_roles: frozenset[str], privilege: Privilege = Privilege.READ
+    ) -> bool:
+        holders = frozenset().union(*(self.twin(p) for p in query_twins(privilege)))
+        return bool(effective_roles & holders) and not effective_roles & self.denied
 
     def union(self, other: Access) -> Access:
-        """A role reads if either side lets it; denials always accumulate (deny overrides)."""
-        return Access(self.readers | other.readers, self.denied | other.denied)
+        """A role holds a twin if either side gives it; denials always accumulate."""
+        return Access(
+            self.readers | other.readers,
+            self.denied | other.denied,
+            self.statistics | other.statistics,
+            self.grantable | other.grantable,
+        )
 
     def intersect(self, other: Access) -> Access:
-        """A role reads only if both sides let it; denials accumulate."""
-        return Access(self.readers & other.readers, self.denied | other.denied)
+        """A role holds a twin only if both sides give it; denials accumulate."""
+        return Access(
+            self.readers & other.readers,
+            self.denied | other.denied,
+            self.statistics & other.statistics,
+            self.grantable & other.grantable,
+        )
+
+    def granted_only(self) -> Access:
+        """Every twin minus the denied roles, with no denials of its own (a server's grants)."""
+        d = self.denied
+        return Access(self.readers - d, frozenset(), self.statistics - d, self.grantable - d)
 
 
 NO_ACCESS = Access()
@@ -119,17 +150,27 @@ class Label:
 
     tuple_access: Access = NO_ACCESS
     attributes: Mapping[str, Access] = field(default_factory=dict)
-    grantable: frozenset[str] = frozenset()  # roles that hold the grant option on the tuple
     policy_id: str | None = None
 
-    def visible(self, effective_roles: frozenset[str]) -> bool:
-        return self.tuple_access.allows(effective_roles)
+    @property
+    def grantable(self) -> frozenset[str]:
+        """Roles that hold the tuple with grant option (before denials)."""
+        return self.tuple_access.grantable
 
-    def visible_attributes(self, effective_roles: frozenset[str]) -> frozenset[str]:
-        """Attributes the query sees unmasked; none when the tuple itself is hidden."""
-        if not self.visible(effective_roles):
+    def visible(
+        self, effective_roles: frozenset[str], privilege: Privilege = Privilege.READ
+    ) -> bool:
+        return self.tuple_access.allows(effective_roles, privilege)
+
+    def visible_attributes(
+        self, effective_roles: frozenset[str], privilege: Privilege = Privilege.READ
+    ) -> frozenset[str]:
+        """Attributes the query sees for ``privilege``; none when the tuple itself is hidden."""
+        if not self.visible(effective_roles, privilege):
             return frozenset()
-        return frozenset(a for a, acc in self.attributes.items() if acc.allows(effective_roles))
+        return frozenset(
+            a for a, acc in self.attributes.items() if acc.allows(effective_roles, privilege)
+        )
 
 
 DENY_ALL = Label()
@@ -187,15 +228,19 @@ class _Scope:
 
     def access(self, attribute: str | None) -> Access:
         """Tuple access (attribute None) or one attribute's access under these sps."""
-        granted = frozenset().union(*(self._roles(sp) for sp in self._granting(attribute)))
+        twins: dict[Privilege, frozenset[str]] = {p: frozenset() for p in Privilege}
+        for sp in self._granting(attribute):
+            roles = self._roles(sp)
+            for twin in granted_twins(sp.srp.privilege, sp.srp.grant_option):
+                twins[twin] |= roles
         denied = frozenset().union(*(self._roles(sp) for sp in self._denying(attribute)))
-        return Access(self.hierarchy.readers(granted), self.hierarchy.readers(denied))
-
-    def grantable(self) -> frozenset[str]:
-        roles = frozenset().union(
-            *(self._roles(sp) for sp in self._granting(None) if sp.srp.grant_option)
+        up = self.hierarchy.readers
+        return Access(
+            up(twins[Privilege.READ]),
+            up(denied),
+            up(twins[Privilege.STATISTICS]),
+            up(twins[Privilege.GRANT]),
         )
-        return self.hierarchy.readers(roles)
 
 
 @dataclass(frozen=True)
@@ -219,6 +264,7 @@ def label_for(
     Readers: grants of mutable provider sps, combined with the server's own readers
     (grants minus its denials) where the server policy describes the object, plus grants
     of immutable sps, which the server never touches. Denials: every provider deny.
+    Each privilege twin (READ, STATISTICS, GRANT) is combined this way on its own.
     Raises PolicyError when the policy names an unknown role.
     """
 
@@ -231,8 +277,7 @@ def label_for(
     def access(attribute: str | None) -> Access:
         provider = mutable.access(attribute)
         if refining is not None and refining.covers(attribute):
-            srv = refining.access(attribute)
-            srv_readers = Access(srv.readers - srv.denied)
+            srv_readers = refining.access(attribute).granted_only()
             provider = (
                 provider.intersect(srv_readers)
                 if server.mode is Combine.INTERSECT
@@ -243,6 +288,5 @@ def label_for(
     return Label(
         tuple_access=access(None),
         attributes={a: access(a) for a in attributes},
-        grantable=mutable.grantable() | immutable.grantable(),
         policy_id=policy.policy_id,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from streamshield.policy.patterns import ANY, Pattern
+from streamshield.policy.privileges import SP_PRIVILEGES, Privilege
 
 
 class Sign(Enum):
@@ -42,10 +43,18 @@ class DataDescription:
 
 @dataclass(frozen=True)
 class SecurityRestriction:
-    """The SRP: RBAC roles (a pattern over role names) and the grant option."""
+    """The SRP: RBAC roles (a pattern over role names), the grant option and the privilege.
+
+    ``FOR STATISTICS`` (paper 4's Omega) lets the roles use the objects in aggregates only.
+    """
 
     roles: Pattern
     grant_option: bool = False
+    privilege: Privilege = Privilege.READ
+
+    def __post_init__(self) -> None:
+        if self.privilege not in SP_PRIVILEGES:
+            raise ValueError(f"an sp grants READ or STATISTICS, not {self.privilege.name}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class SecurityPunctuation:
             raise ValueError(f"sp sequence number must be >= 1, got {self.sn}")
         if self.sign is Sign.DENY and self.srp.grant_option:
             raise ValueError("a negative sp cannot carry a grant option")
+        if self.sign is Sign.DENY and self.srp.privilege is not Privilege.READ:
+            raise ValueError("a negative sp denies every privilege; it cannot be FOR STATISTICS")
 
     @property
     def body(self) -> tuple[object, ...]:
@@ -74,16 +85,20 @@ class SecurityPunctuation:
 
 
 def canonical_text(sp: SecurityPunctuation) -> str:
-    """A deterministic one-line form of an sp's body, for hashing policies into ids."""
+    """A deterministic one-line form of an sp's body, for hashing policies into ids.
+
+    READ sps keep the form they had before privileges existed (stable policy ids).
+    """
     ddp, srp = sp.ddp, sp.srp
-    return "|".join(
-        (
-            ddp.streams.text(),
-            ddp.tuples.text(),
-            ddp.attributes.text(),
-            srp.roles.text(),
-            "G" if srp.grant_option else "-G",
-            sp.sign.value,
-            "T" if sp.immutable else "F",
-        )
-    )
+    fields = [
+        ddp.streams.text(),
+        ddp.tuples.text(),
+        ddp.attributes.text(),
+        srp.roles.text(),
+        "G" if srp.grant_option else "-G",
+        sp.sign.value,
+        "T" if sp.immutable else "F",
+    ]
+    if srp.privilege is not Privilege.READ:
+        fields.append(srp.privilege.name)
+    return "|".join(fields)

@@ -11,6 +11,8 @@ a tuple's accumulated words are the OR of the matching rules' words, and
 :func:`finish` turns them into reader/denied words with the combination formula of
 ``label_for``. :func:`evaluate` runs the same steps in Python; property tests prove it
 equal to ``label_for``, and the Spark engine runs the same steps as Catalyst expressions.
+Words are privilege twins (:class:`~streamshield.policy.encoding.RoleCodec`), so the
+fold and the combination formula are the same for READ, STATISTICS and GRANT: per bit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from streamshield.policy.bitset import Words
 from streamshield.policy.encoding import EncodedAccess, EncodedLabel, RoleCodec
 from streamshield.policy.patterns import Pattern
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy, role_members
+from streamshield.policy.privileges import granted_twins
 from streamshield.policy.punctuation import SecurityPunctuation, Sign
 from streamshield.policy.roles import UnknownRoleError
 
@@ -43,14 +46,10 @@ class Layout:
 
     @property
     def size(self) -> int:
-        return len(self.objects) * len(PARTS) * self.width + self.width  # + grantable
+        return len(self.objects) * len(PARTS) * self.width
 
     def offset(self, obj: int, part: int) -> int:
         return (obj * len(PARTS) + part) * self.width
-
-    @property
-    def grantable_offset(self) -> int:
-        return len(self.objects) * len(PARTS) * self.width
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,14 @@ def _rule(
         roles = role_members(sp.srp.roles, codec.hierarchy)
     except UnknownRoleError as err:
         raise PolicyError(str(err)) from err
-    up = codec.codec.encode(codec.hierarchy.readers(roles))
+    grant = sp.sign is Sign.GRANT
+    readers = codec.hierarchy.readers(roles)
+    # privilege twins: a grant sets the twins of its privilege, a deny every twin
+    up = (
+        codec.twins(readers, granted_twins(sp.srp.privilege, sp.srp.grant_option))
+        if grant
+        else codec.denied(readers)
+    )
     words = [0] * layout.size
     ones = (-1,) * layout.width
 
@@ -107,7 +113,6 @@ def _rule(
         words[start : start + layout.width] = value
 
     matched = [sp.ddp.attributes.matches(a) for a in layout.attributes]
-    grant = sp.sign is Sign.GRANT
     for obj in range(len(layout.objects)):
         applies = (any(matched) if grant else all(matched)) if obj == 0 else matched[obj - 1]
         if not applies:
@@ -117,9 +122,6 @@ def _rule(
             put(obj, COVER, ones)
         else:
             put(obj, (IMM if sp.immutable else MUT) if grant else DENY, up)
-    if grant and not server_side and sp.srp.grant_option and any(matched):
-        start = layout.grantable_offset
-        words[start : start + layout.width] = up
     return Rule(sp.ddp.tuples, tuple(words))
 
 

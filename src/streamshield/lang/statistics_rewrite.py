@@ -1,0 +1,185 @@
+"""Statistics-only access in aggregate queries (paper 4's Omega, Borealis' aggregate-read).
+
+An aggregate query over one stream runs on a *statistics view*: it holds every row whose
+tuple the query's roles may READ or use for STATISTICS. Each attribute is there twice:
+the raw column (masked with the READ mask, as in every secured view) and a hidden stats
+column ``_ss_v{i}`` (masked with the STATISTICS mask). This rewrite, run on already
+checked SQL, points only *bare column arguments of whitelisted aggregates* at the stats
+column; everything else (group keys, WHERE, CASE inside an aggregate, FILTER clauses,
+collect_list, first, percentile, max_by, ...) keeps the raw, READ-masked value, so a
+statistics-only value can never come out as itself.
+
+Release. A group is released only if, per *measure* (its rows, and each attribute read
+through a stats column), the number of contributors the query could not READ raw is 0
+or at least ``k``. This is stronger than "all rows readable or >= k rows": with two
+readable rows and one statistics-only row, a group of 3 would otherwise give the hidden
+value away by subtraction. It is a HAVING condition, so it runs natively after the
+aggregation and also in streaming update mode; the helper aggregates never reach the
+output. (Known limits of any threshold rule: differencing across successive updates of
+one group, and min/max/sum together over exactly k rows.)
+
+Output label (``_ss_r0_*``/``_ss_d0_*``, blocks as in
+:class:`~streamshield.policy.encoding.RoleCodec`): per row a contribution is computed
+over the tuple and every attribute the query names (raw-used attributes count as READ
+only). A consumer role may read the released row if it READs every used object of every
+contributor, or, only when every measure has >= k contributors, if it holds STATISTICS
+on all of them. A role that READs an object in some contributors but not in all is
+*denied* on the output: with it a consumer could subtract the rows it reads. This never
+lets a downstream consumer get more than roles holding READ or STATISTICS on every
+contributor; mixed role sets are refused rather than approximated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlglot
+from sqlglot import exp
+
+from streamshield.lang.label_propagation import uses_reserved_names
+
+_AGGREGATES = (
+    exp.Count,
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.Stddev,
+    exp.StddevSamp,
+    exp.StddevPop,
+    exp.Variance,
+    exp.VariancePop,
+)
+_ANONYMOUS = frozenset({"mean", "std", "var_samp", "var_pop", "stddev", "variance"})
+_WRAPPERS = (exp.Filter, exp.Window, exp.IgnoreNulls, exp.RespectNulls)
+_UNSUPPORTED = (exp.Join, exp.Subquery, exp.Union, exp.Intersect, exp.Except, exp.Lateral)
+BLOCKS = 3  # READ, STATISTICS, GRANT (policy/privileges.py)
+
+
+def stats_column(obj: int) -> str:
+    """The view column with attribute ``obj`` (1-based) masked by the STATISTICS mask."""
+    return f"_ss_v{obj}"
+
+
+def full_column(obj: int) -> str:
+    """Boolean view column: object ``obj`` (0 = the tuple) is READ-readable in this row."""
+    return f"_ss_f{obj}"
+
+
+def _reader(obj: int, word: int) -> str:
+    return f"_ss_r{obj}_{word}"
+
+
+def _denied(obj: int, word: int) -> str:
+    return f"_ss_d{obj}_{word}"
+
+
+def _supported(tree: exp.Expression) -> bool:
+    if not isinstance(tree, exp.Select) or tree.args.get("with") or tree.args.get("laterals"):
+        return False
+    if any(isinstance(node, _UNSUPPORTED) for node in tree.walk()):
+        return False
+    if any(isinstance(node, exp.Select) and node is not tree for node in tree.walk()):
+        return False
+    tables = list(tree.find_all(exp.Table))
+    return len(tables) == 1
+
+
+def _is_statistic(node: exp.Expression) -> bool:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower() in _ANONYMOUS and len(node.expressions) == 1
+    return isinstance(node, _AGGREGATES) and not node.args.get("expressions")
+
+
+def _bare_argument(node: exp.Expression) -> exp.Column | None:
+    arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
+    if not isinstance(arg, exp.Column) or isinstance(node.parent, _WRAPPERS):
+        return None
+    return arg
+
+
+def rewrite_statistics(sql: str, attributes: Sequence[str], block_width: int, k: int) -> str | None:
+    """``sql`` over a statistics view, with release condition and output labels (Spark SQL).
+
+    None when the query's shape is not a plain single-stream aggregate: the caller then
+    runs it over the READ-only view, where statistics-only rows do not exist.
+    """
+    if k < 1:
+        raise ValueError(f"the minimum group size must be >= 1, got {k}")
+    tree = sqlglot.parse_one(sql, read="spark")
+    if not _supported(tree) or uses_reserved_names(sql):
+        return None
+    index = {name.lower(): obj for obj, name in enumerate(attributes, start=1)}
+    stats_used: set[int] = set()
+    for node in list(tree.find_all(exp.AggFunc, exp.Anonymous)):
+        if not _is_statistic(node):
+            continue
+        arg = _bare_argument(node)
+        if arg is None or arg.name.lower() not in index:
+            continue
+        obj = index[arg.name.lower()]
+        arg.replace(exp.column(stats_column(obj), table=arg.table or None))
+        stats_used.add(obj)
+    if not stats_used and not _aggregates(tree):
+        return None
+    raw_used = {index[c.name.lower()] for c in tree.find_all(exp.Column) if c.name.lower() in index}
+    tree = tree.having(_release(stats_used, k), append=True, dialect="spark")
+    labels = _output_labels(sorted(stats_used - raw_used), sorted(raw_used), block_width, k)
+    return tree.select(*labels, append=True, dialect="spark").sql(dialect="spark")
+
+
+def _aggregates(tree: exp.Select) -> bool:
+    return bool(tree.args.get("group")) or any(
+        isinstance(node, exp.AggFunc) for e in tree.expressions for node in e.walk()
+    )
+
+
+def _parse(text: str) -> exp.Expression:
+    return sqlglot.parse_one(text, read="spark")
+
+
+def _release(stats_used: set[int], k: int) -> exp.Expression:
+    """Per measure: no contributor hidden from READ, or at least k of them."""
+    hidden = [f"NOT {full_column(0)}"]
+    hidden += [f"{stats_column(o)} IS NOT NULL AND NOT {full_column(o)}" for o in stats_used]
+    conditions = [f"(COUNT_IF({h}) = 0 OR COUNT_IF({h}) >= {k})" for h in hidden]
+    return _parse(" AND ".join(conditions))
+
+
+def _output_labels(
+    stats_only: list[int], raw_used: list[int], width: int, k: int
+) -> list[exp.Expression]:
+    objects = [0, *stats_only, *raw_used]
+    enough = " AND ".join(
+        [f"COUNT(*) >= {k}"]
+        + [f"(COUNT({stats_column(o)}) = 0 OR COUNT({stats_column(o)}) >= {k})" for o in stats_only]
+    )
+    readers: dict[int, str] = {}
+    denied: dict[int, str] = {}
+    for j in range(width):
+        read, stats, grant = (j, width + j, 2 * width + j)
+
+        def both(o: int, j: int = j, stats: int = stats) -> str:
+            return f"({_reader(o, stats)} | {_reader(o, j)})"
+
+        everyone = " & ".join(f"BIT_AND({_reader(o, read)})" for o in objects)
+        stats_terms = [both(0), *(both(o) for o in stats_only)]
+        if raw_used:  # raw values reach the output: their holders need READ
+            stats_terms += [_reader(o, read) for o in (0, *raw_used)]
+        by_stats = f"CASE WHEN {enough} THEN BIT_AND({' & '.join(stats_terms)}) ELSE 0L END"
+        out_read = f"(({everyone}) | ({by_stats}))"
+        grants = f"BIT_AND({' & '.join(_reader(o, grant) for o in objects)})"
+        deny_terms = [f"BIT_OR({_denied(o, b)})" for o in objects for b in (read, stats, grant)]
+        # partial readers: READ an object in some contributors but not in all
+        deny_terms += [
+            f"(BIT_OR({_reader(o, read)}) & ~BIT_AND({_reader(o, read)}))" for o in objects
+        ]
+        out_denied = " | ".join(deny_terms)
+        readers[read] = readers[stats] = out_read
+        readers[grant] = f"({out_read} & {grants})"
+        denied[read] = denied[stats] = denied[grant] = out_denied
+    columns = []
+    for w in range(BLOCKS * width):
+        columns.append(exp.alias_(_parse(f"COALESCE({readers[w]}, 0L)"), _reader(0, w)))
+        columns.append(exp.alias_(_parse(f"COALESCE({denied[w]}, -1L)"), _denied(0, w)))
+    return columns
