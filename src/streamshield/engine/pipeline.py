@@ -1,5 +1,8 @@
 """The whole pipeline behind one object: landing zone, secure ingest, continuous queries.
 
+``cql`` is the query interface users talk to (queries of every shape, INSERT SP,
+delegation); ``queries`` is the native single-stream engine underneath it.
+
 Everything lives under one storage root, the only thing driver and executors must
 share: ``catalog.db``, ``landing/``, ``store/`` (labelled streams, shield state,
 checkpoints).
@@ -12,6 +15,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.store import Catalog
+from streamshield.engine.cql_service import CqlService
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.queries import QueryService
@@ -30,6 +34,7 @@ class Pipeline:
         self.queries = QueryService(
             spark, streams, hierarchy, self.ingest.store, self.root / "store"
         )
+        self.cql = CqlService(self.queries, self.landing, catalog, ingest, self.ingest.state)
 
     def ingest_available(self) -> None:
         """Label everything landed so far (an availableNow run of the ingest query)."""

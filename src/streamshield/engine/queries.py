@@ -147,9 +147,18 @@ class QueryService:
         self.queries: dict[str, RegisteredQuery] = {}
 
     def register(
-        self, sql: str, roles: Iterable[str], sink: Sink, name: str | None = None
+        self,
+        sql: str,
+        roles: Iterable[str],
+        sink: Sink,
+        name: str | None = None,
+        grant: bool = False,
     ) -> RegisteredQuery:
-        """Check, secure and start a query; QueryRejected for anything not allowed."""
+        """Check, secure and start a query; QueryRejected for anything not allowed.
+
+        ``grant``: the query delegates (ON RESULT), so it reads grant views: only what its
+        roles hold WITH GRANT OPTION; statistics-only access never reaches it.
+        """
         roles = tuple(sorted(set(roles)))
         if not roles:
             raise QueryRejected("no_role", "a query needs at least one role")
@@ -168,9 +177,9 @@ class QueryService:
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
         aggregate = is_aggregate(text)
         labelled_output = len(checked.streams) == 1
-        statistics = self._statistics(text, checked.streams) if aggregate else None
+        statistics = self._statistics(text, checked.streams) if aggregate and not grant else None
         for stream, view in views.items():
-            self._view(session, stream, roles, view, statistics is not None)
+            self._view(session, stream, roles, view, statistics is not None, grant)
         if statistics is not None:
             text = statistics  # release rule and output labels included
         elif labelled_output:
@@ -245,6 +254,7 @@ class QueryService:
         roles: tuple[str, ...],
         name: str,
         statistics: bool = False,
+        grant: bool = False,
     ) -> None:
         schema = self.streams[stream]
         path = self.labelled.path(stream)
@@ -258,8 +268,9 @@ class QueryService:
         if statistics:
             view = statistics_view(source, schema, self.codec, roles)
         else:
+            salt = uuid.uuid4().hex
             view = secured_view(
-                source, schema, self.codec, roles, keep_labels=True, salt=uuid.uuid4().hex
+                source, schema, self.codec, roles, keep_labels=True, salt=salt, grant=grant
             )
         view.createOrReplaceTempView(name)
 

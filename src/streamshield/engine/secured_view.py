@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
@@ -30,24 +30,34 @@ def secured_view(
     keep_labels: bool = False,
     watermark: str = "1 minute",
     salt: str = "",
+    grant: bool = False,
 ) -> DataFrame:
     """Rows the roles may read, unreadable attributes as NULL; labels dropped unless asked.
 
     The row's origin is kept for re-punctuating outputs, without telling more than the
     row itself: the channel as a salted hash (a provider's name can identify a person),
     the tuple id only where the id attribute is visible.
+
+    ``grant`` makes it a *grant view* (the input of a delegating query): only what the
+    roles hold WITH GRANT OPTION, as well as READ, is visible.
     """
-    query = codec.query(roles)
-    tuple_visible = (F.col("reason") == PASS) & labels.allows(0, query)
+    read = codec.query(roles)
+    delegable = codec.query(roles, Privilege.GRANT) if grant else None
+
+    def allows(obj: int) -> Column:
+        allowed = labels.allows(obj, read)
+        return allowed if delegable is None else allowed & labels.allows(obj, delegable)
+
+    tuple_visible = (F.col("reason") == PASS) & allows(0)
     visible = labelled.filter(tuple_visible)
     # Masks repeat the tuple test: Spark may evaluate a user predicate before the row
     # filter, and then it must only ever see NULL for rows the query cannot read.
     masked = [
-        F.when(tuple_visible & labels.allows(obj, query), F.col(name)).alias(name)
+        F.when(tuple_visible & allows(obj), F.col(name)).alias(name)
         for obj, name in enumerate(schema.names, start=1)
     ]
     extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
-    tid_visible = tuple_visible & labels.allows(schema.names.index(schema.tid) + 1, query)
+    tid_visible = tuple_visible & allows(schema.names.index(schema.tid) + 1)
     origin = [
         F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias("_ss_channel"),
         F.col("seq").alias("_ss_seq"),

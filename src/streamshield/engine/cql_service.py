@@ -1,0 +1,436 @@
+"""The query interface: every text a user sends (CQL queries, ``INSERT SP``) lands here.
+
+``submit`` parses the request (:func:`~streamshield.lang.continuous.parse_request`),
+checks it (SQL gate, query shape, operator limits) and routes it to the engine that
+can run its shape:
+
+- one stream, no window: Spark's native streaming SQL (:class:`QueryService`);
+- one stream, ``[RANGE t SLIDE s]`` aggregate: the same, grouped by Spark's ``window``;
+- one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a :class:`WindowQuery` per micro-batch;
+- two streams, windowed equi-join: one shared :class:`SCJoin` per join, one subscription
+  per query, the user's SQL run over what the subscription may see;
+- ``ON RESULT``: a delegating query whose output becomes a derived stream (SPGen);
+- ``INSERT SP ... INTO STREAM``: sps landed on the caller's channel of that stream.
+
+Who may do what (OxRBAC) is the server's business; this layer enforces everything
+that follows from the data's own policies and from the query's roles.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlglot
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StreamingQuery
+from sqlglot import exp
+
+from streamshield.catalog.store import Catalog
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.derived import derived_definition
+from streamshield.engine.ingest import Ingest
+from streamshield.engine.queries import (
+    CallbackSink,
+    ConsoleSink,
+    FileSink,
+    QueryService,
+    RegisteredQuery,
+    Sink,
+)
+from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.spgen import SpGen
+from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.window_query import WindowQuery
+from streamshield.landing import LandingZone
+from streamshield.lang.continuous import (
+    ContinuousQuery,
+    Shape,
+    ShapeKind,
+    SpInsert,
+    parse_request,
+    plan_shape,
+    sliding_window_sql,
+)
+from streamshield.lang.cql import SpStatement
+from streamshield.lang.label_propagation import (
+    is_aggregate,
+    propagate_labels,
+    uses_reserved_names,
+)
+from streamshield.lang.query_check import QueryRejected, check_query
+from streamshield.policy.delegation import may_delegate
+from streamshield.policy.elements import Channel, SpElement
+from streamshield.policy.operator_limits import OperatorLimits
+from streamshield.policy.policy import PolicyError, role_members
+from streamshield.policy.roles import UnknownRoleError
+
+
+@dataclass(frozen=True)
+class SpsInserted:
+    """Where ``INSERT SP`` put the policy: the provider's tuples declare ``(ts, csn)``."""
+
+    channel: Channel
+    ts: int
+    csn: int
+    last_seq: int
+
+
+class CqlService:
+    """Parses, checks and routes users' requests; keeps what each registered query needs."""
+
+    def __init__(
+        self,
+        queries: QueryService,
+        landing: LandingZone,
+        catalog: Catalog,
+        ingest: Ingest,
+        shield_state: StateStore,
+        limits: OperatorLimits | None = None,
+        join_mode: JoinMode = JoinMode.ADAPTIVE,
+    ) -> None:
+        self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
+        self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
+        self.shapes: dict[str, Shape] = {}
+        self.joins: dict[tuple, SCJoin] = {}
+        self.join_handles: dict[tuple, StreamingQuery] = {}
+        self.subscriptions: dict[str, tuple[tuple, Subscription]] = {}  # query -> its join
+        self.window_queries: dict[str, WindowQuery] = {}
+
+    @property
+    def streams(self) -> dict[str, StreamDefinition]:
+        return self.queries.streams
+
+    def submit(
+        self,
+        text: str,
+        roles: Iterable[str],
+        sink: Sink,
+        name: str | None = None,
+        provider: str | None = None,
+        running: Sequence[Shape] = (),
+    ) -> RegisteredQuery | SpsInserted:
+        """Run one request; ``running`` are the shapes of the caller's running queries."""
+        request = parse_request(text)
+        if isinstance(request, SpInsert):
+            if provider is None:
+                raise QueryRejected("sp_provider", "INSERT SP needs the provider's channel")
+            return self.insert_sps(request, provider)
+        roles = tuple(sorted(set(roles)))
+        if not roles:
+            raise QueryRejected("no_role", "a query needs at least one role")
+        try:
+            effective = self.queries.hierarchy.effective(roles)
+        except UnknownRoleError as err:
+            raise QueryRejected("unknown_role", str(err)) from None
+        checked = check_query(request.sql, list(self.streams))
+        shape = plan_shape(request)
+        if self.limits is not None:
+            self.limits.check(shape, effective, running)
+        name = name or f"q-{uuid.uuid4().hex[:8]}"
+        if name in self.queries.queries:
+            raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
+        if request.on_result:
+            query = self._delegate(request, checked.streams, shape, roles, name)
+        else:
+            query = self._route(request, checked.streams, shape, roles, sink, name)
+        self.shapes[query.name] = shape
+        return query
+
+    def stop(self, name: str) -> None:
+        """Stop a query; a shared join stops only with its last subscriber."""
+        self.shapes.pop(name, None)
+        self.window_queries.pop(name, None)
+        if name not in self.subscriptions:
+            self.queries.stop(name)
+            return
+        self.queries.queries.pop(name)
+        ident, subscription = self.subscriptions.pop(name)
+        join = self.joins[ident]
+        join.unsubscribe(subscription)
+        if not join.subscriptions:
+            self.join_handles.pop(ident).stop()
+            del self.joins[ident]
+
+    # -- INSERT SP -----------------------------------------------------------------------
+
+    def insert_sps(self, request: SpInsert, provider: str) -> SpsInserted:
+        """Land the statements as one policy on ``(stream, provider)``, stamped now."""
+        if request.stream not in self.streams:
+            raise QueryRejected("unknown_stream", "INSERT SP names no stream you may use")
+        self._check_roles(request.statements)
+        channel = Channel(request.stream, provider)
+        ts = time.time_ns() // 1000  # grows across calls, so a new policy is never stale
+        seq = self.catalog.last_seq(channel)
+        elements = [
+            SpElement(channel, seq + sn, st.punctuation(ts, sn))
+            for sn, st in enumerate(request.statements, start=1)
+        ]
+        result = self.landing.append(elements)
+        if result.rejected:
+            reasons = sorted({r.reason.value for r in result.rejected})
+            raise QueryRejected("sp_rejected", f"the sps were not accepted: {reasons}")
+        return SpsInserted(channel, ts, len(elements), seq + len(elements))
+
+    def _check_roles(self, statements: Iterable[SpStatement]) -> None:
+        for statement in statements:
+            try:
+                role_members(statement.srp.roles, self.queries.hierarchy)
+            except (UnknownRoleError, PolicyError) as err:
+                raise QueryRejected("unknown_role", str(err)) from None
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def _route(
+        self,
+        request: ContinuousQuery,
+        streams: tuple[str, ...],
+        shape: Shape,
+        roles: tuple[str, ...],
+        sink: Sink,
+        name: str,
+    ) -> RegisteredQuery:
+        kind = shape.kind
+        if kind is ShapeKind.STREAM:
+            return self.queries.register(request.sql, roles, sink, name)
+        if kind is ShapeKind.SLIDING_AGGREGATE:
+            _item, stream, window = shape.windows[0]
+            event_time = self.streams[stream].event_time
+            if event_time is None:
+                raise QueryRejected("window_time", f"stream {stream} has no event time")
+            sql = sliding_window_sql(request.sql, event_time, window)
+            return self.queries.register(sql, roles, sink, name)
+        if kind is ShapeKind.WINDOW_RELATION:
+            return self._window_query(request, streams, shape, roles, sink, name)
+        return self._join_query(request, shape, roles, sink, name)
+
+    def _window_query(
+        self,
+        request: ContinuousQuery,
+        streams: tuple[str, ...],
+        shape: Shape,
+        roles: tuple[str, ...],
+        sink: Sink,
+        name: str,
+    ) -> RegisteredQuery:
+        _item, stream, window = shape.windows[0]
+        checked = check_query(request.sql, list(self.streams))
+
+        def sql(view: str) -> str:
+            return self._labelled(checked.rewrite({stream: view}))
+
+        query = WindowQuery(
+            self.queries.spark,
+            self.queries.labelled,
+            self.streams[stream],
+            self.queries.codec,
+            roles,
+            window,
+            sql,
+            shape.aggregate,
+            _deliverer(sink),
+            self.queries.root / "windows" / name,
+            name,
+        )
+        handle = query.start()
+        self.window_queries[name] = query
+        return self._record(name, request.sql, roles, streams, handle, sink)
+
+    def _join_query(
+        self,
+        request: ContinuousQuery,
+        shape: Shape,
+        roles: tuple[str, ...],
+        sink: Sink,
+        name: str,
+    ) -> RegisteredQuery:
+        if len(shape.join_keys) != 1:
+            raise QueryRejected("query_shape", "a join needs exactly one equality of keys")
+        key = shape.join_keys[0]
+        windows = {item: (stream, window) for item, stream, window in shape.windows}
+        sides = []
+        for alias, attr in ((key.left_alias, key.left_attr), (key.right_alias, key.right_attr)):
+            stream, window = windows[alias]
+            definition = self.streams[stream]
+            if attr not in definition.names:
+                raise QueryRejected("query_shape", f"{attr} is not an attribute of {stream}")
+            sides.append(JoinSide(alias, definition, attr, window))
+        ident = (tuple(sides), self.join_mode)
+        join = self.joins.get(ident)
+        fresh = join is None
+        if join is None:
+            root = self.queries.root / "joins" / uuid.uuid4().hex[:12]
+            join = SCJoin(
+                self.queries.spark,
+                self.queries.labelled,
+                self.queries.codec,
+                sides[0],
+                sides[1],
+                root,
+                self.join_mode,
+            )
+            self.joins[ident] = join
+        if uses_reserved_names(request.sql):
+            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
+        tree = _over_join_output(request.sql)
+        deliver = _deliverer(sink)
+        view = f"ss_{uuid.uuid4().hex}_join"
+
+        def consume(frame: DataFrame, batch_id: int) -> None:
+            frame.createOrReplaceTempView(view)
+            try:
+                text = _with_pair_labels(tree, frame.columns, view)
+                deliver(frame.sparkSession.sql(text), batch_id)
+            finally:
+                frame.sparkSession.catalog.dropTempView(view)
+
+        self.subscriptions[name] = (ident, join.subscribe(roles, consume))
+        if fresh:
+            self.join_handles[ident] = join.start()
+        handle = self.join_handles[ident]
+        streams = tuple(sorted({s.stream.name for s in sides}))
+        return self._record(name, request.sql, roles, streams, handle, sink)
+
+    def _record(
+        self,
+        name: str,
+        sql: str,
+        roles: tuple[str, ...],
+        streams: tuple[str, ...],
+        handle: StreamingQuery,
+        sink: Sink,
+    ) -> RegisteredQuery:
+        query = RegisteredQuery(
+            name, sql, roles, streams, True, handle, self.queries.spark, sink
+        )
+        self.queries.queries[name] = query
+        return query
+
+    def _labelled(self, sql: str) -> str:
+        """The query with its output labels (selections keep them, aggregates combine)."""
+        if uses_reserved_names(sql):
+            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
+        return propagate_labels(sql, self.queries._label_columns(), "_ss_r")
+
+    # -- delegation ------------------------------------------------------------------------
+
+    def _delegate(
+        self,
+        request: ContinuousQuery,
+        streams: tuple[str, ...],
+        shape: Shape,
+        roles: tuple[str, ...],
+        name: str,
+    ) -> RegisteredQuery:
+        if shape.kind is not ShapeKind.STREAM:
+            raise QueryRejected("on_result", "ON RESULT is supported on unwindowed queries")
+        hierarchy = self.queries.hierarchy
+        if not may_delegate(self.shield_state.policies_in_force(), streams, roles, hierarchy):
+            raise QueryRejected(
+                "no_grant_option", "ON RESULT needs the inputs WITH GRANT OPTION for your roles"
+            )
+        self._check_roles(request.on_result)
+        targets = {st.stream for st in request.on_result if st.stream}
+        if len(targets) > 1:
+            raise QueryRejected("on_result", "ON RESULT sps must all go to one stream")
+        target = targets.pop() if targets else f"{name.replace('-', '_')}_result"
+        if target in self.streams:
+            raise QueryRejected(
+                "on_result_stream", "ON RESULT creates a new stream; that name is taken"
+            )
+        source = self.streams[streams[0]]
+        spgen = _DerivedSink(self, target, source, request.on_result, name)
+        return self.queries.register(
+            request.sql, roles, CallbackSink(spgen), name, grant=True
+        )
+
+    def register_stream(self, definition: StreamDefinition) -> None:
+        """Make a new stream known to the catalog, the ingest and the query service."""
+        if definition.name not in self.streams:
+            self.catalog.register_stream(definition)
+            self.landing.stream_dir(definition.name).mkdir(parents=True, exist_ok=True)
+        self.ingest.streams[definition.name] = definition
+        self.queries.streams[definition.name] = definition
+
+
+class _DerivedSink:
+    """SPGen whose derived stream is registered from the output's schema on first use."""
+
+    def __init__(
+        self,
+        service: CqlService,
+        target: str,
+        source: StreamDefinition,
+        statements: Sequence[SpStatement],
+        name: str,
+    ) -> None:
+        self.service, self.target, self.source = service, target, source
+        self.statements, self.name = statements, name
+        self.spgen: SpGen | None = None
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        if self.spgen is None:
+            columns = [c for c in frame.columns if not c.startswith("_ss_")]
+            tid = self.source.tid if self.source.tid in columns else columns[0]
+            event = self.source.event_time if self.source.event_time in columns else None
+            definition = derived_definition(self.target, frame.schema, tid, event)
+            self.service.register_stream(definition)
+            self.spgen = SpGen(
+                self.service.landing,
+                self.target,
+                f"q-{self.name}",
+                self.statements,
+                tid,
+                Path(self.service.queries.root) / "spgen" / self.name,
+            )
+        self.spgen(frame, batch_id)
+
+
+def _over_join_output(sql: str) -> exp.Select:
+    """The user's join query reading the join's output (placeholder ``__ss_join__``).
+
+    The output has one struct column per alias, so ``a.hr`` resolves as a field; the
+    FROM/JOIN clauses and the ON condition go, since the join already happened.
+    """
+    tree = sqlglot.parse_one(sql, read="spark")
+    if not isinstance(tree, exp.Select):
+        raise QueryRejected("query_shape", "a join query must be one SELECT")
+    tree.set("joins", None)
+    tree.set("from_", exp.From(this=exp.to_table("__ss_join__")))
+    return tree
+
+
+def _with_pair_labels(tree: exp.Select, columns: Sequence[str], view: str) -> str:
+    """The query over ``view`` carrying the pair labels: plain selections keep the pair's
+    tuple label, origins and provenance; aggregates AND the readers and OR the rest."""
+    tree = tree.copy()
+    tree.set("from_", exp.From(this=exp.to_table(view)))
+    tuple_labels = [c for c in columns if c.startswith(("_ss_r0_", "_ss_d0_", "_ss_src_"))]
+    if is_aggregate(tree.sql(dialect="spark")):
+        extra = [
+            exp.alias_(exp.func("bit_and" if c.startswith("_ss_r") else "bit_or", exp.column(c)), c)
+            for c in tuple_labels
+        ]
+    else:
+        origins = [c for c in columns if c.startswith("_ss_") and c.endswith(_ORIGINS)]
+        extra = [exp.column(c) for c in (*tuple_labels, *origins)]
+    return tree.select(*extra, append=True).sql(dialect="spark")
+
+
+_ORIGINS = ("_channel", "_seq", "_tid", "_policy")
+
+
+def _deliverer(sink: Sink):
+    """A per-batch delivery function for engines that produce one frame per instant."""
+    if isinstance(sink, CallbackSink):
+        return sink.fn
+    if isinstance(sink, FileSink):
+        return lambda frame, _batch: frame.write.mode("append").format(sink.format).save(
+            sink.path
+        )
+    if isinstance(sink, ConsoleSink):
+        return lambda frame, _batch: frame.show(truncate=False)
+    raise QueryRejected("sink", "window and join queries deliver to callback, file or console")

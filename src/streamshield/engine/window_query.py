@@ -1,0 +1,106 @@
+"""A single-stream continuous query over a CQL window: `[ROWS n]`, `[NOW]`, `[RANGE t]`.
+
+Spark's streaming SQL has no count windows, so these queries run per micro-batch: the
+labelled stream's new rows update a :class:`~streamshield.engine.window_state.WindowState`
+(persisted per batch id, so a replay sees the same relation), the relation goes
+through the query's secured view, and the user's checked SQL runs over it as batch SQL.
+
+What each instant (the end of a micro-batch) emits, following CQL:
+
+- a selection/projection emits ISTREAM: the rows of tuples that entered the window in
+  this batch (a tuple evicted in the batch it arrived never shows, as in CQL);
+- an aggregate emits RSTREAM: the aggregate over the whole window at this instant,
+  labelled with the intersection of its contributors' readers.
+
+Security comes first: only tuples the query's roles may read enter its window (so a
+``ROWS n`` window holds the n latest *visible* tuples, and neither its content nor its
+eviction depends on tuples the query cannot see); the secured view then masks their
+attributes beneath the user's SQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine import labels
+from streamshield.engine.ingest import PASS
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.secured_view import secured_view
+from streamshield.engine.window_state import ARRIVAL, WindowState
+from streamshield.lang.windows import WindowSpec
+from streamshield.policy.encoding import RoleCodec
+
+
+class WindowQuery:
+    """One registered window query; ``deliver(frame, batch_id)`` gets each instant's output."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: LabelledStore,
+        stream: StreamDefinition,
+        codec: RoleCodec,
+        roles: Sequence[str],
+        window: WindowSpec,
+        sql: Callable[[str], str],
+        aggregate: bool,
+        deliver: Callable[[DataFrame, int], None],
+        root: str | Path,
+        name: str,
+    ) -> None:
+        """``sql(view)`` is the user's checked SQL reading the secured window as ``view``."""
+        self.spark, self.store, self.stream, self.codec = spark, store, stream, codec
+        self.roles, self.aggregate, self.deliver = tuple(roles), aggregate, deliver
+        self.root, self.name = Path(root), name
+        event_time = stream.event_time
+        self.state = WindowState(
+            spark,
+            window,
+            self.root / "state",
+            None if event_time is None else (event_time, stream.types[event_time]),
+        )
+        self.view = f"ss_{uuid.uuid4().hex}_{stream.name}"
+        self.text = sql(self.view)
+        self.salt = uuid.uuid4().hex
+
+    def start(self, available_now: bool = False) -> StreamingQuery:
+        path = self.store.path(self.stream.name)
+        path.mkdir(parents=True, exist_ok=True)
+        struct = labelled_schema(
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+        )
+        source = (
+            self.spark.readStream.schema(struct)
+            .option("recursiveFileLookup", "true")
+            .parquet(str(path))
+        )
+        writer = (
+            source.writeStream.foreachBatch(self._process)
+            .option("checkpointLocation", str(self.root / "checkpoint"))
+            .queryName(self.name)
+        )
+        trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
+        return writer.trigger(**trigger).start()
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        visible = (F.col("reason") == PASS) & labels.allows(0, self.codec.query(self.roles))
+        relation = self.state.update(batch.filter(visible), batch_id)
+        if not self.aggregate:
+            relation = relation.filter(F.col(ARRIVAL) == batch_id)
+        view = secured_view(
+            relation, self.stream, self.codec, self.roles, keep_labels=True, salt=self.salt
+        )
+        session = relation.sparkSession
+        view.createOrReplaceTempView(self.view)
+        try:
+            out = session.sql(self.text)
+            self.deliver(out.drop(ARRIVAL) if ARRIVAL in out.columns else out, batch_id)
+        finally:
+            session.catalog.dropTempView(self.view)
