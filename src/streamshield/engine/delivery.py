@@ -1,0 +1,161 @@
+"""Delivery: SecFilter at the output of a query, with the subscribers' rights of *now*.
+
+Rights change while a query runs (revocation, grants); the query itself was checked
+once, at registration. So every micro-batch, for every subscriber, delivery reads the
+subscriber's current rights once and lets a row through only if its provenance is a
+non-empty subset of the streams the subscriber may READ (strong semantic), or, for
+an aggregate query's rows, of READ plus READ AGGREGATE. A revocation therefore takes
+effect with the next micro-batch, also for results computed before it.
+
+The check is a native filter per *distinct* rights (subscribers with equal rights share
+one filter and one collect); Python runs per micro-batch and per subscriber only.
+Rights are read after the batch is computed and cached, so the window between reading
+them and handing rows over is the filter over cached rows, not the whole batch.
+A rights lookup that fails or answers nonsense delivers nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamshield.engine.provenance import delivered
+from streamshield.policy.bitset import Words, is_empty
+from streamshield.policy.provenance import NO_RIGHTS, ProvenanceCodec, Rights
+
+audit = logging.getLogger("streamshield.audit")
+
+LABEL_PREFIX = "_ss_"
+POLICY_COLUMN = "_ss_policy"
+TUPLE_ORIGIN = "_ss_seq"
+"""Rows carrying a tuple's sequence number are raw tuples, whatever the query claims."""
+
+RightsLookup = Callable[[str], "Rights | tuple[set[str], set[str]]"]
+Deliver = Callable[[list[dict]], None]
+DropHook = Callable[[str, int, int, tuple[str, ...]], None]
+"""``on_drop(user, batch_id, count, policy_ids)``: what a subscriber did not get, no values."""
+
+
+@dataclass(frozen=True, eq=False)
+class Subscription:
+    user: str
+    deliver: Deliver = field(repr=False)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+class Delivery:
+    """A fan-out sink (``CallbackSink(delivery)``) applying SecFilter per subscriber."""
+
+    def __init__(
+        self,
+        rights: RightsLookup,
+        codec: ProvenanceCodec,
+        *,
+        aggregate: bool = False,
+        on_drop: DropHook | None = None,
+    ) -> None:
+        """``aggregate``: the query's output rows are aggregates (READ AGGREGATE applies).
+
+        Leaving it False can only deliver less.
+        """
+        self._rights, self._codec = rights, codec
+        self._aggregate, self._on_drop = aggregate, on_drop
+        self._subscriptions: dict[str, Subscription] = {}
+        self._lock = threading.Lock()
+
+    def subscribe(self, user: str, deliver: Deliver) -> Subscription:
+        subscription = Subscription(user, deliver)
+        with self._lock:
+            self._subscriptions[subscription.id] = subscription
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._subscriptions.pop(subscription.id, None)
+
+    @property
+    def subscriptions(self) -> tuple[Subscription, ...]:
+        with self._lock:
+            return tuple(self._subscriptions.values())
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        subscriptions = self.subscriptions
+        if not subscriptions:
+            return
+        frame = frame.persist()
+        try:
+            if frame.count() == 0:
+                return
+            aggregate_rows = self._aggregate and TUPLE_ORIGIN not in frame.columns
+            readable = self._readable(subscriptions, aggregate_rows)
+            classes: dict[Words, list[Subscription]] = {}
+            for subscription in subscriptions:
+                classes.setdefault(readable[subscription.user], []).append(subscription)
+            conditions = {words: delivered(frame.columns, words) for words in classes}
+            payload = frame.drop(*(c for c in frame.columns if c.startswith(LABEL_PREFIX)))
+            for words, members in classes.items():
+                if not is_empty(words):
+                    rows = payload.filter(conditions[words]).collect()
+                    for subscription in members:
+                        self._hand_over(subscription, [r.asDict(recursive=True) for r in rows])
+            if self._on_drop is not None:
+                self._report_drops(frame, batch_id, classes, conditions)
+        finally:
+            frame.unpersist()
+
+    def _readable(
+        self, subscriptions: tuple[Subscription, ...], aggregate_rows: bool
+    ) -> dict[str, Words]:
+        """Each user's rights as words, looked up once per batch; failure is no right."""
+        out: dict[str, Words] = {}
+        for user in {s.user for s in subscriptions}:
+            try:
+                rights = Rights.of(self._rights(user))
+            except Exception as err:  # any failure denies, never fails open
+                audit.error(
+                    "rights lookup for %s failed (%s): delivering nothing", user, type(err).__name__
+                )
+                rights = NO_RIGHTS
+            out[user] = self._codec.readable(rights.sources(aggregate_rows))
+        return out
+
+    def _hand_over(self, subscription: Subscription, rows: list[dict]) -> None:
+        if not rows:
+            return
+        try:
+            subscription.deliver(rows)
+        except Exception as err:  # one subscriber must not stop the others
+            audit.error("delivery to %s failed (%s)", subscription.user, type(err).__name__)
+
+    def _report_drops(
+        self,
+        frame: DataFrame,
+        batch_id: int,
+        classes: dict[Words, list[Subscription]],
+        conditions: dict[Words, Column],
+    ) -> None:
+        """Rows each subscriber did not get, per policy id: one aggregate for all of them."""
+        keys = list(classes)
+        policy = F.col(POLICY_COLUMN) if POLICY_COLUMN in frame.columns else F.lit(None)
+        counts = (
+            frame.groupBy(policy.cast("string").alias("policy"))
+            .agg(*(F.count_if(~conditions[k]).alias(f"d{i}") for i, k in enumerate(keys)))
+            .collect()
+        )
+        assert self._on_drop is not None
+        for i, key in enumerate(keys):
+            dropped = sum(row[f"d{i}"] for row in counts)
+            if not dropped:
+                continue
+            ids = tuple(sorted(row["policy"] for row in counts if row[f"d{i}"] and row["policy"]))
+            for subscription in classes[key]:
+                try:
+                    self._on_drop(subscription.user, batch_id, dropped, ids)
+                except Exception as err:  # auditing must not stop delivery
+                    audit.error("drop hook failed (%s)", type(err).__name__)
