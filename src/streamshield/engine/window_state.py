@@ -1,0 +1,143 @@
+"""A CQL window over a labelled stream, kept as a Parquet relation versioned by batch id.
+
+Windows are evaluated at micro-batch boundaries (:mod:`streamshield.lang.windows`):
+``update(new_rows, batch_id)`` adds the batch's rows to the relation of the previous
+instant, evicts what the window no longer holds and returns the relation at this
+instant. Every version is written under ``<directory>/v=<batch_id>`` by one atomic
+rename, and batch N always starts from the newest version below N. A batch replayed
+after a crash therefore starts from the same relation and yields the same one; a
+version already in place for N is complete and is simply read back.
+
+Each row carries the batch it arrived in (:data:`ARRIVAL`): windows only evict, so the
+rows new at an instant are exactly those with ``ARRIVAL == batch_id`` (what a CQL
+ISTREAM over the window needs).
+
+- ``ROWS n``: the ``n`` latest rows of each channel ``(stream, provider)`` by ``seq``;
+- ``RANGE t``: rows whose event time is greater than (newest event time seen) - ``t``
+  seconds; a ``bigint`` event time counts seconds; rows without event time are in no
+  RANGE window;
+- ``NOW``: this batch's rows only.
+
+Per batch: one small aggregate (RANGE), one Parquet write. Nothing runs per row in
+Python.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from streamshield.lang.windows import WindowKind, WindowSpec
+
+ARRIVAL = "_ss_batch"
+"""The id of the micro-batch a window row arrived in."""
+CHANNEL = ("stream", "provider")
+_VERSION = "v="
+_MICROS = 1_000_000
+
+
+class WindowState:
+    """The window relation of one input, persisted per batch under ``directory``.
+
+    ``event_time`` names the event-time column and its Spark type (``timestamp`` or
+    ``bigint`` seconds); only RANGE windows need it. Sliding RANGE windows (``SLIDE``)
+    are hopping windows for aggregates, not a join window, and are refused.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        window: WindowSpec,
+        directory: str | Path,
+        event_time: tuple[str, str] | None = None,
+        keep: int = 2,
+    ) -> None:
+        if window.kind is WindowKind.RANGE:
+            if window.slide is not None:
+                raise ValueError("a sliding RANGE window is not a relation window")
+            if event_time is None:
+                raise ValueError("a RANGE window needs a stream with an event time")
+            if event_time[1] not in ("timestamp", "bigint"):
+                raise ValueError(f"event time of type {event_time[1]} is not supported")
+        self.spark, self.window, self.event_time = spark, window, event_time
+        self.directory = Path(directory)
+        self.keep = max(keep, 1)
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def update(self, new_rows: DataFrame, batch_id: int) -> DataFrame:
+        """The window at the end of ``batch_id``, with :data:`ARRIVAL`; persisted first."""
+        schema = StructType([*new_rows.schema.fields, StructField(ARRIVAL, LongType(), False)])
+        target = self._path(batch_id)
+        if not target.exists():
+            fresh = new_rows.withColumn(ARRIVAL, F.lit(batch_id).cast("long"))
+            previous = self._before(batch_id)
+            combined = (
+                fresh
+                if previous is None or self.window.kind is WindowKind.NOW
+                else self._read(previous, schema).unionByName(fresh)
+            )
+            self._write(self._evict(combined), batch_id)
+            self._prune(batch_id)
+        return self._read(target, schema)
+
+    def versions(self) -> list[int]:
+        return sorted(
+            int(p.name[len(_VERSION) :])
+            for p in self.directory.glob(f"{_VERSION}*")
+            if p.name[len(_VERSION) :].isdigit()
+        )
+
+    def _evict(self, rows: DataFrame) -> DataFrame:
+        kind = self.window.kind
+        if kind is WindowKind.ROWS:
+            order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
+            rank = "_ss_window_rank"
+            return (
+                rows.withColumn(rank, F.row_number().over(order))
+                .filter(F.col(rank) <= self.window.size)
+                .drop(rank)
+            )
+        if kind is WindowKind.RANGE:
+            time, width = self._event_units()
+            newest = rows.agg(F.max(time)).first()[0]
+            if newest is None:
+                return rows.filter(F.lit(False))
+            return rows.filter(time > F.lit(newest - width))
+        return rows
+
+    def _event_units(self) -> tuple[Column, int]:
+        """Event time as a long in its own unit, and the window width in that unit."""
+        assert self.event_time is not None
+        name, kind = self.event_time
+        if kind == "timestamp":
+            return F.unix_micros(F.col(name)), self.window.size * _MICROS
+        return F.col(name).cast("long"), self.window.size
+
+    def _path(self, batch_id: int) -> Path:
+        return self.directory / f"{_VERSION}{batch_id}"
+
+    def _before(self, batch_id: int) -> Path | None:
+        earlier = [v for v in self.versions() if v < batch_id]
+        return self._path(max(earlier)) if earlier else None
+
+    def _read(self, path: Path, schema: StructType) -> DataFrame:
+        return self.spark.read.schema(schema).parquet(str(path))
+
+    def _write(self, rows: DataFrame, batch_id: int) -> None:
+        staging = self.directory / f"_tmp-{batch_id}"
+        shutil.rmtree(staging, ignore_errors=True)
+        rows.write.mode("overwrite").parquet(str(staging))
+        for marker in staging.glob(".*.crc"):
+            marker.unlink()
+        os.replace(staging, self._path(batch_id))
+
+    def _prune(self, batch_id: int) -> None:
+        """Drop versions no replay can need: a replay of N reads the newest below N."""
+        older = [v for v in self.versions() if v < batch_id]
+        for version in older[: max(len(older) - self.keep + 1, 0)]:
+            shutil.rmtree(self._path(version), ignore_errors=True)
