@@ -33,6 +33,7 @@ from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
+from streamshield.engine.provenance import with_label
 from streamshield.engine.queries import (
     CallbackSink,
     ConsoleSink,
@@ -234,6 +235,7 @@ class CqlService:
             _deliverer(sink),
             self.queries.root / "windows" / name,
             name,
+            self.queries.provenance,
         )
         handle = query.start()
         self.window_queries[name] = query
@@ -279,7 +281,10 @@ class CqlService:
         deliver = _deliverer(sink)
         view = f"ss_{uuid.uuid4().hex}_join"
 
+        sources = self.queries.provenance.encode(s.stream.name for s in sides)
+
         def consume(frame: DataFrame, batch_id: int) -> None:
+            frame = with_label(frame, sources)  # every pair comes from both streams
             frame.createOrReplaceTempView(view)
             try:
                 text = _with_pair_labels(tree, frame.columns, view)
@@ -354,6 +359,8 @@ class CqlService:
             self.landing.stream_dir(definition.name).mkdir(parents=True, exist_ok=True)
         self.ingest.streams[definition.name] = definition
         self.queries.streams[definition.name] = definition
+        # A delegated stream is a source of its own: its owner vouched for it (SPGen).
+        self.queries.sources.add([definition.name])
 
 
 class _DerivedSink:

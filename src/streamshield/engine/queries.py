@@ -24,8 +24,10 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.policy_registry import PolicyRegistry
+from streamshield.engine.provenance import provenance_column, with_provenance
 from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.secured_view import secured_view, statistics_view
+from streamshield.engine.source_ids import SourceIds
 from streamshield.lang.label_propagation import (
     LabelsNotPropagated,
     is_aggregate,
@@ -35,6 +37,7 @@ from streamshield.lang.label_propagation import (
 from streamshield.lang.query_check import QueryRejected, check_query
 from streamshield.lang.statistics_rewrite import rewrite_statistics
 from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
 
 audit = logging.getLogger("streamshield.audit")
@@ -145,6 +148,8 @@ class QueryService:
         self.statistics_k = statistics_k  # minimum hidden contributors of a released group
         self.labelled, self.root = labelled, Path(root)
         self.queries: dict[str, RegisteredQuery] = {}
+        self.sources = SourceIds(self.root / "provenance.json")
+        self.sources.add(sorted(streams))
 
     def register(
         self,
@@ -233,19 +238,29 @@ class QueryService:
     def stop(self, name: str) -> None:
         self.queries.pop(name).stop()
 
+    @property
+    def provenance(self) -> ProvenanceCodec:
+        return self.sources.codec
+
     def _label_columns(self) -> list[str]:
+        """Tuple label and provenance words: what a query's output rows carry on."""
         return [
             column(0, w)
             for w in range(self.codec.width)
             for column in (reader_column, denied_column)
-        ]
+        ] + self._provenance_columns()
+
+    def _provenance_columns(self) -> list[str]:
+        return [provenance_column(w) for w in range(self.provenance.width)]
 
     def _statistics(self, text: str, streams: tuple[str, ...]) -> str | None:
         """The statistics-view form of a single-stream aggregate, or None (READ view)."""
         if len(streams) != 1:
             return None
         names = self.streams[streams[0]].names
-        return rewrite_statistics(text, names, self.codec.block_width, self.statistics_k)
+        return rewrite_statistics(
+            text, names, self.codec.block_width, self.statistics_k, self._provenance_columns()
+        )
 
     def _view(
         self,
@@ -272,7 +287,7 @@ class QueryService:
             view = secured_view(
                 source, schema, self.codec, roles, keep_labels=True, salt=salt, grant=grant
             )
-        view.createOrReplaceTempView(name)
+        with_provenance(view, stream, self.provenance).createOrReplaceTempView(name)
 
     def _start(self, result: DataFrame, sink: Sink, name: str, aggregate: bool) -> StreamingQuery:
         checkpoint = self.root / "checkpoints" / "queries" / name

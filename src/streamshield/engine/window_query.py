@@ -32,10 +32,12 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
 from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.provenance import ProvenanceCodec
 
 
 class WindowQuery:
@@ -54,11 +56,12 @@ class WindowQuery:
         deliver: Callable[[DataFrame, int], None],
         root: str | Path,
         name: str,
+        provenance: ProvenanceCodec,
     ) -> None:
         """``sql(view)`` is the user's checked SQL reading the secured window as ``view``."""
         self.spark, self.store, self.stream, self.codec = spark, store, stream, codec
         self.roles, self.aggregate, self.deliver = tuple(roles), aggregate, deliver
-        self.root, self.name = Path(root), name
+        self.root, self.name, self.provenance = Path(root), name, provenance
         event_time = stream.event_time
         self.state = WindowState(
             spark,
@@ -97,6 +100,7 @@ class WindowQuery:
         view = secured_view(
             relation, self.stream, self.codec, self.roles, keep_labels=True, salt=self.salt
         )
+        view = with_provenance(view, self.stream.name, self.provenance)
         session = relation.sparkSession
         view.createOrReplaceTempView(self.view)
         try:

@@ -98,11 +98,19 @@ def _bare_argument(node: exp.Expression) -> exp.Column | None:
     return arg
 
 
-def rewrite_statistics(sql: str, attributes: Sequence[str], block_width: int, k: int) -> str | None:
+def rewrite_statistics(
+    sql: str,
+    attributes: Sequence[str],
+    block_width: int,
+    k: int,
+    provenance: Sequence[str] = (),
+) -> str | None:
     """``sql`` over a statistics view, with release condition and output labels (Spark SQL).
 
-    None when the query's shape is not a plain single-stream aggregate: the caller then
-    runs it over the READ-only view, where statistics-only rows do not exist.
+    ``provenance`` names the view's source-stream words; they combine with ``bit_or``
+    (the union of the contributors' sources). None when the query's shape is not a plain
+    single-stream aggregate: the caller then runs it over the READ-only view, where
+    statistics-only rows do not exist.
     """
     if k < 1:
         raise ValueError(f"the minimum group size must be >= 1, got {k}")
@@ -125,7 +133,8 @@ def rewrite_statistics(sql: str, attributes: Sequence[str], block_width: int, k:
     raw_used = {index[c.name.lower()] for c in tree.find_all(exp.Column) if c.name.lower() in index}
     tree = tree.having(_release(stats_used, k), append=True, dialect="spark")
     labels = _output_labels(sorted(stats_used - raw_used), sorted(raw_used), block_width, k)
-    return tree.select(*labels, append=True, dialect="spark").sql(dialect="spark")
+    sources = [exp.alias_(exp.func("bit_or", exp.column(c)), c) for c in provenance]
+    return tree.select(*labels, *sources, append=True, dialect="spark").sql(dialect="spark")
 
 
 def _aggregates(tree: exp.Select) -> bool:
