@@ -90,6 +90,22 @@ def test_aggregate_over_visible_rows_only(service, spark) -> None:
     assert all("_ss_r0_0" in r.asDict() for r in rows)
 
 
+def test_union_keeps_each_tuples_own_labels_and_source(service, spark) -> None:
+    sql = (
+        "SELECT patient_id, ts FROM HeartRate UNION ALL "
+        "SELECT patient_id, ts FROM BodyTemperature"
+    )
+    query, rows = run(service, spark, sql, ["C"], "union_c")
+    assert query.labelled_output
+    heart = service.provenance.label("HeartRate")[0]
+    temperature = service.provenance.label("BodyTemperature")[0]
+    sources = sorted(r["_ss_src_0"] for r in rows)
+    # every row names its own stream only: none is widened to both
+    assert set(sources) == {heart, temperature}
+    assert sources.count(heart) == len(expected_heart_rate(["C"]))
+    assert all(r["_ss_r0_0"] != 0 and r["_ss_policy"] for r in rows)
+
+
 @pytest.mark.parametrize(
     "sql",
     [

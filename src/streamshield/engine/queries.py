@@ -181,7 +181,7 @@ class QueryService:
         if uses_reserved_names(text):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
         aggregate = is_aggregate(text)
-        labelled_output = len(checked.streams) == 1
+        labelled_output = True  # unless propagation below cannot label this shape
         statistics = self._statistics(text, checked.streams) if aggregate and not grant else None
         for stream, view in views.items():
             self._view(session, stream, roles, view, statistics is not None, grant)

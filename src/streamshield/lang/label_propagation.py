@@ -3,8 +3,9 @@
 DESIGN.md section 1: select/project keep a tuple's labels; an aggregate's readers are
 the intersection over its contributors (``bit_and``) and its denied roles the union
 (``bit_or``). The rewrite adds those label columns to the outermost SELECT of a query
-over one secured view. Joins and set operations are left to the SCJoin work; for them
-the output carries no labels and :func:`propagate_labels` says so.
+over one secured view, or to every branch of a ``UNION ALL`` of such selects. Joins
+are the SCJoin's (which labels pairs itself); for other shapes the output carries no
+labels and :func:`propagate_labels` says so.
 """
 
 from __future__ import annotations
@@ -47,17 +48,33 @@ def propagate_labels(sql: str, label_columns: Sequence[str], readers_prefix: str
     """``sql`` with the label columns appended to its outer SELECT (Spark dialect).
 
     Columns starting with ``readers_prefix`` combine with ``bit_and`` under aggregation,
-    the others (denied words) with ``bit_or``; the origin columns (policy, channel, seq,
-    tuple id) pass through plain selections only.
+    the others (denied and provenance words) with ``bit_or``; the origin columns
+    (policy, channel, seq, tuple id) pass through plain selections only. A ``UNION ALL``
+    of such selects keeps each tuple's own labels: every branch carries them, in the
+    same column order, so the union lines them up.
     """
     tree = sqlglot.parse_one(sql, read="spark")
-    if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
-        raise LabelsNotPropagated("labels propagate through single-stream SELECTs only")
     if uses_reserved_names(sql):
         raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
+    return _propagate(tree, label_columns, readers_prefix).sql(dialect="spark")
+
+
+def _propagate(
+    tree: exp.Expression, label_columns: Sequence[str], readers_prefix: str
+) -> exp.Expression:
+    if isinstance(tree, exp.Union):
+        if tree.args.get("distinct") or tree.args.get("by_name"):
+            raise LabelsNotPropagated("only UNION ALL keeps each tuple's labels")
+        left = _propagate(tree.this, label_columns, readers_prefix)
+        right = _propagate(tree.expression, label_columns, readers_prefix)
+        if _is_aggregate_tree(left) != _is_aggregate_tree(right):
+            raise LabelsNotPropagated("a union of an aggregate and a selection has no labels")
+        return exp.union(left, right, distinct=False)
+    if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
+        raise LabelsNotPropagated("labels propagate through single-stream SELECTs only")
     aggregate = _is_aggregate(tree)
     if not aggregate and any(isinstance(e, exp.Star) for e in tree.expressions):
-        return tree.sql(dialect="spark")  # the star already carries the labels
+        return tree  # the star already carries the labels
     extra: list[exp.Expression] = []
     for column in label_columns:
         if aggregate:
@@ -67,4 +84,8 @@ def propagate_labels(sql: str, label_columns: Sequence[str], readers_prefix: str
             extra.append(exp.column(column))
     if not aggregate:  # where each row came from, for re-punctuating the output
         extra += [exp.column(origin) for origin in ORIGIN]
-    return tree.select(*extra, append=True).sql(dialect="spark")
+    return tree.select(*extra, append=True)
+
+
+def _is_aggregate_tree(tree: exp.Expression) -> bool:
+    return isinstance(tree, exp.Select) and _is_aggregate(tree)
