@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 .PHONY: run test lint bench setup clean
 
 run: setup
-	$(BIN)/streamshield run
+	$(BIN)/streamshield serve
 
 bench: setup
 	$(BIN)/python -m bench.run
