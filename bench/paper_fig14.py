@@ -1,0 +1,204 @@
+"""Security-punctuations paper, Fig. 14: SS pushed down vs pushed up around a selection.
+
+``python -m bench.paper_fig14 [--quick]``. A select-project query (``id, value, ts``
+where ``value < x``, ``x`` setting the selectivity) over labelled tuples, at two SS
+state sizes (a query with 100 roles and one with 10), in four plans:
+
+* ``pushed down``: SS filter first, then the selection;
+* ``pushed up``: the selection first, then the SS filter;
+* ``catalyst default``: the query as users write it, over the secured view;
+* ``no SS``: the same selection on the same rows with no security at all.
+
+How the order is forced: Catalyst merges adjacent filters (``CombineFilters``, then
+``FileSourceStrategy``) into one ``Filter`` whose conjuncts keep the order of the
+``.filter`` calls, lower filter first; it does not reorder conjuncts by cost, and
+generated code evaluates conjuncts left to right and skips the row at the first false
+one. So ``labelled.filter(ss).filter(sel)`` runs SS first and
+``labelled.filter(sel).filter(ss)`` runs the selection first. :func:`predicate_order`
+reads the physical plan of every plan and the run stops if the order is not the one
+stated (only the inferred ``isnotnull`` checks come first in both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from bench import experiment_common as ec
+from bench.plots import Panel, markdown_table, save_figure
+from streamshield.engine.secured_view import secured_view
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PLANS = ("pushed down", "pushed up", "catalyst default", "no SS")
+COLUMNS = ["roles", "selectivity_pct", "rows", *(f"{p} ms_per_1k" for p in PLANS)]
+
+
+def build(plan: str, source: DataFrame, w: ec.Workload, selection: Column) -> DataFrame:
+    """The query of ``plan`` over a labelled (streaming or batch) frame."""
+    ss = ec.ss_condition(w)
+    if plan == "pushed down":
+        rows = source.filter(ss).filter(selection)
+    elif plan == "pushed up":
+        rows = source.filter(selection).filter(ss)
+    elif plan == "catalyst default":
+        rows = secured_view(source, ec.STREAM, w.codec(), w.query_roles).filter(selection)
+    else:
+        rows = source.filter(selection)
+    return rows.select("id", "value", "ts")
+
+
+def physical_plan(frame: DataFrame) -> str:
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        frame.explain()
+    return buffer.getvalue()
+
+
+def predicate_order(plan_text: str) -> str:
+    """Which of the SS test and the selection the plan's Filter evaluates first."""
+    line = next(x for x in plan_text.splitlines() if "Filter " in x)
+    ss = line.find(" = pass)")
+    sel = re.search(r"\(value#\d+ < ", line)
+    if ss < 0:
+        return "selection only"
+    if re.search(r"THEN \(value#\d+ < ", line):  # the secured view: inside the mask
+        return "SS first, selection on the masked value"
+    if sel is None:
+        return "no selection"
+    return "SS first" if ss < sel.start() else "selection first"
+
+
+EXPECTED = {
+    "pushed down": "SS first",
+    "pushed up": "selection first",
+    "catalyst default": "SS first, selection on the masked value",
+    "no SS": "selection only",
+}
+
+
+def check_orders(spark: SparkSession, path: Path, w: ec.Workload) -> dict[str, str]:
+    """The evaluation order of every plan, read from its physical plan; stops if wrong."""
+    batch = spark.read.schema(ec.labelled_struct(spark, w)).parquet(str(path))
+    orders = {}
+    for plan in PLANS:
+        order = predicate_order(physical_plan(build(plan, batch, w, F.col("value") < 50.0)))
+        if order != EXPECTED[plan]:
+            raise RuntimeError(f"{plan}: the plan evaluates {order}, not {EXPECTED[plan]}")
+        orders[plan] = order
+    return orders
+
+
+def measure_state(
+    spark: SparkSession, case: Path, w: ec.Workload, args: argparse.Namespace
+) -> tuple[list[dict], dict[str, str]]:
+    landing = ec.write_landing(case / "landing", w)
+    ec.secure_ingest(spark, landing, case / "ss", w)
+    data = ec.link_copies(ec.labelled_path(case / "ss"), case / "q", args.copies)
+    struct = ec.labelled_struct(spark, w)
+    rows = spark.read.schema(struct).parquet(str(data)).count()
+    orders = check_orders(spark, data, w)
+    results = []
+    for pct in args.selectivities:
+        result: dict = {"roles": w.state, "selectivity_pct": pct, "rows": rows}
+        selection = F.col("value") < float(pct)
+        for n, plan in enumerate(PLANS):
+
+            def once(
+                i: int, plan: str = plan, tag: str = f"{pct}-{n}", sel: Column = selection
+            ) -> float:
+                frame = build(plan, ec.read_stream(spark, data, struct), w, sel)
+                return ec.run_noop(frame, case / f"ck-{tag}-{i}")
+
+            seconds = ec.best(once, args.repeats)
+            result[f"{plan} ms_per_1k"] = seconds * 1000 * 1000 / rows
+        print(result, flush=True)
+        results.append(result)
+    return results, orders
+
+
+def run(args: argparse.Namespace) -> tuple[list[dict], dict[str, str]]:
+    spark = ec.session()
+    work = Path(tempfile.mkdtemp(prefix="streamshield-fig14-"))
+    results: list[dict] = []
+    orders: dict[str, str] = {}
+    try:
+        for state in args.roles:
+            w = ec.Workload(args.tuples, args.per_sp, state)
+            found, orders = measure_state(spark, work / f"r{state}", w, args)
+            results += found
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results, orders
+
+
+def write_outputs(
+    results: list[dict], orders: dict[str, str], args: argparse.Namespace, started: str
+) -> None:
+    out = Path(args.out)
+    panels = []
+    for label, state in zip("abcdefgh", args.roles, strict=False):
+        rows = [r for r in results if r["roles"] == state]
+        panels.append(
+            Panel(
+                f"({label}) SS state of {state} roles",
+                "selectivity of value < x (%)",
+                "ms per 1000 tuples",
+                [r["selectivity_pct"] for r in rows],
+                {p: [r[f"{p} ms_per_1k"] for r in rows] for p in PLANS},
+            )
+        )
+    save_figure(panels, out / "img" / "fig14.png", "Fig. 14 on Spark: SS pushed down vs up")
+    text = [
+        "# Fig. 14 on Spark: measured",
+        "",
+        f"`python -m bench.paper_fig14{''.join(' ' + a for a in args.argv)}`,",
+        f"started {started}, finished {ec.clock()}; {args.tuples} tuples ingested (1 sp per",
+        f"{args.per_sp} tuples), queried as {args.copies} hard-linked copies; best of",
+        f"{args.repeats} runs per point. ![Fig. 14](img/fig14.png)",
+        "",
+        "Evaluation order read from each physical plan:",
+        "",
+        *(f"* {plan}: {order}" for plan, order in orders.items()),
+        "",
+        markdown_table(results, COLUMNS),
+        "",
+    ]
+    (out / "fig14.md").write_text("\n".join(text))
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, runs in seconds")
+    parser.add_argument("--out", default=str(DOCS), help="writes fig14.md and img/fig14.png")
+    parser.add_argument("--tuples", type=int, default=20_000)
+    parser.add_argument("--per-sp", type=int, default=10)
+    parser.add_argument("--copies", type=int, default=50, help="query rows = tuples x copies")
+    parser.add_argument("--roles", type=int, nargs="+", default=[100, 10])
+    parser.add_argument("--selectivities", type=int, nargs="+", default=[1, 10, 25, 50, 75, 100])
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tuples, args.copies, args.repeats = 800, 2, 1
+        args.roles, args.selectivities = [10], [10, 100]
+    args.argv = argv
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    started = ec.clock()
+    results, orders = run(args)
+    write_outputs(results, orders, args, started)
+
+
+if __name__ == "__main__":
+    main()
