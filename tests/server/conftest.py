@@ -56,6 +56,12 @@ def start_server(root: Path, session, users: dict[str, list[str]], **security_op
     admin = security.login(first[0], PASSWORD, first[1])
     for name, roles in others:
         security.create_user(name, PASSWORD, roles, by=admin)
+    return serve_root(root, session, security)
+
+
+def serve_root(root: Path, session, security: SecurityCatalog | None = None) -> Server:
+    """A server on ``root`` as it is (a restart when the root was served before)."""
+    security = security or SecurityCatalog(root / "catalog.db")
     service = ServerService(session, root, security)
     service.start()
     tls = ensure_self_signed(root / "tls")

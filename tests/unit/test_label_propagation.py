@@ -45,3 +45,25 @@ def test_union_all_labels_every_branch_alike() -> None:
 def test_shapes_without_a_sound_label_are_refused(sql) -> None:
     with pytest.raises(LabelsNotPropagated):
         propagate_labels(sql, LABELS, "_ss_r")
+
+
+def test_a_derived_union_is_labelled_inside_then_combined() -> None:
+    sql = (
+        "SELECT symbol, avg(price) AS p FROM "
+        "(SELECT symbol, price FROM in1 UNION ALL SELECT symbol, price FROM in2) t "
+        "GROUP BY symbol"
+    )
+    out = propagate_labels(sql, LABELS, "_ss_r")
+    assert out.count("SELECT symbol, price, _ss_r0_0, _ss_d0_0, _ss_src_0, _ss_policy") == 2
+    assert "BIT_OR(_ss_src_0) AS _ss_src_0 FROM (" in out
+
+
+def test_a_selection_over_an_aggregate_has_no_origin() -> None:
+    out = propagate_labels("SELECT n FROM (SELECT count(*) AS n FROM s) t", LABELS, "_ss_r")
+    assert out.startswith("SELECT n, _ss_r0_0, _ss_d0_0, _ss_src_0 FROM")
+    assert "_ss_seq" not in out
+
+
+def test_subqueries_outside_from_are_refused() -> None:
+    with pytest.raises(LabelsNotPropagated):
+        propagate_labels("SELECT a FROM s WHERE a IN (SELECT b FROM t)", LABELS, "_ss_r")

@@ -18,6 +18,7 @@ that follows from the data's own policies and from the query's roles.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -113,8 +114,12 @@ class CqlService:
         name: str | None = None,
         provider: str | None = None,
         running: Sequence[Shape] = (),
+        limits: OperatorLimits | None = None,
     ) -> RegisteredQuery | SpsInserted:
-        """Run one request; ``running`` are the shapes of the caller's running queries."""
+        """Run one request; ``running`` are the shapes of the caller's running queries.
+
+        ``limits`` (e.g. read fresh from the system settings) replace the service's own.
+        """
         request = parse_request(text)
         if isinstance(request, SpInsert):
             if provider is None:
@@ -129,8 +134,9 @@ class CqlService:
             raise QueryRejected("unknown_role", str(err)) from None
         checked = check_query(request.sql, list(self.streams))
         shape = plan_shape(request)
-        if self.limits is not None:
-            self.limits.check(shape, effective, running)
+        limits = limits or self.limits
+        if limits is not None:
+            limits.check(shape, effective, running)
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
@@ -165,7 +171,7 @@ class CqlService:
         self._check_roles(request.statements)
         channel = Channel(request.stream, provider)
         ts = time.time_ns() // 1000  # grows across calls, so a new policy is never stale
-        seq = self.catalog.last_seq(channel)
+        seq = max(self.catalog.last_seq(channel), 0)  # seqs start at 1 on a new channel
         elements = [
             SpElement(channel, seq + sn, st.punctuation(ts, sn))
             for sn, st in enumerate(request.statements, start=1)
@@ -264,7 +270,9 @@ class CqlService:
         join = self.joins.get(ident)
         fresh = join is None
         if join is None:
-            root = self.queries.root / "joins" / uuid.uuid4().hex[:12]
+            # Named after what it joins, so a restarted join resumes from its own state.
+            digest = hashlib.sha256(repr(ident).encode()).hexdigest()[:16]
+            root = self.queries.root / "joins" / digest
             join = SCJoin(
                 self.queries.spark,
                 self.queries.labelled,

@@ -56,25 +56,35 @@ def propagate_labels(sql: str, label_columns: Sequence[str], readers_prefix: str
     tree = sqlglot.parse_one(sql, read="spark")
     if uses_reserved_names(sql):
         raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
-    return _propagate(tree, label_columns, readers_prefix).sql(dialect="spark")
+    return _propagate(tree, label_columns, readers_prefix)[0].sql(dialect="spark")
 
 
 def _propagate(
     tree: exp.Expression, label_columns: Sequence[str], readers_prefix: str
-) -> exp.Expression:
+) -> tuple[exp.Expression, bool]:
+    """The labelled tree, and whether its rows still have one origin each."""
     if isinstance(tree, exp.Union):
         if tree.args.get("distinct") or tree.args.get("by_name"):
             raise LabelsNotPropagated("only UNION ALL keeps each tuple's labels")
-        left = _propagate(tree.this, label_columns, readers_prefix)
-        right = _propagate(tree.expression, label_columns, readers_prefix)
-        if _is_aggregate_tree(left) != _is_aggregate_tree(right):
+        left, left_origin = _propagate(tree.this, label_columns, readers_prefix)
+        right, right_origin = _propagate(tree.expression, label_columns, readers_prefix)
+        if left_origin != right_origin:
             raise LabelsNotPropagated("a union of an aggregate and a selection has no labels")
-        return exp.union(left, right, distinct=False)
+        return exp.union(left, right, distinct=False), left_origin
     if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
         raise LabelsNotPropagated("labels propagate through single-stream SELECTs only")
+    origin = True
+    source = tree.args.get("from_")
+    derived = source.this if source is not None and isinstance(source.this, exp.Subquery) else None
+    if any(_outside(node, tree, derived) for node in tree.find_all(exp.Select)):
+        raise LabelsNotPropagated("subqueries outside FROM carry no labels")
+    if derived is not None:
+        # A derived table: label its rows first, then combine them here as usual.
+        inner, origin = _propagate(derived.this, label_columns, readers_prefix)
+        derived.set("this", inner)
     aggregate = _is_aggregate(tree)
     if not aggregate and any(isinstance(e, exp.Star) for e in tree.expressions):
-        return tree  # the star already carries the labels
+        return tree, origin  # the star already carries the labels
     extra: list[exp.Expression] = []
     for column in label_columns:
         if aggregate:
@@ -82,10 +92,18 @@ def _propagate(
             extra.append(exp.alias_(exp.func(fn, exp.column(column)), column))
         else:
             extra.append(exp.column(column))
-    if not aggregate:  # where each row came from, for re-punctuating the output
-        extra += [exp.column(origin) for origin in ORIGIN]
-    return tree.select(*extra, append=True)
+    if not aggregate and origin:  # where each row came from, for re-punctuating the output
+        extra += [exp.column(o) for o in ORIGIN]
+    return tree.select(*extra, append=True), origin and not aggregate
 
 
-def _is_aggregate_tree(tree: exp.Expression) -> bool:
-    return isinstance(tree, exp.Select) and _is_aggregate(tree)
+def _outside(node: exp.Expression, top: exp.Select, derived: exp.Subquery | None) -> bool:
+    """Whether ``node`` is a SELECT nested in ``top`` other than in its derived table."""
+    if node is top:
+        return False
+    parent = node.parent
+    while parent is not None and parent is not top:
+        if parent is derived:
+            return False
+        parent = parent.parent
+    return True

@@ -43,9 +43,7 @@ def roles() -> tuple[dict[str, str], list[tuple[str, str]]]:
 
 def load_example(service: ServerService) -> dict[str, str]:
     """Users, stream, grants and queries; returns user -> password (also saved 0600)."""
-    security = service.security
-    names, edges = roles()
-    security.catalog.set_roles(names, edges)
+    security = service.security  # roles() are stored before the service is built
     passwords = {user: secrets.token_urlsafe(12) for user in ["admin", "ward", *CLINICIANS]}
     security.create_user("admin", passwords["admin"], [ADMIN])
     admin = security.login("admin", passwords["admin"], [ADMIN])
@@ -67,7 +65,7 @@ def load_example(service: ServerService) -> dict[str, str]:
     for user, role in CLINICIANS.items():
         session = security.login(user, passwords[user], [role])
         request = parse_request(QUERY)
-        service.register_query(session, f"heart_{user}", request, f"heart_{user}_out")
+        service.register_query(session, f"heart_{user}", request, f"heart_{user}_out", QUERY)
     return passwords
 
 

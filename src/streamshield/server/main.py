@@ -11,12 +11,16 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from streamshield.server.hospital import CLINICIANS, CREDENTIALS, WardProvider, load_example
+from streamshield.server.hospital import CLINICIANS, CREDENTIALS, WardProvider, load_example, roles
 from streamshield.server.tls import ensure_self_signed, given
 
 
-def build_service(root: Path, master: str | None):
-    """The service on the embedded default (SQLite catalog at ``<root>/catalog.db``)."""
+def build_service(root: Path, master: str | None, example_roles: bool = False):
+    """The service on the embedded default (SQLite catalog at ``<root>/catalog.db``).
+
+    ``example_roles``: store the example's role hierarchy first; the engine reads the
+    hierarchy once, when the service is built, so it must be in place before.
+    """
     from streamshield.catalog.security import SecurityCatalog
     from streamshield.engine.session import spark_session
     from streamshield.server.service import ServerService
@@ -24,7 +28,11 @@ def build_service(root: Path, master: str | None):
     root.mkdir(parents=True, exist_ok=True)
     spark = spark_session(master)
     spark.sparkContext.setLogLevel("ERROR")
-    return ServerService(spark, root, SecurityCatalog(root / "catalog.db"))
+    security = SecurityCatalog(root / "catalog.db")
+    if example_roles:
+        names, edges = roles()
+        security.catalog.set_roles(names, edges)
+    return ServerService(spark, root, security)
 
 
 def run_server(
@@ -43,7 +51,7 @@ def run_server(
 
     fresh = not (root / "catalog.db").exists()
     tls = given(cert, key) if cert and key else ensure_self_signed(root / "tls")
-    service = build_service(root, master)
+    service = build_service(root, master, example_roles=example and fresh)
     provider = None
     if example and fresh:
         echo("loading the hospital example (users, HeartRate stream, grants, queries)...")
@@ -76,6 +84,8 @@ def run_server(
         )
     try:
         serve(create_app(service), host, port, tls)
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled: a clean stop
+        echo("stopping")
     finally:
         if provider is not None:
             provider.stop()

@@ -68,6 +68,16 @@ def queries(security: Any, session: Any) -> list[Any]:
     return list(security.queries(session))
 
 
+def all_queries(security: Any) -> list[Any]:
+    """Every query record, for the trusted server itself (restart after a shutdown)."""
+    return list(security.queries(None))
+
+
+def held_roles(security: Any, user: str) -> frozenset[str]:
+    """The roles ``user`` holds now (a query keeps only those of its recorded roles)."""
+    return frozenset(security.user_roles(user))
+
+
 def check(security: Any, session: Any, perm: str, kind: str, name: str) -> bool:
     return bool(security.check(session, permission(perm), ref(kind, name)))
 

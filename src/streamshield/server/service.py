@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,26 +27,20 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.cql_service import CqlService, SpsInserted
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
-from streamshield.lang.continuous import (
-    ContinuousQuery,
-    ShapeKind,
-    SpInsert,
-    parse_request,
-    plan_shape,
-    sliding_window_sql,
-)
-from streamshield.lang.cql import parse_policy
+from streamshield.engine.queries import CallbackSink
+from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request, plan_shape
+from streamshield.lang.label_propagation import is_aggregate
 from streamshield.lang.query_check import check_query
-from streamshield.lang.wire import to_line
-from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, append_checked
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.errors import Forbidden, Invalid, NotFound
 from streamshield.server.queries import LiveQuery, QueryRegistry
+from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaStore
 
 audit = logging.getLogger("streamshield.audit")
@@ -70,16 +64,45 @@ class ServerService:
         self.catalog = security.catalog
         self.pipeline = Pipeline(spark, self.catalog, self.root)
         self._codec = ProvenanceCodec(d.name for d in self.catalog.streams())
-        self.queries = QueryRegistry(self.pipeline.queries, self._delivery)
+        job = self.pipeline.ingest
+        self.cql = CqlService(
+            self.pipeline.queries, self.pipeline.landing, self.catalog, job.ingest, job.state
+        )
+        self.queries = QueryRegistry(self.cql)
         self.schemas = SchemaStore(self.root / "schemas")
+        self.stored = QueryStore(self.root / "queries")
         self._lock = threading.RLock()
         self._ingest: Any = None
 
     # -- life cycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Starts the ingest job (continuous, processing-time trigger)."""
+        """Starts the ingest job (continuous, processing-time trigger) and the queries the
+        catalog records, those recorded as running from their checkpoints."""
         self._ingest = self.pipeline.ingest.start(available_now=False)
+        self.restore_queries()
+
+    def restore_queries(self) -> None:
+        """Queries of a previous run: each with its owner's recorded roles that the owner
+        still holds (none left: it stays stopped). Failures are audited, never widened."""
+        for record in port.all_queries(self.security):
+            stored = self.stored.load(record.name)
+            if stored is None or self.queries.has(record.name):
+                if stored is None:
+                    audit.error("query %s has no stored definition: not restored", record.name)
+                continue
+            roles = tuple(sorted(set(record.roles) & port.held_roles(self.security, record.owner)))
+            query = self._live(stored, record.owner, roles, tuple(record.inputs))
+            self.queries.add(query)
+            if str(record.status) != "running":
+                continue
+            if not roles:
+                audit.error("query %s: owner holds none of its roles: not restarted", record.name)
+                continue
+            try:
+                self.queries.start(record.name, self.limits())
+            except Exception as err:  # one broken query must not keep the server down
+                audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
     def stop(self) -> None:
         self.queries.stop_all()
@@ -171,6 +194,9 @@ class ServerService:
             # Ingest and queries share this mapping: the stream is live from the next batch.
             self.pipeline.queries.streams[name] = definition  # type: ignore[index]
             self._codec = self._codec.appended([name])
+            sources = getattr(self.pipeline.queries, "sources", None)
+            if sources is not None:  # the stream's provenance bit, persisted before any use
+                sources.add([name])
             self.pipeline.landing.stream_dir(name).mkdir(parents=True, exist_ok=True)
         return _describe(definition)
 
@@ -194,11 +220,16 @@ class ServerService:
     # -- queries ---------------------------------------------------------------------------
 
     def register_request(self, session: Any, name: str, text: str, output: str | None) -> dict:
-        """A continuous query or an INSERT SP script, told apart by ``parse_request``."""
+        """A continuous query or an INSERT SP script, told apart by ``parse_request``.
+
+        OxRBAC decides first (visibility, INJECT SP, ADD, READ on inputs, quota); then
+        :class:`CqlService` checks, limits and routes the text, and its refusals are
+        the only source of ``not_supported`` answers.
+        """
         request = parse_request(text)
         if isinstance(request, SpInsert):
             return self.inject_sps(session, request, text)
-        query = self.register_query(session, name, request, output or f"{name}_out")
+        query = self.register_query(session, name, request, output, text)
         return {
             "name": query.name,
             "output": query.output,
@@ -207,49 +238,79 @@ class ServerService:
         }
 
     def register_query(
-        self, session: Any, name: str, request: ContinuousQuery, output: str
+        self,
+        session: Any,
+        name: str,
+        request: ContinuousQuery,
+        output: str | None,
+        text: str,
     ) -> LiveQuery:
-        """ADD, READ on every input, operator limits (quota included), then Spark."""
+        """ADD, READ on every input, quota, operator limits, then the engine."""
         user = port.user_of(session)
-        if request.on_result:
-            raise Invalid("ON RESULT is not served through the API yet", "not_supported")
-        shape = plan_shape(request)
-        sql = self._executable(request, shape)
         readable = [
             s
             for s in port.visible(self.security, session, "stream")
             if s in self.pipeline.queries.streams
         ]
-        checked = check_query(sql, readable)  # unknown and invisible streams look the same
-        effective = self.pipeline.queries.hierarchy.effective(port.roles_of(session))
-        running = [q.shape for q in self.queries.all() if q.owner == user and q.running]
-        self.limits().check(shape, effective, running)
-        port.add_query(self.security, session, name, checked.streams, output)
-        try:
-            return self.queries.register(
-                name, user, sql, port.roles_of(session), checked.streams, shape, output
-            )
-        except BaseException:
-            port.remove_query(self.security, session, name)
-            raise
+        checked = check_query(request.sql, readable)  # unknown and invisible look the same
+        output = self._output_name(name, request, output)
+        roles = port.roles_of(session)
+        with self._lock:
+            # Limits before the catalog records anything (CqlService checks them again).
+            effective = self.pipeline.queries.hierarchy.effective(roles)
+            self.limits().check(plan_shape(request), effective, self.queries.running_shapes(user))
+            port.add_query(self.security, session, name, checked.streams, output)
+            stored = StoredQuery(name, text, output, f"api_{uuid.uuid4().hex[:12]}")
+            query = self._live(stored, user, roles, checked.streams)
+            try:
+                self.queries.add(query)
+                self.queries.start(name, self.limits())
+            except BaseException:
+                self.queries.remove_quietly(name)
+                port.remove_query(self.security, session, name)
+                raise
+            self.stored.save(stored)
+        return query
 
-    def _executable(self, request: ContinuousQuery, shape: Any) -> str:
-        if shape.kind is ShapeKind.STREAM:
-            return request.sql
-        if shape.kind is ShapeKind.SLIDING_AGGREGATE:
-            ((_item, stream, window),) = shape.windows
-            definition = self.pipeline.queries.streams.get(stream)
-            if definition is None or definition.event_time is None:
-                raise Invalid("a RANGE window needs a stream with an event time", "window")
-            return sliding_window_sql(request.sql, definition.event_time, window)
-        raise Invalid(
-            f"{shape.kind.value} queries are not served through the API yet", "not_supported"
+    @staticmethod
+    def _output_name(name: str, request: ContinuousQuery, output: str | None) -> str:
+        """The output stream object: ON RESULT names the derived stream it creates."""
+        if not request.on_result:
+            return output or f"{name}_out"
+        targets = {st.stream for st in request.on_result if st.stream}
+        target = next(iter(targets)) if len(targets) == 1 else f"{name}_result"
+        if output is not None and output != target:
+            raise Invalid("with ON RESULT the output is the stream the sps go to", "output")
+        return target
+
+    def _live(
+        self, stored: StoredQuery, owner: str, roles: tuple[str, ...], inputs: tuple[str, ...]
+    ) -> LiveQuery:
+        aggregate = _aggregate(stored.text)
+        return LiveQuery(
+            stored.name,
+            owner,
+            stored.text,
+            roles,
+            inputs,
+            stored.internal,
+            self._delivery(aggregate, stored.output),
+            output=stored.output,
         )
 
     def limits(self) -> OperatorLimits:
         """The operator limits setting; unreadable is an error (never "unlimited")."""
         stored = port.settings(self.security).get(port.LIMITS_SETTING)
-        return OperatorLimits() if stored is None else OperatorLimits.from_dict(stored)
+        if stored is None:
+            return OperatorLimits()
+        try:
+            return OperatorLimits.from_dict(stored)
+        except (ValueError, TypeError) as err:
+            audit.error("operator limits setting unreadable: %s", err)
+            raise Invalid(
+                "the operator limits setting is unreadable; ask an administrator",
+                "limits_unreadable",
+            ) from None
 
     def inject_sps(self, session: Any, request: SpInsert, text: str) -> dict:
         """An INSERT SP script: a policy on the caller's own channel of the stream."""
@@ -257,41 +318,45 @@ class ServerService:
         user = port.user_of(session)
         if not port.can_inject(self.security, session, request.stream):
             raise Forbidden("INJECT SP on this stream is needed")
-        channel = Channel(request.stream, user)
-        policy = parse_policy(text, ts=time.time_ns() // 1_000_000)
-        seq = self.catalog.last_seq(channel)
-        elements = [SpElement(channel, seq + i, sp) for i, sp in enumerate(policy.sps, 1)]
-        report = append_checked(
-            self.pipeline.landing,
-            user,
-            request.stream,
-            [to_line(e) for e in elements],
-            may_write=False,
-            may_inject=True,
-        )
-        if report.rejected:
-            raise Conflict("the sps could not be landed: " + report.rejected[0].message)
-        return {"stream": request.stream, "provider": user, "ts": policy.ts, "sps": report.accepted}
+        if request.stream not in self.pipeline.queries.streams:
+            raise Forbidden("a query's output stream takes no sps")
+        with self._lock:
+            done = self.cql.submit(
+                text, port.roles_of(session), CallbackSink(_nowhere), provider=user
+            )
+        if not isinstance(done, SpsInserted):
+            raise Invalid("the text is not an INSERT SP script")
+        return {
+            "stream": done.channel.stream,
+            "provider": done.channel.provider,
+            "ts": done.ts,
+            "csn": done.csn,
+            "last_seq": done.last_seq,
+        }
 
     def set_query_status(self, session: Any, name: str, running: bool) -> LiveQuery:
+        """SET QUERY STATUS (the catalog decides, quota included), then the engine."""
         self._visible(session, "query", name)
-        if running:
-            query = self.queries.get(name)
-            if not query.running:
-                others = [
-                    q.shape for q in self.queries.all() if q.owner == query.owner and q.running
-                ]
-                effective = self.pipeline.queries.hierarchy.effective(query.roles)
-                self.limits().check(query.shape, effective, others)
-            port.set_query_status(self.security, session, name, "running")
-            return self.queries.start(name)
-        port.set_query_status(self.security, session, name, "stopped")
-        return self.queries.stop(name)
+        with self._lock:
+            if running:
+                query = self.queries.get(name)
+                if not query.running:
+                    port.set_query_status(self.security, session, name, "running")
+                    try:
+                        return self.queries.start(name, self.limits())
+                    except BaseException:
+                        port.set_query_status(self.security, session, name, "stopped")
+                        raise
+                return query
+            port.set_query_status(self.security, session, name, "stopped")
+            return self.queries.stop(name)
 
     def remove_query(self, session: Any, name: str) -> None:
         self._visible(session, "query", name)
-        port.remove_query(self.security, session, name)
-        self.queries.remove(name)
+        with self._lock:
+            port.remove_query(self.security, session, name)
+            self.queries.remove_quietly(name)
+            self.stored.remove(name)
 
     def subscribable(self, session: Any, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the
@@ -319,10 +384,24 @@ class ServerService:
         port.grant(self.security, session, body, revoke)
 
     def settings(self, session: Any) -> dict:
-        port.require(self.security, session, "CHANGE SYSTEM", "system", "system")
+        self._change_system(session)
         return port.settings(self.security)
 
+    def _change_system(self, session: Any) -> None:
+        """403 without CHANGE SYSTEM: the system object always exists, so "not found"
+        (what the catalog says to those who may not view it) would only mislead."""
+        if not port.check(self.security, session, "CHANGE SYSTEM", "system", "system"):
+            raise Forbidden("CHANGE SYSTEM is needed")
+
     def set_settings(self, session: Any, values: dict) -> dict:
+        """CHANGE SYSTEM first; operator limits are validated before they are stored, so
+        a malformed value is refused instead of making every later registration fail."""
+        self._change_system(session)
+        if port.LIMITS_SETTING in values:
+            try:
+                OperatorLimits.from_dict(values[port.LIMITS_SETTING])
+            except (ValueError, TypeError) as err:
+                raise Invalid(f"operator_limits: {err}", "limits_invalid") from None
         for key, value in values.items():
             port.set_setting(self.security, session, key, value)
         return port.settings(self.security)
@@ -343,6 +422,22 @@ class ServerService:
             return self.queries.get(name)
         except NotFound:
             return None
+
+
+def _aggregate(text: str) -> bool:
+    """Whether the query's outer SELECT aggregates (READ AGGREGATE applies at delivery).
+
+    Unparseable here means "not an aggregate", which can only deliver less.
+    """
+    try:
+        request = parse_request(text)
+        return isinstance(request, ContinuousQuery) and is_aggregate(request.sql)
+    except Exception:
+        return False
+
+
+def _nowhere(_frame: Any, _batch: int) -> None:
+    """The sink an INSERT SP request never uses (it lands sps, it produces no rows)."""
 
 
 def _describe(definition: StreamDefinition) -> dict:

@@ -1,0 +1,51 @@
+"""What the server needs to restart a query that the security catalog does not keep.
+
+The catalog records a query's owner, roles, inputs, output stream and status, not its
+text, nor the internal name its checkpoints live under. Both are kept here, one JSON
+file per query under the storage root, written atomically (a crash never leaves half a
+definition), so that after a restart a query recorded as running resumes from its own
+checkpoint with its owner's recorded roles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StoredQuery:
+    name: str
+    text: str
+    output: str
+    internal: str
+
+
+class QueryStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def save(self, query: StoredQuery) -> None:
+        tmp = self.root / f".{query.name}.tmp"
+        tmp.write_text(json.dumps(asdict(query)))
+        os.replace(tmp, self._path(query.name))
+
+    def load(self, name: str) -> StoredQuery | None:
+        """The stored definition; None when missing or unreadable (never a guess)."""
+        path = self._path(name)
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            return StoredQuery(data["name"], data["text"], data["output"], data["internal"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def remove(self, name: str) -> None:
+        self._path(name).unlink(missing_ok=True)
+
+    def _path(self, name: str) -> Path:
+        return self.root / f"{name}.json"
