@@ -1,4 +1,10 @@
-"""SCJoin on real ingest: every consumer gets exactly what the oracle allows, per plan."""
+"""SCJoin on real ingest: every consumer gets exactly what the oracle allows, per plan.
+
+Speed: secure ingest runs once for every scenario of the module, and every join of the
+module (3 windows x 3 plans, the replay, the leak joins) runs once in the ``runs``
+fixture, round by round with all queries of a round running at the same time; the
+tests compare outputs with the oracle.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest import Ingest
@@ -49,10 +56,10 @@ VALUE = {"Ward": "hr", "Lab": "x"}
 
 
 class Landing:
-    """Writes rounds of elements per channel with consecutive sequence numbers."""
+    """Makes elements per channel with consecutive sequence numbers."""
 
     def __init__(self, root) -> None:
-        self.root, self.seq, self.round = root, {}, 0
+        self.root, self.seq = root, {}
         self.declared: dict = {}
 
     def policy(self, channel: Channel, text: str, ts: int) -> list:
@@ -69,10 +76,6 @@ class Landing:
     def _next(self, channel: Channel) -> int:
         self.seq[channel] = self.seq.get(channel, 0) + 1
         return self.seq[channel]
-
-    def land(self, elements: list) -> None:
-        land(self.root / "landing", elements, self.round)
-        self.round += 1
 
 
 def random_policy(rng: random.Random, stream: str) -> str:
@@ -125,58 +128,65 @@ def ingest_job(spark, root) -> IngestJob:
     return IngestJob(ingest, root / "landing", root / "store")
 
 
-def batch_dirs(store: LabelledStore) -> set[Path]:
-    return {d for s in STREAMS if store.path(s).exists() for d in store.path(s).iterdir()}
-
-
 @dataclass
 class Scenario:
-    """Labelled batches of each round, ingested once, fed to every join round by round."""
+    """Every group's labelled rows, ingested in ONE ingest batch, split back by group.
 
-    rounds: list[list[Path]]  # labelled batch directories per round
-    new_rows: list[dict[str, list[dict]]]  # the oracle's input per round
+    A group is a join round (``0``, ``1``, ...) or a separate scenario (``leak``). Ingest
+    labels a tuple from its channel's policy in force, whatever the batch boundaries
+    (``test_ingest_job`` checks that), so one ingest batch gives the labels that one
+    batch per round gives, for one JVM job instead of one per round.
+    """
 
-    def feed(self, root: Path, rounds: range) -> LabelledStore:
+    split: Path  # <split>/<stream>/_group=<group>/ Parquet files of the labelled rows
+    new_rows: dict[str, dict[str, list[dict]]]  # group -> stream -> the oracle's rows
+
+    def feed(self, root: Path, group: str) -> LabelledStore:
+        """Add a group's rows to the labelled store under ``root`` as one new batch."""
         store = LabelledStore(root)
-        for r in rounds:
-            for directory in self.rounds[r]:
-                target = store.path(directory.parent.name) / directory.name
-                staging = root / "_staging"
-                shutil.copytree(directory, staging)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staging, target)
+        for stream in STREAMS:
+            source = self.split / stream / f"_group={group}"
+            if not source.exists():
+                continue
+            target = store.path(stream) / f"batch={group}"
+            staging = root / "_staging"
+            shutil.copytree(source, staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging, target)
         return store
 
 
-def ingest_rounds(spark, root: Path, rounds: list[list]) -> Scenario:
-    landing = Landing(root)
+def ingest_groups(spark, root: Path, landing: Landing, groups: dict[str, list]) -> Scenario:
+    """Land every group, run secure ingest once, split its output by group."""
+    owner = {}
+    for start, (group, elements) in enumerate(groups.items()):
+        land(root / "landing", elements, start)
+        for e in elements:
+            if isinstance(e, TupleElement):
+                owner[e.channel.stream, e.channel.provider, e.seq] = group
     job = ingest_job(spark, root)
-    dirs, new_rows, seen = [], [], set()
-    for elements in rounds:
-        landing.land(elements)
-        before = batch_dirs(job.store)
-        job.start(available_now=True).awaitTermination()
-        added = sorted(batch_dirs(job.store) - before)
-        dirs.append(added)
-        fresh: dict = {s: [] for s in STREAMS}
-        for directory in added:
-            frame = spark.read.parquet(str(directory))
-            for row in frame.collect():
-                assert (row["stream"], row["provider"], row["seq"]) not in seen
-                seen.add((row["stream"], row["provider"], row["seq"]))
-                fresh[row["stream"]].append(row.asDict())
-        new_rows.append(fresh)
-    return Scenario(dirs, new_rows)
-
-
-@pytest.fixture(scope="module")
-def scenario(spark, tmp_path_factory) -> Scenario:
-    root = tmp_path_factory.mktemp("scjoin-scenario")
-    rng = random.Random("scjoin")
-    return ingest_rounds(spark, root, random_rounds(rng, Landing(root), N_ROUNDS))
+    job.start(available_now=True).awaitTermination()
+    mapping = spark.createDataFrame(
+        [(*key, group) for key, group in owner.items()],
+        "stream string, provider string, seq bigint, _group string",
+    )
+    new_rows: dict = {group: {s: [] for s in STREAMS} for group in groups}
+    for stream in STREAMS:
+        frame = spark.read.option("recursiveFileLookup", "true").parquet(
+            str(job.store.path(stream))
+        )
+        for row in frame.collect():
+            data = row.asDict()
+            new_rows[owner[stream, data["provider"], data["seq"]]][stream].append(data)
+        frame.join(F.broadcast(mapping), ["stream", "provider", "seq"]).select(
+            *frame.columns, "_group"
+        ).write.partitionBy("_group").parquet(str(root / "split" / stream))
+    assert sum(len(rows) for g in new_rows.values() for rows in g.values()) == len(owner)
+    return Scenario(root / "split", new_rows)
 
 
 N_ROUNDS = 3
+ROUNDS = [str(r) for r in range(N_ROUNDS)]
 
 
 class Collector:
@@ -216,72 +226,22 @@ def make_join(spark, store, root, window: WindowSpec, mode: JoinMode, name: str)
     )
 
 
-def oracle_outputs(scenario: Scenario, window: WindowSpec) -> dict[tuple, list[list]]:
+def oracle_outputs(
+    scenario: Scenario, window: WindowSpec, groups: list[str], consumers
+) -> dict[tuple, list[list]]:
     oracle = JoinOracle(CODEC, OracleSide(WARD, "k", window), OracleSide(LAB, "k", window))
-    expected: dict = {roles: [] for roles in CONSUMERS}
-    for instant, new in enumerate(scenario.new_rows):
+    expected: dict = {roles: [] for roles in consumers}
+    for instant, group in enumerate(groups):
+        new = scenario.new_rows[group]
         pairs = oracle.step(new["Ward"], new["Lab"], instant)
-        for roles in CONSUMERS:
+        for roles in consumers:
             expected[roles].append(oracle.deliver(pairs, roles))
     return {roles: [b for b in batches if b] for roles, batches in expected.items()}
 
 
 WINDOWS = {"rows": rows(2), "range": range_(90), "now": NOW}
-
-
-@pytest.mark.parametrize("window", list(WINDOWS))
-def test_every_plan_delivers_what_the_oracle_allows(spark, tmp_path, scenario, window) -> None:
-    joins, collectors = {}, {}
-    for mode in JoinMode:
-        store = LabelledStore(tmp_path / mode.value / "store")
-        join = make_join(spark, store, tmp_path / mode.value, WINDOWS[window], mode, "j")
-        for roles in CONSUMERS:
-            collectors[mode, roles] = Collector()
-            join.subscribe(roles, collectors[mode, roles])
-        joins[mode] = join
-    for r in range(N_ROUNDS):
-        for mode, join in joins.items():
-            scenario.feed(tmp_path / mode.value / "store", range(r, r + 1))
-            join.start(available_now=True).awaitTermination()
-    expected = oracle_outputs(scenario, WINDOWS[window])
-    assert sum(len(b) for b in expected.values()) >= 2, "the scenario joins too little"
-    for mode in JoinMode:
-        for roles in CONSUMERS:
-            assert collectors[mode, roles].nonempty() == expected[roles], (mode, roles)
-    for mode, join in joins.items():
-        assert len(join.stats) == N_ROUNDS
-        assert join.stats[-1].window_sizes[0] > 0
-        if mode is not JoinMode.ADAPTIVE:
-            assert set(join.last_stats.strategies.values()) == {Strategy(mode.value)}
-
-
-def test_replayed_batch_recomputes_the_same_output(spark, tmp_path, scenario) -> None:
-    """Batch 1 dies after its windows were written; one side's version is even lost.
-    The restarted query replays batch 1 from batch 0's state: same output as the oracle."""
-    window = WINDOWS["rows"]
-    store = LabelledStore(tmp_path / "store")
-    join = make_join(spark, store, tmp_path, window, JoinMode.ADAPTIVE, "replay")
-    collectors = {
-        roles: Collector(fail_at=1 if roles == CONSUMERS[-1] else None) for roles in CONSUMERS
-    }
-    for roles in CONSUMERS:
-        join.subscribe(roles, collectors[roles])
-    scenario.feed(tmp_path / "store", range(0, 1))
-    join.start(available_now=True).awaitTermination()
-    scenario.feed(tmp_path / "store", range(1, 2))
-    with pytest.raises(StreamingQueryException, match="simulated crash"):
-        join.start(available_now=True).awaitTermination()
-    assert join.windows[0].versions() == [0, 1]
-    shutil.rmtree(join.windows[0].directory / "v=1")  # lost: recomputed from version 0
-    for r in range(1, N_ROUNDS):
-        if r > 1:
-            scenario.feed(tmp_path / "store", range(r, r + 1))
-        join.start(available_now=True).awaitTermination()
-    expected = oracle_outputs(scenario, window)
-    for roles in CONSUMERS:
-        assert collectors[roles].nonempty() == expected[roles], roles
-    assert [s.batch_id for s in join.stats] == [0, 1, 2]
-    assert join.windows[0].versions() == [1, 2], "old versions are pruned"
+REPLAYED = ("rows", JoinMode.ADAPTIVE)
+"""The window and plan of the replay test, which also serves as that plan's case."""
 
 
 LEAK_POLICIES = {
@@ -303,35 +263,140 @@ LEAK_CONSUMERS = {
     ("INS",): set(),  # readable on one side only
     ("INS", "ND"): set(),  # one role reads Ward, another Lab: no single role reads both
 }
+LEAK_MODES = (JoinMode.PF, JoinMode.FP)
+
+
+def leak_elements(landing: Landing) -> list:
+    """Hand-made policies, each aimed at one leak; on their own channels ("leak")."""
+    elements = []
+    for stream, tuples in (("Ward", ((1, 1), (2, 2))), ("Lab", ((7, 1), (8, 2)))):
+        channel = Channel(stream, "leak")
+        elements += landing.policy(channel, LEAK_POLICIES[stream], 10)
+        elements += [landing.tuple(channel, tid, key, 5) for tid, key in tuples]
+    return elements
 
 
 @pytest.fixture(scope="module")
-def leak_scenario(spark, tmp_path_factory) -> Scenario:
-    root = tmp_path_factory.mktemp("scjoin-leaks")
+def scenario(spark, tmp_path_factory) -> Scenario:
+    root = tmp_path_factory.mktemp("scjoin-scenario")
     landing = Landing(root)
-    elements = []
-    for stream, tuples in (("Ward", ((1, 1), (2, 2))), ("Lab", ((7, 1), (8, 2)))):
-        channel = Channel(stream, "p1")
-        elements += landing.policy(channel, LEAK_POLICIES[stream], 10)
-        elements += [landing.tuple(channel, tid, key, 5) for tid, key in tuples]
-    return ingest_rounds(spark, root, [elements])
+    rounds = random_rounds(random.Random("scjoin"), landing, N_ROUNDS)
+    groups = {**dict(zip(ROUNDS, rounds, strict=True)), "leak": leak_elements(landing)}
+    return ingest_groups(spark, root, landing, groups)
 
 
-@pytest.mark.parametrize("mode", [JoinMode.PF, JoinMode.FP])
-def test_one_shared_join_gives_each_consumer_only_its_own(
-    spark, tmp_path, leak_scenario, mode
-) -> None:
-    store = leak_scenario.feed(tmp_path / "store", range(1))
-    join = make_join(spark, store, tmp_path, rows(10), mode, "leaks")
-    collectors = {roles: Collector() for roles in LEAK_CONSUMERS}
+@dataclass
+class Case:
+    """One SCJoin with its consumers' collectors and its own labelled store."""
+
+    join: SCJoin
+    store_root: Path
+    collectors: dict[tuple, Collector]
+
+
+@dataclass
+class Runs:
+    """Every join of the module, run once: the tests only compare their outputs."""
+
+    plans: dict[tuple[str, JoinMode], Case]
+    replay: Case  # also the (rows, ADAPTIVE) case: same join, crash or not, same output
+    leaks: dict[JoinMode, Case]
+    crash: str  # the error of the replay's crashed batch
+    versions_at_crash: list[int]
+
+    def case(self, window: str, mode: JoinMode) -> Case:
+        return self.replay if (window, mode) == REPLAYED else self.plans[window, mode]
+
+
+def make_case(spark, root: Path, window: WindowSpec, mode: JoinMode, name: str, consumers):
+    store_root = root / name / "store"
+    join = make_join(spark, LabelledStore(store_root), root / name, window, mode, name)
+    fail = {CONSUMERS[-1]: 1} if name == "replay" else {}
+    collectors = {roles: Collector(fail_at=fail.get(roles)) for roles in consumers}
     for roles, collector in collectors.items():
         join.subscribe(roles, collector)
-    join.start(available_now=True).awaitTermination()
+    return Case(join, store_root, collectors)
+
+
+@pytest.fixture(scope="module")
+def runs(spark, tmp_path_factory, scenario) -> Runs:
+    """All joins, round by round; within a round every query runs at the same time.
+
+    Each SCJoin is its own streaming query (own checkpoint, state and name), so they
+    can run concurrently: their driver work (planning, Python callbacks, file listing)
+    overlaps instead of adding up, which is most of a small batch's time.
+    """
+    root = tmp_path_factory.mktemp("scjoin-runs")
+    plans = {
+        (w, mode): make_case(spark, root, WINDOWS[w], mode, f"{w}-{mode.value}", CONSUMERS)
+        for w in WINDOWS
+        for mode in JoinMode
+        if (w, mode) != REPLAYED
+    }
+    replay = make_case(spark, root, WINDOWS[REPLAYED[0]], REPLAYED[1], "replay", CONSUMERS)
+    leaks = {
+        mode: make_case(spark, root, rows(10), mode, f"leak-{mode.value}", LEAK_CONSUMERS)
+        for mode in LEAK_MODES
+    }
+    crash, versions = "", []
+    for r, group in enumerate(ROUNDS):
+        cases = [*plans.values(), replay, *(leaks.values() if r == 0 else ())]
+        for case in cases:
+            is_leak = any(case is leak for leak in leaks.values())
+            scenario.feed(case.store_root, "leak" if is_leak else group)
+        queries = [(case, case.join.start(available_now=True)) for case in cases]
+        for case, query in sorted(queries, key=lambda cq: cq[0] is not replay):
+            try:
+                query.awaitTermination()
+            except StreamingQueryException as error:
+                if case is not replay or r != 1:
+                    raise
+                # batch 1 died after its windows were written; one side's version is
+                # even lost: the restarted query recomputes it from batch 0's state
+                crash, versions = str(error), replay.join.windows[0].versions()
+                shutil.rmtree(replay.join.windows[0].directory / "v=1")
+                replay.join.start(available_now=True).awaitTermination()
+    return Runs(plans, replay, leaks, crash, versions)
+
+
+@pytest.mark.parametrize("window", list(WINDOWS))
+def test_every_plan_delivers_what_the_oracle_allows(scenario, runs, window) -> None:
+    expected = oracle_outputs(scenario, WINDOWS[window], ROUNDS, CONSUMERS)
+    assert sum(len(b) for b in expected.values()) >= 2, "the scenario joins too little"
+    for mode in JoinMode:
+        case = runs.case(window, mode)
+        for roles in CONSUMERS:
+            assert case.collectors[roles].nonempty() == expected[roles], (mode, roles)
+        join = case.join
+        assert len(join.stats) == N_ROUNDS
+        assert join.stats[-1].window_sizes[0] > 0
+        if mode is not JoinMode.ADAPTIVE:
+            assert set(join.last_stats.strategies.values()) == {Strategy(mode.value)}
+
+
+def test_replayed_batch_recomputes_the_same_output(scenario, runs) -> None:
+    """Batch 1 dies after its windows were written; one side's version is even lost.
+    The restarted query replays batch 1 from batch 0's state: same output as the oracle."""
+    assert "simulated crash" in runs.crash
+    assert runs.versions_at_crash == [0, 1]
+    expected = oracle_outputs(scenario, WINDOWS[REPLAYED[0]], ROUNDS, CONSUMERS)
+    for roles in CONSUMERS:
+        assert runs.replay.collectors[roles].nonempty() == expected[roles], roles
+    join = runs.replay.join
+    assert [s.batch_id for s in join.stats] == [0, 1, 2]
+    assert join.windows[0].versions() == [1, 2], "old versions are pruned"
+
+
+@pytest.mark.parametrize("mode", LEAK_MODES)
+def test_one_shared_join_gives_each_consumer_only_its_own(scenario, runs, mode) -> None:
+    case = runs.leaks[mode]
+    expected = oracle_outputs(scenario, rows(10), ["leak"], LEAK_CONSUMERS)
     for roles, pairs in LEAK_CONSUMERS.items():
-        got = [row for batch in collectors[roles].nonempty() for row in batch]
-        assert {(a[0], b[0]) for a, b, _r, _d in got} == pairs, roles
-    gp = [row for batch in collectors[("GP",)].nonempty() for row in batch]
+        got = case.collectors[roles].nonempty()
+        assert got == expected[roles], roles
+        assert {(a[0], b[0]) for batch in got for a, b, _r, _d in batch} == pairs, roles
+    gp = [row for batch in case.collectors[("GP",)].nonempty() for row in batch]
     assert all(a[2] is None and a[1] is not None and b[3] is not None for a, b, _r, _d in gp)
-    c = [row for batch in collectors[("C",)].nonempty() for row in batch]
+    c = [row for batch in case.collectors[("C",)].nonempty() for row in batch]
     assert all(a[2] is not None for a, _b, _r, _d in c)
-    assert join.last_stats.joined_rows == 2, "the join ran once for all consumers"
+    assert case.join.last_stats.joined_rows == 2, "the join ran once for all consumers"
