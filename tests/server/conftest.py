@@ -6,6 +6,8 @@ JVM; clients talk to it over HTTPS only, trusting exactly its self-signed certif
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -139,9 +141,22 @@ class Subscriber:
         return [row for event, data in self.events if event == "rows" for row in data["rows"]]
 
     def close(self) -> None:
+        """Ends the stream from the test thread without touching the reader's TLS state.
+
+        Closing the response here would free the socket's descriptor while the reader
+        thread may still be inside a TLS read on it; the next connection then reuses
+        that number and the stale read steals its bytes (seen as bad record MACs on
+        other subscribers). A shutdown keeps the descriptor: the reader sees end of
+        stream and closes the response itself, in its own thread.
+        """
         if self._response is not None:
-            self._response.close()
-        self._thread.join(10)
+            stream = self._response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the subscriber's reader did not end"
 
 
 def tuple_line(
