@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.server.conftest import PASSWORD, serve_root, start_server, stop_server
+from tests.server.conftest import (
+    PASSWORD,
+    Subscriber,
+    poll,
+    serve_root,
+    sp_line,
+    start_server,
+    stop_server,
+    tuple_line,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -67,5 +76,67 @@ def test_running_queries_restart_from_their_checkpoints(spark, tmp_path) -> None
         assert statuses == {"q_run": "running", "q_stop": "stopped"}
         started = al.post("/queries/q_stop/start")
         assert started.status_code == 200 and started.json()["status"] == "running"
+    finally:
+        stop_server(second)
+
+
+JOIN = (
+    "SELECT a.symbol AS bid, b.symbol AS ask FROM bids [ROWS 10] a "
+    "JOIN asks [ROWS 10] b ON a.id = b.id"
+)
+
+
+def _feed(client, stream: str, seq: int, symbol: str) -> None:
+    lines = [
+        sp_line(stream, "joe", seq, "{CUSTOMER1}"),
+        tuple_line(stream, "joe", seq + 1, 1, {"id": 1, "symbol": symbol}),
+    ]
+    answer = client.post(f"/streams/{stream}/elements", content="\n".join(lines))
+    assert answer.status_code == 200 and answer.json()["accepted"] == 2, answer.text
+
+
+def _join(server):
+    [join] = server.service.cql.joins.values()
+    return join
+
+
+def test_a_join_query_keeps_its_window_state_across_a_restart(spark, tmp_path) -> None:
+    """The shared join resumes from its own checkpoint and window state (found again under
+    the join's name), and a tuple that entered its window before the restart still finds
+    its partner after it."""
+    first = start_server(tmp_path, spark, USERS)
+    try:
+        joe = first.login("joe", ["ADMIN"])
+        schema = {"name": "t", "attributes": [["id", "bigint"], ["symbol", "string"]], "tid": "id"}
+        assert joe.post("/schemas", json=schema).status_code == 201
+        for stream in ("bids", "asks"):
+            assert joe.post("/streams", json={"name": stream, "schema": "t"}).status_code == 201
+            _grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER1")
+            _grant(joe, "READ TUPLE", "stream", stream, "CUSTOMER1")
+        _grant(joe, "VIEW CATALOG", "system", "system", "CUSTOMER1")
+        _grant(joe, "ADD", "system", "system", "CUSTOMER1")
+        joins = {"operator_limits": {"roles": {"CUSTOMER1": {"operators": ["join"]}}}}
+        assert joe.put("/system/settings", json={"values": joins}).status_code == 200
+        _feed(joe, "bids", 1, "BID_BEFORE")
+        al = first.login("al", ["CUSTOMER1"])
+        answer = al.post("/queries", json={"name": "pairs", "text": JOIN})
+        assert answer.status_code == 201, answer.text
+        poll(lambda: (s := _join(first).last_stats) is not None and s.window_sizes[0] == 1)
+        [before] = [handle.id for handle in first.service.cql.join_handles.values()]
+    finally:
+        stop_server(first)
+
+    second = serve_root(tmp_path, spark)
+    try:
+        assert second.service.queries.get("pairs").running
+        [after] = [handle.id for handle in second.service.cql.join_handles.values()]
+        assert after == before  # the same streaming query, resumed from its checkpoint
+        al = second.login("al", ["CUSTOMER1"])
+        subscriber = Subscriber(al, "pairs")
+        assert subscriber.status == 200
+        _feed(second.login("joe", ["ADMIN"]), "asks", 1, "ASK_AFTER")
+        poll(lambda: subscriber.rows())
+        assert subscriber.rows() == [{"bid": "BID_BEFORE", "ask": "ASK_AFTER"}]
+        subscriber.close()
     finally:
         stop_server(second)
