@@ -252,3 +252,28 @@ def test_aggregate_right_never_releases_raw_tuples(spark) -> None:
     assert inbox.take() == []
     delivery(frame.drop("_ss_seq"), 1)
     assert inbox.take() == [{"v": 1}], "a real aggregate's row is released"
+
+
+def test_provenance_beyond_64_sources_is_checked_word_by_word(spark) -> None:
+    """Borealis stops at 32 sources; here a label spans words. A row from a source in word
+    0 and one in word 2 needs READ on both, and the same bit in another word is no stand-in.
+    """
+    codec = ProvenanceCodec([f"s{i}" for i in range(150)])
+    assert codec.width == 3
+    columns = [provenance_column(w) for w in range(codec.width)]
+    frame = spark.createDataFrame(
+        [(1, *codec.encode(["s3", "s140"])), (2, *codec.encode(["s140"]))], ["v", *columns]
+    )
+    rights = {
+        "both": Rights(frozenset({"s3", "s140"})),
+        "high": Rights(frozenset({"s140"})),
+        "low": Rights(frozenset({"s3"})),
+        "same_bits_elsewhere": Rights(frozenset({"s3", "s12", "s76"})),  # bit 12 of words 0, 1
+    }
+    inboxes = {user: Inbox() for user in rights}
+    delivery = Delivery(rights.get, codec)
+    for user, inbox in inboxes.items():
+        delivery.subscribe(user, inbox)
+    delivery(frame, 0)
+    received = {user: sorted(r["v"] for r in inbox.take()) for user, inbox in inboxes.items()}
+    assert received == {"both": [1, 2], "high": [2], "low": [], "same_bits_elsewhere": []}
