@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -210,8 +211,11 @@ def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], p
     with Client(url, None, ca_path) as api:
         answer = _call(api.login, user, password, list(roles))
     save(Saved(url, answer["token"], ca_path, user))
-    click.echo(f"logged in as {user} with roles {', '.join(answer['roles'])}; "
-               f"session expires at {answer['expires_at']}")
+    expires = datetime.fromtimestamp(float(answer["expires_at"]), UTC)
+    click.echo(
+        f"logged in as {user} with roles {', '.join(answer['roles'])}; "
+        f"session expires at {expires:%Y-%m-%d %H:%M:%S} UTC"
+    )
 
 
 @client.command("logout")

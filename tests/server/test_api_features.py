@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -350,7 +351,9 @@ def test_cli_client_commands(server, world, tmp_path) -> None:
         (bob_home, "bob", "CUSTOMER2"),
     ):
         login = ["login", "--url", server.url, "--ca", str(server.cert), "--user", user]
-        assert f"logged in as {user}" in _cli(home, *login, "--role", role)
+        said = _cli(home, *login, "--role", role)
+        assert f"logged in as {user}" in said
+        assert re.search(r"expires at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", said), said
         assert (home / "session.json").stat().st_mode & 0o777 == 0o600
     assert "prices" in _cli(al_home, "catalog")
     elements = tmp_path / "elements.jsonl"
