@@ -150,17 +150,39 @@ def query(
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8443, show_default=True)
 @click.option("--master", default=None, help="Spark master URL (default: local[2]).")
-@click.option("--cert", type=click.Path(exists=True, path_type=Path), default=None,
-              help="TLS certificate (PEM); default: self-signed under <root>/tls.")
-@click.option("--key", type=click.Path(exists=True, path_type=Path), default=None,
-              help="TLS private key (PEM), with --cert.")
-@click.option("--example/--no-example", default=True, show_default=True,
-              help="Load the hospital example: users, streams, providers, queries.")
-@click.option("--round-seconds", default=5.0, show_default=True,
-              help="Seconds between the example providers' rounds.")
+@click.option(
+    "--cert",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="TLS certificate (PEM); default: self-signed under <root>/tls.",
+)
+@click.option(
+    "--key",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="TLS private key (PEM), with --cert.",
+)
+@click.option(
+    "--example/--no-example",
+    default=True,
+    show_default=True,
+    help="Load the hospital example: users, streams, providers, queries.",
+)
+@click.option(
+    "--round-seconds",
+    default=5.0,
+    show_default=True,
+    help="Seconds between the example providers' rounds.",
+)
 def serve(
-    root: Path, host: str, port: int, master: str | None, cert: Path | None, key: Path | None,
-    example: bool, round_seconds: float,
+    root: Path,
+    host: str,
+    port: int,
+    master: str | None,
+    cert: Path | None,
+    key: Path | None,
+    example: bool,
+    round_seconds: float,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions)."""
     from streamshield.server.main import run_server
@@ -198,8 +220,12 @@ def _call(fn, *args, **kwargs):
 
 @client.command("login")
 @click.option("--url", default="https://127.0.0.1:8443", show_default=True)
-@click.option("--ca", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Trust this certificate (the server's self-signed one).")
+@click.option(
+    "--ca",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="Trust this certificate (the server's self-signed one).",
+)
 @click.option("--user", required=True)
 @click.option("--role", "roles", multiple=True, required=True, help="Role to activate (repeat).")
 @click.password_option(confirmation_prompt=False, envvar="STREAMSHIELD_PASSWORD")
@@ -253,15 +279,21 @@ def client_stream(name: str) -> None:
 
     with _client() as api:
         answer = _call(api.stream, name)
-    click.echo(f"stream {answer['name']} (tid {answer['tid']}, event time "
-               f"{answer['event_time'] or '-'})")
+    click.echo(
+        f"stream {answer['name']} (tid {answer['tid']}, event time {answer['event_time'] or '-'})"
+    )
     click.echo(table([{"attribute": a, "type": t} for a, t in answer["attributes"]]))
 
 
 @client.command("add-schema")
 @click.argument("name")
-@click.option("--attribute", "attributes", multiple=True, required=True,
-              help="name:type (repeat), e.g. price:double")
+@click.option(
+    "--attribute",
+    "attributes",
+    multiple=True,
+    required=True,
+    help="name:type (repeat), e.g. price:double",
+)
 @click.option("--tid", required=True)
 @click.option("--event-time", default=None)
 def client_add_schema(name: str, attributes: tuple[str, ...], tid: str, event_time: str | None):
@@ -355,8 +387,14 @@ def _grant_options(fn):
 @click.option("--grant-option", is_flag=True)
 def client_grant(permission, kind, obj, role, user, grant_option) -> None:
     """Grant PERMISSION (e.g. "READ TUPLE") on KIND OBJ to --role or --user."""
-    body = {"permission": permission, "kind": kind, "object": obj, "role": role, "user": user,
-            "grant_option": grant_option}
+    body = {
+        "permission": permission,
+        "kind": kind,
+        "object": obj,
+        "role": role,
+        "user": user,
+        "grant_option": grant_option,
+    }
     with _client() as api:
         _call(api.grant, body)
     click.echo("granted")
@@ -366,8 +404,14 @@ def client_grant(permission, kind, obj, role, user, grant_option) -> None:
 @_grant_options
 def client_revoke(permission, kind, obj, role, user) -> None:
     """Revoke PERMISSION on KIND OBJ from --role or --user."""
-    body = {"permission": permission, "kind": kind, "object": obj, "role": role, "user": user,
-            "grant_option": False}
+    body = {
+        "permission": permission,
+        "kind": kind,
+        "object": obj,
+        "role": role,
+        "user": user,
+        "grant_option": False,
+    }
     with _client() as api:
         _call(api.grant, body, revoke=True)
     click.echo("revoked")
