@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine.provenance import delivered
+from streamshield.engine.provenance import delivered, provenance_columns
 from streamshield.policy.bitset import Words, is_empty
 from streamshield.policy.provenance import NO_RIGHTS, ProvenanceCodec, Rights
 
@@ -88,11 +88,11 @@ class Delivery:
         subscriptions = self.subscriptions
         if not subscriptions:
             return
-        frame = frame.persist()
+        aggregate_rows = self._aggregate and TUPLE_ORIGIN not in frame.columns
+        frame = _needed(frame).persist()
         try:
-            if frame.count() == 0:
+            if frame.isEmpty():
                 return
-            aggregate_rows = self._aggregate and TUPLE_ORIGIN not in frame.columns
             readable = self._readable(subscriptions, aggregate_rows)
             classes: dict[Words, list[Subscription]] = {}
             for subscription in subscriptions:
@@ -159,3 +159,10 @@ class Delivery:
                     self._on_drop(subscription.user, batch_id, dropped, ids)
                 except Exception as err:  # auditing must not stop delivery
                     audit.error("drop hook failed (%s)", type(err).__name__)
+
+
+def _needed(frame: DataFrame) -> DataFrame:
+    """Payload, provenance and policy id: the other label and origin columns (a salted
+    hash of the channel, say) are never sent, so Spark need not compute them per row."""
+    keep = set(provenance_columns(frame.columns)) | {POLICY_COLUMN}
+    return frame.drop(*(c for c in frame.columns if c.startswith(LABEL_PREFIX) and c not in keep))
