@@ -382,12 +382,8 @@ def _grant_options(fn):
     return fn
 
 
-@client.command("grant")
-@_grant_options
-@click.option("--grant-option", is_flag=True)
-def client_grant(permission, kind, obj, role, user, grant_option) -> None:
-    """Grant PERMISSION (e.g. "READ TUPLE") on KIND OBJ to --role or --user."""
-    body = {
+def _grant_body(permission, kind, obj, role, user, grant_option: bool) -> dict:
+    return {
         "permission": permission,
         "kind": kind,
         "object": obj,
@@ -395,8 +391,15 @@ def client_grant(permission, kind, obj, role, user, grant_option) -> None:
         "user": user,
         "grant_option": grant_option,
     }
+
+
+@client.command("grant")
+@_grant_options
+@click.option("--grant-option", is_flag=True)
+def client_grant(permission, kind, obj, role, user, grant_option) -> None:
+    """Grant PERMISSION (e.g. "READ TUPLE") on KIND OBJ to --role or --user."""
     with _client() as api:
-        _call(api.grant, body)
+        _call(api.grant, _grant_body(permission, kind, obj, role, user, grant_option))
     click.echo("granted")
 
 
@@ -404,16 +407,8 @@ def client_grant(permission, kind, obj, role, user, grant_option) -> None:
 @_grant_options
 def client_revoke(permission, kind, obj, role, user) -> None:
     """Revoke PERMISSION on KIND OBJ from --role or --user."""
-    body = {
-        "permission": permission,
-        "kind": kind,
-        "object": obj,
-        "role": role,
-        "user": user,
-        "grant_option": False,
-    }
     with _client() as api:
-        _call(api.grant, body, revoke=True)
+        _call(api.grant, _grant_body(permission, kind, obj, role, user, False), revoke=True)
     click.echo("revoked")
 
 

@@ -401,3 +401,7 @@ def test_cli_client_commands(server, world, tmp_path) -> None:
         timeout=60,
     )
     assert refused.returncode != 0 and "403" in refused.stderr
+    assert "revoked" in _cli(al_home, "revoke", "SUBSCRIBE", "stream", "cli_q_out", "--user", "bob")
+    assert not server.service.security.can_subscribe(
+        server.service.security.login("bob", PASSWORD, ["CUSTOMER2"]), "cli_q_out"
+    )
