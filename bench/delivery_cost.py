@@ -3,8 +3,8 @@
 One command: ``.venv/bin/python -m bench.delivery_cost [--rows N]``. The batch looks like
 a secured query's output (payload, label words, provenance, policy id, and the salted
 channel hash the secured view adds); its one subscriber may not read its source, so
-nothing is collected and the figure is Delivery's own work: cache, count, filter and
-the drop report. The plain fan-out caches and counts the payload. Best of three warm
+nothing is collected and the figure is Delivery's own work: cache, emptiness check,
+filter and the drop report. The plain fan-out caches and counts the payload. Best of three warm
 runs each, printed as seconds and as a ratio (plain / secured throughput).
 """
 
