@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: run test lint bench setup clean
+.PHONY: run test lint bench setup clean constraints
 
 run: setup
 	$(BIN)/streamshield serve
@@ -26,12 +26,21 @@ lint: setup
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/ensure-java.sh
+$(STAMP): pyproject.toml constraints.txt scripts/ensure-java.sh
 	bash scripts/ensure-java.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis
+
+# Re-pin constraints.txt to what the ranges of pyproject.toml resolve to today.
+constraints:
+	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin
+	.venv-pin/bin/python -m pip install --quiet '.[dev]'
+	{ echo "# Exact versions that make and CI install (pip install -c constraints.txt)."; \
+	  echo "# pyproject.toml declares compatible ranges; regenerate this with 'make constraints'."; \
+	  .venv-pin/bin/python -m pip freeze --all --exclude-editable | grep -viE '^(streamshield|pip)=='; } > constraints.txt
+	rm -rf .venv-pin
