@@ -43,6 +43,7 @@ from sqlalchemy import Connection, case, delete, func, insert, or_, select, upda
 from streamshield.catalog import audit
 from streamshield.catalog import oxrbac as ox
 from streamshield.catalog import tables as t
+from streamshield.catalog.administration import Administration
 from streamshield.catalog.audit import AuditEntry, AuditFilter, Event, Outcome
 from streamshield.catalog.database import UrlOrEngine, transaction, upsert
 from streamshield.catalog.errors import (
@@ -147,8 +148,11 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class SecurityCatalog:
+class SecurityCatalog(Administration):
     """Users, authentication, sessions, OxRBAC, settings, quotas and audit on one database.
+
+    User and role administration (with its permission rules and password policy) is in
+    :class:`~streamshield.catalog.administration.Administration`.
 
     ``target``: a database URL, a SQLite file path or an Engine (as
     :class:`SqlCatalog`). ``clock`` returns seconds since the epoch (tests move time).
@@ -303,11 +307,17 @@ class SecurityCatalog:
         keys = [("user", name)] + ([("client", client)] if client else [])
         with self._read() as db:
             wait = max(self._retry_after(db, kind, key, now) for kind, key in keys)
-            stored = db.scalar(select(t.users.c.password_hash).where(t.users.c.name == name))
+            user = db.execute(
+                select(t.users.c.password_hash, t.users.c.disabled).where(t.users.c.name == name)
+            ).first()
+        stored = None if user is None else user.password_hash
+        disabled = user is not None and bool(user.disabled)
         if wait > 0:
             self._audit(Event.LOGIN, Outcome.THROTTLED, client=client, detail={"name": name})
             raise Throttled(wait)
-        ok = self.passwords.verify(stored, password)
+        # A disabled user is refused exactly like a wrong password (same message, same
+        # cost: the password is still verified); only administrators read the reason.
+        ok = self.passwords.verify(stored, password) and not disabled
         with self._write() as db:
             if not ok:
                 for kind, key in keys:
@@ -319,9 +329,10 @@ class SecurityCatalog:
                             t.login_failures.c.at <= now - self.throttle.window,
                         )
                     )
-                audit.record(
-                    db, now, Event.LOGIN, Outcome.FAILED, client=client, detail={"name": name}
-                )
+                detail: dict[str, Any] = {"name": name}
+                if disabled:
+                    detail["admin_only"] = {"reason": "disabled"}
+                audit.record(db, now, Event.LOGIN, Outcome.FAILED, client=client, detail=detail)
             else:
                 db.execute(
                     delete(t.login_failures).where(
@@ -404,6 +415,9 @@ class SecurityCatalog:
             select(t.sessions).where(t.sessions.c.token_hash == _token_hash(token))
         ).first()
         if row is None or row.expires_at <= self.clock():
+            raise AuthError()
+        disabled = db.scalar(select(t.users.c.disabled).where(t.users.c.name == row.user_name))
+        if disabled is None or disabled:  # removed or disabled: the session is void
             raise AuthError()
         roles = frozenset(json.loads(row.roles)) & _held_roles(db, row.user_name)
         if not roles:

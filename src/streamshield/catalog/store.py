@@ -14,6 +14,7 @@ text an administrator wrote, and re-parsed on read.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Engine, case, delete, func, insert, select
 
+from streamshield.catalog import migrations
 from streamshield.catalog import tables as t
 from streamshield.catalog.database import UrlOrEngine, open_engine, transaction, upsert
 from streamshield.catalog.streams import StreamDefinition
@@ -28,7 +30,7 @@ from streamshield.lang.cql import parse_policy, parse_statements
 from streamshield.policy.elements import Channel
 from streamshield.policy.patterns import Literal, OneOf, Pattern
 from streamshield.policy.policy import Combine, ServerPolicy
-from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.roles import RoleHierarchy, capacity_for
 
 SERVER_POLICY_TS = 1
 """Timestamp given to server-side sps: they form no provider batch, so any fixed value works."""
@@ -86,8 +88,13 @@ def named_roles(pattern: Pattern) -> list[str]:
     return []
 
 
+DEFAULT_ROLE_CAPACITY = 64
+"""Roles a new root's labels make room for (one 64-bit word per privilege block)."""
+
+
 class SqlCatalog:
-    """A :class:`Catalog` on SQLAlchemy Core; the schema is created on first open.
+    """A :class:`Catalog` on SQLAlchemy Core; opening migrates the schema to the head
+    revision (:mod:`streamshield.catalog.migrations`).
 
     ``target`` is a database URL (``postgresql+psycopg://user@host/db``,
     ``sqlite:///path``), a SQLite file path, or an :class:`~sqlalchemy.Engine`.
@@ -97,7 +104,7 @@ class SqlCatalog:
     def __init__(self, target: UrlOrEngine) -> None:
         self.engine: Engine = open_engine(target)
         with transaction(self.engine, write=True) as db:
-            t.create_schema(db)
+            migrations.upgrade(db)
 
     # -- streams ---------------------------------------------------------------------------
 
@@ -128,20 +135,27 @@ class SqlCatalog:
     # -- roles -----------------------------------------------------------------------------
 
     def set_roles(self, roles: Iterable[str], junior_of: Iterable[tuple[str, str]]) -> None:
-        """Replaces all roles and (senior, junior) edges; invalid hierarchies change nothing."""
+        """Replaces all roles and (senior, junior) edges; invalid hierarchies change nothing.
+
+        This *lays out* the root's labels anew (positions in sorted order, the capacity
+        grown to fit): it is the set-up of a root before any data is labelled. On a
+        running root, add roles and edges one by one (:func:`store_hierarchy`), which
+        keeps every position and the width.
+        """
         roles, junior_of = list(roles), list(junior_of)
         for role in roles:
             if not isinstance(role, str) or not role:
                 raise ValueError(f"role names must be non-empty strings, got {role!r}")
-        hierarchy = RoleHierarchy.build(roles, junior_of)  # unknown roles, cycles
+        RoleHierarchy.build(roles, junior_of)  # unknown roles, cycles
         with transaction(self.engine, write=True) as db:
+            capacity = max(role_capacity(db), capacity_for(len(set(roles))))
+            hierarchy = RoleHierarchy.build(
+                roles, junior_of, order=sorted(set(roles)), capacity=capacity
+            )
             db.execute(delete(t.role_juniors))
             db.execute(delete(t.roles))
-            if hierarchy.roles:
-                db.execute(insert(t.roles), [{"name": r} for r in hierarchy.roles])
-            edges = sorted(set(junior_of))
-            if edges:
-                db.execute(insert(t.role_juniors), [{"senior": s, "junior": j} for s, j in edges])
+            set_role_capacity(db, capacity)
+            store_hierarchy(db, hierarchy)
 
     def hierarchy(self) -> RoleHierarchy:
         """The stored hierarchy; an empty one when no roles were set."""
@@ -261,10 +275,51 @@ def find_stream(db: Connection, name: str) -> StreamDefinition | None:
 
 
 def load_hierarchy(db: Connection) -> RoleHierarchy:
-    """The stored role hierarchy, read in the caller's transaction."""
-    roles = db.scalars(select(t.roles.c.name)).all()
+    """The stored role hierarchy with its bit layout, read in the caller's transaction."""
+    roles = db.scalars(select(t.roles.c.name).order_by(t.roles.c.position)).all()
     edges = [tuple(edge) for edge in db.execute(select(t.role_juniors)).all()]
-    return RoleHierarchy.build(roles, edges)  # type: ignore[arg-type]
+    return RoleHierarchy.build(
+        roles,
+        edges,  # type: ignore[arg-type]
+        order=roles,
+        capacity=role_capacity(db),
+    )
+
+
+def store_hierarchy(db: Connection, hierarchy: RoleHierarchy) -> None:
+    """Writes a hierarchy that extends the stored one, in the caller's transaction.
+
+    Roles already stored keep their rows (and so their positions); new roles are
+    inserted at their index in ``hierarchy.roles``; the edges are replaced. A stored
+    role missing from ``hierarchy`` or moved to another position is refused: that
+    would re-read every stored label with other roles.
+    """
+    stored = dict(db.execute(select(t.roles.c.name, t.roles.c.position)).all())
+    for position, role in enumerate(hierarchy.roles):
+        if role in stored:
+            if stored.pop(role) != position:
+                raise ValueError(f"role {role!r} would move to another bit position")
+        else:
+            db.execute(insert(t.roles).values(name=role, position=position))
+    if stored:
+        raise ValueError(f"roles {sorted(stored)} would be removed")
+    db.execute(delete(t.role_juniors))
+    if hierarchy.edges:
+        db.execute(insert(t.role_juniors), [{"senior": s, "junior": j} for s, j in hierarchy.edges])
+
+
+def role_capacity(db: Connection) -> int:
+    """The root's fixed role capacity (label width in roles)."""
+    value = db.scalar(select(t.catalog_meta.c.value).where(t.catalog_meta.c.key == "role_capacity"))
+    return DEFAULT_ROLE_CAPACITY if value is None else int(json.loads(value))
+
+
+def set_role_capacity(db: Connection, capacity: int) -> None:
+    """Records the capacity; only sound while no label of this root is stored."""
+    if capacity <= 0 or capacity % 64:
+        raise ValueError(f"a role capacity is a positive multiple of 64, got {capacity}")
+    row = {"key": "role_capacity", "value": json.dumps(capacity)}
+    upsert(db, t.catalog_meta, row, ["key"], {"value": row["value"]})
 
 
 def _definition(db: Connection, name: str, tid: str, event_time: str | None) -> StreamDefinition:

@@ -1,4 +1,6 @@
-"""The catalog's tables, one schema for SQLite and PostgreSQL.
+"""The catalog's tables, one schema for SQLite and PostgreSQL (the schema at the head
+migration, :mod:`streamshield.catalog.migrations`; every change goes through a new
+revision there, these declarations are what queries are written against).
 
 Plain column types only (text, integers, floats, booleans): JSON values are stored as
 text and times as seconds since the epoch (float), so both back ends store and compare
@@ -12,7 +14,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    Connection,
     Float,
     Index,
     Integer,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
     func,
 )
 
@@ -47,7 +49,21 @@ stream_attributes = Table(
     Column("type", String(50), nullable=False),
 )
 
-roles = Table("roles", metadata, Column("name", String(200), primary_key=True))
+roles = Table(
+    "roles",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    # the role's bit in every stored label: fixed when the role is created, never reused
+    Column("position", Integer, nullable=False, unique=True),
+)
+
+catalog_meta = Table(
+    "catalog_meta",
+    metadata,
+    Column("key", String(100), primary_key=True),
+    Column("value", Text, nullable=False),  # JSON
+)
+"""Facts about the storage root itself, e.g. ``role_capacity`` (the fixed label width)."""
 
 role_juniors = Table(
     "role_juniors",
@@ -88,6 +104,7 @@ users = Table(
     Column("name", String(200), primary_key=True),
     Column("password_hash", Text, nullable=False),
     Column("created_at", Float, nullable=False),
+    Column("disabled", Boolean, nullable=False, server_default=false()),
 )
 Index("users_name_ci", func.lower(users.c.name), unique=True)
 
@@ -188,7 +205,7 @@ audit = Table(
     Column("detail", Text, nullable=False),  # JSON: ids and counts, never data values
 )
 
-_APPEND_ONLY = {
+APPEND_ONLY = {
     "sqlite": (
         "CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit "
         "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END",
@@ -205,13 +222,4 @@ _APPEND_ONLY = {
     ),
 }
 
-
-def create_schema(connection: Connection) -> None:
-    """Creates missing tables, indexes and the audit log's append-only triggers.
-
-    Idempotent; run inside a writing transaction so that two processes opening a new
-    database at once do not both try to create the same table.
-    """
-    metadata.create_all(connection, checkfirst=True)
-    for statement in _APPEND_ONLY.get(connection.dialect.name, ()):
-        connection.exec_driver_sql(statement)
+"""The audit log's append-only triggers per dialect (created by the first migration)."""

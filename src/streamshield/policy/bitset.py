@@ -107,7 +107,9 @@ class BitsetCodec:
     words, so a codec must be built from the same ordered list wherever labels are shared.
     """
 
-    def __init__(self, members: Iterable[Hashable]) -> None:
+    def __init__(self, members: Iterable[Hashable], width: int | None = None) -> None:
+        """``width``: a fixed word count (at least what the members need), so that
+        members appended later keep every existing label's shape."""
         ordered = tuple(members)
         index: dict[Hashable, int] = {}
         for i, m in enumerate(ordered):
@@ -117,6 +119,10 @@ class BitsetCodec:
         self._members = ordered
         self._index = index
         self._width = words_for(len(ordered))
+        if width is not None:
+            if width < self._width:
+                raise ValueError(f"{len(ordered)} members do not fit in {width} words")
+            self._width = width
 
     def __repr__(self) -> str:
         return f"BitsetCodec({list(self._members)!r})"

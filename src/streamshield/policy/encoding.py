@@ -51,7 +51,9 @@ class RoleCodec:
 
     def __init__(self, hierarchy: RoleHierarchy) -> None:
         self.hierarchy = hierarchy
-        self.codec = BitsetCodec(hierarchy.roles)  # one block: a role set, no twins
+        # one block: a role set, no twins; as wide as the hierarchy's capacity, so that a
+        # role appended later changes no existing label (positions and width stay)
+        self.codec = BitsetCodec(hierarchy.roles, width=hierarchy.block_words)
 
     @property
     def block_width(self) -> int:
