@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from streamshield import __version__
+from streamshield import __version__, cli_admin
 
 
 @click.group()
@@ -468,6 +468,8 @@ def client_audit(user: str | None, action: str | None, limit: int) -> None:
         answer = _call(api.audit, user=user, action=action, limit=limit)
     click.echo(table(answer["entries"]))
 
+
+cli_admin.attach(main, client)  # admin init; client user, role, passwd
 
 if __name__ == "__main__":
     main()

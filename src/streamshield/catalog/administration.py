@@ -353,7 +353,7 @@ class Administration:
             if senior not in hierarchy.juniors:
                 raise UnknownRole(f"no role {senior!r}", "name")
             if junior not in hierarchy.juniors[senior]:
-                raise UnknownRole(f"{junior!r} is not a direct junior of {senior!r}", "junior")
+                raise UnknownRole(f"{junior!r} is not a direct junior of {senior!r}", "name")
             changed = hierarchy.without_junior(senior, junior)
             store_hierarchy(db, changed)
             state = self._acl(db)

@@ -20,6 +20,7 @@ Unknown streams' elements are ignored here: the landing zone rejects them first.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -102,6 +103,7 @@ class Ingest:
 
     def __post_init__(self) -> None:
         self.codec = RoleCodec(self.hierarchy)
+        self._layout_lock = threading.Lock()  # a batch is labelled with one hierarchy
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
 
@@ -116,10 +118,28 @@ class Ingest:
 
     # -- per micro-batch -------------------------------------------------------------------
 
+    def use_hierarchy(self, hierarchy: RoleHierarchy) -> None:
+        """Labels the next batch with ``hierarchy`` (a role created, an edge changed).
+
+        Only a hierarchy that keeps the stored bit layout is accepted (ValueError
+        otherwise): labels already written must keep meaning the same roles. Waits for
+        a batch being labelled to finish, so no batch mixes two hierarchies.
+        """
+        if not hierarchy.keeps_layout_of(self.hierarchy):
+            raise ValueError("the new role hierarchy changes the label layout")
+        with self._layout_lock:
+            self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
+
     def label_batch(
         self, batch: DataFrame, states: dict[Channel, ChannelState]
     ) -> dict[str, DataFrame]:
         """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
+        with self._layout_lock:
+            return self._label_batch(batch, states)
+
+    def _label_batch(
+        self, batch: DataFrame, states: dict[Channel, ChannelState]
+    ) -> dict[str, DataFrame]:
         known = batch.filter(F.col("stream").isin(list(self.streams)))
         gapped = self._with_gaps(self._mark_late(known, states)).cache()
         self._cached.append(gapped)

@@ -20,6 +20,7 @@ from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.queries import QueryService
 from streamshield.landing import LandingZone
+from streamshield.policy.roles import RoleHierarchy
 
 
 class Pipeline:
@@ -35,6 +36,16 @@ class Pipeline:
             spark, streams, hierarchy, self.ingest.store, self.root / "store"
         )
         self.cql = CqlService(self.queries, self.landing, catalog, ingest, self.ingest.state)
+
+    def use_hierarchy(self, hierarchy: RoleHierarchy) -> None:
+        """A changed role hierarchy, live: the next ingest batch labels with it and new
+        query registrations resolve roles with it. It must keep the label layout
+        (positions and width, :meth:`RoleHierarchy.keeps_layout_of`), which the catalog's
+        role administration guarantees; anything else is refused (ValueError)."""
+        if not hierarchy.keeps_layout_of(self.queries.hierarchy):
+            raise ValueError("the new role hierarchy changes the label layout")
+        self.ingest.ingest.use_hierarchy(hierarchy)
+        self.queries.use_hierarchy(hierarchy)
 
     def ingest_available(self) -> None:
         """Label everything landed so far (an availableNow run of the ingest query)."""

@@ -151,6 +151,14 @@ class QueryService:
         self.sources = SourceIds(self.root / "provenance.json")
         self.sources.add(sorted(streams))
 
+    def use_hierarchy(self, hierarchy: RoleHierarchy) -> None:
+        """Registrations from now on resolve roles with ``hierarchy``; running queries keep
+        the effective roles and views they were compiled with (stop and start one to
+        recompile it). Only a hierarchy keeping the label layout is accepted."""
+        if not hierarchy.keeps_layout_of(self.hierarchy):
+            raise ValueError("the new role hierarchy changes the label layout")
+        self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
+
     def register(
         self,
         sql: str,

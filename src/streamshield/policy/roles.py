@@ -101,6 +101,11 @@ class RoleHierarchy:
         """(senior, junior) pairs, sorted."""
         return sorted((s, j) for s, js in self.juniors.items() for j in js)
 
+    def keeps_layout_of(self, old: RoleHierarchy) -> bool:
+        """True when labels encoded with ``old`` read the same with this hierarchy: every
+        old role keeps its position (new roles only appended) and the width is the same."""
+        return self.roles[: len(old.roles)] == old.roles and self.block_words == old.block_words
+
     def with_role(self, role: str, juniors: Iterable[str] = ()) -> RoleHierarchy:
         """A new role appended at the next bit position, with its direct juniors.
 

@@ -37,6 +37,7 @@ from streamshield.server.models import (
     SettingsBody,
     StreamBody,
 )
+from streamshield.server.routes import administration
 from streamshield.server.service import SchemaDef, ServerService
 from streamshield.server.subscriptions import SubscriberQueue
 
@@ -84,6 +85,7 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
         "subscriptions. Every endpoint but /login needs `Authorization: Bearer <token>`.",
     )
     app.state.service = service
+    app.include_router(administration.router())
 
     async def _any(_: Request, err: Exception) -> JSONResponse:
         response = to_response(err)

@@ -1,0 +1,239 @@
+"""Administration over HTTPS: users, passwords, roles and the role hierarchy.
+
+A thin layer over :class:`~streamshield.catalog.administration.Administration`, which
+decides who may do what (CHANGE SYSTEM on SYSTEM for every change; one's own record and
+password for everyone; the role list for every logged-in user) and audits every change.
+Its typed refusals become the API's error codes here, each message naming the field.
+
+A role created or a hierarchy edge changed reaches the running engine before the
+request answers (:meth:`Pipeline.use_hierarchy`): the next ingest batch labels with it
+(an sp naming the new role applies), and query registrations resolve roles with it.
+Stored labels keep their meaning because role bit positions and the label width never
+change (see :mod:`streamshield.policy.roles`). Running queries keep the effective roles
+they were compiled with until they are stopped and started again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from streamshield.catalog import administration as adm
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+
+T = TypeVar("T")
+
+UserName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+RoleName = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+Password = Annotated[str, StringConstraints(max_length=adm.MAX_PASSWORD)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class UserCreate(_Strict):
+    name: UserName
+    password: Password
+    roles: list[RoleName] = Field(default_factory=list, max_length=256)
+
+
+class UserRoles(_Strict):
+    roles: list[RoleName] = Field(max_length=256)
+
+
+class PasswordReset(_Strict):
+    password: Password
+
+
+class PasswordChange(_Strict):
+    current: Password
+    new: Password
+
+
+class RoleCreate(_Strict):
+    name: RoleName
+    juniors: list[RoleName] = Field(default_factory=list, max_length=256)
+
+
+class JuniorBody(_Strict):
+    junior: RoleName
+
+
+class UserOut(BaseModel):
+    name: str
+    roles: list[str]
+    disabled: bool
+
+
+class UserList(BaseModel):
+    users: list[UserOut]
+
+
+class NameOut(BaseModel):
+    name: str
+
+
+class RoleOut(BaseModel):
+    name: str
+    juniors: list[str]
+
+
+class RoleList(BaseModel):
+    roles: list[RoleOut]
+
+
+class ErrorOut(BaseModel):
+    error: str
+    message: str
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    described = {
+        401: "no valid session (none, expired, logged out, or the user was disabled)",
+        403: "the caller lacks CHANGE SYSTEM on SYSTEM (or gave a wrong current password)",
+        404: "no such user or role",
+        409: "the name exists, the role capacity is reached, or an administrator would "
+        "disable herself",
+        422: "invalid field: weak password, unknown role, bad name, or a hierarchy cycle",
+        429: "too many wrong passwords: retry later",
+    }
+    return {c: {"model": ErrorOut, "description": described[c]} for c in codes}
+
+
+def _answer(fn: Callable[..., T], *args: Any) -> T:
+    """Calls the catalog; its administration refusals become the API's errors."""
+    try:
+        return fn(*args)
+    except (adm.UnknownUser, adm.UnknownRole) as err:
+        if err.field == "name":  # the path names it
+            raise NotFound(err.message) from None
+        raise Invalid(err.message) from None
+    except (adm.Exists, adm.RoleCapacityReached, adm.SelfLockout) as err:
+        raise Conflict(err.message, "exists" if isinstance(err, adm.Exists) else None) from None
+    except adm.WrongPassword as err:
+        raise Forbidden(err.message) from None
+    except adm.AdminError as err:  # weak password, bad names, cycles
+        raise Invalid(err.message) from None
+
+
+def _user(info: adm.UserInfo) -> UserOut:
+    return UserOut(name=info.name, roles=list(info.roles), disabled=info.disabled)
+
+
+def _role(info: adm.RoleInfo) -> RoleOut:
+    return RoleOut(name=info.name, juniors=list(info.juniors))
+
+
+def router() -> APIRouter:
+    """The administration routes (built on call: ``Auth`` lives in the app module)."""
+    from streamshield.server.app import Auth
+
+    api = APIRouter(tags=["administration"])
+
+    def security(request: Request) -> Any:
+        return request.app.state.service.security
+
+    def hierarchy_changed(request: Request, change: tuple[adm.RoleInfo, Any]) -> RoleOut:
+        service = request.app.state.service
+        info, hierarchy = change
+        with service._lock:
+            service.pipeline.use_hierarchy(hierarchy)
+        return _role(info)
+
+    # -- users -------------------------------------------------------------------------------
+
+    @api.post(
+        "/users", status_code=201, response_model=UserOut, responses=_errors(401, 403, 409, 422)
+    )
+    def create_user(body: UserCreate, who: Auth, request: Request) -> UserOut:
+        """Create a user with a password (policy: at least 12 characters, not only
+        whitespace, not the user name) and roles. Needs CHANGE SYSTEM."""
+        sec = security(request)
+        return _user(_answer(sec.add_user, who.session, body.name, body.password, body.roles))
+
+    @api.get("/users", response_model=UserList, responses=_errors(401, 403))
+    def list_users(who: Auth, request: Request) -> UserList:
+        """Every user with roles and state. Needs CHANGE SYSTEM."""
+        users = _answer(security(request).users_info, who.session)
+        return UserList(users=[_user(u) for u in users])
+
+    @api.get("/users/{name}", response_model=UserOut, responses=_errors(401, 403, 404))
+    def show_user(name: str, who: Auth, request: Request) -> UserOut:
+        """One user: oneself, or anyone for a CHANGE SYSTEM holder."""
+        return _user(_answer(security(request).user_info, who.session, name))
+
+    @api.put("/users/{name}/roles", response_model=UserOut, responses=_errors(401, 403, 404, 422))
+    def set_roles(name: str, body: UserRoles, who: Auth, request: Request) -> UserOut:
+        """Replace a user's roles. Needs CHANGE SYSTEM; grants that relied on a role
+        taken away are removed with their cascade."""
+        sec = security(request)
+        return _user(_answer(sec.change_user_roles, who.session, name, body.roles))
+
+    @api.post(
+        "/users/{name}/password", response_model=NameOut, responses=_errors(401, 403, 404, 422)
+    )
+    def reset_password(name: str, body: PasswordReset, who: Auth, request: Request) -> NameOut:
+        """Set a user's password (administrator reset). Needs CHANGE SYSTEM."""
+        _answer(security(request).reset_password, who.session, name, body.password)
+        return NameOut(name=name)
+
+    @api.post("/me/password", response_model=NameOut, responses=_errors(401, 403, 422, 429))
+    def change_password(body: PasswordChange, who: Auth, request: Request) -> NameOut:
+        """Change one's own password, proving the current one."""
+        _answer(security(request).change_password, who.session, body.current, body.new)
+        return NameOut(name=str(who.session.user))
+
+    @api.post(
+        "/users/{name}/disable", response_model=UserOut, responses=_errors(401, 403, 404, 409)
+    )
+    def disable(name: str, who: Auth, request: Request) -> UserOut:
+        """Disable a user: every session of hers ends at once, login refuses her."""
+        return _user(_answer(security(request).set_disabled, who.session, name, True))
+
+    @api.post("/users/{name}/enable", response_model=UserOut, responses=_errors(401, 403, 404))
+    def enable(name: str, who: Auth, request: Request) -> UserOut:
+        """Enable a disabled user again."""
+        return _user(_answer(security(request).set_disabled, who.session, name, False))
+
+    # -- roles -------------------------------------------------------------------------------
+
+    @api.get("/roles", response_model=RoleList, responses=_errors(401))
+    def list_roles(who: Auth, request: Request) -> RoleList:
+        """Every role with its direct juniors (any logged-in user)."""
+        roles = _answer(security(request).roles_info, who.session)
+        return RoleList(roles=[_role(r) for r in roles])
+
+    @api.post(
+        "/roles", status_code=201, response_model=RoleOut, responses=_errors(401, 403, 409, 422)
+    )
+    def create_role(body: RoleCreate, who: Auth, request: Request) -> RoleOut:
+        """Create a role (with direct juniors); live at once. Needs CHANGE SYSTEM."""
+        sec = security(request)
+        change = _answer(sec.create_role, who.session, body.name, body.juniors)
+        return hierarchy_changed(request, change)
+
+    @api.post(
+        "/roles/{name}/juniors", response_model=RoleOut, responses=_errors(401, 403, 404, 422)
+    )
+    def add_junior(name: str, body: JuniorBody, who: Auth, request: Request) -> RoleOut:
+        """Make ``junior`` a direct junior of the role (a cycle is refused). Needs
+        CHANGE SYSTEM."""
+        change = _answer(security(request).add_junior, who.session, name, body.junior)
+        return hierarchy_changed(request, change)
+
+    @api.delete(
+        "/roles/{name}/juniors/{junior}",
+        response_model=RoleOut,
+        responses=_errors(401, 403, 404, 422),
+    )
+    def remove_junior(name: str, junior: str, who: Auth, request: Request) -> RoleOut:
+        """Remove a direct junior. Needs CHANGE SYSTEM. Tuples labelled before keep the
+        readers they were labelled with (labels are immutable)."""
+        change = _answer(security(request).remove_junior, who.session, name, junior)
+        return hierarchy_changed(request, change)
+
+    return api
