@@ -43,7 +43,7 @@ from streamshield.catalog import audit
 from streamshield.catalog import oxrbac as ox
 from streamshield.catalog import tables as t
 from streamshield.catalog.audit import Event, Outcome
-from streamshield.catalog.errors import AuthError, SecurityError, Throttled, from_denial
+from streamshield.catalog.errors import AuthError, PermissionDenied, SecurityError, Throttled
 from streamshield.catalog.oxrbac import SYSTEM, Permission, Subject
 from streamshield.catalog.store import load_hierarchy, store_hierarchy
 from streamshield.policy.roles import RoleCapacityError, RoleCycleError, RoleHierarchy
@@ -160,7 +160,7 @@ class Administration:
             if denial is None:
                 yield db, subject.user
                 return
-        raise self._refuse(subject.user, event, from_denial(denial))
+        raise self._refuse(subject.user, event, _not_admin())
 
     def _record(self, db: Connection, event: Event, actor: str, **detail: Any) -> None:
         audit.record(db, self.clock(), event, Outcome.OK, actor=actor, obj=SYSTEM, detail=detail)
@@ -217,7 +217,8 @@ class Administration:
         return self.user_info(session, name)
 
     def reset_password(self, session: Session, name: str, password: str) -> None:
-        """An administrator sets a user's password (CHANGE SYSTEM); her sessions go on."""
+        """An administrator sets a user's password (CHANGE SYSTEM) and clears the failed
+        logins counted against her name; her open sessions go on."""
         check_password(password, name)
         password_hash = self.passwords.hash(password)
         with self._administering(session, Event.RESET_PASSWORD) as (db, actor):
@@ -225,6 +226,11 @@ class Administration:
                 raise UnknownUser(f"no user {name!r}", "name")
             db.execute(
                 update(t.users).where(t.users.c.name == name).values(password_hash=password_hash)
+            )
+            # the failures counted against the old password no longer delay the new one
+            failures = t.login_failures.c
+            db.execute(
+                delete(t.login_failures).where(failures.key_kind == "user", failures.key == name)
             )
             self._record(db, Event.RESET_PASSWORD, actor, user=name)
 
@@ -383,12 +389,20 @@ class Administration:
         subject = self._subject(db, session)
         denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
         if denial is not None:
-            raise self._refuse(subject.user, event, from_denial(denial))
+            raise self._refuse(subject.user, event, _not_admin())
         return subject.user
 
 
 class WrongPassword(AdminError):
     """The current password given to change one's own is wrong (403)."""
+
+
+def _not_admin() -> PermissionDenied:
+    """Always 403, never "not found": SYSTEM exists for everyone, and saying so leaks
+    nothing, while a 404 for POST /users would only confuse."""
+    return PermissionDenied(
+        Permission.CHANGE_SYSTEM, SYSTEM, "permission denied: CHANGE SYSTEM on system is needed"
+    )
 
 
 def _check_roles(db: Connection, roles: frozenset[str]) -> None:

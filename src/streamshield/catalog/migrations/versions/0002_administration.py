@@ -54,6 +54,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("users") as batch:
         batch.drop_column("disabled")
+    # SQLite's batch mode rebuilt the table without its expression index: put it back
+    op.create_index(
+        "users_name_ci", "users", [sa.text("lower(name)")], unique=True, if_not_exists=True
+    )
     op.drop_table("catalog_meta")
     with op.batch_alter_table("roles") as batch:
         batch.drop_constraint("roles_position_key", type_="unique")
