@@ -13,8 +13,8 @@ change (see :mod:`streamshield.policy.roles`). Running queries keep the effectiv
 they were compiled with until they are stopped and started again.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type,
+# which is imported inside :func:`router` (string annotations resolve in module globals).
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
