@@ -27,7 +27,7 @@ PW = "a perfectly long password"
 
 
 @pytest.fixture(scope="module")
-def server(spark, tmp_path_factory):  # noqa: F811
+def server(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("admin")
     throttle = ThrottlePolicy(free_failures=50)  # wrong passwords below must not slow logins
     security = SecurityCatalog(root / "catalog.db", throttle=throttle)
@@ -100,6 +100,9 @@ def test_non_administrators_are_refused(server) -> None:
     assert _ok(nina.get("/users/nina"))["roles"] == ["NURSE"]  # herself: yes
     assert "EVIL" not in {r["name"] for r in _ok(nina.get("/roles"))["roles"]}
     with server.client() as anonymous:
+        paths = anonymous.get("/openapi.json").json()["paths"]
+        assert {"403", "409"} <= set(paths["/users/{name}/disable"]["post"]["responses"])
+        assert "UserOut" in json.dumps(paths["/users"]["post"])
         assert anonymous.get("/users").status_code == 401
         assert anonymous.post("/roles", json={"name": "EVIL"}).status_code == 401
 

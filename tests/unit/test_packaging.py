@@ -48,6 +48,9 @@ def test_the_wheel_carries_its_license_and_data_files(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith("licenses/LICENSE") for n in names), "LICENSE missing from the wheel"
     assert "streamshield/lang/cql.lark" in names
+    migrations = "streamshield/catalog/migrations/"
+    for packaged in ("env.py", "script.py.mako", "versions/0001_initial.py"):
+        assert migrations + packaged in names, f"{packaged} missing: catalogs could not open"
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(metadata).decode()
     assert "License-Expression: Apache-2.0" in text
@@ -79,6 +82,7 @@ def test_the_wheel_runs_outside_the_repository(wheel: Path, tmp_path: Path) -> N
         "from streamshield.lang.cql import parse_policy;"
         "parse_policy('INSERT SP INTO STREAM s LET DDP = STREAMS: s, SRP = rbac:A;', ts=1);"
         "r = CliRunner().invoke(c.main, ['--help']); assert r.exit_code == 0, r.output;"
+        "from streamshield.catalog.store import SqlCatalog; SqlCatalog('catalog.db');"
         "print(streamshield.__file__)"
     )
     done = subprocess.run(
