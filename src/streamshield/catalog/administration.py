@@ -43,7 +43,13 @@ from streamshield.catalog import audit
 from streamshield.catalog import oxrbac as ox
 from streamshield.catalog import tables as t
 from streamshield.catalog.audit import Event, Outcome
-from streamshield.catalog.errors import AuthError, PermissionDenied, SecurityError, Throttled
+from streamshield.catalog.errors import (
+    AlreadyExists,
+    AuthError,
+    PermissionDenied,
+    SecurityError,
+    Throttled,
+)
 from streamshield.catalog.oxrbac import SYSTEM, Permission, Subject
 from streamshield.catalog.store import load_hierarchy, store_hierarchy
 from streamshield.policy.roles import RoleCapacityError, RoleCycleError, RoleHierarchy
@@ -182,10 +188,8 @@ class Administration:
             self.create_user(name, password, roles, by=session)
         except ValueError as err:
             raise AdminError(str(err), "name") from None
-        except SecurityError as err:
-            if type(err).__name__ == "AlreadyExists":
-                raise Exists(f"user {name!r} already exists", "name") from None
-            raise
+        except AlreadyExists:  # created by someone else since the check above
+            raise Exists(f"user {name!r} already exists", "name") from None
         return self.user_info(session, name)
 
     def users_info(self, session: Session) -> list[UserInfo]:

@@ -16,7 +16,8 @@ Contract for callers:
 * Refusals are :class:`PermissionDenied` (visible object) or :class:`NotFound`
   (missing or invisible object: the same message either way); both are audited.
 * Users: the first user is created without a session (bootstrap) and owns SYSTEM; every
-  later user is created by a session holding CHANGE SYSTEM.
+  later user is created by a session holding CHANGE SYSTEM. A disabled user cannot log
+  in (the same AuthError as a wrong password) and none of her sessions is valid.
 * Sessions: a random 256-bit token, only its SHA-256 is stored (a fast hash suffices
   for a random secret of that size); expiry ``session_ttl`` seconds (default 1 h).
 * Failed logins are throttled per user name and per client (:mod:`~.throttle`); the
