@@ -189,6 +189,25 @@ def _labels(server, spark) -> dict[int, EncodedAccess]:
     }
 
 
+def _query_ids(server, roles: list[str], name: str) -> set[int]:
+    """What a continuous query with ``roles`` reads of ``vitals`` now (the real secured
+    view compiled by the running engine), run to the end of what is stored."""
+    from streamshield.engine.queries import CallbackSink
+
+    ids: set[int] = set()
+
+    def collect(frame, _batch: int) -> None:
+        ids.update(row["id"] for row in frame.select("id").collect())
+
+    queries = server.service.pipeline.queries
+    query = queries.register("SELECT id FROM vitals", roles, CallbackSink(collect), name)
+    try:
+        query.process_all_available()
+    finally:
+        queries.stop(name)
+    return ids
+
+
 def test_a_role_added_while_data_is_stored_changes_no_label_and_is_live(
     server, spark, chief
 ) -> None:
@@ -205,6 +224,8 @@ def test_a_role_added_while_data_is_stored_changes_no_label_and_is_live(
     readers_before = {tid: codec.decode(access) for tid, access in before.items()}
     assert readers_before[1].readers == {"DOCTOR", "CARDIO"}
     assert readers_before[11].readers == {"ADMIN", "CARDIO", "DOCTOR", "NURSE"}
+    reads_before = {r: _query_ids(server, [r], f"before_{r}") for r in ("CARDIO", "NURSE")}
+    assert reads_before == {"CARDIO": {1, 2, 11}, "NURSE": {11}}
 
     _ok(chief.post("/roles", json={"name": "SURGEON"}), 201)  # appended: position 4
     _ok(chief.post("/roles/SURGEON/juniors", json={"junior": "NURSE"}))
@@ -219,6 +240,9 @@ def test_a_role_added_while_data_is_stored_changes_no_label_and_is_live(
         }
     # SURGEON is in no old label; it reads an old tuple only through its junior NURSE
     assert {t for t, a in after.items() if a.allows(new_codec.query(["SURGEON"]))} == {11}
+    reads_after = {r: _query_ids(server, [r], f"after_{r}") for r in ("CARDIO", "NURSE")}
+    assert reads_after == reads_before
+    assert _query_ids(server, ["SURGEON"], "after_SURGEON") == {11}
 
     # an sp naming the new role is accepted and applied, and SURGEON's query sees it
     _ok(chief.post("/users", json={"name": "sam", "password": PW, "roles": ["SURGEON"]}), 201)
