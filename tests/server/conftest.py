@@ -72,8 +72,9 @@ def serve_root(root: Path, session, security: SecurityCatalog | None = None) -> 
 
 
 def stop_server(server: Server) -> None:
-    server.running.stop()
+    """The service first (its subscribers get a ``closed`` event), then the HTTP server."""
     server.service.stop()
+    server.running.stop()
 
 
 def poll(condition: Callable[[], object], timeout: float = 90.0, every: float = 0.5) -> object:

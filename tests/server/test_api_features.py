@@ -386,7 +386,9 @@ def test_cli_client_commands(server, world, tmp_path) -> None:
         text=True,
     )
     try:
-        poll(lambda: len(server.service.queries.get("cli_q").delivery.subscriptions) == 1, 60)
+        delivery = server.service.queries.get("cli_q").delivery
+        poll(lambda: len(delivery.subscriptions) == 1 or subscriber.poll() is not None, 120)
+        assert subscriber.poll() is None, subscriber.communicate()  # subscribed, not refused
         assert "accepted 4, rejected 0" in _cli(ed_home, "ingest", "prices", str(elements))
         out, err = subscriber.communicate(timeout=120)
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +42,7 @@ class Event(StrEnum):
     ADD_QUERY = "add_query"
     SET_QUERY_STATUS = "set_query_status"
     REMOVE_QUERY = "remove_query"
+    QUERY_FAILED = "query_failed"
     GRANT = "grant"
     REVOKE = "revoke"
     SET_SETTING = "set_setting"
@@ -105,6 +106,14 @@ def record(
             detail=json.dumps(dict(detail or {}), sort_keys=True, default=str),
         )
     )
+
+
+def without_admin_only(entry: AuditEntry) -> AuditEntry:
+    """The entry as a non-administrator may read it: no ``admin_only`` detail."""
+    if "admin_only" not in entry.detail:
+        return entry
+    detail = {k: v for k, v in entry.detail.items() if k != "admin_only"}
+    return replace(entry, detail=detail)
 
 
 def read(db: Connection, filters: AuditFilter, only_actor: str | None) -> list[AuditEntry]:

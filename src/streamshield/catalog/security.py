@@ -917,7 +917,8 @@ class SecurityCatalog(Administration):
         with self._read() as db:
             subject = self._subject(db, session)
             admin = ox.holds(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
-            return audit.read(db, filters or AuditFilter(), None if admin else subject.user)
+            entries = audit.read(db, filters or AuditFilter(), None if admin else subject.user)
+        return entries if admin else [audit.without_admin_only(e) for e in entries]
 
     def record_drop(
         self,
@@ -942,6 +943,20 @@ class SecurityCatalog(Administration):
                 "policy_ids": sorted(set(policy_ids)),
                 "reason": reason,
             },
+        )
+
+    def record_query_failure(self, owner: str, name: str, error_class: str, message: str) -> None:
+        """Audits a query the engine stopped with an error.
+
+        The owner reads the error class; Spark's full message can quote data values, so it
+        sits under ``admin_only``, which only administrators' reads keep.
+        """
+        self._audit(
+            Event.QUERY_FAILED,
+            Outcome.FAILED,
+            actor=owner,
+            obj=ObjectRef(Kind.QUERY, name),
+            detail={"error_class": error_class, "admin_only": {"message": message[:20_000]}},
         )
 
 

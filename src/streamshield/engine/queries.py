@@ -82,11 +82,19 @@ _WRAPPERS = frozenset({"STREAM_FAILED"})
 def safe_error(err: BaseException) -> str:
     """The error class of a Spark failure without its message (which can quote values).
 
-    Streaming failures wrap the cause (``[STREAM_FAILED] ... [CAST_INVALID_INPUT] ...``);
-    the innermost class is the useful one.
+    Streaming failures wrap the cause (``[STREAM_FAILED] ... [CAST_INVALID_INPUT] ...``),
+    sometimes only in the exception's cause chain (a failed state commit); the first
+    class below the wrapper is the useful one.
     """
-    classes = [c for c in _ERROR_CLASS.findall(str(err)) if c not in _WRAPPERS]
-    return classes[0] if classes else type(err).__name__
+    seen: BaseException | None = err
+    for _ in range(8):  # the first class named along the cause chain (bounded)
+        if seen is None:
+            break
+        classes = [c for c in _ERROR_CLASS.findall(str(seen)) if c not in _WRAPPERS]
+        if classes:
+            return classes[0]
+        seen = getattr(seen, "_cause", None) or seen.__cause__
+    return type(err).__name__
 
 
 @dataclass

@@ -2,28 +2,34 @@
 
 A query registered through the API is a QUERY object owned by its author (its output
 stream, *out1* in paper 5's scenario). It runs with the roles active in the author's
-session at registration, so its secured views show exactly what those roles may read;
-its results go to a :class:`~streamshield.engine.delivery.Delivery`, which applies
-SecFilter per subscriber with their rights of *now*.
+session at registration, so its secured views show exactly what those roles may read.
+Every micro-batch is written to the query's own
+:class:`~streamshield.engine.result_store.ResultStore` (so a stateful plan is executed
+and committed whether or not anyone listens), and the stored rows go to a
+:class:`~streamshield.engine.delivery.Delivery`, which applies SecFilter per subscriber
+with their rights of *now*.
 
 Every query goes through :class:`~streamshield.engine.cql_service.CqlService`, which
 parses the text again, routes it to the engine for its shape and applies the operator
 limits it is given. Starting a stopped query submits the same text under the same
 internal name, so the engine resumes from that name's checkpoint and no result is
-produced twice. Stopping keeps the object, the fan-out and its subscribers; removing
-stops it and closes every subscription.
+produced twice. Stopping or failing ends every subscription with a ``closed`` or
+``error`` event (nobody waits on a query that produces nothing); removing also drops
+the stored results.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
-from streamshield.engine.queries import CallbackSink, RegisteredQuery
+from streamshield.engine.queries import CallbackSink, RegisteredQuery, safe_error
+from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.lang.continuous import Shape
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.server.errors import Conflict, Invalid, NotFound
@@ -42,10 +48,14 @@ class LiveQuery:
     inputs: tuple[str, ...]
     internal: str
     delivery: Delivery = field(repr=False)
+    store: ResultStore = field(repr=False)
     shape: Shape | None = field(default=None, repr=False)
     output: str = ""
     handle: RegisteredQuery | None = field(default=None, repr=False)
-    closers: dict[str, Callable[[str], None]] = field(default_factory=dict, repr=False)
+    closers: dict[str, Callable[[str, str], None]] = field(default_factory=dict, repr=False)
+    error_class: str | None = None
+    """Why the engine stopped the query (a Spark error class), until it is started again."""
+    failed_at: float | None = None
 
     def columns(self) -> tuple[str, ...]:
         """Output columns a subscriber receives (labels are never delivered)."""
@@ -57,11 +67,16 @@ class LiveQuery:
         return self.handle is not None and self.handle.active
 
     def status(self) -> str:
+        """``running``, ``stopped`` (by its owner) or ``failed`` (see ``error_class``)."""
+        if self.error_class is not None:
+            return "failed"
         if self.handle is None:
             return "stopped"
-        if self.handle.active:
-            return "running"
-        return f"failed: {self.handle.error() or 'stopped'}"
+        return "running" if self.handle.active else "failed"
+
+    def end_subscriptions(self, reason: str, event: str = "closed") -> None:
+        for close in list(self.closers.values()):
+            close(reason, event)
 
 
 class QueryRegistry:
@@ -118,11 +133,14 @@ class QueryRegistry:
                 return query
             if query.handle is not None:
                 self._forget(query)
+            query.error_class = query.failed_at = None
             running = self.running_shapes(query.owner, besides=name)
+            delivery = query.delivery
+            sink = StoringSink(query.store, delivery, wanted=lambda: bool(delivery.subscriptions))
             result = self._cql.submit(
                 query.text,
                 query.roles,
-                CallbackSink(query.delivery),
+                CallbackSink(sink),
                 name=query.internal,
                 provider=query.owner,
                 running=running,
@@ -141,12 +159,40 @@ class QueryRegistry:
         )
         return query
 
-    def stop(self, name: str) -> LiveQuery:
+    def stop(self, name: str, reason: str = "query stopped") -> LiveQuery:
+        """Stops the engine query at a batch boundary; its subscribers get ``closed``."""
         with self._lock:
             query = self.get(name)
             if query.handle is not None:
                 self._forget(query)
+            query.error_class = query.failed_at = None
+        query.end_subscriptions(reason)
         return query
+
+    def check_failures(self, on_failure: Callable[[LiveQuery, str], None]) -> list[LiveQuery]:
+        """Marks queries the engine stopped on its own as failed (called every second).
+
+        Each newly failed query gets ``error_class`` and ``failed_at``, its subscribers an
+        ``error`` event, and ``on_failure(query, full_message)`` is called once (the full
+        message may quote data values: it is for the administrators' audit only).
+        """
+        failed = []
+        with self._lock:
+            for query in self._queries.values():
+                if query.handle is None or query.error_class is not None or query.handle.active:
+                    continue
+                failure = query.handle.handle.exception()
+                query.error_class = safe_error(failure) if failure else "STOPPED_UNEXPECTEDLY"
+                query.failed_at = time.time()
+                failed.append((query, str(failure) if failure else "stopped outside the server"))
+        for query, message in failed:
+            audit.error("query %s failed: %s", query.name, query.error_class)
+            query.end_subscriptions(f"query failed ({query.error_class})", "error")
+            try:
+                on_failure(query, message)
+            except Exception as err:  # auditing must not stop the watch
+                audit.error("recording the failure of %s failed: %s", query.name, err)
+        return [query for query, _ in failed]
 
     def _forget(self, query: LiveQuery) -> None:
         """Stops the engine query (a shared join only with its last subscriber)."""
@@ -159,10 +205,9 @@ class QueryRegistry:
 
     def remove(self, name: str) -> LiveQuery:
         with self._lock:
-            self.stop(name)
-            query = self._queries.pop(name)
-        for close in list(query.closers.values()):
-            close("query removed")
+            query = self.stop(name, "query removed")
+            self._queries.pop(name)
+        query.store.clear()
         return query
 
     def remove_quietly(self, name: str) -> None:
@@ -173,7 +218,7 @@ class QueryRegistry:
 
     def stop_all(self) -> None:
         for query in self.all():
-            self.stop(query.name)
+            self.stop(query.name, "server stopping")
 
     def running_names(self) -> Sequence[str]:
         return [q.name for q in self.all() if q.running]

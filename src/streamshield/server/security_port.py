@@ -129,6 +129,12 @@ def record_drop(
     security.record_drop(user, ref("stream", stream), count, policy_ids=policies)
 
 
+def record_query_failure(
+    security: Any, owner: str, name: str, error_class: str, message: str
+) -> None:
+    security.record_query_failure(owner, name, error_class, message)
+
+
 # -- data senders and SecFilter ---------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from streamshield.engine.cql_service import CqlService, SpsInserted
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
+from streamshield.engine.result_store import ResultStore
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request, plan_shape
 from streamshield.lang.label_propagation import is_aggregate
 from streamshield.lang.query_check import check_query
@@ -38,12 +40,14 @@ from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, append_checked
-from streamshield.server.errors import Forbidden, Invalid, NotFound
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaStore
 
 audit = logging.getLogger("streamshield.audit")
+WATCH_SECONDS = 1.0
+RECOVERY_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class ServerService:
         self.stored = QueryStore(self.root / "queries")
         self._lock = threading.RLock()
         self._ingest: Any = None
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -81,6 +87,22 @@ class ServerService:
         catalog records, those recorded as running from their checkpoints."""
         self._ingest = self.pipeline.ingest.start(available_now=False)
         self.restore_queries()
+        self._stopping.clear()
+        self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        """Notices, within a second, a query the engine stopped with an error."""
+        while not self._stopping.wait(WATCH_SECONDS):
+            try:
+                self.queries.check_failures(self._query_failed)
+            except Exception as err:  # the watch must outlive any one bad check
+                audit.error("query watch: %s", type(err).__name__)
+
+    def _query_failed(self, query: LiveQuery, message: str) -> None:
+        port.record_query_failure(
+            self.security, query.owner, query.name, query.error_class or "", message
+        )
 
     def restore_queries(self) -> None:
         """Queries of a previous run: each with its owner's recorded roles that the owner
@@ -105,6 +127,10 @@ class ServerService:
                 audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.join(10)
+            self._watcher = None
         self.queries.stop_all()
         if self._ingest is not None:
             self._ingest.stop()
@@ -295,6 +321,7 @@ class ServerService:
             inputs,
             stored.internal,
             self._delivery(aggregate, stored.output),
+            ResultStore(self.root / "results" / stored.internal),
             output=stored.output,
         )
 
@@ -341,15 +368,36 @@ class ServerService:
             if running:
                 query = self.queries.get(name)
                 if not query.running:
+                    failed = query.error_class is not None
                     port.set_query_status(self.security, session, name, "running")
                     try:
-                        return self.queries.start(name, self.limits())
+                        query = self.queries.start(name, self.limits())
                     except BaseException:
                         port.set_query_status(self.security, session, name, "stopped")
                         raise
+                    if failed:
+                        self._recovered(query)
                 return query
             port.set_query_status(self.security, session, name, "stopped")
             return self.queries.stop(name)
+
+    def _recovered(self, query: LiveQuery, timeout: float = RECOVERY_SECONDS) -> None:
+        """After a failure, a start waits for the query's first batch (its replay of the
+        batch that failed, if any): a query failing again is a 409 naming the error class,
+        not a "running" that turns into "failed" a moment later."""
+        handle = query.handle.handle if query.handle is not None else None
+        deadline = time.monotonic() + timeout
+        while handle is not None and time.monotonic() < deadline:
+            if not handle.isActive:
+                self.queries.check_failures(self._query_failed)
+                raise Conflict(
+                    f"the query failed again on start ({query.error_class}); its definition "
+                    "or its input needs a change: remove it and register it anew",
+                    "query_failed",
+                )
+            if handle.lastProgress is not None:
+                return
+            time.sleep(0.2)
 
     def remove_query(self, session: Any, name: str) -> None:
         self._visible(session, "query", name)
@@ -368,6 +416,13 @@ class ServerService:
             raise NotFound("no such query or output stream")
         if not port.can_subscribe(self.security, session, query.output):
             raise Forbidden("SUBSCRIBE on the output stream is needed")
+        status = query.status()
+        if status != "running":
+            why = f" ({query.error_class})" if query.error_class else ""
+            raise Conflict(
+                f"the query is {status}{why}: it produces nothing until it is started again",
+                "query_not_running",
+            )
         return query
 
     def may_still_subscribe(self, token: str, output: str) -> bool:

@@ -1,0 +1,83 @@
+"""The result store: a stateful query runs whether or not anyone listens, and a replayed
+batch is stored once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.errors import PySparkException
+
+from streamshield.engine.queries import safe_error
+from streamshield.engine.result_store import ResultStore, StoringSink
+
+pytestmark = pytest.mark.spark
+
+
+def _land(directory: Path, n: int, keys: list[int]) -> None:
+    lines = "\n".join(json.dumps({"k": k}) for k in keys)
+    (directory / f"part-{n:04d}.json").write_text(lines + "\n")
+
+
+def _aggregate(spark, tmp_path: Path, sink, name: str):
+    source = tmp_path / "in"
+    source.mkdir()
+    frame = spark.readStream.schema("k bigint").json(str(source))
+    counts = frame.groupBy("k").count()
+    query = (
+        counts.writeStream.outputMode("update")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .queryName(name)
+        .foreachBatch(sink)
+        .start()
+    )
+    return source, query
+
+
+def test_an_unconsumed_stateful_batch_kills_the_query(spark, tmp_path) -> None:
+    """Why the store exists: Spark refuses to commit a stateful batch nobody executed."""
+    source, query = _aggregate(spark, tmp_path, lambda frame, batch: None, "unconsumed")
+    try:
+        _land(source, 1, [1, 2, 1])
+        with pytest.raises(PySparkException):
+            query.processAllAvailable()
+        assert safe_error(query.exception()) == "STATE_STORE_COMMIT_VALIDATION_FAILED"
+    finally:
+        query.stop()
+
+
+def test_a_stateful_query_nobody_listens_to_keeps_running(spark, tmp_path) -> None:
+    store = ResultStore(tmp_path / "results", keep=2)
+    delivered: list[int] = []
+    listening = False
+    sink = StoringSink(
+        store, lambda frame, batch: delivered.append(batch), wanted=lambda: listening
+    )
+    source, query = _aggregate(spark, tmp_path, sink, "stored")
+    try:
+        for n, keys in enumerate(([1, 2, 1], [2, 3], [1]), start=1):
+            if n == 3:
+                listening = True
+            _land(source, n, keys)
+            query.processAllAvailable()
+        assert query.isActive
+        assert store.batches() == [1, 2]  # the newest two of batches 0, 1, 2
+        assert delivered == [2]  # only what was computed while someone listened
+        rows = spark.read.parquet(str(store.root)).collect()
+        latest = {r["k"]: r["count"] for r in sorted(rows, key=lambda r: r["batch"])}
+        assert latest == {1: 3, 2: 2, 3: 1}
+    finally:
+        query.stop()
+
+
+def test_a_replayed_batch_replaces_its_copy(spark, tmp_path) -> None:
+    store = ResultStore(tmp_path / "results")
+    frame = spark.createDataFrame([(1,), (2,)], "k bigint")
+    for _ in range(2):
+        stored = store.write(frame, 7)
+        assert sorted(r["k"] for r in stored.collect()) == [1, 2]
+    assert store.batches() == [7]
+    assert spark.read.parquet(str(store.root)).count() == 2
+    empty = store.write(frame.limit(0), 8)
+    assert empty.count() == 0 and store.batches() == [7, 8]
