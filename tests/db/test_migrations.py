@@ -110,3 +110,26 @@ def test_downgrade_to_the_first_revision_and_back(db_target) -> None:
     with pytest.raises(IntegrityError), transaction(catalog.engine, write=True) as db:
         # the case-blind unique index survived the round trip (SQLite rebuilds tables)
         db.execute(t.users.insert().values(name="ANN", password_hash="h", created_at=0.0))
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(db_target) -> None:
+    import threading
+
+    engine = open_engine(db_target)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            SqlCatalog(engine)
+        except BaseException as err:  # collected: the test asserts there is none
+            errors.append(err)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    with transaction(engine) as db:
+        assert db.scalar(text("SELECT count(*) FROM alembic_version")) == 1
+        assert migrations.current(db) == migrations.HEAD
