@@ -48,6 +48,7 @@ from streamshield.catalog.database import UrlOrEngine, transaction, upsert
 from streamshield.catalog.errors import (
     AlreadyExists,
     AuthError,
+    GrantNotFound,
     NotFound,
     PermissionDenied,
     RoleActivationError,
@@ -804,7 +805,9 @@ class SecurityCatalog:
         with self._write() as db:
             subject = self._subject(db, session)
             plan = ox.plan_revoke(self._acl(db), subject, permission, obj, grantee)
-            if not isinstance(plan, ox.Denial):
+            if not isinstance(plan, ox.Denial) and not plan:
+                plan = GrantNotFound(permission, obj, grantee)
+            elif not isinstance(plan, ox.Denial):
                 for grant in plan:
                     _delete_grant(db, grant)
                 audit.record(
@@ -820,6 +823,8 @@ class SecurityCatalog:
                         "removed": len(plan),
                     },
                 )
+        if isinstance(plan, GrantNotFound):
+            raise plan
         if isinstance(plan, ox.Denial):
             raise self._refuse(subject.user, Event.REVOKE, from_denial(plan))
         return len(plan)
