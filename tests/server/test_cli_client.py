@@ -1,0 +1,251 @@
+"""The CLI client against a live server and without one: one line, a distinct exit code.
+
+Runs the real ``streamshield`` click command in-process (CliRunner) against the
+module's TLS server; the failure cases need no server at all, or a wrong certificate.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from streamshield.cli import main
+from streamshield.cli_output import (
+    EXIT_LOCAL,
+    EXIT_REFUSED,
+    EXIT_SERVER,
+    EXIT_SESSION,
+    EXIT_TLS,
+    EXIT_UNREACHABLE,
+)
+from streamshield.client import ClientError, Saved, save
+from streamshield.server.body_limit import ELEMENTS_LIMIT
+from streamshield.server.tls import ensure_self_signed
+from tests.server.conftest import PASSWORD, tuple_line
+
+pytestmark = pytest.mark.spark
+
+
+def _run(home: Path, *args: str, input: str | None = None):
+    runner = CliRunner()
+    env = {"STREAMSHIELD_HOME": str(home), "STREAMSHIELD_PASSWORD": PASSWORD}
+    return runner.invoke(main, ["client", *args], env=env, input=input, catch_exceptions=False)
+
+
+def _one_line_failure(result, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+    assert "Traceback" not in result.output + result.stderr
+    # The server runs in this process: its JSON log lines land on the same stderr.
+    lines = [line for line in result.stderr.splitlines() if line.strip() and line[0] != "{"]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def _login(server, home: Path, user: str = "joe", role: str = "ADMIN") -> None:
+    result = _run(
+        home,
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(server.cert),
+        "--user",
+        user,
+        "--role",
+        role,
+    )
+    assert result.exit_code == 0, result.output + result.stderr
+    assert f"logged in as {user}" in result.output
+
+
+@pytest.fixture(scope="module")
+def joe_home(server, tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("joe_home")
+    _login(server, home)
+    for args in (
+        (
+            "add-schema",
+            "blob_s",
+            "--attribute",
+            "id:bigint",
+            "--attribute",
+            "body:string",
+            "--tid",
+            "id",
+        ),
+        ("add-stream", "blobs", "--schema", "blob_s"),
+    ):
+        result = _run(home, *args)
+        assert result.exit_code == 0, result.output + result.stderr
+    return home
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- without a (reachable, trusted) server ------------------------------------------------
+
+
+def test_an_unreachable_server_is_one_line_and_exit_3(tmp_path) -> None:
+    save(Saved(f"https://127.0.0.1:{_free_port()}", "token"), tmp_path)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_UNREACHABLE)
+    assert "cannot reach the server" in line
+
+
+def test_no_session_is_exit_5(tmp_path) -> None:
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
+    assert "login" in line
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"token": "t"}', '{"url": 5}', "[]"])
+def test_a_malformed_session_file_is_exit_7(tmp_path, content) -> None:
+    (tmp_path / "session.json").write_text(content)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_LOCAL)
+    assert "session" in line
+
+
+def test_an_unreadable_input_file_is_a_usage_error_not_a_traceback(tmp_path) -> None:
+    result = _run(tmp_path, "ingest", "blobs", str(tmp_path / "missing.jsonl"))
+    assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
+
+
+def test_a_server_error_is_exit_6(tmp_path, monkeypatch) -> None:
+    save(Saved("https://127.0.0.1:1", "token"), tmp_path)
+
+    def failing(self):
+        raise ClientError(500, "internal", "internal error")
+
+    monkeypatch.setattr("streamshield.client.Client.catalog", failing)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SERVER)
+    assert "500" in line
+
+
+# -- against the live server ----------------------------------------------------------------
+
+
+def test_a_certificate_the_client_does_not_trust_is_exit_4(server, tmp_path) -> None:
+    other = ensure_self_signed(tmp_path / "other-tls")  # a valid certificate, not the server's
+    result = _run(
+        tmp_path,
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(other.cert),
+        "--user",
+        "joe",
+        "--role",
+        "ADMIN",
+    )
+    line = _one_line_failure(result, EXIT_TLS)
+    assert "certificate" in line
+    result = _run(tmp_path, "login", "--url", server.url, "--user", "joe", "--role", "ADMIN")
+    _one_line_failure(result, EXIT_TLS)  # the system trust store does not know it either
+
+
+def test_an_expired_or_ended_session_is_exit_5(server, tmp_path) -> None:
+    save(Saved(server.url, "forged-or-expired", str(server.cert)), tmp_path)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
+    assert "login" in line
+    _login(server, tmp_path)
+    assert _run(tmp_path, "catalog").exit_code == 0
+    saved = json.loads((tmp_path / "session.json").read_text())
+    assert _run(tmp_path, "logout").exit_code == 0
+    (tmp_path / "session.json").write_text(json.dumps(saved))  # the token of a logged-out session
+    _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
+
+
+def test_a_refusal_is_exit_1_with_the_servers_message(server, joe_home) -> None:
+    line = _one_line_failure(_run(joe_home, "stream", "no_such_stream"), EXIT_REFUSED)
+    assert line.startswith("Error: 404")
+    result = _run(joe_home, "query", "register", "bad_q", "SELECT nope FROM blobs")
+    assert "nope" in _one_line_failure(result, EXIT_REFUSED)
+
+
+def test_ingest_sends_any_size_in_chunks_and_reports_rejections_by_line(
+    server, joe_home, tmp_path
+) -> None:
+    body = "x" * 4000
+    count = (ELEMENTS_LIMIT * 5 // 4) // 4100  # the whole file is over the server's limit
+    lines = [tuple_line("blobs", "joe", i, i, {"id": i, "body": body}) for i in range(1, count)]
+    lines.insert(2, "{not json")  # line 3
+    lines.append(tuple_line("elsewhere", "joe", count, count, {"id": count, "body": "y"}))
+    feed = tmp_path / "big.jsonl"
+    feed.write_text("\n".join(lines) + "\n")
+    assert feed.stat().st_size > ELEMENTS_LIMIT
+    result = _run(joe_home, "ingest", "blobs", str(feed))
+    assert result.exit_code == EXIT_REFUSED, result.output + result.stderr
+    assert f"accepted {count - 1}, rejected 2" in result.output
+    assert "Traceback" not in result.output + result.stderr
+    result = _run(joe_home, "--output", "json", "ingest", "blobs", str(feed), "--show", "5")
+    summary = json.loads(result.output)
+    assert summary["accepted"] == 0  # the same seqs again: all stale now
+    assert summary["rejected"] == len(lines)
+    assert [r["line"] for r in summary["rejections"]] == [1, 2, 3, 4, 5]
+    good = "\n".join(
+        tuple_line("blobs", "joe", count + i, count + i, {"id": count + i, "body": "z"})
+        for i in (1, 2)
+    )
+    result = _run(joe_home, "ingest", "blobs", "-", input=good + "\n")
+    assert result.exit_code == 0 and "accepted 2, rejected 0" in result.output
+
+
+def test_the_last_rejection_keeps_its_absolute_line_number(server, joe_home, tmp_path) -> None:
+    body = "x" * 4000
+    n = (ELEMENTS_LIMIT * 5 // 4) // 4100
+    lines = [tuple_line("blobs", "joe.b", i, i, {"id": i, "body": body}) for i in range(1, n)]
+    lines.append(tuple_line("elsewhere", "joe.b", n, n, {"id": n, "body": "y"}))
+    feed = tmp_path / "tail.jsonl"
+    feed.write_text("\n".join(lines) + "\n")
+    result = _run(joe_home, "-o", "json", "ingest", "blobs", str(feed))
+    summary = json.loads(result.output)
+    assert summary["rejected"] == 1 and summary["rejections"][0]["line"] == n, summary
+    assert summary["rejections"][0]["reason"] == "stream_mismatch"
+
+
+def test_every_command_answers_in_json(server, joe_home) -> None:
+    catalog = json.loads(_run(joe_home, "catalog", "--output", "json").output)
+    assert {"schemas", "streams", "queries"} <= set(catalog)
+    stream = json.loads(_run(joe_home, "-o", "json", "stream", "blobs").output)
+    assert stream["name"] == "blobs" and stream["tid"] == "id"
+    settings = json.loads(_run(joe_home, "settings", "-o", "json").output)
+    assert isinstance(settings, dict)
+    audit = json.loads(_run(joe_home, "audit", "-o", "json", "--limit", "3").output)
+    assert isinstance(audit["entries"], list)
+    registered = json.loads(
+        _run(joe_home, "query", "register", "json_q", "SELECT id FROM blobs", "-o", "json").output
+    )
+    assert registered["name"] == "json_q" and registered["output"] == "json_q_out"
+    stopped = json.loads(_run(joe_home, "query", "stop", "json_q", "-o", "json").output)
+    assert stopped["status"] == "stopped"
+    assert json.loads(_run(joe_home, "query", "remove", "json_q", "-o", "json").output)
+    table = _run(joe_home, "catalog").output
+    assert "blobs" in table and "{" not in table.splitlines()[0]
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in sorted(group.commands.items()):
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_command_help_has_an_example() -> None:
+    runner = CliRunner()
+    missing = []
+    for path, command in _commands(main):
+        if isinstance(command, click.Group) or path == ("serve",):
+            continue  # serve's options belong to the configuration work (helper "ops")
+        result = runner.invoke(main, [*path, "--help"])
+        assert result.exit_code == 0, path
+        if "Example" not in result.output or "streamshield " not in result.output:
+            missing.append(" ".join(path))
+    assert not missing, f"--help without an example: {missing}"
