@@ -9,7 +9,11 @@ registered again by the next case).
 
 from __future__ import annotations
 
+import re
+
 import pytest
+
+from tests.server.conftest import PASSWORD
 
 pytestmark = pytest.mark.spark
 
@@ -265,3 +269,69 @@ def test_revoking_a_grant_that_does_not_exist_is_404(admin) -> None:
     assert admin.post("/grants", json=body).status_code == 200
     assert admin.request("DELETE", "/grants", json=body).status_code == 200
     assert admin.request("DELETE", "/grants", json=body).status_code == 404
+
+
+# -- the OpenAPI contract -------------------------------------------------------------------
+
+
+def test_the_openapi_document_is_the_contract(server) -> None:
+    with server.client() as anonymous:
+        document = anonymous.get("/openapi.json").json()
+    components = document["components"]["schemas"]
+    assert "HTTPValidationError" not in components and "ValidationError" not in components
+    assert "HTTPValidationError" not in str(document["paths"])
+    assert {"error", "message", "problems"} <= set(components["ErrorBody"]["properties"])
+    error_ref = "#/components/schemas/ErrorBody"
+    operations = [
+        (path, method, op)
+        for path, methods in document["paths"].items()
+        for method, op in methods.items()
+        if path not in ("/healthz", "/readyz", "/metrics", "/schema/wire")
+    ]
+    assert len(operations) >= 17
+    for path, method, op in operations:
+        where = f"{method.upper()} {path}"
+        responses = op["responses"]
+        ok = responses.get("200") or responses.get("201")
+        assert ok is not None, where
+        content = ok.get("content", {})
+        if path.endswith("/subscribe"):
+            assert list(content) == ["text/event-stream"], where
+        else:
+            schema = content["application/json"]["schema"]
+            assert schema.get("$ref") or schema.get("anyOf") or schema.get("oneOf"), where
+            assert schema != {}, where
+        if path != "/login":
+            assert responses["401"]["content"]["application/json"]["schema"]["$ref"] == error_ref
+        takes_input = "{" in path or "requestBody" in op or op.get("parameters")
+        if takes_input:
+            assert responses["422"]["content"]["application/json"]["schema"]["$ref"] == (
+                error_ref
+            ), where
+        for code, answer in responses.items():
+            if code.startswith("4"):
+                assert answer["content"]["application/json"]["schema"]["$ref"] == error_ref
+    login = document["paths"]["/login"]["post"]["responses"]
+    assert {"401", "422", "429"} <= set(login)
+    elements = document["paths"]["/streams/{name}/elements"]["post"]
+    ndjson = elements["requestBody"]["content"]["application/x-ndjson"]
+    assert '"type": "tuple"' in ndjson["example"] and "schema" in ndjson
+    assert "/schema/wire" in elements["requestBody"]["description"]
+    revoke = document["paths"]["/grants"]["delete"]["responses"]
+    assert "404" in revoke
+
+
+def test_answers_match_their_models(server, admin) -> None:
+    with server.client() as anonymous:
+        answer = anonymous.post(
+            "/login", json={"user": "joe", "password": PASSWORD, "roles": ["ADMIN"]}
+        )
+    login = answer.json()
+    assert set(login) == {"token", "user", "roles", "expires_at"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", login["expires_at"]), login
+    stream = admin.get("/streams/vitals").json()
+    assert stream["kind"] == "input" and stream["event_time"] == "t"
+    catalog = admin.get("/catalog").json()
+    assert {"schemas", "streams", "queries"} == set(catalog)
+    invalid = admin.post("/queries", json={"name": "x", "text": "SELECT 1", "extra": 1}).json()
+    assert invalid["error"] == "invalid" and invalid["problems"][0]["field"] == "body.extra"
