@@ -208,6 +208,44 @@ def serve(
     run_server(root.resolve(), host, port, master, cert, key, example, round_seconds, click.echo)
 
 
+@main.command(
+    "sample-feed",
+    epilog=example(
+        "streamshield sample-feed --rows 50 | streamshield client ingest HeartRate -",
+        "streamshield sample-feed --stream vitals2 --roles ND --roles C --rows 5",
+    ),
+)
+@click.option("--stream", default="HeartRate", show_default=True, help="Stream the lines name.")
+@click.option(
+    "--provider",
+    default=None,
+    help="Provider of the channel (default: left out, the server uses your user name).",
+)
+@click.option("--rows", default=20, show_default=True, type=click.IntRange(0, 10_000_000))
+@click.option(
+    "--roles",
+    "roles",
+    multiple=True,
+    default=("C", "ND"),
+    show_default=True,
+    help="Roles the feed's sp grants (repeat).",
+)
+@click.option("--seed", default=7, show_default=True, help="Seed of the readings.")
+def sample_feed(
+    stream: str, provider: str | None, rows: int, roles: tuple[str, ...], seed: int
+) -> None:
+    """Print a sample provider feed (JSON lines) to pipe into 'client ingest'.
+
+    One sp granting ROLES every attribute, then ROWS heart-rate readings shaped like the
+    bundled example's HeartRate stream (patient_id bigint, beats_per_min double, ts
+    bigint). The lines carry no seq: the server assigns them (see docs/wire-format.md).
+    """
+    from streamshield.examples.sample_feed import sample_lines
+
+    for line in sample_lines(stream, provider, rows, roles, seed):
+        click.echo(line)
+
+
 # -- the client ---------------------------------------------------------------------------------
 
 
@@ -379,8 +417,17 @@ def client_add_stream(name: str, schema: str) -> None:
 @click.argument("stream")
 @click.argument("file", type=click.File("r", encoding="utf-8"), default="-")
 @click.option("--show", default=10, show_default=True, help="Rejections to list (by line number).")
+@click.option(
+    "--assign-seq",
+    "assign",
+    type=click.Choice(["auto", "yes", "no"]),
+    default="auto",
+    show_default=True,
+    help="Let the server assign seqs (and sp ts, tuple policies) per channel; auto: for "
+    "chunks whose lines carry no seq.",
+)
 @output_option
-def client_ingest(stream: str, file, show: int) -> None:
+def client_ingest(stream: str, file, show: int, assign: str) -> None:
     """Append wire-format JSON lines from FILE or stdin (-), any size, in chunks.
 
     Tuples need WRITE on the stream, sps INJECT SP. Prints how many lines were accepted
@@ -388,7 +435,7 @@ def client_ingest(stream: str, file, show: int) -> None:
     """
     accepted, rejected, rejections = 0, 0, []
     with _client() as api:
-        for _first, answer in api.append_chunked(stream, file):
+        for _first, answer in api.append_chunked(stream, file, assign=assign):
             accepted += answer["accepted"]
             rejected += answer["rejected"]
             rejections.extend(answer["rejections"][: max(0, show - len(rejections))])

@@ -152,22 +152,32 @@ class Client:
     def add_stream(self, name: str, schema: str) -> dict:
         return self.request("POST", "/streams", json={"name": name, "schema": schema})
 
-    def append(self, stream: str, lines: Iterable[str]) -> dict:
+    def append(self, stream: str, lines: Iterable[str], assign: bool = False) -> dict:
+        """``assign``: the server assigns seqs per channel (lines must carry none)."""
         body = "\n".join(line.rstrip("\n") for line in lines) + "\n"
         headers = {**self._headers(), "Content-Type": "application/x-ndjson"}
-        response = self._http.post(f"/streams/{stream}/elements", content=body, headers=headers)
+        params = {"assign": "seq"} if assign else None
+        response = self._http.post(
+            f"/streams/{stream}/elements", content=body, headers=headers, params=params
+        )
         return _decoded(response)
 
     def append_chunked(
-        self, stream: str, lines: Iterable[str], max_bytes: int = CHUNK_BYTES
+        self,
+        stream: str,
+        lines: Iterable[str],
+        max_bytes: int = CHUNK_BYTES,
+        assign: str = "auto",
     ) -> Iterator[tuple[int, dict]]:
         """Appends in requests of at most ``max_bytes`` (below the server's body limit);
         yields each chunk's first line number and the server's answer, whose rejection
         line numbers are made absolute. A line too long for any request is reported as
-        rejected here and never sent."""
+        rejected here and never sent. ``assign``: ``yes`` (the server assigns seqs),
+        ``no``, or ``auto`` (per chunk: when none of its lines carries a seq)."""
         for first, chunk, too_long in chunks(lines, max_bytes):
             if chunk:
-                answer = self.append(stream, chunk)
+                server_seqs = assign == "yes" or (assign == "auto" and not _has_seqs(chunk))
+                answer = self.append(stream, chunk, server_seqs)
                 for rejection in answer.get("rejections", []):
                     rejection["line"] = first + int(rejection["line"]) - 1
             else:
@@ -239,6 +249,20 @@ def chunks(
         size += cost
     if batch or too_long:
         yield first, batch, too_long
+
+
+def _has_seqs(lines: Iterable[str]) -> bool:
+    """Whether any line is a JSON object with a ``seq`` (unparseable lines do not count)."""
+    for line in lines:
+        if '"seq"' not in line:
+            continue
+        try:
+            element = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(element, dict) and "seq" in element:
+            return True
+    return False
 
 
 def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict]]:

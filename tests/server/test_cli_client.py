@@ -249,3 +249,146 @@ def test_every_command_help_has_an_example() -> None:
         if "Example" not in result.output or "streamshield " not in result.output:
             missing.append(" ".join(path))
     assert not missing, f"--help without an example: {missing}"
+
+
+# -- providers: server-assigned seqs, the wire schema, the sample feed ------------------------
+
+
+@pytest.fixture(scope="module")
+def heart(server, joe_home) -> str:
+    """Joe's stream ``heart`` in the sample feed's shape."""
+    args = (
+        "add-schema",
+        "heart_s",
+        "--attribute",
+        "patient_id:bigint",
+        "--attribute",
+        "beats_per_min:double",
+        "--attribute",
+        "ts:bigint",
+        "--tid",
+        "patient_id",
+        "--event-time",
+        "ts",
+    )
+    assert _run(joe_home, *args).exit_code == 0
+    assert _run(joe_home, "add-stream", "heart", "--schema", "heart_s").exit_code == 0
+    return "heart"
+
+
+def _landed(server, stream: str, provider: str) -> list[dict]:
+    directory = server.service.pipeline.landing.stream_dir(stream)
+    files = sorted(directory.glob(f"{provider}-*.jsonl"))
+    return [json.loads(line) for path in files for line in path.read_text().splitlines()]
+
+
+def test_sample_feed_piped_into_ingest_reaches_a_subscriber(server, joe_home, heart) -> None:
+    from tests.server.conftest import Subscriber, poll
+
+    joe = server.login("joe", ["ADMIN"])
+    text = "SELECT patient_id, beats_per_min FROM heart"
+    answer = joe.post("/queries", json={"name": "heart_q", "text": text})
+    assert answer.status_code == 201, answer.text
+    subscriber = Subscriber(joe, "heart_q")
+    try:
+        feed = CliRunner().invoke(
+            main, ["sample-feed", "--stream", "heart", "--rows", "30", "--roles", "ADMIN"]
+        )
+        assert feed.exit_code == 0 and len(feed.output.splitlines()) == 31
+        assert '"seq"' not in feed.output
+        result = _run(joe_home, "ingest", "heart", "-", input=feed.output)
+        assert result.exit_code == 0, result.output + result.stderr
+        assert "accepted 31, rejected 0" in result.output
+        rows = poll(lambda: len(subscriber.rows()) >= 30 and subscriber.rows(), timeout=120)
+        assert {r["patient_id"] for r in rows} == set(range(120, 130))
+        assert all(r["beats_per_min"] is not None for r in rows)
+    finally:
+        subscriber.close()
+        joe.delete("/queries/heart_q")
+    landed = _landed(server, "heart", "joe")
+    assert [e["seq"] for e in landed] == list(range(1, 32))
+    sp = landed[0]
+    assert sp["type"] == "sp" and sp["sn"] == 1
+    assert all(e["policy"] == {"ts": sp["ts"], "csn": 1} for e in landed[1:])
+
+
+def test_assigned_seqs_continue_per_channel_and_never_race(server, heart) -> None:
+    import threading
+
+    joe = server.login("joe", ["ADMIN"])
+
+    def plain(i: int) -> str:
+        return json.dumps(
+            {"provider": "joe.race", "values": {"patient_id": i, "beats_per_min": 60.0, "ts": i}}
+        )
+
+    answers: list[dict] = []
+
+    def send(offset: int) -> None:
+        body = "\n".join(plain(offset + i) for i in range(50))
+        answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body)
+        answers.append(answer.json())
+
+    threads = [threading.Thread(target=send, args=(k * 100,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [a["accepted"] for a in answers] == [50] * 4, answers
+    assert sorted(a["assigned"]["joe.race"] for a in answers) == [50, 100, 150, 200]
+    landed = _landed(server, "heart", "joe.race")
+    assert sorted(e["seq"] for e in landed) == list(range(1, 201))
+    # a channel with no policy: the tuples land, declaring none, so the shield denies them
+    assert all(e["policy"] == {"ts": 1, "csn": 0} for e in landed)
+
+
+def test_assign_mode_refuses_own_seqs_and_follows_the_channels_policy(server, heart) -> None:
+    joe = server.login("joe", ["ADMIN"])
+    sp = {
+        "type": "sp",
+        "provider": "joe.p",
+        "ddp": {"streams": "heart", "tuples": "*", "attributes": "*"},
+        "srp": {"roles": "{ADMIN}", "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+    row = {"provider": "joe.p", "values": {"patient_id": 1, "beats_per_min": 70.0, "ts": 1}}
+    body = "\n".join(json.dumps(x) for x in (sp, sp, row, {**row, "seq": 99}, row))
+    answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body).json()
+    assert answer["accepted"] == 4, answer
+    assert [(r["line"], r["reason"]) for r in answer["rejections"]] == [(4, "seq_given")]
+    later = joe.post(
+        "/streams/heart/elements", params={"assign": "seq"}, content=json.dumps(row)
+    ).json()
+    assert later["accepted"] == 1 and later["assigned"] == {"joe.p": 5}
+    landed = _landed(server, "heart", "joe.p")
+    sps = [e for e in landed if e["type"] == "sp"]
+    assert [e["sn"] for e in sps] == [1, 2] and sps[0]["ts"] == sps[1]["ts"]
+    tuples = [e for e in landed if e["type"] == "tuple"]
+    assert [e["policy"] for e in tuples] == [{"ts": sps[0]["ts"], "csn": 2}] * 3
+    assert [e["seq"] for e in landed] == [1, 2, 3, 4, 5]
+    assert all(e["tid"] == 1 for e in tuples)  # the stream's tid attribute, from values
+    stale = joe.post("/streams/heart/elements", content=json.dumps(row)).json()
+    assert stale["accepted"] == 0  # without assign=seq, seq is required as before
+
+
+def test_the_wire_schema_is_served_without_login_and_documented(server) -> None:
+    from streamshield.lang.wire import json_schema
+
+    with server.client() as anonymous:
+        answer = anonymous.get("/schema/wire")
+    assert answer.status_code == 200
+    schema = answer.json()
+    assert schema == json_schema()
+    assert {"tuple", "sp"} == set(schema["discriminator"]["mapping"])
+    docs = Path(__file__).parents[2] / "docs" / "wire-format.md"
+    text = docs.read_text()
+    start = text.index("```json schema") + len("```json schema")
+    documented = json.loads(text[start : text.index("```", start)])
+    assert documented == json_schema(), "docs/wire-format.md is stale: regenerate its schema"
+
+
+def test_the_bundled_sample_feed_is_the_generators_default() -> None:
+    from streamshield.examples.sample_feed import bundled, sample_lines
+
+    assert bundled() == "\n".join(sample_lines()) + "\n"

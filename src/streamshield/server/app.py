@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -27,6 +27,7 @@ from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
 from streamshield.policy.operator_limits import LimitExceeded
+from streamshield.server import wire_schema
 from streamshield.server.body_limit import BodyLimit
 from streamshield.server.errors import ApiError, Unauthorized, to_response
 from streamshield.server.models import (
@@ -142,6 +143,8 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
         body = {"error": "invalid", "message": "invalid request body", "problems": problems}
         return JSONResponse(body, status_code=422)
 
+    app.include_router(wire_schema.router)
+
     @app.post("/login", response_model=LoginAnswer, responses=errors(401, 413, 422, 429))
     def login(body: LoginBody, request: Request) -> dict:
         client = request.client.host if request.client else "unknown"
@@ -193,14 +196,28 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
         openapi_extra=NDJSON_BODY,
         response_model_exclude_none=True,
     )
-    async def append(name: str, request: Request, who: Auth) -> dict:
+    async def append(
+        name: str,
+        request: Request,
+        who: Auth,
+        assign: Annotated[
+            Literal["seq"] | None,
+            Query(
+                description="seq: the server assigns seq per channel (and an sp's ts/sn, a "
+                "tuple's policy, provider, stream and tid when omitted); lines must not "
+                "carry their own seq"
+            ),
+        ] = None,
+    ) -> dict:
         try:
             text = (await request.body()).decode("utf-8")
         except UnicodeDecodeError:
             from streamshield.server.errors import Invalid
 
             raise Invalid("the body must be UTF-8 JSON lines") from None
-        report = await asyncio.to_thread(service.append, who.session, name, text.splitlines())
+        lines = text.splitlines()
+        assigning = assign == "seq"
+        report = await asyncio.to_thread(service.append, who.session, name, lines, assigning)
         return report.as_dict()
 
     @app.post(
