@@ -392,3 +392,42 @@ def test_the_bundled_sample_feed_is_the_generators_default() -> None:
     from streamshield.examples.sample_feed import bundled, sample_lines
 
     assert bundled() == "\n".join(sample_lines()) + "\n"
+
+
+def test_a_subscriber_is_told_which_columns_are_masked(server, heart) -> None:
+    from tests.server.conftest import Subscriber, poll
+
+    joe = server.login("joe", ["ADMIN"])
+    text = "SELECT patient_id, beats_per_min, ts FROM heart WHERE patient_id >= 900"
+    assert joe.post("/queries", json={"name": "mask_q", "text": text}).status_code == 201
+    subscriber = Subscriber(joe, "mask_q")
+    try:
+
+        def sp(attributes: str, roles: str) -> dict:
+            ddp = {"streams": "heart", "tuples": "*", "attributes": attributes}
+            srp = {"roles": roles, "grant_option": False}
+            return {
+                "type": "sp",
+                "provider": "joe.m",
+                "ddp": ddp,
+                "srp": srp,
+                "sign": "+",
+                "immutable": False,
+            }
+
+        rows = [
+            {"provider": "joe.m", "values": {"patient_id": 900 + i, "beats_per_min": 70.0, "ts": i}}
+            for i in (1, 2)
+        ]
+        lines = [sp("{patient_id, ts}", "{ADMIN}"), sp("beats_per_min", "{OTHER}"), *rows]
+        body = "\n".join(json.dumps(x) for x in lines)
+        answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body)
+        assert answer.json()["accepted"] == 4, answer.text
+        got = poll(lambda: len(subscriber.rows()) >= 2 and subscriber.rows(), timeout=120)
+    finally:
+        subscriber.close()
+        joe.delete("/queries/mask_q")
+    assert {r["patient_id"] for r in got} == {901, 902}
+    for row in got:
+        assert row["beats_per_min"] is None and row["_masked"] == ["beats_per_min"], row
+        assert not any(k.startswith("_ss_") for k in row)

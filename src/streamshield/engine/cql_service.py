@@ -229,7 +229,7 @@ class CqlService:
         checked = check_query(request.sql, list(self.streams))
 
         def sql(view: str) -> str:
-            return self._labelled(checked.rewrite({stream: view}))
+            return self._labelled(checked.rewrite({stream: view}), self.streams[stream].names)
 
         query = WindowQuery(
             self.queries.spark,
@@ -336,11 +336,12 @@ class CqlService:
         self.queries.queries[name] = query
         return query
 
-    def _labelled(self, sql: str) -> str:
-        """The query with its output labels (selections keep them, aggregates combine)."""
+    def _labelled(self, sql: str, attributes: Sequence[str] = ()) -> str:
+        """The query with its output labels (selections keep them, aggregates combine)
+        and, for selections, which output columns each row has masked."""
         if uses_reserved_names(sql):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        return propagate_labels(sql, self.queries._label_columns(), "_ss_r")
+        return propagate_labels(sql, self.queries._label_columns(), "_ss_r", attributes)
 
     # -- delegation ------------------------------------------------------------------------
 

@@ -190,7 +190,8 @@ class QueryService:
             text = statistics  # release rule and output labels included
         elif labelled_output:
             try:
-                text = propagate_labels(text, self._label_columns(), "_ss_r")
+                attributes = self.streams[checked.streams[0]].names if len(views) == 1 else ()
+                text = propagate_labels(text, self._label_columns(), "_ss_r", attributes)
             except LabelsNotPropagated:
                 labelled_output = False
         # Spark's own refusals (unknown column, type error, unsupported on a stream) are
