@@ -305,8 +305,15 @@ def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], p
     from streamshield.client import Client, Saved, save
 
     ca_path = str(ca.resolve()) if ca else None
+    from streamshield.client import ClientError
+
     with Client(url, None, ca_path) as api:
-        answer = api.login(user, password, list(roles))
+        try:
+            answer = api.login(user, password, list(roles))
+        except ClientError as err:
+            if err.status != 401:
+                raise
+            raise Failure(f"login failed: {err.message}", EXIT_SESSION) from None
     save(Saved(url, answer["token"], ca_path, user))
     shown = {k: v for k, v in answer.items() if k != "token"}
     emit(

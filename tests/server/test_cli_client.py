@@ -151,6 +151,25 @@ def test_a_certificate_the_client_does_not_trust_is_exit_4(server, tmp_path) -> 
     _one_line_failure(result, EXIT_TLS)  # the system trust store does not know it either
 
 
+def test_a_failed_login_is_exit_5(server, tmp_path) -> None:
+    runner = CliRunner()
+    args = [
+        "client",
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(server.cert),
+        "--user",
+        "mallory",
+        "--role",
+        "OTHER",
+    ]
+    env = {"STREAMSHIELD_HOME": str(tmp_path), "STREAMSHIELD_PASSWORD": "wrong password"}
+    line = _one_line_failure(runner.invoke(main, args, env=env), EXIT_SESSION)
+    assert "login failed" in line and not (tmp_path / "session.json").exists()
+
+
 def test_an_expired_or_ended_session_is_exit_5(server, tmp_path) -> None:
     save(Saved(server.url, "forged-or-expired", str(server.cert)), tmp_path)
     line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
