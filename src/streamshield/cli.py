@@ -8,6 +8,18 @@ from pathlib import Path
 import click
 
 from streamshield import __version__, cli_admin
+from streamshield.cli_output import (
+    EXIT_REFUSED,
+    EXIT_SESSION,
+    ClientGroup,
+    Failure,
+    emit,
+    example,
+    exit_codes_help,
+    output_format,
+    output_option,
+    print_table,
+)
 
 
 @click.group()
@@ -16,7 +28,7 @@ def main() -> None:
     """streamshield: secure multi-tenant stream processing on Spark."""
 
 
-@main.command()
+@main.command(epilog=example("streamshield demo"))
 def demo() -> None:
     """Run the hospital example through the reference Security Shield, role by role."""
     from streamshield.demo import report
@@ -26,7 +38,7 @@ def demo() -> None:
         click.echo(line)
 
 
-@main.command()
+@main.command(epilog=example("streamshield run --rounds 2"))
 @click.option(
     "--root",
     type=click.Path(path_type=Path),
@@ -63,7 +75,7 @@ def _catalog(root: Path):
     return SqliteCatalog(path)
 
 
-@main.command()
+@main.command(epilog=example("streamshield init --root data"))
 @ROOT
 def init(root: Path) -> None:
     """Create a storage root with the hospital example's catalog (streams, roles, policy)."""
@@ -75,7 +87,7 @@ def init(root: Path) -> None:
         click.echo(f"stream {definition.name}: {definition.ddl}")
 
 
-@main.command()
+@main.command(epilog=example("streamshield land --root data feed.jsonl"))
 @ROOT
 @click.argument("files", nargs=-1, type=click.Path(exists=True, path_type=Path), required=True)
 def land(root: Path, files: tuple[Path, ...]) -> None:
@@ -94,7 +106,7 @@ def land(root: Path, files: tuple[Path, ...]) -> None:
             click.echo(f"  line {rejection.line}: {rejection.reason}: {rejection.message}")
 
 
-@main.command()
+@main.command(epilog=example("streamshield ingest --root data"))
 @ROOT
 @click.option("--master", default=None, help="Spark master URL (default: local[2]).")
 def ingest(root: Path, master: str | None) -> None:
@@ -106,7 +118,11 @@ def ingest(root: Path, master: str | None) -> None:
     click.echo(f"labelled streams: {root / 'store' / 'labelled'}")
 
 
-@main.command()
+@main.command(
+    epilog=example(
+        'streamshield query --root data --role ND --sql "SELECT patient_id FROM HeartRate"'
+    )
+)
 @ROOT
 @click.option("--role", "roles", multiple=True, required=True, help="Activated role (repeat).")
 @click.option("--sql", required=True, help="The continuous query (SELECT ...).")
@@ -192,12 +208,55 @@ def serve(
     run_server(root.resolve(), host, port, master, cert, key, example, round_seconds, click.echo)
 
 
+@main.command(
+    "sample-feed",
+    epilog=example(
+        "streamshield sample-feed --rows 50 | streamshield client ingest HeartRate -",
+        "streamshield sample-feed --stream vitals2 --roles ND --roles C --rows 5",
+    ),
+)
+@click.option("--stream", default="HeartRate", show_default=True, help="Stream the lines name.")
+@click.option(
+    "--provider",
+    default=None,
+    help="Provider of the channel (default: left out, the server uses your user name).",
+)
+@click.option("--rows", default=20, show_default=True, type=click.IntRange(0, 10_000_000))
+@click.option(
+    "--roles",
+    "roles",
+    multiple=True,
+    default=("C", "ND"),
+    show_default=True,
+    help="Roles the feed's sp grants (repeat).",
+)
+@click.option("--seed", default=7, show_default=True, help="Seed of the readings.")
+def sample_feed(
+    stream: str, provider: str | None, rows: int, roles: tuple[str, ...], seed: int
+) -> None:
+    """Print a sample provider feed (JSON lines) to pipe into 'client ingest'.
+
+    One sp granting ROLES every attribute, then ROWS heart-rate readings shaped like the
+    bundled example's HeartRate stream (patient_id bigint, beats_per_min double, ts
+    bigint). The lines carry no seq: the server assigns them (see docs/wire-format.md).
+    """
+    from streamshield.examples.sample_feed import sample_lines
+
+    for line in sample_lines(stream, provider, rows, roles, seed):
+        click.echo(line)
+
+
 # -- the client ---------------------------------------------------------------------------------
 
 
-@main.group()
+@main.group(cls=ClientGroup, epilog=exit_codes_help())
+@output_option
 def client() -> None:
-    """Talk to a running server over HTTPS (token kept in $STREAMSHIELD_HOME, 0600)."""
+    """Talk to a running server over HTTPS (token kept in $STREAMSHIELD_HOME, 0600).
+
+    Every command takes --output table|json; errors are one line on stderr and a
+    non-zero exit code (below).
+    """
 
 
 def _client():
@@ -205,20 +264,31 @@ def _client():
 
     saved = load_saved()
     if saved is None or saved.token is None:
-        raise click.ClickException("not logged in: run 'streamshield client login' first")
+        raise Failure("not logged in: run 'streamshield client login' first", EXIT_SESSION)
     return Client(saved.url, saved.token, saved.ca)
 
 
 def _call(fn, *args, **kwargs):
-    from streamshield.client import ClientError
-
-    try:
-        return fn(*args, **kwargs)
-    except ClientError as err:
-        raise click.ClickException(f"{err.status} {err.code}: {err.message}") from None
+    """Kept for command modules written against it: errors now leave through ClientGroup."""
+    return fn(*args, **kwargs)
 
 
-@client.command("login")
+def _when(value: object) -> str:
+    """An API time (ISO-8601 or epoch seconds) as ``YYYY-MM-DD HH:MM:SS UTC``."""
+    if isinstance(value, int | float):
+        moment = datetime.fromtimestamp(float(value), UTC)
+    else:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+@client.command(
+    "login",
+    epilog=example(
+        "streamshield client login --url https://127.0.0.1:8443 "
+        "--ca streamshield-data/tls/server-cert.pem --user nina --role ND"
+    ),
+)
 @click.option("--url", default="https://127.0.0.1:8443", show_default=True)
 @click.option(
     "--ca",
@@ -229,63 +299,86 @@ def _call(fn, *args, **kwargs):
 @click.option("--user", required=True)
 @click.option("--role", "roles", multiple=True, required=True, help="Role to activate (repeat).")
 @click.password_option(confirmation_prompt=False, envvar="STREAMSHIELD_PASSWORD")
+@output_option
 def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], password: str):
-    """Log in and keep the session token."""
+    """Log in and keep the session token (the password is asked, or $STREAMSHIELD_PASSWORD)."""
     from streamshield.client import Client, Saved, save
 
     ca_path = str(ca.resolve()) if ca else None
+    from streamshield.client import ClientError
+
     with Client(url, None, ca_path) as api:
-        answer = _call(api.login, user, password, list(roles))
+        try:
+            answer = api.login(user, password, list(roles))
+        except ClientError as err:
+            if err.status != 401:
+                raise
+            raise Failure(f"login failed: {err.message}", EXIT_SESSION) from None
     save(Saved(url, answer["token"], ca_path, user))
-    expires = datetime.fromtimestamp(float(answer["expires_at"]), UTC)
-    click.echo(
-        f"logged in as {user} with roles {', '.join(answer['roles'])}; "
-        f"session expires at {expires:%Y-%m-%d %H:%M:%S} UTC"
+    shown = {k: v for k, v in answer.items() if k != "token"}
+    emit(
+        shown,
+        text=f"logged in as {user} with roles {', '.join(answer['roles'])}; "
+        f"session expires at {_when(answer['expires_at'])}",
     )
 
 
-@client.command("logout")
+@client.command("logout", epilog=example("streamshield client logout"))
+@output_option
 def client_logout() -> None:
     """End the session and forget the token."""
-    from streamshield.client import ClientError, forget
+    from streamshield.client import ClientError, LocalFileError, forget
 
     try:
         with _client() as api:
             api.logout()
-    except ClientError:
-        pass  # an expired session is as good as ended
+    except (ClientError, Failure, LocalFileError):
+        pass  # an expired, missing or unreadable session is as good as ended
     forget()
-    click.echo("logged out")
+    emit({"logged_out": True}, text="logged out")
 
 
-@client.command("catalog")
+@client.command("catalog", epilog=example("streamshield client catalog --output json"))
+@output_option
 def client_catalog() -> None:
     """The schemas, streams and queries you may see."""
-    from streamshield.client import table
-
     with _client() as api:
-        view = _call(api.catalog)
-    for kind, items in view.items():
-        click.echo(f"{kind}:")
-        click.echo(table(items))
-        click.echo("")
+        view = api.catalog()
+    emit(view)
+    if output_format() == "table":
+        for kind, items in view.items():
+            print_table(items, title=kind)
 
 
-@client.command("stream")
+@client.command("stream", epilog=example("streamshield client stream HeartRate"))
 @click.argument("name")
+@output_option
 def client_stream(name: str) -> None:
     """One stream's definition."""
-    from streamshield.client import table
-
     with _client() as api:
-        answer = _call(api.stream, name)
-    click.echo(
-        f"stream {answer['name']} (tid {answer['tid']}, event time {answer['event_time'] or '-'})"
+        answer = api.stream(name)
+    if answer.get("kind") == "output":
+        emit(
+            answer,
+            rows=[{"column": c} for c in answer.get("columns", [])],
+            text=f"output stream {answer['name']} of query {answer.get('query') or '-'}",
+        )
+        return
+    emit(
+        answer,
+        rows=[{"attribute": a, "type": t} for a, t in answer["attributes"]],
+        text=f"stream {answer['name']} (tid {answer['tid']}, "
+        f"event time {answer['event_time'] or '-'})",
     )
-    click.echo(table([{"attribute": a, "type": t} for a, t in answer["attributes"]]))
 
 
-@client.command("add-schema")
+@client.command(
+    "add-schema",
+    epilog=example(
+        "streamshield client add-schema quotes --attribute id:bigint "
+        "--attribute price:double --attribute at:timestamp --tid id --event-time at"
+    ),
+)
 @click.argument("name")
 @click.option(
     "--attribute",
@@ -296,75 +389,124 @@ def client_stream(name: str) -> None:
 )
 @click.option("--tid", required=True)
 @click.option("--event-time", default=None)
+@output_option
 def client_add_schema(name: str, attributes: tuple[str, ...], tid: str, event_time: str | None):
     """Add a schema (needs ADD on the system)."""
     pairs = [tuple(a.split(":", 1)) for a in attributes]
     if any(len(p) != 2 for p in pairs):
         raise click.UsageError("attributes are name:type")
     with _client() as api:
-        _call(api.add_schema, name, pairs, tid, event_time)
-    click.echo(f"schema {name} added")
+        answer = api.add_schema(name, pairs, tid, event_time)
+    emit(answer, text=f"schema {name} added")
 
 
-@client.command("add-stream")
+@client.command(
+    "add-stream", epilog=example("streamshield client add-stream prices --schema quotes")
+)
 @click.argument("name")
 @click.option("--schema", required=True)
+@output_option
 def client_add_stream(name: str, schema: str) -> None:
     """Add a stream of a schema (needs ADD on the schema)."""
     with _client() as api:
-        _call(api.add_stream, name, schema)
-    click.echo(f"stream {name} added")
+        answer = api.add_stream(name, schema)
+    emit(answer, text=f"stream {name} added")
 
 
-@client.command("ingest")
+@client.command(
+    "ingest",
+    epilog=example(
+        "streamshield client ingest prices feed.jsonl",
+        "streamshield sample-feed --stream prices --provider ed --rows 100 "
+        "| streamshield client ingest prices -",
+    ),
+)
 @click.argument("stream")
-@click.argument("file", type=click.File("r"), default="-")
-def client_ingest(stream: str, file) -> None:
-    """Append wire-format JSON lines (tuples need WRITE, sps INJECT SP) from FILE or stdin."""
-    from streamshield.client import table
+@click.argument("file", type=click.File("r", encoding="utf-8"), default="-")
+@click.option("--show", default=10, show_default=True, help="Rejections to list (by line number).")
+@click.option(
+    "--assign-seq",
+    "assign",
+    type=click.Choice(["auto", "yes", "no"]),
+    default="auto",
+    show_default=True,
+    help="Let the server assign seqs (and sp ts, tuple policies) per channel; auto: for "
+    "chunks whose lines carry no seq.",
+)
+@output_option
+def client_ingest(stream: str, file, show: int, assign: str) -> None:
+    """Append wire-format JSON lines from FILE or stdin (-), any size, in chunks.
 
+    Tuples need WRITE on the stream, sps INJECT SP. Prints how many lines were accepted
+    and rejected, with the first reasons by line number; exits 1 if any was rejected.
+    """
+    accepted, rejected, rejections = 0, 0, []
     with _client() as api:
-        answer = _call(api.append, stream, file.read().splitlines())
-    click.echo(f"accepted {answer['accepted']}, rejected {answer['rejected']}")
-    if answer["rejections"]:
-        click.echo(table(answer["rejections"], ["line", "reason", "message"]))
+        for _first, answer in api.append_chunked(stream, file, assign=assign):
+            accepted += answer["accepted"]
+            rejected += answer["rejected"]
+            rejections.extend(answer["rejections"][: max(0, show - len(rejections))])
+    summary = {"accepted": accepted, "rejected": rejected, "rejections": rejections}
+    emit(
+        summary,
+        rows=rejections or None,
+        columns=["line", "reason", "message"],
+        text=f"accepted {accepted}, rejected {rejected}"
+        + (f" (first {len(rejections)} below)" if rejections else ""),
+    )
+    if rejected:
+        raise click.exceptions.Exit(EXIT_REFUSED)
 
 
-@client.group("query")
+@client.group("query", cls=ClientGroup)
 def client_query() -> None:
     """Register, start, stop and remove continuous queries."""
 
 
-@client_query.command("register")
+@client_query.command(
+    "register",
+    epilog=example(
+        'streamshield client query register hot "SELECT id, price FROM prices WHERE price > 10"'
+    ),
+)
 @click.argument("name")
 @click.argument("text")
+@output_option
 def client_query_register(name: str, text: str) -> None:
     """Register a query (or send an INSERT SP script)."""
     with _client() as api:
-        answer = _call(api.register, name, text)
-    click.echo(" ".join(f"{k}={v}" for k, v in answer.items()))
+        answer = api.register(name, text)
+    emit(answer, text=" ".join(f"{k}={v}" for k, v in answer.items()))
 
 
-@client_query.command("start")
+@client_query.command("start", epilog=example("streamshield client query start hot"))
 @click.argument("name")
+@output_option
 def client_query_start(name: str) -> None:
+    """Start a stopped query (it resumes from its checkpoint)."""
     with _client() as api:
-        click.echo(_call(api.set_status, name, True)["status"])
+        answer = api.set_status(name, True)
+    emit(answer, text=str(answer["status"]))
 
 
-@client_query.command("stop")
+@client_query.command("stop", epilog=example("streamshield client query stop hot"))
 @click.argument("name")
+@output_option
 def client_query_stop(name: str) -> None:
+    """Stop a query (kept, with its subscribers, until removed)."""
     with _client() as api:
-        click.echo(_call(api.set_status, name, False)["status"])
+        answer = api.set_status(name, False)
+    emit(answer, text=str(answer["status"]))
 
 
-@client_query.command("remove")
+@client_query.command("remove", epilog=example("streamshield client query remove hot"))
 @click.argument("name")
+@output_option
 def client_query_remove(name: str) -> None:
+    """Stop and remove a query; its subscriptions end."""
     with _client() as api:
-        _call(api.remove, name)
-    click.echo(f"query {name} removed")
+        answer = api.remove(name)
+    emit(answer, text=f"query {name} removed")
 
 
 GRANT_OPTIONS = [
@@ -393,27 +535,40 @@ def _grant_body(permission, kind, obj, role, user, grant_option: bool) -> dict:
     }
 
 
-@client.command("grant")
+@client.command(
+    "grant", epilog=example('streamshield client grant "READ TUPLE" stream prices --role ND')
+)
 @_grant_options
 @click.option("--grant-option", is_flag=True)
+@output_option
 def client_grant(permission, kind, obj, role, user, grant_option) -> None:
     """Grant PERMISSION (e.g. "READ TUPLE") on KIND OBJ to --role or --user."""
     with _client() as api:
-        _call(api.grant, _grant_body(permission, kind, obj, role, user, grant_option))
-    click.echo("granted")
+        answer = api.grant(_grant_body(permission, kind, obj, role, user, grant_option))
+    emit(answer, text="granted")
 
 
-@client.command("revoke")
+@client.command(
+    "revoke", epilog=example('streamshield client revoke "READ TUPLE" stream prices --role ND')
+)
 @_grant_options
+@output_option
 def client_revoke(permission, kind, obj, role, user) -> None:
-    """Revoke PERMISSION on KIND OBJ from --role or --user."""
+    """Revoke PERMISSION on KIND OBJ from --role or --user (404 if there is no such grant)."""
     with _client() as api:
-        _call(api.grant, _grant_body(permission, kind, obj, role, user, False), revoke=True)
-    click.echo("revoked")
+        answer = api.grant(_grant_body(permission, kind, obj, role, user, False), revoke=True)
+    emit(answer, text="revoked")
 
 
-@client.command("settings")
+@client.command(
+    "settings",
+    epilog=example(
+        "streamshield client settings",
+        'streamshield client settings --set \'operator_limits={"default": {"max_rows": 500}}\'',
+    ),
+)
 @click.option("--set", "assignments", multiple=True, help="key=JSON value (repeat).")
+@output_option
 def client_settings(assignments: tuple[str, ...]) -> None:
     """Show the system settings, or change them (needs CHANGE SYSTEM)."""
     import json
@@ -426,47 +581,52 @@ def client_settings(assignments: tuple[str, ...]) -> None:
         except json.JSONDecodeError:
             values[key] = raw
     with _client() as api:
-        answer = _call(api.set_settings, values) if values else _call(api.settings)
-    for key, value in sorted(answer.items()):
-        click.echo(f"{key} = {json.dumps(value)}")
+        answer = api.set_settings(values) if values else api.settings()
+    rows = [{"key": k, "value": json.dumps(v)} for k, v in sorted(answer.items())]
+    emit(answer, rows=rows)
 
 
-@client.command("subscribe")
+@client.command(
+    "subscribe", epilog=example("streamshield client subscribe heart_nina_out --limit 10")
+)
 @click.argument("name")
 @click.option("--limit", default=0, help="Stop after this many rows (0: run until closed).")
+@output_option
 def client_subscribe(name: str, limit: int) -> None:
-    """Print a query's results as they arrive (only rows you may read)."""
-    import json
+    """Print a query's results as they arrive, one JSON object a line (rows you may read).
 
-    from streamshield.client import ClientError
+    A row's ``_masked`` lists its columns hidden from you (null because masked, not
+    because the value is null). An ``error`` or ``end`` event ends the command (exit 1).
+    """
+    import json
 
     seen = 0
     with _client() as api:
-        try:
-            for event, data in api.subscribe(name):
-                if event != "rows":
-                    click.echo(f"[{event}] {data.get('reason', '')}")
+        for event, data in api.subscribe(name):
+            if event != "rows":
+                message = data.get("reason") or data.get("message") or ""
+                if output_format() == "json":
+                    click.echo(json.dumps({"event": event, **data}, default=str))
+                else:
+                    click.echo(f"[{event}] {message}", err=True)
+                raise click.exceptions.Exit(EXIT_REFUSED)
+            for row in data["rows"]:
+                click.echo(json.dumps(row, default=str))
+                seen += 1
+                if limit and seen >= limit:
                     return
-                for row in data["rows"]:
-                    click.echo(json.dumps(row, default=str))
-                    seen += 1
-                    if limit and seen >= limit:
-                        return
-        except ClientError as err:
-            raise click.ClickException(f"{err.status} {err.code}: {err.message}") from None
 
 
-@client.command("audit")
+@client.command("audit", epilog=example("streamshield client audit --user al --limit 20"))
 @click.option("--user", default=None)
 @click.option("--action", default=None)
 @click.option("--limit", default=50, show_default=True)
+@output_option
 def client_audit(user: str | None, action: str | None, limit: int) -> None:
     """Audit log entries you may read."""
-    from streamshield.client import table
-
     with _client() as api:
-        answer = _call(api.audit, user=user, action=action, limit=limit)
-    click.echo(table(answer["entries"]))
+        answer = api.audit(user=user, action=action, limit=limit)
+    emit(answer, rows=answer["entries"])
 
 
 cli_admin.attach(main, client)  # admin init; client user, role, passwd

@@ -22,6 +22,8 @@ import httpx
 
 TOKEN_FILE = "session.json"
 TIMEOUT = httpx.Timeout(30.0, read=120.0)
+CHUNK_BYTES = 1024 * 1024
+"""Bytes per ingest request: well below the server's 4 MiB body limit (body_limit.py)."""
 
 
 class ClientError(Exception):
@@ -30,6 +32,10 @@ class ClientError(Exception):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
+
+
+class LocalFileError(Exception):
+    """A local file the client needs is unreadable (saved session, CA certificate)."""
 
 
 def home() -> Path:
@@ -49,8 +55,20 @@ def load_saved(directory: Path | None = None) -> Saved | None:
     path = (directory or home()) / TOKEN_FILE
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
-    return Saved(data["url"], data.get("token"), data.get("ca"), data.get("user"))
+    try:
+        data = json.loads(path.read_text())
+        saved = Saved(data["url"], data.get("token"), data.get("ca"), data.get("user"))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise LocalFileError(
+            f"the saved session {path} is unreadable: run 'streamshield client login' again"
+        ) from None
+    if not isinstance(saved.url, str) or not all(
+        isinstance(v, str | None) for v in (saved.token, saved.ca, saved.user)
+    ):
+        raise LocalFileError(
+            f"the saved session {path} is malformed: run 'streamshield client login' again"
+        )
+    return saved
 
 
 def save(saved: Saved, directory: Path | None = None) -> Path:
@@ -80,7 +98,10 @@ class Client:
         if ca:
             import ssl
 
-            verify = ssl.create_default_context(cafile=ca)
+            try:
+                verify = ssl.create_default_context(cafile=ca)
+            except (OSError, ssl.SSLError) as err:
+                raise LocalFileError(f"CA certificate {ca} is unreadable: {err}") from None
         self._http = httpx.Client(base_url=self.url, verify=verify, timeout=TIMEOUT)
 
     def close(self) -> None:
@@ -131,11 +152,46 @@ class Client:
     def add_stream(self, name: str, schema: str) -> dict:
         return self.request("POST", "/streams", json={"name": name, "schema": schema})
 
-    def append(self, stream: str, lines: Iterable[str]) -> dict:
+    def append(self, stream: str, lines: Iterable[str], assign: bool = False) -> dict:
+        """``assign``: the server assigns seqs per channel (lines must carry none)."""
         body = "\n".join(line.rstrip("\n") for line in lines) + "\n"
         headers = {**self._headers(), "Content-Type": "application/x-ndjson"}
-        response = self._http.post(f"/streams/{stream}/elements", content=body, headers=headers)
+        params = {"assign": "seq"} if assign else None
+        response = self._http.post(
+            f"/streams/{stream}/elements", content=body, headers=headers, params=params
+        )
         return _decoded(response)
+
+    def append_chunked(
+        self,
+        stream: str,
+        lines: Iterable[str],
+        max_bytes: int = CHUNK_BYTES,
+        assign: str = "auto",
+    ) -> Iterator[tuple[int, dict]]:
+        """Appends in requests of at most ``max_bytes`` (below the server's body limit);
+        yields each chunk's first line number and the server's answer, whose rejection
+        line numbers are made absolute. A line too long for any request is reported as
+        rejected here and never sent. ``assign``: ``yes`` (the server assigns seqs),
+        ``no``, or ``auto`` (per chunk: when none of its lines carries a seq)."""
+        for first, chunk, too_long in chunks(lines, max_bytes):
+            if chunk:
+                server_seqs = assign == "yes" or (assign == "auto" and not _has_seqs(chunk))
+                answer = self.append(stream, chunk, server_seqs)
+                for rejection in answer.get("rejections", []):
+                    rejection["line"] = first + int(rejection["line"]) - 1
+            else:
+                answer = {"accepted": 0, "rejected": 0, "rejections": []}
+            for number in too_long:
+                answer["rejected"] += 1
+                answer["rejections"].append(
+                    {
+                        "line": number,
+                        "reason": "too_long",
+                        "message": f"the line is longer than {max_bytes} bytes",
+                    }
+                )
+            yield first, answer
 
     def register(self, name: str, text: str) -> dict:
         return self.request("POST", "/queries", json={"name": name, "text": text})
@@ -171,6 +227,42 @@ class Client:
                 response.read()
                 _decoded(response)
             yield from parse_sse(response.iter_lines())
+
+
+def chunks(
+    lines: Iterable[str], max_bytes: int = CHUNK_BYTES
+) -> Iterator[tuple[int, list[str], list[int]]]:
+    """``(first line number, lines, too-long line numbers)`` batches of at most
+    ``max_bytes`` UTF-8 bytes each. Blank lines keep their numbers (the server skips
+    them), so the server's per-chunk line numbers map back to the file's."""
+    first, batch, size, too_long = 1, [], 0, []
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        cost = len(line.encode("utf-8")) + 1
+        if cost > max_bytes:
+            too_long.append(number)
+            line, cost = "", 1  # keeps the numbering of the lines after it
+        if batch and size + cost > max_bytes:
+            yield first, batch, [n for n in too_long if n < number]
+            first, batch, size, too_long = number, [], 0, [n for n in too_long if n >= number]
+        batch.append(line)
+        size += cost
+    if batch or too_long:
+        yield first, batch, too_long
+
+
+def _has_seqs(lines: Iterable[str]) -> bool:
+    """Whether any line is a JSON object with a ``seq`` (unparseable lines do not count)."""
+    for line in lines:
+        if '"seq"' not in line:
+            continue
+        try:
+            element = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(element, dict) and "seq" in element:
+            return True
+    return False
 
 
 def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict]]:

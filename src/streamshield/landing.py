@@ -179,6 +179,11 @@ class LandingZone:
             groups[channel].append((position, element))
         return groups
 
+    def last_seq(self, channel: Channel) -> int:
+        """The channel's last landed seq (0 for a new channel), under the landing lock."""
+        with self._lock():
+            return max(self._last_seq(channel), 0)
+
     def _last_seq(self, channel: Channel) -> int:
         """The catalog's last seq, first catching up with a file already landed beyond it.
 

@@ -312,6 +312,19 @@ def test_revoking_cascades_to_what_was_passed_on(world: SecurityCatalog, joe: Se
     assert world.check("al", Permission.VIEW_OBJECT, IN1)
 
 
+def test_revoking_a_grant_that_does_not_exist_is_not_found(
+    world: SecurityCatalog, joe: Session
+) -> None:
+    from streamshield.catalog.errors import GrantNotFound
+
+    with pytest.raises(GrantNotFound, match="no grant of READ TUPLE"):
+        world.revoke(joe, Permission.READ_TUPLE, IN1, Grantee.user("al"))
+    world.grant(joe, Permission.READ_TUPLE, IN1, Grantee.user("al"))
+    assert world.revoke(joe, Permission.READ_TUPLE, IN1, Grantee.user("al")) == 1
+    with pytest.raises(GrantNotFound):  # the second time there is nothing left
+        world.revoke(joe, Permission.READ_TUPLE, IN1, Grantee.user("al"))
+
+
 def test_only_authorised_senders_write_and_inject(world: SecurityCatalog, joe: Session) -> None:
     assert not world.can_write("ed", "in1")
     assert not world.can_inject("ed", "in1")

@@ -56,6 +56,15 @@ class NotFound(PermissionDenied):
         super().__init__(permission, obj, f"not found: {obj}")
 
 
+class GrantNotFound(NotFound):
+    """A revocation that matches no grant: saying so beats a success that changed nothing."""
+
+    def __init__(self, permission: Permission, obj: ObjectRef, grantee: object) -> None:
+        PermissionDenied.__init__(
+            self, permission, obj, f"no grant of {permission.value} on {obj} to {grantee}"
+        )
+
+
 class AlreadyExists(SecurityError):
     """The name is taken (names are global, so this is said even for unseen objects)."""
 

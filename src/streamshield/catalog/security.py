@@ -50,6 +50,7 @@ from streamshield.catalog.database import UrlOrEngine, transaction, upsert
 from streamshield.catalog.errors import (
     AlreadyExists,
     AuthError,
+    GrantNotFound,
     NotFound,
     PermissionDenied,
     RoleActivationError,
@@ -819,7 +820,9 @@ class SecurityCatalog(Administration):
         with self._write() as db:
             subject = self._subject(db, session)
             plan = ox.plan_revoke(self._acl(db), subject, permission, obj, grantee)
-            if not isinstance(plan, ox.Denial):
+            if not isinstance(plan, ox.Denial) and not plan:
+                plan = GrantNotFound(permission, obj, grantee)
+            elif not isinstance(plan, ox.Denial):
                 for grant in plan:
                     _delete_grant(db, grant)
                 audit.record(
@@ -835,6 +838,8 @@ class SecurityCatalog(Administration):
                         "removed": len(plan),
                     },
                 )
+        if isinstance(plan, GrantNotFound):
+            raise plan
         if isinstance(plan, ox.Denial):
             raise self._refuse(subject.user, Event.REVOKE, from_denial(plan))
         return len(plan)

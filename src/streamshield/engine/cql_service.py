@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.analysis_errors import planned
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.provenance import with_label
@@ -208,7 +209,8 @@ class CqlService:
             event_time = self.streams[stream].event_time
             if event_time is None:
                 raise QueryRejected("window_time", f"stream {stream} has no event time")
-            sql = sliding_window_sql(request.sql, event_time, window)
+            seconds = self.streams[stream].types[event_time] == "bigint"
+            sql = sliding_window_sql(request.sql, event_time, window, seconds=seconds)
             return self.queries.register(sql, roles, sink, name)
         if kind is ShapeKind.WINDOW_RELATION:
             return self._window_query(request, streams, shape, roles, sink, name)
@@ -227,7 +229,7 @@ class CqlService:
         checked = check_query(request.sql, list(self.streams))
 
         def sql(view: str) -> str:
-            return self._labelled(checked.rewrite({stream: view}))
+            return self._labelled(checked.rewrite({stream: view}), self.streams[stream].names)
 
         query = WindowQuery(
             self.queries.spark,
@@ -243,6 +245,7 @@ class CqlService:
             name,
             self.queries.provenance,
         )
+        planned(query.analyse, request.sql)
         handle = query.start()
         self.window_queries[name] = query
         return self._record(name, request.sql, roles, streams, handle, sink)
@@ -266,6 +269,10 @@ class CqlService:
             if attr not in definition.names:
                 raise QueryRejected("query_shape", f"{attr} is not an attribute of {stream}")
             sides.append(JoinSide(alias, definition, attr, window))
+        if uses_reserved_names(request.sql):
+            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
+        tree = _over_join_output(request.sql)
+        planned(lambda: self._analyse_join(tree, sides), request.sql)
         ident = (tuple(sides), self.join_mode)
         join = self.joins.get(ident)
         fresh = join is None
@@ -283,9 +290,6 @@ class CqlService:
                 self.join_mode,
             )
             self.joins[ident] = join
-        if uses_reserved_names(request.sql):
-            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        tree = _over_join_output(request.sql)
         deliver = _deliverer(sink)
         view = f"ss_{uuid.uuid4().hex}_join"
 
@@ -307,6 +311,18 @@ class CqlService:
         streams = tuple(sorted({s.stream.name for s in sides}))
         return self._record(name, request.sql, roles, streams, handle, sink)
 
+    def _analyse_join(self, tree: exp.Select, sides: Sequence[JoinSide]) -> None:
+        """Plans the user's SQL over an empty join output (one struct per alias) in a
+        private session: Spark's refusals come at registration, not at the first pair."""
+        session = self.queries.spark.newSession()
+        ddl = ", ".join(
+            f"`{side.alias}` STRUCT<{', '.join(f'`{n}`: {t}' for n, t in side.stream.attributes)}>"
+            for side in sides
+        )
+        view = f"ss_{uuid.uuid4().hex}_join"
+        session.createDataFrame([], ddl).createOrReplaceTempView(view)
+        session.sql(_with_pair_labels(tree, [], view))
+
     def _record(
         self,
         name: str,
@@ -316,17 +332,16 @@ class CqlService:
         handle: StreamingQuery,
         sink: Sink,
     ) -> RegisteredQuery:
-        query = RegisteredQuery(
-            name, sql, roles, streams, True, handle, self.queries.spark, sink
-        )
+        query = RegisteredQuery(name, sql, roles, streams, True, handle, self.queries.spark, sink)
         self.queries.queries[name] = query
         return query
 
-    def _labelled(self, sql: str) -> str:
-        """The query with its output labels (selections keep them, aggregates combine)."""
+    def _labelled(self, sql: str, attributes: Sequence[str] = ()) -> str:
+        """The query with its output labels (selections keep them, aggregates combine)
+        and, for selections, which output columns each row has masked."""
         if uses_reserved_names(sql):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        return propagate_labels(sql, self.queries._label_columns(), "_ss_r")
+        return propagate_labels(sql, self.queries._label_columns(), "_ss_r", attributes)
 
     # -- delegation ------------------------------------------------------------------------
 
@@ -356,9 +371,7 @@ class CqlService:
             )
         source = self.streams[streams[0]]
         spgen = _DerivedSink(self, target, source, request.on_result, name)
-        return self.queries.register(
-            request.sql, roles, CallbackSink(spgen), name, grant=True
-        )
+        return self.queries.register(request.sql, roles, CallbackSink(spgen), name, grant=True)
 
     def register_stream(self, definition: StreamDefinition) -> None:
         """Make a new stream known to the catalog, the ingest and the query service."""
@@ -443,9 +456,7 @@ def _deliverer(sink: Sink):
     if isinstance(sink, CallbackSink):
         return sink.fn
     if isinstance(sink, FileSink):
-        return lambda frame, _batch: frame.write.mode("append").format(sink.format).save(
-            sink.path
-        )
+        return lambda frame, _batch: frame.write.mode("append").format(sink.format).save(sink.path)
     if isinstance(sink, ConsoleSink):
         return lambda frame, _batch: frame.show(truncate=False)
     raise QueryRejected("sink", "window and join queries deliver to callback, file or console")

@@ -34,6 +34,8 @@ audit = logging.getLogger("streamshield.audit")
 LABEL_PREFIX = "_ss_"
 POLICY_COLUMN = "_ss_policy"
 TUPLE_ORIGIN = "_ss_seq"
+MASKED = "_ss_masked"
+"""Output columns a row has masked; handed over as ``_masked`` (hidden is not null)."""
 """Rows carrying a tuple's sequence number are raw tuples, whatever the query claims."""
 
 RightsLookup = Callable[[str], "Rights | tuple[set[str], set[str]]"]
@@ -98,7 +100,8 @@ class Delivery:
             for subscription in subscriptions:
                 classes.setdefault(readable[subscription.user], []).append(subscription)
             conditions = {words: delivered(frame.columns, words) for words in classes}
-            payload = frame.drop(*(c for c in frame.columns if c.startswith(LABEL_PREFIX)))
+            labels = [c for c in frame.columns if c.startswith(LABEL_PREFIX) and c != MASKED]
+            payload = frame.drop(*labels).withColumnsRenamed({MASKED: "_masked"})
             for words, members in classes.items():
                 if not is_empty(words):
                     rows = payload.filter(conditions[words]).collect()
@@ -164,5 +167,5 @@ class Delivery:
 def _needed(frame: DataFrame) -> DataFrame:
     """Payload, provenance and policy id: the other label and origin columns (a salted
     hash of the channel, say) are never sent, so Spark need not compute them per row."""
-    keep = set(provenance_columns(frame.columns)) | {POLICY_COLUMN}
+    keep = set(provenance_columns(frame.columns)) | {POLICY_COLUMN, MASKED}
     return frame.drop(*(c for c in frame.columns if c.startswith(LABEL_PREFIX) and c not in keep))

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.analysis_errors import planned
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -205,11 +206,14 @@ class QueryService:
             text = statistics  # release rule and output labels included
         elif labelled_output:
             try:
-                text = propagate_labels(text, self._label_columns(), "_ss_r")
+                attributes = self.streams[checked.streams[0]].names if len(views) == 1 else ()
+                text = propagate_labels(text, self._label_columns(), "_ss_r", attributes)
             except LabelsNotPropagated:
                 labelled_output = False
-        result = session.sql(text)
-        handle = self._start(result, sink, name, aggregate)
+        # Spark's own refusals (unknown column, type error, unsupported on a stream) are
+        # the user's error: a QueryRejected naming the column or class, before anything runs.
+        result = planned(lambda: session.sql(text), sql)
+        handle = planned(lambda: self._start(result, sink, name, aggregate), sql)
         query = RegisteredQuery(
             name,
             sql,

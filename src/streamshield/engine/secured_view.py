@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
+from streamshield.lang.label_propagation import hidden_column
 from streamshield.lang.statistics_rewrite import full_column, stats_column
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.privileges import Privilege
@@ -57,6 +58,11 @@ def secured_view(
         for obj, name in enumerate(schema.names, start=1)
     ]
     extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
+    if keep_labels:  # per attribute: hidden from these roles (its value above is NULL)
+        extra += [
+            (~F.coalesce(allows(obj), F.lit(False))).alias(hidden_column(name))
+            for obj, name in enumerate(schema.names, start=1)
+        ]
     tid_visible = tuple_visible & allows(schema.names.index(schema.tid) + 1)
     origin = [
         F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias("_ss_channel"),

@@ -73,6 +73,21 @@ class WindowQuery:
         self.text = sql(self.view)
         self.salt = uuid.uuid4().hex
 
+    def analyse(self) -> None:
+        """Plans the user's SQL over an empty window in a private session, so that what
+        Spark refuses (unknown column, type error) is refused at registration, not at
+        the first micro-batch."""
+        struct = labelled_schema(
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+        )
+        session = self.spark.newSession()
+        empty = session.createDataFrame([], struct).withColumn(ARRIVAL, F.lit(0).cast("long"))
+        view = secured_view(
+            empty, self.stream, self.codec, self.roles, keep_labels=True, salt=self.salt
+        )
+        with_provenance(view, self.stream.name, self.provenance).createOrReplaceTempView(self.view)
+        session.sql(self.text)
+
     def start(self, available_now: bool = False) -> StreamingQuery:
         path = self.store.path(self.stream.name)
         path.mkdir(parents=True, exist_ok=True)

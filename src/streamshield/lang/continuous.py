@@ -713,13 +713,20 @@ def _time_window_lengths(tree: exp.Expression) -> list[float | None]:
 
 
 def sliding_window_sql(
-    sql: str, event_time: str, window: WindowSpec, column: str = "window"
+    sql: str,
+    event_time: str,
+    window: WindowSpec,
+    column: str = "window",
+    *,
+    seconds: bool = False,
 ) -> str:
     """``sql`` (one aggregate SELECT over one stream) grouped by Spark's hopping window.
 
     Adds ``window(event_time, 't seconds', 's seconds')`` to GROUP BY and, as ``column``,
     in front of the select list so that each result says which window it belongs to.
     ``[RANGE t]`` hops every second. The result must still pass ``check_query``.
+    ``seconds``: the event time is a ``bigint`` of seconds (as window state reads it),
+    made a timestamp with ``timestamp_seconds`` for Spark's window.
     """
     if window.kind is not WindowKind.RANGE:
         raise ValueError("only a RANGE window becomes Spark's window()")
@@ -736,10 +743,13 @@ def sliding_window_sql(
         raise _shape_error(f"the query already has a column called {column}")
     hop = window.hop
     assert hop is not None
+    time = exp.column(event_time, quoted=True)
+    if seconds:
+        time = exp.Anonymous(this="timestamp_seconds", expressions=[time])
     call = exp.Anonymous(
         this=exp.to_identifier("window", quoted=True),
         expressions=[
-            exp.column(event_time, quoted=True),
+            time,
             exp.Literal.string(spark_duration(window.size)),
             exp.Literal.string(spark_duration(hop)),
         ],

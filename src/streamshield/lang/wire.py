@@ -196,3 +196,21 @@ def sp_from_line(line: str) -> SecurityPunctuation:
     if not isinstance(element, SpElement):
         raise WireFormatError("expected an sp")
     return element.sp
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of one line (a tuple or an sp), what providers validate against.
+
+    Generated from the same pydantic models that parse the lines, so it cannot drift.
+    With ``POST /streams/S/elements?assign=seq`` the server fills ``seq`` (and what
+    docs/wire-format.md lists) before this schema applies.
+    """
+    schema = _ELEMENT.json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "streamshield wire-format element (one JSON line)"
+    schema["description"] = (
+        "A tuple or a security punctuation (sp) on the channel (stream, provider), ordered "
+        "by seq. Sp patterns (ddp.*, srp.roles) are CQL pattern text: '*', '[120, 133]', "
+        "'{ND, C}'. Unknown fields are refused; every field without a default is required."
+    )
+    return schema

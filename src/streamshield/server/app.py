@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -27,15 +27,38 @@ from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
 from streamshield.policy.operator_limits import LimitExceeded
+from streamshield.server import wire_schema
 from streamshield.server.body_limit import BodyLimit
 from streamshield.server.errors import ApiError, Unauthorized, to_response
 from streamshield.server.models import (
+    AppendAnswer,
+    AuditPage,
+    CatalogView,
+    GrantAnswer,
     GrantBody,
+    LoginAnswer,
     LoginBody,
+    LogoutAnswer,
+    NamedItem,
     QueryBody,
+    QueryRegistered,
+    QueryRemoved,
+    QueryStatus,
+    RevokeAnswer,
     SchemaBody,
     SettingsBody,
+    SettingsView,
+    SpsInjected,
     StreamBody,
+    StreamDefinitionOut,
+    StreamInfo,
+)
+from streamshield.server.openapi import (
+    AUTHED,
+    NDJSON_BODY,
+    SSE_RESPONSE,
+    errors,
+    without_fastapi_validation_schema,
 )
 from streamshield.server.routes import administration
 from streamshield.server.service import SchemaDef, ServerService
@@ -87,6 +110,21 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
     app.state.service = service
     app.include_router(administration.router())
 
+    def _openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            document = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            app.openapi_schema = without_fastapi_validation_schema(document)
+        return app.openapi_schema
+
+    app.openapi = _openapi  # type: ignore[method-assign]
+
     async def _any(_: Request, err: Exception) -> JSONResponse:
         response = to_response(err)
         headers = {"Retry-After": str(response.retry_after)} if response.retry_after else None
@@ -107,7 +145,9 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
         body = {"error": "invalid", "message": "invalid request body", "problems": problems}
         return JSONResponse(body, status_code=422)
 
-    @app.post("/login")
+    app.include_router(wire_schema.router)
+
+    @app.post("/login", response_model=LoginAnswer, responses=errors(401, 413, 422, 429))
     def login(body: LoginBody, request: Request) -> dict:
         client = request.client.host if request.client else "unknown"
         session = service.login(body.user, body.password, body.roles, client)
@@ -115,88 +155,135 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
             "token": session.token,
             "user": session.user,
             "roles": sorted(session.roles),
-            "expires_at": session.expires_at,
+            "expires_at": _iso(session.expires_at),
         }
 
-    @app.post("/logout")
+    @app.post("/logout", response_model=LogoutAnswer, responses=errors(*AUTHED))
     def logout(who: Auth) -> dict:
         service.logout(who.token)
         return {"ok": True}
 
-    @app.get("/catalog")
+    @app.get("/catalog", response_model=CatalogView, responses=errors(*AUTHED))
     def catalog(who: Auth) -> dict:
         return service.catalog_view(who.session)
 
-    @app.get("/streams/{name}")
+    @app.get("/streams/{name}", response_model=StreamInfo, responses=errors(*AUTHED, 404, 422))
     def stream(name: str, who: Auth) -> dict:
         return service.stream(who.session, name)
 
-    @app.post("/schemas", status_code=201)
+    @app.post(
+        "/schemas",
+        status_code=201,
+        response_model=NamedItem,
+        responses=errors(*AUTHED, 403, 404, 409, 422),
+    )
     def add_schema(body: SchemaBody, who: Auth) -> dict:
         attributes = tuple((n, t) for n, t in body.attributes)
         schema = SchemaDef(body.name, attributes, body.tid, body.event_time)
         return service.add_schema(who.session, schema)
 
-    @app.post("/streams", status_code=201)
+    @app.post(
+        "/streams",
+        status_code=201,
+        response_model=StreamDefinitionOut,
+        responses=errors(*AUTHED, 403, 404, 409, 422),
+    )
     def add_stream(body: StreamBody, who: Auth) -> dict:
         return service.add_stream(who.session, body.name, body.schema_name)
 
-    @app.post("/streams/{name}/elements")
-    async def append(name: str, request: Request, who: Auth) -> dict:
+    @app.post(
+        "/streams/{name}/elements",
+        response_model=AppendAnswer,
+        responses=errors(*AUTHED, 403, 404, 422),
+        openapi_extra=NDJSON_BODY,
+        response_model_exclude_none=True,
+    )
+    async def append(
+        name: str,
+        request: Request,
+        who: Auth,
+        assign: Annotated[
+            Literal["seq"] | None,
+            Query(
+                description="seq: the server assigns seq per channel (and an sp's ts/sn, a "
+                "tuple's policy, provider, stream and tid when omitted); lines must not "
+                "carry their own seq"
+            ),
+        ] = None,
+    ) -> dict:
         try:
             text = (await request.body()).decode("utf-8")
         except UnicodeDecodeError:
             from streamshield.server.errors import Invalid
 
             raise Invalid("the body must be UTF-8 JSON lines") from None
-        report = await asyncio.to_thread(service.append, who.session, name, text.splitlines())
+        lines = text.splitlines()
+        assigning = assign == "seq"
+        report = await asyncio.to_thread(service.append, who.session, name, lines, assigning)
         return report.as_dict()
 
-    @app.post("/queries", status_code=201)
+    @app.post(
+        "/queries",
+        status_code=201,
+        response_model=QueryRegistered | SpsInjected,
+        responses=errors(*AUTHED, 403, 404, 409, 422),
+    )
     def register(body: QueryBody, who: Auth) -> dict:
         return service.register_request(who.session, body.name, body.text, body.output)
 
-    @app.post("/queries/{name}/start")
+    @app.post(
+        "/queries/{name}/start",
+        response_model=QueryStatus,
+        responses=errors(*AUTHED, 403, 404, 409, 422),
+    )
     def start(name: str, who: Auth) -> dict:
         query = service.set_query_status(who.session, name, running=True)
         return {"name": query.name, "status": query.status()}
 
-    @app.post("/queries/{name}/stop")
+    @app.post(
+        "/queries/{name}/stop", response_model=QueryStatus, responses=errors(*AUTHED, 403, 404, 422)
+    )
     def stop(name: str, who: Auth) -> dict:
         query = service.set_query_status(who.session, name, running=False)
         return {"name": query.name, "status": query.status()}
 
-    @app.delete("/queries/{name}")
+    @app.delete(
+        "/queries/{name}", response_model=QueryRemoved, responses=errors(*AUTHED, 403, 404, 422)
+    )
     def remove(name: str, who: Auth) -> dict:
         service.remove_query(who.session, name)
         return {"removed": name}
 
-    @app.post("/grants")
+    @app.post("/grants", response_model=GrantAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def grant(body: GrantBody, who: Auth) -> dict:
         service.grant(who.session, body.model_dump())
         return {"granted": True}
 
-    @app.delete("/grants")
+    @app.delete("/grants", response_model=RevokeAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def revoke(body: GrantBody, who: Auth) -> dict:
         service.grant(who.session, body.model_dump(), revoke=True)
         return {"revoked": True}
 
-    @app.get("/system/settings")
+    @app.get("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403))
     def settings(who: Auth) -> dict:
         return service.settings(who.session)
 
-    @app.put("/system/settings")
+    @app.put("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403, 422))
     def set_settings(body: SettingsBody, who: Auth) -> dict:
         return service.set_settings(who.session, body.values)
 
-    @app.get("/audit")
+    @app.get("/audit", response_model=AuditPage, responses=errors(*AUTHED, 403, 422))
     def audit(
         who: Auth, user: str | None = None, action: str | None = None, limit: int = 100
     ) -> dict:
         filters = {"user": user, "action": action, "limit": max(1, min(limit, 1000))}
         return {"entries": service.audit(who.session, filters)}
 
-    @app.get("/queries/{name}/subscribe")
+    @app.get(
+        "/queries/{name}/subscribe",
+        response_class=EventSourceResponse,
+        responses={**SSE_RESPONSE, **errors(*AUTHED, 403, 404, 422)},
+    )
     async def subscribe(name: str, who: Auth) -> EventSourceResponse:
         query = service.subscribable(who.session, name)
         queue = SubscriberQueue(asyncio.get_running_loop(), queue_size)
@@ -225,6 +312,13 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
         return EventSourceResponse(events(), ping=PING_SECONDS)
 
     return BodyLimit(app)
+
+
+def _iso(epoch: float) -> str:
+    """An API time: ISO-8601 UTC with a Z."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(float(epoch), UTC).isoformat().replace("+00:00", "Z")
 
 
 def _user(session: Any) -> str:

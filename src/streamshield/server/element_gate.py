@@ -36,13 +36,17 @@ class LineRejection:
 class AppendReport:
     accepted: int = 0
     rejected: list[LineRejection] = field(default_factory=list)
+    assigned: dict[str, int] | None = None  # provider -> last seq assigned (assign=seq)
 
     def as_dict(self) -> dict:
-        return {
+        answer = {
             "accepted": self.accepted,
             "rejected": len(self.rejected),
             "rejections": [r.__dict__ for r in self.rejected],
         }
+        if self.assigned is not None:
+            answer["assigned"] = self.assigned
+        return answer
 
 
 def owns_provider(user: str, provider: str) -> bool:

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from streamshield.catalog.store import StreamExists, UnknownStreamError
+from streamshield.engine.analysis_errors import is_spark_refusal, spark_error_class
 from streamshield.engine.queries import QueryFailed
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
@@ -109,6 +110,14 @@ def to_response(err: BaseException) -> ErrorResponse:
         return ErrorResponse(422, "query_failed", str(err))
     if isinstance(err, WireFormatError | CqlError):
         return ErrorResponse(422, "invalid", str(err))
+    if is_spark_refusal(err):  # a plan refused past the planning steps: class only
+        error_class = spark_error_class(err) or "ANALYSIS"
+        audit.info("Spark refused a request: %s", str(err).split("\n", 1)[0][:2000])
+        return ErrorResponse(
+            422,
+            f"query_rejected.{error_class.split('.')[0].lower()}",
+            f"Spark refused the query [{error_class}]",
+        )
     if isinstance(err, StreamExists):
         return ErrorResponse(409, "exists", "an object of that name exists")
     if isinstance(err, UnknownStreamError):

@@ -39,8 +39,9 @@ from streamshield.lang.query_check import check_query
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
-from streamshield.server.element_gate import AppendReport, append_checked
+from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaStore
@@ -79,6 +80,7 @@ class ServerService:
         self._ingest: Any = None
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
+        self.assigner = SeqAssigner(self.pipeline.landing)
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -226,22 +228,39 @@ class ServerService:
             self.pipeline.landing.stream_dir(name).mkdir(parents=True, exist_ok=True)
         return _describe(definition)
 
-    def append(self, session: Any, stream: str, lines: Iterable[str]) -> AppendReport:
+    def append(
+        self, session: Any, stream: str, lines: Iterable[str], assign: bool = False
+    ) -> AppendReport:
+        """Lands the lines the caller may send; ``assign``: the server gives seqs (and
+        sp ts/sn, tuple policies) per channel, see :mod:`provider_assign`. Appends on one
+        stream are serialised so that assigned seqs never race."""
         self._visible(session, "stream", stream)
-        if stream not in self.pipeline.queries.streams:
+        definition = self.pipeline.queries.streams.get(stream)
+        if definition is None:
             raise Forbidden("a query's output stream takes no appends")
         may_write = port.can_write(self.security, session, stream)
         may_inject = port.can_inject(self.security, session, stream)
         if not (may_write or may_inject):
             raise Forbidden("WRITE or INJECT SP on this stream is needed to append")
-        return append_checked(
-            self.pipeline.landing,
-            port.user_of(session),
-            stream,
-            lines,
-            may_write=may_write,
-            may_inject=may_inject,
-        )
+        user = port.user_of(session)
+        with self.assigner.lock(stream):
+            assigned = None
+            if assign:
+                assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
+                lines = assigned.lines
+            report = append_checked(
+                self.pipeline.landing,
+                user,
+                stream,
+                lines,
+                may_write=may_write,
+                may_inject=may_inject,
+            )
+        if assigned is not None:
+            report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
+            report.rejected.sort(key=lambda r: r.line)
+            report.assigned = assigned.last_seq
+        return report
 
     # -- queries ---------------------------------------------------------------------------
 

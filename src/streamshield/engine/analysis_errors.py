@@ -1,0 +1,164 @@
+"""Spark's refusals of a query at plan time, as :class:`QueryRejected` safe to show.
+
+A query that passed the SQL gate can still be wrong for Spark: an unknown column, a
+type error, an operation streaming does not support. Spark says so with an error class
+and message parameters when the plan is analysed (``session.sql``) or started; left
+alone, that exception is a 500 and the query's failure surfaces nowhere useful.
+
+The message is built from the error class and an allow-list of parameters that name
+things (columns, functions, types), never from Spark's text, which quotes expressions
+and so can quote the literals a user typed (possibly data copied from elsewhere). Any
+parameter that still contains one of the query's literals is dropped, and names of
+internal columns (``_ss_...``) and views never appear.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
+
+from streamshield.lang.query_check import QueryRejected
+
+audit = logging.getLogger("streamshield.audit")
+T = TypeVar("T")
+
+_SHOWN = (
+    "objectName",
+    "routineName",
+    "functionName",
+    "left",
+    "right",
+    "inputType",
+    "requiredType",
+    "dataType",
+    "paramIndex",
+    "inputName",
+    "fieldName",
+    "columnName",
+    "colName",
+    "exprName",
+    "type",
+)
+_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
+_INTERNAL = re.compile(r"_ss_|ss_[0-9a-f]{32}")
+_STREAMING = re.compile(r"(not supported|unsupported)[^.\n]*(stream)", re.IGNORECASE)
+_TEXTS = {
+    "UNRESOLVED_COLUMN": "unknown column {objectName}",
+    "UNRESOLVED_FIELD": "unknown field {fieldName} of {columnName}",
+    "FIELD_NOT_FOUND": "unknown column {fieldName}",
+    "UNRESOLVED_ROUTINE": "unknown function {routineName}",
+    "AMBIGUOUS_REFERENCE": "ambiguous column {objectName}: qualify it with its stream",
+    "MISSING_AGGREGATION": "column {expression} must be aggregated or in GROUP BY",
+    "GROUP_BY_AGGREGATE": "GROUP BY may not contain an aggregate",
+}
+
+
+def spark_error_class(err: BaseException) -> str | None:
+    """Spark's error class (``UNRESOLVED_COLUMN.WITH_SUGGESTION``) or None."""
+    for getter in ("getCondition", "getErrorClass"):
+        method = getattr(err, getter, None)
+        if method is not None:
+            try:
+                found = method()
+            except Exception:  # py4j may be gone: fall back to the text
+                found = None
+            if found:
+                return str(found)
+    match = _CLASS.search(str(err))
+    return match.group(1) if match else None
+
+
+def is_spark_refusal(err: BaseException) -> bool:
+    """Whether ``err`` is Spark refusing a plan (analysis or an unsupported operation)."""
+    names = {klass.__name__ for klass in type(err).__mro__}
+    return bool(names & {"AnalysisException", "ParseException", "IllegalArgumentException"})
+
+
+def rejected(err: BaseException, sql: str) -> QueryRejected:
+    """The refusal as shown to the user: rule from the error class, names not values."""
+    audit.info("query refused by Spark's analysis: %s", str(err).split("\n", 1)[0][:2000])
+    error_class = spark_error_class(err)
+    literals = _literals(sql)
+    params = _parameters(err, literals)
+    if error_class is None:
+        if _STREAMING.search(str(err)):
+            return QueryRejected(
+                "not_supported", "an operation of the query is not supported on a stream"
+            )
+        return QueryRejected("analysis", "Spark could not plan the query")
+    if error_class.startswith("_LEGACY"):
+        sentence = _first_sentence(str(err))
+        if _STREAMING.search(sentence) and not any(lit in sentence for lit in literals):
+            return QueryRejected("not_supported", f"{sentence} [{error_class}]")
+    top = error_class.split(".", 1)[0]
+    template = _TEXTS.get(top)
+    text: str | None = None
+    if template is not None:
+        try:
+            text = template.format(**params)
+        except KeyError:
+            text = None
+    if text is None:
+        shown = ", ".join(f"{k}={v}" for k, v in params.items() if k in _SHOWN)
+        what = "type error" if top == "DATATYPE_MISMATCH" else "Spark refused the query"
+        text = f"{what} ({error_class})" + (f": {shown}" if shown else "")
+    elif top == "UNRESOLVED_COLUMN" and params.get("proposal"):
+        text += f" (columns: {params['proposal']})"
+    return QueryRejected(top.lower(), f"{text} [{error_class}]")
+
+
+def planned(plan: Callable[[], T], sql: str) -> T:
+    """``plan()``, with Spark's plan-time refusals turned into :class:`QueryRejected`."""
+    try:
+        return plan()
+    except Exception as err:
+        if is_spark_refusal(err):
+            raise rejected(err, sql) from None
+        raise
+
+
+def _parameters(err: BaseException, literals: Iterable[str]) -> dict[str, str]:
+    getter = getattr(err, "getMessageParameters", None)
+    try:
+        raw = dict(getter()) if getter is not None else {}
+    except Exception:
+        raw = {}
+    shown: dict[str, str] = {}
+    literals = [lit.lower() for lit in literals]
+    for key, value in raw.items():
+        value = str(value)
+        if key not in (*_SHOWN, "proposal", "expression"):
+            continue
+        if any(lit in value.lower() for lit in literals):
+            continue  # could echo a value the user typed
+        if key == "proposal":
+            value = ", ".join(p for p in value.split(", ") if not _INTERNAL.search(p))
+        elif _INTERNAL.search(value):
+            continue
+        if len(value) > 200:
+            value = value[:200] + "..."
+        shown[key] = value
+    return shown
+
+
+def _first_sentence(text: str) -> str:
+    """Spark's fixed wording of an unsupported operation: its first sentence, no class."""
+    text = _CLASS.sub("", text.split("\n", 1)[0]).strip()
+    sentence = text.split(". ", 1)[0].rstrip(".")
+    return sentence if "#" not in sentence and len(sentence) < 300 else ""
+
+
+def _literals(sql: str) -> list[str]:
+    """String and number literals of the query (two characters or more)."""
+    try:
+        tokens = Spark().tokenize(sql)
+    except (TokenError, ValueError):
+        return []
+    kinds = {TokenType.STRING, TokenType.NUMBER}
+    return [t.text for t in tokens if t.token_type in kinds and len(t.text.strip()) >= 2]

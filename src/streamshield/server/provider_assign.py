@@ -1,0 +1,224 @@
+"""Server-assigned ``seq`` (and sp ``ts``/``sn``, tuple ``policy``) for plain provider rows.
+
+A provider with no sequence numbers of its own sends ``POST /streams/S/elements?assign=seq``
+and lines such as ``{"tid": 7, "values": {...}}``. Per channel (stream, provider) the
+server continues from the channel's last landed seq. Missing fields are filled so:
+
+* ``stream``: the request path's; ``provider``: the caller; ``type``: ``tuple`` when the
+  line has ``values``; ``tid``: the stream's tid attribute from ``values``;
+* ``seq``: always assigned (a line that brings its own is rejected: mixing the two would
+  let a provider's seq collide with an assigned one);
+* an sp without ``ts`` is stamped now (microseconds, above the channel's current policy),
+  one stamp for a run of ts-less sps, and numbered ``sn`` 1.. within its run;
+* a tuple without ``policy`` declares the channel's current policy (ts, csn): the newest
+  policy landed on the channel, including sps earlier in the same request. A channel with
+  no policy at all gets a reference to none (``ts`` 1, ``csn`` 0), which the shield denies
+  (``no_policy``): deny by default, never granted by a guess.
+
+Races: every append on a stream through this server holds the stream's lock while it
+reads the channel's last seq and policy, assigns, and lands (the landing zone has its own
+lock across processes, so an outside writer can at worst make assigned lines stale:
+rejected and reported, never landed twice or out of order). The current policy is read
+from the landed files themselves (the truth the ingest reads), newest first, with a cache
+of what was already read (landed files never change).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streamshield.landing import FILE_NAME, LandingZone
+from streamshield.policy.elements import Channel
+
+NO_POLICY = {"ts": 1, "csn": 0}
+"""What a plain tuple declares on a channel without any policy: denied (no_policy)."""
+
+
+@dataclass
+class _Known:
+    newest_file: int = 0  # first seq of the newest file read
+    policy: tuple[int, int] | None = None
+
+
+@dataclass
+class Assigned:
+    """Lines ready for the gate (rejected ones blanked, keeping line numbers), the
+    rejections, and the last seq assigned per provider."""
+
+    lines: list[str]
+    rejected: list[tuple[int, str, str]] = field(default_factory=list)
+    last_seq: dict[str, int] = field(default_factory=dict)
+
+
+class SeqAssigner:
+    def __init__(self, landing: LandingZone, clock: Callable[[], int] = time.time_ns) -> None:
+        self.landing, self.clock = landing, clock
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._known: dict[Channel, _Known] = {}
+
+    def lock(self, stream: str) -> threading.Lock:
+        """The lock every append on ``stream`` through this server holds."""
+        with self._guard:
+            return self._locks.setdefault(stream, threading.Lock())
+
+    def assign(self, stream: str, user: str, tid: str, lines: Sequence[str]) -> Assigned:
+        """Fills the lines (call with :meth:`lock` held until they have landed)."""
+        out = Assigned([])
+        seqs: dict[Channel, int] = {}
+        policies: dict[Channel, tuple[int, int] | None] = {}
+        run: dict[Channel, tuple[int, int]] = {}  # channel -> (stamped ts, last sn) of a run
+        for number, line in enumerate(lines, 1):
+            raw = line.strip()
+            element = _object(raw)
+            if element is None:
+                out.lines.append(line)  # not a JSON object: the landing zone says why
+                run.clear()
+                continue
+            if "seq" in element:
+                out.lines.append("")
+                out.rejected.append(
+                    (number, "seq_given", "with assign=seq the server assigns seq; omit it")
+                )
+                continue
+            element.setdefault("stream", stream)
+            element.setdefault("provider", user)
+            values = element.get("values")
+            if "type" not in element and isinstance(values, dict):
+                element["type"] = "tuple"
+            channel = _channel(element)
+            if channel is None:
+                out.lines.append(json.dumps(element))
+                continue
+            if channel not in seqs:
+                seqs[channel] = self.landing.last_seq(channel)
+                policies[channel] = self.policy(channel)
+            seqs[channel] += 1
+            element["seq"] = seqs[channel]
+            out.last_seq[channel.provider] = seqs[channel]
+            if element.get("type") == "sp":
+                policies[channel] = self._sp(element, channel, policies[channel], run)
+            else:
+                run.pop(channel, None)
+                if element.get("type") == "tuple":
+                    if "tid" not in element and isinstance(values, dict) and tid in values:
+                        element["tid"] = values[tid]
+                    if "policy" not in element:
+                        current = policies[channel]
+                        element["policy"] = (
+                            {"ts": current[0], "csn": current[1]} if current else dict(NO_POLICY)
+                        )
+            out.lines.append(json.dumps(element, separators=(",", ":")))
+        return out
+
+    def _sp(
+        self,
+        element: dict,
+        channel: Channel,
+        current: tuple[int, int] | None,
+        run: dict[Channel, tuple[int, int]],
+    ) -> tuple[int, int] | None:
+        """Stamps ``ts``/``sn`` when missing; the channel's policy after this sp."""
+        if "ts" not in element:
+            if channel in run:
+                ts, sn = run[channel]
+            else:
+                floor = current[0] + 1 if current else 1
+                ts, sn = max(self.clock() // 1000, floor), 0
+            element["ts"] = ts
+            element.setdefault("sn", sn + 1)
+            sn_now = element["sn"] if isinstance(element["sn"], int) else sn + 1
+            run[channel] = (ts, sn_now)
+        else:
+            run.pop(channel, None)
+            if "sn" not in element:
+                same = current is not None and current[0] == element["ts"]
+                element["sn"] = current[1] + 1 if same and current else 1
+        ts, sn = element.get("ts"), element.get("sn")
+        if not (isinstance(ts, int) and isinstance(sn, int)):
+            return current  # malformed: the landing zone rejects it, the policy stays
+        if current is not None and current[0] == ts:
+            return ts, max(current[1], sn)
+        return ts, sn
+
+    def policy(self, channel: Channel) -> tuple[int, int] | None:
+        """The newest policy (ts, csn) landed on ``channel``, or None."""
+        known = self._known.setdefault(channel, _Known())
+        files = _files(self.landing.stream_dir(channel.stream), channel.provider)
+        fresh = [(first, path) for first, path in files if first > known.newest_file]
+        if not fresh:
+            return known.policy
+        found: tuple[int, int] | None = None
+        for _first, path in sorted(fresh, reverse=True):
+            found, complete = _newest_policy(path, found)
+            if complete:
+                break
+        else:
+            if found is not None and known.policy is not None and known.policy[0] == found[0]:
+                found = (found[0], max(found[1], known.policy[1]))
+            elif found is None:
+                found = known.policy
+        known.newest_file = max(first for first, _ in fresh)
+        known.policy = found
+        return found
+
+
+def _object(raw: str) -> dict | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _channel(element: dict) -> Channel | None:
+    stream, provider = element.get("stream"), element.get("provider")
+    if isinstance(stream, str) and isinstance(provider, str) and stream and provider:
+        return Channel(stream, provider)
+    return None
+
+
+def _files(directory: Path, provider: str) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for entry in os.scandir(directory):
+        match = FILE_NAME.match(entry.name)
+        if match and match["provider"] == provider:
+            found.append((int(match["seq"]), Path(entry.path)))
+    return found
+
+
+def _newest_policy(
+    path: Path, found: tuple[int, int] | None
+) -> tuple[tuple[int, int] | None, bool]:
+    """Continues the newest-first search in one file: (policy so far, whether it is whole).
+
+    The policy is the newest sp's ts; its csn the largest sn of that ts. It is whole once
+    an element older than its run of sps is seen.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for line in reversed(lines):
+        if not line.strip():
+            continue
+        element = json.loads(line)
+        if element.get("type") != "sp":
+            if found is not None:
+                return found, True
+            continue
+        ts, sn = int(element["ts"]), int(element["sn"])
+        if found is None:
+            found = (ts, sn)
+        elif ts == found[0]:
+            found = (ts, max(found[1], sn))
+        else:
+            return found, True
+    return found, False

@@ -1,0 +1,452 @@
+"""The CLI client against a live server and without one: one line, a distinct exit code.
+
+Runs the real ``streamshield`` click command in-process (CliRunner) against the
+module's TLS server; the failure cases need no server at all, or a wrong certificate.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from streamshield.cli import main
+from streamshield.cli_output import (
+    EXIT_LOCAL,
+    EXIT_REFUSED,
+    EXIT_SERVER,
+    EXIT_SESSION,
+    EXIT_TLS,
+    EXIT_UNREACHABLE,
+)
+from streamshield.client import ClientError, Saved, save
+from streamshield.server.body_limit import ELEMENTS_LIMIT
+from streamshield.server.tls import ensure_self_signed
+from tests.server.conftest import PASSWORD, tuple_line
+
+pytestmark = pytest.mark.spark
+
+
+def _run(home: Path, *args: str, input: str | None = None):
+    runner = CliRunner()
+    env = {"STREAMSHIELD_HOME": str(home), "STREAMSHIELD_PASSWORD": PASSWORD}
+    return runner.invoke(main, ["client", *args], env=env, input=input, catch_exceptions=False)
+
+
+def _one_line_failure(result, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+    assert "Traceback" not in result.output + result.stderr
+    # The server runs in this process: its JSON log lines land on the same stderr.
+    lines = [line for line in result.stderr.splitlines() if line.strip() and line[0] != "{"]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def _login(server, home: Path, user: str = "joe", role: str = "ADMIN") -> None:
+    result = _run(
+        home,
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(server.cert),
+        "--user",
+        user,
+        "--role",
+        role,
+    )
+    assert result.exit_code == 0, result.output + result.stderr
+    assert f"logged in as {user}" in result.output
+
+
+@pytest.fixture(scope="module")
+def joe_home(server, tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("joe_home")
+    _login(server, home)
+    for args in (
+        (
+            "add-schema",
+            "blob_s",
+            "--attribute",
+            "id:bigint",
+            "--attribute",
+            "body:string",
+            "--tid",
+            "id",
+        ),
+        ("add-stream", "blobs", "--schema", "blob_s"),
+    ):
+        result = _run(home, *args)
+        assert result.exit_code == 0, result.output + result.stderr
+    return home
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- without a (reachable, trusted) server ------------------------------------------------
+
+
+def test_an_unreachable_server_is_one_line_and_exit_3(tmp_path) -> None:
+    save(Saved(f"https://127.0.0.1:{_free_port()}", "token"), tmp_path)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_UNREACHABLE)
+    assert "cannot reach the server" in line
+
+
+def test_no_session_is_exit_5(tmp_path) -> None:
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
+    assert "login" in line
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"token": "t"}', '{"url": 5}', "[]"])
+def test_a_malformed_session_file_is_exit_7(tmp_path, content) -> None:
+    (tmp_path / "session.json").write_text(content)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_LOCAL)
+    assert "session" in line
+
+
+def test_an_unreadable_input_file_is_a_usage_error_not_a_traceback(tmp_path) -> None:
+    result = _run(tmp_path, "ingest", "blobs", str(tmp_path / "missing.jsonl"))
+    assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
+
+
+def test_a_server_error_is_exit_6(tmp_path, monkeypatch) -> None:
+    save(Saved("https://127.0.0.1:1", "token"), tmp_path)
+
+    def failing(self):
+        raise ClientError(500, "internal", "internal error")
+
+    monkeypatch.setattr("streamshield.client.Client.catalog", failing)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SERVER)
+    assert "500" in line
+
+
+# -- against the live server ----------------------------------------------------------------
+
+
+def test_a_certificate_the_client_does_not_trust_is_exit_4(server, tmp_path) -> None:
+    other = ensure_self_signed(tmp_path / "other-tls")  # a valid certificate, not the server's
+    result = _run(
+        tmp_path,
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(other.cert),
+        "--user",
+        "joe",
+        "--role",
+        "ADMIN",
+    )
+    line = _one_line_failure(result, EXIT_TLS)
+    assert "certificate" in line
+    result = _run(tmp_path, "login", "--url", server.url, "--user", "joe", "--role", "ADMIN")
+    _one_line_failure(result, EXIT_TLS)  # the system trust store does not know it either
+
+
+def test_a_failed_login_is_exit_5(server, tmp_path) -> None:
+    runner = CliRunner()
+    args = [
+        "client",
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(server.cert),
+        "--user",
+        "mallory",
+        "--role",
+        "OTHER",
+    ]
+    env = {"STREAMSHIELD_HOME": str(tmp_path), "STREAMSHIELD_PASSWORD": "wrong password"}
+    line = _one_line_failure(runner.invoke(main, args, env=env), EXIT_SESSION)
+    assert "login failed" in line and not (tmp_path / "session.json").exists()
+
+
+def test_an_expired_or_ended_session_is_exit_5(server, tmp_path) -> None:
+    save(Saved(server.url, "forged-or-expired", str(server.cert)), tmp_path)
+    line = _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
+    assert "login" in line
+    _login(server, tmp_path)
+    assert _run(tmp_path, "catalog").exit_code == 0
+    saved = json.loads((tmp_path / "session.json").read_text())
+    assert _run(tmp_path, "logout").exit_code == 0
+    (tmp_path / "session.json").write_text(json.dumps(saved))  # the token of a logged-out session
+    _one_line_failure(_run(tmp_path, "catalog"), EXIT_SESSION)
+
+
+def test_a_refusal_is_exit_1_with_the_servers_message(server, joe_home) -> None:
+    line = _one_line_failure(_run(joe_home, "stream", "no_such_stream"), EXIT_REFUSED)
+    assert line.startswith("Error: 404")
+    result = _run(joe_home, "query", "register", "bad_q", "SELECT nope FROM blobs")
+    assert "nope" in _one_line_failure(result, EXIT_REFUSED)
+
+
+def test_ingest_sends_any_size_in_chunks_and_reports_rejections_by_line(
+    server, joe_home, tmp_path
+) -> None:
+    body = "x" * 4000
+    count = (ELEMENTS_LIMIT * 5 // 4) // 4100  # the whole file is over the server's limit
+    lines = [tuple_line("blobs", "joe", i, i, {"id": i, "body": body}) for i in range(1, count)]
+    lines.insert(2, "{not json")  # line 3
+    lines.append(tuple_line("elsewhere", "joe", count, count, {"id": count, "body": "y"}))
+    feed = tmp_path / "big.jsonl"
+    feed.write_text("\n".join(lines) + "\n")
+    assert feed.stat().st_size > ELEMENTS_LIMIT
+    result = _run(joe_home, "ingest", "blobs", str(feed))
+    assert result.exit_code == EXIT_REFUSED, result.output + result.stderr
+    assert f"accepted {count - 1}, rejected 2" in result.output
+    assert "Traceback" not in result.output + result.stderr
+    result = _run(joe_home, "--output", "json", "ingest", "blobs", str(feed), "--show", "5")
+    summary = json.loads(result.output)
+    assert summary["accepted"] == 0  # the same seqs again: all stale now
+    assert summary["rejected"] == len(lines)
+    assert [r["line"] for r in summary["rejections"]] == [1, 2, 3, 4, 5]
+    good = "\n".join(
+        tuple_line("blobs", "joe", count + i, count + i, {"id": count + i, "body": "z"})
+        for i in (1, 2)
+    )
+    result = _run(joe_home, "ingest", "blobs", "-", input=good + "\n")
+    assert result.exit_code == 0 and "accepted 2, rejected 0" in result.output
+
+
+def test_the_last_rejection_keeps_its_absolute_line_number(server, joe_home, tmp_path) -> None:
+    body = "x" * 4000
+    n = (ELEMENTS_LIMIT * 5 // 4) // 4100
+    lines = [tuple_line("blobs", "joe.b", i, i, {"id": i, "body": body}) for i in range(1, n)]
+    lines.append(tuple_line("elsewhere", "joe.b", n, n, {"id": n, "body": "y"}))
+    feed = tmp_path / "tail.jsonl"
+    feed.write_text("\n".join(lines) + "\n")
+    result = _run(joe_home, "-o", "json", "ingest", "blobs", str(feed))
+    summary = json.loads(result.output)
+    assert summary["rejected"] == 1 and summary["rejections"][0]["line"] == n, summary
+    assert summary["rejections"][0]["reason"] == "stream_mismatch"
+
+
+def test_every_command_answers_in_json(server, joe_home) -> None:
+    catalog = json.loads(_run(joe_home, "catalog", "--output", "json").output)
+    assert {"schemas", "streams", "queries"} <= set(catalog)
+    stream = json.loads(_run(joe_home, "-o", "json", "stream", "blobs").output)
+    assert stream["name"] == "blobs" and stream["tid"] == "id"
+    settings = json.loads(_run(joe_home, "settings", "-o", "json").output)
+    assert isinstance(settings, dict)
+    audit = json.loads(_run(joe_home, "audit", "-o", "json", "--limit", "3").output)
+    assert isinstance(audit["entries"], list)
+    registered = json.loads(
+        _run(joe_home, "query", "register", "json_q", "SELECT id FROM blobs", "-o", "json").output
+    )
+    assert registered["name"] == "json_q" and registered["output"] == "json_q_out"
+    stopped = json.loads(_run(joe_home, "query", "stop", "json_q", "-o", "json").output)
+    assert stopped["status"] == "stopped"
+    assert json.loads(_run(joe_home, "query", "remove", "json_q", "-o", "json").output)
+    table = _run(joe_home, "catalog").output
+    assert "blobs" in table and "{" not in table.splitlines()[0]
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in sorted(group.commands.items()):
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_command_help_has_an_example() -> None:
+    runner = CliRunner()
+    missing = []
+    for path, command in _commands(main):
+        if isinstance(command, click.Group) or path == ("serve",):
+            continue  # serve's options belong to the configuration work (helper "ops")
+        result = runner.invoke(main, [*path, "--help"])
+        assert result.exit_code == 0, path
+        if "Example" not in result.output or "streamshield " not in result.output:
+            missing.append(" ".join(path))
+    assert not missing, f"--help without an example: {missing}"
+
+
+# -- providers: server-assigned seqs, the wire schema, the sample feed ------------------------
+
+
+@pytest.fixture(scope="module")
+def heart(server, joe_home) -> str:
+    """Joe's stream ``heart`` in the sample feed's shape."""
+    args = (
+        "add-schema",
+        "heart_s",
+        "--attribute",
+        "patient_id:bigint",
+        "--attribute",
+        "beats_per_min:double",
+        "--attribute",
+        "ts:bigint",
+        "--tid",
+        "patient_id",
+        "--event-time",
+        "ts",
+    )
+    assert _run(joe_home, *args).exit_code == 0
+    assert _run(joe_home, "add-stream", "heart", "--schema", "heart_s").exit_code == 0
+    return "heart"
+
+
+def _landed(server, stream: str, provider: str) -> list[dict]:
+    directory = server.service.pipeline.landing.stream_dir(stream)
+    files = sorted(directory.glob(f"{provider}-*.jsonl"))
+    return [json.loads(line) for path in files for line in path.read_text().splitlines()]
+
+
+def test_sample_feed_piped_into_ingest_reaches_a_subscriber(server, joe_home, heart) -> None:
+    from tests.server.conftest import Subscriber, poll
+
+    joe = server.login("joe", ["ADMIN"])
+    text = "SELECT patient_id, beats_per_min FROM heart"
+    answer = joe.post("/queries", json={"name": "heart_q", "text": text})
+    assert answer.status_code == 201, answer.text
+    subscriber = Subscriber(joe, "heart_q")
+    try:
+        feed = CliRunner().invoke(
+            main, ["sample-feed", "--stream", "heart", "--rows", "30", "--roles", "ADMIN"]
+        )
+        assert feed.exit_code == 0 and len(feed.output.splitlines()) == 31
+        assert '"seq"' not in feed.output
+        result = _run(joe_home, "ingest", "heart", "-", input=feed.output)
+        assert result.exit_code == 0, result.output + result.stderr
+        assert "accepted 31, rejected 0" in result.output
+        rows = poll(lambda: len(subscriber.rows()) >= 30 and subscriber.rows(), timeout=120)
+        assert {r["patient_id"] for r in rows} == set(range(120, 130))
+        assert all(r["beats_per_min"] is not None for r in rows)
+    finally:
+        subscriber.close()
+        joe.delete("/queries/heart_q")
+    landed = _landed(server, "heart", "joe")
+    assert [e["seq"] for e in landed] == list(range(1, 32))
+    sp = landed[0]
+    assert sp["type"] == "sp" and sp["sn"] == 1
+    assert all(e["policy"] == {"ts": sp["ts"], "csn": 1} for e in landed[1:])
+
+
+def test_assigned_seqs_continue_per_channel_and_never_race(server, heart) -> None:
+    import threading
+
+    joe = server.login("joe", ["ADMIN"])
+
+    def plain(i: int) -> str:
+        return json.dumps(
+            {"provider": "joe.race", "values": {"patient_id": i, "beats_per_min": 60.0, "ts": i}}
+        )
+
+    answers: list[dict] = []
+
+    def send(offset: int) -> None:
+        body = "\n".join(plain(offset + i) for i in range(50))
+        answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body)
+        answers.append(answer.json())
+
+    threads = [threading.Thread(target=send, args=(k * 100,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [a["accepted"] for a in answers] == [50] * 4, answers
+    assert sorted(a["assigned"]["joe.race"] for a in answers) == [50, 100, 150, 200]
+    landed = _landed(server, "heart", "joe.race")
+    assert sorted(e["seq"] for e in landed) == list(range(1, 201))
+    # a channel with no policy: the tuples land, declaring none, so the shield denies them
+    assert all(e["policy"] == {"ts": 1, "csn": 0} for e in landed)
+
+
+def test_assign_mode_refuses_own_seqs_and_follows_the_channels_policy(server, heart) -> None:
+    joe = server.login("joe", ["ADMIN"])
+    sp = {
+        "type": "sp",
+        "provider": "joe.p",
+        "ddp": {"streams": "heart", "tuples": "*", "attributes": "*"},
+        "srp": {"roles": "{ADMIN}", "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+    row = {"provider": "joe.p", "values": {"patient_id": 1, "beats_per_min": 70.0, "ts": 1}}
+    body = "\n".join(json.dumps(x) for x in (sp, sp, row, {**row, "seq": 99}, row))
+    answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body).json()
+    assert answer["accepted"] == 4, answer
+    assert [(r["line"], r["reason"]) for r in answer["rejections"]] == [(4, "seq_given")]
+    later = joe.post(
+        "/streams/heart/elements", params={"assign": "seq"}, content=json.dumps(row)
+    ).json()
+    assert later["accepted"] == 1 and later["assigned"] == {"joe.p": 5}
+    landed = _landed(server, "heart", "joe.p")
+    sps = [e for e in landed if e["type"] == "sp"]
+    assert [e["sn"] for e in sps] == [1, 2] and sps[0]["ts"] == sps[1]["ts"]
+    tuples = [e for e in landed if e["type"] == "tuple"]
+    assert [e["policy"] for e in tuples] == [{"ts": sps[0]["ts"], "csn": 2}] * 3
+    assert [e["seq"] for e in landed] == [1, 2, 3, 4, 5]
+    assert all(e["tid"] == 1 for e in tuples)  # the stream's tid attribute, from values
+    stale = joe.post("/streams/heart/elements", content=json.dumps(row)).json()
+    assert stale["accepted"] == 0  # without assign=seq, seq is required as before
+
+
+def test_the_wire_schema_is_served_without_login_and_documented(server) -> None:
+    from streamshield.lang.wire import json_schema
+
+    with server.client() as anonymous:
+        answer = anonymous.get("/schema/wire")
+    assert answer.status_code == 200
+    schema = answer.json()
+    assert schema == json_schema()
+    assert {"tuple", "sp"} == set(schema["discriminator"]["mapping"])
+    docs = Path(__file__).parents[2] / "docs" / "wire-format.md"
+    text = docs.read_text()
+    start = text.index("```json schema") + len("```json schema")
+    documented = json.loads(text[start : text.index("```", start)])
+    assert documented == json_schema(), "docs/wire-format.md is stale: regenerate its schema"
+
+
+def test_the_bundled_sample_feed_is_the_generators_default() -> None:
+    from streamshield.examples.sample_feed import bundled, sample_lines
+
+    assert bundled() == "\n".join(sample_lines()) + "\n"
+
+
+def test_a_subscriber_is_told_which_columns_are_masked(server, heart) -> None:
+    from tests.server.conftest import Subscriber, poll
+
+    joe = server.login("joe", ["ADMIN"])
+    text = "SELECT patient_id, beats_per_min, ts FROM heart WHERE patient_id >= 900"
+    assert joe.post("/queries", json={"name": "mask_q", "text": text}).status_code == 201
+    subscriber = Subscriber(joe, "mask_q")
+    try:
+
+        def sp(attributes: str, roles: str) -> dict:
+            ddp = {"streams": "heart", "tuples": "*", "attributes": attributes}
+            srp = {"roles": roles, "grant_option": False}
+            return {
+                "type": "sp",
+                "provider": "joe.m",
+                "ddp": ddp,
+                "srp": srp,
+                "sign": "+",
+                "immutable": False,
+            }
+
+        rows = [
+            {"provider": "joe.m", "values": {"patient_id": 900 + i, "beats_per_min": 70.0, "ts": i}}
+            for i in (1, 2)
+        ]
+        lines = [sp("{patient_id, ts}", "{ADMIN}"), sp("beats_per_min", "{OTHER}"), *rows]
+        body = "\n".join(json.dumps(x) for x in lines)
+        answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body)
+        assert answer.json()["accepted"] == 4, answer.text
+        got = poll(lambda: len(subscriber.rows()) >= 2 and subscriber.rows(), timeout=120)
+    finally:
+        subscriber.close()
+        joe.delete("/queries/mask_q")
+    assert {r["patient_id"] for r in got} == {901, 902}
+    for row in got:
+        assert row["beats_per_min"] is None and row["_masked"] == ["beats_per_min"], row
+        assert not any(k.startswith("_ss_") for k in row)
