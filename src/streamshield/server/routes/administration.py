@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import administration as adm
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.models import ErrorBody
 
 T = TypeVar("T")
 
@@ -86,11 +87,6 @@ class RoleList(BaseModel):
     roles: list[RoleOut]
 
 
-class ErrorOut(BaseModel):
-    error: str
-    message: str
-
-
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     described = {
         401: "no valid session (none, expired, logged out, or the user was disabled)",
@@ -98,10 +94,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: "no such user or role",
         409: "the name exists, the role capacity is reached, or an administrator would "
         "disable herself",
-        422: "invalid field: weak password, unknown role, bad name, or a hierarchy cycle",
+        422: "invalid field or path parameter: weak password, unknown role, bad name, or a "
+        "hierarchy cycle",
         429: "too many wrong passwords: retry later",
     }
-    return {c: {"model": ErrorOut, "description": described[c]} for c in codes}
+    return {c: {"model": ErrorBody, "description": described[c]} for c in codes}
 
 
 def _answer(fn: Callable[..., T], *args: Any) -> T:
@@ -161,7 +158,7 @@ def router() -> APIRouter:
         users = _answer(security(request).users_info, who.session)
         return UserList(users=[_user(u) for u in users])
 
-    @api.get("/users/{name}", response_model=UserOut, responses=_errors(401, 403, 404))
+    @api.get("/users/{name}", response_model=UserOut, responses=_errors(401, 403, 404, 422))
     def show_user(name: str, who: Auth, request: Request) -> UserOut:
         """One user: oneself, or anyone for a CHANGE SYSTEM holder."""
         return _user(_answer(security(request).user_info, who.session, name))
@@ -188,13 +185,13 @@ def router() -> APIRouter:
         return NameOut(name=str(who.session.user))
 
     @api.post(
-        "/users/{name}/disable", response_model=UserOut, responses=_errors(401, 403, 404, 409)
+        "/users/{name}/disable", response_model=UserOut, responses=_errors(401, 403, 404, 409, 422)
     )
     def disable(name: str, who: Auth, request: Request) -> UserOut:
         """Disable a user: every session of hers ends at once, login refuses her."""
         return _user(_answer(security(request).set_disabled, who.session, name, True))
 
-    @api.post("/users/{name}/enable", response_model=UserOut, responses=_errors(401, 403, 404))
+    @api.post("/users/{name}/enable", response_model=UserOut, responses=_errors(401, 403, 404, 422))
     def enable(name: str, who: Auth, request: Request) -> UserOut:
         """Enable a disabled user again."""
         return _user(_answer(security(request).set_disabled, who.session, name, False))
