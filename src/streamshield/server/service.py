@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService, SpsInserted
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
@@ -39,9 +40,11 @@ from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, append_checked
 from streamshield.server.errors import Forbidden, Invalid, NotFound
+from streamshield.server.metrics import ServerMetrics
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaStore
+from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
 
@@ -73,6 +76,8 @@ class ServerService:
         self.stored = QueryStore(self.root / "queries")
         self._lock = threading.RLock()
         self._ingest: Any = None
+        self.started = False  # ingest runs and the previous run's queries are restored
+        self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -81,6 +86,12 @@ class ServerService:
         catalog records, those recorded as running from their checkpoints."""
         self._ingest = self.pipeline.ingest.start(available_now=False)
         self.restore_queries()
+        self.started = True
+
+    @property
+    def ingest_query(self) -> Any:
+        """The ingest job's StreamingQuery (None before :meth:`start`, after :meth:`stop`)."""
+        return self._ingest
 
     def restore_queries(self) -> None:
         """Queries of a previous run: each with its owner's recorded roles that the owner
@@ -104,17 +115,27 @@ class ServerService:
             except Exception as err:  # one broken query must not keep the server down
                 audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
-    def stop(self) -> None:
-        self.queries.stop_all()
+    def stop(self, boundary_timeout: float = 10.0) -> None:
+        """Stops the queries, then ingest, each between two micro-batches when one ends
+        within ``boundary_timeout`` (an interrupted batch is redone from the checkpoint
+        on restart, but interrupting it costs a noisy JVM stack trace for nothing)."""
+        self.started = False
+        for query in self.queries.all():
+            if query.running and query.handle is not None:
+                at_batch_boundary(query.handle.handle, boundary_timeout)
+            self.queries.stop(query.name)
         if self._ingest is not None:
+            at_batch_boundary(self._ingest, boundary_timeout)
             self._ingest.stop()
             self._ingest = None
 
-    def _delivery(self, aggregate: bool, output: str) -> Delivery:
+    def _delivery(self, aggregate: bool, output: str, name: str = "") -> Delivery:
         def dropped(user: str, batch: int, count: int, policies: tuple[str, ...]) -> None:
             port.record_drop(self.security, user, output, count, policies)
 
-        return Delivery(self._rights, self.codec, aggregate=aggregate, on_drop=dropped)
+        delivery = Delivery(self._rights, self.codec, aggregate=aggregate, on_drop=dropped)
+        delivery.on_handover = lambda seconds: self.metrics.handed_over(name or output, seconds)
+        return delivery
 
     @property
     def codec(self) -> ProvenanceCodec:
@@ -208,7 +229,7 @@ class ServerService:
         may_inject = port.can_inject(self.security, session, stream)
         if not (may_write or may_inject):
             raise Forbidden("WRITE or INJECT SP on this stream is needed to append")
-        return append_checked(
+        report = append_checked(
             self.pipeline.landing,
             port.user_of(session),
             stream,
@@ -216,6 +237,8 @@ class ServerService:
             may_write=may_write,
             may_inject=may_inject,
         )
+        self.metrics.appended(stream, report.accepted, len(report.rejected))
+        return report
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -294,7 +317,7 @@ class ServerService:
             roles,
             inputs,
             stored.internal,
-            self._delivery(aggregate, stored.output),
+            self._delivery(aggregate, stored.output, stored.name),
             output=stored.output,
         )
 
@@ -394,14 +417,13 @@ class ServerService:
             raise Forbidden("CHANGE SYSTEM is needed")
 
     def set_settings(self, session: Any, values: dict) -> dict:
-        """CHANGE SYSTEM first; operator limits are validated before they are stored, so
-        a malformed value is refused instead of making every later registration fail."""
+        """CHANGE SYSTEM first; then the whole change is validated against the settings'
+        schema before any key is stored, so one bad key stores nothing."""
         self._change_system(session)
-        if port.LIMITS_SETTING in values:
-            try:
-                OperatorLimits.from_dict(values[port.LIMITS_SETTING])
-            except (ValueError, TypeError) as err:
-                raise Invalid(f"operator_limits: {err}", "limits_invalid") from None
+        try:
+            values = validated(values)
+        except SettingsRejected as err:
+            raise Invalid(f"settings refused: {err}", "settings_invalid") from None
         for key, value in values.items():
             port.set_setting(self.security, session, key, value)
         return port.settings(self.security)
