@@ -169,3 +169,19 @@ def test_audit_reads_newest_first_in_pages_and_strips_admin_only(tmp_path) -> No
         assert all("admin_only" not in e.detail for e in page)
         window = AuditFilter(since=now + 1, until=now + 3, newest_first=True)
         assert [e.detail["n"] for e in audit.read(db, window, "al")] == [2, 1]
+
+
+def test_jvm_class_archive_is_written_aside_then_kept(tmp_path) -> None:
+    from streamshield.engine.session import class_cache, keep_class_cache, with_java_option
+
+    option, pending = class_cache(tmp_path)
+    assert pending is not None and option == f"-XX:ArchiveClassesAtExit={pending}"
+    keep_class_cache(pending)  # the JVM wrote nothing (killed): nothing is kept
+    assert class_cache(tmp_path)[0].startswith("-XX:ArchiveClassesAtExit=")
+    pending.write_bytes(b"archive")
+    keep_class_cache(pending)
+    option, again = class_cache(tmp_path)
+    assert again is None and option.startswith("-XX:SharedArchiveFile=")
+    assert option.endswith(".jsa") and not pending.exists()
+    conf = with_java_option({"spark.driver.extraJavaOptions": "-Dmine=1"}, option)
+    assert conf["spark.driver.extraJavaOptions"] == f"{option} -Dmine=1"

@@ -64,9 +64,16 @@ class LabelledStore:
         (self.commits / str(batch_id)).touch()
 
 
+_DDL_FIELDS: dict[str, tuple[StructField, ...]] = {}
+"""Parsed attribute DDL: the JVM's parse costs a third of a second per query start
+(five JVM round trips and an empty DataFrame), and a stream's DDL never changes."""
+
+
 def labelled_schema(spark: SparkSession, ddl: str, n_attributes: int, width: int) -> StructType:
     """The schema of a labelled stream: metadata, attributes, then label words."""
-    attributes = spark.createDataFrame([], ddl).schema.fields
+    if ddl not in _DDL_FIELDS:
+        _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
+    attributes = list(_DDL_FIELDS[ddl])
     labels = [
         StructField(name(obj, w), LongType())
         for obj in range(n_attributes + 1)

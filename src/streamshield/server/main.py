@@ -21,11 +21,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from streamshield.server.hospital import CLINICIANS, CREDENTIALS, WardProvider, load_example, roles
 from streamshield.server.settings import ServeSettings
 from streamshield.server.tls import ensure_self_signed, given
 
@@ -39,18 +39,20 @@ def build_service(
     example_roles: bool = False,
     *,
     security: Any = None,
+    spark: Any = None,
     spark_conf: dict[str, str] | None = None,
     spark_ui: bool = False,
     spark_log_level: str = "ERROR",
 ):
-    """The service: a Spark session and the security catalog (``security``, default
-    the SQLite file ``<root>/catalog.db``).
+    """The service: a Spark session (``spark``, else a new one) and the security catalog
+    (``security``, default the SQLite file ``<root>/catalog.db``).
 
     ``example_roles``: store the example's role hierarchy first; the engine reads the
     hierarchy once, when the service is built, so it must be in place before.
     """
     from streamshield.catalog.security import SecurityCatalog
     from streamshield.engine.session import spark_session
+    from streamshield.server.hospital import roles
     from streamshield.server.service import ServerService
 
     root.mkdir(parents=True, exist_ok=True)
@@ -58,7 +60,7 @@ def build_service(
     if example_roles:
         names, edges = roles()
         security.catalog.set_roles(names, edges)
-    spark = spark_session(master, conf=spark_conf, ui=spark_ui)
+    spark = spark if spark is not None else spark_session(master, conf=spark_conf, ui=spark_ui)
     spark.sparkContext.setLogLevel(spark_log_level)
     return ServerService(spark, root, security)
 
@@ -120,51 +122,73 @@ def _fresh(security: Any) -> bool:
 
 def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> int:
     """Serves until SIGTERM or SIGINT; returns the exit code (0 on a clean stop)."""
-    from streamshield.catalog.security import SecurityCatalog
-    from streamshield.server.app import create_app
-    from streamshield.server.runner import serve_in_thread
-
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(levelname)s %(name)s %(message)s"
-    )
     stopper = Stopper()
     stopper.install()
     timings = Timings()
     root = settings.root.resolve()
-    tls = (
-        given(settings.tls_cert, settings.tls_key)
-        if settings.tls_cert and settings.tls_key
-        else ensure_self_signed(root / "tls")
-    )
+    root.mkdir(parents=True, exist_ok=True)
+    # The JVM takes longest; it starts first, in a thread, while the rest is set up.
+    # (Off the main thread pyspark installs no SIGINT handler of its own.)
+    starter = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
+    spark_started = starter.submit(_spark, settings)
+    starter.shutdown(wait=False)
     service = provider = api = None
     try:
-        with timings.phase("spark session and catalog"):
-            root.mkdir(parents=True, exist_ok=True)
+        with timings.phase("catalog, TLS, imports, example users"):
+            logging.basicConfig(
+                level=settings.log_level.upper(), format="%(levelname)s %(name)s %(message)s"
+            )
+            from streamshield.catalog.security import SecurityCatalog
+            from streamshield.server.app import create_app
+            from streamshield.server.hospital import (
+                CREDENTIALS,
+                WardProvider,
+                create_example_users,
+                load_example,
+                roles,
+            )
+            from streamshield.server.runner import serve_in_thread
+
+            tls = (
+                given(settings.tls_cert, settings.tls_key)
+                if settings.tls_cert and settings.tls_key
+                else ensure_self_signed(root / "tls")
+            )
             security = SecurityCatalog(settings.catalog_target)
             fresh = _fresh(security)
+            users = None
+            if settings.example and fresh:  # the hierarchy before the engine reads it
+                security.catalog.set_roles(*roles())
+                users = create_example_users(security, root)
+        with timings.phase("spark session"):
+            spark, _pending = _started(spark_started)
+            if spark is None:
+                echo("Spark did not start (details above); stopping")
+                return 1
             service = build_service(
                 root,
                 settings.spark_master,
-                example_roles=settings.example and fresh,
                 security=security,
-                spark_conf=_spark_conf(settings, root),
-                spark_ui=settings.spark_ui,
+                spark=spark,
                 spark_log_level="WARN" if settings.log_level in ("debug", "info") else "ERROR",
             )
-        stopper.install()
         if stopper.requested.is_set():
             return 0
         with timings.phase("api"):
             app = create_app(service, metrics_token=settings.metrics_token)
-            api = serve_in_thread(
-                app, settings.host, settings.port, tls, log_level=settings.log_level
-            )
+            try:
+                api = serve_in_thread(
+                    app, settings.host, settings.port, tls, log_level=settings.log_level
+                )
+            except RuntimeError:
+                echo(f"the API could not listen on {settings.host}:{settings.port}; stopping")
+                return 1
         echo(f"API listening at {api.url}, starting (GET /readyz says when ready)")
         passwords: dict[str, str] = {}
-        if settings.example and fresh:
-            echo("loading the hospital example (users, HeartRate stream, grants, queries)...")
+        if users is not None:
+            echo("loading the hospital example (HeartRate stream, grants, queries)...")
             with timings.phase("example"):
-                passwords = load_example(service)
+                passwords = load_example(service, users)
         elif settings.example:
             path = root / CREDENTIALS
             passwords = json.loads(path.read_text()) if path.exists() else {}
@@ -185,19 +209,37 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
         return 0
     finally:
         try:  # a second signal meanwhile changes nothing: the handlers stay until done
-            _shut_down(api, provider, service)
+            _shut_down(api, provider, service, spark_started)
         finally:
             stopper.restore()
 
 
-def _spark_conf(settings: ServeSettings, root: Path) -> dict[str, str]:
-    from streamshield.engine.session import with_class_cache
+def _spark(settings: ServeSettings) -> tuple[Any, Path | None]:
+    """The Spark session, and the class archive its JVM writes at exit (if any)."""
+    from streamshield.engine.session import (
+        cache_directory,
+        class_cache,
+        spark_session,
+        with_java_option,
+    )
 
-    conf = dict(settings.spark_conf)
-    return with_class_cache(conf, root / "jvm") if settings.jvm_class_cache else conf
+    conf, pending = dict(settings.spark_conf), None
+    if settings.jvm_class_cache:
+        option, pending = class_cache(cache_directory())
+        conf = with_java_option(conf, option)
+    return spark_session(settings.spark_master, conf=conf, ui=settings.spark_ui), pending
 
 
-def _shut_down(api: Any, provider: Any, service: Any) -> None:
+def _started(spark_started: Future) -> tuple[Any, Path | None]:
+    """:func:`_spark`'s answer, or (None, None) when Spark did not start (logged)."""
+    try:
+        return spark_started.result()
+    except Exception as err:
+        log.error("Spark did not start: %s", str(err).splitlines()[0] if str(err) else err)
+        return None, None
+
+
+def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> None:
     """API first (no new requests), then the example provider, the queries and ingest
     (each ``StreamingQuery.stop``), then the catalog's connections and Spark."""
     if api is not None:
@@ -209,10 +251,18 @@ def _shut_down(api: Any, provider: Any, service: Any) -> None:
             service.stop()
         finally:
             service.security.engine.dispose()
-            service.spark.stop()
+    spark, pending = _started(spark_started)  # a stop during start-up waits for Spark
+    if spark is not None:
+        from streamshield.engine.session import keep_class_cache, stop_jvm
+
+        spark.stop()
+        if stop_jvm():
+            keep_class_cache(pending)
 
 
 def _example_help(echo: Callable[[str], None], url: str, cert: Path, root: Path) -> None:
+    from streamshield.server.hospital import CLINICIANS, CREDENTIALS
+
     echo(f"example users' passwords: {root / CREDENTIALS} (0600)")
     echo("log in and subscribe, e.g. as the nurse on duty:")
     echo(

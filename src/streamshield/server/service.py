@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -116,16 +117,21 @@ class ServerService:
                 audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
     def stop(self, boundary_timeout: float = 10.0) -> None:
-        """Stops the queries, then ingest, each between two micro-batches when one ends
-        within ``boundary_timeout`` (an interrupted batch is redone from the checkpoint
-        on restart, but interrupting it costs a noisy JVM stack trace for nothing)."""
+        """Stops the queries, then ingest, each between two micro-batches when they get
+        there within ``boundary_timeout`` in all (an interrupted batch is redone from the
+        checkpoint on restart, but interrupting it costs a JVM stack trace for nothing)."""
         self.started = False
+        deadline = time.monotonic() + boundary_timeout  # for all of them together
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         for query in self.queries.all():
             if query.running and query.handle is not None:
-                at_batch_boundary(query.handle.handle, boundary_timeout)
+                at_batch_boundary(query.handle.handle, left())
             self.queries.stop(query.name)
         if self._ingest is not None:
-            at_batch_boundary(self._ingest, boundary_timeout)
+            at_batch_boundary(self._ingest, left())
             self._ingest.stop()
             self._ingest = None
 

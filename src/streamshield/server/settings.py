@@ -59,7 +59,8 @@ class ServeSettings(BaseSettings):
     spark_ui: bool = Field(False, description="Start Spark's web UI (loopback only).")
     jvm_class_cache: bool = Field(
         True,
-        description="Keep a JVM class-data archive under <root>/jvm/ (faster later starts).",
+        description="Keep a JVM class-data archive in ~/.cache/streamshield/jvm/ "
+        "(XDG_CACHE_HOME respected): later starts are faster.",
     )
     log_level: LogLevel = Field("warning", description="Server log level.")
     tls_cert: Path | None = Field(
