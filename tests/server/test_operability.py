@@ -192,23 +192,28 @@ def _value(samples: list, name: str, **labels: str) -> float | None:
 def test_metrics_are_for_administrators_and_parse(server, world) -> None:
     assert server.client().get("/metrics").status_code == 401
     assert world["al"].get("/metrics").status_code == 403
-    bad = world["ed"].post("/streams/ticks/elements", content="not json\n" + _rows(10, ["12"]))
-    assert (bad.json()["accepted"], bad.json()["rejected"]) == (2, 1), bad.text
+    bare = tuple_line("ticks", "ed.bare", 1, 500, {"id": 500, "sym": "9", "px": 2.5})  # no sp
+    lines = f"not json\n{_rows(10, ['12'])}\n{bare}"
+    bad = world["ed"].post("/streams/ticks/elements", content=lines)
+    assert (bad.json()["accepted"], bad.json()["rejected"]) == (3, 1), bad.text
 
     def scraped() -> dict | None:
         families = _metrics(world["joe"])
-        lags = _value(
-            families["streamshield_delivery_lag_seconds"],
-            "streamshield_delivery_lag_seconds_count",
-            query="fine",
+        lags = families["streamshield_delivery_lag_seconds"]
+        shield = families.get("streamshield_shield_tuples", [])
+        done = _value(lags, "streamshield_delivery_lag_seconds_count", query="fine") and (
+            _value(shield, "streamshield_shield_tuples_total", stream="ticks", decision="denied")
         )
-        return families if lags else None
+        return families if done else None
 
     families = poll(scraped, timeout=90)
     elements = families["streamshield_ingest_elements"]
     total = "streamshield_ingest_elements_total"
-    assert _value(elements, total, stream="ticks", outcome="accepted") == 6
+    assert _value(elements, total, stream="ticks", outcome="accepted") == 7
     assert _value(elements, total, stream="ticks", outcome="rejected") == 1
+    shield, labelled = families["streamshield_shield_tuples"], "streamshield_shield_tuples_total"
+    assert _value(shield, labelled, stream="ticks", decision="accepted") == 4  # 10, 11, abc, 12
+    assert _value(shield, labelled, stream="ticks", decision="denied") == 1  # the bare tuple
     queries = families["streamshield_queries"]
     assert _value(queries, "streamshield_queries", status="running") >= 1
     assert _value(queries, "streamshield_queries", status="failed") == 1

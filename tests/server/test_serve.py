@@ -15,12 +15,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
 from streamshield.client import parse_sse
+from tests.db.conftest import pg_url  # noqa: F401  (the session's PostgreSQL)
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
@@ -36,10 +38,10 @@ def _free_port() -> int:
 class Serve:
     """One ``streamshield serve`` process and what it printed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *options: str) -> None:
         self.root, self.port = root, _free_port()
         command = [sys.executable, "-m", "streamshield.cli", "serve", "--root", str(root)]
-        command += ["--port", str(self.port), "--round-seconds", "1"]
+        command += ["--port", str(self.port), "--round-seconds", "1", *options]
         self.started = time.monotonic()
         self.process = subprocess.Popen(
             command,
@@ -145,3 +147,35 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
     finally:
         code = again.stop(signal.SIGINT)
     assert code == 0, again.text()
+
+
+def test_serve_on_a_postgresql_catalog(tmp_path, pg_url) -> None:  # noqa: F811
+    """``--catalog-url``: users, grants and queries live in PostgreSQL, not under root."""
+    from sqlalchemy import create_engine, text
+
+    database = f"serve_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{database}"'))
+    url = pg_url.rsplit("/", 1)[0] + f"/{database}"
+    root = tmp_path / "root"
+    server = Serve(root, "--catalog-url", url)
+    try:
+        with server.http() as http:
+            server.ready(http)
+            passwords = json.loads((root / "example-credentials.json").read_text())
+            headers = _login(http, "admin", passwords["admin"], "ADMIN")
+            queries = _queries(http, headers)
+            assert len(queries) == 5 and {q["status"] for q in queries.values()} == {"running"}
+    finally:
+        code = server.stop(signal.SIGTERM)
+    assert code == 0, server.text()
+    assert not (root / "catalog.db").exists()
+    users = create_engine(url)
+    with users.connect() as connection:
+        names = {row[0] for row in connection.execute(text("SELECT name FROM users"))}
+    users.dispose()
+    assert {"admin", "nina", "ward"} <= names
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE "{database}" WITH (FORCE)'))
+    admin.dispose()

@@ -43,10 +43,12 @@ class LabelledStore:
     def committed(self, batch_id: int) -> bool:
         return (self.commits / str(batch_id)).exists()
 
-    def write_batch(self, batch_id: int, frames: dict[str, DataFrame]) -> None:
-        """Write every stream's labelled rows of one batch, each all or nothing."""
+    def write_batch(self, batch_id: int, frames: dict[str, DataFrame]) -> list[str]:
+        """Write every stream's labelled rows of one batch, each all or nothing; returns
+        the streams written now (a replayed batch's earlier writes are kept as they are)."""
+        written: list[str] = []
         if self.committed(batch_id):
-            return
+            return written
         for stream, frame in frames.items():
             target = self.path(stream) / f"batch={batch_id}"
             if target.exists():
@@ -58,7 +60,9 @@ class LabelledStore:
                 marker.unlink()
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging, target)
+            written.append(stream)
         self._mark(batch_id)
+        return written
 
     def _mark(self, batch_id: int) -> None:
         (self.commits / str(batch_id)).touch()

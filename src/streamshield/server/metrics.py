@@ -4,7 +4,8 @@ in tests, and nothing from the process-global registry leaks in).
 Two kinds of figures:
 
 * counted as things happen, cheaply: elements accepted and rejected per stream at the
-  API (from the append report, no extra pass over the data) and the delivery lag of
+  API (from the append report), tuples accepted and denied by secure ingest (observed
+  while each batch is written, no extra pass over the data) and the delivery lag of
   every hand-over to a subscriber;
 * read when scraped, from what Spark already keeps: each query's status and last
   progress (``StreamingQuery.lastProgress``), subscribers per query, the ingest job's
@@ -75,6 +76,13 @@ class ServerMetrics:
             ["stream", "outcome"],
             registry=self.registry,
         )
+        self.shield = Counter(
+            "streamshield_shield_tuples",
+            "Tuples labelled by secure ingest, by stream and decision (accepted: under a "
+            "complete policy; denied: no policy covers them, nobody may read them).",
+            ["stream", "decision"],
+            registry=self.registry,
+        )
         self.delivery_lag = Histogram(
             "streamshield_delivery_lag_seconds",
             "Time from a micro-batch reaching delivery to its rows being handed to a subscriber.",
@@ -91,6 +99,10 @@ class ServerMetrics:
             self.rates.add(stream, accepted)
         if rejected:
             self.elements.labels(stream, "rejected").inc(rejected)
+
+    def labelled(self, stream: str, accepted: int, denied: int) -> None:
+        self.shield.labels(stream, "accepted").inc(accepted)
+        self.shield.labels(stream, "denied").inc(denied)
 
     def handed_over(self, query: str, seconds: float) -> None:
         self.delivery_lag.labels(query).observe(max(0.0, seconds))

@@ -79,6 +79,7 @@ class ServerService:
         self._ingest: Any = None
         self.started = False  # ingest runs and the previous run's queries are restored
         self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
+        self.pipeline.ingest.on_counts = self.metrics.labelled
 
     # -- life cycle ------------------------------------------------------------------------
 
