@@ -167,7 +167,7 @@ def describe(err: ValidationError, path: Path | None = None) -> str:
     problems = []
     for problem in err.errors():
         key = ".".join(str(p) for p in problem.get("loc", ())) or "settings"
-        message = problem.get("msg", "invalid")
+        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
         if problem.get("type") == "extra_forbidden":
             message = "unknown setting"
         problems.append(f"{key}: {message}")
