@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from streamshield import __version__, cli_admin
+from streamshield import __version__, cli_admin, cli_operations
 from streamshield.cli_output import (
     EXIT_REFUSED,
     EXIT_SESSION,
@@ -161,51 +161,106 @@ def query(
         click.echo(f"output: {out}")
 
 
-@main.command()
-@ROOT
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8443, show_default=True)
-@click.option("--master", default=None, help="Spark master URL (default: local[2]).")
+def _setting(name: str) -> str:
+    """Help suffix naming the environment variable and the default of a setting."""
+    from streamshield.server.settings import ENV_PREFIX, ServeSettings
+
+    field = ServeSettings.model_fields[name]
+    default = field.default
+    shown = "none" if default is None else default
+    if isinstance(default, bool):
+        shown = str(default).lower()
+    return f"{field.description} [env {ENV_PREFIX}{name.upper()}; default: {shown}]"
+
+
+@main.command(
+    epilog="Example: streamshield serve --root /srv/ss --no-example "
+    "--catalog-url postgresql+psycopg://ss@db/ss --conf spark.driver.memory=4g\n\n"
+    "Precedence: options > STREAMSHIELD_* environment variables > --config file > defaults. "
+    "The file is TOML with the option names as keys (underscores), e.g. "
+    'port = 9443 and [spark_conf] "spark.driver.memory" = "4g".'
+)
 @click.option(
-    "--cert",
-    type=click.Path(exists=True, path_type=Path),
+    "--config",
+    "config",
+    type=click.Path(path_type=Path),
     default=None,
-    help="TLS certificate (PEM); default: self-signed under <root>/tls.",
+    help="TOML configuration file [env STREAMSHIELD_CONFIG].",
+)
+@click.option("--root", type=click.Path(path_type=Path), default=None, help=_setting("root"))
+@click.option("--host", default=None, help=_setting("host"))
+@click.option("--port", type=int, default=None, help=_setting("port"))
+@click.option("--catalog-url", default=None, help=_setting("catalog_url"))
+@click.option("--master", default=None, help=_setting("spark_master"))
+@click.option(
+    "--conf",
+    "conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Spark configuration (repeat) [env STREAMSHIELD_SPARK_CONF as a JSON object].",
+)
+@click.option("--spark-ui/--no-spark-ui", default=None, help=_setting("spark_ui"))
+@click.option(
+    "--jvm-class-cache/--no-jvm-class-cache", default=None, help=_setting("jvm_class_cache")
 )
 @click.option(
-    "--key",
-    type=click.Path(exists=True, path_type=Path),
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error", "critical"], case_sensitive=False),
     default=None,
-    help="TLS private key (PEM), with --cert.",
+    help=_setting("log_level"),
 )
-@click.option(
-    "--example/--no-example",
-    default=True,
-    show_default=True,
-    help="Load the hospital example: users, streams, providers, queries.",
-)
-@click.option(
-    "--round-seconds",
-    default=5.0,
-    show_default=True,
-    help="Seconds between the example providers' rounds.",
-)
+@click.option("--cert", type=click.Path(path_type=Path), default=None, help=_setting("tls_cert"))
+@click.option("--key", type=click.Path(path_type=Path), default=None, help=_setting("tls_key"))
+@click.option("--example/--no-example", default=None, help=_setting("example"))
+@click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
 def serve(
-    root: Path,
-    host: str,
-    port: int,
+    config: Path | None,
+    root: Path | None,
+    host: str | None,
+    port: int | None,
+    catalog_url: str | None,
     master: str | None,
+    conf: tuple[str, ...],
+    spark_ui: bool | None,
+    jvm_class_cache: bool | None,
+    log_level: str | None,
     cert: Path | None,
     key: Path | None,
-    example: bool,
-    round_seconds: float,
+    example: bool | None,
+    round_seconds: float | None,
 ) -> None:
-    """Start the secure server (HTTPS API, continuous ingest, live subscriptions)."""
-    from streamshield.server.main import run_server
+    """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
-    if (cert is None) != (key is None):
-        raise click.UsageError("--cert and --key go together")
-    run_server(root.resolve(), host, port, master, cert, key, example, round_seconds, click.echo)
+    SIGTERM or SIGINT stops it cleanly (exit code 0). Configuration errors exit with
+    code 2 and one line naming the key.
+    """
+    from streamshield.server.main import run_server
+    from streamshield.server.settings import ConfigError, load, parse_conf
+
+    given = {
+        "root": root,
+        "host": host,
+        "port": port,
+        "catalog_url": catalog_url,
+        "spark_master": master,
+        "spark_ui": spark_ui,
+        "jvm_class_cache": jvm_class_cache,
+        "log_level": log_level,
+        "tls_cert": cert,
+        "tls_key": key,
+        "example": example,
+        "round_seconds": round_seconds,
+    }
+    try:
+        given["spark_conf"] = parse_conf(conf)
+        settings = load(given, config)
+    except ConfigError as err:
+        raise click.UsageError(str(err)) from None
+    for path in (settings.tls_cert, settings.tls_key):
+        if path is not None and not path.exists():
+            raise click.UsageError(f"no such file: {path}")
+    code = run_server(settings, click.echo)
+    raise SystemExit(code)
 
 
 @main.command(
@@ -617,16 +672,7 @@ def client_subscribe(name: str, limit: int) -> None:
                     return
 
 
-@client.command("audit", epilog=example("streamshield client audit --user al --limit 20"))
-@click.option("--user", default=None)
-@click.option("--action", default=None)
-@click.option("--limit", default=50, show_default=True)
-@output_option
-def client_audit(user: str | None, action: str | None, limit: int) -> None:
-    """Audit log entries you may read."""
-    with _client() as api:
-        answer = api.audit(user=user, action=action, limit=limit)
-    emit(answer, rows=answer["entries"])
+cli_operations.attach(client, client_query)  # client query list/show/explain, audit
 
 
 cli_admin.attach(main, client)  # admin init; client user, role, passwd

@@ -1,5 +1,7 @@
 """``streamshield serve`` end to end: a subprocess on a temporary root and a free port;
-log in with the credentials it printed the path of, subscribe, receive a row, stop it.
+ready on /readyz, log in with the credentials it printed the path of, subscribe,
+receive a row; SIGTERM stops it cleanly (exit 0, no stack trace) and a restart on the
+same root resumes every query from its checkpoint; SIGINT stops that one.
 """
 
 from __future__ import annotations
@@ -12,14 +14,19 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
+import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 
 from streamshield.client import parse_sse
+from tests.db.conftest import pg_url  # noqa: F401  (the session's PostgreSQL)
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
+STOP_BOUND = 90  # seconds a signalled server may take to exit (JVM class archive included)
 
 
 def _free_port() -> int:
@@ -28,45 +35,84 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_serve_end_to_end(tmp_path) -> None:
-    root, port = tmp_path / "root", _free_port()
-    command = [sys.executable, "-m", "streamshield.cli", "serve", "--root", str(root)]
-    command += ["--port", str(port), "--round-seconds", "1"]
-    server = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(server.stdout), daemon=True)
-    reader.start()
+class Serve:
+    """One ``streamshield serve`` process and what it printed."""
+
+    def __init__(self, root: Path, *options: str) -> None:
+        self.root, self.port = root, _free_port()
+        command = [sys.executable, "-m", "streamshield.cli", "serve", "--root", str(root)]
+        command += ["--port", str(self.port), "--round-seconds", "1", *options]
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.output: list[str] = []
+        reader = threading.Thread(
+            target=lambda: self.output.extend(self.process.stdout), daemon=True
+        )
+        reader.start()
+
+    def http(self) -> httpx.Client:
+        cert = self.root / "tls" / "server-cert.pem"
+        poll(lambda: cert.exists() or self.process.poll() is not None, timeout=240)
+        context = ssl.create_default_context(cafile=str(cert))
+        return httpx.Client(base_url=f"https://127.0.0.1:{self.port}", verify=context, timeout=60)
+
+    def ready(self, http: httpx.Client) -> float:
+        """Seconds from process start to /readyz 200 (no token needed)."""
+
+        def answer() -> bool:
+            assert self.process.poll() is None, self.text()
+            try:
+                return http.get("/readyz").status_code == 200
+            except httpx.TransportError:  # not listening yet
+                return False
+
+        poll(answer, timeout=240)
+        return time.monotonic() - self.started
+
+    def stop(self, sig: signal.Signals) -> int:
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(STOP_BOUND)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    def text(self) -> str:
+        return "".join(line for line in self.output if not line.startswith("\tat "))[-3000:]
+
+
+def _login(http: httpx.Client, user: str, password: str, role: str) -> dict[str, str]:
+    answer = http.post("/login", json={"user": user, "password": password, "roles": [role]})
+    assert answer.status_code == 200, answer.text
+    return {"Authorization": f"Bearer {answer.json()['token']}"}
+
+
+def _queries(http: httpx.Client, admin: dict[str, str]) -> dict[str, dict]:
+    return {q["name"]: q for q in http.get("/queries", headers=admin).json()["queries"]}
+
+
+def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
+    root = tmp_path / "root"
+    first = Serve(root)
     rows: list[dict] = []
     try:
-        poll(lambda: any("streamshield server at" in line for line in output), timeout=240)
-        cert = root / "tls" / "server-cert.pem"
-        passwords = json.loads((root / "example-credentials.json").read_text())
-        assert (root / "example-credentials.json").stat().st_mode & 0o777 == 0o600
-        context = ssl.create_default_context(cafile=str(cert))
-        url = f"https://127.0.0.1:{port}"
-        with httpx.Client(base_url=url, verify=context, timeout=60) as http:
-            body = {"user": "nina", "password": passwords["nina"], "roles": ["ND"]}
-
-            def login() -> str | None:
-                try:  # "server at" is printed just before uvicorn binds the port
-                    return http.post("/login", json=body).json()["token"]
-                except httpx.ConnectError:
-                    return None
-
-            token = poll(login, timeout=60)
-            headers = {"Authorization": f"Bearer {token}"}
+        with first.http() as http:
+            first.ready(http)
+            passwords = json.loads((root / "example-credentials.json").read_text())
+            assert (root / "example-credentials.json").stat().st_mode & 0o777 == 0o600
+            nina = _login(http, "nina", passwords["nina"], "ND")
 
             def subscribe() -> None:
                 with http.stream(
                     "GET",
                     "/queries/heart_nina_out/subscribe",
-                    headers=headers,
+                    headers=nina,
                     timeout=httpx.Timeout(30, read=None),
                 ) as response:
                     for event, data in parse_sse(response.iter_lines()):
@@ -77,13 +123,59 @@ def test_serve_end_to_end(tmp_path) -> None:
             listener = threading.Thread(target=subscribe, daemon=True)
             listener.start()
             poll(lambda: rows, timeout=240)
-        assert {"patient_id", "beats_per_min"} <= set(rows[0])
-        assert not any(key.startswith("_ss_") for key in rows[0])
+            admin = _login(http, "admin", passwords["admin"], "ADMIN")
+            before = poll(lambda: _queries(http, admin)["heart_nina"]["last_batch"], timeout=120)
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            code = server.wait(120)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise
-    assert code == 0, "".join(line for line in output if not line.startswith("\tat "))[-3000:]
+        code = first.stop(signal.SIGTERM)
+    assert code == 0, first.text()
+    assert {"patient_id", "beats_per_min"} <= set(rows[0])
+    assert not any(key.startswith("_ss_") for key in rows[0])
+    assert "Traceback" not in first.text(), first.text()
+
+    again = Serve(root)  # same root: the queries resume from their checkpoints
+    try:
+        with again.http() as http:
+            again.ready(http)
+            admin = _login(http, "admin", passwords["admin"], "ADMIN")
+            queries = _queries(http, admin)
+            assert {q["status"] for q in queries.values()} == {"running"}, queries
+            resumed = poll(
+                lambda: (_queries(http, admin)["heart_nina"]["last_batch"] or -1) > before,
+                timeout=120,
+            )
+            assert resumed
+    finally:
+        code = again.stop(signal.SIGINT)
+    assert code == 0, again.text()
+
+
+def test_serve_on_a_postgresql_catalog(tmp_path, pg_url) -> None:  # noqa: F811
+    """``--catalog-url``: users, grants and queries live in PostgreSQL, not under root."""
+    from sqlalchemy import create_engine, text
+
+    database = f"serve_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{database}"'))
+    url = pg_url.rsplit("/", 1)[0] + f"/{database}"
+    root = tmp_path / "root"
+    server = Serve(root, "--catalog-url", url)
+    try:
+        with server.http() as http:
+            server.ready(http)
+            passwords = json.loads((root / "example-credentials.json").read_text())
+            headers = _login(http, "admin", passwords["admin"], "ADMIN")
+            queries = _queries(http, headers)
+            assert len(queries) == 5 and {q["status"] for q in queries.values()} == {"running"}
+    finally:
+        code = server.stop(signal.SIGTERM)
+    assert code == 0, server.text()
+    assert not (root / "catalog.db").exists()
+    users = create_engine(url)
+    with users.connect() as connection:
+        names = {row[0] for row in connection.execute(text("SELECT name FROM users"))}
+    users.dispose()
+    assert {"admin", "nina", "ward"} <= names
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE "{database}" WITH (FORCE)'))
+    admin.dispose()

@@ -24,6 +24,10 @@ from sqlalchemy import Connection, insert, select
 from streamshield.catalog import tables as t
 from streamshield.catalog.oxrbac import Kind, ObjectRef
 
+ADMIN_ONLY = "admin_only"
+"""Detail key (a dict) only administrators (CHANGE SYSTEM holders) may read, e.g. a
+query failure's full message, which may quote data values."""
+
 
 class Event(StrEnum):
     LOGIN = "login"
@@ -79,7 +83,9 @@ class AuditFilter:
     since: float | None = None
     until: float | None = None
     after_id: int | None = None
+    before_id: int | None = None
     limit: int = 1000
+    newest_first: bool = False
 
 
 def record(
@@ -117,10 +123,15 @@ def without_admin_only(entry: AuditEntry) -> AuditEntry:
 
 
 def read(db: Connection, filters: AuditFilter, only_actor: str | None) -> list[AuditEntry]:
-    """Entries matching the filters, oldest first; ``only_actor`` confines them to one user."""
+    """Entries matching the filters, oldest first (``newest_first``: the reverse).
+
+    ``only_actor`` confines them to one user, a reader without CHANGE SYSTEM: such a
+    reader never gets a detail's :data:`ADMIN_ONLY` part either.
+    """
 
     c = t.audit.c
-    query = select(t.audit).order_by(c.id).limit(max(0, filters.limit))
+    order = c.id.desc() if filters.newest_first else c.id
+    query = select(t.audit).order_by(order).limit(max(0, filters.limit))
     if only_actor is not None:
         query = query.where(c.actor == only_actor)
     if filters.actor is not None:
@@ -133,6 +144,8 @@ def read(db: Connection, filters: AuditFilter, only_actor: str | None) -> list[A
         query = query.where(c.at < filters.until)
     if filters.after_id is not None:
         query = query.where(c.id > filters.after_id)
+    if filters.before_id is not None:
+        query = query.where(c.id < filters.before_id)
     return [
         AuditEntry(
             id=row.id,
@@ -144,7 +157,14 @@ def read(db: Connection, filters: AuditFilter, only_actor: str | None) -> list[A
             object=None
             if row.object_kind is None
             else ObjectRef(Kind(row.object_kind), row.object_name),
-            detail=json.loads(row.detail),
+            detail=_shown(json.loads(row.detail), admin=only_actor is None),
         )
         for row in db.execute(query)
     ]
+
+
+def _shown(detail: dict[str, Any], admin: bool) -> dict[str, Any]:
+    """The detail a reader gets: without its :data:`ADMIN_ONLY` part unless administrator."""
+    if admin or ADMIN_ONLY not in detail:
+        return detail
+    return {k: v for k, v in detail.items() if k != ADMIN_ONLY}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class Delivery:
         self._aggregate, self._on_drop = aggregate, on_drop
         self._subscriptions: dict[str, Subscription] = {}
         self._lock = threading.Lock()
+        self.on_handover: Callable[[float], None] | None = None
+        """Told the seconds from a batch's arrival here to each hand-over (metrics)."""
 
     def subscribe(self, user: str, deliver: Deliver) -> Subscription:
         subscription = Subscription(user, deliver)
@@ -90,6 +93,7 @@ class Delivery:
         subscriptions = self.subscriptions
         if not subscriptions:
             return
+        arrived = time.monotonic()
         aggregate_rows = self._aggregate and TUPLE_ORIGIN not in frame.columns
         frame = _needed(frame).persist()
         try:
@@ -107,6 +111,8 @@ class Delivery:
                     rows = payload.filter(conditions[words]).collect()
                     for subscription in members:
                         self._hand_over(subscription, [r.asDict(recursive=True) for r in rows])
+                        if rows and self.on_handover is not None:
+                            self.on_handover(time.monotonic() - arrived)
             if self._on_drop is not None:
                 self._report_drops(frame, batch_id, classes, conditions)
         finally:

@@ -9,15 +9,20 @@ the checkpoint replays batch N from the state of N-1 and reaches the same decisi
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.tracker_state import StateStore
+
+log = logging.getLogger("streamshield.engine")
 
 
 class IngestJob:
@@ -33,15 +38,42 @@ class IngestJob:
         if ingest.registry is None:
             ingest.registry = PolicyRegistry(self.root / "policies")
         self.policies = ingest.registry
+        self.on_counts: Callable[[str, int, int], None] | None = None
+        """Told ``(stream, accepted, denied)`` per written batch: tuples labelled under a
+        complete policy, and tuples no policy covers (readable by nobody). Counted while
+        the batch is written (``DataFrame.observe``), not by another pass."""
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         states = self.state.load(batch_id)
         try:
             frames = self.ingest.label_batch(batch, states)
-            self.store.write_batch(batch_id, frames)
+            observed: dict[str, Observation] = {}
+            if self.on_counts is not None:
+                for stream, frame in frames.items():
+                    observed[stream] = Observation()  # a fresh name each: names are per session
+                    frames[stream] = frame.observe(
+                        observed[stream],
+                        F.count(F.lit(1)).alias("tuples"),
+                        F.count_if(F.col("reason") == PASS).alias("accepted"),
+                    )
+            written = self.store.write_batch(batch_id, frames)
             self.state.save(batch_id, states)
+            self._report({s: observed[s] for s in written if s in observed})
         finally:
             self.ingest.release()
+
+    def _report(self, observed: dict[str, Observation]) -> None:
+        """Only for streams whose rows were written: an observation of a frame no action
+        ran on would wait forever."""
+        if self.on_counts is None:
+            return
+        for stream, observation in observed.items():
+            try:
+                counts = observation.get
+                tuples, accepted = int(counts["tuples"]), int(counts["accepted"])
+                self.on_counts(stream, accepted, tuples - accepted)
+            except Exception as err:  # counting must never stop ingest
+                log.warning("ingest counts of %s unavailable (%s)", stream, type(err).__name__)
 
     def start(self, available_now: bool = True, max_files: int | None = None) -> StreamingQuery:
         """Start the query; ``available_now`` processes what is there and stops (tests, demo)."""

@@ -43,10 +43,12 @@ class LabelledStore:
     def committed(self, batch_id: int) -> bool:
         return (self.commits / str(batch_id)).exists()
 
-    def write_batch(self, batch_id: int, frames: dict[str, DataFrame]) -> None:
-        """Write every stream's labelled rows of one batch, each all or nothing."""
+    def write_batch(self, batch_id: int, frames: dict[str, DataFrame]) -> list[str]:
+        """Write every stream's labelled rows of one batch, each all or nothing; returns
+        the streams written now (a replayed batch's earlier writes are kept as they are)."""
+        written: list[str] = []
         if self.committed(batch_id):
-            return
+            return written
         for stream, frame in frames.items():
             target = self.path(stream) / f"batch={batch_id}"
             if target.exists():
@@ -58,15 +60,24 @@ class LabelledStore:
                 marker.unlink()
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging, target)
+            written.append(stream)
         self._mark(batch_id)
+        return written
 
     def _mark(self, batch_id: int) -> None:
         (self.commits / str(batch_id)).touch()
 
 
+_DDL_FIELDS: dict[str, tuple[StructField, ...]] = {}
+"""Parsed attribute DDL: the JVM's parse costs a third of a second per query start
+(five JVM round trips and an empty DataFrame), and a stream's DDL never changes."""
+
+
 def labelled_schema(spark: SparkSession, ddl: str, n_attributes: int, width: int) -> StructType:
     """The schema of a labelled stream: metadata, attributes, then label words."""
-    attributes = spark.createDataFrame([], ddl).schema.fields
+    if ddl not in _DDL_FIELDS:
+        _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
+    attributes = list(_DDL_FIELDS[ddl])
     labels = [
         StructField(name(obj, w), LongType())
         for obj in range(n_attributes + 1)

@@ -2,27 +2,110 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 
-def spark_session(master: str | None = None, app_name: str = "streamshield") -> SparkSession:
-    """One session per process; small shuffles because micro-batches are small."""
+def spark_session(
+    master: str | None = None,
+    app_name: str = "streamshield",
+    *,
+    conf: Mapping[str, str] | None = None,
+    ui: bool = False,
+) -> SparkSession:
+    """One session per process; small shuffles because micro-batches are small.
+
+    ``ui``: Spark's web UI is off unless asked for: it has no authentication and shows
+    every query's plan (view names, literals). ``conf`` comes last, so an operator's
+    ``--conf`` wins over these defaults.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     master = master or os.environ.get("STREAMSHIELD_SPARK_MASTER", "local[2]")
     if master.startswith("local"):  # a cluster's driver must advertise a reachable address
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
+        .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.ansi.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def cache_directory() -> Path:
+    """Where the JVM class archive lives: one per machine user, shared by every root."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "streamshield" / "jvm"
+
+
+def class_cache(directory: Path) -> tuple[str, Path | None]:
+    """The JVM option for class-data sharing through an archive in ``directory``, and
+    the archive this run writes at its exit (None when it reads one).
+
+    Loading and verifying Spark's classes one by one is most of the Spark session's
+    start-up time. A run without an archive writes one when its JVM exits
+    (``-XX:ArchiveClassesAtExit``), under a temporary name that
+    :func:`keep_class_cache` renames once the JVM has exited cleanly; later runs map it
+    (``-XX:SharedArchiveFile``). An archive that does not match this JVM or class path
+    is ignored by the JVM, which then starts as without one; the name carries the
+    pyspark version so that an upgrade writes a new one.
+    """
+    import pyspark
+
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = directory / f"classes-{pyspark.__version__}.jsa"
+    if archive.exists() and archive.stat().st_size > 0:
+        return f"-XX:SharedArchiveFile={archive}", None
+    pending = directory / f"{archive.name}.{os.getpid()}.new"  # runs side by side: one each
+    pending.unlink(missing_ok=True)
+    return f"-XX:ArchiveClassesAtExit={pending}", pending
+
+
+def with_java_option(conf: Mapping[str, str], option: str) -> dict[str, str]:
+    """``conf`` with ``option`` first in the driver's Java options (the operator's kept)."""
+    out = dict(conf)
+    out[DRIVER_JAVA_OPTIONS] = " ".join(filter(None, [option, out.get(DRIVER_JAVA_OPTIONS)]))
+    return out
+
+
+def stop_jvm(timeout: float = 60.0) -> bool:
+    """Ends the driver JVM and waits (bounded) for it to exit, so that what it writes at
+    exit (a class archive) is complete; True when it exited."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return False
+    with contextlib.suppress(Exception):  # already gone: only the process is left
+        gateway.shutdown()
+    try:
+        if process.stdin is not None:
+            process.stdin.close()  # the gateway JVM exits at the end of its stdin
+        process.wait(timeout)
+    except Exception:
+        return False
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return process.returncode is not None
+
+
+def keep_class_cache(pending: Path | None) -> None:
+    """Makes the archive written at exit the one later runs read."""
+    if pending is not None and pending.exists() and pending.stat().st_size > 0:
+        pending.replace(pending.parent / (pending.name.split(".jsa.")[0] + ".jsa"))

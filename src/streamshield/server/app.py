@@ -13,10 +13,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sse_starlette import EventSourceResponse
 
 from streamshield import __version__
@@ -28,11 +27,11 @@ from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
 from streamshield.policy.operator_limits import LimitExceeded
 from streamshield.server import wire_schema
+from streamshield.server.auth import Auth, Caller  # noqa: F401  (Caller: kept importable here)
 from streamshield.server.body_limit import BodyLimit
-from streamshield.server.errors import ApiError, Unauthorized, to_response
+from streamshield.server.errors import ApiError, to_response
 from streamshield.server.models import (
     AppendAnswer,
-    AuditPage,
     CatalogView,
     GrantAnswer,
     GrantBody,
@@ -60,11 +59,10 @@ from streamshield.server.openapi import (
     errors,
     without_fastapi_validation_schema,
 )
-from streamshield.server.routes import administration
+from streamshield.server.routes import administration, operations
 from streamshield.server.service import SchemaDef, ServerService
 from streamshield.server.subscriptions import SubscriberQueue
 
-_bearer = HTTPBearer(auto_error=False)
 HANDLED: tuple[type[Exception], ...] = (
     ApiError,
     SecurityError,
@@ -78,28 +76,9 @@ HANDLED: tuple[type[Exception], ...] = (
 PING_SECONDS = 15
 
 
-class Caller:
-    """The authenticated session of a request and the token it came with."""
-
-    def __init__(self, session: Any, token: str) -> None:
-        self.session, self.token = session, token
-
-
-def _caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Caller:
-    """The session of the bearer token (401 for none, expired, logged out or forged)."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Unauthorized("a bearer token is needed")
-    service: ServerService = request.app.state.service
-    return Caller(service.session(credentials.credentials), credentials.credentials)
-
-
-Auth = Annotated[Caller, Depends(_caller)]
-
-
-def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
+def create_app(
+    service: ServerService, *, queue_size: int = 64, metrics_token: str | None = None
+) -> BodyLimit:
     """The ASGI application: the FastAPI app wrapped in the body-size limit."""
     app = FastAPI(
         title="streamshield",
@@ -124,6 +103,7 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
         return app.openapi_schema
 
     app.openapi = _openapi  # type: ignore[method-assign]
+    app.include_router(operations.router(service, metrics_token))
 
     async def _any(_: Request, err: Exception) -> JSONResponse:
         response = to_response(err)
@@ -271,13 +251,6 @@ def create_app(service: ServerService, *, queue_size: int = 64) -> BodyLimit:
     @app.put("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403, 422))
     def set_settings(body: SettingsBody, who: Auth) -> dict:
         return service.set_settings(who.session, body.values)
-
-    @app.get("/audit", response_model=AuditPage, responses=errors(*AUTHED, 403, 422))
-    def audit(
-        who: Auth, user: str | None = None, action: str | None = None, limit: int = 100
-    ) -> dict:
-        filters = {"user": user, "action": action, "limit": max(1, min(limit, 1000))}
-        return {"entries": service.audit(who.session, filters)}
 
     @app.get(
         "/queries/{name}/subscribe",

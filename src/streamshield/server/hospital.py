@@ -41,17 +41,37 @@ def roles() -> tuple[dict[str, str], list[tuple[str, str]]]:
     return names, junior_edges()
 
 
-def load_example(service: ServerService) -> dict[str, str]:
-    """Users, stream, grants and queries; returns user -> password (also saved 0600)."""
-    security = service.security  # roles() are stored before the service is built
+@dataclass(frozen=True)
+class ExampleUsers:
+    """The example's users: passwords (saved 0600) and a session for each who acts."""
+
+    passwords: dict[str, str]
+    sessions: dict[str, Any]
+
+
+def create_example_users(security: Any, root: Path) -> ExampleUsers:
+    """Users and their sessions, in the catalog alone: no Spark needed, so ``serve``
+    does this (a dozen argon2id hashes) while the JVM starts. The example's roles
+    (:func:`roles`) must be stored first."""
     passwords = {user: secrets.token_urlsafe(12) for user in ["admin", "ward", *CLINICIANS]}
     security.create_user("admin", passwords["admin"], [ADMIN])
     admin = security.login("admin", passwords["admin"], [ADMIN])
     security.create_user("ward", passwords["ward"], [PROVIDER], by=admin)
     for user, role in CLINICIANS.items():
         security.create_user(user, passwords[user], [role], by=admin)
-    _save(service.root / CREDENTIALS, passwords)
+    _save(root / CREDENTIALS, passwords)
+    sessions = {"admin": admin}
+    for user, role in CLINICIANS.items():
+        sessions[user] = security.login(user, passwords[user], [role])
+    return ExampleUsers(passwords, sessions)
 
+
+def load_example(service: ServerService, users: ExampleUsers | None = None) -> dict[str, str]:
+    """Users (unless ``users`` made them), stream, grants and queries; returns user ->
+    password (also saved 0600)."""
+    if users is None:  # roles() are stored before the service is built
+        users = create_example_users(service.security, service.root)
+    passwords, admin = users.passwords, users.sessions["admin"]
     service.add_schema(admin, SchemaDef("vitals", *_shape()))
     service.add_stream(admin, STREAM, "vitals")
     for role in ("E", "ER", "INS", PROVIDER):
@@ -62,9 +82,9 @@ def load_example(service: ServerService) -> dict[str, str]:
         _grant(service, admin, "READ TUPLE", "stream", STREAM, role)
     _grant(service, admin, "WRITE", "stream", STREAM, PROVIDER)
     _grant(service, admin, "INJECT SP", "stream", STREAM, PROVIDER)
-    for user, role in CLINICIANS.items():
-        session = security.login(user, passwords[user], [role])
+    for user in CLINICIANS:
         request = parse_request(QUERY)
+        session = users.sessions[user]
         service.register_query(session, f"heart_{user}", request, f"heart_{user}_out", QUERY)
     return passwords
 

@@ -1,92 +1,278 @@
-"""``streamshield serve``: the server on the embedded default, hospital example running.
+"""``streamshield serve``: the server on its configuration, hospital example optional.
 
 Embedded default = SQLite catalog under the storage root, local Spark, a self-signed
-certificate made on first start. With the example, a fresh root gets the hospital's
-users, stream, grants and queries, and a provider thread keeps landing readings.
+certificate made on first start; :mod:`streamshield.server.settings` says what can be
+changed. With the example, a fresh root gets the hospital's users, stream, grants and
+queries, and a provider thread keeps landing readings.
+
+Start-up order (README, "Running the server", has the measured times): the Spark
+session and the catalog first, then the HTTPS API (``/healthz`` answers, ``/readyz``
+says 503 "starting"), then the example, ingest and the queries of the previous run;
+``/readyz`` turns 200 once they run. SIGTERM and SIGINT stop the API, the queries
+(``StreamingQuery.stop``: the checkpoint keeps the last committed batch), ingest and
+the catalog, and the process exits 0.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from streamshield.server.hospital import CLINICIANS, CREDENTIALS, WardProvider, load_example, roles
+from streamshield.server.settings import ServeSettings
 from streamshield.server.tls import ensure_self_signed, given
 
+log = logging.getLogger("streamshield.server")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-def build_service(root: Path, master: str | None, example_roles: bool = False):
-    """The service on the embedded default (SQLite catalog at ``<root>/catalog.db``).
+
+def build_service(
+    root: Path,
+    master: str | None,
+    example_roles: bool = False,
+    *,
+    security: Any = None,
+    spark: Any = None,
+    spark_conf: dict[str, str] | None = None,
+    spark_ui: bool = False,
+    spark_log_level: str = "ERROR",
+):
+    """The service: a Spark session (``spark``, else a new one) and the security catalog
+    (``security``, default the SQLite file ``<root>/catalog.db``).
 
     ``example_roles``: store the example's role hierarchy first; the engine reads the
     hierarchy once, when the service is built, so it must be in place before.
     """
     from streamshield.catalog.security import SecurityCatalog
     from streamshield.engine.session import spark_session
+    from streamshield.server.hospital import roles
     from streamshield.server.service import ServerService
 
     root.mkdir(parents=True, exist_ok=True)
-    spark = spark_session(master)
-    spark.sparkContext.setLogLevel("ERROR")
-    security = SecurityCatalog(root / "catalog.db")
+    security = security if security is not None else SecurityCatalog(root / "catalog.db")
     if example_roles:
         names, edges = roles()
         security.catalog.set_roles(names, edges)
+    spark = spark if spark is not None else spark_session(master, conf=spark_conf, ui=spark_ui)
+    spark.sparkContext.setLogLevel(spark_log_level)
     return ServerService(spark, root, security)
 
 
-def run_server(
-    root: Path,
-    host: str,
-    port: int,
-    master: str | None,
-    cert: Path | None,
-    key: Path | None,
-    example: bool,
-    round_seconds: float,
-    echo: Callable[[str], None] = print,
-) -> None:
-    from streamshield.server.app import create_app
-    from streamshield.server.runner import serve
+class Stopper:
+    """SIGTERM/SIGINT set an event the start-up and the main loop look at; the handlers
+    do nothing else (no I/O in a signal handler)."""
 
-    fresh = not (root / "catalog.db").exists()
-    tls = given(cert, key) if cert and key else ensure_self_signed(root / "tls")
-    service = build_service(root, master, example_roles=example and fresh)
-    provider = None
-    if example and fresh:
-        echo("loading the hospital example (users, HeartRate stream, grants, queries)...")
-        passwords = load_example(service)
-    elif example:
-        echo(f"existing root {root}: the example is not loaded again")
-        path = root / CREDENTIALS
-        passwords = json.loads(path.read_text()) if path.exists() else {}
-    else:
-        passwords = {}
-    service.start()
-    if example and "ward" in passwords:
-        provider = WardProvider(service, passwords["ward"], round_seconds)
-        provider.start()
-    url = f"https://{host}:{port}"
-    echo(f"streamshield server at {url} (TLS certificate {tls.cert})")
-    if passwords:
-        echo(f"example users' passwords: {root / CREDENTIALS} (0600)")
-        echo("log in and subscribe, e.g. as the nurse on duty:")
-        echo(
-            f'  STREAMSHIELD_PASSWORD=$(python -c "import json;print(json.load(open('
-            f"'{root / CREDENTIALS}'))['nina'])\") \\"
-        )
-        echo(f"    streamshield client login --url {url} --ca {tls.cert} --user nina --role ND")
-        echo("  streamshield client catalog")
-        echo("  streamshield client subscribe heart_nina_out --limit 10")
-        echo(
-            f"other users: {', '.join(f'{u} ({r})' for u, r in CLINICIANS.items())}, "
-            "admin (ADMIN), ward (PROVIDER)"
-        )
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.signal: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        """(Re)installs the handlers: pyspark's SparkContext puts its own SIGINT handler
+        in place (cancel jobs, raise KeyboardInterrupt), so this runs again after it."""
+        for number in STOP_SIGNALS:
+            previous = signal.signal(number, self._handle)
+            self._previous.setdefault(number, previous)
+
+    def restore(self) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, _frame: Any) -> None:
+        self.signal = number
+        self.requested.set()
+
+
+class Timings:
+    """How long each start-up phase took (logged, and what the README's figures are)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.phases: list[tuple[str, float]] = []
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases.append((name, time.monotonic() - began))
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.phases)
+        return f"ready after {time.monotonic() - self.started:.1f}s ({parts})"
+
+
+def _fresh(security: Any) -> bool:
+    """A catalog without any user: nobody could log in, the example may be loaded."""
+    from sqlalchemy import func, select
+
+    from streamshield.catalog import tables as t
+
+    with security.engine.connect() as db:
+        return not db.execute(select(func.count()).select_from(t.users)).scalar()
+
+
+def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> int:
+    """Serves until SIGTERM or SIGINT; returns the exit code (0 on a clean stop)."""
+    stopper = Stopper()
+    stopper.install()
+    timings = Timings()
+    root = settings.root.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    # The JVM takes longest; it starts first, in a thread, while the rest is set up.
+    # (Off the main thread pyspark installs no SIGINT handler of its own.)
+    starter = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
+    spark_started = starter.submit(_spark, settings)
+    starter.shutdown(wait=False)
+    service = provider = api = None
     try:
-        serve(create_app(service), host, port, tls)
-    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it handled: a clean stop
+        with timings.phase("catalog, TLS, imports, example users"):
+            logging.basicConfig(
+                level=settings.log_level.upper(), format="%(levelname)s %(name)s %(message)s"
+            )
+            from streamshield.catalog.security import SecurityCatalog
+            from streamshield.server.app import create_app
+            from streamshield.server.hospital import (
+                CREDENTIALS,
+                WardProvider,
+                create_example_users,
+                load_example,
+                roles,
+            )
+            from streamshield.server.runner import serve_in_thread
+
+            tls = (
+                given(settings.tls_cert, settings.tls_key)
+                if settings.tls_cert and settings.tls_key
+                else ensure_self_signed(root / "tls")
+            )
+            security = SecurityCatalog(settings.catalog_target)
+            fresh = _fresh(security)
+            users = None
+            if settings.example and fresh:  # the hierarchy before the engine reads it
+                security.catalog.set_roles(*roles())
+                users = create_example_users(security, root)
+        with timings.phase("spark session"):
+            spark, _pending = _started(spark_started)
+            if spark is None:
+                echo("Spark did not start (details above); stopping")
+                return 1
+            service = build_service(
+                root,
+                settings.spark_master,
+                security=security,
+                spark=spark,
+                spark_log_level="WARN" if settings.log_level in ("debug", "info") else "ERROR",
+            )
+        if stopper.requested.is_set():
+            return 0
+        with timings.phase("api"):
+            app = create_app(service, metrics_token=settings.metrics_token)
+            try:
+                api = serve_in_thread(
+                    app, settings.host, settings.port, tls, log_level=settings.log_level
+                )
+            except RuntimeError:
+                echo(f"the API could not listen on {settings.host}:{settings.port}; stopping")
+                return 1
+        echo(f"API listening at {api.url}, starting (GET /readyz says when ready)")
+        passwords: dict[str, str] = {}
+        if users is not None:
+            echo("loading the hospital example (HeartRate stream, grants, queries)...")
+            with timings.phase("example"):
+                passwords = load_example(service, users)
+        elif settings.example:
+            path = root / CREDENTIALS
+            passwords = json.loads(path.read_text()) if path.exists() else {}
+            echo("existing catalog: the example is not loaded again")
+        if stopper.requested.is_set():
+            return 0
+        with timings.phase("ingest and queries"):
+            service.start()
+        if settings.example and "ward" in passwords:
+            provider = WardProvider(service, passwords["ward"], settings.round_seconds)
+            provider.start()
+        echo(f"streamshield server at {api.url} (TLS certificate {tls.cert})")
+        echo(timings.summary())
+        if passwords:
+            _example_help(echo, api.url, tls.cert, root)
+        stopper.requested.wait()
         echo("stopping")
+        return 0
     finally:
-        if provider is not None:
-            provider.stop()
-        service.stop()
+        try:  # a second signal meanwhile changes nothing: the handlers stay until done
+            _shut_down(api, provider, service, spark_started)
+        finally:
+            stopper.restore()
+
+
+def _spark(settings: ServeSettings) -> tuple[Any, Path | None]:
+    """The Spark session, and the class archive its JVM writes at exit (if any)."""
+    from streamshield.engine.session import (
+        cache_directory,
+        class_cache,
+        spark_session,
+        with_java_option,
+    )
+
+    conf, pending = dict(settings.spark_conf), None
+    if settings.jvm_class_cache:
+        option, pending = class_cache(cache_directory())
+        conf = with_java_option(conf, option)
+    return spark_session(settings.spark_master, conf=conf, ui=settings.spark_ui), pending
+
+
+def _started(spark_started: Future) -> tuple[Any, Path | None]:
+    """:func:`_spark`'s answer, or (None, None) when Spark did not start (logged)."""
+    try:
+        return spark_started.result()
+    except Exception as err:
+        log.error("Spark did not start: %s", str(err).splitlines()[0] if str(err) else err)
+        return None, None
+
+
+def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> None:
+    """API first (no new requests), then the example provider, the queries and ingest
+    (each ``StreamingQuery.stop``), then the catalog's connections and Spark."""
+    if api is not None:
+        api.stop()
+    if provider is not None:
+        provider.stop()
+    if service is not None:
+        try:
+            service.stop()
+        finally:
+            service.security.engine.dispose()
+    spark, pending = _started(spark_started)  # a stop during start-up waits for Spark
+    if spark is not None:
+        from streamshield.engine.session import keep_class_cache, stop_jvm
+
+        spark.stop()
+        if stop_jvm():
+            keep_class_cache(pending)
+
+
+def _example_help(echo: Callable[[str], None], url: str, cert: Path, root: Path) -> None:
+    from streamshield.server.hospital import CLINICIANS, CREDENTIALS
+
+    echo(f"example users' passwords: {root / CREDENTIALS} (0600)")
+    echo("log in and subscribe, e.g. as the nurse on duty:")
+    echo(
+        f'  STREAMSHIELD_PASSWORD=$(python -c "import json;print(json.load(open('
+        f"'{root / CREDENTIALS}'))['nina'])\") \\"
+    )
+    echo(f"    streamshield client login --url {url} --ca {cert} --user nina --role ND")
+    echo("  streamshield client catalog")
+    echo("  streamshield client subscribe heart_nina_out --limit 10")
+    echo(
+        f"other users: {', '.join(f'{u} ({r})' for u, r in CLINICIANS.items())}, "
+        "admin (ADMIN), ward (PROVIDER)"
+    )

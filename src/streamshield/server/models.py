@@ -112,7 +112,7 @@ class QueryItem(BaseModel):
     owner: str
     inputs: list[str]
     output: str | None = None
-    status: str = Field(description="running, stopped, failed: <error class>, or not loaded")
+    status: str = Field(description="running, stopped, failed (GET /queries/{name}: why)")
 
 
 class CatalogView(BaseModel):

@@ -29,14 +29,16 @@ class Running:
         self.thread.join(timeout)
 
 
-def _config(app: object, host: str, port: int, tls: TlsFiles) -> uvicorn.Config:
+def _config(
+    app: object, host: str, port: int, tls: TlsFiles, log_level: str = "warning"
+) -> uvicorn.Config:
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         ssl_certfile=str(tls.cert),
         ssl_keyfile=str(tls.key),
-        log_level="warning",
+        log_level=log_level,
         lifespan="off",
         timeout_graceful_shutdown=2,
     )
@@ -48,10 +50,19 @@ def serve(app: object, host: str, port: int, tls: TlsFiles) -> None:
 
 
 def serve_in_thread(
-    app: object, host: str, port: int, tls: TlsFiles, startup_timeout: float = 30.0
+    app: object,
+    host: str,
+    port: int,
+    tls: TlsFiles,
+    startup_timeout: float = 30.0,
+    log_level: str = "warning",
 ) -> Running:
-    """Starts the server in a daemon thread and waits (bounded) until it listens."""
-    server = uvicorn.Server(_config(app, host, port, tls))
+    """Starts the server in a daemon thread and waits (bounded) until it listens.
+
+    In a thread uvicorn installs no signal handlers: the caller decides what SIGTERM
+    means (``streamshield serve``: stop everything cleanly, :mod:`.main`).
+    """
+    server = uvicorn.Server(_config(app, host, port, tls, log_level))
     thread = threading.Thread(target=server.run, name="streamshield-api", daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout

@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService, SpsInserted
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
@@ -41,10 +42,12 @@ from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.metrics import ServerMetrics
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaStore
+from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
@@ -81,6 +84,9 @@ class ServerService:
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self.assigner = SeqAssigner(self.pipeline.landing)
+        self.started = False  # ingest runs and the previous run's queries are restored
+        self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
+        self.pipeline.ingest.on_counts = self.metrics.labelled
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -92,6 +98,7 @@ class ServerService:
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
+        self.started = True
 
     def _watch(self) -> None:
         """Notices, within a second, a query the engine stopped with an error."""
@@ -105,6 +112,11 @@ class ServerService:
         port.record_query_failure(
             self.security, query.owner, query.name, query.error_class or "", message
         )
+
+    @property
+    def ingest_query(self) -> Any:
+        """The ingest job's StreamingQuery (None before :meth:`start`, after :meth:`stop`)."""
+        return self._ingest
 
     def restore_queries(self) -> None:
         """Queries of a previous run: each with its owner's recorded roles that the owner
@@ -128,21 +140,36 @@ class ServerService:
             except Exception as err:  # one broken query must not keep the server down
                 audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
-    def stop(self) -> None:
+    def stop(self, boundary_timeout: float = 10.0) -> None:
+        """Stops the queries, then ingest, each between two micro-batches when they get
+        there within ``boundary_timeout`` in all (an interrupted batch is redone from the
+        checkpoint on restart, but interrupting it costs a JVM stack trace for nothing)."""
+        self.started = False
         self._stopping.set()
         if self._watcher is not None:
             self._watcher.join(10)
             self._watcher = None
-        self.queries.stop_all()
+        deadline = time.monotonic() + boundary_timeout  # for all of them together
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        for query in self.queries.all():
+            if query.running and query.handle is not None:
+                at_batch_boundary(query.handle.handle, left())
+            self.queries.stop(query.name, "server stopping")
         if self._ingest is not None:
+            at_batch_boundary(self._ingest, left())
             self._ingest.stop()
             self._ingest = None
 
-    def _delivery(self, aggregate: bool, output: str) -> Delivery:
+    def _delivery(self, aggregate: bool, output: str, name: str = "") -> Delivery:
         def dropped(user: str, batch: int, count: int, policies: tuple[str, ...]) -> None:
             port.record_drop(self.security, user, output, count, policies)
 
-        return Delivery(self._rights, self.codec, aggregate=aggregate, on_drop=dropped)
+        delivery = Delivery(self._rights, self.codec, aggregate=aggregate, on_drop=dropped)
+        delivery.on_handover = lambda seconds: self.metrics.handed_over(name or output, seconds)
+        return delivery
 
     @property
     def codec(self) -> ProvenanceCodec:
@@ -260,6 +287,7 @@ class ServerService:
             report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
             report.rejected.sort(key=lambda r: r.line)
             report.assigned = assigned.last_seq
+        self.metrics.appended(stream, report.accepted, len(report.rejected))
         return report
 
     # -- queries ---------------------------------------------------------------------------
@@ -339,7 +367,7 @@ class ServerService:
             roles,
             inputs,
             stored.internal,
-            self._delivery(aggregate, stored.output),
+            self._delivery(aggregate, stored.output, stored.name),
             ResultStore(self.root / "results" / stored.internal),
             output=stored.output,
         )
@@ -468,14 +496,13 @@ class ServerService:
             raise Forbidden("CHANGE SYSTEM is needed")
 
     def set_settings(self, session: Any, values: dict) -> dict:
-        """CHANGE SYSTEM first; operator limits are validated before they are stored, so
-        a malformed value is refused instead of making every later registration fail."""
+        """CHANGE SYSTEM first; then the whole change is validated against the settings'
+        schema before any key is stored, so one bad key stores nothing."""
         self._change_system(session)
-        if port.LIMITS_SETTING in values:
-            try:
-                OperatorLimits.from_dict(values[port.LIMITS_SETTING])
-            except (ValueError, TypeError) as err:
-                raise Invalid(f"operator_limits: {err}", "limits_invalid") from None
+        try:
+            values = validated(values)
+        except SettingsRejected as err:
+            raise Invalid(f"settings refused: {err}", "settings_invalid") from None
         for key, value in values.items():
             port.set_setting(self.security, session, key, value)
         return port.settings(self.security)

@@ -1,0 +1,1 @@
+"""HTTP routers included by :func:`streamshield.server.app.create_app`."""

@@ -1,0 +1,161 @@
+"""CLI for operating a server: ``client query list|show|explain`` and ``client audit``.
+
+Every command prints a table (rich) or, with ``--output json``, the server's answer as
+JSON for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import click
+
+OUTPUT = click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Table for people, JSON for scripts.",
+)
+QUERY_COLUMNS = [
+    "name",
+    "owner",
+    "status",
+    "error_class",
+    "last_batch",
+    "input_rows_per_second",
+    "processed_rows_per_second",
+    "batch_duration_ms",
+    "subscribers",
+]
+AUDIT_COLUMNS = ["id", "at", "actor", "action", "outcome", "object", "detail"]
+
+
+def _get(path: str, params: dict[str, Any] | None = None) -> Any:
+    """GET on the logged-in server; errors as one line (the main CLI's conventions)."""
+    from streamshield.cli import _call, _client
+
+    with _client() as api:
+        return _call(api.request, "GET", path, params=params)
+
+
+def _print(answer: Any, rows: list[dict], columns: list[str], output: str, title: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(answer, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")  # wrapped, never cut: names stay whole
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    Console().print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+@click.command("list")
+@OUTPUT
+def query_list(output: str) -> None:
+    """Queries you may see, with status and last progress.
+
+    Example: streamshield client query list --output json
+    """
+    answer = _get("/queries")
+    _print(answer, answer["queries"], QUERY_COLUMNS, output, "queries")
+
+
+@click.command("show")
+@click.argument("name")
+@OUTPUT
+def query_show(name: str, output: str) -> None:
+    """One query: status, progress, inputs, output (its text if it is yours).
+
+    Example: streamshield client query show heart_nina
+    """
+    answer = _get(f"/queries/{name}")
+    rows = [{"field": k, "value": v} for k, v in answer.items()]
+    _print(answer, rows, ["field", "value"], output, f"query {name}")
+
+
+@click.command("explain")
+@click.argument("name")
+@OUTPUT
+def query_explain(name: str, output: str) -> None:
+    """A query's shape, engine and checked SQL (yours, or any as administrator).
+
+    Example: streamshield client query explain heart_nina
+    """
+    answer = _get(f"/queries/{name}/explain")
+    rows = [{"field": k, "value": v} for k, v in answer.items()]
+    _print(answer, rows, ["field", "value"], output, f"plan of {name}")
+
+
+@click.command("audit")
+@click.option("--since", default=None, help="ISO-8601 time, e.g. 2026-11-23T10:00:00Z.")
+@click.option("--until", default=None, help="ISO-8601 time (exclusive).")
+@click.option("--user", default=None, help="Only entries of this actor.")
+@click.option("--action", default=None, help="Only this action, e.g. login, grant, denied.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--before-id", type=int, default=None, help="Page: entries older than this id.")
+@OUTPUT
+def audit(
+    since: str | None,
+    until: str | None,
+    user: str | None,
+    action: str | None,
+    limit: int,
+    before_id: int | None,
+    output: str,
+) -> None:
+    """Audit log entries you may read, newest first (administrators: all).
+
+    Example: streamshield client audit --action login --since 2026-11-23T00:00:00Z --limit 20
+    """
+    for option, value in (("--since", since), ("--until", until)):
+        if value is not None:
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                raise click.BadParameter("not an ISO-8601 time", param_hint=option) from None
+    params = {
+        "since": since,
+        "until": until,
+        "user": user,
+        "action": action,
+        "limit": limit,
+        "before_id": before_id,
+    }
+    answer = _get("/audit", {k: v for k, v in params.items() if v is not None})
+    rows = [
+        {
+            **entry,
+            "object": f"{entry['object']['kind']} {entry['object']['name']}"
+            if entry.get("object")
+            else None,
+        }
+        for entry in answer["entries"]
+    ]
+    _print(answer, rows, AUDIT_COLUMNS, output, "audit (newest first)")
+    if output == "table" and answer.get("next_before_id"):
+        click.echo(f"older entries: --before-id {answer['next_before_id']}")
+
+
+def attach(client: click.Group, query: click.Group) -> None:
+    """Adds these commands to the ``client`` and ``client query`` groups."""
+    for command in (query_list, query_show, query_explain):
+        query.add_command(command)
+    client.add_command(audit)

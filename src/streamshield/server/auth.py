@@ -1,0 +1,37 @@
+"""The bearer-token dependency every authenticated route uses (``Auth``).
+
+In its own module so that routers other than :mod:`streamshield.server.app` can
+depend on it without importing the application.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from streamshield.server.errors import Unauthorized
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+class Caller:
+    """The authenticated session of a request and the token it came with."""
+
+    def __init__(self, session: Any, token: str) -> None:
+        self.session, self.token = session, token
+
+
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    """The session of the bearer token (401 for none, expired, logged out or forged)."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthorized("a bearer token is needed")
+    service = request.app.state.service
+    return Caller(service.session(credentials.credentials), credentials.credentials)
+
+
+Auth = Annotated[Caller, Depends(_caller)]

@@ -1,0 +1,241 @@
+"""The server's Prometheus metrics, in a registry of its own (several servers per process
+in tests, and nothing from the process-global registry leaks in).
+
+Two kinds of figures:
+
+* counted as things happen, cheaply: elements accepted and rejected per stream at the
+  API (from the append report), tuples accepted and denied by secure ingest (observed
+  while each batch is written, no extra pass over the data) and the delivery lag of
+  every hand-over to a subscriber;
+* read when scraped, from what Spark already keeps: each query's status and last
+  progress (``StreamingQuery.lastProgress``), subscribers per query, the ingest job's
+  progress.
+
+Labels carry stream and query names, never data values; ``/metrics`` is for
+administrators and a configured scrape token only (:mod:`.routes.operations`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+STATUSES = ("running", "stopped", "failed")
+RATE_WINDOW = 60.0  # seconds over which ingest rows/s per stream is averaged
+LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class RateWindow:
+    """Rows per second per key over the last ``window`` seconds (a few entries per
+    append request, trimmed as it goes)."""
+
+    def __init__(self, window: float = RATE_WINDOW, clock: Callable[[], float] = time.monotonic):
+        self.window, self._clock = window, clock
+        self._events: dict[str, deque[tuple[float, int]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, key: str, count: int) -> None:
+        now = self._clock()
+        with self._lock:
+            events = self._events.setdefault(key, deque())
+            events.append((now, count))
+            self._trim(events, now)
+
+    def rates(self) -> dict[str, float]:
+        now = self._clock()
+        with self._lock:
+            out = {}
+            for key, events in self._events.items():
+                self._trim(events, now)
+                out[key] = sum(n for _, n in events) / self.window
+            return out
+
+    def _trim(self, events: deque[tuple[float, int]], now: float) -> None:
+        while events and events[0][0] < now - self.window:
+            events.popleft()
+
+
+class ServerMetrics:
+    """One server's registry: counters fed by the service, a collector for live state."""
+
+    def __init__(self, queries: Callable[[], Iterable[Any]], ingest: Callable[[], Any]) -> None:
+        """``queries``: the live queries (:class:`~streamshield.server.queries.LiveQuery`);
+        ``ingest``: the ingest job's StreamingQuery or None."""
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.elements = Counter(
+            "streamshield_ingest_elements",
+            "Stream elements appended through the API, by stream and outcome "
+            "(accepted: landed; rejected: refused by the gate or the landing zone).",
+            ["stream", "outcome"],
+            registry=self.registry,
+        )
+        self.shield = Counter(
+            "streamshield_shield_tuples",
+            "Tuples labelled by secure ingest, by stream and decision (accepted: under a "
+            "complete policy; denied: no policy covers them, nobody may read them).",
+            ["stream", "decision"],
+            registry=self.registry,
+        )
+        self.delivery_lag = Histogram(
+            "streamshield_delivery_lag_seconds",
+            "Time from a micro-batch reaching delivery to its rows being handed to a subscriber.",
+            ["query"],
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
+        )
+        self.rates = RateWindow()
+        self.registry.register(_LiveState(queries, ingest, self.rates))
+
+    def appended(self, stream: str, accepted: int, rejected: int) -> None:
+        if accepted:
+            self.elements.labels(stream, "accepted").inc(accepted)
+            self.rates.add(stream, accepted)
+        if rejected:
+            self.elements.labels(stream, "rejected").inc(rejected)
+
+    def labelled(self, stream: str, accepted: int, denied: int) -> None:
+        self.shield.labels(stream, "accepted").inc(accepted)
+        self.shield.labels(stream, "denied").inc(denied)
+
+    def handed_over(self, query: str, seconds: float) -> None:
+        self.delivery_lag.labels(query).observe(max(0.0, seconds))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def status_of(query: Any) -> str:
+    """``running``, ``stopped`` or ``failed`` for a live query (the lead's ``status``
+    attributes when present, else from its handle)."""
+    handle = getattr(query, "handle", None)
+    if getattr(query, "error_class", None):
+        return "failed"
+    if handle is None:
+        return "stopped"
+    if handle.active:
+        return "running"
+    try:
+        return "failed" if handle.handle.exception() is not None else "stopped"
+    except Exception:  # the JVM side is gone: it did not end well
+        return "failed"
+
+
+def progress_of(query: Any) -> dict | None:
+    """The last progress report of a live query's StreamingQuery (None before any)."""
+    handle = getattr(query, "handle", None)
+    streaming = getattr(handle, "handle", None)
+    return last_progress(streaming)
+
+
+def last_progress(streaming: Any) -> dict | None:
+    if streaming is None:
+        return None
+    try:
+        progress = streaming.lastProgress
+    except Exception:  # a stopped query whose JVM object is gone has no progress
+        return None
+    return dict(progress) if progress else None
+
+
+class _LiveState(Collector):
+    """What is true at scrape time, read from the service and Spark's progress."""
+
+    def __init__(
+        self, queries: Callable[[], Iterable[Any]], ingest: Callable[[], Any], rates: RateWindow
+    ) -> None:
+        self._queries, self._ingest, self._rates = queries, ingest, rates
+
+    def describe(self) -> list[Metric]:
+        return []  # families depend on what runs: collected, not pre-described
+
+    def collect(self) -> Iterator[Metric]:
+        by_status = GaugeMetricFamily(
+            "streamshield_queries", "Queries by status.", labels=["status"]
+        )
+        duration = GaugeMetricFamily(
+            "streamshield_query_batch_duration_seconds",
+            "Duration of each query's last micro-batch.",
+            labels=["query"],
+        )
+        input_rate = GaugeMetricFamily(
+            "streamshield_query_input_rows_per_second",
+            "Input rows per second of each query's last micro-batch.",
+            labels=["query"],
+        )
+        processed = GaugeMetricFamily(
+            "streamshield_query_processed_rows_per_second",
+            "Processed rows per second of each query's last micro-batch.",
+            labels=["query"],
+        )
+        subscribers = GaugeMetricFamily(
+            "streamshield_query_subscribers", "Live subscriptions per query.", labels=["query"]
+        )
+        counts = dict.fromkeys(STATUSES, 0)
+        for query in self._queries():
+            counts[status_of(query)] += 1
+            delivery = getattr(query, "delivery", None)
+            subscribers.add_metric([query.name], len(getattr(delivery, "subscriptions", ())))
+            progress = progress_of(query)
+            if progress:
+                _progress(query.name, progress, duration, input_rate, processed)
+        for status, count in counts.items():
+            by_status.add_metric([status], count)
+        yield from (by_status, duration, input_rate, processed, subscribers)
+        yield from self._ingest_state()
+
+    def _ingest_state(self) -> Iterator[Metric]:
+        active = GaugeMetricFamily(
+            "streamshield_ingest_active", "1 while the secure ingest job runs."
+        )
+        streaming = self._ingest()
+        running = False
+        try:
+            running = bool(streaming is not None and streaming.isActive)
+        except Exception:
+            running = False
+        active.add_metric([], 1 if running else 0)
+        yield active
+        per_stream = GaugeMetricFamily(
+            "streamshield_ingest_rows_per_second",
+            f"Elements accepted per second per stream, over the last {RATE_WINDOW:.0f} s.",
+            labels=["stream"],
+        )
+        for stream, rate in sorted(self._rates.rates().items()):
+            per_stream.add_metric([stream], rate)
+        yield per_stream
+        progress = last_progress(streaming) if running else None
+        duration = GaugeMetricFamily(
+            "streamshield_ingest_batch_duration_seconds", "Duration of ingest's last micro-batch."
+        )
+        rows = GaugeMetricFamily(
+            "streamshield_ingest_processed_rows_per_second",
+            "Elements per second labelled by ingest's last micro-batch (all streams).",
+        )
+        if progress:
+            duration.add_metric([], _seconds(progress))
+            rows.add_metric([], float(progress.get("processedRowsPerSecond") or 0.0))
+        yield duration
+        yield rows
+
+
+def _progress(
+    name: str,
+    progress: dict,
+    duration: GaugeMetricFamily,
+    input_rate: GaugeMetricFamily,
+    processed: GaugeMetricFamily,
+) -> None:
+    duration.add_metric([name], _seconds(progress))
+    input_rate.add_metric([name], float(progress.get("inputRowsPerSecond") or 0.0))
+    processed.add_metric([name], float(progress.get("processedRowsPerSecond") or 0.0))
+
+
+def _seconds(progress: dict) -> float:
+    return float((progress.get("durationMs") or {}).get("triggerExecution") or 0) / 1000.0

@@ -1,0 +1,409 @@
+"""Operating the server: queries with status and progress, health, readiness, metrics, audit.
+
+Who sees what:
+
+* ``/healthz`` and ``/readyz`` need no token (a load balancer or an orchestrator asks
+  them); they say nothing about users, streams or queries.
+* ``/queries`` lists only queries the caller may view (the catalog's VIEW OBJECT, as
+  ``/catalog``); a query's text and plan (``/queries/{name}`` ``text`` and
+  ``/explain``) may quote literals of its owner's data, so only the owner and
+  administrators (CHANGE SYSTEM) get them.
+* ``/metrics`` names every stream and query: administrators' tokens or the configured
+  scrape token (``metrics_token``) only.
+* ``/audit``: administrators read every entry, everyone else their own, without the
+  ``admin_only`` part of a detail (the catalog strips it).
+"""
+
+from __future__ import annotations
+
+import hmac
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel
+from sqlalchemy import text
+
+from streamshield.catalog.audit import AuditFilter, Event
+from streamshield.engine.queries import safe_error
+from streamshield.lang.continuous import ContinuousQuery, ShapeKind, parse_request, plan_shape
+from streamshield.lang.query_check import check_query
+from streamshield.server import security_port as port
+from streamshield.server.auth import Auth
+from streamshield.server.errors import Forbidden, Invalid, NotFound, Unauthorized
+from streamshield.server.metrics import progress_of, status_of
+
+Status = Literal["running", "stopped", "failed"]
+ENGINES = {
+    ShapeKind.STREAM: "spark-streaming",
+    ShapeKind.SLIDING_AGGREGATE: "spark-streaming-window",
+    ShapeKind.WINDOW_RELATION: "window-query",
+    ShapeKind.JOIN: "scjoin",
+}
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str
+
+
+class QueryInfo(BaseModel):
+    name: str
+    owner: str
+    output: str | None
+    inputs: list[str]
+    status: Status
+    error_class: str | None = None
+    failed_at: str | None = None
+    last_batch: int | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    batch_duration_ms: int | None = None
+    subscribers: int = 0
+
+
+class QueryDetail(QueryInfo):
+    text: str | None = None
+    """The query's text: its owner and administrators only (it may quote literals)."""
+
+
+class QueryList(BaseModel):
+    queries: list[QueryInfo]
+
+
+class WindowInfo(BaseModel):
+    item: str
+    stream: str
+    kind: str
+    size: int
+    slide: int | None
+
+
+class QueryExplain(BaseModel):
+    name: str
+    kind: str
+    engine: str
+    aggregate: bool
+    streams: list[str]
+    windows: list[WindowInfo]
+    operators: list[str]
+    join_keys: list[str]
+    time_windows: list[float | None]
+    sql: str
+    """The checked SQL as the engine's parser reads it (stream names, no secured views)."""
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "starting", "unavailable"]
+    checks: dict[str, bool]
+
+
+class AuditObject(BaseModel):
+    kind: str
+    name: str
+
+
+class AuditRecord(BaseModel):
+    id: int
+    at: str
+    actor: str | None
+    client: str | None
+    action: str
+    outcome: str
+    object: AuditObject | None
+    detail: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditRecord]
+    next_before_id: int | None
+    """Pass as ``before_id`` for the next (older) page; null on the last page."""
+
+
+NEEDS_TOKEN = {401: {"model": ErrorBody, "description": "no, expired or forged token"}}
+NOT_VISIBLE = {404: {"model": ErrorBody, "description": "no such query (or not visible)"}}
+INVALID = {422: {"model": ErrorBody, "description": "a parameter is invalid (named)"}}
+
+
+def iso(seconds: float | None) -> str | None:
+    """Epoch seconds as an ISO-8601 UTC string."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(float(seconds), UTC).isoformat().replace("+00:00", "Z")
+
+
+def router(service: Any, metrics_token: str | None = None) -> APIRouter:
+    """The operations routes of one server (``service``: its ServerService)."""
+    api = APIRouter(tags=["operations"])
+
+    def admin(session: Any) -> bool:
+        return port.check(service.security, session, "CHANGE SYSTEM", "system", "system")
+
+    def record_of(session: Any, name: str) -> Any:
+        for record in port.queries(service.security, session):
+            if record.name == name:
+                return record
+        raise NotFound("no such query")
+
+    def may_read_text(session: Any, record: Any) -> bool:
+        return record.owner == port.user_of(session) or admin(session)
+
+    @api.get("/queries", response_model=QueryList, responses=NEEDS_TOKEN)
+    def list_queries(who: Auth) -> QueryList:
+        """Queries the caller may view, with status and last progress."""
+        records = port.queries(service.security, who.session)
+        return QueryList(queries=[_info(service, r) for r in records])
+
+    @api.get(
+        "/queries/{name}", response_model=QueryDetail, responses={**NEEDS_TOKEN, **NOT_VISIBLE}
+    )
+    def show_query(name: str, who: Auth) -> QueryDetail:
+        """One query; ``text`` only for its owner and administrators."""
+        record = record_of(who.session, name)
+        info = _info(service, record)
+        live = _live(service, name)
+        shown = live.text if live is not None and may_read_text(who.session, record) else None
+        return QueryDetail(**info.model_dump(), text=shown)
+
+    @api.get(
+        "/queries/{name}/explain",
+        response_model=QueryExplain,
+        responses={
+            **NEEDS_TOKEN,
+            **NOT_VISIBLE,
+            403: {"model": ErrorBody, "description": "not the owner nor an administrator"},
+        },
+    )
+    def explain(name: str, who: Auth) -> QueryExplain:
+        """The query's shape, the engine that runs it and its checked SQL (owner and
+        administrators). Never the secured views, salts or label columns."""
+        record = record_of(who.session, name)
+        if not may_read_text(who.session, record):
+            raise Forbidden("only the query's owner or an administrator may explain it")
+        live = _live(service, name)
+        if live is None:
+            raise NotFound("the query is not loaded")
+        return _explain(name, live.text, list(record.inputs))
+
+    @api.get("/healthz", response_model=Health)
+    def healthz() -> Health:
+        """The process serves requests (no token; says nothing else)."""
+        return Health(status="ok")
+
+    @api.get(
+        "/readyz",
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "starting or a check fails"}},
+    )
+    def readyz() -> Any:
+        """200 once ingest runs and the previous run's queries are restored, and while
+        the catalog answers; 503 before and otherwise (no token)."""
+        checks = {
+            "catalog": _catalog_reachable(service),
+            "ingest": _ingest_active(service),
+            "queries_restored": bool(getattr(service, "started", False)),
+        }
+        if all(checks.values()):
+            return Readiness(status="ready", checks=checks)
+        status = "starting" if not checks["queries_restored"] else "unavailable"
+        body = Readiness(status=status, checks=checks).model_dump()
+        return JSONResponse(body, status_code=503)
+
+    @api.get(
+        "/metrics",
+        response_class=Response,
+        responses={
+            200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"},
+            **NEEDS_TOKEN,
+            403: {"model": ErrorBody, "description": "not an administrator"},
+        },
+    )
+    def metrics(request: Request) -> Response:
+        """Prometheus metrics: an administrator's session token or the scrape token."""
+        token = _bearer(request)
+        scrape = metrics_token is not None and hmac.compare_digest(
+            token.encode(), metrics_token.encode()
+        )
+        if not scrape and not admin(service.session(token)):
+            raise Forbidden("CHANGE SYSTEM (or the scrape token) is needed")
+        return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @api.get("/audit", response_model=AuditPage, responses={**NEEDS_TOKEN, **INVALID})
+    def audit(
+        who: Auth,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        user: Annotated[str | None, Query(max_length=200)] = None,
+        action: Annotated[str | None, Query(max_length=64)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        before_id: Annotated[int | None, Query(ge=1)] = None,
+    ) -> AuditPage:
+        """Audit entries newest first; administrators read all, others their own.
+
+        ``since``/``until``: ISO-8601 (no zone means UTC); ``until`` is exclusive.
+        """
+        try:
+            event = Event(action) if action else None
+        except ValueError:
+            raise Invalid(
+                f"action: unknown audit action (one of {', '.join(e.value for e in Event)})",
+                "invalid",
+            ) from None
+        wanted = AuditFilter(
+            actor=user,
+            event=event,
+            since=_epoch(since),
+            until=_epoch(until),
+            before_id=before_id,
+            limit=limit,
+            newest_first=True,
+        )
+        entries = [_audit_record(e) for e in service.security.audit_entries(who.session, wanted)]
+        more = entries[-1].id if len(entries) == limit else None
+        return AuditPage(entries=entries, next_before_id=more)
+
+    return api
+
+
+def _bearer(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("a bearer token is needed")
+    return token.strip()
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _live(service: Any, name: str) -> Any:
+    try:
+        return service.queries.get(name)
+    except NotFound:
+        return None
+
+
+def _info(service: Any, record: Any) -> QueryInfo:
+    live = _live(service, record.name)
+    info = QueryInfo(
+        name=record.name,
+        owner=record.owner,
+        output=record.output_stream,
+        inputs=list(record.inputs),
+        status="stopped",
+    )
+    if live is None:
+        return info
+    info.status = status_of(live)
+    info.subscribers = len(getattr(live.delivery, "subscriptions", ()))
+    if info.status == "failed":
+        info.error_class, info.failed_at = _failure(live)
+    progress = progress_of(live)
+    if progress:
+        info.last_batch = _int(progress.get("batchId"))
+        info.input_rows_per_second = _float(progress.get("inputRowsPerSecond"))
+        info.processed_rows_per_second = _float(progress.get("processedRowsPerSecond"))
+        durations = progress.get("durationMs")
+        if isinstance(durations, dict):
+            info.batch_duration_ms = _int(durations.get("triggerExecution"))
+    return info
+
+
+def _failure(live: Any) -> tuple[str | None, str | None]:
+    """Error class and time: the query's own record when it keeps one, else the class
+    of its StreamingQuery's exception (never the message, which may quote values)."""
+    error_class = getattr(live, "error_class", None)
+    failed_at = getattr(live, "failed_at", None)
+    if error_class is None and live.handle is not None:
+        try:
+            failure = live.handle.handle.exception()
+        except Exception:
+            failure = None
+        error_class = safe_error(failure) if failure is not None else "unknown"
+    if isinstance(failed_at, int | float):
+        failed_at = iso(failed_at)
+    elif isinstance(failed_at, datetime):
+        failed_at = failed_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return error_class, failed_at
+
+
+def _explain(name: str, text: str, inputs: list[str]) -> QueryExplain:
+    request = parse_request(text)
+    if not isinstance(request, ContinuousQuery):
+        raise Invalid("the query's text is not a continuous query")
+    shape = plan_shape(request)
+    checked = check_query(request.sql, inputs)
+    sql = checked.rewrite({s: s for s in checked.streams})
+    return QueryExplain(
+        name=name,
+        kind=shape.kind.value,
+        engine=ENGINES.get(shape.kind, shape.kind.value),
+        aggregate=shape.aggregate,
+        streams=list(checked.streams),
+        windows=[
+            WindowInfo(
+                item=item,
+                stream=stream,
+                kind=window.kind.value,
+                size=window.size,
+                slide=window.slide,
+            )
+            for item, stream, window in shape.windows
+        ],
+        operators=sorted(shape.operators),
+        join_keys=[
+            f"{k.left_alias}.{k.left_attr} = {k.right_alias}.{k.right_attr}"
+            for k in shape.join_keys
+        ],
+        time_windows=list(shape.time_windows),
+        sql=sql,
+    )
+
+
+def _audit_record(entry: Any) -> AuditRecord:
+    obj = entry.object
+    return AuditRecord(
+        id=entry.id,
+        at=iso(entry.at) or "",
+        actor=entry.actor,
+        client=entry.client,
+        action=str(entry.event.value if hasattr(entry.event, "value") else entry.event),
+        outcome=str(entry.outcome.value if hasattr(entry.outcome, "value") else entry.outcome),
+        object=None if obj is None else AuditObject(kind=obj.kind.value, name=obj.name),
+        detail=port._jsonable(dict(entry.detail)),
+    )
+
+
+def _catalog_reachable(service: Any) -> bool:
+    try:
+        with service.security.engine.connect() as db:
+            db.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def _ingest_active(service: Any) -> bool:
+    streaming = getattr(service, "ingest_query", None)
+    try:
+        return bool(streaming is not None and streaming.isActive)
+    except Exception:
+        return False
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None

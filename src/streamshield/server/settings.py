@@ -1,0 +1,194 @@
+"""How ``streamshield serve`` is configured: one typed model, four sources.
+
+Precedence, highest first: command-line options, environment variables
+(``STREAMSHIELD_<OPTION>``, e.g. ``STREAMSHIELD_PORT``), a TOML file (``--config`` or
+``STREAMSHIELD_CONFIG``), the defaults below. Dictionaries (``spark_conf``) merge
+key by key across sources; everything else is replaced whole.
+
+Strict on purpose: an unknown key in the file or a value of the wrong type is refused
+with the key named, because a typo silently ignored (``catalog_ulr``) would run the
+server on a configuration nobody chose, e.g. a throw-away SQLite catalog instead of
+the shared PostgreSQL one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "STREAMSHIELD_"
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names every bad key."""
+
+
+class ServeSettings(BaseSettings):
+    """Every option of ``streamshield serve`` (the README's table lists them)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
+    )
+
+    root: Path = Field(
+        Path("streamshield-data"), description="Storage root: landing/, store/, checkpoints."
+    )
+    host: str = Field("127.0.0.1", description="Address the HTTPS API listens on.")
+    port: int = Field(8443, ge=0, le=65535, description="Port of the HTTPS API.")
+    catalog_url: str | None = Field(
+        None,
+        description="Security catalog database URL, e.g. postgresql+psycopg://u@h/db "
+        "(default: SQLite at <root>/catalog.db).",
+    )
+    spark_master: str | None = Field(None, description="Spark master URL (default local[2]).")
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark configuration, key=value."
+    )
+    spark_ui: bool = Field(False, description="Start Spark's web UI (loopback only).")
+    jvm_class_cache: bool = Field(
+        True,
+        description="Keep a JVM class-data archive in ~/.cache/streamshield/jvm/ "
+        "(XDG_CACHE_HOME respected): later starts are faster.",
+    )
+    log_level: LogLevel = Field("warning", description="Server log level.")
+    tls_cert: Path | None = Field(
+        None, description="TLS certificate (PEM); default: self-signed under <root>/tls."
+    )
+    tls_key: Path | None = Field(None, description="TLS private key (PEM), with tls_cert.")
+    example: bool = Field(True, description="Load the hospital example on a fresh root.")
+    round_seconds: float = Field(
+        5.0, gt=0, description="Seconds between the example providers' rounds."
+    )
+    metrics_token: str | None = Field(
+        None,
+        min_length=16,
+        description="Bearer token a Prometheus scraper may use for /metrics "
+        "(administrators' session tokens always work).",
+    )
+
+    @field_validator("spark_conf", mode="before")
+    @classmethod
+    def _conf_text(cls, value: Any) -> Any:
+        """TOML numbers and booleans are Spark strings (``spark.ui.port = 4041``)."""
+        if isinstance(value, dict):
+            return {
+                k: str(v).lower()
+                if isinstance(v, bool)
+                else str(v)
+                if isinstance(v, int | float | str)
+                else v
+                for k, v in value.items()
+            }
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _pairs(self) -> ServeSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if self.spark_ui and not _loopback(self.host):
+            raise ValueError(
+                "spark_ui: Spark's web UI has no authentication; enable it only with a "
+                "loopback host"
+            )
+        return self
+
+    @property
+    def catalog_target(self) -> str | Path:
+        """What :class:`SecurityCatalog` opens: the URL, else the SQLite file under root."""
+        return self.catalog_url or self.root / "catalog.db"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if settings_cls.model_config.get("toml_file"):
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+
+def load(cli: dict[str, Any], config: Path | None = None) -> ServeSettings:
+    """The settings from ``cli`` (options given on the command line, None = not given),
+    the environment, ``config`` (or ``$STREAMSHIELD_CONFIG``) and the defaults.
+
+    Raises :class:`ConfigError` with every problem named by key.
+    """
+    given = {k: v for k, v in cli.items() if v is not None and v != {} and v != ()}
+    named = os.environ.get(f"{ENV_PREFIX}CONFIG")
+    path = config or (Path(named) if named else None)
+    model: type[ServeSettings] = ServeSettings
+    if path is not None:
+        _check_file(path)
+        config_dict = SettingsConfigDict(**{**ServeSettings.model_config, "toml_file": path})
+        model = type("ServeSettings", (ServeSettings,), {"model_config": config_dict})
+    try:
+        return model(**given)
+    except ValidationError as err:
+        raise ConfigError(describe(err, path)) from None
+
+
+def _check_file(path: Path) -> None:
+    """Readable TOML whose top level is a table (the source itself would skip a
+    missing file silently)."""
+    try:
+        with path.open("rb") as handle:
+            tomllib.load(handle)
+    except OSError as err:
+        raise ConfigError(f"config file {path}: {err.strerror or err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path}: not valid TOML ({err})") from None
+
+
+def describe(err: ValidationError, path: Path | None = None) -> str:
+    """One line per problem: the key and what is wrong, never the rejected value."""
+    where = f" (config file {path}, environment {ENV_PREFIX}*, or options)" if path else ""
+    problems = []
+    for problem in err.errors():
+        key = ".".join(str(p) for p in problem.get("loc", ())) or "settings"
+        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
+        if problem.get("type") == "extra_forbidden":
+            message = "unknown setting"
+        problems.append(f"{key}: {message}")
+    return f"invalid configuration{where}: " + "; ".join(problems)
+
+
+def parse_conf(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``--conf key=value`` options as a dict; a pair without ``=`` is a ConfigError."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--conf {pair[:60]!r}: expected key=value")
+        out[key.strip()] = value
+    return out
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,187 @@
+"""``serve``'s configuration: precedence (options > environment > file > defaults),
+strictness (unknown keys, wrong types: exit code 2, one line, no traceback), the
+system settings' schema, and the audit log's newest-first paging without values."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from streamshield.cli import main
+from streamshield.server.settings import ConfigError, ServeSettings, load, parse_conf
+from streamshield.server.system_settings import SettingsRejected, validated
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("STREAMSHIELD_"):
+            monkeypatch.delenv(name)
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "serve.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_the_embedded_setup() -> None:
+    settings = load({})
+    assert (settings.host, settings.port, settings.example) == ("127.0.0.1", 8443, True)
+    assert settings.catalog_target == Path("streamshield-data") / "catalog.db"
+    assert settings.spark_ui is False and settings.spark_conf == {}
+
+
+def test_options_beat_environment_beat_file_beat_defaults(tmp_path, monkeypatch) -> None:
+    config = _file(
+        tmp_path,
+        'port = 9001\nhost = "127.0.0.2"\nlog_level = "info"\nround_seconds = 2.5\n'
+        '[spark_conf]\n"spark.a" = "file"\n"spark.b" = 4\n',
+    )
+    monkeypatch.setenv("STREAMSHIELD_PORT", "9002")
+    monkeypatch.setenv("STREAMSHIELD_HOST", "127.0.0.3")
+    monkeypatch.setenv("STREAMSHIELD_SPARK_CONF", '{"spark.b": "env", "spark.c": "env"}')
+    settings = load({"port": 9003, "spark_conf": {"spark.c": "cli"}}, config)
+    assert settings.port == 9003  # option
+    assert settings.host == "127.0.0.3"  # environment over file
+    assert settings.log_level == "info" and settings.round_seconds == 2.5  # file over defaults
+    assert settings.example is True  # default
+    # dictionaries merge key by key, each key from its highest source
+    assert settings.spark_conf == {"spark.a": "file", "spark.b": "env", "spark.c": "cli"}
+
+
+def test_config_file_named_by_the_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("STREAMSHIELD_CONFIG", str(_file(tmp_path, "example = false\n")))
+    assert load({}).example is False
+
+
+def test_catalog_url_is_used_as_given() -> None:
+    url = "postgresql+psycopg://ss@db.example/ss"
+    assert load({"catalog_url": url}).catalog_target == url
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("catalog_ulr = 'sqlite:///x.db'\n", "catalog_ulr: unknown setting"),
+        ("port = 'many'\n", "port:"),
+        ("port = 70000\n", "port:"),
+        ("round_seconds = 0\n", "round_seconds:"),
+        ("log_level = 'loud'\n", "log_level:"),
+        ("[spark_conf]\nx = [1, 2]\n", "spark_conf.x"),
+        ("port = \n", "not valid TOML"),
+    ],
+)
+def test_malformed_files_are_refused_naming_the_key(tmp_path, text: str, named: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load({}, _file(tmp_path, text))
+    assert named in str(refused.value)
+
+
+def test_bad_environment_values_are_refused(monkeypatch) -> None:
+    monkeypatch.setenv("STREAMSHIELD_PORT", "eighty")
+    with pytest.raises(ConfigError, match="port"):
+        load({})
+
+
+def test_pairs_and_exposure_rules() -> None:
+    with pytest.raises(ConfigError, match="tls_cert and tls_key go together"):
+        load({"tls_cert": Path("cert.pem")})
+    with pytest.raises(ConfigError, match="spark_ui"):
+        load({"spark_ui": True, "host": "0.0.0.0"})
+    assert load({"spark_ui": True}).spark_ui is True  # loopback host
+    with pytest.raises(ConfigError, match="metrics_token"):
+        load({"metrics_token": "short"})
+
+
+def test_conf_pairs() -> None:
+    assert parse_conf(["spark.a=1", "spark.b=x=y"]) == {"spark.a": "1", "spark.b": "x=y"}
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_conf(["spark.a"])
+
+
+def test_serve_refuses_a_bad_config_with_exit_code_2_and_one_line(tmp_path) -> None:
+    config = _file(tmp_path, "prot = 8443\n")
+    result = CliRunner().invoke(main, ["serve", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "prot: unknown setting" in result.output
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["serve", "--conf", "no-equals-sign"])
+    assert result.exit_code == 2 and "key=value" in result.output
+
+
+def test_every_setting_is_documented_in_help_and_readme() -> None:
+    help_text = CliRunner().invoke(main, ["serve", "--help"]).output
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for name in ServeSettings.model_fields:
+        assert f"STREAMSHIELD_{name.upper()}" in readme, name
+        if name != "metrics_token":  # a secret: environment or file, never argv
+            assert f"STREAMSHIELD_{name.upper()}" in help_text or name == "spark_conf", name
+
+
+# -- system settings (GET/PUT /system/settings) ------------------------------------------------
+
+
+def test_system_settings_schema() -> None:
+    good = {"quota.max_running_queries": 3, "operator_limits": {"default": {"max_queries": 2}}}
+    assert validated(good) == good
+    for bad, key in [
+        ({"quota.max_running_queries": "abc"}, "quota.max_running_queries"),
+        ({"quota.max_running_queries": True}, "quota.max_running_queries"),
+        ({"quota.max_state_rows": -1}, "quota.max_state_rows"),
+        ({"quota": 5}, "quota"),
+        ({"operator_limits": {"default": {"max_rows": "lots"}}}, "operator_limits"),
+        ({"operator_limits": None}, "operator_limits"),
+    ]:
+        with pytest.raises(SettingsRejected) as refused:
+            validated(bad)
+        assert [k for k, _ in refused.value.problems] == [key], bad
+        assert "abc" not in str(refused.value) and "lots" not in str(refused.value)
+
+
+# -- the audit log: newest first, paged, admin_only stripped ------------------------------------
+
+
+def test_audit_reads_newest_first_in_pages_and_strips_admin_only(tmp_path) -> None:
+    from streamshield.catalog import audit
+    from streamshield.catalog.audit import AuditFilter, Event, Outcome
+    from streamshield.catalog.database import open_engine, transaction
+    from streamshield.catalog.tables import metadata
+
+    engine = open_engine(tmp_path / "audit.db")
+    metadata.create_all(engine)
+    now = time.time()
+    with transaction(engine, write=True) as db:
+        for i in range(5):
+            detail = {"n": i, "admin_only": {"message": "value 4242"}}
+            audit.record(db, now + i, Event.GRANT, Outcome.OK, actor="al", detail=detail)
+    with transaction(engine) as db:
+        first = audit.read(db, AuditFilter(limit=2, newest_first=True), None)
+        assert [e.detail["n"] for e in first] == [4, 3]
+        assert first[0].detail["admin_only"] == {"message": "value 4242"}  # administrator
+        page = audit.read(db, AuditFilter(limit=2, newest_first=True, before_id=first[-1].id), "al")
+        assert [e.detail["n"] for e in page] == [2, 1]
+        assert all("admin_only" not in e.detail for e in page)
+        window = AuditFilter(since=now + 1, until=now + 3, newest_first=True)
+        assert [e.detail["n"] for e in audit.read(db, window, "al")] == [2, 1]
+
+
+def test_jvm_class_archive_is_written_aside_then_kept(tmp_path) -> None:
+    from streamshield.engine.session import class_cache, keep_class_cache, with_java_option
+
+    option, pending = class_cache(tmp_path)
+    assert pending is not None and option == f"-XX:ArchiveClassesAtExit={pending}"
+    keep_class_cache(pending)  # the JVM wrote nothing (killed): nothing is kept
+    assert class_cache(tmp_path)[0].startswith("-XX:ArchiveClassesAtExit=")
+    pending.write_bytes(b"archive")
+    keep_class_cache(pending)
+    option, again = class_cache(tmp_path)
+    assert again is None and option.startswith("-XX:SharedArchiveFile=")
+    assert option.endswith(".jsa") and not pending.exists()
+    conf = with_java_option({"spark.driver.extraJavaOptions": "-Dmine=1"}, option)
+    assert conf["spark.driver.extraJavaOptions"] == f"{option} -Dmine=1"
