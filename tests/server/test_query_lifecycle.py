@@ -303,3 +303,20 @@ def test_a_failed_query_says_so_everywhere_and_never_hangs_a_subscriber(server):
     refused = al.get("/queries/ratio/subscribe")
     assert refused.status_code == 409 and "stopped" in refused.json()["message"]
     subscriber.close()
+
+
+def test_secure_ingest_that_dies_is_restarted_and_audited(server):
+    """Without ingest nothing is labelled and every query starves: the server restarts it
+    and tells administrators why (here it was stopped behind the server's back)."""
+    dead = server.service.ingest_query
+    dead.stop()
+    poll(lambda: (q := server.service.ingest_query) is not dead and q.isActive, timeout=30)
+    joe = server.login("joe", ["ADMIN"])
+    entries = _ok(joe.get("/audit", params={"action": "query_failed"}))["entries"]
+    assert any(
+        e["detail"].get("error_class") == "STOPPED_UNEXPECTEDLY" and e["actor"] is None
+        for e in entries
+    ), entries
+    al = server.login("al", ["CUSTOMER1"])
+    owned = _ok(al.get("/audit", params={"action": "query_failed"}))["entries"]
+    assert all(e["actor"] == "al" for e in owned)  # the server's own entry is not hers

@@ -950,8 +950,11 @@ class SecurityCatalog(Administration):
             },
         )
 
-    def record_query_failure(self, owner: str, name: str, error_class: str, message: str) -> None:
-        """Audits a query the engine stopped with an error.
+    def record_query_failure(
+        self, owner: str | None, name: str, error_class: str, message: str
+    ) -> None:
+        """Audits a query the engine stopped with an error (``owner`` None: the server's
+        own ingest query, an entry only administrators read).
 
         The owner reads the error class; Spark's full message can quote data values, so it
         sits under ``admin_only``, which only administrators' reads keep.

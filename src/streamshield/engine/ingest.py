@@ -140,7 +140,9 @@ class Ingest:
     def _label_batch(
         self, batch: DataFrame, states: dict[Channel, ChannelState]
     ) -> dict[str, DataFrame]:
-        known = batch.filter(F.col("stream").isin(list(self.streams)))
+        # A snapshot: the server adds streams to the shared mapping while a batch runs.
+        streams = tuple(self.streams)
+        known = batch.filter(F.col("stream").isin(list(streams)))
         gapped = self._with_gaps(self._mark_late(known, states)).cache()
         self._cached.append(gapped)
         sps, summaries = self._collect(gapped)
@@ -150,7 +152,7 @@ class Ingest:
         self._in_force.clear()
         decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions)
         out = {}
-        for stream in self.streams:
+        for stream in streams:
             out[stream] = self._label(decided.filter(F.col("stream") == stream), stream, policies)
         return out
 

@@ -130,7 +130,7 @@ def record_drop(
 
 
 def record_query_failure(
-    security: Any, owner: str, name: str, error_class: str, message: str
+    security: Any, owner: str | None, name: str, error_class: str, message: str
 ) -> None:
     security.record_query_failure(owner, name, error_class, message)
 

@@ -32,7 +32,7 @@ from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService, SpsInserted
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import CallbackSink
+from streamshield.engine.queries import CallbackSink, safe_error
 from streamshield.engine.result_store import ResultStore
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request, plan_shape
 from streamshield.lang.label_propagation import is_aggregate
@@ -51,6 +51,7 @@ from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
+INGEST_RETRY_SECONDS = 10.0
 RECOVERY_SECONDS = 30.0
 
 
@@ -101,12 +102,30 @@ class ServerService:
         self.started = True
 
     def _watch(self) -> None:
-        """Notices, within a second, a query the engine stopped with an error."""
+        """Notices, within a second, a query the engine stopped with an error, and
+        restarts secure ingest if it died (nothing would be labelled until a restart)."""
+        retry_at = 0.0
         while not self._stopping.wait(WATCH_SECONDS):
             try:
                 self.queries.check_failures(self._query_failed)
+                if time.monotonic() >= retry_at and self._ingest_died():
+                    retry_at = time.monotonic() + INGEST_RETRY_SECONDS
+                    with self._lock:
+                        if not self._stopping.is_set():
+                            self._ingest = self.pipeline.ingest.start(available_now=False)
             except Exception as err:  # the watch must outlive any one bad check
                 audit.error("query watch: %s", type(err).__name__)
+
+    def _ingest_died(self) -> bool:
+        """True (once per death, audited for administrators) when ingest stopped with an error."""
+        ingest = self._ingest
+        if ingest is None or ingest.isActive or self._stopping.is_set():
+            return False
+        failure = ingest.exception()
+        error_class = safe_error(failure) if failure else "STOPPED_UNEXPECTEDLY"
+        audit.error("secure ingest stopped (%s): restarting it", error_class)
+        port.record_query_failure(self.security, None, "ingest", error_class, str(failure))
+        return True
 
     def _query_failed(self, query: LiveQuery, message: str) -> None:
         port.record_query_failure(
