@@ -101,6 +101,7 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
     root = tmp_path / "root"
     first = Serve(root)
     rows: list[dict] = []
+    events: list[tuple[str, dict]] = []
     try:
         with first.http() as http:
             first.ready(http)
@@ -116,15 +117,19 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
                     timeout=httpx.Timeout(30, read=None),
                 ) as response:
                     for event, data in parse_sse(response.iter_lines()):
+                        events.append((event, data))
                         if event == "rows":
                             rows.extend(data["rows"])
-                            return
 
             listener = threading.Thread(target=subscribe, daemon=True)
             listener.start()
             poll(lambda: rows, timeout=240)
             admin = _login(http, "admin", passwords["admin"], "ADMIN")
             before = poll(lambda: _queries(http, admin)["heart_nina"]["last_batch"], timeout=120)
+            code = first.stop(signal.SIGTERM)
+            listener.join(30)
+            # The subscriber is told, not cut off: the last event is the server's goodbye.
+            assert events[-1] == ("closed", {"reason": "server stopping"}), events[-3:]
     finally:
         code = first.stop(signal.SIGTERM)
     assert code == 0, first.text()

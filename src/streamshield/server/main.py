@@ -240,8 +240,11 @@ def _started(spark_started: Future) -> tuple[Any, Path | None]:
 
 
 def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> None:
-    """API first (no new requests), then the example provider, the queries and ingest
-    (each ``StreamingQuery.stop``), then the catalog's connections and Spark."""
+    """Subscribers first (a ``closed`` event instead of a cut connection), the API (no
+    new requests), then the example provider, the queries and ingest (each
+    ``StreamingQuery.stop``), then the catalog's connections and Spark."""
+    if service is not None:
+        service.end_subscriptions("server stopping")
     if api is not None:
         api.stop()
     if provider is not None:

@@ -159,6 +159,11 @@ class ServerService:
             except Exception as err:  # one broken query must not keep the server down
                 audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
+    def end_subscriptions(self, reason: str) -> None:
+        """Ends every live subscription with a ``closed`` event (before the API stops)."""
+        for query in self.queries.all():
+            query.end_subscriptions(reason)
+
     def stop(self, boundary_timeout: float = 10.0) -> None:
         """Stops the queries, then ingest, each between two micro-batches when they get
         there within ``boundary_timeout`` in all (an interrupted batch is redone from the
