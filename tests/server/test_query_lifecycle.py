@@ -320,3 +320,35 @@ def test_secure_ingest_that_dies_is_restarted_and_audited(server):
     al = server.login("al", ["CUSTOMER1"])
     owned = _ok(al.get("/audit", params={"action": "query_failed"}))["entries"]
     assert all(e["actor"] == "al" for e in owned)  # the server's own entry is not hers
+
+
+def test_a_disabled_owners_queries_stop_until_she_is_enabled(server):
+    """A disabled user's queries must not keep reading with her roles."""
+    joe = server.login("joe", ["ADMIN"])
+    schema = {"name": "ds", "attributes": [["id", "bigint"], ["x", "bigint"]], "tid": "id"}
+    _ok(joe.post("/schemas", json=schema), 201)
+    _ok(joe.post("/streams", json={"name": "owned", "schema": "ds"}), 201)
+    for permission in ("VIEW OBJECT", "READ TUPLE"):
+        _grant(joe, permission, "stream", "owned", "CUSTOMER1")
+    for permission in ("ADD", "VIEW CATALOG"):
+        _grant(joe, permission, "system", "system", "CUSTOMER1")
+    al = server.login("al", ["CUSTOMER1"])
+    _ok(al.post("/queries", json={"name": "als", "text": "SELECT id FROM owned"}), 201)
+    body = {"permission": "SUBSCRIBE", "kind": "stream", "object": "als_out", "user": "joe"}
+    _ok(al.post("/grants", json=body))
+    body["permission"] = "VIEW OBJECT"
+    _ok(al.post("/grants", json=body))
+    watcher = Subscriber(joe, "als")  # another user's subscription to al's output
+    assert watcher.status == 200
+
+    _ok(joe.post("/users/al/disable"))
+    poll(lambda: watcher.events and watcher.events[-1][0] == "closed", timeout=30)
+    assert watcher.events[-1] == ("closed", {"reason": "the owner's roles changed"})
+    query = server.service.queries.get("als")
+    assert query.status() == "stopped" and query.roles == ()
+    assert joe.get("/queries/als/subscribe").status_code == 409
+
+    _ok(joe.post("/users/al/enable"))
+    query = server.service.queries.get("als")
+    assert query.status() == "running" and query.roles == ("CUSTOMER1",)
+    watcher.close()

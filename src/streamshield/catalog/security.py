@@ -289,6 +289,12 @@ class SecurityCatalog(Administration):
         with self._read() as db:
             return _held_roles(db, name)
 
+    def acting_roles(self, name: str) -> frozenset[str]:
+        """The roles a user's queries may run with now: none for a disabled user."""
+        with self._read() as db:
+            disabled = db.scalar(select(t.users.c.disabled).where(t.users.c.name == name))
+            return frozenset() if disabled is not False else _held_roles(db, name)
+
     # -- authentication and sessions ---------------------------------------------------------
 
     def login(

@@ -74,8 +74,9 @@ def all_queries(security: Any) -> list[Any]:
 
 
 def held_roles(security: Any, user: str) -> frozenset[str]:
-    """The roles ``user`` holds now (a query keeps only those of its recorded roles)."""
-    return frozenset(security.user_roles(user))
+    """The roles ``user``'s queries may run with now (a query keeps only those of its
+    recorded roles): none when she is disabled or unknown."""
+    return frozenset(security.acting_roles(user))
 
 
 def check(security: Any, session: Any, perm: str, kind: str, name: str) -> bool:

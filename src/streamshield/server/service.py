@@ -159,6 +159,35 @@ class ServerService:
             except Exception as err:  # one broken query must not keep the server down
                 audit.error("query %s not restarted: %s", record.name, type(err).__name__)
 
+    def reconcile_owner(self, user: str) -> None:
+        """After ``user`` was disabled, enabled or given other roles: each of her queries
+        runs with exactly the roles of its record she may act with now. A query whose
+        roles shrink is stopped (its subscribers are told) and started again with what is
+        left; one with none left stays stopped until she is enabled or given a role back.
+        """
+        acting = port.held_roles(self.security, user)
+        with self._lock:
+            for record in port.all_queries(self.security):
+                query = self._maybe(record.name)
+                if record.owner != user or query is None:
+                    continue
+                roles = tuple(sorted(set(record.roles) & acting))
+                wanted = str(record.status) == "running" and bool(roles)
+                if roles == query.roles and query.running == wanted:
+                    continue
+                if query.handle is not None:
+                    self.queries.stop(record.name, "the owner's roles changed")
+                query.roles = roles
+                if wanted:
+                    try:
+                        self.queries.start(record.name, self.limits())
+                    except Exception as err:  # audited; the others still reconcile
+                        audit.error("query %s not restarted: %s", record.name, err)
+                elif str(record.status) == "running":
+                    audit.warning(
+                        "query %s suspended: its owner acts with none of its roles", record.name
+                    )
+
     def end_subscriptions(self, reason: str) -> None:
         """Ends every live subscription with a ``closed`` event (before the API stops)."""
         for query in self.queries.all():

@@ -168,7 +168,9 @@ def router() -> APIRouter:
         """Replace a user's roles. Needs CHANGE SYSTEM; grants that relied on a role
         taken away are removed with their cascade."""
         sec = security(request)
-        return _user(_answer(sec.change_user_roles, who.session, name, body.roles))
+        info = _answer(sec.change_user_roles, who.session, name, body.roles)
+        request.app.state.service.reconcile_owner(name)  # her queries: only roles she holds
+        return _user(info)
 
     @api.post(
         "/users/{name}/password", response_model=NameOut, responses=_errors(401, 403, 404, 422)
@@ -188,13 +190,18 @@ def router() -> APIRouter:
         "/users/{name}/disable", response_model=UserOut, responses=_errors(401, 403, 404, 409, 422)
     )
     def disable(name: str, who: Auth, request: Request) -> UserOut:
-        """Disable a user: every session of hers ends at once, login refuses her."""
-        return _user(_answer(security(request).set_disabled, who.session, name, True))
+        """Disable a user: every session of hers ends at once, login refuses her, her
+        queries stop (their subscribers get a ``closed`` event) until she is enabled."""
+        info = _answer(security(request).set_disabled, who.session, name, True)
+        request.app.state.service.reconcile_owner(name)
+        return _user(info)
 
     @api.post("/users/{name}/enable", response_model=UserOut, responses=_errors(401, 403, 404, 422))
     def enable(name: str, who: Auth, request: Request) -> UserOut:
-        """Enable a disabled user again."""
-        return _user(_answer(security(request).set_disabled, who.session, name, False))
+        """Enable a disabled user again; her queries recorded as running start again."""
+        info = _answer(security(request).set_disabled, who.session, name, False)
+        request.app.state.service.reconcile_owner(name)
+        return _user(info)
 
     # -- roles -------------------------------------------------------------------------------
 
