@@ -34,6 +34,7 @@ from streamshield.server import security_port as port
 from streamshield.server.auth import Auth
 from streamshield.server.errors import Forbidden, Invalid, NotFound, Unauthorized
 from streamshield.server.metrics import progress_of, status_of
+from streamshield.server.models import ErrorBody
 
 Status = Literal["running", "stopped", "failed"]
 ENGINES = {
@@ -42,11 +43,6 @@ ENGINES = {
     ShapeKind.WINDOW_RELATION: "window-query",
     ShapeKind.JOIN: "scjoin",
 }
-
-
-class ErrorBody(BaseModel):
-    error: str
-    message: str
 
 
 class QueryInfo(BaseModel):
@@ -161,7 +157,9 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
         return QueryList(queries=[_info(service, r) for r in records])
 
     @api.get(
-        "/queries/{name}", response_model=QueryDetail, responses={**NEEDS_TOKEN, **NOT_VISIBLE}
+        "/queries/{name}",
+        response_model=QueryDetail,
+        responses={**NEEDS_TOKEN, **NOT_VISIBLE, **INVALID},
     )
     def show_query(name: str, who: Auth) -> QueryDetail:
         """One query; ``text`` only for its owner and administrators."""
@@ -177,6 +175,7 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
         responses={
             **NEEDS_TOKEN,
             **NOT_VISIBLE,
+            **INVALID,
             403: {"model": ErrorBody, "description": "not the owner nor an administrator"},
         },
     )
