@@ -61,7 +61,7 @@ from streamshield.server.openapi import (
 )
 from streamshield.server.routes import administration, operations
 from streamshield.server.service import SchemaDef, ServerService
-from streamshield.server.subscriptions import SubscriberQueue
+from streamshield.server.subscriptions import SubscriberQueue, Watched
 
 HANDLED: tuple[type[Exception], ...] = (
     ApiError,
@@ -264,14 +264,17 @@ def create_app(
         batches = iter(range(1 << 62))
 
         def deliver(rows: list[dict]) -> None:
-            # Per batch, not per row: a logout, expiry or revoked SUBSCRIBE ends the stream.
+            # Per batch, not per row: a logout, expiry or revoked SUBSCRIBE ends the stream
+            # (the server's re-check ends it within a second even when no batch comes).
             if not service.may_still_subscribe(token, query.output):
-                queue.close("access revoked or session ended")
+                queue.revoke("access revoked or session ended")
                 return
             queue.push(next(batches), rows)
 
         subscription = query.delivery.subscribe(user, deliver)
         query.closers[subscription.id] = queue.close
+        watched = Watched(token, query.output, queue)
+        service.live.add(watched)
         queue.on_end = lambda: query.delivery.unsubscribe(subscription)
 
         async def events() -> AsyncIterator[Any]:
@@ -281,6 +284,7 @@ def create_app(
             finally:
                 query.delivery.unsubscribe(subscription)
                 query.closers.pop(subscription.id, None)
+                service.live.remove(watched)
 
         return EventSourceResponse(events(), ping=PING_SECONDS)
 

@@ -47,6 +47,7 @@ from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaStore
+from streamshield.server.subscriptions import LiveSubscriptions
 from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
@@ -83,6 +84,7 @@ class ServerService:
         self._lock = threading.RLock()
         self._ingest: Any = None
         self._stopping = threading.Event()
+        self.live = LiveSubscriptions()  # re-checked every second and after each revocation
         self._watcher: threading.Thread | None = None
         self.assigner = SeqAssigner(self.pipeline.landing)
         self.started = False  # ingest runs and the previous run's queries are restored
@@ -108,6 +110,7 @@ class ServerService:
         while not self._stopping.wait(WATCH_SECONDS):
             try:
                 self.queries.check_failures(self._query_failed)
+                self.recheck_subscriptions()
                 if time.monotonic() >= retry_at and self._ingest_died():
                     retry_at = time.monotonic() + INGEST_RETRY_SECONDS
                     with self._lock:
@@ -165,6 +168,7 @@ class ServerService:
         roles shrink is stopped (its subscribers are told) and started again with what is
         left; one with none left stays stopped until she is enabled or given a role back.
         """
+        self.recheck_subscriptions()  # her sessions may have ended, her rights changed
         acting = port.held_roles(self.security, user)
         with self._lock:
             for record in port.all_queries(self.security):
@@ -242,6 +246,7 @@ class ServerService:
 
     def logout(self, token: str) -> None:
         port.logout(self.security, token)
+        self.recheck_subscriptions()
 
     # -- catalog ---------------------------------------------------------------------------
 
@@ -525,6 +530,10 @@ class ServerService:
             )
         return query
 
+    def recheck_subscriptions(self) -> int:
+        """Ends every live subscription whose session or SUBSCRIBE right is gone."""
+        return self.live.recheck(self.may_still_subscribe)
+
     def may_still_subscribe(self, token: str, output: str) -> bool:
         """Checked per delivered batch: the session is alive and SUBSCRIBE still held."""
         try:
@@ -537,6 +546,8 @@ class ServerService:
     def grant(self, session: Any, body: dict, revoke: bool = False) -> None:
         """The catalog decides (owner, CHANGE PERM or grant option; 404 for unseen objects)."""
         port.grant(self.security, session, body, revoke)
+        if revoke:  # a revocation reaches live subscriptions now, not at their next batch
+            self.recheck_subscriptions()
 
     def settings(self, session: Any) -> dict:
         self._change_system(session)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ class _Rows:
 class _End:
     event: str
     reason: str
+    discard: bool = False
+    """Rows still queued are not sent (they were computed for a right now gone)."""
 
 
 class SubscriberQueue:
@@ -59,6 +62,10 @@ class SubscriberQueue:
         """Ends the stream after what is queued (from any thread)."""
         self._call(self._finish, _End(event, reason))
 
+    def revoke(self, reason: str) -> None:
+        """Ends the stream at once: queued rows are dropped, not delivered."""
+        self._call(self._finish, _End("closed", reason, discard=True))
+
     def _call(self, fn: Callable[[Any], None], arg: Any) -> None:
         # A closed loop means the client left: there is nothing to deliver to.
         with suppress(RuntimeError):
@@ -83,7 +90,7 @@ class SubscriberQueue:
     async def events(self) -> AsyncIterator[ServerSentEvent]:
         """Rows as they come; a drop ends the stream at once, a close after the backlog."""
         while True:
-            if self._ended is not None and (self._ended.event == "dropped" or self._queue.empty()):
+            if self._ended is not None and (self._ends_now() or self._queue.empty()):
                 yield _event(self._ended.event, {"reason": self._ended.reason})
                 return
             getter = asyncio.ensure_future(self._queue.get())
@@ -96,10 +103,59 @@ class SubscriberQueue:
                     getter.cancel()
             if getter.done() and not getter.cancelled():
                 item = getter.result()
-                if isinstance(item, _Rows) and not (
-                    self._ended is not None and self._ended.event == "dropped"
-                ):
+                if isinstance(item, _Rows) and not (self._ended is not None and self._ends_now()):
                     yield _event("rows", {"batch": item.batch, "rows": item.rows})
+
+    def _ends_now(self) -> bool:
+        assert self._ended is not None
+        return self._ended.event == "dropped" or self._ended.discard
+
+
+@dataclass(frozen=True, eq=False)
+class Watched:
+    """A live subscription as the server re-checks it: whose session, which output."""
+
+    token: str
+    output: str
+    queue: SubscriberQueue
+
+
+class LiveSubscriptions:
+    """Every live subscription of the server, re-checked as a whole when rights change.
+
+    Delivery checks a subscriber's right per batch, but a query may produce nothing for
+    a long time: a revoked subscriber must be told within a second, and rows computed
+    before the revocation but still queued must not reach her.
+    """
+
+    def __init__(self) -> None:
+        self._live: dict[int, Watched] = {}
+        self._lock = threading.Lock()
+
+    def add(self, watched: Watched) -> None:
+        with self._lock:
+            self._live[id(watched)] = watched
+
+    def remove(self, watched: Watched) -> None:
+        with self._lock:
+            self._live.pop(id(watched), None)
+
+    def recheck(self, allowed: Callable[[str, str], bool]) -> int:
+        """Ends (discarding their backlog) those ``allowed(token, output)`` refuses now;
+        one check per distinct (session, output). Returns how many were ended."""
+        with self._lock:
+            live = list(self._live.values())
+        verdicts: dict[tuple[str, str], bool] = {}
+        ended = 0
+        for watched in live:
+            key = (watched.token, watched.output)
+            if key not in verdicts:
+                verdicts[key] = allowed(*key)
+            if not verdicts[key]:
+                watched.queue.revoke("access revoked or session ended")
+                self.remove(watched)
+                ended += 1
+        return ended
 
 
 def _event(name: str, data: dict[str, Any]) -> ServerSentEvent:
