@@ -13,7 +13,9 @@ import time
 
 import pytest
 
+from streamshield.engine.analysis_errors import rejected
 from streamshield.lang.query_check import QueryRejected, check_query
+from tests.security.denial_of_service.deadline import within
 
 STREAMS = ["HeartRate"]
 
@@ -74,3 +76,18 @@ def test_deep_nesting_is_refused_in_bounded_time() -> None:
     with pytest.raises(QueryRejected):
         check_query("SELECT " + "(" * 5_000 + "beats" + ")" * 5_000 + " FROM HeartRate", STREAMS)
     assert time.perf_counter() - started < 5.0
+
+
+def _explain(message: str) -> tuple[str, float]:
+    started = time.perf_counter()
+    refusal = rejected(RuntimeError(message), "SELECT beats FROM HeartRate")
+    return refusal.rule, time.perf_counter() - started
+
+
+def test_explaining_a_spark_refusal_that_quotes_the_query_takes_linear_time() -> None:
+    """Spark's messages can quote the query (up to 100,000 characters); reading them must
+    not be quadratic either."""
+    rule, seconds = within(10.0, _explain, "unsupported " * 8_000)
+    assert rule == "analysis" and seconds < 0.5
+    rule, _ = within(10.0, _explain, "x unsupported " * 100 + "on a stream. Next")
+    assert rule == "not_supported"
