@@ -180,6 +180,7 @@ class SecurityCatalog(Administration):
         self.session_ttl = session_ttl
         self.throttle = throttle or ThrottlePolicy()
         self.passwords = Passwords(password_hasher)
+        self.passwords.prepare()  # unknown names cost the same from the first login on
         self.clock = clock
         with self._write() as db:
             if db.execute(select(t.objects.c.name).where(_is(SYSTEM))).first() is None:
