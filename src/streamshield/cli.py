@@ -213,6 +213,7 @@ def _setting(name: str) -> str:
 @click.option("--key", type=click.Path(path_type=Path), default=None, help=_setting("tls_key"))
 @click.option("--example/--no-example", default=None, help=_setting("example"))
 @click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
+@click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 def serve(
     config: Path | None,
     root: Path | None,
@@ -228,6 +229,7 @@ def serve(
     key: Path | None,
     example: bool | None,
     round_seconds: float | None,
+    max_clock_skew: float | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
@@ -250,6 +252,7 @@ def serve(
         "tls_key": key,
         "example": example,
         "round_seconds": round_seconds,
+        "max_clock_skew": max_clock_skew,
     }
     try:
         given["spark_conf"] = parse_conf(conf)

@@ -19,6 +19,11 @@ the catalog, and explained by a message that names fields and positions but neve
 tuple's data values. Order is protected by refusing any seq that is not greater than
 the channel's last accepted one: the shield decides which policy governs a tuple from
 the seqs, so a replayed or reordered element must not land.
+
+An sp's ``ts`` (microseconds since the epoch) may not lie more than ``max_future_skew``
+seconds (default :data:`DEFAULT_MAX_FUTURE_SKEW`) ahead of the server's clock: the
+channel's policy timestamp only grows, so one far-future sp would make every later sp
+of its channel "older" and lock the channel for good. Past timestamps stay valid.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import fcntl
 import json
 import os
 import re
+import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -52,6 +58,8 @@ _ISO_8601 = re.compile(
 )
 _INT64 = (-(2**63), 2**63 - 1)
 _INT32 = (-(2**31), 2**31 - 1)
+DEFAULT_MAX_FUTURE_SKEW = 300.0
+"""Seconds an sp's ts may be ahead of the server's clock (providers' clocks drift a little)."""
 _EPOCH_SECONDS = (_INT64[0] // 1_000_000, _INT64[1] // 1_000_000)  # Spark keeps microseconds
 
 
@@ -67,6 +75,7 @@ class Reason(StrEnum):
     TID_MISMATCH = "tid_mismatch"  # tid attribute missing or not the element's tid
     UNKNOWN_ROLE = "unknown_role"
     SEQ_NOT_INCREASING = "seq_not_increasing"
+    FUTURE_TIMESTAMP = "future_timestamp"  # sp ts beyond the allowed clock skew
     WRITE_FAILED = "write_failed"  # the file could not be written; nothing of it is visible
 
 
@@ -104,9 +113,19 @@ class LandingZone:
     never both accept the same seq of a channel.
     """
 
-    def __init__(self, root: str | os.PathLike[str], catalog: Catalog) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        catalog: Catalog,
+        *,
+        max_future_skew: float = DEFAULT_MAX_FUTURE_SKEW,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.root = Path(root)
         self.catalog = catalog
+        self.max_future_skew = max_future_skew
+        """Seconds an sp's ts may be ahead of ``clock``; settable (``serve`` does)."""
+        self.clock = clock
         (self.root / TMP_DIR).mkdir(parents=True, exist_ok=True)
         for definition in catalog.streams():
             self.stream_dir(definition.name).mkdir(exist_ok=True)
@@ -141,9 +160,18 @@ class LandingZone:
         hierarchy = self.catalog.hierarchy()
         result, counts = AppendResult(), Counter[tuple[str | None, Reason]]()
         checked: list[tuple[int, Element]] = []
+        latest_ts = int((self.clock() + self.max_future_skew) * 1_000_000)
         for position, line in candidates:
             try:
-                checked.append((position, _check(position, line, streams, hierarchy)))
+                element = _check(position, line, streams, hierarchy)
+                if isinstance(element, SpElement) and element.sp.ts > latest_ts:
+                    raise _Reject(
+                        Reason.FUTURE_TIMESTAMP,
+                        f"ts is more than {self.max_future_skew:g} s ahead of the server's "
+                        "clock (microseconds since the epoch are expected)",
+                        element.channel.stream,
+                    )
+                checked.append((position, element))
             except _Reject as reject:
                 _reject(result, counts, position, reject)
         with self._lock():

@@ -154,3 +154,21 @@ def test_repeated_failures_are_throttled_even_with_the_right_password(server) ->
         _login(server, "victim-name", "guess", ["OTHER"])
     answer = _login(server, "victim-name", "guess", ["OTHER"])
     assert answer.status_code == 429 and "Retry-After" in answer.headers
+
+
+def test_far_future_sps_are_rejected_and_audited(server, world) -> None:
+    """docs/security.md, "No input can stall the system": an sp stamped centuries ahead
+    would lock its channel; it is rejected with its own reason and audited, and an sp
+    stamped now still lands on the same channel."""
+    import time
+
+    now = int(time.time() * 1_000_000)
+    far = sp_line("prices", "joe.clock", 1, "{CUSTOMER1}", ts=now + 10**15)
+    answer = world.post("/streams/prices/elements", content=far).json()
+    assert answer["accepted"] == 0
+    assert [r["reason"] for r in answer["rejections"]] == ["future_timestamp"]
+    assert "ahead of the server's clock" in answer["rejections"][0]["message"]
+    entries = world.get("/audit", params={"action": "denied", "user": "joe"}).json()["entries"]
+    assert any(e["detail"].get("reason") == "future_timestamp" for e in entries), entries
+    honest = sp_line("prices", "joe.clock", 2, "{CUSTOMER1}", ts=now)
+    assert world.post("/streams/prices/elements", content=honest).json()["accepted"] == 1

@@ -149,7 +149,12 @@ def test_streams_are_canonical_sorted_and_unique() -> None:
 )
 def test_allow_listed_functions_pass(function: str) -> None:
     assert function in ALLOWED_UNKNOWN_FUNCTIONS
-    args = {"now": "", "timestamp_seconds": "beats", "bround": "beats"}.get(function, "beats, 1")
+    args = {
+        "now": "",
+        "timestamp_seconds": "beats",
+        "bround": "beats",
+        "regexp_extract": "beats, 'x'",  # a regex must be a safe string literal
+    }.get(function, "beats, 1")
     checked = check_query(f"SELECT {function}({args}) FROM HeartRate", STREAMS)
     assert checked.streams == ("HeartRate",)
 

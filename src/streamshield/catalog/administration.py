@@ -31,6 +31,7 @@ capacity is fixed, and a role beyond it is refused (:class:`RoleCapacityReached`
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,7 @@ from streamshield.catalog.errors import (
 )
 from streamshield.catalog.oxrbac import SYSTEM, Permission, Subject
 from streamshield.catalog.store import load_hierarchy, store_hierarchy
+from streamshield.catalog.throttle import PAIR_PREFIX, login_keys
 from streamshield.policy.roles import RoleCapacityError, RoleCycleError, RoleHierarchy
 
 if TYPE_CHECKING:
@@ -146,6 +148,7 @@ class Administration:
     _acl: Callable[[Connection], ox.AclState]
     _refuse: Callable[..., SecurityError]
     _retry_after: Callable[..., float]
+    _session: Callable[..., Session]
     passwords: Any
     throttle: Any
     clock: Callable[[], float]
@@ -221,8 +224,9 @@ class Administration:
         return self.user_info(session, name)
 
     def reset_password(self, session: Session, name: str, password: str) -> None:
-        """An administrator sets a user's password (CHANGE SYSTEM) and clears the failed
-        logins counted against her name; her open sessions go on."""
+        """An administrator sets a user's password (CHANGE SYSTEM), clears the failed
+        logins counted against her name and ends all her sessions: a reset usually means
+        the old password leaked, so sessions opened with it must not live on."""
         check_password(password, name)
         password_hash = self.passwords.hash(password)
         with self._administering(session, Event.RESET_PASSWORD) as (db, actor):
@@ -234,29 +238,40 @@ class Administration:
             # the failures counted against the old password no longer delay the new one
             failures = t.login_failures.c
             db.execute(
-                delete(t.login_failures).where(failures.key_kind == "user", failures.key == name)
+                delete(t.login_failures).where(
+                    failures.key_kind.startswith(PAIR_PREFIX) | (failures.key_kind == "user"),
+                    failures.key == name,
+                )
             )
-            self._record(db, Event.RESET_PASSWORD, actor, user=name)
+            ended = db.execute(delete(t.sessions).where(t.sessions.c.user_name == name))
+            self._record(
+                db, Event.RESET_PASSWORD, actor, user=name, sessions_ended=ended.rowcount or 0
+            )
 
     def change_password(self, session: Session, current: str, new: str) -> None:
         """A user changes her own password, proving the current one.
 
         A wrong ``current`` is a failed login for throttling (a stolen session cannot
         be used to guess the password at leisure) and an :class:`AuthError`-like 403.
+        Success ends every other session of the user (one opened with a stolen password
+        included); the session that made the change goes on.
         """
         with self._read() as db:
+            live = self._session(db, session.token)
             user = self._subject(db, session).user
             now = self.clock()
-            wait = self._retry_after(db, "user", user, now)
+            keys = login_keys(user, live.client)
+            wait = max(self._retry_after(db, kind, key, now) for kind, key in keys)
             stored = db.scalar(select(t.users.c.password_hash).where(t.users.c.name == user))
         if wait > 0:
             raise Throttled(wait)
         check_password(new, user, "new")
         if not self.passwords.verify(stored, current if isinstance(current, str) else ""):
             with self._write() as db:
-                db.execute(
-                    t.login_failures.insert().values(key_kind="user", key=user, at=self.clock())
-                )
+                for kind, key in keys:
+                    db.execute(
+                        t.login_failures.insert().values(key_kind=kind, key=key, at=self.clock())
+                    )
                 audit.record(
                     db,
                     self.clock(),
@@ -272,7 +287,20 @@ class Administration:
             db.execute(
                 update(t.users).where(t.users.c.name == user).values(password_hash=password_hash)
             )
-            audit.record(db, self.clock(), Event.CHANGE_PASSWORD, Outcome.OK, actor=user)
+            ended = db.execute(
+                delete(t.sessions).where(
+                    t.sessions.c.user_name == user,
+                    t.sessions.c.token_hash != hashlib.sha256(session.token.encode()).hexdigest(),
+                )
+            )
+            audit.record(
+                db,
+                self.clock(),
+                Event.CHANGE_PASSWORD,
+                Outcome.OK,
+                actor=user,
+                detail={"sessions_ended": ended.rowcount or 0},
+            )
 
     def set_disabled(self, session: Session, name: str, disabled: bool) -> UserInfo:
         """Disables (ending every session at once) or enables a user (CHANGE SYSTEM)."""

@@ -33,6 +33,11 @@ class Passwords:
     def _dummy(self) -> str:
         return self.hasher.hash("streamshield dummy password: never matches a login")
 
+    def prepare(self) -> None:
+        """Makes the dummy hash now, so the first unknown-name login does not pay for it
+        (one visibly slower failure would tell that the name does not exist)."""
+        _ = self._dummy
+
     def hash(self, password: str) -> str:
         if not isinstance(password, str) or not password:
             raise ValueError("a password must be a non-empty string")

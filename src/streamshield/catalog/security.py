@@ -20,9 +20,13 @@ Contract for callers:
   in (the same AuthError as a wrong password) and none of her sessions is valid.
 * Sessions: a random 256-bit token, only its SHA-256 is stored (a fast hash suffices
   for a random secret of that size); expiry ``session_ttl`` seconds (default 1 h).
-* Failed logins are throttled per user name and per client (:mod:`~.throttle`); the
-  throttle is checked before the password, and a check runs concurrently with at most
-  the attempts already in flight.
+* Failed logins are throttled per (user name, client address) and per client
+  (:mod:`~.throttle`), never per name alone, so nobody can lock a user out from another
+  address; the throttle is checked before the password, and a check runs concurrently
+  with at most the attempts already in flight. An unknown name and a wrong password
+  fail with the same error after the same work (an argon2 verify against a dummy hash).
+* A session ends at logout, at expiry, when its user is disabled, and when her password
+  changes (her own change ends her other sessions, an administrator's reset all).
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ from streamshield.catalog.oxrbac import (
 from streamshield.catalog.passwords import DEFAULT_HASHER, Passwords
 from streamshield.catalog.store import SqlCatalog, StreamExists, insert_stream, load_hierarchy
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.catalog.throttle import ThrottlePolicy
+from streamshield.catalog.throttle import ThrottlePolicy, login_keys
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -176,6 +180,7 @@ class SecurityCatalog(Administration):
         self.session_ttl = session_ttl
         self.throttle = throttle or ThrottlePolicy()
         self.passwords = Passwords(password_hasher)
+        self.passwords.prepare()  # unknown names cost the same from the first login on
         self.clock = clock
         with self._write() as db:
             if db.execute(select(t.objects.c.name).where(_is(SYSTEM))).first() is None:
@@ -312,7 +317,7 @@ class SecurityCatalog(Administration):
         :class:`RoleActivationError` when the roles are empty or not all held.
         """
         now = self.clock()
-        keys = [("user", name)] + ([("client", client)] if client else [])
+        keys = login_keys(name, client)
         with self._read() as db:
             wait = max(self._retry_after(db, kind, key, now) for kind, key in keys)
             user = db.execute(
@@ -342,9 +347,10 @@ class SecurityCatalog(Administration):
                     detail["admin_only"] = {"reason": "disabled"}
                 audit.record(db, now, Event.LOGIN, Outcome.FAILED, client=client, detail=detail)
             else:
+                pair_kind, _ = keys[0]
                 db.execute(
                     delete(t.login_failures).where(
-                        t.login_failures.c.key_kind == "user", t.login_failures.c.key == name
+                        t.login_failures.c.key_kind == pair_kind, t.login_failures.c.key == name
                     )
                 )
                 held = _held_roles(db, name)
@@ -954,6 +960,17 @@ class SecurityCatalog(Administration):
                 "policy_ids": sorted(set(policy_ids)),
                 "reason": reason,
             },
+        )
+
+    def record_rejected(self, user: str, obj: ObjectRef, reason: str, count: int) -> None:
+        """Audits elements the landing zone refused for a reason that signals an attack
+        (e.g. ``future_timestamp``): the reason and a count, never the elements."""
+        self._audit(
+            Event.DENIED,
+            Outcome.DENIED,
+            actor=user,
+            obj=obj,
+            detail={"reason": reason, "rejected": int(count)},
         )
 
     def record_query_failure(

@@ -47,7 +47,6 @@ _SHOWN = (
 )
 _CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 _INTERNAL = re.compile(r"_ss_|ss_[0-9a-f]{32}")
-_STREAMING = re.compile(r"(not supported|unsupported)[^.\n]*(stream)", re.IGNORECASE)
 _TEXTS = {
     "UNRESOLVED_COLUMN": "unknown column {objectName}",
     "UNRESOLVED_FIELD": "unknown field {fieldName} of {columnName}",
@@ -87,14 +86,14 @@ def rejected(err: BaseException, sql: str) -> QueryRejected:
     literals = _literals(sql)
     params = _parameters(err, literals)
     if error_class is None:
-        if _STREAMING.search(str(err)):
+        if _says_unsupported_on_stream(str(err)):
             return QueryRejected(
                 "not_supported", "an operation of the query is not supported on a stream"
             )
         return QueryRejected("analysis", "Spark could not plan the query")
     if error_class.startswith("_LEGACY"):
         sentence = _first_sentence(str(err))
-        if _STREAMING.search(sentence) and not any(lit in sentence for lit in literals):
+        if _says_unsupported_on_stream(sentence) and not any(lit in sentence for lit in literals):
             return QueryRejected("not_supported", f"{sentence} [{error_class}]")
     top = error_class.split(".", 1)[0]
     template = _TEXTS.get(top)
@@ -145,6 +144,22 @@ def _parameters(err: BaseException, literals: Iterable[str]) -> dict[str, str]:
             value = value[:200] + "..."
         shown[key] = value
     return shown
+
+
+def _says_unsupported_on_stream(text: str) -> bool:
+    """Whether a sentence says "not supported"/"unsupported" and later "stream".
+
+    Spark's messages can quote the user's query, so this runs in linear time: the regex
+    it replaces, ``(not supported|unsupported)[^.\\n]*(stream)``, was quadratic on a
+    message repeating "unsupported" (8,000 times: 4 s of a server thread).
+    """
+    for sentence in re.split(r"[.\n]", text.lower()):
+        ends = [
+            i + len(k) for k in ("not supported", "unsupported") if (i := sentence.find(k)) >= 0
+        ]
+        if ends and sentence.find("stream", min(ends)) >= 0:
+            return True
+    return False
 
 
 def _first_sentence(text: str) -> str:

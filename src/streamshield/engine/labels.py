@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 )
 
 from streamshield.policy.bitset import Words
-from streamshield.policy.patterns import Any, Glob, Literal, OneOf, Pattern, Range
+from streamshield.policy.patterns import Any, Glob, Literal, OneOf, Pattern, Range, glob_segments
 from streamshield.policy.policy import Combine
 from streamshield.policy.rules import COVER, DENY, IMM, MUT, SRV, SRV_DENY, Layout, RuleSet
 
@@ -46,9 +46,26 @@ NUMERIC_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"  # the same reading as patterns.as_numbe
 
 
 def glob_regex(pattern: str) -> str:
-    """A Java regex equal to ``fnmatchcase`` for our glob alphabet (``*`` and ``?`` only)."""
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return "(?s)^" + body + r"\z"
+    """A Java regex equal to :func:`~streamshield.policy.patterns.glob_match`, linear in the
+    value: ``first(?>.*?middle)...(?>.*?middle).*last``.
+
+    A naive translation (``.*`` for every ``*``) backtracks over every way of splitting the
+    value between the stars: ``a*a*a*a*b`` costs O(n^4) per tuple, and a long glob nests
+    one Java stack frame per regex node (the StackOverflowError seen in an ingest thread).
+    Here each middle segment is found at its leftmost place inside an atomic group, which
+    Java never re-enters, exactly like the Python scan; only the last ``.*`` backtracks,
+    once. The glob itself is at most ``MAX_GLOB_CHARS`` long (checked when it is built).
+    """
+
+    def segment(text: str) -> str:
+        return "".join("." if c == "?" else re.escape(c) for c in text)
+
+    parts = glob_segments(pattern)
+    if len(parts) == 1:
+        return "(?s)^" + segment(pattern) + r"\z"
+    first, *middle, last = parts
+    body = segment(first) + "".join(f"(?>.*?{segment(m)})" for m in middle if m)
+    return "(?s)^" + body + ".*" + segment(last) + r"\z"
 
 
 def rule_row(pattern: Pattern, words: Words) -> tuple:

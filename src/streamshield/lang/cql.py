@@ -199,7 +199,24 @@ def _parse(text: str, start: str) -> object:
         cause = getattr(err, "orig_exc", err)
         if isinstance(cause, CqlError):
             raise cause from None
+        if isinstance(cause, ValueError):  # a pattern past a limit, a number too long to read
+            line, column = _position(getattr(err, "obj", None))
+            raise CqlError(_value_free(cause), line, column) from None
         raise
+
+
+def _position(tree: object) -> tuple[int | None, int | None]:
+    meta = getattr(tree, "meta", None)
+    if meta is None or getattr(meta, "empty", True):
+        return None, None
+    return meta.line, meta.column
+
+
+def _value_free(error: ValueError) -> str:
+    """The model's own messages name limits, never values; anything else (int() of a
+    100,000-digit number quotes it) gets a generic text."""
+    text = str(error)
+    return text if len(text) <= 120 and "'" not in text else "a value cannot be read"
 
 
 def parse_pattern(text: str) -> Pattern:

@@ -33,6 +33,7 @@ __all__ = [
     "FORBIDDEN_FUNCTIONS",
     "FORBIDDEN_FUNCTION_PREFIXES",
     "MAX_QUERY_CHARS",
+    "MAX_REGEX_CHARS",
     "CheckedQuery",
     "QueryRejected",
     "check_query",
@@ -42,6 +43,33 @@ __all__ = [
 MAX_QUERY_CHARS = 100_000
 """Longer texts are refused before parsing: no legitimate continuous query is this big and
 the parser's time and memory grow with the input."""
+
+MAX_REGEX_CHARS = 256
+"""Longest regular expression or LIKE pattern a query may contain (see :func:`_check_regexes`)."""
+
+_REGEX_ARGS: dict[str, tuple[str, ...]] = {
+    name: args
+    for name, args in (
+        ("RegexpLike", ("expression",)),
+        ("RegexpILike", ("expression",)),
+        ("RegexpExtract", ("expression",)),
+        ("RegexpExtractAll", ("expression",)),
+        ("RegexpReplace", ("expression",)),
+        ("RegexpCount", ("expression",)),
+        ("RegexpInstr", ("expression",)),
+        ("RegexpSubstr", ("expression",)),
+        ("RegexpSplit", ("expression",)),
+        ("StrToMap", ("pair_delim", "key_value_delim")),
+        ("ParseUrl", ("key",)),  # Spark builds "(&|^)" + key + "=([^&]*)" as a regex
+    )
+}
+"""sqlglot nodes whose named arguments Spark compiles as a Java regular expression."""
+_REGEX_ANONYMOUS = {"regexp": (1,), "rlike": (1,), "try_parse_url": (2,)}
+"""The same for functions sqlglot does not model: positions of the regex arguments."""
+_REGEX_OPERATORS = frozenset("*+?{}()|[]")
+"""Java regex syntax that repeats, groups, alternates or opens a class. Without these a
+regex is a fixed sequence of literals, ``.``, ``^`` and ``$``: it matches in time linear
+in the value (times its own length), never by backtracking."""
 
 TIME_WINDOW_FUNCTIONS = frozenset({"window", "session_window"})
 """Spark's streaming time-window functions; each one adds windowed state, so they are counted."""
@@ -409,6 +437,7 @@ class QueryRejected(ValueError):
     ``rule`` is a short machine-readable code (``not_select``, ``unknown_relation``,
     ``file_path``, ``table_function``, ``forbidden_function``, ``config``, ``hint``,
     ``parse_error``, ``multiple_statements``, ``too_many_joins``, ``too_many_windows``,
+    ``regex``,
     ``script_transform``, ``recursive_cte``, ``duplicate_cte``, ``too_long``,
     ``too_complex``). The message names the rule and at most a relation or function name;
     it never contains literal values from the query.
@@ -513,6 +542,7 @@ def check_query(
         _check_shape(tree)
         _check_relations(tree)
         _check_functions(tree)
+        _check_regexes(tree)
         found = _resolve_tables(tree, catalog, sql)
         _check_limits(tree, max_joins, max_windows)
     except RecursionError:
@@ -777,6 +807,103 @@ def _check_functions(tree: exp.Expression) -> None:
             raise QueryRejected(
                 "forbidden_function", f"qualified function name for {shown} is not allowed"
             )
+
+
+def _check_regexes(tree: exp.Expression) -> None:
+    """Every text Spark compiles as a Java regex is a short literal that cannot backtrack.
+
+    Java's regex engine backtracks: ``(a+)+b``, ``(.*a){20}`` or ``%a%a%a%a%b`` take time
+    exponential or polynomial in the value, and deep patterns overflow the JVM stack of the
+    stream thread. The value is tenant data, so the pattern must be safe for *any* value:
+    regex arguments (RLIKE, ``regexp_*``, ``split``, ``str_to_map``, ``parse_url``'s key)
+    must be string literals of at most :data:`MAX_REGEX_CHARS` characters without
+    repetition, groups, alternation or classes; a LIKE/ILIKE pattern (Spark turns it into
+    a regex with ``.*`` for ``%``) must be a literal with at most one ``%`` before its
+    trailing ones, or of the form ``%text%``. ESCAPE and SIMILAR TO are refused.
+    """
+    for node in tree.walk():
+        if isinstance(node, exp.SimilarTo | exp.Escape):
+            raise QueryRejected("regex", "SIMILAR TO and LIKE ... ESCAPE are not allowed")
+        if isinstance(node, exp.Like | exp.ILike):
+            shown = "ILIKE" if isinstance(node, exp.ILike) else "LIKE"
+            pattern = node.expression
+            choices = (
+                pattern.expressions or [pattern.this]
+                if isinstance(pattern, exp.Any | exp.All)
+                else [pattern]
+            )
+            for choice in _flatten_tuples(choices):
+                _check_like_pattern(choice, shown)
+            continue
+        name = type(node).__name__
+        arguments: list[exp.Expression | None] = []
+        if name in _REGEX_ARGS:
+            arguments = [node.args.get(arg) for arg in _REGEX_ARGS[name]]
+            shown = _shown(_func_name(node))  # type: ignore[arg-type]
+        elif isinstance(node, exp.Anonymous) and node.name.lower() in _REGEX_ANONYMOUS:
+            given = node.expressions
+            positions = _REGEX_ANONYMOUS[node.name.lower()]
+            arguments = [given[i] if i < len(given) else None for i in positions]
+            shown = _shown(node.name)
+        for argument in arguments:
+            if argument is not None:
+                _check_regex_literal(argument, shown)
+
+
+def _flatten_tuples(choices: list[exp.Expression]) -> Iterator[exp.Expression]:
+    for choice in choices:
+        if isinstance(choice, exp.Tuple | exp.Paren):
+            yield from _flatten_tuples(list(choice.iter_expressions()))
+        else:
+            yield choice
+
+
+def _literal_text(node: exp.Expression, shown: str) -> str:
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        raise QueryRejected(
+            "regex", f"the pattern of {shown} must be a string literal, not an expression"
+        )
+    text = node.this
+    if len(text) > MAX_REGEX_CHARS:
+        raise QueryRejected(
+            "regex", f"the pattern of {shown} is longer than {MAX_REGEX_CHARS} characters"
+        )
+    return text
+
+
+def _check_regex_literal(node: exp.Expression, shown: str) -> None:
+    text = _literal_text(node, shown)
+    escaped = False
+    for char in text:
+        if escaped:
+            if char.isalnum():  # \d, \p{..}, \Q, \1, \k<..>: classes, quoting, back-references
+                raise QueryRejected("regex", _REGEX_MESSAGE.format(shown))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _REGEX_OPERATORS:
+            raise QueryRejected("regex", _REGEX_MESSAGE.format(shown))
+    if escaped:
+        raise QueryRejected("regex", _REGEX_MESSAGE.format(shown))
+
+
+_REGEX_MESSAGE = (
+    "the pattern of {} may only hold literal characters, '.', '^', '$' and escaped "
+    "punctuation: repetition, groups, alternation and classes can take exponential time"
+)
+
+
+def _check_like_pattern(node: exp.Expression, shown: str) -> None:
+    text = _literal_text(node, shown)
+    body = text.rstrip("%")
+    inner = text[1:-1] if len(text) >= 2 else ""
+    contains = text.startswith("%") and text.endswith("%") and not set("%_\\") & set(inner)
+    if body.count("%") > 1 and not contains:
+        raise QueryRejected(
+            "regex",
+            f"a {shown} pattern may have at most one '%' before its end (or be '%text%'): "
+            "several wildcards can take polynomial time on long values",
+        )
 
 
 def _table_name(table: exp.Table) -> str:

@@ -3,7 +3,19 @@
 A pattern names a set of streams, tuple ids, attributes or roles without listing
 them: sps describe many objects at once, and most objects share a few policies.
 Matching is total and side-effect free so that the same rules can be compiled into
-Spark expressions (equality, ``IN``, ``BETWEEN``, ``LIKE``) later.
+Spark expressions (equality, ``IN``, ``BETWEEN``, an atomic glob regex) later.
+
+Patterns come from providers and users, so none of them may cost more than time linear
+in the value matched (threat "no input can stall the system", docs/security.md):
+
+* globs are matched by :func:`glob_match`, a left-to-right scan with no backtracking
+  across ``*`` (never :mod:`fnmatch` or a backtracking regex), and are at most
+  :data:`MAX_GLOB_CHARS` long;
+* sets have at most :data:`MAX_SET_VALUES` members and text values at most
+  :data:`MAX_VALUE_CHARS` characters; ranges cost one comparison.
+
+A pattern past a limit is refused when it is built (``ValueError``), which the CQL and
+wire parsers report as a clear error naming the field.
 """
 
 from __future__ import annotations
@@ -13,7 +25,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from fnmatch import fnmatchcase
 from typing import TypeAlias
 
 Value: TypeAlias = str | int | float
@@ -21,6 +32,13 @@ Value: TypeAlias = str | int | float
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
 _GLOB = re.compile(r"[A-Za-z0-9_.\-*?]+\Z")
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")  # ASCII digits, as Spark reads them
+
+MAX_GLOB_CHARS = 128
+"""Longest glob: matching costs at most (value length x glob length) character steps."""
+MAX_SET_VALUES = 1024
+"""Most members of a set pattern: each tuple is compared with every member."""
+MAX_VALUE_CHARS = 1024
+"""Longest text literal in a pattern."""
 
 
 def as_number(value: object) -> float | None:
@@ -73,6 +91,8 @@ class Literal:
             isinstance(self.value, float) and not math.isfinite(self.value)
         ):
             raise ValueError(f"not a literal value: {self.value!r}")
+        if isinstance(self.value, str) and len(self.value) > MAX_VALUE_CHARS:
+            raise ValueError(f"a pattern value is longer than {MAX_VALUE_CHARS} characters")
 
     def matches(self, value: object) -> bool:
         if isinstance(self.value, int | float):
@@ -93,6 +113,8 @@ class OneOf:
     def __post_init__(self) -> None:
         if not self.values:
             raise ValueError("a set pattern needs at least one value")
+        if len(self.values) > MAX_SET_VALUES:
+            raise ValueError(f"a set pattern has more than {MAX_SET_VALUES} values")
 
     def matches(self, value: object) -> bool:
         return any(literal.matches(value) for literal in self.values)
@@ -131,14 +153,65 @@ class Glob:
     pattern: str
 
     def __post_init__(self) -> None:
+        if len(self.pattern) > MAX_GLOB_CHARS:
+            raise ValueError(f"a glob pattern is longer than {MAX_GLOB_CHARS} characters")
         if not _GLOB.match(self.pattern) or not ("*" in self.pattern or "?" in self.pattern):
             raise ValueError(f"not a glob pattern: {self.pattern!r}")
 
     def matches(self, value: object) -> bool:
-        return not isinstance(value, bool) and fnmatchcase(str(value), self.pattern)
+        return not isinstance(value, bool) and glob_match(self.pattern, str(value))
 
     def text(self) -> str:
         return self.pattern
+
+
+def glob_segments(pattern: str) -> list[str]:
+    """The pattern split at its ``*`` runs: ``a*b?*c`` -> ``["a", "b?", "c"]``."""
+    return pattern.split("*") if "*" in pattern else [pattern]
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Whether ``text`` matches the glob (``*`` any run, ``?`` one character), in
+    O(len(text) x len(pattern)) steps whatever the pattern.
+
+    The first segment must start the text and the last one end it; each middle segment
+    is matched at its leftmost place after the previous one. Leftmost is always right
+    for globs (a later place leaves less room for the rest and gains nothing), so the
+    scan never goes back: no exponential or polynomial blow-up from ``a*a*a*a*b``.
+    """
+    segments = glob_segments(pattern)
+    if len(segments) == 1:
+        return len(text) == len(pattern) and _segment_at(pattern, text, 0)
+    first, *middle, last = segments
+    if len(text) < len(first) + len(last) or not _segment_at(first, text, 0):
+        return False
+    end = len(text) - len(last)
+    if not _segment_at(last, text, end):
+        return False
+    position = len(first)
+    for segment in middle:
+        found = _find_segment(segment, text, position, end)
+        if found < 0:
+            return False
+        position = found + len(segment)
+    return True
+
+
+def _segment_at(segment: str, text: str, start: int) -> bool:
+    """``segment`` (``?`` any one character) equals ``text[start:start+len(segment)]``."""
+    if "?" not in segment:
+        return text.startswith(segment, start)
+    return all(c == "?" or text[start + i] == c for i, c in enumerate(segment))
+
+
+def _find_segment(segment: str, text: str, start: int, end: int) -> int:
+    """Leftmost place ``>= start`` where ``segment`` fits entirely before ``end``, or -1."""
+    if "?" not in segment:
+        return text.find(segment, start, end)
+    for place in range(start, end - len(segment) + 1):
+        if _segment_at(segment, text, place):
+            return place
+    return -1
 
 
 Pattern: TypeAlias = Any | Literal | OneOf | Range | Glob

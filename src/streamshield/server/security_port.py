@@ -130,6 +130,10 @@ def record_drop(
     security.record_drop(user, ref("stream", stream), count, policy_ids=policies)
 
 
+def record_rejected(security: Any, user: str, stream: str, reason: str, count: int) -> None:
+    security.record_rejected(user, ref("stream", stream), reason, count)
+
+
 def record_query_failure(
     security: Any, owner: str | None, name: str, error_class: str, message: str
 ) -> None:

@@ -346,6 +346,9 @@ class ServerService:
             report.rejected.sort(key=lambda r: r.line)
             report.assigned = assigned.last_seq
         self.metrics.appended(stream, report.accepted, len(report.rejected))
+        future = sum(1 for r in report.rejected if r.reason == "future_timestamp")
+        if future:  # an sp that would lock its channel: worth an administrator's look
+            port.record_rejected(self.security, user, stream, "future_timestamp", future)
         return report
 
     # -- queries ---------------------------------------------------------------------------

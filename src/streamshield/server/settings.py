@@ -71,6 +71,13 @@ class ServeSettings(BaseSettings):
     round_seconds: float = Field(
         5.0, gt=0, description="Seconds between the example providers' rounds."
     )
+    max_clock_skew: float = Field(
+        300.0,
+        gt=0,
+        le=86400 * 366,
+        description="Seconds an sp's ts may be ahead of the server's clock; later sps are "
+        "rejected (future_timestamp), since one would lock its channel.",
+    )
     metrics_token: str | None = Field(
         None,
         min_length=16,
