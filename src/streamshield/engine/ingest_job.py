@@ -5,22 +5,29 @@ The query reads the landing zone's JSON-lines files; each micro-batch is labelle
 native expressions per tuple) and written through :class:`LabelledStore`. The shield
 state of batch N is saved only after batch N's output is committed, so a restart from
 the checkpoint replays batch N from the state of N-1 and reaches the same decisions.
+Batch N starts from exactly that snapshot or not at all (ShieldStateError), and the query
+does not start while the checkpoint, the labelled store and the shield state disagree
+(:mod:`~streamshield.engine.ingest_consistency`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamshield.durable import fsync_dir
+from streamshield.engine import ingest_consistency
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.tracker_state import ShieldStateError, StateStore
 
 log = logging.getLogger("streamshield.engine")
 
@@ -43,8 +50,41 @@ class IngestJob:
         complete policy, and tuples no policy covers (readable by nobody). Counted while
         the batch is written (``DataFrame.observe``), not by another pass."""
 
+    def check(self) -> int | None:
+        """The batch ingest runs next, after checking that the checkpoint, the labelled
+        store and the shield state are in step (IngestOutOfStep / ShieldStateError
+        otherwise, logged; see :mod:`~streamshield.engine.ingest_consistency`)."""
+        try:
+            return ingest_consistency.check(self.checkpoint, self.store, self.state)
+        except ShieldStateError as err:
+            log.error("secure ingest refused to start: %s", err)
+            raise
+
+    def quarantine(self) -> Path:
+        """Moves the checkpoint, the labelled store and the shield state aside (kept as
+        evidence under ``<root>/quarantine/<time>/``), so the next start relabels the whole
+        landing zone from batch 0 and an empty shield state: the one starting point that
+        is provably right. The landing zone is append-only, so nothing accepted is lost.
+        Offline only: the server and its queries must be stopped."""
+        aside = self.root / "quarantine" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside.mkdir(parents=True)
+        for part in (self.checkpoint, self.store.root, self.state.directory):
+            if part.exists():
+                os.replace(part, aside / part.relative_to(self.root).as_posix().replace("/", "-"))
+        fsync_dir(aside)
+        fsync_dir(self.root)
+        fsync_dir(self.checkpoint.parent)
+        self.store = LabelledStore(self.root / "labelled")
+        self.state = StateStore(self.root / "shield_state")
+        log.warning("ingest state moved to %s: the landing zone will be relabelled", aside)
+        return aside
+
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        states = self.state.load(batch_id)
+        try:
+            states = self.state.load(batch_id)  # exactly the state batch N-1 saved
+        except ShieldStateError as err:
+            log.error("secure ingest stopped before batch %d: %s", batch_id, err)
+            raise
         try:
             frames = self.ingest.label_batch(batch, states)
             observed: dict[str, Observation] = {}
@@ -76,7 +116,10 @@ class IngestJob:
                 log.warning("ingest counts of %s unavailable (%s)", stream, type(err).__name__)
 
     def start(self, available_now: bool = True, max_files: int | None = None) -> StreamingQuery:
-        """Start the query; ``available_now`` processes what is there and stops (tests, demo)."""
+        """Start the query; ``available_now`` processes what is there and stops (tests, demo).
+
+        Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step."""
+        self.check()
         self.landing.mkdir(parents=True, exist_ok=True)
         reader = self.ingest.spark.readStream.schema(ELEMENT_SCHEMA)
         if max_files:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from streamshield.durable import write_atomic
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.snapshots import Snapshots, atomic_write
+from streamshield.engine.snapshots import Snapshots
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.patterns import Any
@@ -50,7 +51,7 @@ class PunctuatedExport:
         lines: list[str] = []
         for row in frame.orderBy("_ss_channel", "_ss_seq").collect():
             lines += self._emit(row.asDict(), columns, state)
-        atomic_write(self.out / f"b{batch_id:012d}.jsonl", "".join(f"{x}\n" for x in lines))
+        write_atomic(self.out / f"b{batch_id:012d}.jsonl", "".join(f"{x}\n" for x in lines))
         self.state.save(batch_id, state)
 
     def _emit(self, row: dict, columns: list[str], state: dict) -> list[str]:

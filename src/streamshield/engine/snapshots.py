@@ -7,18 +7,10 @@ newest snapshot below N. A replay of N therefore starts from the same state agai
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that no reader ever sees a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+from streamshield.durable import write_atomic
 
 
 class Snapshots:
@@ -34,4 +26,4 @@ class Snapshots:
         return json.loads((self.directory / f"{max(earlier)}.json").read_text())
 
     def save(self, batch_id: int, data: Any) -> None:
-        atomic_write(self.directory / f"{batch_id}.json", json.dumps(data))
+        write_atomic(self.directory / f"{batch_id}.json", json.dumps(data))

@@ -4,11 +4,14 @@ The state of batch N is written as ``<dir>/<N>.json`` (atomically) after the bat
 output is committed, and batch N+1 starts from it. A replayed batch N therefore starts
 from the state of N-1 again and reaches the same decisions: nothing is decided twice
 differently after a restart. A missing state for a batch that is not the first is an
-error, never an empty (permissive or inconsistent) state.
+error, never an empty (permissive or inconsistent) state, and never an older snapshot:
+batch N starts from snapshot N-1 or not at all.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +22,14 @@ from streamshield.policy.policy import Policy
 from streamshield.policy.shield import PolicyTracker
 
 
-class MissingStateError(RuntimeError):
-    """The shield state a batch must start from is gone: refuse to guess it."""
+class ShieldStateError(RuntimeError):
+    """The shield state a batch must start from is missing or unreadable: refuse to guess.
+
+    Never answered by an older snapshot or an empty state: an older state can let a
+    tuple pass under a policy that was already replaced. The class name appears in the
+    streaming query's failure, which is how the server tells this stop apart from a
+    transient one (:mod:`streamshield.server.ingest_guard`).
+    """
 
 
 @dataclass
@@ -55,24 +64,48 @@ class ChannelState:
 
 
 class StateStore:
-    """Versioned per-batch snapshots of every channel's state."""
+    """Versioned per-batch snapshots of every channel's state.
+
+    A snapshot names its batch and carries a SHA-256 of its channels, so a truncated,
+    altered, renamed or copied file is told apart from the state batch N-1 saved.
+    """
 
     def __init__(self, directory: str | Path) -> None:
         self.snapshots = Snapshots(directory)
         self.directory = self.snapshots.directory
 
     def load(self, batch_id: int) -> dict[Channel, ChannelState]:
-        """The state batch ``batch_id`` starts from (the snapshot of the batch before)."""
-        data = self.snapshots.before(batch_id)
-        if data is None:
-            if batch_id > 0:
-                raise MissingStateError(f"no shield state before batch {batch_id}")
+        """The state batch ``batch_id`` starts from: exactly the snapshot of batch N-1."""
+        if batch_id == 0:
             return {}
-        return self._decode(data)
+        return self._decode(self.read(batch_id - 1))
+
+    def read(self, batch_id: int) -> dict:
+        """Snapshot ``batch_id``'s channels, checked; ShieldStateError when it is not there
+        or not what batch ``batch_id`` saved."""
+        path = self.directory / f"{batch_id}.json"
+        where = f"shield state snapshot {path.name} (after batch {batch_id})"
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise ShieldStateError(f"{where} is missing") from None
+        except (OSError, ValueError):
+            raise ShieldStateError(f"{where} is unreadable (not complete JSON)") from None
+        if not isinstance(data, dict) or data.get("batch") != batch_id:
+            raise ShieldStateError(f"{where} does not belong to batch {batch_id}")
+        channels = data.get("channels")
+        if not isinstance(channels, dict) or data.get("sha256") != _digest(channels):
+            raise ShieldStateError(f"{where} fails its checksum (truncated or altered)")
+        return channels
+
+    def batches(self) -> list[int]:
+        """The batch ids that have a snapshot file (read or not), oldest first."""
+        return sorted(int(p.stem) for p in self.directory.glob("*.json") if p.stem.isdigit())
 
     def policies_in_force(self) -> dict[str, list[Policy]]:
         """Per stream, the policy each channel holds after the newest committed batch."""
-        data = self.snapshots.before(2**62) or {}
+        saved = self.batches()
+        data = self.read(saved[-1]) if saved else {}
         in_force: dict[str, list[Policy]] = {}
         for channel, state in self._decode(data).items():
             tracker = state.tracker
@@ -84,11 +117,20 @@ class StateStore:
 
     @staticmethod
     def _decode(data: dict) -> dict[Channel, ChannelState]:
-        return {
-            Channel(*key.split("\x1f")): ChannelState.from_json(value)
-            for key, value in data.items()
-        }
+        try:
+            return {
+                Channel(*key.split("\x1f")): ChannelState.from_json(value)
+                for key, value in data.items()
+            }
+        except (KeyError, TypeError, ValueError) as err:
+            raise ShieldStateError(f"shield state does not decode ({type(err).__name__})") from None
 
     def save(self, batch_id: int, states: dict[Channel, ChannelState]) -> None:
-        data = {f"{c.stream}\x1f{c.provider}": s.to_json() for c, s in sorted(states.items())}
-        self.snapshots.save(batch_id, data)
+        channels = {f"{c.stream}\x1f{c.provider}": s.to_json() for c, s in sorted(states.items())}
+        self.snapshots.save(
+            batch_id, {"batch": batch_id, "sha256": _digest(channels), "channels": channels}
+        )
+
+
+def _digest(channels: dict) -> str:
+    return hashlib.sha256(json.dumps(channels, sort_keys=True).encode()).hexdigest()
