@@ -26,12 +26,18 @@ from the beginning (``docs/security.md``), the one state provably right.
 from __future__ import annotations
 
 import json
+import logging
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
+from streamshield.durable import fsync_dir
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.tracker_state import ShieldStateError, StateStore
 
 BATCH_DIR = "batch="
+CHECKPOINT, LABELLED, SHIELD_STATE = "checkpoints/ingest", "labelled", "shield_state"
+log = logging.getLogger("streamshield.engine")
 
 
 class IngestOutOfStep(ShieldStateError):
@@ -72,6 +78,23 @@ def check(checkpoint: Path, store: LabelledStore, state: StateStore) -> int | No
     if upcoming > 0:
         state.read(upcoming - 1)  # ShieldStateError: missing, truncated, altered
     return upcoming
+
+
+def quarantine(root: Path) -> Path:
+    """Moves ingest's checkpoint, labelled store and shield state under ``root`` aside
+    (kept as evidence under ``<root>/quarantine/<time>/``), so the next start relabels
+    the whole landing zone from batch 0 and an empty shield state: the one starting
+    point that is provably right (the landing zone is append-only: nothing accepted is
+    lost). Offline only: the server and its queries must be stopped."""
+    aside = root / "quarantine" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside.mkdir(parents=True)
+    for part in (CHECKPOINT, LABELLED, SHIELD_STATE):
+        if (root / part).exists():
+            os.replace(root / part, aside / part.replace("/", "-"))
+    for directory in (aside, root, root / CHECKPOINT.split("/")[0]):
+        fsync_dir(directory)
+    log.warning("ingest state moved to %s: the landing zone will be relabelled", aside)
+    return aside
 
 
 def next_batch(checkpoint: Path) -> int | None:

@@ -13,16 +13,13 @@ does not start while the checkpoint, the labelled store and the shield state dis
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamshield.durable import fsync_dir
 from streamshield.engine import ingest_consistency
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
@@ -39,9 +36,9 @@ class IngestJob:
         self.ingest = ingest
         self.landing = Path(landing)
         self.root = Path(root)
-        self.store = LabelledStore(self.root / "labelled")
-        self.state = StateStore(self.root / "shield_state")
-        self.checkpoint = self.root / "checkpoints" / "ingest"
+        self.store = LabelledStore(self.root / ingest_consistency.LABELLED)
+        self.state = StateStore(self.root / ingest_consistency.SHIELD_STATE)
+        self.checkpoint = self.root / ingest_consistency.CHECKPOINT
         if ingest.registry is None:
             ingest.registry = PolicyRegistry(self.root / "policies")
         self.policies = ingest.registry
@@ -61,22 +58,11 @@ class IngestJob:
             raise
 
     def quarantine(self) -> Path:
-        """Moves the checkpoint, the labelled store and the shield state aside (kept as
-        evidence under ``<root>/quarantine/<time>/``), so the next start relabels the whole
-        landing zone from batch 0 and an empty shield state: the one starting point that
-        is provably right. The landing zone is append-only, so nothing accepted is lost.
-        Offline only: the server and its queries must be stopped."""
-        aside = self.root / "quarantine" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        aside.mkdir(parents=True)
-        for part in (self.checkpoint, self.store.root, self.state.directory):
-            if part.exists():
-                os.replace(part, aside / part.relative_to(self.root).as_posix().replace("/", "-"))
-        fsync_dir(aside)
-        fsync_dir(self.root)
-        fsync_dir(self.checkpoint.parent)
-        self.store = LabelledStore(self.root / "labelled")
-        self.state = StateStore(self.root / "shield_state")
-        log.warning("ingest state moved to %s: the landing zone will be relabelled", aside)
+        """Moves this job's checkpoint, labelled store and shield state aside, so the next
+        start relabels from the beginning (:func:`ingest_consistency.quarantine`)."""
+        aside = ingest_consistency.quarantine(self.root)
+        self.store = LabelledStore(self.root / ingest_consistency.LABELLED)
+        self.state = StateStore(self.root / ingest_consistency.SHIELD_STATE)
         return aside
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:

@@ -46,7 +46,7 @@ class PunctuatedExport:
         self.withheld = 0
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        state = self.state.before(batch_id) or {}
+        state = self.state.start_of(batch_id, {})
         columns = [c for c in frame.columns if not c.startswith("_ss_")]
         lines: list[str] = []
         for row in frame.orderBy("_ss_channel", "_ss_seq").collect():

@@ -15,21 +15,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamshield.engine.snapshots import Snapshots
+from streamshield.durable import write_atomic
+from streamshield.engine.snapshots import ShieldStateError, Snapshots
 from streamshield.lang.wire import sp_from_line, sp_line
 from streamshield.policy.elements import Channel
 from streamshield.policy.policy import Policy
 from streamshield.policy.shield import PolicyTracker
 
-
-class ShieldStateError(RuntimeError):
-    """The shield state a batch must start from is missing or unreadable: refuse to guess.
-
-    Never answered by an older snapshot or an empty state: an older state can let a
-    tuple pass under a policy that was already replaced. The class name appears in the
-    streaming query's failure, which is how the server tells this stop apart from a
-    transient one (:mod:`streamshield.server.ingest_guard`).
-    """
+__all__ = ["ChannelState", "ShieldStateError", "StateStore"]
 
 
 @dataclass
@@ -104,8 +97,7 @@ class StateStore:
 
     def policies_in_force(self) -> dict[str, list[Policy]]:
         """Per stream, the policy each channel holds after the newest committed batch."""
-        saved = self.batches()
-        data = self.read(saved[-1]) if saved else {}
+        data = self.read(self.newest()) if self.batches() or self._pointer.exists() else {}
         in_force: dict[str, list[Policy]] = {}
         for channel, state in self._decode(data).items():
             tracker = state.tracker
@@ -114,6 +106,21 @@ class StateStore:
             if policy is not None:
                 in_force.setdefault(channel.stream, []).append(policy)
         return in_force
+
+    @property
+    def _pointer(self) -> Path:
+        return self.directory / "newest"
+
+    def newest(self) -> int:
+        """The newest saved batch, as recorded at its save (a pointer file, so a deleted
+        newest snapshot is an error, not a fallback to the one before)."""
+        try:
+            newest = json.loads(self._pointer.read_bytes())["batch"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ShieldStateError("the shield state's newest-batch record is unreadable") from None
+        if not isinstance(newest, int) or newest < max(self.batches(), default=-1):
+            raise ShieldStateError("the shield state's newest-batch record is out of step")
+        return newest
 
     @staticmethod
     def _decode(data: dict) -> dict[Channel, ChannelState]:
@@ -130,6 +137,7 @@ class StateStore:
         self.snapshots.save(
             batch_id, {"batch": batch_id, "sha256": _digest(channels), "channels": channels}
         )
+        write_atomic(self._pointer, json.dumps({"batch": batch_id}))
 
 
 def _digest(channels: dict) -> str:
