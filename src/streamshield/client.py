@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from streamshield.durable import write_atomic
+
 TOKEN_FILE = "session.json"
 TIMEOUT = httpx.Timeout(30.0, read=120.0)
 CHUNK_BYTES = 1024 * 1024
@@ -76,12 +78,7 @@ def save(saved: Saved, directory: Path | None = None) -> Path:
     directory = directory or home()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / TOKEN_FILE
-    tmp = directory / f".{TOKEN_FILE}.tmp"
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(saved.__dict__, out)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(saved.__dict__), mode=0o600)
     return path
 
 

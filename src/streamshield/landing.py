@@ -44,6 +44,7 @@ from pathlib import Path
 
 from streamshield.catalog.store import Catalog, named_roles
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.durable import replace_durably
 from streamshield.lang.wire import WireFormatError, parse_element, to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.roles import RoleHierarchy
@@ -256,13 +257,10 @@ class LandingZone:
         try:
             with open(tmp, "x", encoding="utf-8") as out:
                 out.writelines(to_line(element) + "\n" for element in elements)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, directory / name)
+            replace_durably(tmp, directory / name)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_dir(directory)
         return directory / name
 
     def _count(self, counts: Counter[tuple[str | None, Reason]]) -> None:
@@ -426,16 +424,6 @@ def _newest_file(directory: Path, provider: str) -> tuple[int, Path] | None:
 def _last_line_seq(path: Path) -> int:
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return int(json.loads(lines[-1])["seq"])
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Makes the rename durable; some file systems cannot fsync a directory, which is fine."""
-    with suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # -- input adapters --------------------------------------------------------------------------

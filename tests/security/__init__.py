@@ -1,0 +1,1 @@
+"""The security suite, one package per threat (docs/security.md)."""

@@ -147,7 +147,12 @@ def test_health_and_readiness(server, spark, tmp_path) -> None:
     assert ready.status_code == 200, ready.text
     assert ready.json() == {
         "status": "ready",
-        "checks": {"catalog": True, "ingest": True, "queries_restored": True},
+        "checks": {
+            "catalog": True,
+            "ingest": True,
+            "ingest_state": True,
+            "queries_restored": True,
+        },
     }
     # A server whose service has not started yet: alive, not ready; the scrape token works.
     other = _unstarted(spark, server, tmp_path)

@@ -81,10 +81,10 @@ def test_crash_before_commit_replays_the_batch_identically(spark, tmp_path, monk
     clean = run(spark, tmp_path / "landing", tmp_path / "clean")
     original = LabelledStore._mark
 
-    def crash(store: LabelledStore, batch_id: int) -> None:
+    def crash(store: LabelledStore, batch_id: int, streams: list[str]) -> None:
         if batch_id == 2:
             raise RuntimeError("simulated crash before the commit marker")
-        original(store, batch_id)
+        original(store, batch_id, streams)
 
     monkeypatch.setattr(LabelledStore, "_mark", crash)
     with pytest.raises(StreamingQueryException, match="simulated crash"):

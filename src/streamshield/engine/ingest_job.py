@@ -5,6 +5,9 @@ The query reads the landing zone's JSON-lines files; each micro-batch is labelle
 native expressions per tuple) and written through :class:`LabelledStore`. The shield
 state of batch N is saved only after batch N's output is committed, so a restart from
 the checkpoint replays batch N from the state of N-1 and reaches the same decisions.
+Batch N starts from exactly that snapshot or not at all (ShieldStateError), and the query
+does not start while the checkpoint, the labelled store and the shield state disagree
+(:mod:`~streamshield.engine.ingest_consistency`).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamshield.engine import ingest_consistency
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.tracker_state import ShieldStateError, StateStore
 
 log = logging.getLogger("streamshield.engine")
 
@@ -32,9 +36,9 @@ class IngestJob:
         self.ingest = ingest
         self.landing = Path(landing)
         self.root = Path(root)
-        self.store = LabelledStore(self.root / "labelled")
-        self.state = StateStore(self.root / "shield_state")
-        self.checkpoint = self.root / "checkpoints" / "ingest"
+        self.store = LabelledStore(self.root / ingest_consistency.LABELLED)
+        self.state = StateStore(self.root / ingest_consistency.SHIELD_STATE)
+        self.checkpoint = self.root / ingest_consistency.CHECKPOINT
         if ingest.registry is None:
             ingest.registry = PolicyRegistry(self.root / "policies")
         self.policies = ingest.registry
@@ -43,8 +47,30 @@ class IngestJob:
         complete policy, and tuples no policy covers (readable by nobody). Counted while
         the batch is written (``DataFrame.observe``), not by another pass."""
 
+    def check(self) -> int | None:
+        """The batch ingest runs next, after checking that the checkpoint, the labelled
+        store and the shield state are in step (IngestOutOfStep / ShieldStateError
+        otherwise, logged; see :mod:`~streamshield.engine.ingest_consistency`)."""
+        try:
+            return ingest_consistency.check(self.checkpoint, self.store, self.state)
+        except ShieldStateError as err:
+            log.error("secure ingest refused to start: %s", err)
+            raise
+
+    def quarantine(self) -> Path:
+        """Moves this job's checkpoint, labelled store and shield state aside, so the next
+        start relabels from the beginning (:func:`ingest_consistency.quarantine`)."""
+        aside = ingest_consistency.quarantine(self.root)
+        self.store = LabelledStore(self.root / ingest_consistency.LABELLED)
+        self.state = StateStore(self.root / ingest_consistency.SHIELD_STATE)
+        return aside
+
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        states = self.state.load(batch_id)
+        try:
+            states = self.state.load(batch_id)  # exactly the state batch N-1 saved
+        except ShieldStateError as err:
+            log.error("secure ingest stopped before batch %d: %s", batch_id, err)
+            raise
         try:
             frames = self.ingest.label_batch(batch, states)
             observed: dict[str, Observation] = {}
@@ -76,7 +102,10 @@ class IngestJob:
                 log.warning("ingest counts of %s unavailable (%s)", stream, type(err).__name__)
 
     def start(self, available_now: bool = True, max_files: int | None = None) -> StreamingQuery:
-        """Start the query; ``available_now`` processes what is there and stops (tests, demo)."""
+        """Start the query; ``available_now`` processes what is there and stops (tests, demo).
+
+        Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step."""
+        self.check()
         self.landing.mkdir(parents=True, exist_ok=True)
         reader = self.ingest.spark.readStream.schema(ELEMENT_SCHEMA)
         if max_files:

@@ -3,20 +3,23 @@
 A micro-batch's rows are written to a private staging directory and then renamed into
 place as ``<stream>/batch=<id>/`` in one atomic step, so a reader sees all of a batch
 or none of it. The batch's commit marker is written after every stream's directory is
-in place. A replayed batch (crash before the marker) keeps the directories already
+in place, durably (fsynced, see :mod:`streamshield.durable`), and lists every stream's
+files of the batch (start-up checks them: :mod:`~streamshield.engine.ingest_consistency`).
+A replayed batch (crash before the marker) keeps the directories already
 renamed (they are complete, and ingest is deterministic for a batch) and writes only
 the missing ones: nothing is read twice or lost.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine.labels import denied_column, reader_column
 
 META_FIELDS = (
@@ -59,13 +62,37 @@ class LabelledStore:
             for marker in staging.glob("*.crc"):
                 marker.unlink()
             target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging, target)
+            replace_durably(staging, target)
             written.append(stream)
-        self._mark(batch_id)
+        self._mark(batch_id, list(frames))
         return written
 
-    def _mark(self, batch_id: int) -> None:
-        (self.commits / str(batch_id)).touch()
+    def _mark(self, batch_id: int, streams: list[str]) -> None:
+        """The marker lists each stream's files of the batch, so start-up can tell a
+        deleted or emptied batch directory from a complete one."""
+        listing = {stream: self.files(stream, batch_id) for stream in sorted(streams)}
+        marker = {"batch": batch_id, "streams": listing}
+        write_atomic(self.commits / str(batch_id), json.dumps(marker))
+
+    def files(self, stream: str, batch_id: int) -> list[str]:
+        """The data files of one stream's batch directory (none when it is missing)."""
+        target = self.path(stream) / f"batch={batch_id}"
+        return sorted(p.name for p in target.glob("*.parquet")) if target.is_dir() else []
+
+    def markers(self) -> list[int]:
+        """The batch ids with a commit marker, oldest first."""
+        return sorted(int(p.name) for p in self.commits.iterdir() if p.name.isdigit())
+
+    def marker(self, batch_id: int) -> dict[str, list[str]]:
+        """A marker's listing; ValueError when it is unreadable or not of this batch."""
+        try:
+            data = json.loads((self.commits / str(batch_id)).read_bytes())
+        except (OSError, ValueError):
+            raise ValueError(f"commit marker {batch_id} is unreadable") from None
+        streams = data.get("streams") if isinstance(data, dict) else None
+        if data.get("batch") != batch_id or not isinstance(streams, dict):
+            raise ValueError(f"commit marker {batch_id} does not belong to batch {batch_id}")
+        return streams
 
 
 _DDL_FIELDS: dict[str, tuple[StructField, ...]] = {}

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from streamshield.engine.snapshots import atomic_write
+from streamshield.durable import write_atomic
 from streamshield.lang.wire import sp_from_line, sp_line
 from streamshield.policy.policy import Policy
 
@@ -41,7 +41,7 @@ class PolicyRegistry:
             for pid, policy in new.items()
         ]
         name = f"{uuid.uuid4().hex}.jsonl"
-        atomic_write(self.directory / name, "\n".join(lines) + "\n")
+        write_atomic(self.directory / name, "\n".join(lines) + "\n")
         self._read.add(name)
         self._known.update(new)
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from streamshield.durable import write_atomic
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.snapshots import Snapshots, atomic_write
+from streamshield.engine.snapshots import Snapshots
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.patterns import Any
@@ -45,12 +46,12 @@ class PunctuatedExport:
         self.withheld = 0
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        state = self.state.before(batch_id) or {}
+        state = self.state.start_of(batch_id, {})
         columns = [c for c in frame.columns if not c.startswith("_ss_")]
         lines: list[str] = []
         for row in frame.orderBy("_ss_channel", "_ss_seq").collect():
             lines += self._emit(row.asDict(), columns, state)
-        atomic_write(self.out / f"b{batch_id:012d}.jsonl", "".join(f"{x}\n" for x in lines))
+        write_atomic(self.out / f"b{batch_id:012d}.jsonl", "".join(f"{x}\n" for x in lines))
         self.state.save(batch_id, state)
 
     def _emit(self, row: dict, columns: list[str], state: dict) -> list[str]:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from streamshield.durable import replace_durably
+
 _BATCH = re.compile(r"^batch=(\d+)$")
 DEFAULT_KEEP = 200
 
@@ -48,7 +50,7 @@ class ResultStore:
             shutil.rmtree(old, ignore_errors=True)
             os.replace(target, old)
             shutil.rmtree(old, ignore_errors=True)
-        os.replace(staging, target)
+        replace_durably(staging, target)
         self._prune()
         return self.read(batch_id, frame)
 

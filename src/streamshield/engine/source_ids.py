@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from streamshield.engine.snapshots import atomic_write
+from streamshield.durable import write_atomic
 from streamshield.policy.provenance import ProvenanceCodec
 
 
@@ -29,5 +29,5 @@ class SourceIds:
             return
         codec = self.codec.appended(new)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(list(codec.streams)))
+        write_atomic(self.path, json.dumps(list(codec.streams)))
         self.codec = codec

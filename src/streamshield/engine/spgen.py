@@ -57,7 +57,7 @@ class SpGen:
         self.withheld = 0  # rows without a visible tuple id: no tuple pattern could match them
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        state = self.state.before(batch_id) or {"seq": 0, "emitted": False}
+        state = self.state.start_of(batch_id, {"seq": 0, "emitted": False})
         columns = [c for c in frame.columns if not c.startswith("_ss_")]
         rows = frame.select(*columns).collect()
         elements = self._elements([row.asDict() for row in rows], state)

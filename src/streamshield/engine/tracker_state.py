@@ -4,23 +4,25 @@ The state of batch N is written as ``<dir>/<N>.json`` (atomically) after the bat
 output is committed, and batch N+1 starts from it. A replayed batch N therefore starts
 from the state of N-1 again and reaches the same decisions: nothing is decided twice
 differently after a restart. A missing state for a batch that is not the first is an
-error, never an empty (permissive or inconsistent) state.
+error, never an empty (permissive or inconsistent) state, and never an older snapshot:
+batch N starts from snapshot N-1 or not at all.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamshield.engine.snapshots import Snapshots
+from streamshield.durable import write_atomic
+from streamshield.engine.snapshots import ShieldStateError, Snapshots
 from streamshield.lang.wire import sp_from_line, sp_line
 from streamshield.policy.elements import Channel
 from streamshield.policy.policy import Policy
 from streamshield.policy.shield import PolicyTracker
 
-
-class MissingStateError(RuntimeError):
-    """The shield state a batch must start from is gone: refuse to guess it."""
+__all__ = ["ChannelState", "ShieldStateError", "StateStore"]
 
 
 @dataclass
@@ -55,24 +57,47 @@ class ChannelState:
 
 
 class StateStore:
-    """Versioned per-batch snapshots of every channel's state."""
+    """Versioned per-batch snapshots of every channel's state.
+
+    A snapshot names its batch and carries a SHA-256 of its channels, so a truncated,
+    altered, renamed or copied file is told apart from the state batch N-1 saved.
+    """
 
     def __init__(self, directory: str | Path) -> None:
         self.snapshots = Snapshots(directory)
         self.directory = self.snapshots.directory
 
     def load(self, batch_id: int) -> dict[Channel, ChannelState]:
-        """The state batch ``batch_id`` starts from (the snapshot of the batch before)."""
-        data = self.snapshots.before(batch_id)
-        if data is None:
-            if batch_id > 0:
-                raise MissingStateError(f"no shield state before batch {batch_id}")
+        """The state batch ``batch_id`` starts from: exactly the snapshot of batch N-1."""
+        if batch_id == 0:
             return {}
-        return self._decode(data)
+        return self._decode(self.read(batch_id - 1))
+
+    def read(self, batch_id: int) -> dict:
+        """Snapshot ``batch_id``'s channels, checked; ShieldStateError when it is not there
+        or not what batch ``batch_id`` saved."""
+        path = self.directory / f"{batch_id}.json"
+        where = f"shield state snapshot {path.name} (after batch {batch_id})"
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise ShieldStateError(f"{where} is missing") from None
+        except (OSError, ValueError):
+            raise ShieldStateError(f"{where} is unreadable (not complete JSON)") from None
+        if not isinstance(data, dict) or data.get("batch") != batch_id:
+            raise ShieldStateError(f"{where} does not belong to batch {batch_id}")
+        channels = data.get("channels")
+        if not isinstance(channels, dict) or data.get("sha256") != _digest(channels):
+            raise ShieldStateError(f"{where} fails its checksum (truncated or altered)")
+        return channels
+
+    def batches(self) -> list[int]:
+        """The batch ids that have a snapshot file (read or not), oldest first."""
+        return sorted(int(p.stem) for p in self.directory.glob("*.json") if p.stem.isdigit())
 
     def policies_in_force(self) -> dict[str, list[Policy]]:
         """Per stream, the policy each channel holds after the newest committed batch."""
-        data = self.snapshots.before(2**62) or {}
+        data = self.read(self.newest()) if self.batches() or self._pointer.exists() else {}
         in_force: dict[str, list[Policy]] = {}
         for channel, state in self._decode(data).items():
             tracker = state.tracker
@@ -82,13 +107,38 @@ class StateStore:
                 in_force.setdefault(channel.stream, []).append(policy)
         return in_force
 
+    @property
+    def _pointer(self) -> Path:
+        return self.directory / "newest"
+
+    def newest(self) -> int:
+        """The newest saved batch, as recorded at its save (a pointer file, so a deleted
+        newest snapshot is an error, not a fallback to the one before)."""
+        try:
+            newest = json.loads(self._pointer.read_bytes())["batch"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ShieldStateError("the shield state's newest-batch record is unreadable") from None
+        if not isinstance(newest, int) or newest < max(self.batches(), default=-1):
+            raise ShieldStateError("the shield state's newest-batch record is out of step")
+        return newest
+
     @staticmethod
     def _decode(data: dict) -> dict[Channel, ChannelState]:
-        return {
-            Channel(*key.split("\x1f")): ChannelState.from_json(value)
-            for key, value in data.items()
-        }
+        try:
+            return {
+                Channel(*key.split("\x1f")): ChannelState.from_json(value)
+                for key, value in data.items()
+            }
+        except (KeyError, TypeError, ValueError) as err:
+            raise ShieldStateError(f"shield state does not decode ({type(err).__name__})") from None
 
     def save(self, batch_id: int, states: dict[Channel, ChannelState]) -> None:
-        data = {f"{c.stream}\x1f{c.provider}": s.to_json() for c, s in sorted(states.items())}
-        self.snapshots.save(batch_id, data)
+        channels = {f"{c.stream}\x1f{c.provider}": s.to_json() for c, s in sorted(states.items())}
+        self.snapshots.save(
+            batch_id, {"batch": batch_id, "sha256": _digest(channels), "channels": channels}
+        )
+        write_atomic(self._pointer, json.dumps({"batch": batch_id}))
+
+
+def _digest(channels: dict) -> str:
+    return hashlib.sha256(json.dumps(channels, sort_keys=True).encode()).hexdigest()

@@ -24,7 +24,6 @@ Python.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from streamshield.durable import replace_durably
 from streamshield.lang.windows import WindowKind, WindowSpec
 
 ARRIVAL = "_ss_batch"
@@ -134,7 +134,7 @@ class WindowState:
         rows.write.mode("overwrite").parquet(str(staging))
         for marker in staging.glob(".*.crc"):
             marker.unlink()
-        os.replace(staging, self._path(batch_id))
+        replace_durably(staging, self._path(batch_id))
 
     def _prune(self, batch_id: int) -> None:
         """Drop versions no replay can need: a replay of N reads the newest below N."""

@@ -174,7 +174,7 @@ def create_app(
     @app.post(
         "/streams/{name}/elements",
         response_model=AppendAnswer,
-        responses=errors(*AUTHED, 403, 404, 422),
+        responses=errors(*AUTHED, 403, 404, 409, 422),
         openapi_extra=NDJSON_BODY,
         response_model_exclude_none=True,
     )

@@ -10,9 +10,10 @@ checkpoint with its owner's recorded roles.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from streamshield.durable import write_atomic
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,7 @@ class QueryStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def save(self, query: StoredQuery) -> None:
-        tmp = self.root / f".{query.name}.tmp"
-        tmp.write_text(json.dumps(asdict(query)))
-        os.replace(tmp, self._path(query.name))
+        write_atomic(self._path(query.name), json.dumps(asdict(query)))
 
     def load(self, name: str) -> StoredQuery | None:
         """The stored definition; None when missing or unreadable (never a guess)."""

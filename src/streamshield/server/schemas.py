@@ -8,9 +8,10 @@ under the storage root, written atomically so that a crash never leaves half a s
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from streamshield.durable import write_atomic
 
 if TYPE_CHECKING:
     from streamshield.server.service import SchemaDef
@@ -27,9 +28,7 @@ class SchemaStore:
             "tid": schema.tid,
             "event_time": schema.event_time,
         }
-        tmp = self.root / f".{schema.name}.tmp"
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.root / f"{schema.name}.json")
+        write_atomic(self.root / f"{schema.name}.json", json.dumps(data))
 
     def load(self, name: str) -> SchemaDef | None:
         from streamshield.server.service import SchemaDef

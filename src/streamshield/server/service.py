@@ -34,6 +34,7 @@ from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, safe_error
 from streamshield.engine.result_store import ResultStore
+from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request, plan_shape
 from streamshield.lang.label_propagation import is_aggregate
 from streamshield.lang.query_check import check_query
@@ -42,6 +43,8 @@ from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
+from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
 from streamshield.server.metrics import ServerMetrics
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
@@ -88,6 +91,7 @@ class ServerService:
         self._watcher: threading.Thread | None = None
         self.assigner = SeqAssigner(self.pipeline.landing)
         self.started = False  # ingest runs and the previous run's queries are restored
+        self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
         self.pipeline.ingest.on_counts = self.metrics.labelled
 
@@ -96,7 +100,8 @@ class ServerService:
     def start(self) -> None:
         """Starts the ingest job (continuous, processing-time trigger) and the queries the
         catalog records, those recorded as running from their checkpoints."""
-        self._ingest = self.pipeline.ingest.start(available_now=False)
+        self.halt = IngestHalt()
+        self._ingest = self._start_ingest()
         self.restore_queries()
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
@@ -115,16 +120,35 @@ class ServerService:
                     retry_at = time.monotonic() + INGEST_RETRY_SECONDS
                     with self._lock:
                         if not self._stopping.is_set():
-                            self._ingest = self.pipeline.ingest.start(available_now=False)
+                            self._ingest = self._start_ingest()
             except Exception as err:  # the watch must outlive any one bad check
                 audit.error("query watch: %s", type(err).__name__)
 
+    def _start_ingest(self) -> Any:
+        """The running ingest query, or None when its state forbids starting (halted)."""
+        try:
+            return self.pipeline.ingest.start(available_now=False)
+        except ShieldStateError as err:
+            self._halt(err)
+            return None
+
+    def _halt(self, failure: BaseException) -> None:
+        """Ingest stays stopped (see :mod:`streamshield.server.ingest_guard`), audited once."""
+        reason = reason_of(failure)
+        if self.halt.halt(reason):
+            port.record_query_failure(self.security, None, "ingest", HALT_CLASS, reason)
+
     def _ingest_died(self) -> bool:
-        """True (once per death, audited for administrators) when ingest stopped with an error."""
+        """True (once per death, audited for administrators) when ingest stopped with an
+        error it may recover from by a restart; a shield state failure halts it instead."""
         ingest = self._ingest
         if ingest is None or ingest.isActive or self._stopping.is_set():
             return False
         failure = ingest.exception()
+        if is_state_failure(failure):
+            self._ingest = None
+            self._halt(failure)
+            return False
         error_class = safe_error(failure) if failure else "STOPPED_UNEXPECTEDLY"
         audit.error("secure ingest stopped (%s): restarting it", error_class)
         port.record_query_failure(self.security, None, "ingest", error_class, str(failure))
@@ -327,6 +351,7 @@ class ServerService:
         may_inject = port.can_inject(self.security, session, stream)
         if not (may_write or may_inject):
             raise Forbidden("WRITE or INJECT SP on this stream is needed to append")
+        self.halt.refuse_input()
         user = port.user_of(session)
         with self.assigner.lock(stream):
             assigned = None
@@ -455,6 +480,7 @@ class ServerService:
             raise Forbidden("INJECT SP on this stream is needed")
         if request.stream not in self.pipeline.queries.streams:
             raise Forbidden("a query's output stream takes no sps")
+        self.halt.refuse_input()
         with self._lock:
             done = self.cql.submit(
                 text, port.roles_of(session), CallbackSink(_nowhere), provider=user

@@ -206,6 +206,7 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
         checks = {
             "catalog": _catalog_reachable(service),
             "ingest": _ingest_active(service),
+            "ingest_state": getattr(getattr(service, "halt", None), "reason", None) is None,
             "queries_restored": bool(getattr(service, "started", False)),
         }
         if all(checks.values()):
