@@ -248,19 +248,25 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         stop_server(second)
 
 
+def _readable_by_customer1(server, schema: str, stream: str):
+    """A new (id, x) stream CUSTOMER1 may query; returns joe's (the admin's) client."""
+    joe = server.login("joe", ["ADMIN"])
+    attributes = [["id", "bigint"], ["x", "bigint"]]
+    _ok(joe.post("/schemas", json={"name": schema, "attributes": attributes, "tid": "id"}), 201)
+    _ok(joe.post("/streams", json={"name": stream, "schema": schema}), 201)
+    for permission in ("VIEW OBJECT", "READ TUPLE"):
+        _grant(joe, permission, "stream", stream, "CUSTOMER1")
+    for permission in ("ADD", "VIEW CATALOG"):
+        _grant(joe, permission, "system", "system", "CUSTOMER1")
+    return joe
+
+
 def test_a_failed_query_says_so_everywhere_and_never_hangs_a_subscriber(server):
     """A query the engine stops with an error (ANSI division by zero on a real tuple):
     status ``failed`` with its error class, an ``error`` event for live subscribers, a
     409 for new ones, a 409 for a start that fails again, the full message for
     administrators only."""
-    joe = server.login("joe", ["ADMIN"])
-    schema = {"name": "fs", "attributes": [["id", "bigint"], ["x", "bigint"]], "tid": "id"}
-    _ok(joe.post("/schemas", json=schema), 201)
-    _ok(joe.post("/streams", json={"name": "fails", "schema": "fs"}), 201)
-    for permission in ("VIEW OBJECT", "READ TUPLE"):
-        _grant(joe, permission, "stream", "fails", "CUSTOMER1")
-    for permission in ("ADD", "VIEW CATALOG"):
-        _grant(joe, permission, "system", "system", "CUSTOMER1")
+    joe = _readable_by_customer1(server, "fs", "fails")
     al = server.login("al", ["CUSTOMER1"])
     text = "SELECT id, 100 / x AS ratio FROM fails"
     _ok(al.post("/queries", json={"name": "ratio", "text": text}), 201)
@@ -324,14 +330,7 @@ def test_secure_ingest_that_dies_is_restarted_and_audited(server):
 
 def test_a_disabled_owners_queries_stop_until_she_is_enabled(server):
     """A disabled user's queries must not keep reading with her roles."""
-    joe = server.login("joe", ["ADMIN"])
-    schema = {"name": "ds", "attributes": [["id", "bigint"], ["x", "bigint"]], "tid": "id"}
-    _ok(joe.post("/schemas", json=schema), 201)
-    _ok(joe.post("/streams", json={"name": "owned", "schema": "ds"}), 201)
-    for permission in ("VIEW OBJECT", "READ TUPLE"):
-        _grant(joe, permission, "stream", "owned", "CUSTOMER1")
-    for permission in ("ADD", "VIEW CATALOG"):
-        _grant(joe, permission, "system", "system", "CUSTOMER1")
+    joe = _readable_by_customer1(server, "ds", "owned")
     al = server.login("al", ["CUSTOMER1"])
     _ok(al.post("/queries", json={"name": "als", "text": "SELECT id FROM owned"}), 201)
     body = {"permission": "SUBSCRIBE", "kind": "stream", "object": "als_out", "user": "joe"}
