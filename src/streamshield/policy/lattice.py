@@ -85,11 +85,11 @@ class Lattice:
     @classmethod
     def of(
         cls,
-        classes: Mapping[str, Sequence[str]],
+        classes: Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]],
         order: Sequence[str] | None = None,
         capacity: int | None = None,
     ) -> Lattice:
-        """A lattice from ``{class: [companies]}`` (see :class:`~.coi.CoiClasses`)."""
+        """A lattice from ``{class: [companies]}`` or ``[(class, [companies])]``."""
         return cls(CoiClasses(classes, order, capacity))
 
     def __repr__(self) -> str:
