@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from streamshield.network.evaluate import evaluate, evaluate_network
 from streamshield.network.merge import Network, merge, normalise
-from streamshield.network.operators import Operator, Select, WindowSpec, project, select, window
+from streamshield.network.operators import (
+    Operator,
+    Select,
+    WindowSpec,
+    project,
+    select,
+    union,
+    window,
+)
 from streamshield.network.predicates import parse_conjunction as where
 from tests.unit.network_papers import (
     CW_COMMON_SELECT,
@@ -152,3 +160,14 @@ def test_sharing_a_window_of_the_same_stream_but_another_size_is_not_sharing() -
     network = merge({"A": a, "B": b})
     assert network.common_prefix == frozenset()
     assert len(network.components()) == 2
+
+
+def test_decomposing_a_select_below_a_union_does_not_reorder_the_union() -> None:
+    """Found by the merge property: decomposition renames a union's input, and a union that
+    concatenated in canonical input order then fed a different last row to ROWS 1."""
+    both = select(where("a = 1 AND b >= 1"), "S")
+    query = window(WindowSpec.rows(1), union(both, select(where("a = 1"), "S")))
+    rows = {"S": [{"a": 1, "b": 1, "ts": 0}, {"a": 1, "b": 0, "ts": 0}]}
+    network = merge({"Q": query})
+    assert network.roots["Q"] != query  # the union's input was decomposed
+    assert evaluate_network(network, rows).outputs["Q"] == evaluate(query, rows)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -209,6 +211,23 @@ def test_revoking_every_user_of_a_query_turns_off_exactly_the_operators_only_it_
     for q, root in queries.items():
         if q != lost:
             assert result.outputs[q] == evaluate(root, rows)
+
+
+@settings(max_examples=100)
+@given(query_sets(min_size=3, max_size=4))
+def test_losing_any_set_of_queries_turns_off_exactly_what_only_they_use(queries) -> None:
+    """With three or more queries, branches shared by some (not all) of them must shut too
+    when all of those lose access (the in-network switches inside the common prefix)."""
+    network = merge(queries)
+    everyone = SwitchState.closed(place_switches(network))
+    for q in queries:
+        everyone = apply_all(everyone, grant(q, "u"))
+    names = sorted(queries)
+    for size in range(1, len(names)):
+        for lost in itertools.combinations(names, size):
+            state = apply_all(everyone, *(revoke(q, "u") for q in lost))
+            off = operators_off(network, state)
+            assert off == {n for n, qs in network.usage.items() if qs <= set(lost)}, lost
 
 
 @settings(max_examples=50)

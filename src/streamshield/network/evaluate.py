@@ -15,7 +15,9 @@ Semantics, per operator:
   attributes are equal and present; left values win a name clash;
 - aggregate groups by its attributes in order of first appearance; a group's rows with no
   value for the attribute do not count (SQL), COUNT(*) counts every row;
-- union concatenates its inputs in canonical order.
+- union merges its inputs by time (``ts``), then by the row's sorted items, so that its
+  result does not depend on the order or the spelling of its inputs: decomposing a
+  select below a union renames that input and must not reorder the union's rows.
 """
 
 from __future__ import annotations
@@ -106,6 +108,12 @@ def _fold(function: Aggregation, values: list[object]) -> object:
     return sum(numbers) / len(numbers)
 
 
+def _union_order(row: Row) -> tuple[int, float, str]:
+    ts = row.get("ts")
+    timed = _number(ts)
+    return (0 if timed else 1, float(ts) if timed else 0.0, repr(sorted(row.items())))  # type: ignore[arg-type]
+
+
 def _compute(node: Operator, inputs: list[list[Row]]) -> list[Row]:
     if isinstance(node, Window):
         return apply_window(node.spec, inputs[0])
@@ -118,7 +126,7 @@ def _compute(node: Operator, inputs: list[list[Row]]) -> list[Row]:
     if isinstance(node, Aggregate):
         return _aggregate(node, inputs[0])
     if isinstance(node, Union):
-        return [r for rows in inputs for r in rows]
+        return sorted((r for rows in inputs for r in rows), key=_union_order)
     raise TypeError(f"no evaluation for {node.kind}")  # pragma: no cover
 
 
