@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -245,3 +246,26 @@ def test_every_query_output_has_a_terminal_and_every_stream_edge_an_initial_swit
         if s.kind is SwitchKind.IN_NETWORK:
             assert s.producer in network.common_prefix
             assert s.queries == network.usage[s.consumer] < network.usage[s.producer]
+
+
+def test_a_snapshot_restores_onto_a_replanned_network() -> None:
+    """Access survives re-planning: the snapshot holds user sets, counters follow from them."""
+    state = apply_all(
+        SwitchState.closed(PRS_SWITCHES), grant("Q1", "ann"), grant("Q2", "cy"), grant("Q2", "d")
+    )
+    snapshot = state.snapshot()
+    assert snapshot == {"Q1": ["ann"], "Q2": ["cy", "d"]}
+    restored, dropped = SwitchState.restore(PRS_SWITCHES, snapshot)
+    assert restored == state and dropped == frozenset()
+    # Q2 removed from the network: Q1 keeps its access, Q2's users open nothing.
+    alone = merge({"Q1": PRS_CQ1})
+    restored, dropped = SwitchState.restore(place_switches(alone), snapshot)
+    assert dropped == {"Q2"} and restored.receivers("Q1") == {"ann"}
+    assert operators_off(alone, restored) == frozenset()
+    assert all(n == 1 for n in restored.counters.values())
+
+
+@pytest.mark.parametrize("bad", [{"Q1": "ann"}, {"Q1": [1]}, {"Q1": ["ann", "ann"]}])
+def test_a_malformed_snapshot_is_refused(bad: dict) -> None:
+    with pytest.raises(ValueError, match="snapshot of switch state"):
+        SwitchState.restore(PRS_SWITCHES, bad)

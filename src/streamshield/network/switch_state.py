@@ -61,6 +61,36 @@ class SwitchState:
         users = {s: frozenset() for s in switches if s.kind is SwitchKind.TERMINAL}
         return cls(switches, counters, users)
 
+    def snapshot(self) -> dict[str, list[str]]:
+        """What survives a restart or a re-plan: who may receive each query's output.
+
+        Counters are not stored: they follow from the user sets and the placement, so a
+        snapshot taken before a query was added or removed restores onto the new network.
+        """
+        return {s.query: sorted(users) for s, users in sorted(self.users.items(), key=_by_id)}
+
+    @classmethod
+    def restore(
+        cls, switches: tuple[Switch, ...], snapshot: Mapping[str, list[str]]
+    ) -> tuple[SwitchState, frozenset[str]]:
+        """Rebuild the state from a snapshot by replaying its grants onto closed switches.
+
+        Returns the state and the snapshot's queries that have no switch here (dropped,
+        never opening anything, for the caller to audit). A malformed snapshot raises.
+        """
+        state = cls.closed(switches)
+        dropped = set()
+        for query, users in sorted(snapshot.items()):
+            if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+                raise ValueError(f"snapshot of switch state: users of {query!r} are not names")
+            for user in users:
+                state, outcome = state.apply(AccessChange(query, user, Sign.GRANT))
+                if outcome is Outcome.UNKNOWN_QUERY:
+                    dropped.add(query)
+                elif outcome is not Outcome.APPLIED:
+                    raise ValueError(f"snapshot of switch state: {query!r} repeats a user")
+        return state, frozenset(dropped)
+
     def terminal(self, query: str) -> Switch | None:
         return next((s for s in self.users if s.query == query), None)
 
@@ -95,6 +125,10 @@ class SwitchState:
             users[terminal] | {change.user} if step > 0 else users[terminal] - {change.user}
         )
         return SwitchState(self.switches, counters, users), Outcome.APPLIED
+
+
+def _by_id(item: tuple[Switch, object]) -> str:
+    return item[0].id
 
 
 def operators_off(network: Network, state: SwitchState) -> frozenset[Operator]:
