@@ -104,6 +104,9 @@ class Network:
     def __post_init__(self) -> None:
         object.__setattr__(self, "roots", dict(sorted(self.roots.items())))
 
+    def __hash__(self) -> int:
+        return hash(self.canonical)
+
     @classmethod
     def of_tree(cls, query: str, root: Operator) -> Network:
         """OPT(Q): one query's operator tree as a network of its own."""

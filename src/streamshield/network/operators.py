@@ -273,7 +273,7 @@ class Aggregate(Operator):
     @property
     def parameters(self) -> str:
         group = ", ".join(repr(a) for a in sorted(self.group_by))
-        return f"{self.output_attribute}; GROUP BY {group}"
+        return f"{self.function.value}({self.attribute!r}); GROUP BY {group}"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
