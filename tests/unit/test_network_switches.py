@@ -269,3 +269,14 @@ def test_a_snapshot_restores_onto_a_replanned_network() -> None:
 def test_a_malformed_snapshot_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError, match="snapshot of switch state"):
         SwitchState.restore(PRS_SWITCHES, bad)
+
+
+def test_a_state_is_closed_wherever_it_says_nothing_and_never_negative() -> None:
+    assert SwitchState(PRS_SWITCHES) == SwitchState.closed(PRS_SWITCHES)
+    assert not any(SwitchState(PRS_SWITCHES).is_open(s) for s in PRS_SWITCHES)
+    counted = next(s for s in PRS_SWITCHES if s.kind is SwitchKind.INITIAL)
+    with pytest.raises(ValueError, match="below zero"):
+        SwitchState(PRS_SWITCHES, {counted: -1})
+    stranger = Switch(SwitchKind.TERMINAL, frozenset({"Q9"}), PRS_O2, None)
+    with pytest.raises(ValueError, match="does not have"):
+        SwitchState(PRS_SWITCHES, users={stranger: frozenset({"u"})})

@@ -54,12 +54,28 @@ class SwitchState:
     counters: Mapping[Switch, int] = field(default_factory=dict)
     users: Mapping[Switch, frozenset[str]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Deny by default: a switch the caller left out is closed, never missing.
+        known = set(self.switches)
+        if not known.issuperset(self.counters) or not known.issuperset(self.users):
+            raise ValueError("switch state names a switch the network does not have")
+        if any(n < 0 for n in self.counters.values()):
+            raise ValueError("a switch counter is below zero")
+        counters = {
+            s: self.counters.get(s, 0) for s in self.switches if s.kind is not SwitchKind.TERMINAL
+        }
+        users = {
+            s: frozenset(self.users.get(s, ()))
+            for s in self.switches
+            if s.kind is SwitchKind.TERMINAL
+        }
+        object.__setattr__(self, "counters", counters)
+        object.__setattr__(self, "users", users)
+
     @classmethod
     def closed(cls, switches: tuple[Switch, ...]) -> SwitchState:
         """Deny by default: every counter at zero, every terminal switch without users."""
-        counters = {s: 0 for s in switches if s.kind is not SwitchKind.TERMINAL}
-        users = {s: frozenset() for s in switches if s.kind is SwitchKind.TERMINAL}
-        return cls(switches, counters, users)
+        return cls(switches)
 
     def snapshot(self) -> dict[str, list[str]]:
         """What survives a restart or a re-plan: who may receive each query's output.
@@ -118,8 +134,6 @@ class SwitchState:
         counters = {
             s: n + step if change.query in s.queries else n for s, n in self.counters.items()
         }
-        if any(n < 0 for n in counters.values()):  # pragma: no cover - guarded above
-            raise AssertionError("a switch counter would go below zero")
         users = dict(self.users)
         users[terminal] = (
             users[terminal] | {change.user} if step > 0 else users[terminal] - {change.user}
