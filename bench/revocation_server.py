@@ -1,6 +1,6 @@
 """Revocation on a busy server: how long a revoked or logged-out subscriber still receives.
 
-One command: ``.venv/bin/python -m bench.revocation_server --rounds 10`` (issue 11,
+One command: ``.venv/bin/python -m bench.revocation_server`` (about 3 minutes; issue 11,
 item 1: "measure the time from the revoke call to the last row and to the ``closed``
 event, on a busy server").
 
@@ -10,18 +10,21 @@ busy: a provider appends tuples over HTTPS continuously (an sp first, then
 ``--tuples`` plain rows per POST, ``--posts`` POSTs per second, the server assigning
 seq), and four other users run their own queries over the stream, each with a live
 subscriber, so that ingest and query micro-batches never stop. Al owns a query over
-the stream and shares its output with Bob (VIEW OBJECT + SUBSCRIBE). Rounds alternate:
+the stream and shares its output (VIEW OBJECT + SUBSCRIBE) with ``--recipients`` users
+(Bob, Bea, Ben, Bo: CUSTOMER2, who may also read the stream's tuples themselves), who
+run rounds at the same time, each alternating:
 
-* revoke: Bob subscribes; once rows reach him, ``t0`` is taken just before Al's
-  ``DELETE /grants`` of SUBSCRIBE; we record when Bob's last ``rows`` event and his
-  ``closed`` event arrived (monotonic receive times in Bob's reader thread). Al grants
-  SUBSCRIBE again for the next round.
+* revoke: Bob subscribes; once rows reach him, at a random moment of the next delivery
+  cycle, ``t0`` is taken just before Al's ``DELETE /grants`` of Bob's SUBSCRIBE; we
+  record when Bob's last ``rows`` event and his ``closed`` event arrived (monotonic
+  receive times in Bob's reader thread). Al grants SUBSCRIBE again for the next round.
 * logout: the same, but Bob's own session ends (``POST /logout``) instead.
 
-Revoke -> last row is negative (or zero) when no row reached Bob after the call: then it
-says how long before the call his last rows came. How busy the server was is measured
-from Spark's progress reports of every streaming query of the session (ingest and the
-six queries): batches that had input rows, per second, during the rounds. Figures go to
+Revoke -> last row is negative (or zero) when no row reached the recipient after the
+call: then it says how long before the call her last rows came. How busy the server was
+is measured from Spark's progress reports of every streaming query of the session
+(ingest and the five user queries): batches that had input rows, per second, and the
+share of the time each query spent in a batch, during the rounds. Figures go to
 ``bench/results-revocation-server.json`` and to their own section of ``docs/results.md``.
 """
 
@@ -31,6 +34,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import random
 import shutil
 import socket
@@ -48,7 +52,6 @@ import httpx
 
 from bench.revocation_latency import write_section
 from streamshield.catalog.security import SecurityCatalog
-from streamshield.client import parse_sse
 from streamshield.engine.session import spark_session
 from streamshield.server.app import create_app
 from streamshield.server.runner import Running, serve_in_thread
@@ -61,7 +64,7 @@ RESULTS = ROOT / "bench" / "results-revocation-server.json"
 PASSWORD = "correct horse battery staple"
 ROLES = ["ADMIN", "INFO_PROVIDER", "CUSTOMER1", "CUSTOMER2"]
 STREAM = "feed"
-SHARED = "al_q_out"  # Al's query output, shared with Bob
+SHARED = "al_q_out"  # Al's query output, shared with the recipients
 SYMBOLS = [f"S{i}" for i in range(8)]
 OTHERS = {  # four other users' queries: selections and one aggregate (stateful)
     "carol": "SELECT id, price FROM feed WHERE price > 50",
@@ -69,11 +72,12 @@ OTHERS = {  # four other users' queries: selections and one aggregate (stateful)
     "erin": "SELECT symbol, count(*) AS n, sum(price) AS total FROM feed GROUP BY symbol",
     "frank": "SELECT id, symbol, price FROM feed WHERE symbol = 'S3'",
 }
+RECIPIENTS = ("bob", "bea", "ben", "bo")  # Al shares his output with each of them
 USERS = {
     "joe": ["ADMIN"],
     "ed": ["INFO_PROVIDER"],
     "al": ["CUSTOMER1"],
-    "bob": ["CUSTOMER2"],
+    **{name: ["CUSTOMER2"] for name in RECIPIENTS},
     **{name: ["CUSTOMER1"] for name in OTHERS},
 }
 SP = {
@@ -157,7 +161,7 @@ def grant_body(permission: str, kind: str, obj: str, role: str | None = None, us
 
 
 def set_up(server: Server) -> None:
-    """Joe's schema, stream and grants; every user's query (Al's is shared with Bob)."""
+    """Joe's schema, stream and grants; every user's query (Al's is shared with the recipients)."""
     with server.login("joe") as joe:
         schema = {
             "name": "ticks",
@@ -172,7 +176,7 @@ def set_up(server: Server) -> None:
                 ok(joe.post("/grants", json=grant_body("VIEW OBJECT", kind, obj, role)))
         for permission in ("WRITE", "INJECT SP"):
             ok(joe.post("/grants", json=grant_body(permission, "stream", STREAM, "INFO_PROVIDER")))
-        # Bob may read the tuples himself: a per-recipient check passes him the same rows.
+        # Recipients may read the tuples themselves: a per-recipient check passes them the rows.
         for role in ("CUSTOMER1", "CUSTOMER2"):
             ok(joe.post("/grants", json=grant_body("READ TUPLE", "stream", STREAM, role)))
         ok(joe.post("/grants", json=grant_body("ADD", "system", "system", "CUSTOMER1")))
@@ -181,8 +185,9 @@ def set_up(server: Server) -> None:
         with server.login(user) as client:
             ok(client.post("/queries", json={"name": f"{user}_q", "text": text}), 201)
     with server.login("al") as al:
-        for permission in ("VIEW OBJECT", "SUBSCRIBE"):
-            ok(al.post("/grants", json=grant_body(permission, "stream", SHARED, user="bob")))
+        for user in RECIPIENTS:
+            for permission in ("VIEW OBJECT", "SUBSCRIBE"):
+                ok(al.post("/grants", json=grant_body(permission, "stream", SHARED, user=user)))
 
 
 # -- load and observation -------------------------------------------------------------------
@@ -246,15 +251,31 @@ class Provider:
         return sum(a for t, a, _ in self.posts if start <= t <= end)
 
 
+def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, int]]:
+    """Server-sent events as (event, bytes of data), pings skipped. The data is not decoded:
+    the bench shares the server's process (and its GIL), and decoding tens of thousands of
+    rows per event in the readers would slow the server it measures."""
+    event, size = "message", 0
+    for line in lines:
+        if not line:
+            if size:
+                yield event, size
+            event, size = "message", 0
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            size += len(line) - 5
+
+
 class Subscriber:
     """A live SSE subscription read in a thread; every event with its monotonic receive time.
 
-    As tests/server/conftest.py's ``Subscriber``, plus the receive times; rows are counted,
-    not kept.
+    As tests/server/conftest.py's ``Subscriber``, plus the receive times; the rows are
+    neither decoded nor kept.
     """
 
     def __init__(self, client: httpx.Client, name: str) -> None:
-        self.events: list[tuple[float, str, int]] = []  # received at, event, rows
+        self.events: list[tuple[float, str, int]] = []  # received at, event, data bytes
         self.status: int | None = None
         self.body = ""
         self.client = client
@@ -276,8 +297,8 @@ class Subscriber:
                     self.status = response.status_code
                     return
                 self.status = 200
-                for event, data in parse_sse(response.iter_lines()):
-                    self.events.append((time.monotonic(), event, len(data.get("rows", ()))))
+                for event, size in sse_events(response.iter_lines()):
+                    self.events.append((time.monotonic(), event, size))
         except (httpx.HTTPError, RuntimeError):
             self.status = self.status or -1
 
@@ -325,38 +346,39 @@ def batches_with_rows(spark, service: ServerService, start: float, end: float) -
 
 
 def one_round(
-    server: Server, kind: str, rng: random.Random, cycle: float, end_timeout: float
+    server: Server, user: str, kind: str, rng: random.Random, cycle: float, end_timeout: float
 ) -> dict:
-    """Bob subscribes, receives rows, then loses the right (``revoke``) or his session at
-    a random moment of the next ``cycle`` seconds (about one delivery cycle)."""
-    bob = server.login("bob")
+    """``user`` subscribes, receives rows, then loses the right (``revoke``) or his session
+    at a random moment of the next ``cycle`` seconds (about one delivery cycle)."""
+    recipient = server.login(user)
     try:
-        subscriber = Subscriber(bob, SHARED)
+        subscriber = Subscriber(recipient, SHARED)
         try:
             wait_for(subscriber.rows_events, timeout=120)
             time.sleep(rng.uniform(0.0, cycle))
             with server.login("al") as al:
                 t0 = time.monotonic()
                 if kind == "revoke":
-                    revoke = grant_body("SUBSCRIBE", "stream", SHARED, user="bob")
+                    revoke = grant_body("SUBSCRIBE", "stream", SHARED, user=user)
                     ok(al.request("DELETE", "/grants", json=revoke))
                 else:
-                    ok(bob.post("/logout"))
+                    ok(recipient.post("/logout"))
                 returned = time.monotonic()
                 with contextlib.suppress(TimeoutError):  # a missing end is reported
                     wait_for(subscriber.end, timeout=end_timeout)
                 end = subscriber.end()
                 if kind == "revoke":
-                    regrant = grant_body("SUBSCRIBE", "stream", SHARED, user="bob")
+                    regrant = grant_body("SUBSCRIBE", "stream", SHARED, user=user)
                     ok(al.post("/grants", json=regrant))
         finally:
             subscriber.close()
     finally:
-        bob.close()
+        recipient.close()
     rows = subscriber.rows_events()
     after = [t for t in rows if t >= t0 and (end is None or t <= end[0])]
     return {
         "kind": kind,
+        "user": user,
         "call_s": round(returned - t0, 4),
         "end_event": end[1] if end else None,
         "to_end_s": round(end[0] - t0, 4) if end else None,
@@ -364,6 +386,49 @@ def one_round(
         "rows_events_after_call": len(after),
         "rows_events_before_call": len([t for t in rows if t < t0]),
     }
+
+
+def all_rounds(
+    server: Server, args: argparse.Namespace, busy: Subscriber, started: float
+) -> list[dict]:
+    """``--recipients`` users run rounds at once, each alternating revoke and logout, until
+    ``2 * --rounds`` rounds have started or ``--max-seconds`` have passed."""
+    rounds: list[dict] = []
+    lock = threading.Lock()
+    begun = 0
+    failures: list[BaseException] = []
+
+    def recipient(index: int, user: str) -> None:
+        nonlocal begun
+        rng = random.Random(args.seed * 100 + index)
+        for n in itertools.count():
+            with lock:
+                if begun >= 2 * args.rounds or time.monotonic() - started > args.max_seconds:
+                    return
+                begun += 1
+            kind = "revoke" if (index + n) % 2 == 0 else "logout"
+            try:
+                outcome = one_round(server, user, kind, rng, delivery_cycle(busy), args.end_timeout)
+            except BaseException as err:  # reported after the others finished their rounds
+                failures.append(err)
+                return
+            with lock:
+                rounds.append(outcome)
+            print(json.dumps(outcome), flush=True)
+
+    threads = [
+        threading.Thread(target=recipient, args=(i, user), name=f"bench-{user}", daemon=True)
+        for i, user in enumerate(RECIPIENTS[: args.recipients])
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(args.max_seconds + 300)
+        if thread.is_alive():
+            raise RuntimeError(f"{thread.name} did not end")
+    if failures:
+        raise failures[0]
+    return rounds
 
 
 def delivery_cycle(subscriber: Subscriber) -> float:
@@ -385,13 +450,24 @@ def stats(values: list[float]) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
+    phases: dict[str, float] = {}
+    clock = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        phases[name] = round(time.monotonic() - clock, 1)
+        clock = time.monotonic()
+        print(f"{name}: {phases[name]} s", flush=True)
+
     spark = spark_session(conf={"spark.sql.streaming.numRecentProgressUpdates": "2000"})
     spark.sparkContext.setLogLevel("ERROR")
-    rng = random.Random(args.seed)
+    phase("spark session")
     tmp = Path(tempfile.mkdtemp(prefix="ss-revbench-"))
     try:
         with busy_root_server(spark, tmp) as server:
+            phase("server start")
             set_up(server)
+            phase("set-up (schema, stream, grants, 5 queries)")
             provider = Provider(server.login("ed"), args.tuples, args.posts, args.seed)
             provider.start()
             others: list[Subscriber] = []
@@ -400,17 +476,14 @@ def run(args: argparse.Namespace) -> dict:
                     others.append(Subscriber(server.login(user), f"{user}_q"))
                 for sub in others:  # warm-up: every query delivers before we measure
                     wait_for(sub.rows_events, timeout=180, every=0.2)
+                phase("warm-up (every other subscriber has rows)")
+                loadavg = [os.getloadavg()[0]]
                 started, wall_started = time.monotonic(), time.time()
-                rounds: list[dict] = []
-                for n in range(2 * args.rounds):
-                    if time.monotonic() - started > args.max_seconds:
-                        break
-                    kind = "revoke" if n % 2 == 0 else "logout"
-                    cycle = delivery_cycle(others[0])
-                    rounds.append(one_round(server, kind, rng, cycle, args.end_timeout))
-                    print(json.dumps(rounds[-1]), flush=True)
+                rounds = all_rounds(server, args, others[0], started)
                 ended, wall_ended = time.monotonic(), time.time()
+                loadavg.append(os.getloadavg()[0])
                 batches = batches_with_rows(spark, server.service, wall_started, wall_ended)
+                phase("rounds")
             finally:
                 for sub in others:
                     sub.close()
@@ -418,12 +491,15 @@ def run(args: argparse.Namespace) -> dict:
                 provider.join()
                 provider.client.close()
             others_rows = [
-                sum(n for t, e, n in sub.events if e == "rows" and started <= t <= ended)
+                [(n, t) for t, e, n in sub.events if e == "rows" and started <= t <= ended]
                 for sub in others
             ]
-        return summarise(
+        phase("stop")
+        result = summarise(
             args, rounds, ended - started, provider, (started, ended), batches, others_rows
         )
+        machine = {"cpus": os.cpu_count(), "loadavg_1min_before_after": loadavg}
+        return {**result, "machine": machine, "phases_s": phases}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -435,7 +511,7 @@ def summarise(
     provider: Provider,
     window: tuple[float, float],
     batches: dict[str, list[dict]],
-    others_rows: list[int],
+    others_rows: list[list[tuple[int, float]]],
 ) -> dict:
     revokes = [r for r in rounds if r["kind"] == "revoke"]
     logouts = [r for r in rounds if r["kind"] == "logout"]
@@ -453,7 +529,11 @@ def summarise(
     total = sum(len(items) for items in batches.values())
     return {
         "command": command(args),
-        "rounds": {"revoke": len(revokes), "logout": len(logouts)},
+        "rounds": {
+            "revoke": len(revokes),
+            "logout": len(logouts),
+            "recipients": args.recipients,
+        },
         "measured_s": round(seconds, 1),
         "load": {
             "tuples_per_post": args.tuples,
@@ -463,7 +543,10 @@ def summarise(
             "streaming_queries": len(batches),
             "batches_with_rows_per_s": round(total / seconds, 2),
             "per_query": per_query,
-            "rows_delivered_to_other_subscribers": others_rows,
+            "other_subscribers_rows_events": [len(events) for events in others_rows],
+            "other_subscribers_mb": [
+                round(sum(n for n, _ in events) / 1e6, 1) for events in others_rows
+            ],
         },
         "revoke_to_closed_s": stats([r["to_end_s"] for r in revokes if r["to_end_s"] is not None]),
         "revoke_to_last_row_s": stats([r["to_last_row_s"] for r in revokes]),
@@ -506,9 +589,13 @@ def markdown(result: dict) -> str:
             HEADING,
             "",
             f"Generated by `{result['command']}`",
-            "on this project's machine (2 cores, shared with other agents' Spark jobs while",
-            "measured: absolute seconds are noisy). A real server over TLS on loopback, in",
-            "process, one Spark session. Busy: a provider appends "
+            f"on this project's machine ({result['machine']['cpus']} cores, shared with other "
+            "agents' Spark jobs while",
+            "measured, load average "
+            + " then ".join(f"{x:.1f}" for x in result["machine"]["loadavg_1min_before_after"])
+            + ": absolute seconds are noisy). A real server over TLS on",
+            "loopback, in the bench's process (its HTTP clients share the server's GIL), one",
+            "Spark session. Busy: a provider appends "
             f"{load['tuples_per_post']} tuples per POST at up",
             f"to {load['posts_per_s_target']} POSTs/s "
             f"(**{load['tuples_accepted_per_s']} tuples/s accepted**); four other users'",
@@ -526,11 +613,13 @@ def markdown(result: dict) -> str:
                 for name, q in load["per_query"].items()
             ),
             "",
-            "Al shares his query's output with Bob (SUBSCRIBE); once rows reach Bob, at a",
-            "random moment of the next delivery cycle, `t0` is taken just before Al's",
-            "`DELETE /grants` (revoke rounds) or Bob's `POST /logout` (logout rounds); times",
-            "are when Bob's SSE reader received the event. Last `rows` is negative when no",
-            "row came after the call (then: how long before it the last one came). Rounds:",
+            "Al shares his query's output (SUBSCRIBE) with "
+            f"{result['rounds']['recipients']} recipients running rounds at",
+            "once. Once rows reach a recipient, at a random moment of the next delivery cycle,",
+            "`t0` is taken just before Al's `DELETE /grants` of her SUBSCRIBE (revoke rounds)",
+            "or her own `POST /logout` (logout rounds); times are when her SSE reader received",
+            "the event. Last `rows` is negative when no row came after the call (then: how long",
+            "before it the last one came). Rounds: "
             f"{result['rounds']['revoke']} revoke, {result['rounds']['logout']} logout.",
             "",
             "| figure (s) | median | min | max | n |",
@@ -543,30 +632,42 @@ def markdown(result: dict) -> str:
             "",
             f"* Rounds whose `closed` came within one second of the call: "
             f"**{result['closed_within_1s']} of {len(result['per_round'])}**.",
-            f"* `rows` events that reached Bob after the call, at most: "
+            f"* `rows` events that reached a recipient after the call, at most: "
             f"**{result['rows_after_call_max']}**.",
             f"* Rounds that did not end with `closed` in time: **{len(missing)}**"
             + (f" ({', '.join(str(r['end_event']) for r in missing)})." if missing else "."),
-            f"* Rows delivered meanwhile to the four other subscribers: "
-            f"{', '.join(map(str, load['rows_delivered_to_other_subscribers']))}.",
+            "* Meanwhile the four other subscribers received "
+            f"{', '.join(map(str, load['other_subscribers_rows_events']))} `rows` events "
+            f"({', '.join(map(str, load['other_subscribers_mb']))} MB of JSON).",
             "",
         ]
     )
 
 
 DEFAULTS = {
-    "rounds": 5,
+    "rounds": 8,
+    "recipients": 3,
     "tuples": 1000,
     "posts": 2.0,
     "seed": 11,
-    "max-seconds": 120.0,
+    "max-seconds": 90.0,
     "end-timeout": 10.0,
 }
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=DEFAULTS["rounds"], help="of each kind")
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULTS["rounds"], help="of each kind, in all"
+    )
+    parser.add_argument(
+        "--recipients",
+        type=int,
+        default=DEFAULTS["recipients"],
+        choices=range(1, len(RECIPIENTS) + 1),
+        metavar=f"1..{len(RECIPIENTS)}",
+        help="users Al shares with, running rounds at once",
+    )
     parser.add_argument("--tuples", type=int, default=DEFAULTS["tuples"], help="per POST")
     parser.add_argument("--posts", type=float, default=DEFAULTS["posts"], help="POSTs per s")
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
