@@ -252,11 +252,11 @@ def markdown(result: dict, command: str) -> str:
     )
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of ``path`` (or append it); the rest stays."""
+def write_section(path: Path, section: str, heading: str = HEADING) -> None:
+    """Replace the section under ``heading`` of ``path`` (or append it); the rest stays."""
     text = path.read_text() if path.exists() else ""
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == HEADING), None)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
     if start is None:
         path.write_text(text.rstrip("\n") + "\n\n" + section)
         return
