@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlglot
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 from sqlglot import exp
@@ -50,28 +49,25 @@ from streamshield.engine.spgen import SpGen
 from streamshield.engine.tracker_state import StateStore
 from streamshield.engine.window_query import WindowQuery
 from streamshield.landing import LandingZone
+from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import (
-    ContinuousQuery,
     Shape,
     ShapeKind,
     SpInsert,
-    parse_request,
-    plan_shape,
-    sliding_window_sql,
 )
 from streamshield.lang.cql import SpStatement
 from streamshield.lang.label_propagation import (
     is_aggregate,
-    propagate_labels,
     uses_reserved_names,
 )
-from streamshield.lang.query_check import QueryRejected, check_query
+from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.recipient_labels import (
     Dependencies,
     dependencies,
     slot_columns,
     widest,
 )
+from streamshield.lang.rewrite_rules import Sliding, secure
 from streamshield.policy.delegation import may_delegate
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.operator_limits import OperatorLimits
@@ -116,7 +112,7 @@ class CqlService:
 
     def submit(
         self,
-        text: str,
+        request: str | AdmittedQuery,
         roles: Iterable[str],
         sink: Sink,
         name: str | None = None,
@@ -126,33 +122,31 @@ class CqlService:
     ) -> RegisteredQuery | SpsInserted:
         """Run one request; ``running`` are the shapes of the caller's running queries.
 
-        ``limits`` (e.g. read fresh from the system settings) replace the service's own.
+        ``request``: text, admitted here against every stream with ``roles``, or a query
+        the caller admitted already (against the streams its author may read; its roles
+        are the ones it runs with). ``limits`` (e.g. read fresh from the system
+        settings) replace the service's own.
         """
-        request = parse_request(text)
-        if isinstance(request, SpInsert):
+        admitted = (
+            request
+            if isinstance(request, AdmittedQuery)
+            else admit(request, roles, self.queries.hierarchy, list(self.streams))
+        )
+        if isinstance(admitted, SpInsert):
             if provider is None:
                 raise QueryRejected("sp_provider", "INSERT SP needs the provider's channel")
-            return self.insert_sps(request, provider)
-        roles = tuple(sorted(set(roles)))
-        if not roles:
-            raise QueryRejected("no_role", "a query needs at least one role")
-        try:
-            effective = self.queries.hierarchy.effective(roles)
-        except UnknownRoleError as err:
-            raise QueryRejected("unknown_role", str(err)) from None
-        checked = check_query(request.sql, list(self.streams))
-        shape = plan_shape(request)
+            return self.insert_sps(admitted, provider)
         limits = limits or self.limits
         if limits is not None:
-            limits.check(shape, effective, running)
+            limits.check(admitted.shape, admitted.effective, running)
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
-        if request.on_result:
-            query = self._delegate(request, checked.streams, shape, roles, name)
+        if admitted.delegating:
+            query = self._delegate(admitted, name)
         else:
-            query = self._route(request, checked.streams, shape, roles, sink, name)
-        self.shapes[query.name] = shape
+            query = self._route(admitted, sink, name)
+        self.shapes[query.name] = admitted.shape
         return query
 
     def stop(self, name: str) -> None:
@@ -199,72 +193,49 @@ class CqlService:
 
     # -- routing ---------------------------------------------------------------------------
 
-    def _route(
-        self,
-        request: ContinuousQuery,
-        streams: tuple[str, ...],
-        shape: Shape,
-        roles: tuple[str, ...],
-        sink: Sink,
-        name: str,
-    ) -> RegisteredQuery:
-        kind = shape.kind
-        if kind is ShapeKind.STREAM:
-            return self.queries.register(request.sql, roles, sink, name)
-        if kind is ShapeKind.SLIDING_AGGREGATE:
+    def _route(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
+        shape = admitted.shape
+        if shape.kind is ShapeKind.STREAM:
+            return self.queries.register(admitted, admitted.roles, sink, name)
+        if shape.kind is ShapeKind.SLIDING_AGGREGATE:
             _item, stream, window = shape.windows[0]
             event_time = self.streams[stream].event_time
             if event_time is None:
                 raise QueryRejected("window_time", f"stream {stream} has no event time")
             seconds = self.streams[stream].types[event_time] == "bigint"
-            sql = sliding_window_sql(request.sql, event_time, window, seconds=seconds)
-            return self.queries.register(sql, roles, sink, name)
-        if kind is ShapeKind.WINDOW_RELATION:
-            return self._window_query(request, streams, shape, roles, sink, name)
-        return self._join_query(request, shape, roles, sink, name)
+            sliding = Sliding(event_time, window, seconds)
+            return self.queries.register(admitted, admitted.roles, sink, name, sliding=sliding)
+        if shape.kind is ShapeKind.WINDOW_RELATION:
+            return self._window_query(admitted, sink, name)
+        return self._join_query(admitted, sink, name)
 
-    def _window_query(
-        self,
-        request: ContinuousQuery,
-        streams: tuple[str, ...],
-        shape: Shape,
-        roles: tuple[str, ...],
-        sink: Sink,
-        name: str,
-    ) -> RegisteredQuery:
-        _item, stream, window = shape.windows[0]
-        checked = check_query(request.sql, list(self.streams))
+    def _window_query(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
+        _item, stream, window = admitted.shape.windows[0]
 
         def sql(view: str) -> str:
-            return self._labelled(checked.rewrite({stream: view}), self.streams[stream].names, view)
+            return secure(admitted.checked.tree, self.queries.rewrite({stream: view}))
 
         query = WindowQuery(
             self.queries.spark,
             self.queries.labelled,
             self.streams[stream],
             self.queries.codec,
-            roles,
+            admitted.roles,
             window,
             sql,
-            shape.aggregate,
+            admitted.shape.aggregate,
             _deliverer(sink),
             self.queries.root / "windows" / name,
             name,
             self.queries.provenance,
         )
-        planned(query.analyse, request.sql)
+        planned(query.analyse, admitted.request.sql)
         handle = query.start()
         self.window_queries[name] = query
-        return self._record(name, request.sql, roles, streams, handle, sink)
+        return self._record(name, admitted, handle, sink)
 
-    def _join_query(
-        self,
-        request: ContinuousQuery,
-        shape: Shape,
-        roles: tuple[str, ...],
-        sink: Sink,
-        name: str,
-    ) -> RegisteredQuery:
+    def _join_query(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
+        shape, roles = admitted.shape, admitted.roles
         if len(shape.join_keys) != 1:
             raise QueryRejected("query_shape", "a join needs exactly one equality of keys")
         key = shape.join_keys[0]
@@ -276,10 +247,10 @@ class CqlService:
             if attr not in definition.names:
                 raise QueryRejected("query_shape", f"{attr} is not an attribute of {stream}")
             sides.append(JoinSide(alias, definition, attr, window))
-        if uses_reserved_names(request.sql):
+        if uses_reserved_names(admitted.checked.tree):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        tree = _over_join_output(request.sql)
-        planned(lambda: self._analyse_join(tree, sides), request.sql)
+        tree = _over_join_output(admitted.checked.tree)
+        planned(lambda: self._analyse_join(tree, sides), admitted.request.sql)
         ident = (tuple(sides), self.join_mode)
         join = self.joins.get(ident)
         fresh = join is None
@@ -301,7 +272,6 @@ class CqlService:
         view = f"ss_{uuid.uuid4().hex}_join"
 
         sources = self.queries.provenance.encode(s.stream.name for s in sides)
-
         words = self.queries.codec.block_width
 
         def consume(frame: DataFrame, batch_id: int) -> None:
@@ -317,8 +287,7 @@ class CqlService:
         if fresh:
             self.join_handles[ident] = join.start()
         handle = self.join_handles[ident]
-        streams = tuple(sorted({s.stream.name for s in sides}))
-        return self._record(name, request.sql, roles, streams, handle, sink)
+        return self._record(name, admitted, handle, sink)
 
     def _analyse_join(self, tree: exp.Select, sides: Sequence[JoinSide]) -> None:
         """Plans the user's SQL over an empty join output (one struct per alias) in a
@@ -333,52 +302,34 @@ class CqlService:
         session.sql(_with_pair_labels(tree, [], view))
 
     def _record(
-        self,
-        name: str,
-        sql: str,
-        roles: tuple[str, ...],
-        streams: tuple[str, ...],
-        handle: StreamingQuery,
-        sink: Sink,
+        self, name: str, admitted: AdmittedQuery, handle: StreamingQuery, sink: Sink
     ) -> RegisteredQuery:
-        query = RegisteredQuery(name, sql, roles, streams, True, handle, self.queries.spark, sink)
+        query = RegisteredQuery(
+            name,
+            admitted.request.sql,
+            admitted.roles,
+            admitted.streams,
+            True,
+            handle,
+            self.queries.spark,
+            sink,
+        )
         self.queries.queries[name] = query
         return query
 
-    def _labelled(self, sql: str, attributes: Sequence[str], view: str) -> str:
-        """The query with its output labels (selections keep them, aggregates combine),
-        the attributes each row and column depends on (checked against each recipient)
-        and, for selections, which output columns each row has masked."""
-        if uses_reserved_names(sql):
-            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        return propagate_labels(
-            sql,
-            self.queries._label_columns(),
-            "_ss_r",
-            attributes,
-            {view: attributes},
-            self.queries.codec.block_width,
-        )
-
     # -- delegation ------------------------------------------------------------------------
 
-    def _delegate(
-        self,
-        request: ContinuousQuery,
-        streams: tuple[str, ...],
-        shape: Shape,
-        roles: tuple[str, ...],
-        name: str,
-    ) -> RegisteredQuery:
-        if shape.kind is not ShapeKind.STREAM:
+    def _delegate(self, admitted: AdmittedQuery, name: str) -> RegisteredQuery:
+        if admitted.shape.kind is not ShapeKind.STREAM:
             raise QueryRejected("on_result", "ON RESULT is supported on unwindowed queries")
-        hierarchy = self.queries.hierarchy
+        hierarchy, roles, streams = self.queries.hierarchy, admitted.roles, admitted.streams
         if not may_delegate(self.shield_state.policies_in_force(), streams, roles, hierarchy):
             raise QueryRejected(
                 "no_grant_option", "ON RESULT needs the inputs WITH GRANT OPTION for your roles"
             )
-        self._check_roles(request.on_result)
-        targets = {st.stream for st in request.on_result if st.stream}
+        on_result = admitted.request.on_result
+        self._check_roles(on_result)
+        targets = {st.stream for st in on_result if st.stream}
         if len(targets) > 1:
             raise QueryRejected("on_result", "ON RESULT sps must all go to one stream")
         target = targets.pop() if targets else f"{name.replace('-', '_')}_result"
@@ -387,8 +338,8 @@ class CqlService:
                 "on_result_stream", "ON RESULT creates a new stream; that name is taken"
             )
         source = self.streams[streams[0]]
-        spgen = _DerivedSink(self, target, source, request.on_result, name)
-        return self.queries.register(request.sql, roles, CallbackSink(spgen), name, grant=True)
+        spgen = _DerivedSink(self, target, source, on_result, name)
+        return self.queries.register(admitted, roles, CallbackSink(spgen), name, grant=True)
 
     def register_stream(self, definition: StreamDefinition) -> None:
         """Make a new stream known to the catalog, the ingest and the query service."""
@@ -434,15 +385,15 @@ class _DerivedSink:
         self.spgen(frame, batch_id)
 
 
-def _over_join_output(sql: str) -> exp.Select:
+def _over_join_output(checked: exp.Expression) -> exp.Select:
     """The user's join query reading the join's output (placeholder ``__ss_join__``).
 
     The output has one struct column per alias, so ``a.hr`` resolves as a field; the
     FROM/JOIN clauses and the ON condition go, since the join already happened.
     """
-    tree = sqlglot.parse_one(sql, read="spark")
-    if not isinstance(tree, exp.Select):
+    if not isinstance(checked, exp.Select):
         raise QueryRejected("query_shape", "a join query must be one SELECT")
+    tree = checked.copy()
     tree.set("joins", None)
     tree.set("from_", exp.From(this=exp.to_table("__ss_join__")))
     return tree
@@ -507,6 +458,8 @@ def _pair_slots(
     # still tells its reader that the keys matched: both keys are row dependencies.
     keys = {objects[s.alias.lower()][s.key.lower()] for s in sides}
     deps = Dependencies(tuple(sorted(set(deps.row) | keys)), deps.columns)
+    if any(isinstance(e, exp.Star) for e in tree.expressions):
+        deps = deps.folded()  # ``*`` is one struct per side: the row needs every attribute
     return slot_columns(deps, widest([deps]), _pair_labels, words, aggregate)
 
 

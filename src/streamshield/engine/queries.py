@@ -1,10 +1,12 @@
 """Continuous queries of users over secured views of the labelled streams.
 
-``register`` checks the SQL before Spark sees it, plans it in a fresh Spark session
-(temporary views are per session, so no query can name another one's views), over
-secured views of exactly the streams it uses for exactly the roles it runs with, adds
-label propagation, and starts it on the chosen sink. Failures reach the user as an
-error class only; the full message, which may quote data values, goes to the audit log.
+``register`` takes an admitted query (lang/admission.py: parsed and checked once, before
+Spark sees anything), plans it in a fresh Spark session (temporary views are per
+session, so no query can name another one's views) over secured views of exactly the
+streams it uses for exactly the roles it runs with, applies the ordered security
+rewrites of lang/rewrite_rules.py to its checked tree, and starts it on the chosen
+sink. Failures reach the user as an error class only; the full message, which may quote
+data values, goes to the audit log.
 """
 
 from __future__ import annotations
@@ -29,17 +31,12 @@ from streamshield.engine.provenance import provenance_column, with_provenance
 from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.secured_view import secured_view, statistics_view
 from streamshield.engine.source_ids import SourceIds
-from streamshield.lang.label_propagation import (
-    LabelsNotPropagated,
-    is_aggregate,
-    propagate_labels,
-    uses_reserved_names,
-)
-from streamshield.lang.query_check import QueryRejected, check_query
-from streamshield.lang.statistics_rewrite import rewrite_statistics
+from streamshield.lang.admission import AdmittedQuery, admit
+from streamshield.lang.query_check import QueryRejected
+from streamshield.lang.rewrite_rules import Rewrite, Sliding, runs_on_statistics, secure
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
-from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
+from streamshield.policy.roles import RoleHierarchy
 
 audit = logging.getLogger("streamshield.audit")
 _ERROR_CLASS = re.compile(r"\[([A-Z0-9_.]+)\]")
@@ -168,73 +165,60 @@ class QueryService:
             raise ValueError("the new role hierarchy changes the label layout")
         self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
 
+    def admit(self, sql: str, roles: Iterable[str]) -> AdmittedQuery:
+        """``sql`` admitted against every stream of this service (a plain query only)."""
+        admitted = admit(sql, roles, self.hierarchy, list(self.streams))
+        if not isinstance(admitted, AdmittedQuery):
+            raise QueryRejected("query_shape", "an sp script is not a query")
+        return admitted
+
     def register(
         self,
-        sql: str,
+        query: str | AdmittedQuery,
         roles: Iterable[str],
         sink: Sink,
         name: str | None = None,
         grant: bool = False,
+        sliding: Sliding | None = None,
     ) -> RegisteredQuery:
-        """Check, secure and start a query; QueryRejected for anything not allowed.
+        """Secure and start a query; QueryRejected for anything not allowed.
 
-        ``grant``: the query delegates (ON RESULT), so it reads grant views: only what its
-        roles hold WITH GRANT OPTION; statistics-only access never reaches it.
+        ``query``: admitted already (its roles are the ones it runs with), or text to admit
+        with ``roles``. ``grant``: the query delegates (ON RESULT), so it reads grant
+        views: only what its roles hold WITH GRANT OPTION; statistics-only access never
+        reaches it. ``sliding``: a ``[RANGE t SLIDE s]`` aggregate's window.
         """
-        roles = tuple(sorted(set(roles)))
-        if not roles:
-            raise QueryRejected("no_role", "a query needs at least one role")
-        try:
-            self.hierarchy.effective(roles)
-        except UnknownRoleError as err:
-            raise QueryRejected("unknown_role", str(err)) from None
-        checked = check_query(sql, list(self.streams))
+        admitted = query if isinstance(query, AdmittedQuery) else self.admit(query, roles)
+        roles, streams = admitted.roles, admitted.streams
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
         session = self.spark.newSession()
-        views = {s: f"ss_{uuid.uuid4().hex}_{s}" for s in checked.streams}
-        text = checked.rewrite(views)  # sqlglot output, which sqlglot itself reads back
-        if uses_reserved_names(text):
-            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        aggregate = is_aggregate(text)
-        labelled_output = True  # unless propagation below cannot label this shape
-        statistics = self._statistics(text, checked.streams) if aggregate and not grant else None
+        views = {s: f"ss_{uuid.uuid4().hex}_{s}" for s in streams}
+        tree = admitted.checked.tree
+        aggregate = admitted.shape.aggregate
+        statistics = not grant and runs_on_statistics(tree, streams, aggregate)
         for stream, view in views.items():
-            self._view(session, stream, roles, view, statistics is not None, grant)
-        if statistics is not None:
-            text = statistics  # release rule and output labels included
-        elif labelled_output:
-            try:
-                attributes = self.streams[checked.streams[0]].names if len(views) == 1 else ()
-                sources = {view: self.streams[s].names for s, view in views.items()}
-                text = propagate_labels(
-                    text,
-                    self._label_columns(),
-                    "_ss_r",
-                    attributes,
-                    sources,
-                    self.codec.block_width,
-                )
-            except LabelsNotPropagated:
-                labelled_output = False
+            self._view(session, stream, roles, view, statistics, grant)
+        text = secure(tree, self.rewrite(views, statistics, sliding))
         # Spark's own refusals (unknown column, type error, unsupported on a stream) are
         # the user's error: a QueryRejected naming the column or class, before anything runs.
+        sql = admitted.request.sql
         result = planned(lambda: session.sql(text), sql)
         handle = planned(lambda: self._start(result, sink, name, aggregate), sql)
         query = RegisteredQuery(
             name,
             sql,
             roles,
-            checked.streams,
-            labelled_output,
+            streams,
+            any(c.startswith("_ss_r0_") for c in result.columns),
             handle,
             session,
             sink,
             tuple(result.columns),
         )
         self.queries[name] = query
-        audit.info("query %s registered by roles %s over %s", name, roles, checked.streams)
+        audit.info("query %s registered by roles %s over %s", name, roles, streams)
         return query
 
     def export_punctuated(
@@ -245,13 +229,13 @@ class QueryService:
         Its output columns must be attributes of its one input stream under their own
         names: the exported sps name attributes, and a renamed column would escape them.
         """
-        checked = check_query(sql, list(self.streams))
-        if len(checked.streams) != 1:
+        admitted = self.admit(sql, roles)
+        if len(admitted.streams) != 1:
             raise QueryRejected("export_shape", "a punctuated export reads exactly one stream")
-        origin = checked.streams[0]
+        origin = admitted.streams[0]
         registry = PolicyRegistry(self.labelled.root.parent / "policies")
         exporter = PunctuatedExport(out, registry, name or f"export-{origin}", origin)
-        query = self.register(sql, roles, CallbackSink(exporter), name)
+        query = self.register(admitted, roles, CallbackSink(exporter), name)
         columns = [c for c in query.columns if not c.startswith("_ss_")]
         if not query.labelled_output or not set(columns) <= set(self.streams[origin].names):
             self.stop(query.name)
@@ -270,6 +254,22 @@ class QueryService:
     def provenance(self) -> ProvenanceCodec:
         return self.sources.codec
 
+    def rewrite(
+        self, views: Mapping[str, str], statistics: bool = False, sliding: Sliding | None = None
+    ) -> Rewrite:
+        """The context of the security rewrites (lang/rewrite_rules.py) over ``views``."""
+        return Rewrite(
+            tuple(views),
+            views,
+            {s: self.streams[s].names for s in views},
+            tuple(self._label_columns()),
+            tuple(self._provenance_columns()),
+            self.codec.block_width,
+            self.statistics_k,
+            statistics,
+            sliding,
+        )
+
     def _label_columns(self) -> list[str]:
         """Tuple label and provenance words: what a query's output rows carry on."""
         return [
@@ -280,15 +280,6 @@ class QueryService:
 
     def _provenance_columns(self) -> list[str]:
         return [provenance_column(w) for w in range(self.provenance.width)]
-
-    def _statistics(self, text: str, streams: tuple[str, ...]) -> str | None:
-        """The statistics-view form of a single-stream aggregate, or None (READ view)."""
-        if len(streams) != 1:
-            return None
-        names = self.streams[streams[0]].names
-        return rewrite_statistics(
-            text, names, self.codec.block_width, self.statistics_k, self._provenance_columns()
-        )
 
     def _view(
         self,

@@ -568,11 +568,12 @@ def _shape_error(problem: str) -> QueryRejected:
     return QueryRejected("query_shape", problem)
 
 
-def plan_shape(query: ContinuousQuery) -> Shape:
+def plan_shape(query: ContinuousQuery, tree: exp.Expression | None = None) -> Shape:
     """Which path the engine takes for ``query``; :class:`QueryRejected` (``query_shape``)
-    for shapes no path supports. Run it next to ``check_query``, which it does not replace.
+    for shapes no path supports. Run it next to ``check_query``, which it does not replace;
+    ``tree``: the checked tree of ``query.sql`` (read only), to parse it once.
     """
-    tree = parse_tree(query.sql)
+    tree = parse_tree(query.sql) if tree is None else tree
     time_windows = tuple(_time_window_lengths(tree))
     operators = set()
     if any(True for _ in tree.find_all(exp.Join)):
@@ -728,12 +729,24 @@ def sliding_window_sql(
     ``seconds``: the event time is a ``bigint`` of seconds (as window state reads it),
     made a timestamp with ``timestamp_seconds`` for Spark's window.
     """
+    tree = sliding_window_tree(parse_tree(sql), event_time, window, column, seconds=seconds)
+    return tree.sql(dialect="spark", comments=False)
+
+
+def sliding_window_tree(
+    tree: exp.Expression,
+    event_time: str,
+    window: WindowSpec,
+    column: str = "window",
+    *,
+    seconds: bool = False,
+) -> exp.Expression:
+    """:func:`sliding_window_sql` on a tree (a new one; ``tree`` is not changed)."""
     if window.kind is not WindowKind.RANGE:
         raise ValueError("only a RANGE window becomes Spark's window()")
     for name in (event_time, column):
         if not _PLAIN_NAME.fullmatch(name):
             raise ValueError("column names in the rewrite must be plain identifiers")
-    tree = parse_tree(sql)
     if not isinstance(tree, exp.Select):
         raise _shape_error("a sliding window applies to one SELECT")
     if any(
@@ -754,6 +767,6 @@ def sliding_window_sql(
             exp.Literal.string(spark_duration(hop)),
         ],
     )
-    tree = tree.group_by(call.copy(), append=True)
+    tree = tree.group_by(call.copy(), append=True)  # a copy: ``tree`` stays as it was
     tree.set("expressions", [exp.alias_(call, column, quoted=True), *tree.expressions])
-    return tree.sql(dialect="spark", comments=False)
+    return tree

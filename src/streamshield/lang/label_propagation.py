@@ -42,9 +42,9 @@ def _is_aggregate(select: exp.Select) -> bool:
     )
 
 
-def uses_reserved_names(sql: str) -> bool:
+def uses_reserved_names(sql: str | exp.Expression) -> bool:
     """Whether user SQL names a label or origin column itself (it could forge labels)."""
-    tree = sqlglot.parse_one(sql, read="spark")
+    tree = sqlglot.parse_one(sql, read="spark") if isinstance(sql, str) else sql
     return any(
         isinstance(node, exp.Identifier) and node.name.lower().startswith(RESERVED)
         for node in tree.walk()
@@ -138,12 +138,26 @@ def propagate_labels(
     in ``sources`` is refused (LabelsNotPropagated) rather than left without them.
     """
     tree = sqlglot.parse_one(sql, read="spark")
-    if uses_reserved_names(sql):
+    return propagate_tree(tree, label_columns, readers_prefix, attributes, sources, words).sql(
+        dialect="spark"
+    )
+
+
+def propagate_tree(
+    tree: exp.Expression,
+    label_columns: Sequence[str],
+    readers_prefix: str,
+    attributes: Sequence[str] = (),
+    sources: Mapping[str, Sequence[str]] | None = None,
+    words: int = 0,
+) -> exp.Expression:
+    """:func:`propagate_labels` on a tree (a new one; ``tree`` is not changed)."""
+    if uses_reserved_names(tree):
         raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
+    tree = tree.copy()
     slots = _Slots({k.lower(): tuple(v) for k, v in sources.items()}, words) if sources else None
     layout = slots.layout(tree) if slots else None
-    labelled = _propagate(tree, label_columns, readers_prefix, attributes, slots, layout)
-    return labelled[0].sql(dialect="spark")
+    return _propagate(tree, label_columns, readers_prefix, attributes, slots, layout)[0]
 
 
 class _Slots:

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_REGEX_CHARS",
     "CheckedQuery",
     "QueryRejected",
+    "bind_views",
     "check_query",
     "parse_tree",
 ]
@@ -468,55 +469,69 @@ class CheckedQuery:
     """Catalog streams the query reads, spelled as in the catalog, sorted and unique."""
     _tree: exp.Expression = field(repr=False, compare=False)
 
+    @property
+    def tree(self) -> exp.Expression:
+        """The checked syntax tree (shared: copy it before changing anything)."""
+        return self._tree
+
     def rewrite(self, view_names: Mapping[str, str]) -> str:
-        """The query with every stream reference replaced by the given (secured) view name.
+        """The query with every stream reference replaced by the given (secured) view name,
+        as Spark SQL (see :func:`bind_views`)."""
+        return bind_views(self._tree, self.streams, view_names).sql(dialect="spark")
 
-        ``view_names`` maps each stream in :attr:`streams` (matched case-insensitively) to
-        the temp view that applies the user's policy. References keep their alias; an
-        unaliased ``FROM HeartRate`` becomes ``FROM `view` AS HeartRate`` so column
-        qualifiers such as ``HeartRate.beats`` still resolve. CTE references are left alone.
-        The result is Spark SQL without comments; it is checked again before being returned
-        so that nothing the generator emits can escape the rules.
 
-        Raises ``ValueError`` if a stream has no view, a view name is not a plain identifier,
-        or a CTE in the query has the same name as a view (it would shadow the view).
-        """
-        lookup = {name.lower(): view for name, view in view_names.items()}
-        missing = [s for s in self.streams if s.lower() not in lookup]
-        if missing:
-            raise ValueError(f"no view given for streams {missing}")
-        used = {lookup[s.lower()] for s in self.streams}
-        for view in used:
-            if not _VIEW_NAME.fullmatch(view):
-                raise ValueError(f"view name {view!r} is not a plain identifier")
-        used_lower = {v.lower() for v in used}
-        tree = self._tree.copy()
-        for cte in tree.find_all(exp.CTE):
-            if cte.alias_or_name.lower() in used_lower:
-                raise ValueError(f"CTE {cte.alias_or_name!r} would shadow a secured view")
-        for table in list(tree.find_all(exp.Table)):
-            stream = table.meta.get(_STREAM_META)
-            if stream is None:
-                continue
-            written = table.this.copy()
-            alias = table.args.get("alias")
-            if alias is None:
-                table.set("alias", exp.TableAlias(this=written))
-            elif alias.this is None:
-                alias.set("this", written)
-            table.set("this", exp.to_identifier(lookup[stream.lower()], quoted=True))
-            table.set("db", None)
-            table.set("catalog", None)
-        for func in tree.find_all(exp.Anonymous):
-            # ``WINDOW`` is also a clause keyword; backquoted, every parser reads it as the
-            # function (Spark resolves quoted function names as usual).
-            if func.name.lower() == "window":
-                func.set("this", exp.to_identifier(func.name, quoted=True))
-        text = tree.sql(dialect="spark", comments=False)
-        again = check_query(text, used, max_joins=1 << 30, max_windows=1 << 30)
-        if {s.lower() for s in again.streams} != used_lower:
-            raise RuntimeError("rewritten query reads other relations than the secured views")
-        return text
+def bind_views(
+    tree: exp.Expression, streams: Collection[str], view_names: Mapping[str, str]
+) -> exp.Expression:
+    """A copy of a checked ``tree`` (or of one our rewrites grew from it) with every stream
+    reference replaced by the given (secured) view name.
+
+    ``view_names`` maps each of ``streams`` (matched case-insensitively) to the temp view
+    that applies the user's policy. References keep their alias; an unaliased
+    ``FROM HeartRate`` becomes ``FROM `view` AS HeartRate`` so column qualifiers such as
+    ``HeartRate.beats`` still resolve. CTE references are left alone. The result is
+    checked again, as Spark SQL without comments, so that nothing the generator emits can
+    escape the rules: it reads exactly the views, nothing else.
+
+    Raises ``ValueError`` if a stream has no view, a view name is not a plain identifier,
+    or a CTE in the query has the same name as a view (it would shadow the view).
+    """
+    lookup = {name.lower(): view for name, view in view_names.items()}
+    missing = [s for s in streams if s.lower() not in lookup]
+    if missing:
+        raise ValueError(f"no view given for streams {missing}")
+    used = {lookup[s.lower()] for s in streams}
+    for view in used:
+        if not _VIEW_NAME.fullmatch(view):
+            raise ValueError(f"view name {view!r} is not a plain identifier")
+    used_lower = {v.lower() for v in used}
+    tree = tree.copy()
+    for cte in tree.find_all(exp.CTE):
+        if cte.alias_or_name.lower() in used_lower:
+            raise ValueError(f"CTE {cte.alias_or_name!r} would shadow a secured view")
+    for table in list(tree.find_all(exp.Table)):
+        stream = table.meta.get(_STREAM_META)
+        if stream is None:
+            continue
+        written = table.this.copy()
+        alias = table.args.get("alias")
+        if alias is None:
+            table.set("alias", exp.TableAlias(this=written))
+        elif alias.this is None:
+            alias.set("this", written)
+        table.set("this", exp.to_identifier(lookup[stream.lower()], quoted=True))
+        table.set("db", None)
+        table.set("catalog", None)
+    for func in tree.find_all(exp.Anonymous):
+        # ``WINDOW`` is also a clause keyword; backquoted, every parser reads it as the
+        # function (Spark resolves quoted function names as usual).
+        if func.name.lower() == "window":
+            func.set("this", exp.to_identifier(func.name, quoted=True))
+    text = tree.sql(dialect="spark", comments=False)
+    again = check_query(text, used, max_joins=1 << 30, max_windows=1 << 30)
+    if {s.lower() for s in again.streams} != used_lower:
+        raise RuntimeError("rewritten query reads other relations than the secured views")
+    return again.tree
 
 
 def check_query(

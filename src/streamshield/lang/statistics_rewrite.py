@@ -112,11 +112,31 @@ def rewrite_statistics(
     single-stream aggregate: the caller then runs it over the READ-only view, where
     statistics-only rows do not exist.
     """
+    out = statistics_tree(
+        sqlglot.parse_one(sql, read="spark"), attributes, block_width, k, provenance
+    )
+    return None if out is None else out.sql(dialect="spark")
+
+
+def statistics_supported(tree: exp.Expression) -> bool:
+    """Whether :func:`statistics_tree` can rewrite ``tree``: a plain single-stream SELECT
+    (the caller then runs it over a statistics view, else over the READ view)."""
+    return _supported(tree) and not uses_reserved_names(tree)
+
+
+def statistics_tree(
+    tree: exp.Expression,
+    attributes: Sequence[str],
+    block_width: int,
+    k: int,
+    provenance: Sequence[str] = (),
+) -> exp.Expression | None:
+    """:func:`rewrite_statistics` on a tree (a new one; ``tree`` is not changed)."""
     if k < 1:
         raise ValueError(f"the minimum group size must be >= 1, got {k}")
-    tree = sqlglot.parse_one(sql, read="spark")
-    if not _supported(tree) or uses_reserved_names(sql):
+    if not statistics_supported(tree):
         return None
+    tree = tree.copy()
     index = {name.lower(): obj for obj, name in enumerate(attributes, start=1)}
     stats_used: set[int] = set()
     for node in list(tree.find_all(exp.AggFunc, exp.Anonymous)):
@@ -144,7 +164,7 @@ def rewrite_statistics(
         if only:
             labels += _column_slot(i, only, sorted(raw_used), block_width, k)
     sources = [exp.alias_(exp.func("bit_or", exp.column(c)), c) for c in provenance]
-    return tree.select(*labels, *sources, append=True, dialect="spark").sql(dialect="spark")
+    return tree.select(*labels, *sources, append=True, dialect="spark")
 
 
 def _measures(tree: exp.Select, stats_used: set[int]) -> list[tuple[int, ...]] | None:

@@ -21,7 +21,6 @@ from typing import Any
 
 from streamshield.examples import hospital, hospital_ward
 from streamshield.examples.hospital_catalog import junior_edges
-from streamshield.lang.continuous import parse_request
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel
 from streamshield.server.service import SchemaDef, ServerService
@@ -83,9 +82,8 @@ def load_example(service: ServerService, users: ExampleUsers | None = None) -> d
     _grant(service, admin, "WRITE", "stream", STREAM, PROVIDER)
     _grant(service, admin, "INJECT SP", "stream", STREAM, PROVIDER)
     for user in CLINICIANS:
-        request = parse_request(QUERY)
         session = users.sessions[user]
-        service.register_query(session, f"heart_{user}", request, f"heart_{user}_out", QUERY)
+        service.register_request(session, f"heart_{user}", QUERY, f"heart_{user}_out")
     return passwords
 
 

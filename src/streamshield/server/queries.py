@@ -30,6 +30,7 @@ from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.queries import CallbackSink, RegisteredQuery, safe_error
 from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import Shape
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.server.errors import Conflict, Invalid, NotFound
@@ -56,6 +57,9 @@ class LiveQuery:
     error_class: str | None = None
     """Why the engine stopped the query (a Spark error class), until it is started again."""
     failed_at: float | None = None
+    admitted: AdmittedQuery | None = field(default=None, repr=False)
+    """The query as the API admitted it, for its first start (later starts admit the
+    stored text again, with the roles it has then)."""
 
     def columns(self) -> tuple[str, ...]:
         """Output columns a subscriber receives (labels are never delivered)."""
@@ -137,8 +141,11 @@ class QueryRegistry:
             running = self.running_shapes(query.owner, besides=name)
             delivery = query.delivery
             sink = StoringSink(query.store, delivery, wanted=lambda: bool(delivery.subscriptions))
+            admitted, query.admitted = query.admitted, None
+            if admitted is None or admitted.roles != query.roles:
+                admitted = None  # admitted for other roles: admit the text anew
             result = self._cql.submit(
-                query.text,
+                admitted or query.text,
                 query.roles,
                 CallbackSink(sink),
                 name=query.internal,

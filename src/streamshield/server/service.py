@@ -29,15 +29,15 @@ from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.cql_service import CqlService, SpsInserted
+from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import CallbackSink, safe_error
+from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
 from streamshield.engine.tracker_state import ShieldStateError
-from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request, plan_shape
+from streamshield.lang.admission import AdmittedQuery, admit
+from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
-from streamshield.lang.query_check import check_query
 from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
@@ -394,10 +394,16 @@ class ServerService:
         :class:`CqlService` checks, limits and routes the text, and its refusals are
         the only source of ``not_supported`` answers.
         """
-        request = parse_request(text)
-        if isinstance(request, SpInsert):
-            return self.inject_sps(session, request, text)
-        query = self.register_query(session, name, request, output, text)
+        readable = [
+            s
+            for s in port.visible(self.security, session, "stream")
+            if s in self.pipeline.queries.streams
+        ]  # unknown and invisible streams look the same
+        hierarchy = self.pipeline.queries.hierarchy
+        admitted = admit(text, port.roles_of(session), hierarchy, readable)
+        if isinstance(admitted, SpInsert):
+            return self.inject_sps(session, admitted)
+        query = self.register_query(session, name, admitted, output)
         return {
             "name": query.name,
             "output": query.output,
@@ -406,30 +412,20 @@ class ServerService:
         }
 
     def register_query(
-        self,
-        session: Any,
-        name: str,
-        request: ContinuousQuery,
-        output: str | None,
-        text: str,
+        self, session: Any, name: str, admitted: AdmittedQuery, output: str | None
     ) -> LiveQuery:
-        """ADD, READ on every input, quota, operator limits, then the engine."""
+        """ADD, READ on every input, quota, operator limits, then the engine: the query
+        admitted once (lang/admission.py) is what the engine runs on its first start."""
         user = port.user_of(session)
-        readable = [
-            s
-            for s in port.visible(self.security, session, "stream")
-            if s in self.pipeline.queries.streams
-        ]
-        checked = check_query(request.sql, readable)  # unknown and invisible look the same
-        output = self._output_name(name, request, output)
-        roles = port.roles_of(session)
+        output = self._output_name(name, admitted.request, output)
         with self._lock:
             # Limits before the catalog records anything (CqlService checks them again).
-            effective = self.pipeline.queries.hierarchy.effective(roles)
-            self.limits().check(plan_shape(request), effective, self.queries.running_shapes(user))
-            port.add_query(self.security, session, name, checked.streams, output)
-            stored = StoredQuery(name, text, output, f"api_{uuid.uuid4().hex[:12]}")
-            query = self._live(stored, user, roles, checked.streams)
+            running = self.queries.running_shapes(user)
+            self.limits().check(admitted.shape, admitted.effective, running)
+            port.add_query(self.security, session, name, admitted.streams, output)
+            stored = StoredQuery(name, admitted.text, output, f"api_{uuid.uuid4().hex[:12]}")
+            query = self._live(stored, user, admitted.roles, admitted.streams)
+            query.admitted = admitted
             try:
                 self.queries.add(query)
                 self.queries.start(name, self.limits())
@@ -484,7 +480,7 @@ class ServerService:
                 "limits_unreadable",
             ) from None
 
-    def inject_sps(self, session: Any, request: SpInsert, text: str) -> dict:
+    def inject_sps(self, session: Any, request: SpInsert) -> dict:
         """An INSERT SP script: a policy on the caller's own channel of the stream."""
         self._visible(session, "stream", request.stream)
         user = port.user_of(session)
@@ -494,11 +490,7 @@ class ServerService:
             raise Forbidden("a query's output stream takes no sps")
         self.halt.refuse_input()
         with self._lock:
-            done = self.cql.submit(
-                text, port.roles_of(session), CallbackSink(_nowhere), provider=user
-            )
-        if not isinstance(done, SpsInserted):
-            raise Invalid("the text is not an INSERT SP script")
+            done = self.cql.insert_sps(request, user)
         return {
             "stream": done.channel.stream,
             "provider": done.channel.provider,

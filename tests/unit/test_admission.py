@@ -1,0 +1,126 @@
+"""A query is admitted once and secured by one ordered tuple of pure rules (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamshield.examples import hospital
+from streamshield.lang import query_check
+from streamshield.lang.admission import AdmittedQuery, admit
+from streamshield.lang.continuous import ShapeKind, SpInsert
+from streamshield.lang.query_check import QueryRejected, check_query
+from streamshield.lang.rewrite_rules import (
+    RULES,
+    Rewrite,
+    Sliding,
+    bind_views,
+    propagate_labels,
+    refuse_reserved_names,
+    runs_on_statistics,
+    secure,
+    sliding_window,
+    statistics_only,
+)
+
+STREAMS = ["HeartRate", "BodyTemperature"]
+NAMES = {s: tuple(hospital.SCHEMAS[s].attributes) for s in STREAMS}
+HIERARCHY = hospital.hierarchy()
+
+
+def admitted(text: str, roles=("C",)) -> AdmittedQuery:
+    out = admit(text, roles, HIERARCHY, STREAMS)
+    assert isinstance(out, AdmittedQuery)
+    return out
+
+
+def rewrite(query: AdmittedQuery, **options) -> Rewrite:
+    views = {s: f"ss_v_{s}" for s in query.streams}
+    return Rewrite(
+        query.streams,
+        views,
+        {s: NAMES[s] for s in query.streams},
+        ("_ss_r0_0", "_ss_d0_0"),
+        ("_ss_src_0",),
+        1,
+        3,
+        **options,
+    )
+
+
+def test_the_rules_run_in_their_documented_order() -> None:
+    assert (
+        refuse_reserved_names,
+        sliding_window,
+        bind_views,
+        statistics_only,
+        propagate_labels,
+    ) == RULES
+
+
+def test_admission_parses_the_text_once(monkeypatch) -> None:
+    calls = []
+    real = query_check._parse_one
+
+    def counting(sql: str):
+        calls.append(sql)
+        return real(sql)
+
+    monkeypatch.setattr(query_check, "_parse_one", counting)
+    query = admitted("SELECT patient_id, beats_per_min FROM HeartRate WHERE beats_per_min > 90")
+    assert len(calls) == 1
+    secure(query.checked.tree, rewrite(query))
+    # binding the views re-checks the SQL it generates, once: nothing is read twice
+    assert len(calls) == 2 and "ss_v_HeartRate" in calls[1]
+
+
+def test_an_admitted_query_knows_its_shape_roles_and_streams() -> None:
+    query = admitted("SELECT count(*) AS n FROM HeartRate [ROWS 10]", ("GP",))
+    assert query.shape.kind is ShapeKind.WINDOW_RELATION and query.shape.aggregate
+    assert query.roles == ("GP",) and "GP" in query.effective
+    assert query.streams == ("HeartRate",) and not query.delegating
+
+
+def test_admission_refuses_before_anything_runs() -> None:
+    with pytest.raises(QueryRejected) as unknown:
+        admit("SELECT 1 FROM HeartRate", ["nobody"], HIERARCHY, STREAMS)
+    assert unknown.value.rule == "unknown_role"
+    with pytest.raises(QueryRejected) as none:
+        admit("SELECT 1 FROM HeartRate", [], HIERARCHY, STREAMS)
+    assert none.value.rule == "no_role"
+    with pytest.raises(QueryRejected):  # an invisible stream is an unknown one
+        admit("SELECT * FROM BreathingRate", ["C"], HIERARCHY, STREAMS)
+    script = "INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: 7, SRP = rbac:ER"
+    assert isinstance(admit(script, ["C"], HIERARCHY, STREAMS), SpInsert)
+
+
+def test_reserved_names_are_refused_on_the_users_tree() -> None:
+    query = admitted("SELECT _ss_r0_0 FROM HeartRate")
+    with pytest.raises(QueryRejected) as refused:
+        secure(query.checked.tree, rewrite(query))
+    assert refused.value.rule == "reserved_name"
+
+
+def test_rules_never_change_their_input_tree() -> None:
+    query = admitted("SELECT patient_id, avg(beats_per_min) AS m FROM HeartRate GROUP BY 1")
+    before = query.checked.tree.sql(dialect="spark")
+    statistics = runs_on_statistics(query.checked.tree, query.streams, query.shape.aggregate)
+    assert statistics
+    out = secure(query.checked.tree, rewrite(query, statistics=True))
+    assert query.checked.tree.sql(dialect="spark") == before
+    assert "_ss_v2" in out and "HAVING" in out  # the statistics rule ran
+    assert "`ss_v_HeartRate`" in out and "FROM HeartRate" not in out
+
+
+def test_the_secured_sql_reads_only_the_views_and_carries_labels() -> None:
+    query = admitted("SELECT h.patient_id FROM HeartRate h WHERE h.beats_per_min > 90")
+    out = secure(query.checked.tree, rewrite(query))
+    assert check_query(out, ["ss_v_HeartRate"]).streams == ("ss_v_HeartRate",)
+    assert "_ss_r0_0" in out and "_ss_row0_r0" in out  # labels and dependency slots
+
+
+def test_a_sliding_window_groups_by_the_event_time_before_views_are_bound() -> None:
+    query = admitted("SELECT count(*) AS n FROM HeartRate [RANGE 10 SECONDS SLIDE 5 SECONDS]")
+    assert query.shape.kind is ShapeKind.SLIDING_AGGREGATE
+    (_, _, window) = query.shape.windows[0]
+    out = secure(query.checked.tree, rewrite(query, sliding=Sliding("ts", window, True)))
+    assert "timestamp_seconds" in out.lower() and "`window`" in out
