@@ -294,7 +294,9 @@ def test_revocation_stops_a_live_subscriber_within_a_micro_batch(server, world) 
     ed = server.login("ed", ["INFO_PROVIDER"])
     seq = iter(range(1, 10_000))
     ed.post(
-        "/streams/prices/elements", content=sp_line("prices", "ed.rev", next(seq), "{CUSTOMER1}")
+        "/streams/prices/elements",
+        # Bob reads these tuples himself: only his stream-level right is revoked below
+        content=sp_line("prices", "ed.rev", next(seq), "{CUSTOMER1, CUSTOMER2}"),
     )
 
     def send(symbol: str) -> None:
@@ -357,7 +359,7 @@ def test_cli_client_commands(server, world, tmp_path) -> None:
         assert (home / "session.json").stat().st_mode & 0o777 == 0o600
     assert "prices" in _cli(al_home, "catalog")
     elements = tmp_path / "elements.jsonl"
-    lines = [sp_line("prices", "ed.cli", 1, "{CUSTOMER1}")]
+    lines = [sp_line("prices", "ed.cli", 1, "{CUSTOMER1, CUSTOMER2}")]  # Bob reads them too
     lines += [
         tuple_line("prices", "ed.cli", 1 + i, i, {"id": i, "symbol": f"CLI{i}", "price": 2.0})
         for i in (1, 2, 3)
