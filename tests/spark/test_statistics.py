@@ -258,6 +258,13 @@ def _decode(row, prefix: str) -> frozenset[str]:
     return access.readers if prefix == "r" else access.denied
 
 
+def _measure_readers(row, column: int) -> frozenset[str]:
+    """Who may read output ``column`` (its dependency slot: the READ block only)."""
+    read = tuple(row[f"_ss_col{column}x0_r{w}"] for w in range(CODEC.block_width))
+    words: Words = read + (0,) * (CODEC.width - len(read))
+    return CODEC.decode(EncodedAccess(words, (0,) * CODEC.width)).readers
+
+
 def test_output_label_admits_statistics_holders_only(service) -> None:
     sql = "SELECT ward, avg(hr) AS a FROM Vitals WHERE pid >= 100 GROUP BY ward"
     rows = run(service, sql, ["INS"], "label_ins")
@@ -273,4 +280,7 @@ def test_full_readers_keep_small_groups_and_their_label(service) -> None:
     by_ward = {r["ward"]: r for r in rows}
     assert set(by_ward) == {"small", "big", "mix"}
     small = by_ward["small"]
-    assert "A" in _decode(small, "r") and "INS" not in _decode(small, "r")
+    # INS reads the rows' ward (and the tuples): the row is hers; the average of a small
+    # group over heart rates she only has for statistics is not (its column slot).
+    assert "A" in _decode(small, "r") and "A" in _measure_readers(small, 1)
+    assert "INS" not in _measure_readers(small, 1)

@@ -81,9 +81,15 @@ class OutputLabels:
         return condition
 
     def unchecked(self) -> list[Column]:
-        """The user columns and the owner's ``_masked`` as they are (the query's own roles)."""
+        """The user columns and the owner's ``_masked`` as they are (the query's own roles);
+        ``_masked`` is there whenever another recipient's rows could have it, so that one
+        output has one shape, whoever receives it."""
         values = [F.col(_quoted(name)) for name in self.user]
-        return [*values, F.col(MASKED).alias("_masked")] if self.masked else values
+        if self.masked:
+            return [*values, F.col(MASKED).alias("_masked")]
+        if self.columns:
+            return [*values, F.array().cast("array<string>").alias("_masked")]
+        return values
 
     def payload(self, mask: Words) -> list[Column]:
         """User columns, each NULL where ``mask`` may not read what it is computed from,

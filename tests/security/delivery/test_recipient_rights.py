@@ -131,6 +131,14 @@ def ward(server):  # noqa: F811
     poll(lambda: subscribers["mallory_own", "overall"].rows(), timeout=60)
     poll(lambda: len(subscribers["bob_own", "rows"].rows()) == 5, timeout=60)
     poll(lambda: len(_final(subscribers["bob_own", "per_patient"].rows(), "id")) == 5, timeout=60)
+    # Stopping a query waits for its batch to end, every recipient served: then each
+    # subscription ends with ``closed`` after its rows, and an empty one is truly empty.
+    for owner, prefix, names in ((al, "al", QUERIES), (bob, "bob", QUERIES)):
+        for name in names:
+            _ok(owner.post(f"/queries/{prefix}_{name}/stop"))
+    _ok(mallory.post("/queries/mallory_overall/stop"))
+    for subscriber in subscribers.values():
+        poll(lambda s=subscriber: any(e == "closed" for e, _ in s.events), timeout=60)
     yield subscribers
     for subscriber in subscribers.values():
         subscriber.close()
