@@ -1,0 +1,3 @@
+"""The session's one SparkSession for every threat package (the fixture of tests/spark)."""
+
+from tests.spark.conftest import spark  # noqa: F401
