@@ -32,6 +32,7 @@ __all__ = [
     "ALLOWED_UNKNOWN_FUNCTIONS",
     "FORBIDDEN_FUNCTIONS",
     "FORBIDDEN_FUNCTION_PREFIXES",
+    "MAX_EXPANSION",
     "MAX_QUERY_CHARS",
     "MAX_REGEX_CHARS",
     "CheckedQuery",
@@ -46,6 +47,12 @@ the parser's time and memory grow with the input."""
 
 MAX_REGEX_CHARS = 256
 """Longest regular expression or LIKE pattern a query may contain (see :func:`_check_regexes`)."""
+
+MAX_EXPANSION = 10_000
+"""Largest count, length or width a size-amplifying function may be given (see
+:func:`_check_expansion`): ``repeat``'s count, the length of ``lpad``/``rpad``/``space``/
+``randstr``, ``array_repeat``'s count, the number of elements of ``sequence``, a width or
+precision in a ``printf``/``format_string`` format and ``format_number``'s decimals."""
 
 _REGEX_ARGS: dict[str, tuple[str, ...]] = {
     name: args
@@ -437,7 +444,7 @@ class QueryRejected(ValueError):
     ``rule`` is a short machine-readable code (``not_select``, ``unknown_relation``,
     ``file_path``, ``table_function``, ``forbidden_function``, ``config``, ``hint``,
     ``parse_error``, ``multiple_statements``, ``too_many_joins``, ``too_many_windows``,
-    ``regex``,
+    ``regex``, ``expansion``,
     ``script_transform``, ``recursive_cte``, ``duplicate_cte``, ``too_long``,
     ``too_complex``). The message names the rule and at most a relation or function name;
     it never contains literal values from the query.
@@ -543,6 +550,7 @@ def check_query(
         _check_relations(tree)
         _check_functions(tree)
         _check_regexes(tree)
+        _check_expansion(tree)
         found = _resolve_tables(tree, catalog, sql)
         _check_limits(tree, max_joins, max_windows)
     except RecursionError:
@@ -904,6 +912,144 @@ def _check_like_pattern(node: exp.Expression, shown: str) -> None:
             f"a {shown} pattern may have at most one '%' before its end (or be '%text%'): "
             "several wildcards can take polynomial time on long values",
         )
+
+
+_EXPANSION_MESSAGE = (
+    "the {what} of {name} must be an integer literal of at most {limit}: a larger or "
+    "data-driven size lets one row fill the memory of the shared engine"
+)
+_FORMAT_SPEC = re.compile(r"%[^%A-Za-z]*")
+"""A Java format specifier up to its conversion letter: index, flags, width, precision.
+One character class and nothing after it, so matching is linear (no backtracking)."""
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _expansion_arguments(node: exp.Expression) -> list[tuple[str, exp.Expression | None]]:
+    """The size arguments of a size-amplifying call, each with what it is called."""
+    if isinstance(node, exp.Repeat):
+        return [("count", node.args.get("times"))]
+    if isinstance(node, exp.Pad):
+        return [("length", node.expression)]
+    if isinstance(node, exp.Space | exp.Randstr):
+        return [("length", node.this)]
+    if isinstance(node, exp.Anonymous):
+        name, given = node.name.lower(), node.expressions
+        if name == "array_repeat":
+            return [("count", given[1] if len(given) > 1 else None)]
+        if name == "format_number" and len(given) > 1 and not _is_string(given[1]):
+            return [("decimals", given[1])]
+    return []
+
+
+def _is_string(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _integer_literal(node: exp.Expression | None) -> int | None:
+    """The value of an integer literal (``-5`` included), None for anything else."""
+    negative = isinstance(node, exp.Neg)
+    if negative:
+        node = node.this  # type: ignore[union-attr]
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        return None
+    try:
+        value = int(node.this)
+    except ValueError:
+        return None
+    return -value if negative else value
+
+
+def _is_amplifying(node: exp.Expression) -> bool:
+    return (
+        bool(_expansion_arguments(node))
+        or isinstance(node, exp.GenerateSeries | exp.Format | exp.Reduce)
+        or (isinstance(node, exp.Anonymous) and node.name.lower() == "printf")
+    )
+
+
+def _check_expansion(tree: exp.Expression) -> None:
+    """No expression can make its output much larger than its input by the query's choice.
+
+    ``repeat('x', 1000000000)``, ``lpad(s, 2147483647)``, ``array_repeat(v, n)``,
+    ``sequence(1, 1e9)`` or ``printf('%0999999999d', 1)`` turn one small row into
+    gigabytes inside the one Spark application every tenant shares. So every size
+    argument must be an integer literal of at most :data:`MAX_EXPANSION` (a size taken
+    from data is refused: a tenant's value would choose it), ``sequence`` takes integer
+    literals only and at most that many elements, format strings are literals with
+    widths and precisions within the limit, and limits cannot be multiplied: no
+    amplifying call inside another one or inside a lambda. ``aggregate``/``reduce`` is
+    refused (a merge such as ``concat(acc, acc)`` doubles its accumulator per element).
+    """
+    for node in tree.walk():
+        if isinstance(node, exp.Reduce):
+            raise QueryRejected(
+                "expansion",
+                "aggregate/reduce over arrays is not allowed: its accumulator can grow "
+                "exponentially with the array",
+            )
+        if not _is_amplifying(node):
+            continue
+        name = _shown(_expansion_name(node))
+        for what, argument in _expansion_arguments(node):
+            value = _integer_literal(argument)
+            if value is None or value > MAX_EXPANSION:
+                message = _EXPANSION_MESSAGE.format(what=what, name=name, limit=MAX_EXPANSION)
+                raise QueryRejected("expansion", message)
+        if isinstance(node, exp.GenerateSeries):
+            _check_series(node, name)
+        if isinstance(node, exp.Format) or (
+            isinstance(node, exp.Anonymous) and node.name.lower() == "printf"
+        ):
+            _check_format(node, name)
+        _check_not_nested(node, name)
+
+
+def _expansion_name(node: exp.Expression) -> str:
+    """The Spark name the user wrote (sqlglot renames some of these functions)."""
+    if isinstance(node, exp.Pad):
+        return "lpad" if node.args.get("is_left") else "rpad"
+    if isinstance(node, exp.GenerateSeries):
+        return "sequence"
+    if isinstance(node, exp.Format):
+        return "format_string"
+    return _func_name(node)  # type: ignore[arg-type]
+
+
+def _check_series(node: exp.GenerateSeries, name: str) -> None:
+    start, end = _integer_literal(node.args.get("start")), _integer_literal(node.args.get("end"))
+    step = _integer_literal(node.args.get("step")) if node.args.get("step") else 1
+    if start is None or end is None or not step:
+        raise QueryRejected(
+            "expansion", f"{name} takes integer literals only (start, stop and a non-zero step)"
+        )
+    if abs(end - start) // abs(step) + 1 > MAX_EXPANSION:
+        raise QueryRejected("expansion", f"{name} may produce at most {MAX_EXPANSION} elements")
+
+
+def _check_format(node: exp.Expression, name: str) -> None:
+    text = node.this if isinstance(node, exp.Format) else (node.expressions or [None])[0]
+    if not (isinstance(text, exp.Expression) and _is_string(text)):
+        raise QueryRejected("expansion", f"the format of {name} must be a string literal")
+    for spec in _FORMAT_SPEC.findall(text.this):
+        for size in _DIGITS.findall(spec):
+            digits = size.lstrip("0") or "0"
+            if len(digits) > len(str(MAX_EXPANSION)) or int(digits) > MAX_EXPANSION:
+                message = _EXPANSION_MESSAGE.format(
+                    what="width and precision", name=name, limit=MAX_EXPANSION
+                )
+                raise QueryRejected("expansion", message)
+
+
+def _check_not_nested(node: exp.Expression, name: str) -> None:
+    """Refuse an amplifying call under another one or in a lambda (limits would multiply)."""
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Lambda) or _is_amplifying(parent):
+            raise QueryRejected(
+                "expansion",
+                f"{name} may not be used inside another size-amplifying function or a lambda",
+            )
+        parent = parent.parent
 
 
 def _table_name(table: exp.Table) -> str:
