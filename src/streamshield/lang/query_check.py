@@ -444,7 +444,7 @@ class QueryRejected(ValueError):
     ``rule`` is a short machine-readable code (``not_select``, ``unknown_relation``,
     ``file_path``, ``table_function``, ``forbidden_function``, ``config``, ``hint``,
     ``parse_error``, ``multiple_statements``, ``too_many_joins``, ``too_many_windows``,
-    ``regex``, ``expansion``,
+    ``regex``, ``expansion``, ``substitution``, ``reserved_name``,
     ``script_transform``, ``recursive_cte``, ``duplicate_cte``, ``too_long``,
     ``too_complex``). The message names the rule and at most a relation or function name;
     it never contains literal values from the query.
@@ -543,6 +543,12 @@ def check_query(
     catalog = _catalog(streams)
     if len(sql) > MAX_QUERY_CHARS:
         raise QueryRejected("too_long", f"the query is longer than {MAX_QUERY_CHARS} characters")
+    if "${" in sql:
+        # Spark substitutes ${env:X}, ${system:X}, ${conf} in SQL text before it parses it,
+        # inside string literals and names alike: the server's secrets and settings.
+        raise QueryRejected(
+            "substitution", "'${' is not allowed: Spark would replace it with server settings"
+        )
     literals: frozenset[str] = frozenset()
     try:
         tree, literals = _parse_one(sql)
@@ -551,6 +557,7 @@ def check_query(
         _check_functions(tree)
         _check_regexes(tree)
         _check_expansion(tree)
+        _check_reserved_names(tree)
         found = _resolve_tables(tree, catalog, sql)
         _check_limits(tree, max_joins, max_windows)
     except RecursionError:
@@ -571,6 +578,12 @@ def parse_tree(sql: str) -> exp.Expression:
     """
     if len(sql) > MAX_QUERY_CHARS:
         raise QueryRejected("too_long", f"the query is longer than {MAX_QUERY_CHARS} characters")
+    if "${" in sql:
+        # Spark substitutes ${env:X}, ${system:X}, ${conf} in SQL text before it parses it,
+        # inside string literals and names alike: the server's secrets and settings.
+        raise QueryRejected(
+            "substitution", "'${' is not allowed: Spark would replace it with server settings"
+        )
     try:
         return _parse_one(sql)[0]
     except RecursionError:
@@ -912,6 +925,34 @@ def _check_like_pattern(node: exp.Expression, shown: str) -> None:
             f"a {shown} pattern may have at most one '%' before its end (or be '%text%'): "
             "several wildcards can take polynomial time on long values",
         )
+
+
+RESERVED_PREFIX = "_ss_"
+"""Column names the engine adds (labels, origin, masks); a user column by that name could
+pass for one of them."""
+_RESERVED_IN_TEXT = re.compile(r"(?:\A|[^A-Za-z0-9_])_ss_", re.IGNORECASE)
+
+
+def _check_reserved_names(tree: exp.Expression) -> None:
+    """No name the query writes, and no string that can become a name, starts with ``_ss_``.
+
+    Identifiers are the obvious way; strings are the other: a schema string
+    (``from_json(s, '_ss_tid STRING').*``, ``from_csv``), a struct key or a JSON key turn
+    into column names when expanded, without any identifier in the text.
+    """
+    for node in tree.walk():
+        if isinstance(node, exp.Identifier) and node.name.lower().startswith(RESERVED_PREFIX):
+            reserved = True
+        elif isinstance(node, exp.Literal) and node.is_string:
+            reserved = bool(_RESERVED_IN_TEXT.search(node.this))
+        else:
+            continue
+        if reserved:
+            raise QueryRejected(
+                "reserved_name",
+                f"names starting with {RESERVED_PREFIX} are reserved (also inside strings "
+                "that can become names, such as schemas and keys)",
+            )
 
 
 _EXPANSION_MESSAGE = (
