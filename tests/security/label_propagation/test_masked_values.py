@@ -1,0 +1,71 @@
+"""Threat: a query user reading a hidden value through what she computes from it.
+
+The class: any user expression, predicate, subquery or aggregate whose result depends
+on an attribute value or a tuple her roles may not read. The secured view masks hidden
+attributes to NULL and drops hidden tuples *below* every user expression, so a nurse's
+query sees the ward as if the hidden rates were NULL and the hidden tuples absent: a
+predicate on a masked attribute selects by NULL, not by the value (no oracle), CASE,
+COALESCE, comparisons and hashes give the same result for every masked row, and counts
+do not include tuples she cannot see. The cardiologist's identical query is the control:
+on readable values each of these expressions does tell the rows apart.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.ward import HIDDEN_TUPLES, MASKED_RATES
+
+pytestmark = pytest.mark.spark
+
+PROBES = {
+    "over": "CASE WHEN t.beats_per_min > 100 THEN 'high' ELSE 'low' END",
+    "fallback": "coalesce(t.beats_per_min, -1)",
+    "defined": "nvl2(t.beats_per_min, 1, 0)",
+    "is_null": "t.beats_per_min IS NULL",
+    "exact": "if(t.beats_per_min = 150, 1, 0)",
+    "hashed": "hash(t.beats_per_min)",
+    "text": "concat('r=', CAST(t.beats_per_min AS STRING))",
+    "ratio": "try_divide(1, t.beats_per_min)",
+    "json": "to_json(named_struct('b', t.beats_per_min))",
+    "biggest": "greatest(t.beats_per_min, 100)",
+    "ordered": "t.beats_per_min <=> 71.0",
+}
+EXPRESSIONS = "SELECT t.patient_id, " + ", ".join(f"{e} AS {n}" for n, e in PROBES.items())
+# a derived table: the user's subquery sits above the mask too
+PROBE_SQL = f"{EXPRESSIONS} FROM (SELECT * FROM HeartRate WHERE patient_id > 900) t"
+
+ORACLE_SQL = (
+    "SELECT t.patient_id FROM (SELECT * FROM HeartRate) t WHERE t.patient_id > 900 AND ("
+    "t.beats_per_min > 100 OR t.beats_per_min = 0 OR "
+    "CASE WHEN t.beats_per_min IS NULL THEN false ELSE t.beats_per_min < 80 END)"
+)
+
+
+def test_expressions_over_a_masked_attribute_cannot_tell_rows_apart(ward) -> None:
+    nurse = {r["patient_id"]: r for r in ward.rows(PROBE_SQL, ["ND"])}
+    assert set(nurse) == set(MASKED_RATES)  # ward-S's tuples do not exist for her
+    probes = {pid: {k: v for k, v in r.items() if k != "patient_id"} for pid, r in nurse.items()}
+    assert all(p == probes[903] for p in probes.values()), probes  # 903's NULL is real
+    cardiologist = {r["patient_id"]: r for r in ward.rows(PROBE_SQL, ["C"])}
+    assert set(cardiologist) == set(MASKED_RATES) | set(HIDDEN_TUPLES)
+    differing = [n for n in PROBES if cardiologist[901][n] != cardiologist[902][n]]
+    assert len(differing) >= len(PROBES) - 2, differing  # the probes do read values
+
+
+def test_a_predicate_on_a_masked_attribute_is_no_oracle(ward) -> None:
+    assert ward.rows(ORACLE_SQL, ["ND"]) == []
+    selected = {r["patient_id"] for r in ward.rows(ORACLE_SQL, ["C"])}
+    assert selected == {901, 902, 904, 951, 952}  # the same predicate on readable values
+
+
+def test_aggregates_count_only_what_the_roles_may_read(ward) -> None:
+    sql = (
+        "SELECT count(*) AS n, count(beats_per_min) AS rated, sum(beats_per_min) AS total, "
+        "max(patient_id) AS top, min(beats_per_min) AS lowest "
+        "FROM HeartRate WHERE patient_id > 900"
+    )
+    [nurse] = ward.rows(sql, ["ND"])[-1:]
+    assert nurse == {"n": 4, "rated": 0, "total": None, "top": 904, "lowest": None}
+    [cardiologist] = ward.rows(sql, ["C"])[-1:]
+    assert cardiologist["n"] == 6 and cardiologist["rated"] == 5 and cardiologist["top"] == 952
