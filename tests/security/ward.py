@@ -1,7 +1,8 @@
 """A small ward for the Spark attacks: two providers' HeartRate channels, labelled once.
 
 Channel ``ward-M`` lets nurses (ND) and cardiologists (C) read patient ids and times but
-only C the heart rates; channel ``ward-S`` lets only C see its tuples at all. A nurse's
+only C the heart rates; channel ``ward-S`` lets only C see its tuples at all; channel
+``ward-T`` lets insurers (INS) use its tuples in aggregates only (FOR STATISTICS). A nurse's
 query must behave as if the hidden rates were NULL and the hidden tuples did not exist,
 whatever the query does with them; C's results are the control (the same attack on
 readable values does reveal them, so each test can fail).
@@ -23,6 +24,8 @@ MASKED_RATES = {901: 71.0, 902: 150.0, 903: None, 904: 0.0}
 """ward-M: ND reads the ids (903's NULL is a real one), C the rates as well."""
 HIDDEN_TUPLES = {951: 120.0, 952: 130.0}
 """ward-S: only C sees these tuples."""
+STATISTICS_ONLY = {971: 61.0, 972: 62.0, 973: 63.0, 974: 64.0}
+"""ward-T: insurers (INS) may use these in aggregates only; nobody else sees them."""
 
 _POLICIES = {
     "ward-M": """
@@ -30,12 +33,15 @@ INSERT SP INTO STREAM HeartRate LET DDP = ATTRIBUTES: {patient_id, ts}, SRP = rb
 INSERT SP INTO STREAM HeartRate LET DDP = ATTRIBUTES: beats_per_min, SRP = rbac:C
 """,
     "ward-S": "INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:C",
+    "ward-T": "INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, "
+    "SRP = rbac:INS FOR STATISTICS",
 }
 
 
 def elements() -> list[Element]:
     out: list[Element] = []
-    for provider, rates in (("ward-M", MASKED_RATES), ("ward-S", HIDDEN_TUPLES)):
+    channels = (("ward-M", MASKED_RATES), ("ward-S", HIDDEN_TUPLES), ("ward-T", STATISTICS_ONLY))
+    for provider, rates in channels:
         channel = Channel("HeartRate", provider)
         policy = parse_policy(_POLICIES[provider], ts=70)
         out += [SpElement(channel, sp.sn, sp) for sp in policy.sps]

@@ -444,7 +444,7 @@ class QueryRejected(ValueError):
     ``rule`` is a short machine-readable code (``not_select``, ``unknown_relation``,
     ``file_path``, ``table_function``, ``forbidden_function``, ``config``, ``hint``,
     ``parse_error``, ``multiple_statements``, ``too_many_joins``, ``too_many_windows``,
-    ``regex``, ``expansion``, ``substitution``, ``reserved_name``,
+    ``regex``, ``expansion``, ``substitution``, ``reserved_name``, ``star``,
     ``script_transform``, ``recursive_cte``, ``duplicate_cte``, ``too_long``,
     ``too_complex``). The message names the rule and at most a relation or function name;
     it never contains literal values from the query.
@@ -558,6 +558,7 @@ def check_query(
         _check_regexes(tree)
         _check_expansion(tree)
         _check_reserved_names(tree)
+        _check_stars(tree)
         found = _resolve_tables(tree, catalog, sql)
         _check_limits(tree, max_joins, max_windows)
     except RecursionError:
@@ -953,6 +954,41 @@ def _check_reserved_names(tree: exp.Expression) -> None:
                 f"names starting with {RESERVED_PREFIX} are reserved (also inside strings "
                 "that can become names, such as schemas and keys)",
             )
+
+
+def _check_stars(tree: exp.Expression) -> None:
+    """``*`` only selects the columns of a plain selection or counts rows (``count(*)``).
+
+    A secured view holds columns the user never names: labels, mask flags and, in the
+    statistics view of an aggregate query, every attribute masked only for STATISTICS
+    (``_ss_v*``). A star anywhere else (``struct(*)``, ``to_json(struct(t.*))``,
+    ``hash(*)``, or the select list of an aggregate, e.g. ``GROUP BY ALL``) would expand
+    to those columns and hand statistics-only values out raw (``collect_list``, ``max``).
+    """
+    for star in tree.find_all(exp.Star):
+        node: exp.Expression | None = star.parent
+        if isinstance(node, exp.Count) and node.this is star:
+            continue
+        item: exp.Expression = star
+        if isinstance(node, exp.Column):  # ``t.*``
+            item, node = node, node.parent
+        if (
+            isinstance(node, exp.Select)
+            and item.arg_key == "expressions"
+            and not _aggregates_rows(node)
+        ):
+            continue
+        raise QueryRejected(
+            "star",
+            "* may only select all columns of a plain selection or count rows (count(*)); "
+            "name the columns instead",
+        )
+
+
+def _aggregates_rows(select: exp.Select) -> bool:
+    return bool(select.args.get("group")) or any(
+        isinstance(node, exp.AggFunc) for e in select.expressions for node in e.walk()
+    )
 
 
 _EXPANSION_MESSAGE = (
