@@ -24,7 +24,8 @@ CI runs ``DEFAULT_CASES`` cases with a fixed seed (under a minute). Nightly or b
     STREAMSHIELD_FUZZ_CASES=2000 STREAMSHIELD_FUZZ_SEED=7 \\
         python -m pytest tests/security/label_propagation/test_ingest_fuzz.py
 
-A mismatch names the case, its seed and the channel, so the case can be replayed.
+A mismatch names the case, the channel and the tuple; the same seed and case count
+replay it (each case draws from its own generator, seeded from the run seed and its number).
 """
 
 from __future__ import annotations
