@@ -19,6 +19,7 @@ from streamshield.engine.queries import CallbackSink
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
+from streamshield.policy.encoding import EncodedAccess
 
 MASKED_RATES = {901: 71.0, 902: 150.0, 903: None, 904: 0.0}
 """ward-M: ND reads the ids (903's NULL is a real one), C the rates as well."""
@@ -60,8 +61,9 @@ class Ward:
         assert not result.rejected, result.rejected
         self.pipeline.ingest_available()
 
-    def rows(self, sql: str, roles: list[str]) -> list[dict]:
-        """Every row the query delivers over the labelled ward (user columns only)."""
+    def rows(self, sql: str, roles: list[str], labels: bool = False) -> list[dict]:
+        """Every row the query delivers over the labelled ward (user columns only, unless
+        ``labels``: then the engine's ``_ss_`` columns too)."""
         rows: list[dict] = []
 
         def collect(frame, _batch) -> None:
@@ -72,4 +74,15 @@ class Ward:
             query.process_all_available()
         finally:
             self.pipeline.cql.stop(query.name)
+        if labels:
+            return rows
         return [{k: v for k, v in r.items() if not k.startswith("_ss_")} for r in rows]
+
+    def readable_by(self, row: dict, roles: list[str]) -> bool:
+        """Whether a delivered row's output label lets ``roles`` READ it."""
+        codec = self.pipeline.cql.queries.codec
+        words = range(codec.width)
+        access = EncodedAccess(
+            tuple(row[f"_ss_r0_{w}"] for w in words), tuple(row[f"_ss_d0_{w}"] for w in words)
+        )
+        return access.allows(codec.query(roles))
