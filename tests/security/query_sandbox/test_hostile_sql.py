@@ -33,6 +33,10 @@ ATTACKS = {
     "SELECT transform(array(1), x -> java_method('a', 'b')) FROM HeartRate": "forbidden_function",
     "SELECT re\u0066lect('a', 'b') FROM HeartRate": "forbidden_function",
     "SELECT r\u0435flect('a', 'b') FROM HeartRate": "forbidden_function",  # Cyrillic e
+    # user-defined functions: none can be made, none but allow-listed ones called
+    "CREATE TEMPORARY FUNCTION f AS 'com.x.Evil' USING JAR '/tmp/x.jar'": "not_select",
+    "SELECT default.f(patient_id) FROM HeartRate": "forbidden_function",
+    "SELECT evil_udf(patient_id) FROM HeartRate": "forbidden_function",
     # the host: file names and files
     "SELECT patient_id FROM HeartRate ORDER BY input_file_name()": "forbidden_function",
     "SELECT (SELECT max(input_file_block_start()) FROM HeartRate) AS x": "forbidden_function",
