@@ -104,3 +104,20 @@ def test_a_row_with_a_hidden_attribute_is_not_labelled_for_its_hiders(ward) -> N
     )
     assert {r["patient_id"] for r in with_rate} == {901, 902}
     assert not any(ward.readable_by(r, ["ND"]) for r in with_rate)
+
+
+def test_statistics_only_values_are_no_oracle_outside_whitelisted_aggregates(ward) -> None:
+    """An insurer may aggregate ward-T's rates (FOR STATISTICS) but not read them: a
+    CASE, a count_if, a FILTER clause or a GROUP BY over the rate sees NULL, so none can
+    count the rows above a threshold; avg over the bare column does read the rates."""
+    sql = (
+        "SELECT count(*) AS n, avg(beats_per_min) AS mean, "
+        "sum(CASE WHEN beats_per_min > 62 THEN 1 ELSE 0 END) AS high, "
+        "count_if(beats_per_min > 62) AS counted, "
+        "avg(beats_per_min) FILTER (WHERE beats_per_min > 62) AS filtered "
+        "FROM HeartRate"
+    )
+    [row] = ward.rows(sql, ["INS"])[-1:]
+    assert row == {"n": 4, "mean": 62.5, "high": 0, "counted": 0, "filtered": None}
+    grouped = ward.rows("SELECT beats_per_min, count(*) AS n FROM HeartRate GROUP BY 1", ["INS"])
+    assert {r["beats_per_min"] for r in grouped} == {None}
