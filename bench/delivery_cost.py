@@ -61,7 +61,9 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     codec = ProvenanceCodec(["a", "b"])
     frame = batch(spark, args.rows, codec)
-    delivery = Delivery(lambda _: Rights(frozenset({"a"})), codec, on_drop=lambda *_: None)
+    delivery = Delivery(
+        lambda _: Rights(frozenset({"a"})), codec, roles=lambda _s: (1,), on_drop=lambda *_: None
+    )
     delivery.subscribe("u", lambda _rows: None)
     plain_s = best(lambda: plain(frame))
     secured_s = best(lambda: delivery(frame, 0))

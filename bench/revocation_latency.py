@@ -114,7 +114,8 @@ def run(rounds: int, seed: int) -> dict:
 
         rec = Recorder()
         provenance = ProvenanceCodec([d.name for d in stream_definitions()])
-        delivery = Delivery(rec.lookup, provenance)
+        cardiologist = roles.query(["C"])  # every subscriber acts as the query's role
+        delivery = Delivery(rec.lookup, provenance, roles=lambda _s: cardiologist)
         for user in ("alice", "bob"):
             delivery.subscribe(user, rec.inbox(user))
         stop = threading.Event()

@@ -36,6 +36,18 @@ PROVENANCE = ProvenanceCodec([HR, BT, "BreathingRate"])  # registration order
 ROLES = ["C"]  # a cardiologist's query: sees HeartRate and BodyTemperature tuples
 
 
+def everyone(_subscription) -> tuple[int, ...]:
+    """A recipient mask for static frames whose tuple label every role reads."""
+    return (1,)
+
+
+def readable_by_everyone(frame: DataFrame) -> DataFrame:
+    """A tuple label (one word) that admits every role and denies none."""
+    return frame.withColumns(
+        {"_ss_r0_0": F.lit(-1).cast("long"), "_ss_d0_0": F.lit(0).cast("long")}
+    )
+
+
 class Harness:
     """Labelled store of the hospital example and query sources fed batch by batch."""
 
@@ -47,6 +59,10 @@ class Harness:
         self.spark, self.root = spark, root
         self.roles = RoleCodec(hospital.hierarchy())
         self.run = ""
+
+    def query_mask(self, _subscription=None) -> tuple[int, ...]:
+        """Every subscriber here is a cardiologist, as the query (the recipient's mask)."""
+        return self.roles.query(ROLES)
 
     def fresh(self) -> Harness:
         """Empty sources for the next test's queries."""
@@ -135,7 +151,9 @@ def test_revocation_takes_effect_in_the_next_micro_batch(harness) -> None:
         return rights[user]
 
     drops: list[tuple] = []
-    delivery = Delivery(lookup, PROVENANCE, on_drop=lambda *d: drops.append(d))
+    delivery = Delivery(
+        lookup, PROVENANCE, roles=harness.query_mask, on_drop=lambda *d: drops.append(d)
+    )
     alice, bob, mallory = Inbox(), Inbox(), Inbox()
     delivery.subscribe("alice", alice)
     delivery.subscribe("bob", bob)
@@ -171,11 +189,17 @@ def test_revocation_takes_effect_in_the_next_micro_batch(harness) -> None:
 
 
 def test_strong_semantic_on_a_union_and_its_aggregate(harness) -> None:
-    hr = harness.view(HR).select("patient_id", "ts", provenance_column(0))
-    bt = harness.view(BT).select("patient_id", "ts", provenance_column(0))
+    tuple_label = [
+        c(0, w) for w in range(harness.roles.width) for c in (reader_column, denied_column)
+    ]
+    hr = harness.view(HR).select("patient_id", "ts", provenance_column(0), *tuple_label)
+    bt = harness.view(BT).select("patient_id", "ts", provenance_column(0), *tuple_label)
     union = hr.unionByName(bt)
     counts = union.groupBy("patient_id").agg(
-        F.count("*").alias("n"), F.bit_or(provenance_column(0)).alias(provenance_column(0))
+        F.count("*").alias("n"),
+        F.bit_or(provenance_column(0)).alias(provenance_column(0)),
+        *(F.bit_and(c).alias(c) for c in tuple_label if c.startswith("_ss_r")),
+        *(F.bit_or(c).alias(c) for c in tuple_label if c.startswith("_ss_d")),
     )
     rights = {
         "both": Rights(frozenset({HR, BT})),
@@ -183,8 +207,8 @@ def test_strong_semantic_on_a_union_and_its_aggregate(harness) -> None:
         "hr_agg_bt": Rights(frozenset({HR}), frozenset({BT})),
     }
     raw, aggregated = (
-        Delivery(rights.get, PROVENANCE),
-        Delivery(rights.get, PROVENANCE, aggregate=True),
+        Delivery(rights.get, PROVENANCE, roles=harness.query_mask),
+        Delivery(rights.get, PROVENANCE, roles=harness.query_mask, aggregate=True),
     )
     inboxes = {}
     for user in rights:
@@ -216,11 +240,11 @@ def test_unlabelled_or_malformed_rows_and_rights_deny(spark) -> None:
     frame = spark.createDataFrame(
         [(1, hr, 0, "p1"), (2, None, 0, "p2"), (3, 0, 0, "p3"), (4, hr, 1 << 3, "p4")],
         ["v", *src, "_ss_policy"],
-    )
+    ).transform(readable_by_everyone)
     answers = {"ok": Rights(frozenset({HR})), "pair": ({HR}, set()), "str": HR, "none": None}
     inboxes = {user: Inbox() for user in answers}
     drops: list[tuple] = []
-    delivery = Delivery(answers.get, PROVENANCE, on_drop=lambda *d: drops.append(d))
+    delivery = Delivery(answers.get, PROVENANCE, roles=everyone, on_drop=lambda *d: drops.append(d))
     for user, inbox in inboxes.items():
         delivery.subscribe(user, inbox)
     delivery(frame, 7)
@@ -234,7 +258,7 @@ def test_unlabelled_or_malformed_rows_and_rights_deny(spark) -> None:
         ("str", 7, 4, ("p1", "p2", "p3", "p4")),
     ]
     # no provenance column at all (a query the lead forgot to label): nobody gets anything
-    unlabelled = Delivery(answers.get, PROVENANCE)
+    unlabelled = Delivery(answers.get, PROVENANCE, roles=everyone)
     unlabelled.subscribe("ok", inboxes["ok"])
     unlabelled(frame.drop(*src), 8)
     assert inboxes["ok"].take() == []
@@ -244,9 +268,11 @@ def test_aggregate_right_never_releases_raw_tuples(spark) -> None:
     """A query wrongly declared an aggregate still outputs tuples with their seq: raw."""
     frame = spark.createDataFrame(
         [(1, PROVENANCE.label(BT)[0], 5)], ["v", provenance_column(0), "_ss_seq"]
-    )
+    ).transform(readable_by_everyone)
     inbox = Inbox()
-    delivery = Delivery(lambda _: Rights(aggregate=frozenset({BT})), PROVENANCE, aggregate=True)
+    delivery = Delivery(
+        lambda _: Rights(aggregate=frozenset({BT})), PROVENANCE, roles=everyone, aggregate=True
+    )
     delivery.subscribe("u", inbox)
     delivery(frame, 0)
     assert inbox.take() == []
@@ -263,7 +289,7 @@ def test_provenance_beyond_64_sources_is_checked_word_by_word(spark) -> None:
     columns = [provenance_column(w) for w in range(codec.width)]
     frame = spark.createDataFrame(
         [(1, *codec.encode(["s3", "s140"])), (2, *codec.encode(["s140"]))], ["v", *columns]
-    )
+    ).transform(readable_by_everyone)
     rights = {
         "both": Rights(frozenset({"s3", "s140"})),
         "high": Rights(frozenset({"s140"})),
@@ -271,7 +297,7 @@ def test_provenance_beyond_64_sources_is_checked_word_by_word(spark) -> None:
         "same_bits_elsewhere": Rights(frozenset({"s3", "s12", "s76"})),  # bit 12 of words 0, 1
     }
     inboxes = {user: Inbox() for user in rights}
-    delivery = Delivery(rights.get, codec)
+    delivery = Delivery(rights.get, codec, roles=everyone)
     for user, inbox in inboxes.items():
         delivery.subscribe(user, inbox)
     delivery(frame, 0)

@@ -6,14 +6,24 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
+import pytest
+
+import streamshield.network
 import streamshield.policy
 
-PURE_PACKAGES = ("streamshield.policy", "streamshield.lang", "streamshield.catalog")
+PURE_PACKAGES = (
+    "streamshield.policy",
+    "streamshield.lang",
+    "streamshield.catalog",
+    "streamshield.network",
+)
 
 
-def test_policy_sources_do_not_import_pyspark() -> None:
-    root = Path(streamshield.policy.__file__).parent
+@pytest.mark.parametrize("package", [streamshield.policy, streamshield.network])
+def test_pure_sources_do_not_import_pyspark(package: ModuleType) -> None:
+    root = Path(package.__file__).parent
     imports = re.compile(r"^\s*(from|import)\s+(pyspark|py4j)", re.MULTILINE)
     assert [p.name for p in root.glob("*.py") if imports.search(p.read_text())] == []
 

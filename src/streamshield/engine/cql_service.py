@@ -35,6 +35,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
+from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.provenance import with_label
 from streamshield.engine.queries import (
     CallbackSink,
@@ -65,6 +66,12 @@ from streamshield.lang.label_propagation import (
     uses_reserved_names,
 )
 from streamshield.lang.query_check import QueryRejected, check_query
+from streamshield.lang.recipient_labels import (
+    Dependencies,
+    dependencies,
+    slot_columns,
+    widest,
+)
 from streamshield.policy.delegation import may_delegate
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.operator_limits import OperatorLimits
@@ -229,7 +236,7 @@ class CqlService:
         checked = check_query(request.sql, list(self.streams))
 
         def sql(view: str) -> str:
-            return self._labelled(checked.rewrite({stream: view}), self.streams[stream].names)
+            return self._labelled(checked.rewrite({stream: view}), self.streams[stream].names, view)
 
         query = WindowQuery(
             self.queries.spark,
@@ -295,11 +302,13 @@ class CqlService:
 
         sources = self.queries.provenance.encode(s.stream.name for s in sides)
 
+        words = self.queries.codec.block_width
+
         def consume(frame: DataFrame, batch_id: int) -> None:
             frame = with_label(frame, sources)  # every pair comes from both streams
             frame.createOrReplaceTempView(view)
             try:
-                text = _with_pair_labels(tree, frame.columns, view)
+                text = _with_pair_labels(tree, frame.columns, view, sides, words)
                 deliver(frame.sparkSession.sql(text), batch_id)
             finally:
                 frame.sparkSession.catalog.dropTempView(view)
@@ -336,12 +345,20 @@ class CqlService:
         self.queries.queries[name] = query
         return query
 
-    def _labelled(self, sql: str, attributes: Sequence[str] = ()) -> str:
-        """The query with its output labels (selections keep them, aggregates combine)
+    def _labelled(self, sql: str, attributes: Sequence[str], view: str) -> str:
+        """The query with its output labels (selections keep them, aggregates combine),
+        the attributes each row and column depends on (checked against each recipient)
         and, for selections, which output columns each row has masked."""
         if uses_reserved_names(sql):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        return propagate_labels(sql, self.queries._label_columns(), "_ss_r", attributes)
+        return propagate_labels(
+            sql,
+            self.queries._label_columns(),
+            "_ss_r",
+            attributes,
+            {view: attributes},
+            self.queries.codec.block_width,
+        )
 
     # -- delegation ------------------------------------------------------------------------
 
@@ -431,13 +448,25 @@ def _over_join_output(sql: str) -> exp.Select:
     return tree
 
 
-def _with_pair_labels(tree: exp.Select, columns: Sequence[str], view: str) -> str:
+def _with_pair_labels(
+    tree: exp.Select,
+    columns: Sequence[str],
+    view: str,
+    sides: Sequence[JoinSide] = (),
+    words: int = 0,
+) -> str:
     """The query over ``view`` carrying the pair labels: plain selections keep the pair's
-    tuple label, origins and provenance; aggregates AND the readers and OR the rest."""
+    tuple label, origins and provenance; aggregates AND the readers and OR the rest.
+
+    With ``sides`` and ``words``, also the dependency slots of each row and column
+    (lang/recipient_labels.py) over the pair's attribute labels, which the SCJoin numbers
+    left side first: delivery checks them against each recipient's own roles.
+    """
     tree = tree.copy()
     tree.set("from_", exp.From(this=exp.to_table(view)))
     tuple_labels = [c for c in columns if c.startswith(("_ss_r0_", "_ss_d0_", "_ss_src_"))]
-    if is_aggregate(tree.sql(dialect="spark")):
+    aggregate = is_aggregate(tree.sql(dialect="spark"))
+    if aggregate:
         extra = [
             exp.alias_(exp.func("bit_and" if c.startswith("_ss_r") else "bit_or", exp.column(c)), c)
             for c in tuple_labels
@@ -445,7 +474,44 @@ def _with_pair_labels(tree: exp.Select, columns: Sequence[str], view: str) -> st
     else:
         origins = [c for c in columns if c.startswith("_ss_") and c.endswith(_ORIGINS)]
         extra = [exp.column(c) for c in (*tuple_labels, *origins)]
+    if sides and words and reader_column(1, 0) in columns:
+        extra += _pair_slots(tree, sides, words, aggregate)
     return tree.select(*extra, append=True).sql(dialect="spark")
+
+
+def _pair_slots(
+    tree: exp.Select, sides: Sequence[JoinSide], words: int, aggregate: bool
+) -> list[exp.Expression]:
+    """Dependency slots of a query over the join output (one struct per alias)."""
+    objects: dict[str, dict[str, int]] = {}
+    obj = 0
+    for side in sides:
+        names = objects.setdefault(side.alias.lower(), {})
+        for name in side.stream.names:
+            obj += 1
+            names[name.lower()] = obj
+    every = tuple(range(1, obj + 1))
+
+    def resolve(column: exp.Column) -> tuple[int, ...] | None:
+        table, name = column.table.lower(), column.name.lower()
+        if table in objects and isinstance(column.this, exp.Star):
+            return tuple(objects[table].values())
+        if table in objects and name in objects[table]:
+            return (objects[table][name],)
+        if not table and name in objects:  # the whole struct of one side
+            return tuple(objects[name].values())
+        return None
+
+    deps = dependencies(tree, resolve, every)
+    # The ON condition is gone from the tree (the SCJoin joined already), but a pair
+    # still tells its reader that the keys matched: both keys are row dependencies.
+    keys = {objects[s.alias.lower()][s.key.lower()] for s in sides}
+    deps = Dependencies(tuple(sorted(set(deps.row) | keys)), deps.columns)
+    return slot_columns(deps, widest([deps]), _pair_labels, words, aggregate)
+
+
+def _pair_labels(obj: int, word: int) -> tuple[str, str]:
+    return reader_column(obj, word), denied_column(obj, word)
 
 
 _ORIGINS = ("_channel", "_seq", "_tid", "_policy")

@@ -1,17 +1,25 @@
-"""Delivery: SecFilter at the output of a query, with the subscribers' rights of *now*.
+"""Delivery: SecFilter at the output of a query, with each recipient's rights of *now*.
 
 Rights change while a query runs (revocation, grants); the query itself was checked
-once, at registration. So every micro-batch, for every subscriber, delivery reads the
-subscriber's current rights once and lets a row through only if its provenance is a
-non-empty subset of the streams the subscriber may READ (strong semantic), or, for
-an aggregate query's rows, of READ plus READ AGGREGATE. A revocation therefore takes
-effect with the next micro-batch, also for results computed before it.
+once, at registration, with its owner's roles. So every micro-batch, for every
+subscriber, delivery reads the subscriber's current rights once and lets a row through
+only if
 
-The check is a native filter per *distinct* rights (subscribers with equal rights share
-one filter and one collect); Python runs per micro-batch and per subscriber only.
-Rights are read after the batch is computed and cached, so the window between reading
-them and handing rows over is the filter over cached rows, not the whole batch.
-A rights lookup that fails or answers nonsense delivers nothing.
+- its provenance is a non-empty subset of the streams the subscriber may READ (strong
+  semantic), or, for an aggregate query's rows, of READ plus READ AGGREGATE; and
+- the subscriber's *own* active roles may read it, per tuple and per attribute, under
+  the labels the row carries (:mod:`~streamshield.engine.recipient_check`): what she
+  could not have read at the sources is dropped (rows) or masked (columns), exactly
+  as if she had registered the query herself.
+
+A revocation therefore takes effect with the next micro-batch, also for results
+computed before it.
+
+The check is a native filter per *distinct* (rights, roles) class (subscribers with
+equal ones share one filter and one collect); Python runs per micro-batch and per
+subscriber only. Rights are read after the batch is computed and cached, so the window
+between reading them and handing rows over is the filter over cached rows, not the
+whole batch. A rights or roles lookup that fails or answers nonsense delivers nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.engine.provenance import delivered, provenance_columns
+from streamshield.engine.recipient_check import OutputLabels
+from streamshield.lang.recipient_labels import slot_of
 from streamshield.policy.bitset import Words, is_empty
 from streamshield.policy.provenance import NO_RIGHTS, ProvenanceCodec, Rights
 
@@ -40,6 +50,8 @@ MASKED = "_ss_masked"
 """Rows carrying a tuple's sequence number are raw tuples, whatever the query claims."""
 
 RightsLookup = Callable[[str], "Rights | tuple[set[str], set[str]]"]
+RolesLookup = Callable[["Subscription"], Words]
+"""A subscriber's active roles now, as the READ query mask (``RoleCodec.query``)."""
 Deliver = Callable[[list[dict]], None]
 DropHook = Callable[[str, int, int, tuple[str, ...]], None]
 """``on_drop(user, batch_id, count, policy_ids)``: what a subscriber did not get, no values."""
@@ -49,6 +61,8 @@ DropHook = Callable[[str, int, int, tuple[str, ...]], None]
 class Subscription:
     user: str
     deliver: Deliver = field(repr=False)
+    session: str = field(default="", repr=False)
+    """The subscriber's session (whose active roles ``RolesLookup`` reads)."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -60,6 +74,7 @@ class Delivery:
         rights: RightsLookup,
         codec: ProvenanceCodec,
         *,
+        roles: RolesLookup,
         aggregate: bool = False,
         on_drop: DropHook | None = None,
     ) -> None:
@@ -67,15 +82,18 @@ class Delivery:
 
         Leaving it False can only deliver less.
         """
-        self._rights, self._codec = rights, codec
+        self._rights, self._codec, self._roles = rights, codec, roles
+        self.query_mask: Callable[[], Words] | None = None
+        """The query's own roles as a READ mask: a recipient acting with exactly them
+        gets the output as it is (it *is* her own query's); set by whoever runs it."""
         self._aggregate, self._on_drop = aggregate, on_drop
         self._subscriptions: dict[str, Subscription] = {}
         self._lock = threading.Lock()
         self.on_handover: Callable[[float], None] | None = None
         """Told the seconds from a batch's arrival here to each hand-over (metrics)."""
 
-    def subscribe(self, user: str, deliver: Deliver) -> Subscription:
-        subscription = Subscription(user, deliver)
+    def subscribe(self, user: str, deliver: Deliver, session: str = "") -> Subscription:
+        subscription = Subscription(user, deliver, session)
         with self._lock:
             self._subscriptions[subscription.id] = subscription
         return subscription
@@ -100,23 +118,53 @@ class Delivery:
             if frame.isEmpty():
                 return
             readable = self._readable(subscriptions, aggregate_rows)
-            classes: dict[Words, list[Subscription]] = {}
+            classes: dict[tuple[Words, Words], list[Subscription]] = {}
             for subscription in subscriptions:
-                classes.setdefault(readable[subscription.user], []).append(subscription)
-            conditions = {words: delivered(frame.columns, words) for words in classes}
-            labels = [c for c in frame.columns if c.startswith(LABEL_PREFIX) and c != MASKED]
-            payload = frame.drop(*labels).withColumnsRenamed({MASKED: "_masked"})
-            for words, members in classes.items():
-                if not is_empty(words):
-                    rows = payload.filter(conditions[words]).collect()
-                    for subscription in members:
-                        self._hand_over(subscription, [r.asDict(recursive=True) for r in rows])
-                        if rows and self.on_handover is not None:
-                            self.on_handover(time.monotonic() - arrived)
+                key = (readable[subscription.user], self._mask(subscription))
+                classes.setdefault(key, []).append(subscription)
+            labels = OutputLabels.of(frame.columns)
+            own = self._own_mask()
+            conditions = {
+                key: delivered(frame.columns, key[0])
+                & (F.lit(True) if key[1] == own else labels.row_visible(key[1]))
+                for key in classes
+            }
+            for key, members in classes.items():
+                if is_empty(key[0]) or is_empty(key[1]):
+                    continue
+                payload = labels.unchecked() if key[1] == own else labels.payload(key[1])
+                rows = frame.filter(conditions[key]).select(*payload).collect()
+                for subscription in members:
+                    self._hand_over(subscription, [r.asDict(recursive=True) for r in rows])
+                    if rows and self.on_handover is not None:
+                        self.on_handover(time.monotonic() - arrived)
             if self._on_drop is not None:
                 self._report_drops(frame, batch_id, classes, conditions)
         finally:
             frame.unpersist()
+
+    def _own_mask(self) -> Words | None:
+        """The query's own mask now, or None (no recipient is exempt from the checks)."""
+        if self.query_mask is None:
+            return None
+        try:
+            mask = tuple(self.query_mask())
+        except Exception as err:  # no exemption, the full checks still deliver
+            audit.error("query roles lookup failed (%s)", type(err).__name__)
+            return None
+        return None if is_empty(mask) else mask
+
+    def _mask(self, subscription: Subscription) -> Words:
+        """The subscriber's READ mask now; a failing lookup is no role at all."""
+        try:
+            return tuple(self._roles(subscription))
+        except Exception as err:  # any failure denies, never fails open
+            audit.error(
+                "roles lookup for %s failed (%s): delivering nothing",
+                subscription.user,
+                type(err).__name__,
+            )
+            return ()
 
     def _readable(
         self, subscriptions: tuple[Subscription, ...], aggregate_rows: bool
@@ -146,8 +194,8 @@ class Delivery:
         self,
         frame: DataFrame,
         batch_id: int,
-        classes: dict[Words, list[Subscription]],
-        conditions: dict[Words, Column],
+        classes: dict[tuple[Words, Words], list[Subscription]],
+        conditions: dict[tuple[Words, Words], Column],
     ) -> None:
         """Rows each subscriber did not get, per policy id: one aggregate for all of them."""
         keys = list(classes)
@@ -171,7 +219,18 @@ class Delivery:
 
 
 def _needed(frame: DataFrame) -> DataFrame:
-    """Payload, provenance and policy id: the other label and origin columns (a salted
-    hash of the channel, say) are never sent, so Spark need not compute them per row."""
+    """Payload, provenance, policy id and the labels the recipients are checked against:
+    the other label and origin columns (a salted hash of the channel, say) are never
+    sent, so Spark need not compute them per row."""
     keep = set(provenance_columns(frame.columns)) | {POLICY_COLUMN, MASKED}
-    return frame.drop(*(c for c in frame.columns if c.startswith(LABEL_PREFIX) and c not in keep))
+
+    def checked(column: str) -> bool:
+        return column.startswith(("_ss_r0_", "_ss_d0_")) or slot_of(column) is not None
+
+    return frame.drop(
+        *(
+            c
+            for c in frame.columns
+            if c.startswith(LABEL_PREFIX) and c not in keep and not checked(c)
+        )
+    )

@@ -207,7 +207,15 @@ class QueryService:
         elif labelled_output:
             try:
                 attributes = self.streams[checked.streams[0]].names if len(views) == 1 else ()
-                text = propagate_labels(text, self._label_columns(), "_ss_r", attributes)
+                sources = {view: self.streams[s].names for s, view in views.items()}
+                text = propagate_labels(
+                    text,
+                    self._label_columns(),
+                    "_ss_r",
+                    attributes,
+                    sources,
+                    self.codec.block_width,
+                )
             except LabelsNotPropagated:
                 labelled_output = False
         # Spark's own refusals (unknown column, type error, unsupported on a stream) are

@@ -10,10 +10,20 @@ labels and :func:`propagate_labels` says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlglot
 from sqlglot import exp
+
+from streamshield.lang.recipient_labels import (
+    Dependencies,
+    column_slot,
+    dependencies,
+    row_slot,
+    slot_columns,
+    slot_of,
+    widest,
+)
 
 RESERVED = "_ss_"
 HIDDEN_PREFIX = "_ss_hide_"
@@ -106,6 +116,8 @@ def propagate_labels(
     label_columns: Sequence[str],
     readers_prefix: str,
     attributes: Sequence[str] = (),
+    sources: Mapping[str, Sequence[str]] | None = None,
+    words: int = 0,
 ) -> str:
     """``sql`` with the label columns appended to its outer SELECT (Spark dialect).
 
@@ -119,11 +131,113 @@ def propagate_labels(
     (:func:`hidden_column`) the secured view carries; plain selections over the view
     then also get ``_ss_masked`` (:func:`masked_expression`). Aggregates carry none:
     they skip hidden values (NULLs) as SQL does; nor do selections over derived tables.
+
+    ``sources`` (input view name -> its stream's attributes) and ``words`` (the READ
+    block's width) add the dependency slots of :mod:`~streamshield.lang.recipient_labels`,
+    which delivery checks against each recipient's own roles; a SELECT over a view not
+    in ``sources`` is refused (LabelsNotPropagated) rather than left without them.
     """
     tree = sqlglot.parse_one(sql, read="spark")
     if uses_reserved_names(sql):
         raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
-    return _propagate(tree, label_columns, readers_prefix, attributes)[0].sql(dialect="spark")
+    slots = _Slots({k.lower(): tuple(v) for k, v in sources.items()}, words) if sources else None
+    layout = slots.layout(tree) if slots else None
+    labelled = _propagate(tree, label_columns, readers_prefix, attributes, slots, layout)
+    return labelled[0].sql(dialect="spark")
+
+
+class _Slots:
+    """Dependency slots for the SELECTs of one query (see recipient_labels)."""
+
+    def __init__(self, sources: Mapping[str, tuple[str, ...]], words: int) -> None:
+        self.sources, self.words = sources, words
+
+    def attributes(self, select: exp.Select) -> tuple[str, ...]:
+        """The attributes of the view an innermost SELECT reads."""
+        source = select.args.get("from_")
+        table = source.this if source is not None else None
+        while isinstance(table, exp.Subquery):
+            inner = table.this
+            source = inner.args.get("from_") if isinstance(inner, exp.Select) else None
+            table = source.this if source is not None else None
+        if not isinstance(table, exp.Table) or table.name.lower() not in self.sources:
+            raise LabelsNotPropagated("a SELECT over an unknown input has no dependency labels")
+        return self.sources[table.name.lower()]
+
+    def dependencies(self, select: exp.Select) -> Dependencies:
+        """A SELECT over a view: what its row and each column read (see recipient_labels)."""
+        names = self.attributes(select)
+        index = {n.lower(): obj for obj, n in enumerate(names, start=1)}
+
+        def resolve(column: exp.Column) -> tuple[int, ...] | None:
+            for name in (column.name, column.table):
+                if name and name.lower() in index:
+                    return (index[name.lower()],)
+            return None
+
+        return dependencies(select, resolve, tuple(range(1, len(names) + 1)))
+
+    def branches(self, tree: exp.Expression) -> list[exp.Select]:
+        if isinstance(tree, exp.Union):
+            return self.branches(tree.this) + self.branches(tree.expression)
+        if not isinstance(tree, exp.Select):
+            raise LabelsNotPropagated("labels propagate through SELECTs and UNION ALL only")
+        return [tree]
+
+    def layout(self, tree: exp.Expression, fold: bool = False) -> tuple[int, tuple[int, ...]]:
+        """The slot layout every branch pads to. Over a derived table the outer names are
+        aliases of the inner's columns, so the inner's dependencies, columns folded into
+        the row, are the whole query's: such a layout has row slots only."""
+        exact: list[Dependencies] = []
+        rows: list[int] = []
+        for branch in self.branches(tree):
+            derived = _derived(branch)
+            if derived is not None:
+                fold = True
+                rows.append(self.layout(derived.this, fold=True)[0])
+            else:
+                deps = self.dependencies(branch)
+                exact.append(deps)
+                rows.append(len(deps.folded().row))
+        if fold:
+            return max(rows), ()
+        try:
+            return widest(exact)
+        except ValueError as err:
+            raise LabelsNotPropagated(str(err)) from None
+
+    def columns(
+        self, select: exp.Select, layout: tuple[int, tuple[int, ...]], aggregate: bool
+    ) -> list[exp.Expression]:
+        deps = self.dependencies(select)
+        if not layout[1]:
+            deps = deps.folded()
+        try:
+            return slot_columns(deps, layout, _view_labels, self.words, aggregate)
+        except ValueError as err:  # never a row without the slots it needs
+            raise LabelsNotPropagated(str(err)) from None
+
+    def names(self, layout: tuple[int, tuple[int, ...]]) -> list[str]:
+        """The slot columns a SELECT over a labelled derived table passes on."""
+        row, columns = layout
+        out = [row_slot(j, k, w) for j in range(row) for w in range(self.words) for k in "rd"]
+        for i, width in enumerate(columns):
+            out += [
+                column_slot(i, j, k, w)
+                for j in range(width)
+                for w in range(self.words)
+                for k in "rd"
+            ]
+        return out
+
+
+def _view_labels(obj: int, word: int) -> tuple[str, str]:
+    return f"_ss_r{obj}_{word}", f"_ss_d{obj}_{word}"
+
+
+def _derived(select: exp.Select) -> exp.Subquery | None:
+    source = select.args.get("from_")
+    return source.this if source is not None and isinstance(source.this, exp.Subquery) else None
 
 
 def _propagate(
@@ -131,13 +245,16 @@ def _propagate(
     label_columns: Sequence[str],
     readers_prefix: str,
     attributes: Sequence[str] = (),
+    slots: _Slots | None = None,
+    layout: tuple[int, tuple[int, ...]] | None = None,
 ) -> tuple[exp.Expression, bool]:
     """The labelled tree, and whether its rows still have one origin each."""
     if isinstance(tree, exp.Union):
         if tree.args.get("distinct") or tree.args.get("by_name"):
             raise LabelsNotPropagated("only UNION ALL keeps each tuple's labels")
-        left, left_origin = _propagate(tree.this, label_columns, readers_prefix, attributes)
-        right, right_origin = _propagate(tree.expression, label_columns, readers_prefix, attributes)
+        args = (label_columns, readers_prefix, attributes, slots, layout)
+        left, left_origin = _propagate(tree.this, *args)
+        right, right_origin = _propagate(tree.expression, *args)
         if left_origin != right_origin:
             raise LabelsNotPropagated("a union of an aggregate and a selection has no labels")
         return exp.union(left, right, distinct=False), left_origin
@@ -148,11 +265,20 @@ def _propagate(
     derived = source.this if source is not None and isinstance(source.this, exp.Subquery) else None
     if any(_outside(node, tree, derived) for node in tree.find_all(exp.Select)):
         raise LabelsNotPropagated("subqueries outside FROM carry no labels")
-    if derived is not None:
-        # A derived table: label its rows first, then combine them here as usual.
-        inner, origin = _propagate(derived.this, label_columns, readers_prefix)
-        derived.set("this", inner)
     aggregate = _is_aggregate(tree)
+    dependency: list[exp.Expression] = []
+    if derived is not None:
+        # A derived table: label its rows first, then combine them here as usual; its
+        # dependency slots (the whole query's attributes, see _Slots) are computed inside.
+        inner_layout = (layout[0], ()) if layout is not None else None
+        inner, origin = _propagate(
+            derived.this, label_columns, readers_prefix, (), slots, inner_layout
+        )
+        derived.set("this", inner)
+        if slots is not None and inner_layout is not None:
+            label_columns = [*label_columns, *slots.names(inner_layout)]
+    elif slots is not None and layout is not None:
+        dependency = slots.columns(tree, layout, aggregate)
     masked = (
         [masked_expression(tree, attributes)]
         if attributes and not aggregate and not derived
@@ -160,17 +286,26 @@ def _propagate(
     )
     if not aggregate and any(isinstance(e, exp.Star) for e in tree.expressions):
         # The star already carries the labels (and the hidden flags, which delivery drops).
-        return tree.select(*masked, append=True), origin
+        return tree.select(*masked, *dependency, append=True), origin
     extra: list[exp.Expression] = []
     for column in label_columns:
         if aggregate:
-            fn = "bit_and" if column.startswith(readers_prefix) else "bit_or"
-            extra.append(exp.alias_(exp.func(fn, exp.column(column)), column))
+            extra.append(
+                exp.alias_(exp.func(_combine(column, readers_prefix), exp.column(column)), column)
+            )
         else:
             extra.append(exp.column(column))
     if not aggregate and origin:  # where each row came from, for re-punctuating the output
         extra += [exp.column(o) for o in ORIGIN]
-    return tree.select(*extra, *masked, append=True), origin and not aggregate
+    return tree.select(*extra, *masked, *dependency, append=True), origin and not aggregate
+
+
+def _combine(column: str, readers_prefix: str) -> str:
+    """How a label column combines over a group: readers AND, everything else OR."""
+    slot = slot_of(column)
+    if slot is not None:
+        return "bit_and" if slot.kind == "r" else "bit_or"
+    return "bit_and" if column.startswith(readers_prefix) else "bit_or"
 
 
 def _outside(node: exp.Expression, top: exp.Select, derived: exp.Subquery | None) -> bool:

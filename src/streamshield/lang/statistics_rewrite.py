@@ -131,10 +131,40 @@ def rewrite_statistics(
     if not stats_used and not _aggregates(tree):
         return None
     raw_used = {index[c.name.lower()] for c in tree.find_all(exp.Column) if c.name.lower() in index}
+    measures = _measures(tree, stats_used)
     tree = tree.having(_release(stats_used, k), append=True, dialect="spark")
-    labels = _output_labels(sorted(stats_used - raw_used), sorted(raw_used), block_width, k)
+    # The row's label covers the tuple, every raw attribute and the measures that choose
+    # rows (HAVING); each output column's measures get a slot of their own, so that a
+    # recipient who may not read one sees that column masked, not the row withheld.
+    in_columns = set().union(*measures) if measures is not None else set()
+    row_stats = sorted(stats_used - raw_used - in_columns)
+    labels = _output_labels(row_stats, sorted(raw_used), block_width, k)
+    for i, objects in enumerate(measures or ()):
+        only = sorted(set(objects) - raw_used)
+        if only:
+            labels += _column_slot(i, only, sorted(raw_used), block_width, k)
     sources = [exp.alias_(exp.func("bit_or", exp.column(c)), c) for c in provenance]
     return tree.select(*labels, *sources, append=True, dialect="spark").sql(dialect="spark")
+
+
+def _measures(tree: exp.Select, stats_used: set[int]) -> list[tuple[int, ...]] | None:
+    """Per output column, the attributes it reads through stats columns; None when a
+    ``*`` hides the columns' positions (then the row's label covers every measure)."""
+    out: list[tuple[int, ...]] = []
+    for projection in tree.expressions:
+        if any(
+            isinstance(n, exp.Star) and not isinstance(n.parent, exp.Count)
+            for n in projection.walk()
+        ):
+            return None
+        used = {
+            obj
+            for c in projection.find_all(exp.Column)
+            for obj in stats_used
+            if c.name == stats_column(obj)
+        }
+        out.append(tuple(sorted(used)))
+    return out
 
 
 def _aggregates(tree: exp.Select) -> bool:
@@ -158,6 +188,31 @@ def _release(stats_used: set[int], k: int) -> exp.Expression:
 def _output_labels(
     stats_only: list[int], raw_used: list[int], width: int, k: int
 ) -> list[exp.Expression]:
+    readers, denied = _label_terms(stats_only, raw_used, width, k)
+    columns = []
+    for w in range(BLOCKS * width):
+        columns.append(exp.alias_(_parse(f"COALESCE({readers[w]}, 0L)"), _reader(0, w)))
+        columns.append(exp.alias_(_parse(f"COALESCE({denied[w]}, -1L)"), _denied(0, w)))
+    return columns
+
+
+def _column_slot(
+    column: int, stats_only: list[int], raw_used: list[int], width: int, k: int
+) -> list[exp.Expression]:
+    """One dependency slot (lang/recipient_labels.py) of output ``column``: the READ block
+    of the label its measures would give the row on their own."""
+    readers, denied = _label_terms(stats_only, raw_used, width, k)
+    out = []
+    for w in range(width):  # the READ block: what delivery checks recipients against
+        out.append(exp.alias_(_parse(f"COALESCE({readers[w]}, 0L)"), f"_ss_col{column}x0_r{w}"))
+        out.append(exp.alias_(_parse(f"COALESCE({denied[w]}, -1L)"), f"_ss_col{column}x0_d{w}"))
+    return out
+
+
+def _label_terms(
+    stats_only: list[int], raw_used: list[int], width: int, k: int
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Readers and denied expressions per label word (all blocks) over the objects."""
     objects = [0, *stats_only, *raw_used]
     enough = " AND ".join(
         [f"COUNT(*) >= {k}"]
@@ -187,8 +242,4 @@ def _output_labels(
         readers[read] = readers[stats] = out_read
         readers[grant] = f"({out_read} & {grants})"
         denied[read] = denied[stats] = denied[grant] = out_denied
-    columns = []
-    for w in range(BLOCKS * width):
-        columns.append(exp.alias_(_parse(f"COALESCE({readers[w]}, 0L)"), _reader(0, w)))
-        columns.append(exp.alias_(_parse(f"COALESCE({denied[w]}, -1L)"), _denied(0, w)))
-    return columns
+    return readers, denied

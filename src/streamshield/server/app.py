@@ -271,7 +271,7 @@ def create_app(
                 return
             queue.push(next(batches), rows)
 
-        subscription = query.delivery.subscribe(user, deliver)
+        subscription = query.delivery.subscribe(user, deliver, token)
         query.closers[subscription.id] = queue.close
         watched = Watched(token, query.output, queue)
         service.live.add(watched)

@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService, SpsInserted
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, safe_error
 from streamshield.engine.result_store import ResultStore
@@ -38,6 +38,7 @@ from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request, plan_shape
 from streamshield.lang.label_propagation import is_aggregate
 from streamshield.lang.query_check import check_query
+from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server import security_port as port
@@ -248,7 +249,9 @@ class ServerService:
         def dropped(user: str, batch: int, count: int, policies: tuple[str, ...]) -> None:
             port.record_drop(self.security, user, output, count, policies)
 
-        delivery = Delivery(self._rights, self.codec, aggregate=aggregate, on_drop=dropped)
+        delivery = Delivery(
+            self._rights, self.codec, roles=self._read_mask, aggregate=aggregate, on_drop=dropped
+        )
         delivery.on_handover = lambda seconds: self.metrics.handed_over(name or output, seconds)
         return delivery
 
@@ -259,6 +262,12 @@ class ServerService:
 
     def _rights(self, user: str) -> object:
         return self.security.readable_sources(user)
+
+    def _read_mask(self, subscription: Subscription) -> Words:
+        """The subscriber's active roles now (her session's), as the READ query mask:
+        rows are checked against them, whoever registered the query."""
+        roles = port.roles_of(self.session(subscription.session))
+        return self.pipeline.queries.codec.query(roles)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -446,7 +455,7 @@ class ServerService:
         self, stored: StoredQuery, owner: str, roles: tuple[str, ...], inputs: tuple[str, ...]
     ) -> LiveQuery:
         aggregate = _aggregate(stored.text)
-        return LiveQuery(
+        query = LiveQuery(
             stored.name,
             owner,
             stored.text,
@@ -457,6 +466,9 @@ class ServerService:
             ResultStore(self.root / "results" / stored.internal),
             output=stored.output,
         )
+        # A subscriber acting with exactly the query's roles gets its output as it is.
+        query.delivery.query_mask = lambda: self.pipeline.queries.codec.query(query.roles)
+        return query
 
     def limits(self) -> OperatorLimits:
         """The operator limits setting; unreadable is an error (never "unlimited")."""

@@ -1,0 +1,117 @@
+"""The recipient's own check on a query's output rows, as native Spark expressions.
+
+A query runs with its owner's roles; whoever receives its rows (the owner in another
+session, a subscriber with a SUBSCRIBE grant) is checked here with *her* active roles,
+as if she had registered the query herself: a row whose tuple label, or the label of
+an attribute that chose it, she may not read is dropped; an output column computed from
+an attribute she may not read in that row is NULL and named in ``_masked``. Statistics
+outputs carry the statistics rule in their tuple label (lang/statistics_rewrite.py), so
+the same tuple test applies it.
+
+The labels are the output's own columns (``_ss_r0_*``/``_ss_d0_*`` and the dependency
+slots of :mod:`streamshield.lang.recipient_labels`), so this needs nothing but the
+frame: an output without a tuple label reaches no one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from streamshield.engine.labels import allows_words, denied_column, reader_column
+from streamshield.lang.recipient_labels import slot_of
+from streamshield.policy.bitset import Words
+
+MASKED = "_ss_masked"
+LABEL_PREFIX = "_ss_"
+
+Pairs = dict[int, tuple[str, str]]  # word -> (readers column, denied column)
+
+
+@dataclass(frozen=True)
+class OutputLabels:
+    """The label columns of one output frame, grouped for the checks."""
+
+    user: tuple[str, ...]
+    tuple_words: Pairs
+    row: tuple[Pairs, ...]
+    columns: dict[int, tuple[Pairs, ...]] = field(default_factory=dict)
+    masked: bool = False
+    """Whether the output names its owner's masked columns (``_ss_masked``)."""
+
+    @classmethod
+    def of(cls, columns: Sequence[str]) -> OutputLabels:
+        present = set(columns)
+        tuple_words = {
+            w: (reader_column(0, w), denied_column(0, w))
+            for w in range(len(columns))
+            if reader_column(0, w) in present
+        }
+        row: dict[int, Pairs] = {}
+        by_column: dict[int, dict[int, Pairs]] = {}
+        for name in columns:
+            slot = slot_of(name)
+            if slot is None:
+                continue
+            target = row if slot.column is None else by_column.setdefault(slot.column, {})
+            pair = target.setdefault(slot.index, {}).get(slot.word, ("", ""))
+            pair = (name, pair[1]) if slot.kind == "r" else (pair[0], name)
+            target[slot.index][slot.word] = pair
+        user = tuple(c for c in columns if not c.startswith(LABEL_PREFIX))
+        return cls(
+            user,
+            tuple_words,
+            tuple(_complete(row[j]) for j in sorted(row)),
+            {i: tuple(_complete(d[j]) for j in sorted(d)) for i, d in by_column.items()},
+            MASKED in present,
+        )
+
+    def row_visible(self, mask: Words) -> Column:
+        """The tuple label and every attribute that chose the row allow ``mask``."""
+        if not self.tuple_words or any(
+            i >= len(self.user) for i in self.columns
+        ):  # no tuple label, or slots of columns that are not there: unknown output
+            return F.lit(False)
+        condition = allows_words(self.tuple_words, mask)
+        for pairs in self.row:
+            condition = condition & allows_words(pairs, mask)
+        return condition
+
+    def unchecked(self) -> list[Column]:
+        """The user columns and the owner's ``_masked`` as they are (the query's own roles)."""
+        values = [F.col(_quoted(name)) for name in self.user]
+        return [*values, F.col(MASKED).alias("_masked")] if self.masked else values
+
+    def payload(self, mask: Words) -> list[Column]:
+        """User columns, each NULL where ``mask`` may not read what it is computed from,
+        and ``_masked``: the owner's masked names plus the recipient's."""
+        values, hidden = [], []
+        for i, name in enumerate(self.user):
+            slots = self.columns.get(i, ())
+            if not slots:
+                values.append(F.col(_quoted(name)))
+                continue
+            shown = allows_words(slots[0], mask)
+            for pairs in slots[1:]:
+                shown = shown & allows_words(pairs, mask)
+            values.append(F.when(shown, F.col(_quoted(name))).alias(name))
+            hidden.append(F.when(~shown, F.lit(name)))
+        none = F.array().cast("array<string>")
+        owner = F.coalesce(F.col(MASKED), none) if self.masked else none
+        if not hidden:  # an output without masks has no _masked (as it always had)
+            return [*values, owner.alias("_masked")] if self.masked else values
+        mine = F.filter(F.array(*hidden), lambda x: x.isNotNull())
+        return [*values, F.array_union(owner, mine).alias("_masked")]
+
+
+def _complete(pairs: Pairs) -> Pairs:
+    """Only words with both columns: a half slot is no slot (and denies through
+    :func:`allows_words`, which refuses a word the mask needs but the slot lacks)."""
+    return {w: p for w, p in pairs.items() if p[0] and p[1]}
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
