@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
+from streamshield.engine.recipient_check import OutputLabels
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
-from streamshield.policy.encoding import EncodedAccess
 
 MASKED_RATES = {901: 71.0, 902: 150.0, 903: None, 904: 0.0}
 """ward-M: ND reads the ids (903's NULL is a real one), C the rates as well."""
@@ -61,12 +61,19 @@ class Ward:
         assert not result.rejected, result.rejected
         self.pipeline.ingest_available()
 
-    def rows(self, sql: str, roles: list[str], labels: bool = False) -> list[dict]:
-        """Every row the query delivers over the labelled ward (user columns only, unless
-        ``labels``: then the engine's ``_ss_`` columns too)."""
+    def rows(self, sql: str, roles: list[str], recipient: list[str] | None = None) -> list[dict]:
+        """Every row the query delivers over the labelled ward (user columns only).
+
+        ``recipient``: the rows as delivery hands them to a recipient holding these roles
+        (engine/recipient_check.py: her own check of each row's labels), with ``_masked``.
+        """
         rows: list[dict] = []
+        codec = self.pipeline.cql.queries.codec
 
         def collect(frame, _batch) -> None:
+            if recipient is not None:
+                labels, mask = OutputLabels.of(frame.columns), codec.query(recipient)
+                frame = frame.filter(labels.row_visible(mask)).select(*labels.payload(mask))
             rows.extend(r.asDict(recursive=True) for r in frame.collect())
 
         query = self.pipeline.cql.submit(sql, roles, CallbackSink(collect))
@@ -74,15 +81,4 @@ class Ward:
             query.process_all_available()
         finally:
             self.pipeline.cql.stop(query.name)
-        if labels:
-            return rows
         return [{k: v for k, v in r.items() if not k.startswith("_ss_")} for r in rows]
-
-    def readable_by(self, row: dict, roles: list[str]) -> bool:
-        """Whether a delivered row's output label lets ``roles`` READ it."""
-        codec = self.pipeline.cql.queries.codec
-        words = range(codec.width)
-        access = EncodedAccess(
-            tuple(row[f"_ss_r0_{w}"] for w in words), tuple(row[f"_ss_d0_{w}"] for w in words)
-        )
-        return access.allows(codec.query(roles))

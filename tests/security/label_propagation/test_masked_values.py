@@ -71,39 +71,26 @@ def test_aggregates_count_only_what_the_roles_may_read(ward) -> None:
     assert cardiologist["n"] == 6 and cardiologist["rated"] == 5 and cardiologist["top"] == 952
 
 
-def test_output_labels_carry_the_tuples_a_result_was_made_of(ward) -> None:
-    """A cardiologist's results are labelled for the tuples they contain: a row of ids
-    of ward-M is readable by a nurse (she reads those ids); a count over both wards is
-    not (ward-S's tuples are hidden from her)."""
-    ids_only = ward.rows(
-        "SELECT patient_id FROM HeartRate WHERE patient_id > 900 AND patient_id < 950",
-        ["C"],
-        labels=True,
-    )
-    assert {r["patient_id"] for r in ids_only} == set(MASKED_RATES)
-    assert all(ward.readable_by(r, ["ND"]) and ward.readable_by(r, ["C"]) for r in ids_only)
-    [count] = ward.rows(
-        "SELECT count(*) AS n FROM HeartRate WHERE patient_id > 900", ["C"], labels=True
-    )[-1:]
-    assert count["n"] == 6 and ward.readable_by(count, ["C"])
-    assert not ward.readable_by(count, ["ND"])
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding (issue 11 item 1, the lead's label_propagation.py/delivery.py): a "
-    "plain selection's output label is the tuple label only, so a cardiologist's row "
-    "with a heart rate is labelled readable by nurses, who may not read heart rates; a "
-    "shared output or derived stream then passes the rate to them",
-)
-def test_a_row_with_a_hidden_attribute_is_not_labelled_for_its_hiders(ward) -> None:
-    with_rate = ward.rows(
-        "SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id IN (901, 902)",
-        ["C"],
-        labels=True,
-    )
-    assert {r["patient_id"] for r in with_rate} == {901, 902}
-    assert not any(ward.readable_by(r, ["ND"]) for r in with_rate)
+def test_a_shared_result_reaches_a_recipient_as_her_own_query_would(ward) -> None:
+    """A cardiologist's results carry the labels of what they were made of, so a nurse
+    receiving them (delivery's recipient check) gets what her own query would give:
+    ward-M's ids with the rate masked, none of ward-S's tuples, no count over both."""
+    sql = "SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id > 900"
+    owner = {r["patient_id"]: r for r in ward.rows(sql, ["C"], recipient=["C"])}
+    assert owner[902]["beats_per_min"] == 150.0 and set(owner) >= set(HIDDEN_TUPLES)
+    nurse = {r["patient_id"]: r for r in ward.rows(sql, ["C"], recipient=["ND"])}
+    assert set(nurse) == set(MASKED_RATES)
+    assert all(r["beats_per_min"] is None for r in nurse.values())
+    assert all("beats_per_min" in r["_masked"] for r in nurse.values())
+    derived = "SELECT patient_id, beats_per_min * 2 AS doubled FROM HeartRate"
+    doubled = ward.rows(derived + " WHERE patient_id IN (901, 902)", ["C"], recipient=["ND"])
+    assert {r["patient_id"] for r in doubled} == {901, 902}
+    assert all(r["doubled"] is None and "doubled" in r["_masked"] for r in doubled)
+    chosen = "SELECT patient_id FROM HeartRate WHERE beats_per_min > 100"  # chosen by a rate
+    assert ward.rows(chosen, ["C"], recipient=["ND"]) == []
+    count = "SELECT count(*) AS n FROM HeartRate WHERE patient_id > 900"
+    assert ward.rows(count, ["C"], recipient=["C"])[-1]["n"] == 6
+    assert ward.rows(count, ["C"], recipient=["ND"]) == []
 
 
 def test_statistics_only_values_are_no_oracle_outside_whitelisted_aggregates(ward) -> None:
