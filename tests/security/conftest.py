@@ -6,7 +6,7 @@ from tests.spark.conftest import spark  # noqa: F401
 
 
 @pytest.fixture(scope="session")
-def ward(spark, tmp_path_factory):  # noqa: F811
+def labelled_ward(spark, tmp_path_factory):  # noqa: F811
     """The labelled ward of tests/security/ward.py, shared by the threat packages."""
     from tests.security.ward import Ward
 

@@ -26,16 +26,16 @@ FAILING = (
 VALUES = ("150", "71.0", "120.0", "130.0", "0.0x")
 
 
-def test_a_failure_on_a_readable_value_names_its_class_and_no_value(ward) -> None:
+def test_a_failure_on_a_readable_value_names_its_class_and_no_value(labelled_ward) -> None:
     with pytest.raises(QueryFailed) as failed:
-        ward.rows(FAILING, ["C"])
+        labelled_ward.rows(FAILING, ["C"])
     message = str(failed.value)
     assert not any(value in message for value in VALUES), message
     assert "_ERROR" in message or "INPUT" in message or "ZERO" in message, message
 
 
-def test_a_hidden_value_cannot_make_a_query_fail(ward) -> None:
-    rows = ward.rows(FAILING, ["ND"])  # the same query, over masked rates: no failure
+def test_a_hidden_value_cannot_make_a_query_fail(labelled_ward) -> None:
+    rows = labelled_ward.rows(FAILING, ["ND"])  # the same query, over masked rates: no failure
     assert {r["patient_id"] for r in rows} == set(MASKED_RATES)
     assert all(r["v"] is None and r["w"] is None for r in rows)
 

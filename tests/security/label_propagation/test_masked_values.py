@@ -42,58 +42,60 @@ ORACLE_SQL = (
 )
 
 
-def test_expressions_over_a_masked_attribute_cannot_tell_rows_apart(ward) -> None:
-    nurse = {r["patient_id"]: r for r in ward.rows(PROBE_SQL, ["ND"])}
+def test_expressions_over_a_masked_attribute_cannot_tell_rows_apart(labelled_ward) -> None:
+    nurse = {r["patient_id"]: r for r in labelled_ward.rows(PROBE_SQL, ["ND"])}
     assert set(nurse) == set(MASKED_RATES)  # ward-S's tuples do not exist for her
     probes = {pid: {k: v for k, v in r.items() if k != "patient_id"} for pid, r in nurse.items()}
     assert all(p == probes[903] for p in probes.values()), probes  # 903's NULL is real
-    cardiologist = {r["patient_id"]: r for r in ward.rows(PROBE_SQL, ["C"])}
+    cardiologist = {r["patient_id"]: r for r in labelled_ward.rows(PROBE_SQL, ["C"])}
     assert set(cardiologist) == set(MASKED_RATES) | set(HIDDEN_TUPLES)
     differing = [n for n in PROBES if cardiologist[901][n] != cardiologist[902][n]]
     assert len(differing) >= len(PROBES) - 2, differing  # the probes do read values
 
 
-def test_a_predicate_on_a_masked_attribute_is_no_oracle(ward) -> None:
-    assert ward.rows(ORACLE_SQL, ["ND"]) == []
-    selected = {r["patient_id"] for r in ward.rows(ORACLE_SQL, ["C"])}
+def test_a_predicate_on_a_masked_attribute_is_no_oracle(labelled_ward) -> None:
+    assert labelled_ward.rows(ORACLE_SQL, ["ND"]) == []
+    selected = {r["patient_id"] for r in labelled_ward.rows(ORACLE_SQL, ["C"])}
     assert selected == {901, 902, 904, 951, 952}  # the same predicate on readable values
 
 
-def test_aggregates_count_only_what_the_roles_may_read(ward) -> None:
+def test_aggregates_count_only_what_the_roles_may_read(labelled_ward) -> None:
     sql = (
         "SELECT count(*) AS n, count(beats_per_min) AS rated, sum(beats_per_min) AS total, "
         "max(patient_id) AS top, min(beats_per_min) AS lowest "
         "FROM HeartRate WHERE patient_id > 900"
     )
-    [nurse] = ward.rows(sql, ["ND"])[-1:]
+    [nurse] = labelled_ward.rows(sql, ["ND"])[-1:]
     assert nurse == {"n": 4, "rated": 0, "total": None, "top": 904, "lowest": None}
-    [cardiologist] = ward.rows(sql, ["C"])[-1:]
+    [cardiologist] = labelled_ward.rows(sql, ["C"])[-1:]
     assert cardiologist["n"] == 6 and cardiologist["rated"] == 5 and cardiologist["top"] == 952
 
 
-def test_a_shared_result_reaches_a_recipient_as_her_own_query_would(ward) -> None:
+def test_a_shared_result_reaches_a_recipient_as_her_own_query_would(labelled_ward) -> None:
     """A cardiologist's results carry the labels of what they were made of, so a nurse
     receiving them (delivery's recipient check) gets what her own query would give:
     ward-M's ids with the rate masked, none of ward-S's tuples, no count over both."""
     sql = "SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id > 900"
-    owner = {r["patient_id"]: r for r in ward.rows(sql, ["C"], recipient=["C"])}
+    owner = {r["patient_id"]: r for r in labelled_ward.rows(sql, ["C"], recipient=["C"])}
     assert owner[902]["beats_per_min"] == 150.0 and set(owner) >= set(HIDDEN_TUPLES)
-    nurse = {r["patient_id"]: r for r in ward.rows(sql, ["C"], recipient=["ND"])}
+    nurse = {r["patient_id"]: r for r in labelled_ward.rows(sql, ["C"], recipient=["ND"])}
     assert set(nurse) == set(MASKED_RATES)
     assert all(r["beats_per_min"] is None for r in nurse.values())
     assert all("beats_per_min" in r["_masked"] for r in nurse.values())
     derived = "SELECT patient_id, beats_per_min * 2 AS doubled FROM HeartRate"
-    doubled = ward.rows(derived + " WHERE patient_id IN (901, 902)", ["C"], recipient=["ND"])
+    doubled = labelled_ward.rows(
+        derived + " WHERE patient_id IN (901, 902)", ["C"], recipient=["ND"]
+    )
     assert {r["patient_id"] for r in doubled} == {901, 902}
     assert all(r["doubled"] is None and "doubled" in r["_masked"] for r in doubled)
     chosen = "SELECT patient_id FROM HeartRate WHERE beats_per_min > 100"  # chosen by a rate
-    assert ward.rows(chosen, ["C"], recipient=["ND"]) == []
+    assert labelled_ward.rows(chosen, ["C"], recipient=["ND"]) == []
     count = "SELECT count(*) AS n FROM HeartRate WHERE patient_id > 900"
-    assert ward.rows(count, ["C"], recipient=["C"])[-1]["n"] == 6
-    assert ward.rows(count, ["C"], recipient=["ND"]) == []
+    assert labelled_ward.rows(count, ["C"], recipient=["C"])[-1]["n"] == 6
+    assert labelled_ward.rows(count, ["C"], recipient=["ND"]) == []
 
 
-def test_statistics_only_values_are_no_oracle_outside_whitelisted_aggregates(ward) -> None:
+def test_statistics_only_values_are_no_oracle_outside_whitelisted_aggregates(labelled_ward) -> None:
     """An insurer may aggregate ward-T's rates (FOR STATISTICS) but not read them: a
     CASE, a count_if, a FILTER clause or a GROUP BY over the rate sees NULL, so none can
     count the rows above a threshold; avg over the bare column does read the rates."""
@@ -104,7 +106,9 @@ def test_statistics_only_values_are_no_oracle_outside_whitelisted_aggregates(war
         "avg(beats_per_min) FILTER (WHERE beats_per_min > 62) AS filtered "
         "FROM HeartRate"
     )
-    [row] = ward.rows(sql, ["INS"])[-1:]
+    [row] = labelled_ward.rows(sql, ["INS"])[-1:]
     assert row == {"n": 4, "mean": 62.5, "high": 0, "counted": 0, "filtered": None}
-    grouped = ward.rows("SELECT beats_per_min, count(*) AS n FROM HeartRate GROUP BY 1", ["INS"])
+    grouped = labelled_ward.rows(
+        "SELECT beats_per_min, count(*) AS n FROM HeartRate GROUP BY 1", ["INS"]
+    )
     assert {r["beats_per_min"] for r in grouped} == {None}

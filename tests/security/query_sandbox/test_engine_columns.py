@@ -28,29 +28,31 @@ DUMPS = [
 
 
 @pytest.mark.parametrize("sql", DUMPS)
-def test_statistics_only_values_cannot_be_dumped_through_a_star(ward, sql) -> None:
+def test_statistics_only_values_cannot_be_dumped_through_a_star(labelled_ward, sql) -> None:
     with pytest.raises(QueryRejected) as refused:
-        rows = ward.rows(sql, ["INS"])
+        rows = labelled_ward.rows(sql, ["INS"])
         leaked = [v for v in map(str, STATISTICS_ONLY.values()) if v in str(rows)]
         pytest.fail(f"the query ran; raw statistics-only values in its output: {leaked}")
     assert refused.value.rule == "star"
 
 
-def test_aggregates_over_statistics_only_rows_still_work(ward) -> None:
-    [row] = ward.rows("SELECT count(*) AS n, avg(beats_per_min) AS mean FROM HeartRate", ["INS"])[
-        -1:
-    ]
+def test_aggregates_over_statistics_only_rows_still_work(labelled_ward) -> None:
+    [row] = labelled_ward.rows(
+        "SELECT count(*) AS n, avg(beats_per_min) AS mean FROM HeartRate", ["INS"]
+    )[-1:]
     assert row == {"n": 4, "mean": 62.5}
 
 
-def test_sql_text_never_reads_the_environment(spark, ward) -> None:
+def test_sql_text_never_reads_the_environment(spark, labelled_ward) -> None:
     os.environ["STREAMSHIELD_TEST_SECRET"] = "hunter2"
     try:
         session = spark.newSession()  # every query runs in a session like this one
         [row] = session.sql("SELECT '${env:STREAMSHIELD_TEST_SECRET}' AS x").collect()
         assert row.x == "${env:STREAMSHIELD_TEST_SECRET}"
         with pytest.raises(QueryRejected) as refused:
-            ward.rows("SELECT '${env:STREAMSHIELD_TEST_SECRET}' AS x FROM HeartRate", ["ND"])
+            labelled_ward.rows(
+                "SELECT '${env:STREAMSHIELD_TEST_SECRET}' AS x FROM HeartRate", ["ND"]
+            )
         assert refused.value.rule == "substitution"
     finally:
         del os.environ["STREAMSHIELD_TEST_SECRET"]
