@@ -20,10 +20,13 @@ tuple's data values. Order is protected by refusing any seq that is not greater 
 the channel's last accepted one: the shield decides which policy governs a tuple from
 the seqs, so a replayed or reordered element must not land.
 
-An sp's ``ts`` (microseconds since the epoch) may not lie more than ``max_future_skew``
-seconds (default :data:`DEFAULT_MAX_FUTURE_SKEW`) ahead of the server's clock: the
+No timestamp a provider chooses may lie more than ``max_future_skew`` seconds (default
+:data:`DEFAULT_MAX_FUTURE_SKEW`) ahead of the server's clock: an sp's ``ts`` and a tuple's
+``policy.ts`` (microseconds since the epoch) and the stream's event-time value. The
 channel's policy timestamp only grows, so one far-future sp would make every later sp
-of its channel "older" and lock the channel for good. Past timestamps stay valid.
+of its channel "older" and lock the channel for good; a far-future event time would move
+the watermark of every windowed query over the stream and drop all other providers'
+tuples as late. Past timestamps stay valid.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
 
@@ -61,6 +64,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 _INT32 = (-(2**31), 2**31 - 1)
 DEFAULT_MAX_FUTURE_SKEW = 300.0
 """Seconds an sp's ts may be ahead of the server's clock (providers' clocks drift a little)."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_SECONDS = (_INT64[0] // 1_000_000, _INT64[1] // 1_000_000)  # Spark keeps microseconds
 
 
@@ -165,11 +169,12 @@ class LandingZone:
         for position, line in candidates:
             try:
                 element = _check(position, line, streams, hierarchy)
-                if isinstance(element, SpElement) and element.sp.ts > latest_ts:
+                future = _future_field(element, streams, latest_ts)
+                if future is not None:
                     raise _Reject(
                         Reason.FUTURE_TIMESTAMP,
-                        f"ts is more than {self.max_future_skew:g} s ahead of the server's "
-                        "clock (microseconds since the epoch are expected)",
+                        f"{future} is more than {self.max_future_skew:g} s ahead of the "
+                        "server's clock",
                         element.channel.stream,
                     )
                 checked.append((position, element))
@@ -317,6 +322,38 @@ def _check(
     else:
         _check_sp(element, hierarchy)
     return element
+
+
+def _future_field(
+    element: Element, streams: Mapping[str, StreamDefinition], latest_ts: int
+) -> str | None:
+    """The name of a timestamp the provider chose that lies beyond ``latest_ts`` (µs).
+
+    Every such timestamp moves state that only grows: an sp's ``ts`` the channel's policy
+    time, a tuple's ``policy.ts`` the policy it waits for, and the stream's event-time
+    value the watermark of every windowed query over the stream (all providers' tuples
+    behind a far-future one would be dropped as late).
+    """
+    if isinstance(element, SpElement):
+        return "ts (microseconds since the epoch)" if element.sp.ts > latest_ts else None
+    if element.policy_ts > latest_ts:
+        return "policy.ts (microseconds since the epoch)"
+    event_time = streams[element.channel.stream].event_time
+    value = element.values.get(event_time) if event_time else None
+    if value is not None and _timestamp_micros(value) > latest_ts:
+        return f"values.{event_time} (the event time)"
+    return None
+
+
+def _timestamp_micros(value: object) -> int:
+    """A valid timestamp value (:func:`fits`) in microseconds; naive ISO times are UTC,
+    the Spark session's time zone."""
+    if isinstance(value, int):
+        return value * 1_000_000
+    parsed = datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int((parsed - _EPOCH).total_seconds()) * 1_000_000
 
 
 def _check_bigints(fields: Mapping[str, int], stream: str) -> None:

@@ -41,7 +41,16 @@ def spark_session(
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    # Spark replaces ${env:X}, ${system:X} and ${spark.conf} in SQL text before parsing:
+    # a string literal in a user query would read the server's environment (secrets) and
+    # configuration. Never on, whatever the operator's --conf says.
+    builder = builder.config(VARIABLE_SUBSTITUTION, "false")
+    session = builder.getOrCreate()
+    session.conf.set(VARIABLE_SUBSTITUTION, "false")  # a session that existed before
+    return session
+
+
+VARIABLE_SUBSTITUTION = "spark.sql.variable.substitute"
 
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"

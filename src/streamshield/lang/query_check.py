@@ -32,6 +32,7 @@ __all__ = [
     "ALLOWED_UNKNOWN_FUNCTIONS",
     "FORBIDDEN_FUNCTIONS",
     "FORBIDDEN_FUNCTION_PREFIXES",
+    "MAX_EXPANSION",
     "MAX_QUERY_CHARS",
     "MAX_REGEX_CHARS",
     "CheckedQuery",
@@ -47,6 +48,12 @@ the parser's time and memory grow with the input."""
 
 MAX_REGEX_CHARS = 256
 """Longest regular expression or LIKE pattern a query may contain (see :func:`_check_regexes`)."""
+
+MAX_EXPANSION = 10_000
+"""Largest count, length or width a size-amplifying function may be given (see
+:func:`_check_expansion`): ``repeat``'s count, the length of ``lpad``/``rpad``/``space``/
+``randstr``, ``array_repeat``'s count, the number of elements of ``sequence``, a width or
+precision in a ``printf``/``format_string`` format and ``format_number``'s decimals."""
 
 _REGEX_ARGS: dict[str, tuple[str, ...]] = {
     name: args
@@ -438,7 +445,7 @@ class QueryRejected(ValueError):
     ``rule`` is a short machine-readable code (``not_select``, ``unknown_relation``,
     ``file_path``, ``table_function``, ``forbidden_function``, ``config``, ``hint``,
     ``parse_error``, ``multiple_statements``, ``too_many_joins``, ``too_many_windows``,
-    ``regex``,
+    ``regex``, ``expansion``, ``substitution``, ``reserved_name``, ``star``,
     ``script_transform``, ``recursive_cte``, ``duplicate_cte``, ``too_long``,
     ``too_complex``). The message names the rule and at most a relation or function name;
     it never contains literal values from the query.
@@ -551,6 +558,12 @@ def check_query(
     catalog = _catalog(streams)
     if len(sql) > MAX_QUERY_CHARS:
         raise QueryRejected("too_long", f"the query is longer than {MAX_QUERY_CHARS} characters")
+    if "${" in sql:
+        # Spark substitutes ${env:X}, ${system:X}, ${conf} in SQL text before it parses it,
+        # inside string literals and names alike: the server's secrets and settings.
+        raise QueryRejected(
+            "substitution", "'${' is not allowed: Spark would replace it with server settings"
+        )
     literals: frozenset[str] = frozenset()
     try:
         tree, literals = _parse_one(sql)
@@ -558,6 +571,9 @@ def check_query(
         _check_relations(tree)
         _check_functions(tree)
         _check_regexes(tree)
+        _check_expansion(tree)
+        _check_reserved_names(tree)
+        _check_stars(tree)
         found = _resolve_tables(tree, catalog, sql)
         _check_limits(tree, max_joins, max_windows)
     except RecursionError:
@@ -578,6 +594,12 @@ def parse_tree(sql: str) -> exp.Expression:
     """
     if len(sql) > MAX_QUERY_CHARS:
         raise QueryRejected("too_long", f"the query is longer than {MAX_QUERY_CHARS} characters")
+    if "${" in sql:
+        # Spark substitutes ${env:X}, ${system:X}, ${conf} in SQL text before it parses it,
+        # inside string literals and names alike: the server's secrets and settings.
+        raise QueryRejected(
+            "substitution", "'${' is not allowed: Spark would replace it with server settings"
+        )
     try:
         return _parse_one(sql)[0]
     except RecursionError:
@@ -919,6 +941,207 @@ def _check_like_pattern(node: exp.Expression, shown: str) -> None:
             f"a {shown} pattern may have at most one '%' before its end (or be '%text%'): "
             "several wildcards can take polynomial time on long values",
         )
+
+
+RESERVED_PREFIX = "_ss_"
+"""Column names the engine adds (labels, origin, masks); a user column by that name could
+pass for one of them."""
+_RESERVED_IN_TEXT = re.compile(r"(?:\A|[^A-Za-z0-9_])_ss_", re.IGNORECASE)
+
+
+def _check_reserved_names(tree: exp.Expression) -> None:
+    """No name the query writes, and no string that can become a name, starts with ``_ss_``.
+
+    Identifiers are the obvious way; strings are the other: a schema string
+    (``from_json(s, '_ss_tid STRING').*``, ``from_csv``), a struct key or a JSON key turn
+    into column names when expanded, without any identifier in the text.
+    """
+    for node in tree.walk():
+        if isinstance(node, exp.Identifier) and node.name.lower().startswith(RESERVED_PREFIX):
+            reserved = True
+        elif isinstance(node, exp.Literal) and node.is_string:
+            reserved = bool(_RESERVED_IN_TEXT.search(node.this))
+        else:
+            continue
+        if reserved:
+            raise QueryRejected(
+                "reserved_name",
+                f"names starting with {RESERVED_PREFIX} are reserved (also inside strings "
+                "that can become names, such as schemas and keys)",
+            )
+
+
+def _check_stars(tree: exp.Expression) -> None:
+    """``*`` only selects the columns of a plain selection or counts rows (``count(*)``).
+
+    A secured view holds columns the user never names: labels, mask flags and, in the
+    statistics view of an aggregate query, every attribute masked only for STATISTICS
+    (``_ss_v*``). A star anywhere else (``struct(*)``, ``to_json(struct(t.*))``,
+    ``hash(*)``, or the select list of an aggregate, e.g. ``GROUP BY ALL``) would expand
+    to those columns and hand statistics-only values out raw (``collect_list``, ``max``).
+    """
+    for star in tree.find_all(exp.Star):
+        node: exp.Expression | None = star.parent
+        if isinstance(node, exp.Count) and node.this is star:
+            continue
+        item: exp.Expression = star
+        if isinstance(node, exp.Column):  # ``t.*``
+            item, node = node, node.parent
+        if (
+            isinstance(node, exp.Select)
+            and item.arg_key == "expressions"
+            and not _aggregates_rows(node)
+        ):
+            continue
+        raise QueryRejected(
+            "star",
+            "* may only select all columns of a plain selection or count rows (count(*)); "
+            "name the columns instead",
+        )
+
+
+def _aggregates_rows(select: exp.Select) -> bool:
+    return bool(select.args.get("group")) or any(
+        isinstance(node, exp.AggFunc) for e in select.expressions for node in e.walk()
+    )
+
+
+_EXPANSION_MESSAGE = (
+    "the {what} of {name} must be an integer literal of at most {limit}: a larger or "
+    "data-driven size lets one row fill the memory of the shared engine"
+)
+_FORMAT_SPEC = re.compile(r"%[^%A-Za-z]*")
+"""A Java format specifier up to its conversion letter: index, flags, width, precision.
+One character class and nothing after it, so matching is linear (no backtracking)."""
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _expansion_arguments(node: exp.Expression) -> list[tuple[str, exp.Expression | None]]:
+    """The size arguments of a size-amplifying call, each with what it is called."""
+    if isinstance(node, exp.Repeat):
+        return [("count", node.args.get("times"))]
+    if isinstance(node, exp.Pad):
+        return [("length", node.expression)]
+    if isinstance(node, exp.Space | exp.Randstr):
+        return [("length", node.this)]
+    if isinstance(node, exp.Anonymous):
+        name, given = node.name.lower(), node.expressions
+        if name == "array_repeat":
+            return [("count", given[1] if len(given) > 1 else None)]
+        if name == "format_number" and len(given) > 1 and not _is_string(given[1]):
+            return [("decimals", given[1])]
+    return []
+
+
+def _is_string(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _integer_literal(node: exp.Expression | None) -> int | None:
+    """The value of an integer literal (``-5`` included), None for anything else."""
+    negative = isinstance(node, exp.Neg)
+    if negative:
+        node = node.this  # type: ignore[union-attr]
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        return None
+    try:
+        value = int(node.this)
+    except ValueError:
+        return None
+    return -value if negative else value
+
+
+def _is_amplifying(node: exp.Expression) -> bool:
+    return (
+        bool(_expansion_arguments(node))
+        or isinstance(node, exp.GenerateSeries | exp.Format | exp.Reduce)
+        or (isinstance(node, exp.Anonymous) and node.name.lower() == "printf")
+    )
+
+
+def _check_expansion(tree: exp.Expression) -> None:
+    """No expression can make its output much larger than its input by the query's choice.
+
+    ``repeat('x', 1000000000)``, ``lpad(s, 2147483647)``, ``array_repeat(v, n)``,
+    ``sequence(1, 1e9)`` or ``printf('%0999999999d', 1)`` turn one small row into
+    gigabytes inside the one Spark application every tenant shares. So every size
+    argument must be an integer literal of at most :data:`MAX_EXPANSION` (a size taken
+    from data is refused: a tenant's value would choose it), ``sequence`` takes integer
+    literals only and at most that many elements, format strings are literals with
+    widths and precisions within the limit, and limits cannot be multiplied: no
+    amplifying call inside another one or inside a lambda. ``aggregate``/``reduce`` is
+    refused (a merge such as ``concat(acc, acc)`` doubles its accumulator per element).
+    """
+    for node in tree.walk():
+        if isinstance(node, exp.Reduce):
+            raise QueryRejected(
+                "expansion",
+                "aggregate/reduce over arrays is not allowed: its accumulator can grow "
+                "exponentially with the array",
+            )
+        if not _is_amplifying(node):
+            continue
+        name = _shown(_expansion_name(node))
+        for what, argument in _expansion_arguments(node):
+            value = _integer_literal(argument)
+            if value is None or value > MAX_EXPANSION:
+                message = _EXPANSION_MESSAGE.format(what=what, name=name, limit=MAX_EXPANSION)
+                raise QueryRejected("expansion", message)
+        if isinstance(node, exp.GenerateSeries):
+            _check_series(node, name)
+        if isinstance(node, exp.Format) or (
+            isinstance(node, exp.Anonymous) and node.name.lower() == "printf"
+        ):
+            _check_format(node, name)
+        _check_not_nested(node, name)
+
+
+def _expansion_name(node: exp.Expression) -> str:
+    """The Spark name the user wrote (sqlglot renames some of these functions)."""
+    if isinstance(node, exp.Pad):
+        return "lpad" if node.args.get("is_left") else "rpad"
+    if isinstance(node, exp.GenerateSeries):
+        return "sequence"
+    if isinstance(node, exp.Format):
+        return "format_string"
+    return _func_name(node)  # type: ignore[arg-type]
+
+
+def _check_series(node: exp.GenerateSeries, name: str) -> None:
+    start, end = _integer_literal(node.args.get("start")), _integer_literal(node.args.get("end"))
+    step = _integer_literal(node.args.get("step")) if node.args.get("step") else 1
+    if start is None or end is None or not step:
+        raise QueryRejected(
+            "expansion", f"{name} takes integer literals only (start, stop and a non-zero step)"
+        )
+    if abs(end - start) // abs(step) + 1 > MAX_EXPANSION:
+        raise QueryRejected("expansion", f"{name} may produce at most {MAX_EXPANSION} elements")
+
+
+def _check_format(node: exp.Expression, name: str) -> None:
+    text = node.this if isinstance(node, exp.Format) else (node.expressions or [None])[0]
+    if not (isinstance(text, exp.Expression) and _is_string(text)):
+        raise QueryRejected("expansion", f"the format of {name} must be a string literal")
+    for spec in _FORMAT_SPEC.findall(text.this):
+        for size in _DIGITS.findall(spec):
+            digits = size.lstrip("0") or "0"
+            if len(digits) > len(str(MAX_EXPANSION)) or int(digits) > MAX_EXPANSION:
+                message = _EXPANSION_MESSAGE.format(
+                    what="width and precision", name=name, limit=MAX_EXPANSION
+                )
+                raise QueryRejected("expansion", message)
+
+
+def _check_not_nested(node: exp.Expression, name: str) -> None:
+    """Refuse an amplifying call under another one or in a lambda (limits would multiply)."""
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Lambda) or _is_amplifying(parent):
+            raise QueryRejected(
+                "expansion",
+                f"{name} may not be used inside another size-amplifying function or a lambda",
+            )
+        parent = parent.parent
 
 
 def _table_name(table: exp.Table) -> str:

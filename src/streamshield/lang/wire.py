@@ -88,7 +88,13 @@ def _pattern(text: str, where: str):
     try:
         return parse_pattern(text)
     except CqlError as err:
-        raise WireFormatError(f"{where}: {err.problem} in pattern {text!r}") from None
+        # The problem names the limit or the syntax; the pattern itself is not echoed
+        # (it may hold tuple ids, and an oversized one would make the message as big).
+        raise WireFormatError(f"{where}: {_bounded(err.problem)}") from None
+
+
+def _bounded(problem: str, limit: int = 200) -> str:
+    return problem if len(problem) <= limit else problem[:limit] + "..."
 
 
 def _to_element(raw: _Tuple | _Sp) -> Element:
