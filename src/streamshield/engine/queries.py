@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
+from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -82,13 +83,16 @@ def safe_error(err: BaseException) -> str:
 
     Streaming failures wrap the cause (``[STREAM_FAILED] ... [CAST_INVALID_INPUT] ...``),
     sometimes only in the exception's cause chain (a failed state commit); the first
-    class below the wrapper is the useful one.
+    class below the wrapper is the useful one. Only names Spark defines count: messages
+    bracket values too (``unexpected key [902]``), and a value is never an error class.
     """
     seen: BaseException | None = err
     for _ in range(8):  # the first class named along the cause chain (bounded)
         if seen is None:
             break
-        classes = [c for c in _ERROR_CLASS.findall(str(seen)) if c not in _WRAPPERS]
+        classes = [
+            c for c in _ERROR_CLASS.findall(str(seen)) if c not in _WRAPPERS and is_condition(c)
+        ]
         if classes:
             return classes[0]
         seen = getattr(seen, "_cause", None) or seen.__cause__

@@ -59,14 +59,6 @@ def test_the_owner_sees_the_class_never_the_text(message: str, expected: str) ->
     assert "902" not in shown and "150" not in shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: engine/queries.py safe_error takes the first [A-Z0-9_.]+ in brackets "
-    "as the error class, so a value a Java exception prints in brackets ([902]) before any "
-    "class is shown to the owner as her query's error class; use the exception's "
-    "structured error class (getCondition/getErrorClass) or require a letter and an "
-    "underscore. engine/queries.py is the lead's file in this session.",
-)
 def test_a_bracketed_value_is_not_taken_for_an_error_class() -> None:
     message = (
         "[STREAM_FAILED] Query [id = 1f, runId = 2e] terminated with exception: Job "
