@@ -1,0 +1,118 @@
+"""Selections over one stream as one shared network (issue 12, item 2, first step).
+
+Four users with different roles watch HeartRate with overlapping selections. Run as one
+network (one scan, shared selections, a secured branch per query) each gets exactly what
+its query run alone returns; a branch whose switch is off runs no Spark job at all.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries import CallbackSink
+from streamshield.engine.shared_network import NotShared, SharedNetwork
+from streamshield.examples import hospital
+from streamshield.examples.hospital_catalog import hospital_catalog
+from streamshield.lang.rewrite_rules import secure
+
+pytestmark = pytest.mark.spark
+
+STREAM = "HeartRate"
+QUERIES = {
+    "cardio": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
+    "gp": (
+        "SELECT patient_id, ts FROM HeartRate WHERE patient_id >= 120 AND beats_per_min > 60",
+        "GP",
+    ),
+    "nurse_all": ("SELECT * FROM HeartRate", "ND"),
+    "nurse_ids": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
+    "chosen_by_hidden": ("SELECT patient_id FROM HeartRate WHERE ts > 0", "ND"),
+}
+
+
+@pytest.fixture(scope="module")
+def pipeline(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("shared")
+    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
+    assert not pipeline.landing.append(hospital.elements()).rejected
+    pipeline.ingest_available()
+    yield pipeline
+    for query in list(pipeline.queries.list()):
+        pipeline.cql.stop(query.name)
+
+
+class Rows:
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.calls = 0
+
+    def __call__(self, frame, _batch_id) -> None:
+        self.calls += 1
+        users = [c for c in frame.columns if not c.startswith("_ss_")]
+        self.rows += [tuple(r) for r in frame.select(*users).collect()]
+
+    def sorted(self) -> list[tuple]:
+        return sorted(self.rows, key=str)
+
+
+def network(pipeline, root, names, active=lambda _n: True) -> tuple[SharedNetwork, dict]:
+    queries = pipeline.queries
+    shared = SharedNetwork(
+        queries.spark,
+        queries.labelled,
+        queries.streams[STREAM],
+        queries.codec,
+        queries.provenance,
+        root,
+        active,
+        name=f"network-{root.parent.name}",
+    )
+    sinks = {}
+    for name in names:
+        text, role = QUERIES[name]
+        admitted = queries.admit(text, [role])
+
+        def sql(view: str, admitted=admitted) -> str:
+            return secure(admitted.checked.tree, queries.rewrite({STREAM: view}))
+
+        sinks[name] = Rows()
+        shared.add(name, admitted, sql, sinks[name])
+    return shared, sinks
+
+
+def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_path) -> None:
+    shared, sinks = network(pipeline, tmp_path / "net", list(QUERIES))
+    shared.start(available_now=True).awaitTermination()
+    for name, (text, role) in QUERIES.items():
+        alone = Rows()
+        query = pipeline.cql.submit(text, [role], CallbackSink(alone), name=f"alone_{name}")
+        query.process_all_available()
+        pipeline.cql.stop(query.name)
+        assert sinks[name].sorted() == alone.sorted(), name
+    assert sinks["cardio"].rows and sinks["nurse_all"].rows
+    assert sinks["chosen_by_hidden"].rows == [], "nurses never read ts: no row chosen by it"
+    assert len(sinks["nurse_ids"].rows) < len(sinks["cardio"].rows), "rights differ per branch"
+
+
+def test_a_switched_off_branch_runs_no_spark_job(pipeline, tmp_path) -> None:
+    shared, sinks = network(
+        pipeline, tmp_path / "net", ["cardio", "gp", "nurse_ids"], lambda n: n != "gp"
+    )
+    tracker = pipeline.queries.spark.sparkContext.statusTracker()
+    shared.start(available_now=True).awaitTermination()
+    assert sinks["gp"].calls == 0 and sinks["cardio"].rows
+    assert tracker.getJobIdsForGroup(f"{shared.name}:gp") == []
+    assert tracker.getJobIdsForGroup(f"{shared.name}:cardio") != []
+
+
+def test_only_selections_over_the_stream_join_a_network(pipeline, tmp_path) -> None:
+    shared, _ = network(pipeline, tmp_path / "net", [])
+    queries = pipeline.queries
+    for text in (
+        "SELECT count(*) FROM HeartRate",
+        "SELECT patient_id + 1 AS p FROM HeartRate",
+        "SELECT * FROM BodyTemperature",
+    ):
+        with pytest.raises(NotShared):
+            shared.add("x", queries.admit(text, ["C"]), lambda v: v, Rows())
