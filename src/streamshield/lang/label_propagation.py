@@ -167,13 +167,9 @@ class _Slots:
         self.sources, self.words = sources, words
 
     def attributes(self, select: exp.Select) -> tuple[str, ...]:
-        """The attributes of the view an innermost SELECT reads."""
+        """The attributes of the view a SELECT (not over a derived table) reads."""
         source = select.args.get("from_")
         table = source.this if source is not None else None
-        while isinstance(table, exp.Subquery):
-            inner = table.this
-            source = inner.args.get("from_") if isinstance(inner, exp.Select) else None
-            table = source.this if source is not None else None
         if not isinstance(table, exp.Table) or table.name.lower() not in self.sources:
             raise LabelsNotPropagated("a SELECT over an unknown input has no dependency labels")
         return self.sources[table.name.lower()]
