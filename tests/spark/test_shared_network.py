@@ -83,7 +83,14 @@ def network(pipeline, root, names, active=lambda _n: True) -> tuple[SharedNetwor
 
 def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_path) -> None:
     shared, sinks = network(pipeline, tmp_path / "net", list(QUERIES))
-    shared.start(available_now=True).awaitTermination()
+    handle = shared.start(available_now=True)
+    handle.awaitTermination()
+    labelled = pipeline.queries.labelled.path(STREAM)
+    stored = pipeline.queries.spark.read.option("recursiveFileLookup", "true").parquet(
+        str(labelled)
+    )
+    read = sum(p["numInputRows"] for p in handle.recentProgress)
+    assert read == stored.count(), "the scan is shared: each stored row is read once"
     for name, (text, role) in QUERIES.items():
         alone = Rows()
         query = pipeline.cql.submit(text, [role], CallbackSink(alone), name=f"alone_{name}")

@@ -143,6 +143,9 @@ class SharedNetwork:
         shared = {node for node, users in network.usage.items() if len(users) > 1}
         frames: dict[Operator | str, DataFrame] = {}
         cached: list[DataFrame] = []
+        if len(on) > 1:  # the scan is shared too: read the batch's files once
+            batch = batch.persist()
+            cached.append(batch)
 
         def frame(node: Operator | str) -> DataFrame:
             if node in frames:
