@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,8 @@ from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
 
 BranchSink = Callable[[DataFrame, int], None]
+BRANCH_THREADS = 4
+"""Branches of one micro-batch run at once (their jobs share the cores, not a queue)."""
 _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 
 
@@ -165,12 +168,23 @@ class SharedNetwork:
             return out
 
         sc = batch.sparkSession.sparkContext
+        inputs = {name: frame(network.roots[name]) for name in on}  # plans only, no job
+
+        def run(name: str) -> None:
+            # Job groups are per thread: each branch's jobs carry its name.
+            sc.setJobGroup(f"{self.name}:{name}", f"branch {name} of {self.name}", False)
+            try:
+                self._run(on[name], inputs[name], batch_id)
+            finally:
+                sc.setLocalProperty("spark.jobGroup.id", None)
+
         try:
-            for name, branch in on.items():
-                sc.setJobGroup(f"{self.name}:{name}", f"branch {name} of {self.name}", False)
-                self._run(branch, frame(network.roots[name]), batch_id)
+            # Branches run side by side (Spark schedules jobs of several threads at once),
+            # so N small jobs keep every core busy instead of queueing behind each other.
+            with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
+                for future in [pool.submit(run, name) for name in on]:
+                    future.result()
         finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
             for df in cached:
                 df.unpersist()
 
