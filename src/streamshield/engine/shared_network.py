@@ -67,8 +67,10 @@ class Branch:
     name: str
     admitted: AdmittedQuery
     tree: Operator | str
-    sql: Callable[[str], str]
-    """The query's secured SQL over a view of the given name (the rewrite rules)."""
+    view: str
+    """The temp view its rows are offered under in every micro-batch (its own name)."""
+    text: str
+    """The query's secured SQL over that view: rewritten once, when the branch joins."""
     sink: BranchSink
 
 
@@ -113,7 +115,8 @@ class SharedNetwork:
         with self._lock:
             if name in self._branches:
                 raise ValueError(f"a branch named {name!r} exists")
-            self._branches[name] = Branch(name, admitted, tree, sql, sink)
+            view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
+            self._branches[name] = Branch(name, admitted, tree, view, sql(view), sink)
 
     def remove(self, name: str) -> None:
         with self._lock:
@@ -205,12 +208,11 @@ class SharedNetwork:
         )
         view = with_provenance(view, self.stream.name, self.provenance)
         session = rows.sparkSession
-        name = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
-        view.createOrReplaceTempView(name)
+        view.createOrReplaceTempView(branch.view)
         try:
-            branch.sink(session.sql(branch.sql(name)), batch_id)
+            branch.sink(session.sql(branch.text), batch_id)
         finally:
-            session.catalog.dropTempView(name)
+            session.catalog.dropTempView(branch.view)
 
     def _condition(self, node: Select) -> Column | None:
         """The shared filter: the atoms that mean the same on raw values, or None."""
