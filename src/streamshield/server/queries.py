@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.queries import CallbackSink, RegisteredQuery, safe_error
@@ -36,6 +37,7 @@ from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.server.errors import Conflict, Invalid, NotFound
 
 audit = logging.getLogger("streamshield.audit")
+STOP_AT_BOUNDARY_SECONDS = 10.0
 
 
 @dataclass
@@ -167,7 +169,14 @@ class QueryRegistry:
         return query
 
     def stop(self, name: str, reason: str = "query stopped") -> LiveQuery:
-        """Stops the engine query at a batch boundary; its subscribers get ``closed``."""
+        """Stops the engine query at a batch boundary; its subscribers get ``closed``.
+
+        The wait (bounded) lets a micro-batch being handed over reach every subscriber
+        before the stop: a stop in the middle would cut off those served last.
+        """
+        handle = self.get(name).handle
+        if handle is not None and handle.active:
+            at_batch_boundary(handle.handle, STOP_AT_BOUNDARY_SECONDS)
         with self._lock:
             query = self.get(name)
             if query.handle is not None:
