@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine.labels import denied_column, reader_column
 
@@ -42,6 +45,31 @@ class LabelledStore:
     def path(self, stream: str) -> Path:
         """Read it with ``recursiveFileLookup`` (batches are subdirectories)."""
         return self.root / stream
+
+    def per_batch(
+        self,
+        spark: SparkSession,
+        stream: StreamDefinition,
+        width: int,
+        process: Callable[[DataFrame, int], None],
+        checkpoint: Path,
+        name: str,
+        available_now: bool = False,
+    ) -> StreamingQuery:
+        """A streaming query handing ``process`` each micro-batch of ``stream``'s new
+        labelled rows (the engines that keep their own state per batch run on it)."""
+        path = self.path(stream.name)
+        path.mkdir(parents=True, exist_ok=True)
+        struct = labelled_schema(spark, stream.ddl, len(stream.names), width)
+        source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
+        writer = (
+            source.parquet(str(path))
+            .writeStream.foreachBatch(process)
+            .option("checkpointLocation", str(checkpoint))
+            .queryName(name)
+        )
+        trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
+        return writer.trigger(**trigger).start()
 
     def committed(self, batch_id: int) -> bool:
         return (self.commits / str(batch_id)).exists()

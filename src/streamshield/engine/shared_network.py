@@ -43,7 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.lang.admission import AdmittedQuery
@@ -123,23 +123,15 @@ class SharedNetwork:
             self._branches.pop(name, None)
 
     def start(self, available_now: bool = False) -> StreamingQuery:
-        path = self.labelled.path(self.stream.name)
-        path.mkdir(parents=True, exist_ok=True)
-        struct = labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+        return self.labelled.per_batch(
+            self.spark,
+            self.stream,
+            self.codec.width,
+            self._process,
+            self.root / "checkpoint",
+            self.name,
+            available_now,
         )
-        source = (
-            self.spark.readStream.schema(struct)
-            .option("recursiveFileLookup", "true")
-            .parquet(str(path))
-        )
-        writer = (
-            source.writeStream.foreachBatch(self._process)
-            .option("checkpointLocation", str(self.root / "checkpoint"))
-            .queryName(self.name)
-        )
-        trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
-        return writer.trigger(**trigger).start()
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         on = {n: b for n, b in self.branches.items() if self._is_on(n)}

@@ -89,23 +89,15 @@ class WindowQuery:
         session.sql(self.text)
 
     def start(self, available_now: bool = False) -> StreamingQuery:
-        path = self.store.path(self.stream.name)
-        path.mkdir(parents=True, exist_ok=True)
-        struct = labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+        return self.store.per_batch(
+            self.spark,
+            self.stream,
+            self.codec.width,
+            self._process,
+            self.root / "checkpoint",
+            self.name,
+            available_now,
         )
-        source = (
-            self.spark.readStream.schema(struct)
-            .option("recursiveFileLookup", "true")
-            .parquet(str(path))
-        )
-        writer = (
-            source.writeStream.foreachBatch(self._process)
-            .option("checkpointLocation", str(self.root / "checkpoint"))
-            .queryName(self.name)
-        )
-        trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
-        return writer.trigger(**trigger).start()
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         visible = (F.col("reason") == PASS) & labels.allows(0, self.codec.query(self.roles))
