@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
-from streamshield.examples import hospital
-from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.rewrite_rules import secure
+from tests.spark.hospital_pipeline import hospital_pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -33,13 +31,7 @@ QUERIES = {
 
 @pytest.fixture(scope="module")
 def pipeline(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("shared")
-    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    assert not pipeline.landing.append(hospital.elements()).rejected
-    pipeline.ingest_available()
-    yield pipeline
-    for query in list(pipeline.queries.list()):
-        pipeline.cql.stop(query.name)
+    yield from hospital_pipeline(spark, tmp_path_factory.mktemp("shared"))
 
 
 class Rows:

@@ -12,12 +12,10 @@ from __future__ import annotations
 import pytest
 
 from streamshield.engine.delivery import Delivery
-from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
-from streamshield.examples import hospital
-from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.policy.provenance import Rights
 from tests.spark.conftest import spark  # noqa: F401 (the session fixture)
+from tests.spark.hospital_pipeline import hospital_pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -36,13 +34,7 @@ SHAPES = {
 
 @pytest.fixture(scope="module")
 def pipeline(spark, tmp_path_factory):  # noqa: F811
-    root = tmp_path_factory.mktemp("recipients")
-    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    assert not pipeline.landing.append(hospital.elements()).rejected
-    pipeline.ingest_available()
-    yield pipeline
-    for query in list(pipeline.queries.list()):
-        pipeline.cql.stop(query.name)
+    yield from hospital_pipeline(spark, tmp_path_factory.mktemp("recipients"))
 
 
 class Inbox:
