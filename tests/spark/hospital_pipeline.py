@@ -1,4 +1,4 @@
-"""The hospital example ingested into a fresh Pipeline, for module fixtures."""
+"""The hospital example ingested into a fresh Pipeline, and a sink collecting rows."""
 
 from __future__ import annotations
 
@@ -18,3 +18,21 @@ def hospital_pipeline(spark, root: Path) -> Iterator[Pipeline]:
     yield pipeline
     for query in list(pipeline.queries.list()):
         pipeline.cql.stop(query.name)
+
+
+class Rows:
+    """A per-batch sink keeping the user columns of every row it is handed."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.calls = 0
+        self.batches: list[int] = []
+
+    def __call__(self, frame, batch_id) -> None:
+        self.calls += 1
+        self.batches.append(batch_id)
+        users = [c for c in frame.columns if not c.startswith("_ss_")]
+        self.rows += [tuple(r) for r in frame.select(*users).collect()]
+
+    def sorted(self) -> list[tuple]:
+        return sorted(self.rows, key=str)

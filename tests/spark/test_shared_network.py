@@ -12,7 +12,7 @@ import pytest
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
 from streamshield.lang.rewrite_rules import secure
-from tests.spark.hospital_pipeline import hospital_pipeline
+from tests.spark.hospital_pipeline import Rows, hospital_pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -32,20 +32,6 @@ QUERIES = {
 @pytest.fixture(scope="module")
 def pipeline(spark, tmp_path_factory):
     yield from hospital_pipeline(spark, tmp_path_factory.mktemp("shared"))
-
-
-class Rows:
-    def __init__(self) -> None:
-        self.rows: list[tuple] = []
-        self.calls = 0
-
-    def __call__(self, frame, _batch_id) -> None:
-        self.calls += 1
-        users = [c for c in frame.columns if not c.startswith("_ss_")]
-        self.rows += [tuple(r) for r in frame.select(*users).collect()]
-
-    def sorted(self) -> list[tuple]:
-        return sorted(self.rows, key=str)
 
 
 def network(pipeline, root, names, active=lambda _n: True) -> tuple[SharedNetwork, dict]:
@@ -85,9 +71,10 @@ def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_
     assert read == stored.count(), "the scan is shared: each stored row is read once"
     for name, (text, role) in QUERIES.items():
         alone = Rows()
-        query = pipeline.cql.submit(text, [role], CallbackSink(alone), name=f"alone_{name}")
+        # A streaming query of its own (QueryService), not a network of one branch.
+        query = pipeline.queries.register(text, [role], CallbackSink(alone), f"alone_{name}")
         query.process_all_available()
-        pipeline.cql.stop(query.name)
+        pipeline.queries.stop(query.name)
         assert sinks[name].sorted() == alone.sorted(), name
     assert sinks["cardio"].rows and sinks["nurse_all"].rows
     assert sinks["chosen_by_hidden"].rows == [], "nurses never read ts: no row chosen by it"

@@ -32,6 +32,7 @@ from sqlglot import exp
 from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
+from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
@@ -40,11 +41,13 @@ from streamshield.engine.queries import (
     CallbackSink,
     ConsoleSink,
     FileSink,
+    MemorySink,
     QueryService,
     RegisteredQuery,
     Sink,
 )
 from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.shared_network import NotShared, SharedNetwork
 from streamshield.engine.spgen import SpGen
 from streamshield.engine.tracker_state import StateStore
 from streamshield.engine.window_query import WindowQuery
@@ -85,6 +88,10 @@ class SpsInserted:
     last_seq: int
 
 
+NETWORK_STOP_SECONDS = 10.0
+"""How long stopping a network's last branch waits for the micro-batch in flight."""
+
+
 class CqlService:
     """Parses, checks and routes users' requests; keeps what each registered query needs."""
 
@@ -97,9 +104,15 @@ class CqlService:
         shield_state: StateStore,
         limits: OperatorLimits | None = None,
         join_mode: JoinMode = JoinMode.ADAPTIVE,
+        share: bool = True,
     ) -> None:
+        """``share``: selections over one stream run as branches of the stream's shared
+        network (engine/shared_network.py) rather than each as a streaming query."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
+        self.share = share
+        self.networks: dict[str, SharedNetwork] = {}
+        self.branches: dict[str, str] = {}  # query -> the stream whose network runs it
         self.shapes: dict[str, Shape] = {}
         self.joins: dict[tuple, SCJoin] = {}
         self.join_handles: dict[tuple, StreamingQuery] = {}
@@ -153,6 +166,16 @@ class CqlService:
         """Stop a query; a shared join stops only with its last subscriber."""
         self.shapes.pop(name, None)
         self.window_queries.pop(name, None)
+        stream = self.branches.pop(name, None)
+        if stream is not None:
+            self.queries.stop(name)  # the branch leaves its network
+            network = self.networks[stream]
+            if not network.branches:  # the last one: the network stops too
+                if network.handle is not None:
+                    at_batch_boundary(network.handle, NETWORK_STOP_SECONDS)
+                network.stop()
+                del self.networks[stream]
+            return
         if name not in self.subscriptions:
             self.queries.stop(name)
             return
@@ -196,7 +219,8 @@ class CqlService:
     def _route(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
         shape = admitted.shape
         if shape.kind is ShapeKind.STREAM:
-            return self.queries.register(admitted, admitted.roles, sink, name)
+            shared = self._shared_query(admitted, sink, name) if self.share else None
+            return shared or self.queries.register(admitted, admitted.roles, sink, name)
         if shape.kind is ShapeKind.SLIDING_AGGREGATE:
             _item, stream, window = shape.windows[0]
             event_time = self.streams[stream].event_time
@@ -208,6 +232,54 @@ class CqlService:
         if shape.kind is ShapeKind.WINDOW_RELATION:
             return self._window_query(admitted, sink, name)
         return self._join_query(admitted, sink, name)
+
+    def _shared_query(
+        self, admitted: AdmittedQuery, sink: Sink, name: str
+    ) -> RegisteredQuery | None:
+        """The query as a branch of its stream's shared network; None when its plan is not
+        one a network shares (it then runs on its own)."""
+        if isinstance(sink, MemorySink) or len(admitted.streams) != 1 or admitted.shape.aggregate:
+            return None
+        stream = admitted.streams[0]
+        network = self.networks.get(stream)
+        fresh = network is None
+        if network is None:
+            network = SharedNetwork(
+                self.queries.spark,
+                self.queries.labelled,
+                self.streams[stream],
+                self.queries.codec,
+                self.queries.provenance,
+                self.queries.root / "networks" / stream,
+                name=f"network-{stream}",
+            )
+
+        def sql(view: str) -> str:
+            return secure(admitted.checked.tree, self.queries.rewrite({stream: view}))
+
+        try:
+            branch = planned(
+                lambda: network.add(name, admitted, sql, _deliverer(sink)), admitted.request.sql
+            )
+        except NotShared:
+            return None
+        if fresh:
+            self.networks[stream] = network
+            network.start()
+        self.branches[name] = stream
+        query = RegisteredQuery(
+            name,
+            admitted.request.sql,
+            admitted.roles,
+            admitted.streams,
+            any(c.startswith("_ss_r0_") for c in branch.columns),
+            network.branch_handle(name),  # type: ignore[arg-type]
+            self.queries.spark,
+            sink,
+            branch.columns,
+        )
+        self.queries.queries[name] = query
+        return query
 
     def _window_query(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
         _item, stream, window = admitted.shape.windows[0]

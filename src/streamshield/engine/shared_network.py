@@ -25,27 +25,42 @@ run in a Spark job group named after it, which is how tests prove an off branch 
 nothing.
 
 Adding or removing a branch changes nothing in the streaming query's plan (the scan), so
-its checkpoint stays valid: a branch added while the network runs starts with the next
-micro-batch and the others lose or repeat nothing.
+the network's checkpoint stays valid whatever joins or leaves. Each branch keeps its own
+position (:mod:`~streamshield.engine.branch_ledger`): the newest ingest batch of the
+labelled store it has covered. A branch that joins reads what it has not covered up to
+the network's position at once (catch-up, one batch job over those ingest batches), then
+takes each micro-batch's rows after its position: a new query sees the stream's history as
+a query of its own would, a restarted or re-joining one exactly the batches it missed, a
+replayed micro-batch nothing twice. Its output of a micro-batch is stored under the
+newest ingest id it covers, so a replay replaces a stored batch rather than doubling it.
+Which ingest batches a micro-batch holds is read from the file source's log in the
+checkpoint (:mod:`~streamshield.engine.source_log`), not computed by a job.
+
+A branch that fails (a Spark error in its own SQL) stops alone: its error is kept for its
+handle, and the network and the other branches go on.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.labelled_store import LabelledStore
+from streamshield.engine.branch_ledger import NOTHING, BranchLedger
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
+from streamshield.engine.source_log import SourceLog
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.from_query import operator_tree
 from streamshield.network.merge import merge
@@ -54,13 +69,16 @@ from streamshield.network.predicates import Comparison, Op
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
 
+audit = logging.getLogger("streamshield.audit")
 BranchSink = Callable[[DataFrame, int], None]
 BRANCH_THREADS = 4
 """Branches of one micro-batch run at once (their jobs share the cores, not a queue)."""
 _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
+_INGEST = "_ss_ingest"
+"""A row's ingest batch, added to a micro-batch only when some branch needs part of it."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Branch:
     """One query of the network: its plan, its roles, its secured SQL and its output."""
 
@@ -72,6 +90,10 @@ class Branch:
     text: str
     """The query's secured SQL over that view: rewritten once, when the branch joins."""
     sink: BranchSink
+    columns: tuple[str, ...] = ()
+    """Its output columns (labels included), from planning it at join."""
+    failure: BaseException | None = field(default=None, repr=False)
+    """Why it stopped (its own Spark error); a failed branch runs no more."""
 
 
 class NotShared(ValueError):
@@ -96,8 +118,15 @@ class SharedNetwork:
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
         self.active = active
         self.name = name or f"network-{stream.name}"
+        self.ledger = BranchLedger(self.root / "branches")
+        self.log = SourceLog(self.root / "checkpoint")
+        self.handle: StreamingQuery | None = None
         self._branches: dict[str, Branch] = {}
         self._lock = threading.Lock()
+        self._batch = threading.RLock()
+        """Held through a micro-batch and through a branch's catch-up: a branch's position
+        only moves under it, so a join never races a micro-batch."""
+        self._position: int | None = None
         self._salt = uuid.uuid4().hex
 
     @property
@@ -105,25 +134,43 @@ class SharedNetwork:
         with self._lock:
             return dict(self._branches)
 
-    def add(self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink):
-        """A query joins the network from the next micro-batch (NotShared if it cannot)."""
+    def add(
+        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
+    ) -> Branch:
+        """A query joins the network (NotShared if it cannot): planned first (Spark's
+        refusals are raised here), then it catches up with the stream's history up to
+        the network's position and takes every micro-batch after it."""
         tree = operator_tree(admitted)
         if tree is None or admitted.streams != (self.stream.name,) or admitted.shape.windows:
             raise NotShared("only selections and projections over this stream are shared")
         if any(not isinstance(node, Select | Project) for node in _nodes(tree)):
             raise NotShared("only selections and projections are shared for now")
-        with self._lock:
-            if name in self._branches:
-                raise ValueError(f"a branch named {name!r} exists")
-            view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
-            self._branches[name] = Branch(name, admitted, tree, view, sql(view), sink)
+        if name in self.branches:
+            raise ValueError(f"a branch named {name!r} exists")
+        view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
+        branch = Branch(name, admitted, tree, view, sql(view), sink)
+        branch.columns = self._analyse(branch)
+        with self._batch:
+            position = self._known_position()
+            covered = self.ledger.covered(name)
+            if covered < position:
+                self._catch_up(branch, covered, position)
+            with self._lock:
+                self._branches[name] = branch
+        return branch
 
     def remove(self, name: str) -> None:
+        """The branch leaves (its position is kept: joining again resumes from it)."""
         with self._lock:
             self._branches.pop(name, None)
 
+    def forget(self, name: str) -> None:
+        """The query is gone for good: its position too."""
+        self.remove(name)
+        self.ledger.drop(name)
+
     def start(self, available_now: bool = False) -> StreamingQuery:
-        return self.labelled.per_batch(
+        self.handle = self.labelled.per_batch(
             self.spark,
             self.stream,
             self.codec.width,
@@ -132,24 +179,77 @@ class SharedNetwork:
             self.name,
             available_now,
         )
+        return self.handle
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.stop()
+
+    def branch_handle(self, name: str) -> BranchHandle:
+        return BranchHandle(self, name)
+
+    # -- one micro-batch ---------------------------------------------------------------------
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        on = {n: b for n, b in self.branches.items() if self._is_on(n)}
+        with self._batch:
+            ids = self.log.ingest_ids(batch_id)
+            if ids is None:  # the log is not what we read: ask Spark (one job)
+                ids = _ingest_ids_of(batch)
+            if ids:
+                self._process_ids(batch, ids)
+                self._position = max(self._position or NOTHING, max(ids))
+
+    def _process_ids(self, batch: DataFrame, ids: frozenset[int]) -> None:
+        newest, oldest = max(ids), min(ids)
+        expected = self._known_position()  # where a branch that has had every batch stands
+        on: dict[str, Branch] = {}
+        behind: dict[str, int] = {}
+        for name, branch in self.branches.items():
+            if branch.failure is not None:
+                continue
+            covered = self.ledger.covered(name)
+            if covered >= newest:
+                continue  # a replayed micro-batch it has had
+            if not self._is_on(name):
+                self.ledger.advance(name, newest)  # switched off: nothing is computed for it
+                continue
+            on[name] = branch
+            if covered != expected:
+                behind[name] = covered  # needs part of this batch, or batches before it
         if not on:
             return  # every switch off: not even the scan's rows are read
-        network = merge({name: _as_tree(b.tree, self.stream) for name, b in on.items()})
-        shared = {node for node, users in network.usage.items() if len(users) > 1}
-        frames: dict[Operator | str, DataFrame] = {}
+        if behind:  # which rows come from which ingest batch, before anything is cached
+            batch = batch.withColumn(_INGEST, _ingest_column())
         cached: list[DataFrame] = []
         if len(on) > 1:  # the scan is shared too: read the batch's files once
             batch = batch.persist()
             cached.append(batch)
+        together = {n: b for n, b in on.items() if n not in behind}
+        inputs = self._shared_inputs(batch, together, cached)
+        for name, covered in behind.items():
+            inputs[name] = self._own_input(batch, covered, oldest)
+        try:
+            self._run_all(on, inputs, newest)
+        finally:
+            for df in cached:
+                df.unpersist()
+
+    def _shared_inputs(
+        self, batch: DataFrame, on: dict[str, Branch], cached: list[DataFrame]
+    ) -> dict[str, DataFrame]:
+        """Each branch's rows after the shared operators of the merged network (plans only:
+        no job runs here)."""
+        if not on:
+            return {}
+        network = merge({name: _as_tree(b.tree, self.stream) for name, b in on.items()})
+        shared = {node for node, users in network.usage.items() if len(users) > 1}
+        frames: dict[Operator | str, DataFrame] = {}
 
         def frame(node: Operator | str) -> DataFrame:
             if node in frames:
                 return frames[node]
             if isinstance(node, str):
-                out = batch
+                out = batch.drop(_INGEST) if _INGEST in batch.columns else batch
             elif isinstance(node, Select):
                 condition = self._condition(node)
                 parent = frame(node.inputs[0])
@@ -162,26 +262,87 @@ class SharedNetwork:
             frames[node] = out
             return out
 
-        sc = batch.sparkSession.sparkContext
-        inputs = {name: frame(network.roots[name]) for name in on}  # plans only, no job
+        return {name: frame(network.roots[name]) for name in on}
 
-        def run(name: str) -> None:
-            # Job groups are per thread: each branch's jobs carry its name.
-            sc.setJobGroup(f"{self.name}:{name}", f"branch {name} of {self.name}", False)
-            try:
-                self._run(on[name], inputs[name], batch_id)
-            finally:
-                sc.setLocalProperty("spark.jobGroup.id", None)
+    def _own_input(self, batch: DataFrame, covered: int, oldest: int) -> DataFrame:
+        """A branch behind the network: the batch's rows after its position, and the ingest
+        batches between its position and this batch (read from the store)."""
+        rows = batch.filter(F.col(_INGEST) > covered).drop(_INGEST)
+        history = self._history(covered, oldest - 1)
+        return rows if history is None else history.unionByName(rows)
 
+    def _run_all(self, on: dict[str, Branch], inputs: dict[str, DataFrame], newest: int) -> None:
+        # Branches run side by side (Spark schedules jobs of several threads at once), so N
+        # small jobs keep every core busy instead of queueing behind each other.
+        with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
+            futures = [pool.submit(self._run_branch, on[name], inputs[name], newest) for name in on]
+            for future in futures:
+                future.result()
+
+    def _run_branch(self, branch: Branch, rows: DataFrame, output_id: int) -> None:
+        """Runs one branch in its job group (how tests see which branch did work); its
+        failure stops it alone."""
+        sc = rows.sparkSession.sparkContext
+        sc.setJobGroup(f"{self.name}:{branch.name}", f"branch {branch.name} of {self.name}", False)
         try:
-            # Branches run side by side (Spark schedules jobs of several threads at once),
-            # so N small jobs keep every core busy instead of queueing behind each other.
-            with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
-                for future in [pool.submit(run, name) for name in on]:
-                    future.result()
+            self._run(branch, rows, output_id)
+            self.ledger.advance(branch.name, output_id)
+        except Exception as err:  # its own error, kept for its handle; the others go on
+            branch.failure = err
+            audit.error("branch %s of %s failed: %s", branch.name, self.name, err)
         finally:
-            for df in cached:
-                df.unpersist()
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    # -- joining ------------------------------------------------------------------------------
+
+    def _known_position(self) -> int:
+        """The newest ingest batch the network has read: from memory once it has run a
+        micro-batch, else from its checkpoint (a fresh network has read nothing)."""
+        if self._position is not None:
+            return self._position
+        position = self.log.position()
+        return NOTHING if position is None else position
+
+    def _catch_up(self, branch: Branch, covered: int, position: int) -> None:
+        history = self._history(covered, position)
+        if history is None:
+            self.ledger.advance(branch.name, position)  # nothing stored in between
+        else:
+            self._run_branch(branch, history, position)
+
+    def _history(self, after: int, upto: int) -> DataFrame | None:
+        """The stored rows of ingest batches ``after < id <= upto`` (None when none)."""
+        if upto <= after:
+            return None
+        folders = [
+            folder
+            for folder in sorted(self.labelled.path(self.stream.name).glob("batch=*"))
+            if folder.name[6:].isdigit()
+            and after < int(folder.name[6:]) <= upto
+            and any(folder.glob("*.parquet"))
+        ]
+        if not folders:
+            return None
+        struct = labelled_schema(
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+        )
+        return self.spark.read.schema(struct).parquet(*(str(f) for f in folders))
+
+    def _analyse(self, branch: Branch) -> tuple[str, ...]:
+        """Plans the branch's SQL over an empty labelled batch in a private session, so
+        that Spark's refusals (unknown column, type error) come at registration."""
+        struct = labelled_schema(
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+        )
+        session = self.spark.newSession()
+        empty = session.createDataFrame([], struct)
+        view = secured_view(
+            empty, self.stream, self.codec, branch.admitted.roles, keep_labels=True, salt=self._salt
+        )
+        with_provenance(view, self.stream.name, self.provenance).createOrReplaceTempView(
+            branch.view
+        )
+        return tuple(session.sql(branch.text).columns)
 
     def _is_on(self, name: str) -> bool:
         try:
@@ -243,3 +404,61 @@ def _nodes(tree: Operator | str) -> list[Operator]:
 def _as_tree(tree: Operator | str, stream: StreamDefinition) -> Operator:
     """``SELECT * FROM s`` is the bare stream: as a node, the projection to everything."""
     return Project(frozenset(stream.names), (stream.name,)) if isinstance(tree, str) else tree
+
+
+def _ingest_column() -> Column:
+    """A row's ingest batch, from the path of the file it was read from."""
+    return F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1).cast("long")
+
+
+def _ingest_ids_of(batch: DataFrame) -> frozenset[int]:
+    """The ingest batches of a micro-batch, asked of Spark (a job: only when the source
+    log cannot tell)."""
+    rows = batch.select(_ingest_column().alias(_INGEST)).distinct().collect()
+    return frozenset(r[0] for r in rows if r[0] is not None)
+
+
+class BranchHandle:
+    """What a registered query's handle offers, for one branch of a shared network.
+
+    The network's streaming query is shared, so stopping a branch only takes it out of
+    the network, and a branch's failure is its own; progress is the network's.
+    """
+
+    def __init__(self, network: SharedNetwork, name: str) -> None:
+        self.network, self.branch_name = network, name
+
+    def _branch(self) -> Branch | None:
+        return self.network.branches.get(self.branch_name)
+
+    @property
+    def isActive(self) -> bool:
+        branch, handle = self._branch(), self.network.handle
+        return (
+            branch is not None and branch.failure is None and handle is not None and handle.isActive
+        )
+
+    def exception(self) -> BaseException | None:
+        branch = self._branch()
+        if branch is not None and branch.failure is not None:
+            return branch.failure
+        handle = self.network.handle
+        return None if handle is None else handle.exception()
+
+    def processAllAvailable(self) -> None:
+        handle = self.network.handle
+        if handle is not None and handle.isActive:
+            handle.processAllAvailable()
+        branch = self._branch()
+        if branch is not None and branch.failure is not None:
+            raise branch.failure
+
+    def stop(self) -> None:
+        self.network.remove(self.branch_name)
+
+    def __getattr__(self, attribute: str) -> Any:
+        """Progress, status, id and name are the network's."""
+        handle = self.network.handle
+        if handle is None:
+            raise AttributeError(attribute)
+        return getattr(handle, attribute)

@@ -1,0 +1,44 @@
+"""How far each branch of a shared network has read its stream, durably.
+
+A branch covers the labelled store's ingest batches up to some id: its output of a
+micro-batch is stored under the newest ingest id it covers (deterministic, so a replay
+replaces the stored batch instead of adding a second copy), then the ledger moves on.
+A branch that stops keeps its entry, so starting it again reads exactly the batches it
+missed; removing the query drops the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamshield.durable import write_atomic
+
+NOTHING = -1
+"""The covered id of a branch that has read nothing yet."""
+
+
+class BranchLedger:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def covered(self, branch: str) -> int:
+        """The newest ingest batch ``branch`` has covered (NOTHING if none or unreadable:
+        reading again is safe, stored batches are replaced, never doubled)."""
+        try:
+            value = json.loads(self._path(branch).read_text())["covered"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return NOTHING
+        return value if isinstance(value, int) and value >= NOTHING else NOTHING
+
+    def advance(self, branch: str, covered: int) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_atomic(self._path(branch), json.dumps({"covered": covered}))
+
+    def drop(self, branch: str) -> None:
+        self._path(branch).unlink(missing_ok=True)
+
+    def _path(self, branch: str) -> Path:
+        if not branch or "/" in branch or branch.startswith("."):
+            raise ValueError(f"{branch!r} is not a branch name")
+        return self.root / f"{branch}.json"

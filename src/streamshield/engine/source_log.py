@@ -1,0 +1,125 @@
+"""Which labelled-store batches a file-stream micro-batch read, from its checkpoint.
+
+A shared network keeps, per branch, the newest ingest batch the branch has covered, so
+that a query joining late, restarting or rejoining after a stop gets exactly the batches
+it has not had (no loss, no repeat). That needs the ingest batch ids in each of the
+network's micro-batches. Asking Spark for them costs a job over the rows (a distinct over
+file paths took twice the time of a count in a measurement); the file source writes the
+answer down before the micro-batch runs, in its checkpoint: ``offsets/<batch>`` names the
+source's log offset, and ``sources/0/<offset>`` (or a ``.compact`` file every tenth
+offset) lists the files found at that offset, one JSON object per line. The format is
+Spark's own (``FileStreamSourceLog``, "v1"); anything unexpected gives ``None`` and the
+caller falls back to asking Spark.
+
+A labelled store's files sit under ``<stream>/batch=<ingest id>/``, so a file's path
+names its ingest batch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+_INGEST = re.compile(r"/batch=(\d+)/[^/]*$")
+
+
+def ingest_id(path: str) -> int | None:
+    """The ingest batch of a labelled-store file (None for a path of another layout)."""
+    found = _INGEST.search(path)
+    return int(found.group(1)) if found else None
+
+
+class SourceLog:
+    """The file source log of one streaming query's checkpoint (single source)."""
+
+    def __init__(self, checkpoint: str | Path) -> None:
+        self.checkpoint = Path(checkpoint)
+
+    def ingest_ids(self, batch_id: int) -> frozenset[int] | None:
+        """Ingest batches read by micro-batch ``batch_id`` (None: the log is unreadable)."""
+        end = self._log_offset(batch_id)
+        if end is None:
+            return None
+        start = self._log_offset(batch_id - 1) if batch_id > 0 else -1
+        if start is None:
+            return None
+        ids: set[int] = set()
+        for offset in range(start + 1, end + 1):
+            paths = self._files(offset)
+            if paths is None:
+                return None
+            for path in paths:
+                found = ingest_id(path)
+                if found is None:
+                    return None
+                ids.add(found)
+        return frozenset(ids)
+
+    def position(self) -> int | None:
+        """The newest ingest batch of every micro-batch committed so far (-1: none yet;
+        None: the log is unreadable). Files reach the store in ingest order, so what the
+        query has read is exactly the ingest batches up to this one."""
+        commits = self.checkpoint / "commits"
+        done = sorted(int(p.name) for p in commits.glob("*") if p.name.isdigit())
+        if not done:
+            return -1
+        end = self._log_offset(done[-1])
+        if end is None:
+            return None
+        newest = -1
+        for offset in range(end + 1):
+            paths = self._files(offset)
+            if paths is None:
+                return None
+            for path in paths:
+                found = ingest_id(path)
+                if found is None:
+                    return None
+                newest = max(newest, found)
+        return newest
+
+    def _log_offset(self, batch_id: int) -> int | None:
+        try:
+            lines = (self.checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+            offset = json.loads(lines[-1])["logOffset"]
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            return None
+        return offset if isinstance(offset, int) else None
+
+    def _files(self, offset: int) -> list[str] | None:
+        """Paths the source found at ``offset``: its own file, else the compact file that
+        holds it (every tenth offset Spark folds the earlier files into one)."""
+        folder = self.checkpoint / "sources" / "0"
+        plain = folder / str(offset)
+        if plain.is_file():
+            return _entries(plain, None)
+        compacts = sorted(
+            int(p.name.split(".")[0])
+            for p in folder.glob("*.compact")
+            if p.name.split(".")[0].isdigit()
+        )
+        holder = next((c for c in compacts if c >= offset), None)
+        if holder is None:
+            return None
+        return _entries(folder / f"{holder}.compact", offset)
+
+
+def _entries(path: Path, offset: int | None) -> list[str] | None:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    if not lines or lines[0] != "v1":
+        return None
+    paths = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if offset is None or entry["batchId"] == offset:
+                paths.append(str(entry["path"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+    return paths
