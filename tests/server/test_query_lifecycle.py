@@ -238,6 +238,9 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         assert set(statuses.values()) == {"running"}, statuses
         al = second.login("al", ["CUSTOMER1"])
         late_agg = Subscriber(al, "agg")
+        # A selection runs in its stream's shared network, whose privacy switch computes
+        # it only while someone receives it (subscriptions end with the server).
+        sel_again = Subscriber(al, "sel")
         ward = second.login("ward", ["INFO_PROVIDER"])
         for round_no in range(ROUNDS_BEFORE + 1, ROUNDS + 1):
             _send(ward, "vitals", _vitals(round_no))
@@ -245,6 +248,7 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         _check_exact(second, ROUNDS)
         poll(lambda: {r["pid"]: r["n"] for r in late_agg.rows()} == dict.fromkeys(PIDS, ROUNDS))
         late_agg.close()
+        sel_again.close()
     finally:
         stop_server(second)
 

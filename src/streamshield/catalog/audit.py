@@ -53,6 +53,8 @@ class Event(StrEnum):
     SET_QUOTA = "set_quota"
     DENIED = "denied"
     DATA_DROPPED = "data_dropped"
+    QUERY_SP = "query_sp"
+    """A query-scoped sp that changed nothing (ignored or refused): privacy switches."""
 
 
 class Outcome(StrEnum):

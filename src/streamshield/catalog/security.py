@@ -973,6 +973,17 @@ class SecurityCatalog(Administration):
             detail={"reason": reason, "rejected": int(count)},
         )
 
+    def record_query_sp(self, user: str, query: str, sign: str, outcome: str) -> None:
+        """Audits a query-scoped sp that changed no privacy switch: a repeated ``+``, a
+        ``-`` without its ``+`` (both ignored) or one naming no query (refused)."""
+        self._audit(
+            Event.QUERY_SP,
+            Outcome.DENIED if outcome == "unknown-query" else Outcome.OK,
+            actor=None,
+            obj=ObjectRef(Kind.QUERY, query),
+            detail={"sign": sign, "outcome": outcome, "admin_only": {"user": user}},
+        )
+
     def record_query_failure(
         self, owner: str | None, name: str, error_class: str, message: str
     ) -> None:

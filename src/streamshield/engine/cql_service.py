@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_boundary import at_batch_boundary
+from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
@@ -111,6 +112,9 @@ class CqlService:
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
         self.share = share
+        self.switch: Callable[[str], bool] = lambda _query: True
+        """Whether anyone may receive a query's output now (its privacy switch): a shared
+        network computes nothing for a query whose switch is off."""
         self.networks: dict[str, SharedNetwork] = {}
         self.branches: dict[str, str] = {}  # query -> the stream whose network runs it
         self.shapes: dict[str, Shape] = {}
@@ -187,6 +191,14 @@ class CqlService:
             self.join_handles.pop(ident).stop()
             del self.joins[ident]
 
+    def forget(self, name: str) -> None:
+        """A removed query's engine records: its branch positions in any network."""
+        for stream in self.streams:
+            BranchLedger(self._network_root(stream) / "branches").drop(name)
+
+    def _network_root(self, stream: str) -> Path:
+        return self.queries.root / "networks" / stream
+
     # -- INSERT SP -----------------------------------------------------------------------
 
     def insert_sps(self, request: SpInsert, provider: str) -> SpsInserted:
@@ -250,7 +262,8 @@ class CqlService:
                 self.streams[stream],
                 self.queries.codec,
                 self.queries.provenance,
-                self.queries.root / "networks" / stream,
+                self._network_root(stream),
+                active=lambda query: self.switch(query),
                 name=f"network-{stream}",
             )
 

@@ -39,6 +39,7 @@ from streamshield.engine.recipient_check import OutputLabels
 from streamshield.lang.recipient_labels import slot_of
 from streamshield.policy.bitset import Words, is_empty
 from streamshield.policy.provenance import NO_RIGHTS, ProvenanceCodec, Rights
+from streamshield.policy.punctuation import Sign
 
 audit = logging.getLogger("streamshield.audit")
 
@@ -91,16 +92,27 @@ class Delivery:
         self._lock = threading.Lock()
         self.on_handover: Callable[[float], None] | None = None
         """Told the seconds from a batch's arrival here to each hand-over (metrics)."""
+        self.on_access: Callable[[str, Sign], None] | None = None
+        """Told when a user starts (``+``: her first subscription) or stops (``-``: her
+        last one ended) receiving this output: the query-scoped sps of the switches."""
 
     def subscribe(self, user: str, deliver: Deliver, session: str = "") -> Subscription:
         subscription = Subscription(user, deliver, session)
         with self._lock:
+            first = all(s.user != user for s in self._subscriptions.values())
             self._subscriptions[subscription.id] = subscription
+        if first and self.on_access is not None:  # outside the lock: it may take others
+            self.on_access(user, Sign.GRANT)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self._lock:
-            self._subscriptions.pop(subscription.id, None)
+            gone = self._subscriptions.pop(subscription.id, None)
+            last = gone is not None and all(
+                s.user != gone.user for s in self._subscriptions.values()
+            )
+        if last and gone is not None and self.on_access is not None:
+            self.on_access(gone.user, Sign.DENY)
 
     @property
     def subscriptions(self) -> tuple[Subscription, ...]:

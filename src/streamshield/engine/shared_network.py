@@ -66,6 +66,7 @@ from streamshield.network.from_query import operator_tree
 from streamshield.network.merge import merge
 from streamshield.network.operators import Operator, Project, Select
 from streamshield.network.predicates import Comparison, Op
+from streamshield.network.switches import Switch, place_switches
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
 
@@ -153,7 +154,9 @@ class SharedNetwork:
         with self._batch:
             position = self._known_position()
             covered = self.ledger.covered(name)
-            if covered < position:
+            if covered < position and not self._is_on(name):
+                self.ledger.advance(name, position)  # switched off: it computes nothing
+            elif covered < position:
                 self._catch_up(branch, covered, position)
             with self._lock:
                 self._branches[name] = branch
@@ -187,6 +190,12 @@ class SharedNetwork:
 
     def branch_handle(self, name: str) -> BranchHandle:
         return BranchHandle(self, name)
+
+    def switches(self) -> tuple[Switch, ...]:
+        """Where the privacy switches of the merged network of every branch sit (PrS
+        Algorithm 2): what the API shows; the micro-batch decides from the same state."""
+        trees = {name: _as_tree(b.tree, self.stream) for name, b in self.branches.items()}
+        return place_switches(merge(trees)) if trees else ()
 
     # -- one micro-batch ---------------------------------------------------------------------
 

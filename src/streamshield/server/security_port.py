@@ -134,6 +134,10 @@ def record_rejected(security: Any, user: str, stream: str, reason: str, count: i
     security.record_rejected(user, ref("stream", stream), reason, count)
 
 
+def record_query_sp(security: Any, user: str, query: str, sign: str, outcome: str) -> None:
+    security.record_query_sp(user, query, sign, outcome)
+
+
 def record_query_failure(
     security: Any, owner: str | None, name: str, error_class: str, message: str
 ) -> None:

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,13 @@ from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
+from streamshield.network.switch_state import Outcome, SwitchState
+from streamshield.network.switchboard import BadQuerySp, QuerySp, Switchboard
+from streamshield.network.switches import Switch, SwitchKind
 from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
+from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
@@ -83,6 +88,9 @@ class ServerService:
             self.pipeline.queries, self.pipeline.landing, self.catalog, job.ingest, job.state
         )
         self.queries = QueryRegistry(self.cql)
+        # Privacy switches: a shared network computes nothing for a query nobody receives.
+        self.switches = Switchboard(self._query_sp_ignored)
+        self.cql.switch = self.switches.is_on
         self.schemas = SchemaStore(self.root / "schemas")
         self.stored = QueryStore(self.root / "queries")
         self._lock = threading.RLock()
@@ -464,7 +472,89 @@ class ServerService:
         )
         # A subscriber acting with exactly the query's roles gets its output as it is.
         query.delivery.query_mask = lambda: self.pipeline.queries.codec.query(query.roles)
+        self.switches.add(query.internal)
+        query.delivery.on_access = lambda user, sign: self.inject_query_sp(
+            query.internal, user, sign
+        )
         return query
+
+    # -- privacy switches -------------------------------------------------------------------
+
+    def inject_query_sp(self, internal: str, user: str, sign: Sign) -> None:
+        """The authorization part's query-scoped sp: ``user`` starts (``+``) or stops
+        (``-``) receiving the query's output (engine/delivery.py tells when)."""
+        with suppress(BadQuerySp):  # refused and audited by the switchboard: opens nothing
+            self.switches.inject(QuerySp(internal, user, sign, time.time()))
+
+    def networks(self, session: Any) -> list[dict]:
+        """The shared networks with their privacy switches, as the caller may see them:
+        administrators everything, with the users each terminal switch lets through;
+        everyone else the switches governing their own queries, other queries counted
+        but not named, receivers counted but not named."""
+        admin = port.check(self.security, session, "CHANGE SYSTEM", "system", "system")
+        user = port.user_of(session)
+        live = {q.internal: q for q in self.queries.all()}
+        shown = []
+        for stream, network in sorted(self.cql.networks.items()):
+            mine = {n for n in network.branches if n in live and (admin or live[n].owner == user)}
+            if not mine:
+                continue
+            switches = network.switches()
+            state, _ = SwitchState.restore(
+                switches,
+                {q: u for q, u in self.switches.snapshot().items() if q in network.branches},
+            )
+            views = [
+                self._switch_view(switch, state, mine, live, admin)
+                for switch in switches
+                if switch.queries & mine
+            ]
+            queries = sorted(live[n].name for n in mine)
+            shown.append({"stream": stream, "queries": queries, "switches": views})
+        return shown
+
+    def _switch_view(
+        self,
+        switch: Switch,
+        state: SwitchState,
+        mine: set[str],
+        live: dict[str, LiveQuery],
+        admin: bool,
+    ) -> dict:
+        terminal = switch.kind is SwitchKind.TERMINAL
+        users = state.users[switch] if terminal else frozenset()
+        since = max(self.switches.switch(q).since for q in switch.queries)
+        named = sorted(live[q].name for q in switch.queries & mine)
+        return {
+            "id": f"{switch.kind.value}:{','.join(named)}:{switch.id.rsplit(':', 1)[-1]}",
+            "kind": switch.kind.value,
+            "queries": named,
+            "other_queries": len(switch.queries - mine),
+            "open": state.is_open(switch),
+            "counter": None if terminal else state.counters[switch],
+            "receivers": len(users) if terminal else None,
+            "users": sorted(users) if terminal and admin else None,
+            "since": since,
+        }
+
+    def inject_query_sp_as(self, session: Any, query: str, user: str, sign: str) -> None:
+        """An administrator's query-scoped sp (the authorization part's, by hand)."""
+        self._change_system(session)
+        live = self._maybe(query)
+        if live is None:
+            raise NotFound("no such query")
+        try:
+            self.switches.inject(QuerySp(live.internal, user, Sign(sign), time.time()))
+        except (BadQuerySp, ValueError) as err:
+            raise Invalid(str(err), "sp") from None
+
+    def _query_sp_ignored(self, sp: QuerySp, outcome: Outcome) -> None:
+        public = next((q.name for q in self.queries.all() if q.internal == sp.query), sp.query)
+        audit.warning("query-scoped sp %s for %s: %s", sp.sign.value, public, outcome.value)
+        try:
+            port.record_query_sp(self.security, sp.user, public, sp.sign.value, outcome.value)
+        except Exception as err:  # auditing must not break a subscription
+            audit.error("recording a query-scoped sp failed: %s", type(err).__name__)
 
     def limits(self) -> OperatorLimits:
         """The operator limits setting; unreadable is an error (never "unlimited")."""
@@ -541,8 +631,12 @@ class ServerService:
         self._visible(session, "query", name)
         with self._lock:
             port.remove_query(self.security, session, name)
+            internal = self.queries.get(name).internal if self.queries.has(name) else None
             self.queries.remove_quietly(name)
             self.stored.remove(name)
+            if internal is not None:
+                self.switches.forget(internal)
+                self.cql.forget(internal)
 
     def subscribable(self, session: Any, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the

@@ -1,0 +1,96 @@
+"""Shared query networks and their privacy switches (issue 12, item 3).
+
+``GET /networks`` shows, per stream whose selections run as one shared network, the
+privacy switches placed in it (PrS Algorithm 2) with their state: initial and in-network
+switches an access counter, terminal switches the users they let the query's output
+through to, all closed until someone receives. Administrators see every network and the
+users of each terminal switch; everyone else sees only the switches governing their own
+queries, with other queries counted, not named, and receivers counted, not named.
+
+``POST /networks/sps`` lets an administrator inject a query-scoped sp by hand (what the
+server's authorization part does on every subscription change): applied at the next
+micro-batch of the query's network. A query that does not exist is refused (404) and an
+sp that is not well formed is refused (422); neither opens anything.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from streamshield.server.auth import Auth
+from streamshield.server.openapi import AUTHED, errors
+
+
+class SwitchView(BaseModel):
+    id: str
+    kind: Literal["initial", "in-network", "terminal"]
+    queries: list[str]
+    """The caller's queries this switch governs (all of them for administrators)."""
+    other_queries: int
+    open: bool
+    counter: int | None = None
+    """Initial and in-network switches: how many users receive a query it governs."""
+    receivers: int | None = None
+    """Terminal switches: how many users receive the query's output."""
+    users: list[str] | None = None
+    """Terminal switches, administrators only: who receives the output."""
+    since: str
+    """When it last opened or closed (ISO-8601 UTC)."""
+
+
+class NetworkView(BaseModel):
+    stream: str
+    queries: list[str]
+    switches: list[SwitchView]
+
+
+class NetworksView(BaseModel):
+    networks: list[NetworkView]
+
+
+class QuerySpBody(BaseModel):
+    """A query-scoped sp: ``user`` may (``+``) or may no longer (``-``) receive ``query``."""
+
+    query: str = Field(min_length=1, max_length=200)
+    user: str = Field(min_length=1, max_length=200)
+    sign: Literal["+", "-"]
+
+
+class QuerySpAnswer(BaseModel):
+    queued: bool
+
+
+def router(service: Any) -> APIRouter:
+    api = APIRouter(tags=["networks"])
+
+    @api.get("/networks", response_model=NetworksView, responses=errors(*AUTHED))
+    def networks(who: Auth) -> dict:
+        """Shared networks and the state of their privacy switches."""
+        shown = service.networks(who.session)
+        for network in shown:
+            for switch in network["switches"]:
+                switch["since"] = _iso(switch["since"])
+        return {"networks": shown}
+
+    @api.post(
+        "/networks/sps",
+        status_code=202,
+        response_model=QuerySpAnswer,
+        responses=errors(*AUTHED, 403, 404, 422),
+    )
+    def inject(body: QuerySpBody, who: Auth) -> dict:
+        """Inject a query-scoped sp (CHANGE SYSTEM); it applies at the next micro-batch.
+        A ``+`` for a user who receives already or a ``-`` for one who does not changes
+        nothing and is audited."""
+        service.inject_query_sp_as(who.session, body.query, body.user, body.sign)
+        return {"queued": True}
+
+    return api
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(float(epoch), UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,168 @@
+"""Privacy switches on a real server (issue 12, item 3).
+
+Al's two selections over one stream run as one shared network. Bob receives the second
+one (al shared its output with him). Revoking Bob's SUBSCRIBE ends his subscription; the
+server injects a ``-`` query-scoped sp, the query's switches close and its branch runs no
+Spark job while Al's first query goes on; when Bob may subscribe again and does, the
+branch resumes within a micro-batch and Bob gets the new rows. The switch state is shown
+by ``GET /networks`` as each caller may see it, and bad or unmatched sps open nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.server.conftest import Subscriber, poll, start_server, stop_server
+
+pytestmark = pytest.mark.spark
+
+USERS = {"joe": ["ADMIN"], "al": ["CUSTOMER1"], "bob": ["OTHER"], "ward": ["INFO_PROVIDER"]}
+SCHEMA = {"name": "v", "attributes": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"]]}
+QUERIES = {
+    "mine": "SELECT pid, hr FROM vitals WHERE pid >= 2",
+    "shared": "SELECT pid, hr FROM vitals WHERE pid >= 2 AND hr > 0",
+}
+
+
+def _ok(answer, status: int = 200) -> dict:
+    assert answer.status_code == status, answer.text
+    return answer.json()
+
+
+def _grants(client, permissions, kind, obj, role, revoke=False):
+    for permission in permissions:
+        body = {"permission": permission, "kind": kind, "object": obj, "role": role}
+        answer = client.request("DELETE" if revoke else "POST", "/grants", json=body)
+        _ok(answer)
+
+
+def _elements(seqs: range, first: bool = False) -> str:
+    lines = []
+    if first:
+        for sn, role in enumerate(("{CUSTOMER1}", "{OTHER}"), start=1):
+            sp = {
+                "type": "sp",
+                "stream": "vitals",
+                "provider": "ward",
+                "seq": sn,
+                "ts": 100,
+                "sn": sn,
+                "ddp": {"streams": "vitals", "tuples": "*", "attributes": "*"},
+                "srp": {"roles": role, "grant_option": False},
+                "sign": "+",
+                "immutable": False,
+            }
+            lines.append(json.dumps(sp))
+    for seq in seqs:
+        values = {"id": seq, "pid": 1 + seq % 4, "hr": 60 + seq}
+        tuple_ = {"type": "tuple", "stream": "vitals", "provider": "ward", "seq": seq}
+        tuple_ |= {"tid": seq, "policy": {"ts": 100, "csn": 2}, "values": values}
+        lines.append(json.dumps(tuple_))
+    return "\n".join(lines)
+
+
+def _switches(client, query: str) -> dict[str, dict]:
+    networks = _ok(client.get("/networks"))["networks"]
+    return {
+        s["kind"]: s
+        for n in networks
+        for s in n["switches"]
+        if s["queries"] == [query] or (s["kind"] != "terminal" and query in s["queries"])
+    }
+
+
+def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, tmp_path):
+    server = start_server(tmp_path, spark, USERS)
+    try:
+        joe = server.login("joe", ["ADMIN"])
+        _ok(joe.post("/schemas", json=SCHEMA | {"tid": "id"}), 201)
+        _ok(joe.post("/streams", json={"name": "vitals", "schema": "v"}), 201)
+        _grants(joe, ("VIEW OBJECT", "WRITE", "INJECT SP"), "stream", "vitals", "INFO_PROVIDER")
+        _grants(joe, ("VIEW OBJECT", "READ TUPLE"), "stream", "vitals", "CUSTOMER1")
+        _grants(joe, ("ADD", "VIEW CATALOG"), "system", "system", "CUSTOMER1")
+        _grants(joe, ("VIEW CATALOG",), "system", "system", "OTHER")
+        _grants(joe, ("VIEW OBJECT", "READ TUPLE"), "stream", "vitals", "OTHER")  # the source
+        al, bob = server.login("al", ["CUSTOMER1"]), server.login("bob", ["OTHER"])
+        for name, text in QUERIES.items():
+            _ok(al.post("/queries", json={"name": name, "text": text}), 201)
+        share = ("VIEW OBJECT", "SUBSCRIBE")
+        _grants(al, share, "stream", "shared_out", "OTHER")
+        engine = server.service.cql
+        assert set(engine.branches) == {server.service.queries.get(n).internal for n in QUERIES}
+        assert set(engine.networks) == {"vitals"}, "both selections run in one network"
+
+        # Nobody receives yet: every switch is closed (deny by default).
+        closed = _switches(joe, "shared")
+        assert closed["terminal"]["open"] is False and closed["terminal"]["receivers"] == 0
+        assert closed["terminal"]["users"] == []
+
+        mine, theirs = Subscriber(al, "mine"), Subscriber(bob, "shared_out")
+        assert mine.status == theirs.status == 200
+        ward = server.login("ward", ["INFO_PROVIDER"])
+        report = ward.post("/streams/vitals/elements", content=_elements(range(3, 11), True))
+        _ok(report)
+        poll(lambda: len(theirs.rows()) == 6 and len(mine.rows()) == 6, timeout=120)
+        opened = _switches(joe, "shared")
+        assert opened["terminal"]["open"] and opened["terminal"]["users"] == ["bob"]
+        assert opened["initial"]["counter"] == 2, "al and bob receive a query behind it"
+
+        # Revoke: Bob's subscription ends, a '-' closes the query's switches.
+        _grants(al, ("SUBSCRIBE",), "stream", "shared_out", "OTHER", revoke=True)
+        poll(lambda: any(e == "closed" for e, _ in theirs.events), timeout=60)
+        tracker = spark.sparkContext.statusTracker()
+        network = engine.networks["vitals"].handle  # idle: round 1's last jobs are done
+        poll(lambda: not network.status["isTriggerActive"], timeout=60, every=0.05)
+        group, its_group = (
+            f"network-vitals:{server.service.queries.get(name).internal}"
+            for name in ("shared", "mine")
+        )
+        before, its_before = (
+            set(tracker.getJobIdsForGroup(group)),
+            set(tracker.getJobIdsForGroup(its_group)),
+        )
+        _ok(ward.post("/streams/vitals/elements", content=_elements(range(11, 19))))
+        poll(lambda: len(mine.rows()) == 12, timeout=120)
+        assert set(tracker.getJobIdsForGroup(group)) == before, "an off branch runs no job"
+        assert set(tracker.getJobIdsForGroup(its_group)) > its_before, "the other one runs"
+        # The sp took effect in band, at that micro-batch: closed, counters down.
+        off = _switches(joe, "shared")
+        assert not off["terminal"]["open"] and off["terminal"]["users"] == []
+        assert off["initial"]["counter"] == 1, "only al receives a query behind it now"
+        assert _switches(al, "shared")["terminal"]["receivers"] == 0
+
+        # Bob may subscribe again: the branch resumes within a micro-batch, new rows only.
+        _grants(al, ("SUBSCRIBE",), "stream", "shared_out", "OTHER")
+        again = Subscriber(bob, "shared_out")
+        assert again.status == 200
+        _ok(ward.post("/streams/vitals/elements", content=_elements(range(19, 27))))
+        poll(lambda: len(again.rows()) == 6, timeout=120)
+        assert sorted(r["hr"] for r in again.rows()) == sorted(
+            60 + s for s in range(19, 27) if 1 + s % 4 >= 2
+        )
+        assert set(tracker.getJobIdsForGroup(group)) != before
+        poll(lambda: len(mine.rows()) == 18, timeout=60)
+
+        # Who sees what: the owner her queries' switches without names; others nothing.
+        seen = _ok(al.get("/networks"))["networks"]
+        assert [n["queries"] for n in seen] == [["mine", "shared"]]
+        assert all(s["users"] is None for n in seen for s in n["switches"])
+        assert _ok(bob.get("/networks"))["networks"] == []
+
+        # Query-scoped sps by hand: administrators only; bad ones open nothing.
+        sp = {"query": "shared", "user": "mallory", "sign": "+"}
+        assert al.post("/networks/sps", json=sp).status_code == 403
+        assert joe.post("/networks/sps", json=sp | {"query": "nope"}).status_code == 404
+        assert joe.post("/networks/sps", json=sp | {"sign": "x"}).status_code == 422
+        assert joe.post("/networks/sps", json=sp | {"user": ""}).status_code == 422
+        _ok(joe.post("/networks/sps", json=sp | {"user": "nobody", "sign": "-"}), 202)
+        _ok(ward.post("/streams/vitals/elements", content=_elements(range(27, 31))))
+        poll(lambda: len(again.rows()) == 9, timeout=120)  # a micro-batch applied the sp
+        entries = _ok(joe.get("/audit", params={"action": "query_sp"}))["entries"]
+        assert [e["detail"]["outcome"] for e in entries] == ["unmatched-revoke"]
+        assert _switches(joe, "shared")["terminal"]["users"] == ["bob"], "it changed nothing"
+        for subscriber in (mine, theirs, again):
+            subscriber.close()
+    finally:
+        stop_server(server)
