@@ -232,14 +232,14 @@ MALFORMED = [
 def test_malformed_levels_are_refused_with_the_lattice_kind(cloud, root) -> None:
     ann = cloud.login("ann", PW)
     for text, kind, words in MALFORMED:
-        for call in (
-            lambda: cloud.set_stream_level(root, "MessageLog", text),
-            lambda: cloud.set_channel_level(root, "MessageLog", "ann", text),
-            lambda: cloud.set_clearance(root, "ann", text),
-            lambda: cloud.activate_level(ann, text),
+        for call, *args in (
+            (cloud.set_stream_level, root, "MessageLog"),
+            (cloud.set_channel_level, root, "MessageLog", "ann"),
+            (cloud.set_clearance, root, "ann"),
+            (cloud.activate_level, ann),
         ):
             with pytest.raises(lv.InvalidLevel) as caught:
-                call()
+                call(*args, text)
             assert (caught.value.kind, caught.value.field) == (kind, "level"), text
             assert caught.value.message.startswith("level: ") and words in caught.value.message
     assert cloud.stream_level_info(root, "MessageLog").assigned is False
