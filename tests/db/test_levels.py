@@ -178,8 +178,12 @@ def test_stream_and_channel_levels(cloud, root) -> None:
         cloud.set_channel_level(root, "MessageLog", "ann", "[2, _]")
     with pytest.raises(lv.LevelConflict, match="'company1'"):
         cloud.set_stream_level(root, "MessageLog", "[_, T]")
-    with pytest.raises(lv.UnknownLevelObject, match="provider"):
-        cloud.set_channel_level(root, "MessageLog", "nobody", "[1, _]")
+    for unknown in ("nobody", "nobody.east", "company", ".company1", "company1x.east"):
+        with pytest.raises(lv.UnknownLevelObject, match="provider"):
+            cloud.set_channel_level(root, "MessageLog", unknown, "[1, _]")
+    east = cloud.set_channel_level(root, "MessageLog", "company1.east", "[1, B]")  # her channel
+    assert east.channels == (("company1", "[1, ⊥]"), ("company1.east", "[1, B]"))
+    cloud.remove_channel_level(root, "MessageLog", "company1.east")
     with pytest.raises(lv.UnknownLevelObject, match="'nothing'") as caught:
         cloud.set_stream_level(root, "nothing", "[1, B]")
     assert caught.value.field == "stream"

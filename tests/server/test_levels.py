@@ -159,8 +159,10 @@ def test_stream_and_channel_levels(server, chief, manager) -> None:
         "'company1'",
     )
     _refused(chief.put("/levels/streams/nothing", json={"level": "[T, T]"}), 404, "not_found")
-    _refused(chief.put("/levels/streams/MessageLog/channels/nobody", json={"level": "[1, _]"}),
-             422, "invalid", "provider")  # fmt: skip
+    nobody = chief.put("/levels/streams/MessageLog/channels/nobody", json={"level": "[1, _]"})
+    _refused(nobody, 404, "not_found", "provider")
+    gone = chief.delete("/levels/streams/MessageLog/channels/chief")
+    _refused(gone, 404, "not_found", "no level of its own")
     _refused(chief.get("/levels/streams/nothing"), 404, "not_found")
     _refused(manager.get("/levels/streams/MessageLog"), 404, "not_found")  # may not see it
     assignment = server.service.security.level_assignment()
@@ -251,6 +253,7 @@ def test_the_openapi_document_describes_the_level_routes(server) -> None:
     assert "level" in components["LoginBody"]["properties"]
     assert "level" in components["LoginAnswer"]["properties"]
     assert {"403", "409"} <= set(paths["/login"]["post"]["responses"])
+    assert "HTTPValidationError" not in components  # every 422 is documented as ErrorBody
     for path in ("/levels", "/levels/coi", "/levels/streams/{name}", "/users/{name}/clearance"):
         assert path in paths
 

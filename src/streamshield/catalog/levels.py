@@ -78,7 +78,8 @@ class InvalidLevel(LevelError):
 
 
 class UnknownLevelObject(LevelError):
-    """No such class, stream or user (404 when the path names it, else 422)."""
+    """No such COI class, input stream, user or channel level (404: requests name these
+    in their path)."""
 
 
 class LevelExists(LevelError):
@@ -339,8 +340,12 @@ class Levels:
             lattice = _require_lattice(db, "level")
             level = _parse(lattice, text, "level")
             _require_input_stream(db, stream)
-            if db.scalar(select(t.users.c.name).where(t.users.c.name == provider)) is None:
-                raise UnknownLevelObject(f"provider: no user {provider!r}", "provider")
+            if not _provider_known(db, provider):
+                raise UnknownLevelObject(
+                    f"provider: {provider!r} is no user's channel (a provider is a user name "
+                    "or <user>.<name>)",
+                    "provider",
+                )
             bound = _stream_level(db, lattice, stream)
             if not lattice.dominated(level, bound):
                 raise InvalidLevel(
@@ -621,6 +626,16 @@ def _require_lattice(db: Connection, field: str) -> Lattice:
             f"{field}: no COI class is defined yet; define one first (POST /levels/coi)", field
         )
     return lattice
+
+
+def _provider_known(db: Connection, provider: str) -> bool:
+    """A provider sends as its user, or as ``<user>.<name>`` (docs/wire-format.md); user
+    names may hold dots, so every prefix ending before a dot is a candidate."""
+    if not isinstance(provider, str) or not 0 < len(provider) <= 200:
+        return False
+    candidates = {provider} | {provider[:i] for i, ch in enumerate(provider) if ch == "."}
+    found = db.scalar(select(t.users.c.name).where(t.users.c.name.in_(sorted(candidates))))
+    return found is not None
 
 
 def _require_input_stream(db: Connection, stream: str) -> None:

@@ -115,11 +115,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         401: "no valid session (none, expired, logged out, or the user was disabled)",
         403: "the caller lacks CHANGE SYSTEM on SYSTEM, or the level is above her clearance "
         "(error above_clearance)",
-        404: "no such COI class, input stream, user or channel level (named in the path), or "
-        "a stream the caller may not see",
+        404: "no such COI class, input stream, user (or provider) or channel level (named in "
+        "the path), or a stream the caller may not see",
         409: "the name is taken (exists), no COI class is defined yet, the label capacity is "
         "reached, or a stream level would not dominate its channels' levels",
-        422: "invalid field: malformed level text, unknown company or provider, a company "
+        422: "invalid field: malformed level text, unknown company, a company "
         "in the wrong class, a CI class with two companies of one COI class, a COI class "
         "with fewer than two companies, a bad name",
     }
@@ -130,10 +130,8 @@ def _answer(fn: Callable[..., T], *args: Any) -> T:
     """Calls the catalog; its level refusals become the API's errors."""
     try:
         return fn(*args)
-    except lv.UnknownLevelObject as err:
-        if err.field in ("name", "stream"):  # the path names it
-            raise NotFound(err.message) from None
-        raise Invalid(err.message) from None
+    except lv.UnknownLevelObject as err:  # a class, stream, user or channel the path names
+        raise NotFound(err.message) from None
     except lv.LevelExists as err:
         raise Conflict(err.message, "exists") from None
     except lv.LevelConflict as err:
@@ -224,7 +222,7 @@ def router() -> APIRouter:
     @api.get(
         "/levels/streams/{name}",
         response_model=StreamLevelOut,
-        responses=_errors(401, 404, 409),
+        responses=_errors(401, 404, 409, 422),
     )
     def stream_level(name: str, who: Auth, request: Request) -> StreamLevelOut:
         """An input stream's level and its channels' levels. Administrators, and users
@@ -273,7 +271,7 @@ def router() -> APIRouter:
     @api.get(
         "/users/{name}/clearance",
         response_model=ClearanceOut,
-        responses=_errors(401, 403, 404, 409),
+        responses=_errors(401, 403, 404, 409, 422),
     )
     def clearance(name: str, who: Auth, request: Request) -> ClearanceOut:
         """A user's clearance: one's own, or anyone's for a CHANGE SYSTEM holder."""
