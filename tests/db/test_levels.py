@@ -202,7 +202,12 @@ def test_stream_and_channel_levels(cloud, root) -> None:
     details = [e.detail for e in _events(cloud, root, Event.SET_STREAM_LEVEL)]
     assert details == [{"level": "[1, T]"}, {"level": "[_, T]"}]  # ASCII in the audit
     assert [e.detail for e in _events(cloud, root, Event.SET_CHANNEL_LEVEL)] == [
-        {"provider": "company1", "level": "[1, _]"}
+        {"provider": "company1", "level": "[1, _]"},
+        {"provider": "company1.east", "level": "[1, B]"},
+    ]
+    assert [e.detail for e in _events(cloud, root, Event.REMOVE_CHANNEL_LEVEL)] == [
+        {"provider": "company1.east"},
+        {"provider": "company1"},
     ]
     # the stream's owner (root) and whoever may see it read its level; ann may not
     cloud.grant(root, "VIEW OBJECT", _stream("MessageLog"), _user("ann"))
