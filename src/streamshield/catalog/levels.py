@@ -319,9 +319,9 @@ class Levels:
                         "dominate; lower or remove that channel's level first",
                         "level",
                     )
-            stored = json.dumps(to_stored(lattice, level), sort_keys=True)
-            upsert(db, t.stream_levels, {"stream": stream, "level": stored}, ["stream"],
-                   {"level": stored})  # fmt: skip
+            stored = _stored(lattice, level)
+            row = {"stream": stream, "level": stored}
+            upsert(db, t.stream_levels, row, ["stream"], {"level": stored})
             self._level_audit(
                 db,
                 Event.SET_STREAM_LEVEL,
@@ -353,7 +353,7 @@ class Levels:
                     f"{stream!r}, {lattice.format(bound)}",
                     "level",
                 )
-            stored = json.dumps(to_stored(lattice, level), sort_keys=True)
+            stored = _stored(lattice, level)
             upsert(
                 db,
                 t.channel_levels,
@@ -418,9 +418,9 @@ class Levels:
             clearance = _parse(lattice, text, "level")
             if db.scalar(select(t.users.c.name).where(t.users.c.name == user)) is None:
                 raise UnknownLevelObject(f"no user {user!r}", "name")
-            stored = json.dumps(to_stored(lattice, clearance), sort_keys=True)
-            upsert(db, t.clearances, {"user_name": user, "level": stored}, ["user_name"],
-                   {"level": stored})  # fmt: skip
+            stored = _stored(lattice, clearance)
+            row = {"user_name": user, "level": stored}
+            upsert(db, t.clearances, row, ["user_name"], {"level": stored})
             lowered = 0
             rows = db.execute(
                 select(t.sessions.c.token_hash, t.sessions.c.level).where(
@@ -467,7 +467,7 @@ class Levels:
             clearance = _clearance(db, lattice, live.user)
             refused = not lattice.dominated(level, clearance)
             if not refused:
-                stored = json.dumps(to_stored(lattice, level), sort_keys=True)
+                stored = _stored(lattice, level)
                 db.execute(
                     update(t.sessions)
                     .where(t.sessions.c.token_hash == _token_hash(session.token))
@@ -552,6 +552,11 @@ class Levels:
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _stored(lattice: Lattice, level: Level) -> str:
+    """The JSON text a level is stored as (see :data:`~.level_assignment.StoredLevel`)."""
+    return json.dumps(to_stored(lattice, level), sort_keys=True)
 
 
 def _checked(make: Callable[[], Any], field: str) -> Any:
