@@ -280,7 +280,13 @@ def test_the_cli(server, tmp_path) -> None:
     assert answer["channels"] == [{"provider": "company1", "level": "[1, ⊥, ⊥]"}]
     result = runner.invoke(main, ["client", "level", "ci", "bad", "1", "2"], env=env)
     assert result.exit_code != 0 and "COI1" in result.output and "Traceback" not in result.output
-    cli(*login, "--user", "company1", "--role", "CUSTOMER1")
+    result = runner.invoke(
+        main, [*login, "--user", "company1", "--role", "CUSTOMER1", "--level", "[T, _, _]"], env=env
+    )
+    assert result.exit_code != 0 and "not dominated by your clearance" in result.output
+    assert "at level [1, ⊥, x1]" in cli(
+        *login, "--user", "company1", "--role", "CUSTOMER1", "--level", "[1, _, x1]"
+    )
     assert "[1, ⊥, ⊥]" in cli("client", "level", "activate", "[1, _, _]")
     mine = json.loads(cli("client", "level", "me", "--output", "json"))
     assert mine == {"user": "company1", "clearance": "[1, ⊥, x1]", "level": "[1, ⊥, ⊥]"}
