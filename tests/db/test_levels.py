@@ -211,7 +211,10 @@ def test_stream_and_channel_levels(cloud, root) -> None:
     ]
     # the stream's owner (root) and whoever may see it read its level; ann may not
     cloud.grant(root, "VIEW OBJECT", _stream("MessageLog"), _user("ann"))
-    assert cloud.stream_level_info(cloud.login("ann", PW), "MessageLog").level == "[⊥, T]"
+    cloud.set_channel_level(root, "MessageLog", "company1", "[_, B]")
+    seen = cloud.stream_level_info(cloud.login("ann", PW), "MessageLog")
+    assert (seen.level, seen.channels) == ("[⊥, T]", ())  # providers: administrators only
+    assert cloud.stream_level_info(root, "MessageLog").channels == (("company1", "[⊥, B]"),)
 
 
 def _stream(name: str):

@@ -14,7 +14,8 @@ Who may do what (``docs/chinese-wall.md``):
   lookup (a non-administrator learns nothing about which streams or users exist).
 * Reading the classes: every logged-in user (company names are what levels are
   written with; they are definitions, not data).
-* Reading a stream's level: administrators and whoever may see the stream.
+* Reading a stream's level: administrators and whoever may see the stream; its
+  channels' levels (which name providers): administrators only.
 * Reading a clearance: oneself, and administrators for anyone.
 * Activating a level in one's session: every user, for a level dominated by her
   clearance; anything above it is refused (:class:`AboveClearance`) and audited.
@@ -37,7 +38,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
@@ -395,7 +396,8 @@ class Levels:
             return _stream_info(db, lattice, stream)
 
     def stream_level_info(self, session: Session, stream: str) -> StreamLevelInfo:
-        """A stream's level and its channels' (administrators, or who may see it)."""
+        """A stream's level (administrators, or who may see it) and its channels' levels
+        (administrators only)."""
         with self._read() as db:
             subject = self._subject(db, session)
             state = self._acl(db)
@@ -406,7 +408,9 @@ class Levels:
             if not (admin or visible) or known is None:
                 raise NotFound(Permission.VIEW_OBJECT, ref)
             lattice = _require_lattice(db, "stream")
-            return _stream_info(db, lattice, stream)
+            info = _stream_info(db, lattice, stream)
+        # channels name providers (users): only administrators learn who sends at what
+        return info if admin else replace(info, channels=())
 
     # -- clearances and session levels -----------------------------------------------------
 

@@ -89,7 +89,9 @@ class StreamLevelOut(BaseModel):
     stream: str
     level: str = Field(description="Trusted ([T, ...]) while none is assigned")
     assigned: bool = Field(description="False: no level was set, the stream is at trusted")
-    channels: list[ChannelOut] = Field(description="Providers sending at a level of their own")
+    channels: list[ChannelOut] = Field(
+        description="Providers sending at a level of their own (shown to administrators only)"
+    )
 
 
 class ClearanceOut(BaseModel):
@@ -225,8 +227,8 @@ def router() -> APIRouter:
         responses=_errors(401, 404, 409, 422),
     )
     def stream_level(name: str, who: Auth, request: Request) -> StreamLevelOut:
-        """An input stream's level and its channels' levels. Administrators, and users
-        who may see the stream."""
+        """An input stream's level (administrators, and users who may see the stream)
+        and its channels' levels (administrators only; others get an empty list)."""
         return _stream(_answer(security(request).stream_level_info, who.session, name))
 
     @api.put(
