@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from streamshield import __version__, cli_admin, cli_operations, cli_recovery
+from streamshield import __version__, cli_admin, cli_levels, cli_operations, cli_recovery
 from streamshield.cli_output import (
     EXIT_REFUSED,
     EXIT_SESSION,
@@ -356,9 +356,16 @@ def _when(value: object) -> str:
 )
 @click.option("--user", required=True)
 @click.option("--role", "roles", multiple=True, required=True, help="Role to activate (repeat).")
+@click.option(
+    "--level",
+    default=None,
+    help="Chinese-Wall level to run at, e.g. '[1, B]' (within your clearance; default public).",
+)
 @click.password_option(confirmation_prompt=False, envvar="STREAMSHIELD_PASSWORD")
 @output_option
-def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], password: str):
+def client_login(
+    url: str, ca: Path | None, user: str, roles: tuple[str, ...], level: str | None, password: str
+):
     """Log in and keep the session token (the password is asked, or $STREAMSHIELD_PASSWORD)."""
     from streamshield.client import Client, Saved, save
 
@@ -367,7 +374,7 @@ def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], p
 
     with Client(url, None, ca_path) as api:
         try:
-            answer = api.login(user, password, list(roles))
+            answer = api.login(user, password, list(roles), level)
         except ClientError as err:
             if err.status != 401:
                 raise
@@ -376,8 +383,9 @@ def client_login(url: str, ca: Path | None, user: str, roles: tuple[str, ...], p
     shown = {k: v for k, v in answer.items() if k != "token"}
     emit(
         shown,
-        text=f"logged in as {user} with roles {', '.join(answer['roles'])}; "
-        f"session expires at {_when(answer['expires_at'])}",
+        text=f"logged in as {user} with roles {', '.join(answer['roles'])}"
+        + (f" at level {answer['level']}" if answer.get("level") else "")
+        + f"; session expires at {_when(answer['expires_at'])}",
     )
 
 
@@ -680,6 +688,7 @@ cli_operations.attach(client, client_query)  # client query list/show/explain, a
 
 cli_admin.attach(main, client)  # admin init; client user, role, passwd
 cli_admin.admin.add_command(cli_recovery.relabel)  # admin relabel
+cli_levels.attach(client)  # client level ...
 
 if __name__ == "__main__":
     main()

@@ -119,10 +119,11 @@ class Client:
 
     # -- endpoints -------------------------------------------------------------------------
 
-    def login(self, user: str, password: str, roles: list[str]) -> dict:
-        answer = self.request(
-            "POST", "/login", json={"user": user, "password": password, "roles": roles}
-        )
+    def login(self, user: str, password: str, roles: list[str], level: str | None = None) -> dict:
+        body: dict[str, Any] = {"user": user, "password": password, "roles": roles}
+        if level is not None:
+            body["level"] = level  # a Chinese-Wall level, e.g. "[1, B]"
+        answer = self.request("POST", "/login", json=body)
         self.token = answer["token"]
         return answer
 

@@ -328,7 +328,7 @@ def test_answers_match_their_models(server, admin) -> None:
             "/login", json={"user": "joe", "password": PASSWORD, "roles": ["ADMIN"]}
         )
     login = answer.json()
-    assert set(login) == {"token", "user", "roles", "expires_at"}
+    assert set(login) == {"token", "user", "roles", "expires_at", "level"}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", login["expires_at"]), login
     stream = admin.get("/streams/vitals").json()
     assert stream["kind"] == "input" and stream["event_time"] == "t"

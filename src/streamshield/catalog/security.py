@@ -62,6 +62,7 @@ from streamshield.catalog.errors import (
     Throttled,
     from_denial,
 )
+from streamshield.catalog.levels import Levels
 from streamshield.catalog.oxrbac import (
     SYSTEM,
     Grantee,
@@ -154,11 +155,12 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class SecurityCatalog(Administration):
+class SecurityCatalog(Administration, Levels):
     """Users, authentication, sessions, OxRBAC, settings, quotas and audit on one database.
 
     User and role administration (with its permission rules and password policy) is in
-    :class:`~streamshield.catalog.administration.Administration`.
+    :class:`~streamshield.catalog.administration.Administration`; Chinese-Wall classes,
+    levels and clearances in :class:`~streamshield.catalog.levels.Levels`.
 
     ``target``: a database URL, a SQLite file path or an Engine (as
     :class:`SqlCatalog`). ``clock`` returns seconds since the epoch (tests move time).

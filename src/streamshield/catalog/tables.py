@@ -124,6 +124,7 @@ sessions = Table(
     Column("client", String(200)),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    Column("level", Text),  # JSON stored level the session activated; NULL: public
 )
 
 login_failures = Table(
@@ -187,6 +188,65 @@ queries = Table(
     Column("inputs", Text, nullable=False),  # JSON list of input stream names
     Column("output_stream", String(200)),
     Column("status", String(20), nullable=False),
+)
+
+# -- Chinese-Wall levels (paper 2; streamshield.catalog.levels) ------------------------------
+
+coi_classes = Table(
+    "coi_classes",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    # component k of every level is the class at the k-th position: fixed, never reused
+    Column("position", Integer, nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+)
+Index("coi_classes_name_ci", func.lower(coi_classes.c.name), unique=True)
+
+companies = Table(
+    "companies",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("coi_class", String(64), nullable=False),
+    # the company's bit in every stored level label: fixed, never reused
+    Column("position", Integer, nullable=False, unique=True),
+)
+Index("companies_name_ci", func.lower(companies.c.name), unique=True)
+
+ci_classes = Table(
+    "ci_classes",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("created_at", Float, nullable=False),
+)
+Index("ci_classes_name_ci", func.lower(ci_classes.c.name), unique=True)
+
+ci_members = Table(
+    "ci_members",
+    metadata,
+    Column("ci_class", String(64), primary_key=True),
+    Column("company", String(64), primary_key=True),
+)
+
+stream_levels = Table(
+    "stream_levels",
+    metadata,
+    Column("stream", String(200), primary_key=True),
+    Column("level", Text, nullable=False),  # JSON stored level
+)
+
+channel_levels = Table(
+    "channel_levels",
+    metadata,
+    Column("stream", String(200), primary_key=True),
+    Column("provider", String(200), primary_key=True),
+    Column("level", Text, nullable=False),  # JSON stored level
+)
+
+clearances = Table(
+    "clearances",
+    metadata,
+    Column("user_name", String(200), primary_key=True),
+    Column("level", Text, nullable=False),  # JSON stored level
 )
 
 # -- audit -------------------------------------------------------------------------------------

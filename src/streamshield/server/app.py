@@ -59,7 +59,7 @@ from streamshield.server.openapi import (
     errors,
     without_fastapi_validation_schema,
 )
-from streamshield.server.routes import administration, networks, operations
+from streamshield.server.routes import administration, levels, networks, operations
 from streamshield.server.service import SchemaDef, ServerService
 from streamshield.server.subscriptions import SubscriberQueue, Watched
 
@@ -88,6 +88,7 @@ def create_app(
     )
     app.state.service = service
     app.include_router(administration.router())
+    app.include_router(levels.router())
 
     def _openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -128,15 +129,17 @@ def create_app(
 
     app.include_router(wire_schema.router)
 
-    @app.post("/login", response_model=LoginAnswer, responses=errors(401, 413, 422, 429))
+    @app.post("/login", response_model=LoginAnswer, responses=errors(401, 403, 409, 413, 422, 429))
     def login(body: LoginBody, request: Request) -> dict:
         client = request.client.host if request.client else "unknown"
         session = service.login(body.user, body.password, body.roles, client)
+        level = levels.activate_at_login(service.security, session, body.level)
         return {
             "token": session.token,
             "user": session.user,
             "roles": sorted(session.roles),
             "expires_at": _iso(session.expires_at),
+            "level": level,
         }
 
     @app.post("/logout", response_model=LogoutAnswer, responses=errors(*AUTHED))

@@ -26,6 +26,12 @@ class LoginBody(_Strict):
     roles: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
         min_length=1, max_length=64
     )
+    level: Annotated[str, StringConstraints(min_length=2, max_length=4096)] | None = Field(
+        default=None,
+        description="A Chinese-Wall level to run the session at, e.g. [1, B] (dominated by "
+        "the user's clearance; 403 above_clearance otherwise, and no session is opened). "
+        "Without it the session runs at public; PUT /me/level changes it later.",
+    )
 
 
 class SchemaBody(_Strict):
@@ -92,6 +98,9 @@ class LoginAnswer(BaseModel):
     user: str
     roles: list[str] = Field(description="The roles active in this session")
     expires_at: str = Field(description="ISO-8601 UTC", examples=["2026-11-23T13:00:00Z"])
+    level: str | None = Field(
+        default=None, description="The Chinese-Wall level activated at login, if one was asked"
+    )
 
 
 class LogoutAnswer(BaseModel):
