@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from streamshield import __version__, cli_admin, cli_levels, cli_operations, cli_recovery
+from streamshield import (
+    __version__,
+    cli_admin,
+    cli_levels,
+    cli_networks,
+    cli_operations,
+    cli_recovery,
+)
 from streamshield.cli_output import (
     EXIT_REFUSED,
     EXIT_SESSION,
@@ -689,6 +696,7 @@ cli_operations.attach(client, client_query)  # client query list/show/explain, a
 cli_admin.attach(main, client)  # admin init; client user, role, passwd
 cli_admin.admin.add_command(cli_recovery.relabel)  # admin relabel
 cli_levels.attach(client)  # client level ...
+cli_networks.attach(client)  # client network list|sp
 
 if __name__ == "__main__":
     main()

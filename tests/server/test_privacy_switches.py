@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
-from tests.server.conftest import Subscriber, poll, start_server, stop_server
+from streamshield.cli import main
+from tests.server.conftest import PASSWORD, Subscriber, poll, start_server, stop_server
 
 pytestmark = pytest.mark.spark
 
@@ -61,6 +63,15 @@ def _elements(seqs: range, first: bool = False) -> str:
         tuple_ |= {"tid": seq, "policy": {"ts": 100, "csn": 2}, "values": values}
         lines.append(json.dumps(tuple_))
     return "\n".join(lines)
+
+
+def _cli(home, *args: str, code: int = 0):
+    env = {"STREAMSHIELD_HOME": str(home), "STREAMSHIELD_PASSWORD": PASSWORD}
+    if args[0] == "login":
+        args = (*args, "--role", "ADMIN")
+    result = CliRunner().invoke(main, ["client", *args], env=env, catch_exceptions=False)
+    assert result.exit_code == code, (result.output, result.stderr)
+    return result
 
 
 def _switches(client, query: str) -> dict[str, dict]:
@@ -162,6 +173,17 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         entries = _ok(joe.get("/audit", params={"action": "query_sp"}))["entries"]
         assert [e["detail"]["outcome"] for e in entries] == ["unmatched-revoke"]
         assert _switches(joe, "shared")["terminal"]["users"] == ["bob"], "it changed nothing"
+
+        # The CLI shows the same state and injects the same sps.
+        home = tmp_path / "joe_home"
+        _cli(home, "login", "--url", server.url, "--ca", str(server.cert), "--user", "joe")
+        listed = json.loads(_cli(home, "network", "list", "--output", "json").output)
+        assert listed == _ok(joe.get("/networks"))
+        table = _cli(home, "network", "list").output
+        assert "terminal" in table and "bob" in table
+        assert "queued" in _cli(home, "network", "sp", "shared", "nobody", "-").output
+        refused = _cli(home, "network", "sp", "nope", "bob", "+", code=1)
+        assert "Traceback" not in refused.output + refused.stderr
         for subscriber in (mine, theirs, again):
             subscriber.close()
     finally:

@@ -1,0 +1,58 @@
+"""Command line for shared query networks: ``streamshield client network ...`` over HTTPS.
+
+``list`` shows each network's privacy switches with their state (counters, receivers,
+since when); ``sp`` injects a query-scoped sp by hand (administrators).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from streamshield.cli_admin import OUTPUT, _request, _show
+
+COLUMNS = ["stream", "kind", "queries", "open", "counter", "receivers", "users", "since"]
+
+
+@click.group("network")
+def network() -> None:
+    """Shared query networks and their privacy switches."""
+
+
+@network.command("list")
+@OUTPUT
+def network_list(output: str) -> None:
+    """The shared networks you may see, one row per privacy switch.
+
+    Example: streamshield client network list --output json
+    """
+    answer = _request("GET", "/networks")
+    if output == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = [
+        {"stream": n["stream"], **switch, "queries": ",".join(switch["queries"])}
+        for n in answer["networks"]
+        for switch in n["switches"]
+    ]
+    _show(rows, COLUMNS, output)
+
+
+@network.command("sp")
+@click.argument("query")
+@click.argument("user")
+@click.argument("sign", type=click.Choice(["+", "-"]))
+def network_sp(query: str, user: str, sign: str) -> None:
+    """Inject a query-scoped sp: USER may (+) or may no longer (-) receive QUERY's output.
+    Applied at the query's next micro-batch; needs CHANGE SYSTEM.
+
+    Example: streamshield client network sp ward_watch bob -
+    """
+    _request("POST", "/networks/sps", json={"query": query, "user": user, "sign": sign})
+    click.echo(f"queued: {sign} {user} on {query}")
+
+
+def attach(client: click.Group) -> None:
+    """Adds ``network`` to the ``streamshield client`` group."""
+    client.add_command(network)
