@@ -209,7 +209,8 @@ def run_case(
         for i in range(0 if shared else n):
             text, roles = user_query(i)
             sink = Sink()
-            query = pipeline.cql.submit(text, roles, CallbackSink(sink), name=f"user{i:02d}")
+            # A streaming query of its own (CqlService would put it in a shared network).
+            query = pipeline.queries.register(text, roles, CallbackSink(sink), f"user{i:02d}")
             sinks.append(sink)
             queries.append(query)
         case.register_s = time.perf_counter() - started
