@@ -33,6 +33,9 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+SHOTS = os.environ.get("STREAMSHIELD_CONSOLE_SHOTS")
+"""A directory: the tests then save screenshots of the main pages there (docs/console)."""
+ZONE = "America/New_York"
 USERS = {
     "joe": ["ADMIN"],
     "al": ["CUSTOMER1"],
@@ -99,7 +102,10 @@ class Console:
     """One browser context (its own memory, storage and cookies) on the console."""
 
     def __init__(self, browser, server: Server) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        # A zone other than the server's UTC, so that local times are visibly converted.
+        self.context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, locale="en-US", timezone_id=ZONE
+        )
         self.context.set_default_timeout(30_000)
         self.page = self.context.new_page()
         self.server = server
@@ -128,6 +134,13 @@ class Console:
 
     def close(self) -> None:
         self.context.close()
+
+
+def snap(page, name: str) -> None:
+    """A screenshot for the docs, only when STREAMSHIELD_CONSOLE_SHOTS names a directory."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from html.parser import HTMLParser
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.console.conftest import ZONE, snap
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
@@ -162,6 +165,7 @@ def test_the_console_is_served_from_the_package_with_a_strict_csp(console_server
 def test_login_shows_a_refusal_then_keeps_the_token_out_of_storage(console, ward) -> None:
     console.login("al", ["CUSTOMER1"], password="wrong password")
     error = console.page.wait_for_selector("#login-error")
+    snap(console.page, "login")
     assert "unauthorized" in error.text_content()
     assert console.page.input_value("#login-password") == ""  # not kept in the form
     console.login("al", ["CUSTOMER1"])
@@ -170,6 +174,7 @@ def test_login_shows_a_refusal_then_keeps_the_token_out_of_storage(console, ward
     streams = console.page.locator("#streams tbody td:first-child").all_text_contents()
     assert streams == ["ward"]
     assert console.page.locator("#register").count() == 1  # Al may add queries
+    snap(console.page, "catalog")
     page = console.page
     # The token lives in memory only: no cookie (nothing for another site to ride on),
     # nothing in either storage, not in the URL.
@@ -206,6 +211,7 @@ def test_a_query_the_api_rejects_shows_its_message_beside_the_text(
     error = page.wait_for_selector("#register-problem #register-error")
     assert "query_rejected" in error.text_content() and "nope" in error.text_content()
     assert page.get_attribute("#register-text", "aria-invalid") == "true"
+    snap(page, "register-rejected")
     assert page.url.endswith("#/catalog")
     with console_server.client(console.tokens[-1]) as al:
         assert al.get("/queries/bad_q").status_code == 404  # nothing was registered
@@ -261,6 +267,7 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
             else:
                 assert row["beats_per_min"] == ["", str(70 + i)]
         page = console_.page
+        snap(page, f"tail-{'masked' if beats_masked else 'readable'}")
         assert page.locator("#tail img, #tail svg, #tail script").count() == 0
         assert page.evaluate("() => window.__xss") is None
 
@@ -311,6 +318,7 @@ def test_a_user_without_rights_is_not_offered_admin_pages_and_is_refused(
     console.open("#/users")
     page.wait_for_selector("#users-error")
     assert "forbidden" in page.text_content("#users-error")
+    snap(page, "users-refused")
     assert page.locator("#users").count() == 0
     with console_server.client(console.tokens[-1]) as mallory:
         assert mallory.get("/users").status_code == 403
@@ -378,10 +386,14 @@ def test_the_audit_view_pages_newest_first_filters_and_shows_text(
     # A failed login names the hostile user in its detail: shown as text, inert.
     hostile = json.dumps({"name": HOSTILE_USER}, separators=(",", ":"))
     assert [r[3] for r in rows if r[6] == hostile] == ["failed"]
+    snap(page, "audit")
     assert page.locator("#audit img").count() == 0
     assert page.evaluate("() => window.__xss") is None
-    # Times are shown in the browser's zone, not as the API's UTC strings.
-    assert not page.text_content("#audit time").endswith("Z")
+    # Times are shown in the browser's zone (New York here), not as the API's UTC.
+    at = page.get_attribute("#audit time", "datetime")
+    local = datetime.fromisoformat(at.replace("Z", "+00:00")).astimezone(ZoneInfo(ZONE))
+    shown = f"{local.month}/{local.day}/{local.year}, {local.strftime('%-I:%M:%S %p')}"
+    assert page.text_content("#audit time") == shown
 
 
 def test_a_user_reads_only_her_own_audit_entries(console, ward) -> None:
@@ -431,3 +443,47 @@ def test_a_server_that_went_away_shows_a_banner_with_retry(console, ward) -> Non
     page.click("#banner button")
     page.wait_for_selector("#streams")
     assert page.is_hidden("#banner")
+
+
+def test_me_says_what_a_session_may_do_and_grants_nothing(console_server, ward) -> None:
+    joe = console_server.login("joe", ["ADMIN"])
+    al = console_server.login("al", ["CUSTOMER1"])
+    mallory = console_server.login("mallory", ["OTHER"])
+    try:
+        assert joe.get("/me").json() | {"expires_at": None} == {
+            "user": "joe",
+            "roles": ["ADMIN"],
+            "expires_at": None,
+            "administrator": True,
+            "add_queries": True,
+        }
+        assert (al.get("/me").json()["administrator"], al.get("/me").json()["add_queries"]) == (
+            False,
+            True,
+        )
+        assert (
+            mallory.get("/me").json()["administrator"],
+            mallory.get("/me").json()["add_queries"],
+        ) == (
+            False,
+            False,
+        )
+        # Al's own query: every action; Joe (administrator) may remove it too; Mallory
+        # cannot see it, and that looks like a query that does not exist.
+        mine = al.get("/me/queries/ward_al").json()
+        assert mine == {
+            "name": "ward_al",
+            "set_status": True,
+            "remove": True,
+            "subscribe": True,
+            "read_text": True,
+        }
+        assert joe.get("/me/queries/ward_al").json()["remove"] is True
+        hidden = mallory.get("/me/queries/ward_al")
+        assert hidden.status_code == 404
+        assert hidden.json() == mallory.get("/me/queries/no_such_query").json()
+        with console_server.client() as anonymous:
+            assert anonymous.get("/me").status_code == 401
+    finally:
+        for client in (joe, al, mallory):
+            client.close()
