@@ -95,6 +95,7 @@ function context(view) {
 }
 
 function failed(view, err) {
+  if (!view.isConnected) return true; // the user has moved on: nothing to show
   if (err instanceof api.Unreachable) {
     banner("The server cannot be reached.", () => render());
     return true;
@@ -106,7 +107,11 @@ function failed(view, err) {
 async function render() {
   cleanup();
   banner(null);
-  const view = document.getElementById("view");
+  // Each render draws into a fresh element: a slower earlier view that finishes after
+  // the user moved on writes into a detached element, never over the current page.
+  const main = document.getElementById("view");
+  const view = document.createElement("div");
+  main.replaceChildren(view);
   const ctx = context(view);
   if (!api.loggedIn() || !state.me) {
     header();
@@ -127,7 +132,7 @@ async function render() {
   } catch (err) {
     if (!failed(view, err)) throw err;
   }
-  view.focus({ preventScroll: true });
+  if (view.isConnected) main.focus({ preventScroll: true });
 }
 
 api.onExpired((message) => loggedOut(`Your session ended (${message}). Log in again.`));
