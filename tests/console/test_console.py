@@ -285,6 +285,31 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
         assert page.locator("#tail img, #tail svg, #tail script").count() == 0
         assert page.evaluate("() => window.__xss") is None
 
+    # Al may watch Joe's query once granted (nothing else is offered to him there), and
+    # his tail ends, with the reason, as soon as the grant is revoked.
+    shared = [
+        ("VIEW OBJECT", "query", "ward_joe"),
+        ("VIEW OBJECT", "stream", "ward_joe_out"),
+        ("SUBSCRIBE", "stream", "ward_joe_out"),
+    ]
+    for permission, kind, obj in shared:
+        _grant(ward, permission, kind, obj, "CUSTOMER1")
+    al.open("#/query/ward_joe")
+    al.page.click("#tail-watch")
+    al.page.wait_for_function(
+        "() => document.getElementById('tail-state').textContent === 'Watching live.'"
+    )
+    assert al.page.locator("#start, #stop, #remove").count() == 0
+    assert al.page.locator("#query-text").count() == 0  # the text: owner and admins only
+    body = {"permission": "SUBSCRIBE", "kind": "stream", "object": "ward_joe_out"}
+    revoked = ward.request("DELETE", "/grants", json={**body, "role": "CUSTOMER1"})
+    assert revoked.status_code == 200, revoked.text
+    al.page.wait_for_function(
+        "() => document.getElementById('tail-state').textContent.startsWith('Ended (closed)')",
+        timeout=30_000,
+    )
+    assert al.page.is_enabled("#tail-watch") and al.page.is_disabled("#tail-pause")
+
     # Stop and remove from the query page (remove asks twice).
     page = joe.page
     page.click("#stop")
