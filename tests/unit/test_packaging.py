@@ -51,6 +51,9 @@ def test_the_wheel_carries_its_license_and_data_files(wheel: Path) -> None:
     migrations = "streamshield/catalog/migrations/"
     for packaged in ("env.py", "script.py.mako", "versions/0001_initial.py"):
         assert migrations + packaged in names, f"{packaged} missing: catalogs could not open"
+    console = "streamshield/server/console/"
+    for packaged in ("index.html", "console.css", "js/main.js", "js/views/tail.js"):
+        assert console + packaged in names, f"{packaged} missing: the console would not load"
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(metadata).decode()
     assert "License-Expression: Apache-2.0" in text

@@ -59,7 +59,7 @@ from streamshield.server.openapi import (
     errors,
     without_fastapi_validation_schema,
 )
-from streamshield.server.routes import administration, levels, networks, operations
+from streamshield.server.routes import administration, console, levels, me, networks, operations
 from streamshield.server.service import SchemaDef, ServerService
 from streamshield.server.subscriptions import SubscriberQueue, Watched
 
@@ -106,6 +106,8 @@ def create_app(
     app.openapi = _openapi  # type: ignore[method-assign]
     app.include_router(operations.router(service, metrics_token))
     app.include_router(networks.router(service))
+    app.include_router(me.router(service))
+    app.include_router(console.router())
 
     async def _any(_: Request, err: Exception) -> JSONResponse:
         response = to_response(err)

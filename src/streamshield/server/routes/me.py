@@ -1,0 +1,79 @@
+"""What the caller's session may do, so that a client offers only what will succeed.
+
+Read-only: the answers come from the same OxRBAC checks the acting routes make, and the
+acting routes check again, so a client that shows a button it should not (or a user
+who forces a request) still gets the API's 403/404. The console uses these to hide
+administration pages and query actions a user does not hold; nothing here grants.
+"""
+
+# No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from streamshield.server import security_port as port
+from streamshield.server.auth import Auth
+from streamshield.server.errors import NotFound
+from streamshield.server.openapi import AUTHED, errors
+from streamshield.server.routes.operations import iso
+
+
+class SessionRights(BaseModel):
+    user: str
+    roles: list[str] = Field(description="The roles active in this session")
+    expires_at: str = Field(description="ISO-8601 UTC")
+    administrator: bool = Field(description="CHANGE SYSTEM: users, roles, settings, metrics")
+    add_queries: bool = Field(description="ADD on SYSTEM: may register queries")
+
+
+class QueryRights(BaseModel):
+    name: str
+    set_status: bool = Field(description="SET QUERY STATUS: may start and stop it")
+    remove: bool = Field(description="Its owner or an administrator")
+    subscribe: bool = Field(description="SUBSCRIBE on its output stream")
+    read_text: bool = Field(description="Its owner or an administrator: text and explain")
+
+
+def router(service: Any) -> APIRouter:
+    """``GET /me`` and ``GET /me/queries/{name}`` of one server."""
+    api = APIRouter(tags=["session"])
+
+    def holds(session: Any, permission: str, kind: str, name: str) -> bool:
+        return port.check(service.security, session, permission, kind, name)
+
+    @api.get("/me", response_model=SessionRights, responses=errors(*AUTHED))
+    def me(who: Auth) -> SessionRights:
+        """The session's user, active roles, expiry and system-wide rights."""
+        session = who.session
+        return SessionRights(
+            user=port.user_of(session),
+            roles=sorted(port.roles_of(session)),
+            expires_at=iso(session.expires_at) or "",
+            administrator=holds(session, "CHANGE SYSTEM", "system", "system"),
+            add_queries=holds(session, "ADD", "system", "system"),
+        )
+
+    @api.get("/me/queries/{name}", response_model=QueryRights, responses=errors(*AUTHED, 404, 422))
+    def query_rights(name: str, who: Auth) -> QueryRights:
+        """What the session may do with one query it may view (404 otherwise)."""
+        session = who.session
+        record = next((r for r in port.queries(service.security, session) if r.name == name), None)
+        if record is None:
+            raise NotFound("no such query")
+        admin = holds(session, "CHANGE SYSTEM", "system", "system")
+        owner = record.owner == port.user_of(session)
+        output = record.output_stream
+        subscribe = output is not None and (
+            holds(session, "VIEW OBJECT", "stream", output)
+            and port.can_subscribe(service.security, session, output)
+        )
+        return QueryRights(
+            name=record.name,
+            set_status=holds(session, "SET QUERY STATUS", "query", record.name),
+            remove=owner or admin,
+            subscribe=bool(subscribe),
+            read_text=owner or admin,
+        )
+
+    return api
