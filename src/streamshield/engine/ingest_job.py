@@ -13,6 +13,7 @@ does not start while the checkpoint, the labelled store and the shield state dis
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.engine import ingest_consistency
+from streamshield.engine.batch_errors import bounded
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -82,8 +84,11 @@ class IngestJob:
                         F.count(F.lit(1)).alias("tuples"),
                         F.count_if(F.col("reason") == PASS).alias("accepted"),
                     )
+            began = time.perf_counter()
             written = self.store.write_batch(batch_id, frames)
+            began = self.ingest.lap("label+write", began)
             self.state.save(batch_id, states)
+            self.ingest.lap("shield state", began)
             self._report({s: observed[s] for s in written if s in observed})
         finally:
             self.ingest.release()
@@ -112,7 +117,7 @@ class IngestJob:
             reader = reader.option("maxFilesPerTrigger", max_files)
         source = reader.option("pathGlobFilter", "*.jsonl").json(str(self.landing / "*"))
         writer = (
-            source.writeStream.foreachBatch(self._process)
+            source.writeStream.foreachBatch(bounded(self._process))
             .option("checkpointLocation", str(self.checkpoint))
             .queryName("streamshield-ingest")
         )
