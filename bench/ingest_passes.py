@@ -39,7 +39,7 @@ def secure_ingest(spark, landing: Path, out: Path, n_roles: int) -> tuple[float,
     passes: dict[str, float] = {}
 
     def keep(stream: str, accepted: int, denied: int) -> None:
-        for name, seconds in ingest.passes.items():
+        for name, seconds in getattr(ingest, "passes", {}).items():
             passes[name] = passes.get(name, 0.0) + seconds
 
     job.on_counts = keep  # told once per written batch, after the labelling passes

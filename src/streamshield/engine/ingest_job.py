@@ -106,8 +106,14 @@ class IngestJob:
             except Exception as err:  # counting must never stop ingest
                 log.warning("ingest counts of %s unavailable (%s)", stream, type(err).__name__)
 
-    def start(self, available_now: bool = True, max_files: int | None = None) -> StreamingQuery:
-        """Start the query; ``available_now`` processes what is there and stops (tests, demo).
+    def start(
+        self,
+        available_now: bool = True,
+        max_files: int | None = None,
+        trigger_seconds: float = 1.0,
+    ) -> StreamingQuery:
+        """Start the query; ``available_now`` processes what is there and stops (tests, demo),
+        otherwise a batch starts every ``trigger_seconds`` when files have landed.
 
         Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step."""
         self.check()
@@ -124,6 +130,6 @@ class IngestJob:
         writer = (
             writer.trigger(availableNow=True)
             if available_now
-            else writer.trigger(processingTime="1 second")
+            else writer.trigger(processingTime=f"{int(trigger_seconds * 1000)} milliseconds")
         )
         return writer.start()
