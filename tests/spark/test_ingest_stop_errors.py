@@ -75,7 +75,7 @@ def test_an_interruption_with_a_long_traceback_is_a_clean_stop(spark, tmp_path) 
             raise RuntimeError(f"the batch could not be written: {LONG}") from err
 
     query = _stop_during_a_failing_batch(spark, tmp_path, fail)
-    assert query.status["message"] == "Stopped"
+    assert query.status["message"] == "Stopped", (query.status, query.exception())
     assert query.exception() is None
 
 
