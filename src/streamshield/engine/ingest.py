@@ -20,7 +20,9 @@ Unknown streams' elements are ignored here: the landing zone rejects them first.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,7 +51,7 @@ from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.policy.rules import Layout, RuleSet, compile_rules
-from streamshield.policy.rules import accumulate as accumulate_rules
+from streamshield.policy.rules import evaluate as evaluate_rules
 from streamshield.policy.shield import Reason
 
 ELEMENT_SCHEMA = StructType(
@@ -83,9 +85,10 @@ ELEMENT_SCHEMA = StructType(
         StructField("immutable", BooleanType()),
     ]
 )
+log = logging.getLogger("streamshield.engine")
 CHANNEL = ["stream", "provider"]
 PASS = Reason.PASS.value
-# per (stream, policy id): rule rows, and the accumulated words when they ignore the tid
+# per (stream, policy id): rule rows, and the finished label words when they ignore the tid
 Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
@@ -106,11 +109,20 @@ class Ingest:
         self._layout_lock = threading.Lock()  # a batch is labelled with one hierarchy
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
+        self.passes: dict[str, float] = {}
+        """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
 
     def release(self) -> None:
-        """Drop what the last batch cached, once its output is written."""
+        """Drop what the last batch cached, once its output is written.
+
+        Never raises: it runs in a ``finally`` and must not replace the batch's own error
+        (a stopping query interrupts ``unpersist``); a cache left behind only costs memory.
+        """
         for frame in self._cached:
-            frame.unpersist()
+            try:
+                frame.unpersist()
+            except Exception as err:
+                log.warning("could not drop a cached batch (%s)", type(err).__name__)
         self._cached.clear()
 
     def layout(self, stream: str) -> Layout:
@@ -142,19 +154,29 @@ class Ingest:
     ) -> dict[str, DataFrame]:
         # A snapshot: the server adds streams to the shared mapping while a batch runs.
         streams = tuple(self.streams)
+        self.passes = {}
+        began = time.perf_counter()
         known = batch.filter(F.col("stream").isin(list(streams)))
         gapped = self._with_gaps(self._mark_late(known, states)).cache()
         self._cached.append(gapped)
         sps, summaries = self._collect(gapped)
+        began = self.lap("read+gaps+summaries", began)
         decisions, policies = self._decide(sps, summaries, states)
+        began = self.lap("decide (driver)", began)
         if self.registry is not None:
             self.registry.save(self._in_force.values())
         self._in_force.clear()
+        self.lap("policy registry", began)
         decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions)
         out = {}
         for stream in streams:
             out[stream] = self._label(decided.filter(F.col("stream") == stream), stream, policies)
         return out
+
+    def lap(self, name: str, began: float) -> float:
+        now = time.perf_counter()
+        self.passes[name] = self.passes.get(name, 0.0) + now - began
+        return now
 
     def _mark_late(self, elements: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
         """Elements at or below their channel's processed seq came too late: out of order."""
@@ -286,8 +308,8 @@ class Ingest:
                 )
             except PolicyError:
                 return None
-            constant = _constant_words(rules)  # then the rules need not travel with rows
-            policies[key] = ([] if constant else labels.rule_rows(rules), constant)
+            fixed = _fixed_words(rules)  # then the rules need not travel with rows
+            policies[key] = ([] if fixed else labels.rule_rows(rules), fixed)
             self._in_force[policy.policy_id] = policy
         return policy.policy_id
 
@@ -314,19 +336,31 @@ class Ingest:
         layout = self.layout(stream)
         table = local_frame(
             self.spark,
-            [(pid, rows, const) for (s, pid), (rows, const) in policies.items() if s == stream],
+            [(pid, rows, fixed) for (s, pid), (rows, fixed) in policies.items() if s == stream],
             _POLICIES,
         )
         with_rules = decided.join(F.broadcast(table), "policy_id", "left")
-        # a policy whose rules ignore the tuple id was evaluated once on the driver
+        passed = F.col("reason") == PASS
+        # rules are folded per tuple only for a policy that names tuple ids; the label
+        # words of every other policy were finished once, on the driver (``fixed``)
         acc = F.when(
-            F.col("reason") == PASS,
-            F.coalesce(
-                F.col("constant"), labels.accumulate(F.col("rules"), F.col("tid"), layout.size)
-            ),
-        ).otherwise(F.array_repeat(F.lit(0).cast("long"), layout.size))
+            passed & F.col("fixed").isNull(),
+            labels.accumulate(F.col("rules"), F.col("tid"), layout.size),
+        )
         mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
         values = F.from_json(F.col("values"), schema.ddl)
+        computed = labels.label_columns(F.col("_acc"), layout, mode)
+        zero = F.lit(0).cast("long")
+        names = [
+            name(obj, w)
+            for obj in range(len(layout.objects))
+            for w in range(layout.width)
+            for name in (labels.reader_column, labels.denied_column)
+        ]  # the order of label_columns
+        label = [
+            F.when(passed, F.coalesce(F.col("fixed")[i], column, zero)).otherwise(zero).alias(n)
+            for i, (column, n) in enumerate(zip(computed, names, strict=True))
+        ]
         return with_rules.select(
             *CHANNEL,
             "seq",
@@ -334,30 +368,29 @@ class Ingest:
             "reason",
             "policy_id",
             *(values[name].alias(name) for name in schema.names),
+            "fixed",
             acc.alias("_acc"),
-        ).select(
-            *CHANNEL,
-            "seq",
-            "tid",
-            "reason",
-            "policy_id",
-            *schema.names,
-            *labels.label_columns(F.col("_acc"), layout, mode),
-        )
+        ).select(*CHANNEL, "seq", "tid", "reason", "policy_id", *schema.names, *label)
 
 
-def _constant_words(rules: RuleSet) -> list[int] | None:
-    """The accumulated words when every rule matches every tuple id, else None."""
+def _fixed_words(rules: RuleSet) -> list[int] | None:
+    """The finished label words (readers, denied per object and word, in label column
+    order) when every rule matches every tuple id, else None (evaluated per tuple)."""
     if any(not isinstance(rule.tuples, patterns.Any) for rule in rules.rules):
         return None
-    return accumulate_rules(rules, None)
+    label = evaluate_rules(rules, None)
+    words: list[int] = []
+    for access in (label.tuple_access, *label.attributes.values()):
+        for readers, denied in zip(access.readers, access.denied, strict=True):
+            words += [readers, denied]
+    return words
 
 
 _POLICIES = StructType(
     [
         StructField("policy_id", StringType()),
         StructField("rules", labels.RULES_TYPE),
-        StructField("constant", ArrayType(LongType())),
+        StructField("fixed", ArrayType(LongType())),
     ]
 )
 

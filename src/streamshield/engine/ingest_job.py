@@ -13,6 +13,7 @@ does not start while the checkpoint, the labelled store and the shield state dis
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.engine import ingest_consistency
+from streamshield.engine.batch_errors import bounded
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -82,8 +84,11 @@ class IngestJob:
                         F.count(F.lit(1)).alias("tuples"),
                         F.count_if(F.col("reason") == PASS).alias("accepted"),
                     )
+            began = time.perf_counter()
             written = self.store.write_batch(batch_id, frames)
+            began = self.ingest.lap("label+write", began)
             self.state.save(batch_id, states)
+            self.ingest.lap("shield state", began)
             self._report({s: observed[s] for s in written if s in observed})
         finally:
             self.ingest.release()
@@ -101,8 +106,14 @@ class IngestJob:
             except Exception as err:  # counting must never stop ingest
                 log.warning("ingest counts of %s unavailable (%s)", stream, type(err).__name__)
 
-    def start(self, available_now: bool = True, max_files: int | None = None) -> StreamingQuery:
-        """Start the query; ``available_now`` processes what is there and stops (tests, demo).
+    def start(
+        self,
+        available_now: bool = True,
+        max_files: int | None = None,
+        trigger_seconds: float = 1.0,
+    ) -> StreamingQuery:
+        """Start the query; ``available_now`` processes what is there and stops (tests, demo),
+        otherwise a batch starts every ``trigger_seconds`` when files have landed.
 
         Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step."""
         self.check()
@@ -112,13 +123,13 @@ class IngestJob:
             reader = reader.option("maxFilesPerTrigger", max_files)
         source = reader.option("pathGlobFilter", "*.jsonl").json(str(self.landing / "*"))
         writer = (
-            source.writeStream.foreachBatch(self._process)
+            source.writeStream.foreachBatch(bounded(self._process))
             .option("checkpointLocation", str(self.checkpoint))
             .queryName("streamshield-ingest")
         )
         writer = (
             writer.trigger(availableNow=True)
             if available_now
-            else writer.trigger(processingTime="1 second")
+            else writer.trigger(processingTime=f"{int(trigger_seconds * 1000)} milliseconds")
         )
         return writer.start()

@@ -23,6 +23,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
+from streamshield.engine.batch_errors import bounded
 from streamshield.engine.labels import denied_column, reader_column
 
 META_FIELDS = (
@@ -64,7 +65,7 @@ class LabelledStore:
         source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
         writer = (
             source.parquet(str(path))
-            .writeStream.foreachBatch(process)
+            .writeStream.foreachBatch(bounded(process))
             .option("checkpointLocation", str(checkpoint))
             .queryName(name)
         )

@@ -51,6 +51,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition, check_name
+from streamshield.engine.batch_errors import bounded
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
@@ -195,7 +196,7 @@ class SCJoin:
     def start(self, available_now: bool = False) -> StreamingQuery:
         writer = (
             self._source()
-            .writeStream.foreachBatch(self._process)
+            .writeStream.foreachBatch(bounded(self._process))
             .option("checkpointLocation", str(self.root / "checkpoint"))
             .queryName(self.name)
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
@@ -84,9 +85,14 @@ class _Sp(_Base):
 _ELEMENT = TypeAdapter(Annotated[_Tuple | _Sp, Field(discriminator="type")])
 
 
+_parsed_pattern = lru_cache(maxsize=1024)(parse_pattern)
+"""Patterns are immutable and sps repeat the same few texts (``*``, a role list), while
+one parse costs about a millisecond (lark): secure ingest re-reads every sp of a batch."""
+
+
 def _pattern(text: str, where: str):
     try:
-        return parse_pattern(text)
+        return _parsed_pattern(text)
     except CqlError as err:
         # The problem names the limit or the syntax; the pattern itself is not echoed
         # (it may hold tuple ids, and an oversized one would make the message as big).

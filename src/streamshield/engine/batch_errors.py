@@ -1,0 +1,88 @@
+"""Errors leaving a ``foreachBatch`` function, kept short for the regex Spark runs on them.
+
+When a streaming query is being stopped, Spark decides whether the Python batch
+function failed *because of the stop* by matching the Py4J error text (the whole Python
+traceback, Java stack traces included: easily 10-50 KB) with ``StreamExecution.
+PROXY_ERROR``::
+
+    py4j.protocol.Py4JJavaError: An error occurred while calling((.|\\r\\n|\\r|\\n)*)(
+    java.lang.InterruptedException|java.io.InterruptedIOException|...)
+
+``java.util.regex`` runs ``(x|y)*`` by recursion, one nest of Loop/GroupHead/Branch
+frames per character, so about 2,000 characters after that prefix overflow the stream
+thread's stack: the ``StackOverflowError`` once logged by the ingest stream thread at
+shutdown. The thread then dies without recording the stop or the failure.
+
+:func:`bounded` wraps a batch function so that what reaches the JVM is one short line:
+an interruption (by Spark's own rule, checked here in linear time) as a line Spark's
+regex still recognises, anything else as its type, the first characters of its message
+and the Spark error classes of its chain (what :func:`~streamshield.engine.queries.
+safe_error` reads). The whole original is logged first, so nothing is lost to operators.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import traceback
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+
+from streamshield.engine.error_conditions import is_condition
+
+log = logging.getLogger("streamshield.engine")
+
+PROXY_PREFIX = "py4j.protocol.Py4JJavaError: An error occurred while calling"
+INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+MAX_MESSAGE = 400
+"""Characters of the original message kept: far below the ~2,000 that overflow."""
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
+
+BatchFunction = Callable[[DataFrame, int], None]
+
+
+class BatchInterrupted(RuntimeError):
+    """The batch was interrupted (the query is stopping); Spark treats it as a stop."""
+
+
+class BatchFailed(RuntimeError):
+    """The batch failed; the message is the original's type, head and error classes."""
+
+
+def interrupted(text: str) -> bool:
+    """Spark's PROXY_ERROR test, without regex: the prefix, then an interruption."""
+    start = text.find(PROXY_PREFIX)
+    return start >= 0 and any(name in text[start:] for name in INTERRUPTIONS)
+
+
+def compact(err: BaseException) -> RuntimeError:
+    """A one-line stand-in for ``err`` that no regex can choke on."""
+    text = "".join(traceback.format_exception(err))
+    if interrupted(text):
+        return BatchInterrupted(f"{PROXY_PREFIX} foreachBatch: {INTERRUPTIONS[0]}")
+    head = " ".join(str(err).split())[:MAX_MESSAGE]
+    head = head.replace(PROXY_PREFIX, "Py4JJavaError calling")
+    classes = [c for c in dict.fromkeys(_ERROR_CLASS.findall(text)) if is_condition(c)]
+    named = f" [{'] ['.join(classes[:4])}]" if classes else ""
+    kind = type(err)  # "ShieldStateError: why" stays greppable (server/ingest_guard.py)
+    return BatchFailed(f"{kind.__module__}.{kind.__qualname__}: {head}{named}")
+
+
+def bounded(process: BatchFunction) -> BatchFunction:
+    """``process`` raising only :class:`BatchInterrupted` or :class:`BatchFailed`."""
+
+    @functools.wraps(process)
+    def run(frame: DataFrame, batch_id: int) -> None:
+        try:
+            process(frame, batch_id)
+        except Exception as err:
+            log.error("micro-batch %d failed", batch_id, exc_info=err)
+            raise compact(err) from None
+
+    return run

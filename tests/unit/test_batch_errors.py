@@ -1,0 +1,59 @@
+"""The stand-ins :mod:`streamshield.engine.batch_errors` hands the JVM (no JVM here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamshield.engine.batch_errors import (
+    MAX_MESSAGE,
+    PROXY_PREFIX,
+    BatchFailed,
+    BatchInterrupted,
+    bounded,
+    compact,
+    interrupted,
+)
+from streamshield.engine.tracker_state import ShieldStateError
+from streamshield.server.ingest_guard import is_state_failure, reason_of
+
+TRACE = "\n".join("\tat org.apache.spark.Some.method(Some.scala:1)" for _ in range(2000))
+
+
+def test_interruption_follows_sparks_rule() -> None:
+    assert interrupted(f"x\n{PROXY_PREFIX} o1.collect.\n: java.lang.InterruptedException\n")
+    assert interrupted(f"{PROXY_PREFIX} o9.x\n{TRACE}\njava.io.InterruptedIOException")
+    assert not interrupted(f"{PROXY_PREFIX} o1.x\n{TRACE}")  # no interruption named
+    assert not interrupted(f"java.lang.InterruptedException {PROXY_PREFIX}")  # wrong order
+
+
+def test_an_interruption_becomes_one_short_line_spark_still_recognises() -> None:
+    err = RuntimeError(f"{PROXY_PREFIX} o1.collect.\n: java.lang.InterruptedException\n{TRACE}")
+    short = compact(err)
+    assert isinstance(short, BatchInterrupted)
+    text = str(short)
+    assert interrupted(text) and len(text) < 200
+
+
+def test_a_failure_keeps_its_type_head_and_error_classes_only() -> None:
+    err = ValueError(f"{PROXY_PREFIX} o3.parquet: [TASK_WRITE_FAILED] oops\n{TRACE}")
+    short = compact(err)
+    assert isinstance(short, BatchFailed)
+    text = str(short)
+    assert text.startswith("builtins.ValueError: Py4JJavaError calling o3.parquet")
+    assert "[TASK_WRITE_FAILED]" in text and len(text) < MAX_MESSAGE + 200
+    assert PROXY_PREFIX not in text  # Spark's regex never runs over it
+
+
+def test_a_shield_state_failure_still_halts_ingest_with_its_reason() -> None:
+    short = compact(ShieldStateError("batch 7's shield state is missing"))
+    assert is_state_failure(short)
+    assert reason_of(short) == "batch 7's shield state is missing"
+
+
+def test_bounded_raises_the_stand_in_without_the_chain() -> None:
+    def process(frame, batch_id) -> None:
+        raise KeyError(TRACE)
+
+    with pytest.raises(BatchFailed) as caught:
+        bounded(process)(None, 3)
+    assert caught.value.__suppress_context__ and caught.value.__cause__ is None
