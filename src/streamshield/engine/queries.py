@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
+from streamshield.engine.batch_errors import bounded
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
@@ -323,4 +324,6 @@ class QueryService:
             return writer.format("console").option("truncate", "false").start()
         if isinstance(sink, MemorySink):
             return writer.format("memory").queryName(sink.table).start()
-        return writer.foreachBatch(sink.fn).start()
+        # Spark matches its stop pattern over a failure's whole text, which overflows
+        # the JVM's stack on a long Python traceback: it gets one short line instead.
+        return writer.foreachBatch(bounded(sink.fn)).start()
