@@ -39,6 +39,8 @@ FLUSH = (1000, 2000)  # seconds of the batches that only move the watermark
 PATTERNS = {
     "seq_not": "PATTERN SEQ(A a, NOT C s, B b, C c) WHERE a.k = b.k AND s.k = a.k "
     "AND c.v > a.v WITHIN 10 SECONDS RETURN a.id, b.id, c.id",
+    "seq_end": "PATTERN SEQ(A a, B b, NOT C s) WHERE a.k = b.k AND s.k = b.k "
+    "WITHIN 6 SECONDS RETURN a.id, b.id",
     "and": "PATTERN AND(A a, B b) WHERE a.k = b.k OR b.v > 5 WITHIN 6 SECONDS RETURN a.id, b.id",
     "or_rows": "PATTERN OR(A a, B b) WHERE a.v > 5 OR b.k = 0 WITHIN 1 SECOND RETURN a.id, b.id",
     "or_agg": "PATTERN OR(A a, C c) WHERE a.v > 3 OR c.k = 1 WITHIN 10 SECONDS "
@@ -100,6 +102,8 @@ def run_case(spark, root: Path, batches: list[list[Event]]) -> dict[str, tuple[C
             F.lit(name).alias("pattern"), F.to_json(F.array(*columns)).alias("row")
         )
         union = tagged if union is None else union.unionByName(tagged)
+    plan = union._jdf.queryExecution().toString()
+    assert "PythonUDF" not in plan and "EvalPython" not in plan  # native Catalyst only
     got: dict[str, list[tuple]] = {name: [] for name in PATTERNS}
 
     def sink(batch, _id) -> None:

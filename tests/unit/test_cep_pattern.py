@@ -75,7 +75,7 @@ def test_aggregates_with_group_by() -> None:
             "PATTERN SEQ(NOT Smoke s, Temperature a, Smoke b) WITHIN 1 SECOND RETURN a.room",
             1,
             17,
-            "between two events",
+            "must follow an event",
         ),
         (
             "PATTERN AND(Temperature a, NOT Smoke s, Smoke b) WITHIN 1 SECOND RETURN a.room",
@@ -191,6 +191,19 @@ def test_not_excludes_matches_with_the_event_in_their_gap() -> None:
     # T1(L1)@0 .. A6@5: Smoke L1 @1 in between -> excluded; T3(L2)@2 .. A6@5: Smoke L2 @4.
     assert _ids(text) == []
     assert _ids(text, [e for e in EVENTS if e.serial != 4]) == [("L2", "L2")]
+
+
+def test_a_trailing_not_reaches_to_the_end_of_the_window() -> None:
+    text = (
+        "PATTERN SEQ(Temperature a, Smoke b, NOT Alarm c) WHERE b.room = c.room "
+        "WITHIN 5 SECONDS RETURN a.room, b.room"
+    )
+    # Alarm L2 @5: after S4(L2)@4 and within 5 s of T1@0 (inclusive) and of T3@2.
+    rows = _ids(text)
+    assert ("L1", "L2") not in rows and ("L2", "L2") not in rows
+    assert rows == [("L1", "L1")]  # T1-S2; S5@9 is out of every window
+    without = [e for e in EVENTS if e.serial != 6]
+    assert sorted(_ids(text, without)) == [("L1", "L1"), ("L1", "L2"), ("L2", "L2")]
 
 
 def test_and_takes_any_order_and_or_uses_sql_logic() -> None:

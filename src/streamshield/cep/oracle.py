@@ -139,11 +139,16 @@ def _positive_part(pattern: Pattern) -> Expr | None:
 def _present(pattern: Pattern, negation, binding: Match, by_type, key: str | None) -> bool:
     """Whether an event of the negated type stands in its gap and meets its conjuncts."""
     before, after = pattern.gap(negation)
-    low, high = binding[before.var].ts, binding[after.var].ts
+    low = binding[before.var].ts
+    if after is None:  # trailing NOT: up to the end of the window, inclusive
+        first = binding[pattern.positives[0].var].ts
+        high, last = first + pattern.within, True
+    else:
+        high, last = binding[after.var].ts, False
     conjuncts = [c for c in pattern.conjuncts() if negation.var in variables(c)]
     anchor = binding[before.var].values.get(key) if key is not None else None
     for event in by_type.get(negation.type, []):
-        if not low < event.ts < high:
+        if not (low < event.ts <= high if last else low < event.ts < high):
             continue
         if key is not None and event.values.get(key) != anchor:
             continue

@@ -150,11 +150,13 @@ class Pattern:
     def item(self, var: str) -> Item:
         return next(i for i in self.items if i.var == var)
 
-    def gap(self, negation: Item) -> tuple[Item, Item]:
-        """The positive events a negated one stands between (its absence is checked there)."""
+    def gap(self, negation: Item) -> tuple[Item, Item | None]:
+        """The positive events a negated one stands between (its absence is checked there);
+        None after a trailing NOT: its gap runs to the end of the window (WITHIN after
+        the first event)."""
         index = self.items.index(negation)
         before = next(i for i in reversed(self.items[:index]) if not i.negated)
-        after = next(i for i in self.items[index + 1 :] if not i.negated)
+        after = next((i for i in self.items[index + 1 :] if not i.negated), None)
         return before, after
 
     def conjuncts(self) -> tuple[Expr, ...]:
@@ -336,11 +338,9 @@ def _check_shape(pattern: Pattern) -> None:
         if item.negated:
             if pattern.combinator is not Combinator.SEQ:
                 raise PatternError("NOT is allowed inside SEQ only", *_pos(item.at))
-            inner = pattern.items[:index], pattern.items[index + 1 :]
-            if not all(any(not i.negated for i in side) for side in inner):
+            if not any(not i.negated for i in pattern.items[:index]):
                 raise PatternError(
-                    f"NOT {item.type} {item.var} must stand between two events",
-                    *_pos(item.at),
+                    f"NOT {item.type} {item.var} must follow an event", *_pos(item.at)
                 )
     for attr in (*attributes(pattern.where), *_output_attrs(pattern), *pattern.group_by):
         if attr.var not in seen:

@@ -159,14 +159,16 @@ def _absent(pattern, negation: Item, matches, sources, delay, key) -> DataFrame:
     before, after = pattern.gap(negation)
     right = _right(_frame(pattern, negation, sources, delay, key))
     at, latest = F.col(f"{negation.var}__{TIME}"), F.col(EVENT_TIME)
-    condition = (
-        (F.col(KEY) == F.col("__key_r"))
-        & (at > F.col(f"{before.var}__{TIME}"))
-        & (at < F.col(f"{after.var}__{TIME}"))
+    right_time = F.col("__time_r")
+    condition = (F.col(KEY) == F.col("__key_r")) & (at > F.col(f"{before.var}__{TIME}"))
+    if after is not None:
+        condition &= at < F.col(f"{after.var}__{TIME}")
         # Implied by the window (``latest`` is the last event): bounds for state eviction.
-        & (F.col("__time_r") > latest - window)
-        & (F.col("__time_r") <= latest)
-    )
+        condition &= (right_time > latest - window) & (right_time <= latest)
+    else:  # trailing: up to WITHIN after the first event (``latest`` is ``before``)
+        first = pattern.positives[0]
+        condition &= at <= F.col(f"{first.var}__{TIME}") + window
+        condition &= (right_time > latest) & (right_time <= latest + window)
     for conjunct in pattern.conjuncts():
         used = variables(conjunct)
         if negation.var in used and used != {negation.var}:
