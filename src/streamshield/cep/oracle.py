@@ -92,7 +92,8 @@ def matches(pattern: Pattern, events: Iterable[Event], key: str | None = None) -
     """Every match (skip-till-any-match: an event may take part in many matches)."""
     by_type: dict[str, list[Event]] = {}
     for event in events:
-        by_type.setdefault(event.type, []).append(event)
+        if key is None or event.values.get(key) is not None:  # keyed: keyless events ignored
+            by_type.setdefault(event.type, []).append(event)
     positives = pattern.positives
     found: list[Match] = []
     if pattern.combinator is Combinator.OR:
