@@ -36,6 +36,7 @@ def test_importing_the_pure_core_loads_no_pyspark() -> None:
         "    for info in pkgutil.iter_modules(package.__path__):\n"
         "        importlib.import_module(name + '.' + info.name)\n"
         "import streamshield.demo, streamshield.landing\n"
+        "import streamshield.cep.pattern, streamshield.cep.oracle, streamshield.cep.validation\n"
         "import streamshield.examples.hospital, streamshield.examples.hospital_catalog\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))\n"
     )

@@ -1,0 +1,126 @@
+"""Pattern registration against a role's attribute operators (paper 4, the algorithm
+after Fig. 2; issue 15 item 4, the pure part).
+
+A pattern is refused when it reads what the role's effective rules do not release:
+
+- an attribute with psi (or with no rule: deny by default), anywhere: WHERE (also the
+  conditions of a NOT), RETURN, GROUP BY, an aggregate's argument;
+- an event type whose every attribute is denied (Fig. 3 (b): no such event reaches the
+  role's operation space);
+- an Omega attribute outside an aggregate (raw in RETURN, WHERE or GROUP BY), or inside
+  an aggregate whose function the rule does not allow.
+
+A Phi attribute may be read; the protection engine lets through only the events that
+meet its condition (Fig. 3 (d), (e)), so a comparison on it in WHERE can never see,
+and so never reveal, a value outside the condition. :class:`Clearance` lists those
+conditions per variable for the engine to apply. The error names the attribute and the
+rule, never a value (the rule's constants included). Pure: no pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from streamshield.cep.pattern import (
+    Aggregate,
+    Attr,
+    Pattern,
+    PatternError,
+    attributes,
+)
+from streamshield.policy.cep_rules import AccessObject, Conjunction, Operator, Rule
+from streamshield.policy.roles import RoleHierarchy
+
+
+class PatternRefused(PatternError):
+    """The pattern needs more than the role's operators release."""
+
+
+@dataclass(frozen=True)
+class Clearance:
+    """What an accepted pattern may see: per variable, the Phi conditions its events must
+    meet (each a disjunction of conjunctions; every one of them must hold)."""
+
+    conditions: dict[str, tuple[tuple[Conjunction, ...], ...]]
+
+
+def validate(
+    pattern: Pattern,
+    access: AccessObject,
+    hierarchy: RoleHierarchy,
+    activated: Iterable[str],
+) -> Clearance:
+    """The pattern's clearance for the activated roles, or PatternRefused."""
+    activated = frozenset(activated)
+
+    def rule(var: str, name: str) -> Rule:
+        return access.effective_rule(hierarchy, activated, pattern.item(var).type, name)
+
+    for item in pattern.items:
+        names = access.event_types.get(item.type, {})
+        if all(
+            access.effective_rule(hierarchy, activated, item.type, a).operator is Operator.DENY
+            for a in names
+        ):
+            raise PatternRefused(
+                f"event type {item.type} is denied to this role (psi on every attribute)",
+                item.at.line,
+                item.at.column,
+            )
+    for attr in _raw_reads(pattern):
+        found = rule(attr.var, attr.name)
+        if found.operator is Operator.DENY:
+            _refuse(pattern, attr, "is denied to this role (psi)")
+        if found.operator is Operator.STATISTICS:
+            allowed = ", ".join(sorted(found.functions))
+            _refuse(pattern, attr, f"is statistics only (Omega: {allowed}), not readable raw")
+    for output in pattern.outputs:
+        value = output.value
+        if isinstance(value, Aggregate) and value.attr is not None:
+            found = rule(value.attr.var, value.attr.name)
+            if found.operator is Operator.DENY:
+                _refuse(pattern, value.attr, "is denied to this role (psi)")
+            if found.operator is Operator.STATISTICS and value.function not in {
+                f.value for f in found.functions
+            }:
+                allowed = ", ".join(sorted(found.functions))
+                _refuse(
+                    pattern,
+                    value.attr,
+                    f"allows only {allowed} (Omega), not {value.function}",
+                )
+    conditions: dict[str, list[tuple[Conjunction, ...]]] = {}
+    for attr in _all_reads(pattern):
+        found = rule(attr.var, attr.name)
+        if found.operator is Operator.CONDITIONAL:
+            entry = conditions.setdefault(attr.var, [])
+            if found.conditions not in entry:
+                entry.append(found.conditions)
+    return Clearance({var: tuple(c) for var, c in conditions.items()})
+
+
+def _raw_reads(pattern: Pattern) -> tuple[Attr, ...]:
+    """Attributes read as values: WHERE (NOT conditions included), projections, GROUP BY.
+    The event time read implicitly to order and window events is not a read; ``v.ts``
+    written in the pattern is."""
+    projected = tuple(o.value for o in pattern.outputs if isinstance(o.value, Attr))
+    return (*attributes(pattern.where), *projected, *pattern.group_by)
+
+
+def _all_reads(pattern: Pattern) -> tuple[Attr, ...]:
+    aggregated = tuple(
+        o.value.attr
+        for o in pattern.outputs
+        if isinstance(o.value, Aggregate) and o.value.attr is not None
+    )
+    return (*_raw_reads(pattern), *aggregated)
+
+
+def _refuse(pattern: Pattern, attr: Attr, problem: str) -> None:
+    type_ = pattern.item(attr.var).type
+    raise PatternRefused(
+        f"attribute {type_}.{attr.name} (read as {attr.var}.{attr.name}) {problem}",
+        attr.at.line,
+        attr.at.column,
+    )
