@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from bench.workload import STREAM
 from streamshield.engine import labels
-from streamshield.engine.ingest import PASS, Ingest
+from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.labelled_store import META_FIELDS, labelled_schema
+from streamshield.engine.secured_view import tuple_test
 from streamshield.engine.session import spark_session
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
@@ -154,7 +154,7 @@ def plain_columns() -> list[str]:
 def ss_condition(w: Workload) -> Column:
     """The secured view's tuple test (SS filter) for the workload's query roles."""
     query = w.codec().query(w.query_roles)
-    return (F.col("reason") == PASS) & labels.allows(0, query)
+    return tuple_test(labels.allows(0, query))
 
 
 def run_noop(frame: DataFrame, checkpoint: Path) -> float:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import reduce
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
 
 from streamshield.engine import labels
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
@@ -18,6 +20,11 @@ from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.shield import Reason, SecurityShield
 
 STREAMS = {d.name: d for d in stream_definitions()}
+
+LABELS_ALLOW_A_DENIED_TUPLE = "labels allow a denied tuple"
+"""What an outcome says of a tuple that did not pass but whose labels allow the roles: the
+secured view reads labels only (not ``reason``), so ingest must write such a tuple with
+reader words that allow nobody; the reference never gives this reason."""
 
 Outcome = dict[tuple[str, str, int], tuple[str, frozenset[str], str | None]]
 
@@ -62,6 +69,16 @@ def spark_labelled(
     return {s: frames for s, frames in collected.items()}
 
 
+def any_reader(n_attributes: int, width: int) -> Column:
+    """Whether any reader word of the tuple or an attribute, any privilege, is non-zero."""
+    words = [
+        F.col(labels.reader_column(obj, w)) != 0
+        for obj in range(n_attributes + 1)
+        for w in range(width)
+    ]
+    return reduce(lambda a, b: a | b, words)
+
+
 def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
     codec = RoleCodec(hospital.hierarchy())
     query = codec.query(roles)
@@ -77,6 +94,7 @@ def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
                 "policy_id",
                 labels.allows(0, query).alias("_visible"),
                 *(labels.allows(i, query).alias(f"_a{i}") for i in range(1, len(names) + 1)),
+                any_reader(len(names), codec.width).alias("_any_reader"),
             ).collect()
             for r in rows:
                 reason = r["reason"]
@@ -86,5 +104,7 @@ def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
                         attrs = frozenset(n for i, n in enumerate(names, 1) if r[f"_a{i}"])
                     else:
                         reason = Reason.NOT_AUTHORIZED.value
+                elif r["_any_reader"]:
+                    reason = LABELS_ALLOW_A_DENIED_TUPLE
                 out[(r["stream"], r["provider"], r["seq"])] = (reason, attrs, r["policy_id"])
     return out

@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
-from streamshield.engine.ingest import PASS
 from streamshield.lang.label_propagation import hidden_column
 from streamshield.lang.statistics_rewrite import full_column, stats_column
 from streamshield.policy.encoding import RoleCodec
@@ -49,12 +48,11 @@ def secured_view(
         allowed = labels.allows(obj, read)
         return allowed if delegable is None else allowed & labels.allows(obj, delegable)
 
-    tuple_visible = (F.col("reason") == PASS) & allows(0)
-    visible = labelled.filter(tuple_visible)
-    # Masks repeat the tuple test: Spark may evaluate a user predicate before the row
-    # filter, and then it must only ever see NULL for rows the query cannot read.
+    visible = labelled.filter(tuple_test(allows(0)))
+    # Each mask tests only its attribute's label: the tuple test is the Filter below it,
+    # and every user predicate lands in that Filter *after* it (see tuple_test).
     masked = [
-        F.when(tuple_visible & allows(obj), F.col(name)).alias(name)
+        F.when(allows(obj), F.col(name)).alias(name)
         for obj, name in enumerate(schema.names, start=1)
     ]
     extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
@@ -63,7 +61,7 @@ def secured_view(
             (~F.coalesce(allows(obj), F.lit(False))).alias(hidden_column(name))
             for obj, name in enumerate(schema.names, start=1)
         ]
-    tid_visible = tuple_visible & allows(schema.names.index(schema.tid) + 1)
+    tid_visible = allows(schema.names.index(schema.tid) + 1)
     origin = [
         F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias("_ss_channel"),
         F.col("seq").alias("_ss_seq"),
@@ -74,6 +72,25 @@ def secured_view(
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
     return view
+
+
+def tuple_test(allowed: Column) -> Column:
+    """The Security Shield filter: the tuple's label allows the roles.
+
+    ``reason`` is not read: ingest folds it into the labels (a tuple that did not pass
+    gets all-zero reader words, which allow nobody), so this test alone hides it, and the
+    scan skips a string column per row. tests/spark/conformance.py checks that fold on
+    every differential and fuzzed input.
+
+    The Filter holding this test is the lowest operator of every query over the view.
+    Catalyst pushes a user predicate through the masking projection into this same
+    Filter and puts it after this test (``CombineFilters`` keeps the lower condition
+    first; a generated Filter evaluates conjuncts left to right and stops at the first
+    false one), so a user expression never runs on a row this test rejects, not even to
+    fail (an ANSI cast or division): tests/security/error_exfiltration checks it with
+    expressions that fail on such a row's value.
+    """
+    return allowed
 
 
 def statistics_view(
@@ -92,9 +109,8 @@ def statistics_view(
     READ-readable, for the release rule. Labels are kept for the output label.
     """
     read, stats = codec.query(roles), codec.query(roles, Privilege.STATISTICS)
-    passed = F.col("reason") == PASS
-    tuple_read = passed & labels.allows(0, read)
-    tuple_stats = passed & labels.allows(0, stats)
+    tuple_read = tuple_test(labels.allows(0, read))
+    tuple_stats = tuple_test(labels.allows(0, stats))
     visible = labelled.filter(tuple_stats)
     columns = [tuple_read.alias(full_column(0))]
     for obj, name in enumerate(schema.names, start=1):

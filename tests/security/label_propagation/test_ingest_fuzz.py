@@ -51,8 +51,14 @@ from streamshield.policy.punctuation import (
     Sign,
 )
 from streamshield.policy.shield import Reason
+from tests.spark.conformance import (
+    LABELS_ALLOW_A_DENIED_TUPLE,
+    Outcome,
+    any_reader,
+    reference,
+    spark_labelled,
+)
 from tests.spark.conformance import STREAMS as DEFINITIONS
-from tests.spark.conformance import Outcome, reference, spark_labelled
 
 pytestmark = pytest.mark.spark
 
@@ -193,6 +199,7 @@ def _outcomes(labelled: dict[str, list], role_sets: list[list[str]]) -> list[Out
                 for r, roles in enumerate(role_sets)
                 for obj in range(len(names) + 1)
             ]
+            columns.append(any_reader(len(names), codec.width).alias("_any_reader"))
             for row in frame.select("provider", "seq", "reason", "policy_id", *columns).collect():
                 for r, outcome in enumerate(out):
                     reason, attrs = row["reason"], frozenset[str]()
@@ -203,6 +210,8 @@ def _outcomes(labelled: dict[str, list], role_sets: list[list[str]]) -> list[Out
                             )
                         else:
                             reason = Reason.NOT_AUTHORIZED.value
+                    elif row["_any_reader"]:  # the secured view reads labels, not reason
+                        reason = LABELS_ALLOW_A_DENIED_TUPLE
                     key = (stream, row["provider"], row["seq"])
                     outcome[key] = (reason, attrs, row["policy_id"])
     return out
