@@ -42,19 +42,7 @@ class SourceLog:
         if end is None:
             return None
         start = self._log_offset(batch_id - 1) if batch_id > 0 else -1
-        if start is None:
-            return None
-        ids: set[int] = set()
-        for offset in range(start + 1, end + 1):
-            paths = self._files(offset)
-            if paths is None:
-                return None
-            for path in paths:
-                found = ingest_id(path)
-                if found is None:
-                    return None
-                ids.add(found)
-        return frozenset(ids)
+        return None if start is None else self._ids(start + 1, end)
 
     def position(self) -> int | None:
         """The newest ingest batch of every micro-batch committed so far (-1: none yet;
@@ -65,19 +53,21 @@ class SourceLog:
         if not done:
             return -1
         end = self._log_offset(done[-1])
-        if end is None:
-            return None
-        newest = -1
-        for offset in range(end + 1):
+        ids = None if end is None else self._ids(0, end)
+        return None if ids is None else max(ids, default=-1)
+
+    def _ids(self, first: int, last: int) -> frozenset[int] | None:
+        """The ingest batches of the files found at log offsets ``first..last``."""
+        ids: set[int] = set()
+        for offset in range(first, last + 1):
             paths = self._files(offset)
             if paths is None:
                 return None
-            for path in paths:
-                found = ingest_id(path)
-                if found is None:
-                    return None
-                newest = max(newest, found)
-        return newest
+            found = [ingest_id(path) for path in paths]
+            if None in found:
+                return None
+            ids.update(i for i in found if i is not None)
+        return frozenset(ids)
 
     def _log_offset(self, batch_id: int) -> int | None:
         try:
