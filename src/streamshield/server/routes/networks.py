@@ -78,7 +78,6 @@ def router(service: Any) -> APIRouter:
 
     @api.post(
         "/networks/sps",
-        status_code=202,
         response_model=QuerySpAnswer,
         responses=errors(*AUTHED, 403, 404, 422),
     )
