@@ -342,7 +342,7 @@ def _check_shape(pattern: Pattern) -> None:
                 raise PatternError(
                     f"NOT {item.type} {item.var} must follow an event", *_pos(item.at)
                 )
-    for attr in (*attributes(pattern.where), *_output_attrs(pattern), *pattern.group_by):
+    for attr in read_attributes(pattern):
         if attr.var not in seen:
             raise PatternError(f"unknown variable {attr.var}", *_pos(attr.at))
     _check_negations(pattern)
@@ -372,6 +372,11 @@ def _check_negations(pattern: Pattern) -> None:
                 f"{attr.var} is a negated event: it has no values to return",
                 *_pos(attr.at),
             )
+
+
+def read_attributes(pattern: Pattern) -> tuple[Attr, ...]:
+    """Every attribute the pattern reads: in WHERE, in its outputs and in GROUP BY."""
+    return (*attributes(pattern.where), *_output_attrs(pattern), *pattern.group_by)
 
 
 def _output_attrs(pattern: Pattern) -> tuple[Attr, ...]:
@@ -432,7 +437,7 @@ def check(pattern: Pattern, schemas: Schemas) -> None:
     for item in pattern.items:
         if item.type not in schemas:
             raise PatternError(f"unknown event type {item.type}", *_pos(item.at))
-    for attr in (*attributes(pattern.where), *_output_attrs(pattern), *pattern.group_by):
+    for attr in read_attributes(pattern):
         kind_of(pattern, schemas, attr)
     for conjunct in _comparisons(pattern.where):
         left, right = (_operand_kind(pattern, schemas, o) for o in (conjunct.left, conjunct.right))

@@ -37,6 +37,7 @@ from streamshield.cep.pattern import (
     Not,
     Pattern,
     attributes,
+    read_attributes,
     variables,
 )
 
@@ -80,7 +81,7 @@ def _frame(
     conjuncts of WHERE already applied (they read this variable only)."""
     millis = int(delay // timedelta(milliseconds=1))
     source = sources[item.type].withWatermark(TIME, f"{millis} milliseconds")
-    needed = sorted({a.name for a in _all_attrs(pattern) if a.var == item.var} - {TIME})
+    needed = sorted({a.name for a in read_attributes(pattern) if a.var == item.var} - {TIME})
     columns = [F.col(name).alias(f"{item.var}__{name}") for name in needed]
     frame = source.select(
         *columns,
@@ -96,17 +97,6 @@ def _frame(
         for conjunct in own:
             frame = frame.where(_guarded(_column(conjunct), F.col(f"{item.var}__{TIME}")))
     return frame
-
-
-def _all_attrs(pattern: Pattern) -> tuple[Attr, ...]:
-    found = list(attributes(pattern.where)) + list(pattern.group_by)
-    for output in pattern.outputs:
-        value = output.value
-        if isinstance(value, Attr):
-            found.append(value)
-        elif value.attr is not None:
-            found.append(value.attr)
-    return tuple(found)
 
 
 def _right(frame: DataFrame) -> DataFrame:
