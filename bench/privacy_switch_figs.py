@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -131,7 +132,8 @@ def measure(executor: Executor, items: list[Measured], reps: int, warm_up: bool)
         for case in item.cases:
             executor.run(case.mode, item.generated, item.generated.state(case.lost))
     for rep in range(reps):
-        for item in items:
+        for n, item in enumerate(items):
+            print(f"rep {rep + 1}/{reps}, network {n + 1}/{len(items)}", file=sys.stderr)
             k = rep % len(item.cases)
             for case in item.cases[k:] + item.cases[:k]:
                 run = executor.run(case.mode, item.generated, item.generated.state(case.lost))
@@ -221,112 +223,104 @@ def _errorbar(ax, xs, rows, label, **style) -> None:  # type: ignore[no-untyped-
     ax.errorbar(xs, med, yerr=[low, high], marker="o", capsize=3, label=label, **style)
 
 
-def plot_fig8(result: dict, path: Path) -> None:
-    fig8, degrees = result["fig8"], result["config"]["degrees"]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    for ax, (key, rows) in zip(axes, fig8.items(), strict=False):
-        xs = [100 * d for d in degrees]
-        for mode in ("non-shared", "shared", "switches"):
-            _errorbar(ax, xs, [rows[str(d)][mode] for d in degrees], f"ours: {mode}")
-        ax.set_yscale("log", base=2)
-        ax.set_title(f"Fig. 8 on Spark, {key.replace('q-', ' queries, ')}", fontsize=10)
+Line = tuple[list[float], str, str, str]
+"""y values, label, marker, line style."""
+
+
+def _relative_panel(ax, xs: list[float], ours: list[Line], paper: list[tuple[float, str]]) -> None:  # type: ignore[no-untyped-def]
+    """Our percentages per degree against the paper's (horizontal: averages from its text)."""
+    for ys, label, marker, style in ours:
+        ax.plot(xs, ys, marker=marker, ls=style, label=label)
+    for (value, label), colour in zip(paper, ("k", "grey"), strict=False):
+        ax.axhline(100 * value, color=colour, ls="--", label=f"paper: {label} (text)")
+    ax.set_title("relative, ours vs the paper's averages (stated in its text)", fontsize=10)
+    ax.set_ylabel("% (median of paired ratios)")
+
+
+def _finish(fig, axes, xs: list[float], path: Path) -> None:  # type: ignore[no-untyped-def]
+    for ax in axes:
         ax.set_xlabel("degree of sharing (%)")
-        ax.set_ylabel("network execution time (s, log2; median, min-max)")
         ax.set_xticks(xs)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    ax = axes[2]
-    xs = [100 * d for d in degrees]
-    for key, rows in fig8.items():
-        ax.plot(
-            xs,
-            [100 * rows[str(d)]["sharing_saving"] for d in degrees],
-            marker="o",
-            label=f"ours {key}: saving of shared vs non-shared",
-        )
-        ax.plot(
-            xs,
-            [100 * rows[str(d)]["switch_overhead"] for d in degrees],
-            marker="s",
-            label=f"ours {key}: overhead of switches vs shared",
-        )
-    ax.axhline(
-        100 * PAPER["fig8_sharing_saving"],
-        color="k",
-        ls="--",
-        label="paper: sharing saves ~92% (text)",
-    )
-    ax.axhline(
-        100 * PAPER["fig8_switch_overhead"],
-        color="grey",
-        ls=":",
-        label="paper: switches cost ~0.5% (text)",
-    )
-    ax.set_title("relative to the paper (paper: averages stated in its text)", fontsize=10)
-    ax.set_xlabel("degree of sharing (%)")
-    ax.set_ylabel("% (median of paired ratios)")
-    ax.set_xticks(xs)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_fig8(result: dict, path: Path) -> None:
+    fig8, degrees = result["fig8"], result["config"]["degrees"]
+    xs = [100 * d for d in degrees]
+    fig, axes = plt.subplots(1, len(fig8) + 1, figsize=(5.4 * (len(fig8) + 1), 4.2))
+    for ax, (key, rows) in zip(axes, fig8.items(), strict=False):
+        for mode in ("non-shared", "shared", "switches"):
+            _errorbar(ax, xs, [rows[str(d)][mode] for d in degrees], f"ours: {mode}")
+        ax.set_yscale("log", base=2)
+        ax.set_title(
+            f"Fig. 8 on Spark, {key.replace('q-', ' queries, ').replace('ops', ' operators')}",
+            fontsize=10,
+        )
+        ax.set_ylabel("network execution time (s, log2; median, min-max)")
+    ours: list[Line] = []
+    for key, rows in fig8.items():
+        ours.append(
+            (
+                [100 * rows[str(d)]["sharing_saving"] for d in degrees],
+                f"ours {key}: sharing saves",
+                "o",
+                "-",
+            )
+        )
+        ours.append(
+            (
+                [100 * rows[str(d)]["switch_overhead"] for d in degrees],
+                f"ours {key}: switches cost",
+                "s",
+                ":",
+            )
+        )
+    paper = [
+        (PAPER["fig8_sharing_saving"], "sharing saves ~92%"),
+        (PAPER["fig8_switch_overhead"], "switches cost ~0.5%"),
+    ]
+    _relative_panel(axes[-1], xs, ours, paper)
+    _finish(fig, axes, xs, path)
 
 
 def plot_fig9(result: dict, path: Path) -> None:
     fig9, degrees = result["fig9"], result["config"]["degrees"]
     xs = [100 * d for d in degrees]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    ax = axes[0]
     for series in ("post-filter", "switches, full access", "switches, 1 lost", "switches, 2 lost"):
-        _errorbar(ax, xs, [fig9[str(d)][series] for d in degrees], f"ours: {series}")
-    ax.set_title(
-        "Fig. 9 on Spark: 3 queries, 20 operators, 0-2 of 3 queries lose all users", fontsize=10
-    )
-    ax.set_xlabel("degree of sharing (%)")
-    ax.set_ylabel("network execution time (s; median, min-max)")
-    ax.set_ylim(bottom=0)
-    ax.set_xticks(xs)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    for k, style in ((1, "o"), (2, "s")):
-        ax.plot(
-            xs,
-            [100 * fig9[str(d)][f"saving_{k}_lost"] for d in degrees],
-            marker=style,
-            label=f"ours: switches vs post-filter, {k} lost",
+        _errorbar(axes[0], xs, [fig9[str(d)][series] for d in degrees], f"ours: {series}")
+    axes[0].set_title("Fig. 9 on Spark: 3 queries, 20 operators, 0-2 lose all users", fontsize=10)
+    axes[0].set_ylabel("network execution time (s; median, min-max)")
+    axes[0].set_ylim(bottom=0)
+    ours: list[Line] = []
+    for k, marker in ((1, "o"), (2, "s")):
+        ours.append(
+            (
+                [100 * fig9[str(d)][f"saving_{k}_lost"] for d in degrees],
+                f"ours: switches save vs post-filter, {k} lost",
+                marker,
+                "-",
+            )
         )
-        ax.plot(
-            xs,
-            [100 * fig9[str(d)][f"operators_off_{k}_lost"] for d in degrees],
-            marker=style,
-            ls=":",
-            label=f"ours: share of operators off, {k} lost",
+        ours.append(
+            (
+                [100 * fig9[str(d)][f"operators_off_{k}_lost"] for d in degrees],
+                f"ours: operators off, {k} lost",
+                marker,
+                ":",
+            )
         )
-    ax.axhline(
-        100 * PAPER["fig9_saving_1_lost"],
-        color="k",
-        ls="--",
-        label="paper: 19% saving, 1 lost (text)",
-    )
-    ax.axhline(
-        100 * PAPER["fig9_saving_2_lost"],
-        color="grey",
-        ls="--",
-        label="paper: 38% saving, 2 lost (text)",
-    )
-    ax.set_title("savings (paper: averages stated in its text)", fontsize=10)
-    ax.set_xlabel("degree of sharing (%)")
-    ax.set_ylabel("%")
-    ax.set_xticks(xs)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    paper = [
+        (PAPER["fig9_saving_1_lost"], "19% saving, 1 lost"),
+        (PAPER["fig9_saving_2_lost"], "38% saving, 2 lost"),
+    ]
+    _relative_panel(axes[1], xs, ours, paper)
+    _finish(fig, axes, xs, path)
 
 
 def _cell(s: dict) -> str:
