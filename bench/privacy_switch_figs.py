@@ -13,9 +13,9 @@ smoke run; ``tests/spark/test_privacy_switch_figs.py`` runs it). Export
 
 Networks come from ``bench.prs_networks`` (seeded), execution from ``bench.prs_executor``
 (batch DataFrames over Parquet streams written once, untimed). Everything runs in one
-Spark session. The first network of each figure runs every case once untimed (warm-up:
-JIT, code generation), then every network runs ``--reps`` times with the order of its
-cases rotated per repetition, networks interleaved. ``--quick`` runs one network per
+Spark session. Every network runs every case once untimed (warm-up: JIT, planning and
+code generation of its plans), then ``--reps`` times with the order of its cases rotated
+per repetition, networks interleaved. ``--quick`` runs one network per
 figure (Fig. 8 only for 3 queries), 100 rows, one repetition, no warm-up. Each sample is
 one run of the whole network; a figure's time is the median over networks x
 repetitions, with min and max; savings are medians of ratios paired within one network
@@ -125,10 +125,10 @@ def plan(args: argparse.Namespace) -> list[Measured]:
 
 
 def measure(executor: Executor, items: list[Measured], reps: int, warm_up: bool) -> None:
-    """Every case of the first network of each figure once, untimed (JVM warm-up), then
-    ``reps`` rounds over all networks, each network's cases rotated per round."""
-    firsts = {item.figure: item for item in reversed(items)}.values() if warm_up else ()
-    for item in firsts:
+    """Every case of every network once, untimed (warm-up: a network's first run plans
+    and compiles code for every one of its plans and was 1.5-3x slower than the later
+    ones), then ``reps`` rounds over all networks, each network's cases rotated."""
+    for item in items if warm_up else ():
         for case in item.cases:
             executor.run(case.mode, item.generated, item.generated.state(case.lost))
     for rep in range(reps):
