@@ -133,7 +133,6 @@ def test_containment_decides_the_obvious_cases() -> None:
     assert not where("a = 'x'").implies(where("a < 3"))
 
 
-
 def _recorder_method(name: str):  # type: ignore[no-untyped-def]
     def method(self: _Recorder, other: object) -> tuple[str, object]:
         self.calls.append((name, other))
