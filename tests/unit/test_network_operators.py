@@ -131,3 +131,39 @@ def test_containment_decides_the_obvious_cases() -> None:
     assert not where("a > 5").implies(where("a > 6"))
     assert not where("a < 5").implies(where("b < 5"))
     assert not where("a = 'x'").implies(where("a < 3"))
+
+
+def _recorder_method(name: str):  # type: ignore[no-untyped-def]
+    def method(self: _Recorder, other: object) -> tuple[str, object]:
+        self.calls.append((name, other))
+        return (name, other)
+
+    return method
+
+
+class _Recorder:
+    """Records which rich comparison was called, as a Spark Column would receive it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    __eq__ = _recorder_method("eq")  # type: ignore[assignment]
+    __ne__ = _recorder_method("ne")  # type: ignore[assignment]
+    __lt__ = _recorder_method("lt")
+    __le__ = _recorder_method("le")
+    __gt__ = _recorder_method("gt")
+    __ge__ = _recorder_method("ge")
+
+
+@pytest.mark.parametrize(
+    ("op", "name"),
+    [(Op.EQ, "eq"), (Op.NE, "ne"), (Op.LT, "lt"), (Op.LE, "le"), (Op.GT, "gt"), (Op.GE, "ge")],
+)
+def test_op_apply_calls_the_comparison_the_spelling_means(op: Op, name: str) -> None:
+    """An engine compiles selects through ``Op.apply``: each spelling must reach exactly
+    its own rich comparison (a swapped LT/GT would silently invert a filter)."""
+    column = _Recorder()
+    assert op.apply(column, 7) == (name, 7)
+    assert column.calls == [(name, 7)]
+    for x in range(5, 10):
+        assert op.apply(x, 7) == Comparison("a", op, 7).holds({"a": x})

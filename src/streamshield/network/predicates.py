@@ -30,6 +30,15 @@ class Op(Enum):
     GT = ">"
     GE = ">="
 
+    def apply(self, left: object, right: object) -> object:
+        """``left op right`` through Python's rich comparisons.
+
+        Why public: an engine compiles a select onto anything that overloads comparisons
+        (a Spark ``Column`` gives a Column), and must agree with ``Comparison.holds`` on
+        which comparison each spelling means; one table keeps the two in step.
+        """
+        return _APPLY[self](left, right)
+
 
 _APPLY: dict[Op, Callable[[object, object], bool]] = {
     Op.EQ: operator.eq,
