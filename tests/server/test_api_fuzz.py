@@ -19,7 +19,8 @@ show, rights, explain, start, stop, delete; users and roles -> their routes).
 Constrained so that the fuzzer cannot break its own run (:func:`_constrained`):
 ``POST /logout`` runs with a throwaway session (it would end the fuzzer's own); the
 routes that change a user (password, roles, disable, enable, clearance) never target the
-module's users but ``victim``; the canary's query is never stopped or removed; failed
+module's users but ``victim``, and hierarchy edits never the module's roles but
+``FUZZ_ROLE``; the canary's query is never stopped or removed; failed
 logins are not throttled on this server (the fuzzer's wrong passwords would lock out its
 own logins from loopback). ``GET /queries/{name}/subscribe`` is not fuzzed: it is a
 server-sent-event stream that does not end, and schemathesis reads bodies whole; the
@@ -34,9 +35,11 @@ after what it was.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import hypothesis
@@ -44,6 +47,7 @@ import hypothesis.strategies as st
 import pytest
 import schemathesis
 from hypothesis import HealthCheck
+from hypothesis.errors import Flaky
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
@@ -56,7 +60,15 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from streamshield.catalog.throttle import ThrottlePolicy
-from tests.server.conftest import PASSWORD, Server, sp_line, start_server, stop_server, tuple_line
+from tests.server.conftest import (
+    PASSWORD,
+    ROLES,
+    Server,
+    sp_line,
+    start_server,
+    stop_server,
+    tuple_line,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -76,6 +88,9 @@ USERS = {
     "throwaway": ["CUSTOMER2"],
 }
 PROTECTED_USERS = frozenset(USERS) - {"victim"}
+PROTECTED_ROLES = frozenset(ROLES)
+"""Hierarchy edits on these go to ``FUZZ_ROLE``: a junior added to OTHER would give
+mallory rights the canary test relies on her not having."""
 SECRET_STREAM = f"vault_{CANARY}"
 SECRET_QUERY = f"secret_{CANARY}"
 VALID_QUERY = "SELECT id, note FROM mallorys"
@@ -141,6 +156,7 @@ def _plant(server: Server) -> None:
         "event_time": "ts",
     }
     assert joe.post("/schemas", json=schema).status_code == 201
+    assert joe.post("/roles", json={"name": "FUZZ_ROLE"}).status_code == 201
     for stream in (SECRET_STREAM, "mallorys"):
         answer = joe.post("/streams", json={"name": stream, "schema": "notes"})
         assert answer.status_code == 201, answer.text
@@ -204,6 +220,8 @@ def _constrained(case: Any, server: Server, token: str) -> dict[str, Any]:
     changes_a_user = case.path.startswith("/users/{name}") and case.method.upper() != "GET"
     if changes_a_user and names.get("name") in PROTECTED_USERS:
         names["name"] = "victim"
+    if case.path.startswith("/roles/{name}") and names.get("name") in PROTECTED_ROLES:
+        names["name"] = "FUZZ_ROLE"
     if names.get("name") == SECRET_QUERY and label in (
         "DELETE /queries/{name}",
         "POST /queries/{name}/stop",
@@ -221,30 +239,52 @@ def _no_canary(user: str, response: Any) -> None:
         assert CANARY not in response.text, "a response to mallory carries the canary"
 
 
+@contextlib.contextmanager
+def _recorded(found: list[str], label: str) -> Iterator[None]:
+    """Keeps each failure as it happens: a replay against a server whose state has
+    moved on may not reproduce it (Hypothesis then raises ``Flaky`` instead)."""
+    try:
+        yield
+    except (Exception, FailureGroup) as failure:  # FailureGroup: a BaseExceptionGroup
+        found.append(f"{label}: {failure}")
+        raise
+
+
+def _run(test: Callable[[], None], found: list[str], label: str) -> None:
+    """Runs a Hypothesis test; its failures end up in ``found``. ``Flaky`` alone (a
+    replay that went another way because the server changed) is no failure: what failed
+    was recorded when it happened, as schemathesis' own runner does."""
+    try:
+        test()
+    except Flaky:
+        pass
+    except (Exception, FailureGroup) as failure:
+        if not found:
+            found.append(f"{label}: {failure}")
+
+
 def _fuzz_operation(
     operation: Any, user: str, server: Server, token: str, calls: Counter
-) -> str | None:
-    """Schema-valid and schema-violating examples of one operation; its first failure
-    (shrunk), or None."""
+) -> list[str]:
+    """Schema-valid and schema-violating examples of one operation; its failures."""
     strategy = st.one_of(
         operation.as_strategy(GenerationMode.POSITIVE),
         operation.as_strategy(GenerationMode.NEGATIVE),
     )
+    found: list[str] = []
 
     @hypothesis.given(case=strategy)
     @SETTINGS
     def fuzz(case: Any) -> None:
-        kwargs = _constrained(case, server, token)
-        response = case.call(**kwargs)
-        calls[operation.label] += 1
-        _no_canary(user, response)
-        case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+        with _recorded(found, operation.label):
+            kwargs = _constrained(case, server, token)
+            response = case.call(**kwargs)
+            calls[operation.label] += 1
+            _no_canary(user, response)
+            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
-    try:
-        fuzz()
-    except (Exception, FailureGroup) as failure:  # FailureGroup: a BaseExceptionGroup
-        return f"{operation.label}: {failure}"
-    return None
+    _run(fuzz, found, operation.label)
+    return found[-1:]  # the last one recorded: Hypothesis' shrunk example
 
 
 # The ordinary user first, so that no change the fuzzer makes as an administrator can
@@ -254,8 +294,9 @@ def test_stateless(user, api_schema, fuzz_server, callers) -> None:
     """Every operation on its own; all run, then every operation's failure is listed."""
     operations = [result.ok() for result in api_schema.get_all_operations()]
     calls: Counter = Counter()
-    failures = [_fuzz_operation(op, user, fuzz_server, callers[user], calls) for op in operations]
-    found = [failure for failure in failures if failure]
+    token = callers[user]
+    found = [f for op in operations for f in _fuzz_operation(op, user, fuzz_server, token, calls)]
+    print(f"stateless {user}: {calls.total()} requests over {len(calls)} operations")  # -s
     assert not found, "\n\n".join(found)
     assert len(operations) >= 50
     assert {op.label for op in operations} == set(calls), "an operation was never called"
@@ -265,6 +306,7 @@ def test_stateless(user, api_schema, fuzz_server, callers) -> None:
 def test_stateful(user, api_schema, fuzz_server, callers) -> None:
     """Scenarios of linked calls; at least one registers a query and then uses it."""
     seen: Counter = Counter()
+    found: list[str] = []
 
     class Machine(api_schema.as_state_machine()):  # type: ignore[misc]
         def before_call(self, case: Any) -> None:
@@ -276,12 +318,17 @@ def test_stateful(user, api_schema, fuzz_server, callers) -> None:
 
         def after_call(self, response: Any, case: Any) -> None:
             seen[(f"{case.method} {case.path}", response.status_code // 100)] += 1
-            _no_canary(user, response)
+            with _recorded(found, f"{case.method} {case.path}"):
+                _no_canary(user, response)
 
         def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
-            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+            with _recorded(found, f"{case.method} {case.path}"):
+                case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
-    Machine.run(settings=hypothesis.settings(SETTINGS, stateful_step_count=STEPS))
+    settings = hypothesis.settings(SETTINGS, stateful_step_count=STEPS)
+    _run(lambda: Machine.run(settings=settings), found, "stateful")
+    assert not found, "\n\n".join(found[-3:])
+    print(f"stateful {user}: {seen.total()} requests")  # shown with -s
     assert seen[("POST /queries", 2)], seen
     uses = ("GET /queries/{name}", "POST /queries/{name}/stop", "DELETE /queries/{name}")
     assert any(seen[(use, 2)] for use in uses), seen
