@@ -79,6 +79,7 @@ STEPS = 10
 """Calls per stateful scenario at most."""
 
 CANARY = "zqcanary5e1f"
+"""Planted in what mallory may not read; no response to her may contain it."""
 USERS = {
     "joe": ["ADMIN"],
     "ed": ["INFO_PROVIDER"],
@@ -121,6 +122,9 @@ SETTINGS = hypothesis.settings(
     suppress_health_check=list(HealthCheck),
     phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
 )
+"""No shrinking: every shrink step is another request to a server whose state has moved
+on, so it costs time and rarely yields a smaller case; schemathesis' report of the
+failing request (with its ``curl`` line) is what one needs."""
 
 # The elements route takes JSON Lines: text on the wire (its schema is a string).
 schemathesis.serializer.alias("application/x-ndjson", "text/plain")
@@ -284,7 +288,7 @@ def _fuzz_operation(
             case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
     _run(fuzz, found, operation.label)
-    return found[-1:]  # the last one recorded: Hypothesis' shrunk example
+    return found[-1:]  # the last one recorded: the failing example Hypothesis replays
 
 
 # The ordinary user first, so that no change the fuzzer makes as an administrator can
