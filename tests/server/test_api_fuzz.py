@@ -454,3 +454,23 @@ def test_an_oversized_body_gets_its_413_not_a_reset_connection(fuzz_server, call
                 timeout=30,
             )
             _is_error_body(answer, 413, "too_large")
+
+
+def test_a_refused_password_reset_costs_no_password_hash(fuzz_server, callers) -> None:
+    """An ordinary user's refused resets made the server compute a memory-hard hash
+    each (the policy and the hash came before the rights check): seen in the fuzzer's
+    timings, a request that costs any logged-in user nothing and the server much."""
+    passwords = fuzz_server.service.security.passwords
+    hashed: list[str] = []
+    original = passwords.hash
+    passwords.hash = lambda password: hashed.append(password) or original(password)
+    body = {"password": "a long enough new password"}
+    try:
+        with fuzz_server.client(callers["mallory"]) as mallory:
+            _is_error_body(mallory.post("/users/victim/password", json=body), 403, "forbidden")
+        assert hashed == []
+        with fuzz_server.client(callers["joe"]) as joe:  # the counter counts
+            assert joe.post("/users/victim/password", json=body).status_code == 200
+        assert len(hashed) == 1
+    finally:
+        del passwords.hash
