@@ -226,7 +226,14 @@ class Administration:
     def reset_password(self, session: Session, name: str, password: str) -> None:
         """An administrator sets a user's password (CHANGE SYSTEM), clears the failed
         logins counted against her name and ends all her sessions: a reset usually means
-        the old password leaked, so sessions opened with it must not live on."""
+        the old password leaked, so sessions opened with it must not live on.
+
+        The rights are checked before the password is hashed: the hash is memory-hard
+        on purpose, and any logged-in user could otherwise make the server pay for one
+        per request (seen in the API fuzzer's timings: an ordinary user's refused resets
+        cost as much as an administrator's). The write re-checks them."""
+        with self._read() as db:
+            self._require_admin(db, session, Event.RESET_PASSWORD)
         check_password(password, name)
         password_hash = self.passwords.hash(password)
         with self._administering(session, Event.RESET_PASSWORD) as (db, actor):

@@ -13,10 +13,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from streamshield import __version__
 from streamshield.catalog.errors import SecurityError
@@ -57,11 +58,14 @@ from streamshield.server.openapi import (
     NDJSON_BODY,
     SSE_RESPONSE,
     errors,
+    links,
+    with_universal_errors,
     without_fastapi_validation_schema,
 )
 from streamshield.server.routes import administration, console, levels, me, networks, operations
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
+from streamshield.server.strict_query import known_query_only
 from streamshield.server.subscriptions import SubscriberQueue, Watched
 
 HANDLED: tuple[type[Exception], ...] = (
@@ -75,6 +79,7 @@ HANDLED: tuple[type[Exception], ...] = (
     CqlError,
 )
 PING_SECONDS = 15
+_FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(
@@ -86,6 +91,7 @@ def create_app(
         version=__version__,
         description="Secure multi-tenant stream processing: catalog, ingest, queries, "
         "subscriptions. Every endpoint but /login needs `Authorization: Bearer <token>`.",
+        dependencies=[Depends(known_query_only)],
     )
     app.state.service = service
     app.include_router(administration.router())
@@ -101,7 +107,7 @@ def create_app(
                 description=app.description,
                 routes=app.routes,
             )
-            app.openapi_schema = without_fastapi_validation_schema(document)
+            app.openapi_schema = with_universal_errors(without_fastapi_validation_schema(document))
         return app.openapi_schema
 
     app.openapi = _openapi  # type: ignore[method-assign]
@@ -129,6 +135,18 @@ def create_app(
         ]
         body = {"error": "invalid", "message": "invalid request body", "problems": problems}
         return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _framework(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own refusals, in the API's one error body. A body it cannot even
+        # decode (not UTF-8) is an invalid body: 422 like any other, not an
+        # undocumented 400 with FastAPI's ``detail`` (found by the API fuzzer).
+        if err.status_code == 400:
+            body = {"error": "invalid", "message": "the request body is not UTF-8 JSON"}
+            return JSONResponse(body, status_code=422)
+        code = _FRAMEWORK_CODES.get(err.status_code, "http_error")
+        body = {"error": code, "message": str(err.detail)}
+        return JSONResponse(body, status_code=err.status_code, headers=err.headers)
 
     app.include_router(wire_schema.router)
 
@@ -162,7 +180,10 @@ def create_app(
         "/schemas",
         status_code=201,
         response_model=NamedItem,
-        responses=errors(*AUTHED, 403, 404, 409, 422),
+        responses={
+            **errors(*AUTHED, 403, 404, 409, 422),
+            **links(201, "The schema, created", ("POST", "/streams", "body.schema")),
+        },
     )
     def add_schema(body: SchemaBody, who: Auth) -> dict:
         attributes = tuple((n, t) for n, t in body.attributes)
@@ -173,7 +194,18 @@ def create_app(
         "/streams",
         status_code=201,
         response_model=StreamDefinitionOut,
-        responses=errors(*AUTHED, 403, 404, 409, 422),
+        responses={
+            **errors(*AUTHED, 403, 404, 409, 422),
+            **links(
+                201,
+                "The stream, created",
+                ("GET", "/streams/{name}", "name"),
+                ("POST", "/streams/{name}/elements", "name"),
+                ("GET", "/levels/streams/{name}", "name"),
+                ("PUT", "/levels/streams/{name}", "name"),
+                ("POST", "/grants", "body.object"),
+            ),
+        },
     )
     def add_stream(body: StreamBody, who: Auth) -> dict:
         return service.add_stream(who.session, body.name, body.schema_name)
@@ -213,7 +245,19 @@ def create_app(
         "/queries",
         status_code=201,
         response_model=QueryRegistered | SpsInjected,
-        responses=errors(*AUTHED, 403, 404, 409, 422),
+        responses={
+            **errors(*AUTHED, 403, 404, 409, 422),
+            **links(
+                201,
+                "The query, registered (or the sps, injected)",
+                ("GET", "/queries/{name}", "name"),
+                ("GET", "/me/queries/{name}", "name"),
+                ("GET", "/queries/{name}/explain", "name"),
+                ("POST", "/queries/{name}/start", "name"),
+                ("POST", "/queries/{name}/stop", "name"),
+                ("DELETE", "/queries/{name}", "name"),
+            ),
+        },
     )
     def register(body: QueryBody, who: Auth) -> dict:
         return service.register_request(who.session, body.name, body.text, body.output)

@@ -29,6 +29,30 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _WHY[code]} for code in codes}
 
 
+def _ref(method: str, path: str) -> str:
+    """A JSON pointer to an operation of this document (``~1`` escapes ``/``)."""
+    return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method.lower()
+
+
+def links(status: int, description: str, *uses: tuple[str, str, str]) -> dict[int, Any]:
+    """``responses=`` entry declaring OpenAPI links from a created object to its uses.
+
+    Each use is (method, path, target): a path parameter name, or ``body.<key>`` for a
+    field of the request body. The object's ``name`` in the response fills it, so that
+    a client (and the API fuzzer's stateful mode) can chain create, use and remove.
+    """
+    declared: dict[str, Any] = {}
+    for method, path, target in uses:
+        link: dict[str, Any] = {"operationRef": _ref(method, path)}
+        if target.startswith("body."):
+            link["requestBody"] = {target.removeprefix("body."): "$response.body#/name"}
+        else:
+            link["parameters"] = {target: "$response.body#/name"}
+        words = path.replace("{", "").replace("}", "").strip("/").replace("/", "_")
+        declared[f"{method.lower()}_{words}"] = link
+    return {status: {"description": description, "links": declared}}
+
+
 AUTHED = (401, 413)
 """What every authenticated route can answer (413: any body over the limit)."""
 
@@ -69,6 +93,29 @@ SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
         },
     }
 }
+
+
+UNIVERSAL = {
+    413: "The request body is over the size limit (the limit is named)",
+    422: "Invalid request: an unknown query parameter (the route's own are named)",
+}
+"""Answers any route can give, whatever it declares: the body limit applies before
+routing and unknown query parameters are refused on every route."""
+
+
+def with_universal_errors(schema: dict[str, Any]) -> dict[str, Any]:
+    """The document with :data:`UNIVERSAL` declared on every operation that lacks it
+    (found by the API fuzzer: a 413 or 422 where the operation documented none)."""
+    reference = {"$ref": "#/components/schemas/ErrorBody"}
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            responses = operation.setdefault("responses", {})
+            for code, why in UNIVERSAL.items():
+                responses.setdefault(
+                    str(code),
+                    {"description": why, "content": {"application/json": {"schema": reference}}},
+                )
+    return schema
 
 
 def without_fastapi_validation_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -122,6 +122,10 @@ class AuditPage(BaseModel):
     """Pass as ``before_id`` for the next (older) page; null on the last page."""
 
 
+MAX_ID = 2**63 - 1
+"""The largest id the catalog's databases store (a 64-bit signed integer): a larger
+``before_id`` reached SQLite as an OverflowError, a 500 (found by the API fuzzer)."""
+
 NEEDS_TOKEN = {401: {"model": ErrorBody, "description": "no, expired or forged token"}}
 NOT_VISIBLE = {404: {"model": ErrorBody, "description": "no such query (or not visible)"}}
 INVALID = {422: {"model": ErrorBody, "description": "a parameter is invalid (named)"}}
@@ -242,7 +246,7 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
         user: Annotated[str | None, Query(max_length=200)] = None,
         action: Annotated[str | None, Query(max_length=64)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        before_id: Annotated[int | None, Query(ge=1)] = None,
+        before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     ) -> AuditPage:
         """Audit entries newest first; administrators read all, others their own.
 
