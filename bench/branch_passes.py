@@ -62,11 +62,34 @@ def branch(i: int) -> tuple[Column, list[Column]]:
     """Branch ``i``: its condition (label test and WHERE) and its output columns."""
     readers = F.lit(i + 1).cast("long")
     condition = (F.col("patient_id") >= 100 + i % 4 * 4) & (
-        F.col("_ss_r1").bitwiseAND(readers) != 0
+        F.col("_ss_r0").bitwiseAND(readers) != 0
     )
     masked = F.when(F.col("_ss_r2").bitwiseAND(readers + 2) != 0, F.col("beats_per_min"))
     labels = [F.col(f"_ss_r{k}") for k in range(WORDS)]
     return condition, [F.col("patient_id"), masked.alias("beats_per_min"), *labels]
+
+
+def output(base: DataFrame, i: int) -> DataFrame:
+    condition, columns = branch(i)
+    return base.filter(condition).select(*columns)
+
+
+def union(base: DataFrame, n: int) -> DataFrame:
+    """Every branch's rows in one UNION ALL, each branch's output a struct of its own."""
+    parts = [
+        output(base, i).select(F.lit(i).alias("branch"), F.struct("*").alias(f"b{i}"))
+        for i in range(n)
+    ]
+    return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+
+
+def wide(base: DataFrame, n: int) -> DataFrame:
+    """One row per input row, branch ``i``'s output in column ``b<i>`` (NULL: not its)."""
+    columns = []
+    for i in range(n):
+        condition, outputs = branch(i)
+        columns.append(F.when(condition, F.struct(*outputs)).alias(f"b{i}"))
+    return base.select(*columns)
 
 
 def materialise(frame: DataFrame) -> None:
@@ -74,38 +97,19 @@ def materialise(frame: DataFrame) -> None:
 
 
 def arms(base: DataFrame, n: int) -> dict[str, Callable[[], None]]:
-    def output(i: int) -> DataFrame:
-        condition, columns = branch(i)
-        return base.filter(condition).select(*columns)
-
     def separate() -> None:
         with ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda i: materialise(output(i)), range(n)))
-
-    def union() -> None:
-        parts = [
-            output(i).select(F.lit(i).alias("branch"), F.struct("*").alias(f"b{i}"))
-            for i in range(n)
-        ]
-        together = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        materialise(together)
-
-    def wide() -> None:
-        columns = []
-        for i in range(n):
-            condition, outputs = branch(i)
-            columns.append(F.when(condition, F.struct(*outputs)).alias(f"b{i}"))
-        materialise(base.select(*columns))
+            list(pool.map(lambda i: materialise(output(base, i)), range(n)))
 
     def tests_only() -> None:
         counts = [F.sum(branch(i)[0].cast("int")).alias(f"b{i}") for i in range(n)]
         base.select(*counts).collect()
 
     return {
-        "one": lambda: materialise(output(0)),
+        "one": lambda: materialise(output(base, 0)),
         "separate": separate,
-        "union": union,
-        "wide": wide,
+        "union": lambda: materialise(union(base, n)),
+        "wide": lambda: materialise(wide(base, n)),
         "tests_only": tests_only,
     }
 

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from bench import paper_fig13, paper_fig14, secured_scan
+from bench import branch_passes, paper_fig13, paper_fig14, secured_scan
 from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
@@ -60,3 +60,20 @@ def test_secured_scan_quick(spark: SparkSession, tmp_path: Path) -> None:
     times = [t for c in cases.values() for k in ("plain_s", "secured_s", "legacy_s") for t in c[k]]
     assert times and all(t > 0 for t in times)
     assert secured_scan.HEADING in results.read_text()
+
+
+def test_branch_passes_plans_agree(spark: SparkSession) -> None:
+    """bench.branch_passes' arms run, and the union and the wide pass hold every branch's
+    own rows (so the bench compares equal work)."""
+    base = branch_passes.batch(spark, 2000)
+    try:
+        for arm in branch_passes.arms(base, 3).values():
+            arm()
+        union, wide = branch_passes.union(base, 3), branch_passes.wide(base, 3)
+        counts = [branch_passes.output(base, i).count() for i in range(3)]
+        assert all(0 < c < 2000 for c in counts), counts
+        for i, count in enumerate(counts):
+            assert union.filter(union.branch == i).count() == count
+            assert wide.filter(wide[f"b{i}"].isNotNull()).count() == count
+    finally:
+        base.unpersist()

@@ -66,7 +66,7 @@ from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.from_query import operator_tree
 from streamshield.network.merge import merge
 from streamshield.network.operators import Operator, Project, Select
-from streamshield.network.predicates import Comparison, Op
+from streamshield.network.predicates import Comparison
 from streamshield.network.switches import Switch, place_switches
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
@@ -404,15 +404,7 @@ class SharedNetwork:
         numeric = isinstance(atom.value, int | float)
         if (numeric and kind not in _NUMERIC) or (not numeric and kind != "string"):
             return None  # Spark would cast: leave it to the branch's own WHERE
-        column, value = F.col(attribute), F.lit(atom.value)
-        return {
-            Op.EQ: column == value,
-            Op.NE: column != value,
-            Op.LT: column < value,
-            Op.LE: column <= value,
-            Op.GT: column > value,
-            Op.GE: column >= value,
-        }[atom.op]
+        return atom.op.apply(F.col(attribute), F.lit(atom.value))  # type: ignore[return-value]
 
 
 def _nodes(tree: Operator | str) -> list[Operator]:
