@@ -58,6 +58,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.source_log import SourceLog
@@ -114,7 +115,11 @@ class SharedNetwork:
         root: Path,
         active: Callable[[str], bool] = lambda _name: True,
         name: str | None = None,
+        levels: int = 0,
     ) -> None:
+        """``levels``: the level words its scan reads (0 while levels are off); each
+        branch filters them at its own query's level in its own secured view."""
+        self.levels = levels
         self.spark, self.labelled, self.stream = spark, labelled, stream
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
         self.active = active
@@ -146,6 +151,8 @@ class SharedNetwork:
             raise NotShared("only selections and projections over this stream are shared")
         if any(not isinstance(node, Select | Project) for node in _nodes(tree)):
             raise NotShared("only selections and projections are shared for now")
+        if (admitted.level.width if admitted.level is not None else 0) != self.levels:
+            raise NotShared("the network reads level words of another width")
         if name in self.branches:
             raise ValueError(f"a branch named {name!r} exists")
         view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
@@ -181,6 +188,7 @@ class SharedNetwork:
             self.root / "checkpoint",
             self.name,
             available_now,
+            self.levels,
         )
         return self.handle
 
@@ -333,7 +341,7 @@ class SharedNetwork:
         if not folders:
             return None
         struct = labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
         )
         return self.spark.read.schema(struct).parquet(*(str(f) for f in folders))
 
@@ -341,16 +349,11 @@ class SharedNetwork:
         """Plans the branch's SQL over an empty labelled batch in a private session, so
         that Spark's refusals (unknown column, type error) come at registration."""
         struct = labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
         )
         session = self.spark.newSession()
         empty = session.createDataFrame([], struct)
-        view = secured_view(
-            empty, self.stream, self.codec, branch.admitted.roles, keep_labels=True, salt=self._salt
-        )
-        with_provenance(view, self.stream.name, self.provenance).createOrReplaceTempView(
-            branch.view
-        )
+        self._secured(branch, empty).createOrReplaceTempView(branch.view)
         return tuple(session.sql(branch.text).columns)
 
     def _is_on(self, name: str) -> bool:
@@ -359,7 +362,8 @@ class SharedNetwork:
         except Exception:  # an unknown switch state is off (deny by default)
             return False
 
-    def _run(self, branch: Branch, rows: DataFrame, batch_id: int) -> None:
+    def _secured(self, branch: Branch, rows: DataFrame) -> DataFrame:
+        """The branch's own secured view: its roles, its level."""
         view = secured_view(
             rows,
             self.stream,
@@ -367,12 +371,17 @@ class SharedNetwork:
             branch.admitted.roles,
             keep_labels=True,
             salt=self._salt,
+            level=branch.admitted.level,
         )
-        view = with_provenance(view, self.stream.name, self.provenance)
+        return with_provenance(view, self.stream.name, self.provenance)
+
+    def _run(self, branch: Branch, rows: DataFrame, batch_id: int) -> None:
         session = rows.sparkSession
-        view.createOrReplaceTempView(branch.view)
+        self._secured(branch, rows).createOrReplaceTempView(branch.view)
         try:
-            branch.sink(session.sql(branch.text), batch_id)
+            out = session.sql(branch.text)
+            level = branch.admitted.level
+            branch.sink(out if level is None else assert_within(out, level), batch_id)
         finally:
             session.catalog.dropTempView(branch.view)
 
