@@ -118,7 +118,9 @@ def submit(pipeline, text: str, level: QueryLevel | None, sink=None):
 
 def test_ingest_stamps_each_channels_level(spark, pipeline) -> None:
     stored = spark.read.parquet(str(pipeline.queries.labelled.path(LOG)))
-    got = {(r["provider"], r["_ss_lvl_0"]) for r in stored.select("provider", "_ss_lvl_0").collect()}
+    got = {
+        (r["provider"], r["_ss_lvl_0"]) for r in stored.select("provider", "_ss_lvl_0").collect()
+    }
     assert got == {(p, ASSIGNMENT.tuple_words(LOG, p)[0]) for p in LOG_TUPLES}
 
 
@@ -237,4 +239,3 @@ def test_the_view_conjunct_agrees_with_the_pure_lattice_on_the_table(spark) -> N
     }
     assert got == expected
     assert expected == {c["id"]: c["a_dominated_by_b"] for c in pairs}
-
