@@ -333,6 +333,29 @@ class Levels:
             )
             return _stream_info(db, lattice, stream)
 
+    def write_at(self, stream: str, lattice: Lattice, level: Level) -> None:
+        """A query's output stream is at the query's level (restricted star property:
+        a query writes only at its level). Set by the system when a delegating query
+        creates its derived stream, before any of its tuples lands; audited."""
+        with self._write() as db:
+            _require_input_stream(db, stream)
+            stored = _stored(lattice, level)
+            upsert(
+                db,
+                t.stream_levels,
+                {"stream": stream, "level": stored},
+                ["stream"],
+                {"level": stored},
+            )
+            self._level_audit(
+                db,
+                Event.SET_STREAM_LEVEL,
+                "system",
+                ObjectRef(Kind.STREAM, stream),
+                level=lattice.format(level, ascii=True),
+                reason="a query writes at its level",
+            )
+
     def set_channel_level(
         self, session: Session, stream: str, provider: str, text: str
     ) -> StreamLevelInfo:

@@ -125,6 +125,9 @@ class CqlService:
         self.join_handles: dict[tuple, StreamingQuery] = {}
         self.subscriptions: dict[str, tuple[tuple, Subscription]] = {}  # query -> its join
         self.window_queries: dict[str, WindowQuery] = {}
+        self.write_level: Callable[[str, QueryLevel], None] | None = None
+        """Records that a derived stream is at its query's level (the security catalog's
+        ``write_at``); without it, a delegating query at a level is refused."""
 
     @property
     def streams(self) -> dict[str, StreamDefinition]:
@@ -442,8 +445,10 @@ class CqlService:
             raise QueryRejected(
                 "on_result_stream", "ON RESULT creates a new stream; that name is taken"
             )
+        if admitted.level is not None and self.write_level is None:
+            raise QueryRejected("on_result", "ON RESULT at a level needs a catalog for levels")
         source = self.streams[streams[0]]
-        spgen = _DerivedSink(self, target, source, on_result, name)
+        spgen = _DerivedSink(self, target, source, on_result, name, admitted.level)
         return self.queries.register(admitted, roles, CallbackSink(spgen), name, grant=True)
 
     def register_stream(self, definition: StreamDefinition) -> None:
@@ -467,9 +472,10 @@ class _DerivedSink:
         source: StreamDefinition,
         statements: Sequence[SpStatement],
         name: str,
+        level: QueryLevel | None = None,
     ) -> None:
         self.service, self.target, self.source = service, target, source
-        self.statements, self.name = statements, name
+        self.statements, self.name, self.level = statements, name, level
         self.spgen: SpGen | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
@@ -479,6 +485,9 @@ class _DerivedSink:
             event = self.source.event_time if self.source.event_time in columns else None
             definition = derived_definition(self.target, frame.schema, tid, event)
             self.service.register_stream(definition)
+            if self.level is not None:  # before any tuple lands: it writes at its level
+                assert self.service.write_level is not None
+                self.service.write_level(self.target, self.level)
             self.spgen = SpGen(
                 self.service.landing,
                 self.target,

@@ -91,6 +91,8 @@ class ServerService:
         # Privacy switches: a shared network computes nothing for a query nobody receives.
         self.switches = Switchboard(self._query_sp_ignored)
         self.cql.switch = self.switches.is_on
+        # A query writes at its level: a derived stream gets its query's level.
+        self.cql.write_level = lambda stream, at: security.write_at(stream, at.lattice, at.level)
         self.schemas = SchemaStore(self.root / "schemas")
         self.stored = QueryStore(self.root / "queries")
         self._lock = threading.RLock()
