@@ -131,12 +131,16 @@ def test_each_query_runs_at_its_sessions_level_and_each_recipient_at_hers(server
     poll(lambda: ids("ann on q_ann") == [1, 2, 11, 12])
     poll(lambda: ids("bob on q_bob") == [1, 2])
     poll(lambda: ids("bob on q_ann") == [1, 2])
-    # Bob lowers his session to public: Ann's next rows do not reach him any more.
+    # Bob lowers his session to public: rows at [1, ⊥] reach him no more, from Ann's
+    # query nor from his own (which keeps running at [1, ⊥]); raised again, they do.
     _ok(bob.put("/me/level", json={"level": "[_, _]"}))
     assert _send(server, "company1", _log("company1", 4, [3]))["accepted"] == 1
     poll(lambda: ids("ann on q_ann") == [1, 2, 3, 11, 12])
-    poll(lambda: ids("bob on q_bob") == [1, 2, 3])  # his query keeps its level ...
-    assert ids("bob on q_ann") == [1, 2]  # ... but he, now public, may not read it
+    _ok(bob.put("/me/level", json={"level": "[1, _]"}))
+    assert _send(server, "company1", _log("company1", 5, [4]))["accepted"] == 1
+    poll(lambda: ids("ann on q_ann") == [1, 2, 3, 4, 11, 12])
+    poll(lambda: ids("bob on q_bob") == [1, 2, 4])  # 3 came while he was public
+    poll(lambda: ids("bob on q_ann") == [1, 2, 4])
     assert all(r.get("_ss_lvl_0") is None for s in subscribers.values() for r in s.rows())
     for subscriber in subscribers.values():
         subscriber.close()
