@@ -203,7 +203,7 @@ def test_stream_and_channel_levels(cloud, root) -> None:
     cloud.set_stream_level(root, "MessageLog", "[_, T]")  # no channel is in the way now
     assert cloud.stream_level("MessageLog") == CLOUD.parse("[_, T]")
     details = [e.detail for e in _events(cloud, root, Event.SET_STREAM_LEVEL)]
-    assert details == [{"level": "[1, T]"}, {"level": "[_, T]"}]  # ASCII in the audit
+    assert details == [{"level": "[T, T]"}, {"level": "[1, T]"}, {"level": "[_, T]"}]  # ASCII
     assert [e.detail for e in _events(cloud, root, Event.SET_CHANNEL_LEVEL)] == [
         {"provider": "company1", "level": "[1, _]"},
         {"provider": "company1.east", "level": "[1, B]"},
