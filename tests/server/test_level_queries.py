@@ -22,6 +22,8 @@ from tests.server.conftest import (
     stop_server,
     tuple_line,
 )
+from tests.server.conftest import grant as _grant
+from tests.server.conftest import ok as _ok
 
 pytestmark = pytest.mark.spark
 
@@ -41,16 +43,6 @@ def server(spark, tmp_path_factory):
     started = start_server(tmp_path_factory.mktemp("level-queries"), spark, USERS)
     yield started
     stop_server(started)
-
-
-def _ok(answer, status: int = 200) -> dict:
-    assert answer.status_code == status, answer.text
-    return answer.json()
-
-
-def _grant(client, permission: str, kind: str, obj: str, role: str) -> None:
-    body = {"permission": permission, "kind": kind, "object": obj, "role": role}
-    _ok(client.post("/grants", json=body))
 
 
 def _login(server, user: str, roles: list[str], level: str | None):

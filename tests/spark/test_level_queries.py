@@ -52,6 +52,7 @@ LOG_TUPLES = {
     "pub": [41, 42],
 }
 NOTICE_TUPLES = {"hqB": [1, 2, 21]}
+CURRENT = [ASSIGNMENT]  # what the catalog answers now (the last test changes it)
 ROLES = ["AUD"]
 
 
@@ -101,7 +102,7 @@ def pipeline(spark, tmp_path_factory):
             StreamDefinition(name, (("id", "bigint"), ("msgType", "string")), "id")
         )
     catalog.set_roles(ROLES, [])
-    pipeline = Pipeline(spark, catalog, root, levels=lambda: ASSIGNMENT)
+    pipeline = Pipeline(spark, catalog, root, levels=lambda: CURRENT[0])
     assert not pipeline.landing.append(elements()).rejected
     pipeline.ingest_available()
     yield pipeline
@@ -239,3 +240,23 @@ def test_the_view_conjunct_agrees_with_the_pure_lattice_on_the_table(spark) -> N
     }
     assert got == expected
     assert expected == {c["id"]: c["a_dominated_by_b"] for c in pairs}
+
+
+def test_a_level_change_applies_to_tuples_ingested_after_it(spark, pipeline) -> None:
+    """Runs last: company1's channel moves to [T, ⊥]; its stored tuples keep [1, ⊥]."""
+    moved = dict(ASSIGNMENT.channels)
+    moved[(LOG, "company1")] = CLOUD.parse("[T, _]")
+    CURRENT[0] = LevelAssignment(CLOUD, ASSIGNMENT.streams, moved)
+    try:
+        policy = parse_policy(
+            f"INSERT SP INTO STREAM {LOG} LET DDP = STREAMS: {LOG}, SRP = rbac:AUD", ts=100
+        )
+        late = TupleElement(Channel(LOG, "company1"), 10, 4, 100, policy.csn, {"id": 4})
+        assert pipeline.landing.append([late]).accepted == 1
+        pipeline.ingest_available()
+    finally:
+        CURRENT[0] = ASSIGNMENT
+    stored = spark.read.parquet(str(pipeline.queries.labelled.path(LOG)))
+    rows = stored.filter("provider = 'company1'").select("id", "_ss_lvl_0").collect()
+    words = {r["id"]: CLOUD.format(CLOUD.decode((r["_ss_lvl_0"],))) for r in rows}
+    assert words == {1: "[1, ⊥]", 2: "[1, ⊥]", 3: "[1, ⊥]", 4: "[T, ⊥]"}

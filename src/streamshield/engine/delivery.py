@@ -34,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -189,28 +190,12 @@ class Delivery:
         nothing (``()``), never "levels off"."""
         if self._levels is None:
             return _LEVELS_OFF
-        try:
-            words = self._levels(subscription)
-        except Exception as err:  # any failure denies, never fails open
-            audit.error(
-                "level lookup for %s failed (%s): delivering nothing",
-                subscription.user,
-                type(err).__name__,
-            )
-            return ()
+        words = _denying("level", self._levels, subscription)
         return None if words is None else tuple(words)
 
     def _mask(self, subscription: Subscription) -> Words:
         """The subscriber's READ mask now; a failing lookup is no role at all."""
-        try:
-            return tuple(self._roles(subscription))
-        except Exception as err:  # any failure denies, never fails open
-            audit.error(
-                "roles lookup for %s failed (%s): delivering nothing",
-                subscription.user,
-                type(err).__name__,
-            )
-            return ()
+        return tuple(_denying("roles", self._roles, subscription))
 
     def _readable(
         self, subscriptions: tuple[Subscription, ...], aggregate_rows: bool
@@ -262,6 +247,21 @@ class Delivery:
                     self._on_drop(subscription.user, batch_id, dropped, ids)
                 except Exception as err:  # auditing must not stop delivery
                     audit.error("drop hook failed (%s)", type(err).__name__)
+
+
+def _denying(what: str, lookup: Callable[[Subscription], Any], subscription: Subscription) -> Any:
+    """``lookup(subscription)``, or ``()`` (which lets nothing through) when it fails:
+    any failure denies, never fails open; audited without values."""
+    try:
+        return lookup(subscription)
+    except Exception as err:
+        audit.error(
+            "%s lookup for %s failed (%s): delivering nothing",
+            what,
+            subscription.user,
+            type(err).__name__,
+        )
+        return ()
 
 
 def recipient_level(columns: list[str], level: Words | None) -> Column:
