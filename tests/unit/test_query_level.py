@@ -23,6 +23,8 @@ from streamshield.policy.elements import Channel, TupleElement
 from streamshield.policy.lattice import Lattice
 from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.server.query_store import QueryStore, StoredQuery
+from streamshield.server.security_port import stored_query_level
 from tests.conformance.levels import case_id, cases, lattice
 
 CLOUD = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B", "C"]})
@@ -167,3 +169,36 @@ def test_the_landing_zone_refuses_level_fields_naming_them_and_keeps_the_rest(zo
 def test_a_stream_with_a_level_attribute_still_lands_it(zone) -> None:
     element = TupleElement(Channel("Smoke", "s1"), 1, 1, 10, 1, {"id": 1, "level": 3})
     assert zone.append([element]).accepted == 1
+
+
+# -- a query keeps its level across restarts -----------------------------------------------
+
+
+class _Catalog:
+    """The one answer ``stored_query_level`` needs from the security catalog."""
+
+    def __init__(self, lattice: Lattice | None) -> None:
+        self._lattice = lattice
+
+    def lattice(self) -> Lattice | None:
+        return self._lattice
+
+
+def test_a_stored_query_keeps_its_level_and_one_without_runs_at_public(tmp_path: Path) -> None:
+    store = QueryStore(tmp_path)
+    store.save(StoredQuery("q", "SELECT id FROM MessageLog", "q_out", "api_1", "[1, ⊥]"))
+    (tmp_path / "old.json").write_text(
+        json.dumps({"name": "old", "text": "SELECT 1", "output": "o", "internal": "api_2"})
+    )
+    loaded, old = store.load("q"), store.load("old")
+    assert loaded is not None and loaded.level == "[1, ⊥]"
+    assert old is not None and old.level is None
+    catalog = _Catalog(CLOUD)
+    assert stored_query_level(catalog, loaded.level) == at("[1, _]")
+    assert stored_query_level(catalog, None) == at("[_, _]")  # never above public
+    assert stored_query_level(catalog, "[1, Z]") == at("[_, _]")  # unknown company
+    assert stored_query_level(_Catalog(None), "[1, ⊥]") is None  # levels off
+    (tmp_path / "bad.json").write_text(
+        json.dumps({"name": "bad", "text": "x", "output": "o", "internal": "i", "level": 3})
+    )
+    assert store.load("bad") is None  # a damaged definition is not a guess
