@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from bench import paper_fig13, paper_fig14, secured_scan
 from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
 
 
 def _numbers(table: str) -> list[float]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
+from streamshield.lang.wire import sp_from_line, sp_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.policy import Policy, label_for
 from streamshield.policy.shield import Forward, PolicyTracker, Reason, SecurityShield, SpVerdict
@@ -120,6 +123,34 @@ def test_sp_verdicts_of_the_tracker() -> None:
     assert tracker.on_sp(b) is SpVerdict.LATE, "the batch ended at its first tuple"
     (old,) = parse_policy(GRANT_C, 5).sps
     assert tracker.on_sp(old) is SpVerdict.STALE
+
+
+def test_a_restored_tracker_decides_as_the_one_it_was_saved_from() -> None:
+    """snapshot/restore at every step of a feed: the copy goes on exactly like the
+    original (a restart replays the same decisions)."""
+    a, b = parse_policy(GRANT_C * 2, 10).sps
+    (gp,) = parse_policy(
+        "INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: *, SRP = rbac:GP", 10
+    ).sps
+    (newer,) = parse_policy(GRANT_C, 20).sps
+    steps = [a, (10, 2), b, a, gp, (10, 1), newer, (20, 1), (10, 1), b]
+    tracker = PolicyTracker()
+    for i, step in enumerate(steps):
+        saved = json.loads(json.dumps(tracker.snapshot(sp_line)))
+        copy = PolicyTracker.restore(saved, sp_from_line)
+        assert copy == tracker, f"step {i}"
+        original = PolicyTracker.restore(saved, sp_from_line)
+        for rest in steps[i:]:
+            assert step_into(copy, rest) == step_into(tracker, rest)
+        tracker = original
+        step_into(tracker, step)
+
+
+def step_into(tracker: PolicyTracker, step: object) -> object:
+    """An sp or a (policy ts, csn) tuple declaration to the tracker; its verdict."""
+    if isinstance(step, tuple):
+        return tracker.on_tuple(*step)
+    return tracker.on_sp(step)  # type: ignore[arg-type]
 
 
 def test_conflicting_sps_with_one_sequence_number_deny() -> None:

@@ -33,9 +33,12 @@ def _is_provenance(column: str) -> bool:
 
 def with_label(view: DataFrame, words: Words) -> DataFrame:
     """``view`` with constant provenance words (replacing any it had: they came from it)."""
-    return view.withColumns(
-        {provenance_column(w): F.lit(word).cast("long") for w, word in enumerate(words)}
-    )
+    return view.withColumns(label_literals(words))
+
+
+def label_literals(words: Words) -> dict[str, Column]:
+    """The provenance columns of a constant label, by name."""
+    return {provenance_column(w): F.lit(word).cast("long") for w, word in enumerate(words)}
 
 
 def with_provenance(view: DataFrame, stream: str, codec: ProvenanceCodec) -> DataFrame:

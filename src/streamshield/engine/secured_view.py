@@ -9,7 +9,8 @@ so the filter and the masks sit beneath every user expression.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -50,37 +51,80 @@ def secured_view(
     ``grant`` makes it a *grant view* (the input of a delegating query): only what the
     roles hold WITH GRANT OPTION, as well as READ, is visible.
     """
-    read = codec.query(roles)
-    delegable = codec.query(roles, Privilege.GRANT) if grant else None
-
-    def allows(obj: int) -> Column:
-        allowed = labels.allows(obj, read)
-        return allowed if delegable is None else allowed & labels.allows(obj, delegable)
-
-    visible = labelled.filter(tuple_test(allows(0), level, labelled.columns))
-    # Each mask tests only its attribute's label: the tuple test is the Filter below it,
-    # and every user predicate lands in that Filter *after* it (see tuple_test).
-    masked = [
-        F.when(allows(obj), F.col(name)).alias(name)
-        for obj, name in enumerate(schema.names, start=1)
-    ]
-    extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)] if keep_labels else []
-    if keep_labels:  # per attribute: hidden from these roles (its value above is NULL)
-        extra += [
-            (~F.coalesce(allows(obj), F.lit(False))).alias(hidden_column(name))
-            for obj, name in enumerate(schema.names, start=1)
-        ]
-    tid_visible = allows(schema.names.index(schema.tid) + 1)
-    origin = [
-        F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias("_ss_channel"),
-        F.col("seq").alias("_ss_seq"),
-        F.when(tid_visible, F.col("tid")).alias("_ss_tid"),
-        F.col("policy_id").alias("_ss_policy"),
-    ]
-    view = visible.select(*origin, *masked, *extra)
+    view = SecuredProjection.of(
+        labelled.columns, schema, codec, roles, keep_labels, salt, grant, level
+    ).apply(labelled)
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
     return view
+
+
+@dataclass(frozen=True)
+class SecuredProjection:
+    """A secured view as a filter and a column list, built once and applied to any batch.
+
+    A query's roles do not change while it runs, so its view's expressions do not
+    either; building them (hundreds of Py4J calls for a wide label) once, when the query
+    joins, rather than per micro-batch, is what lets many branches of a shared network
+    plan their batch cheaply. Column expressions are unresolved, so one value serves
+    every micro-batch's DataFrame of the same labelled layout.
+    """
+
+    condition: Column
+    columns: tuple[Column, ...]
+
+    @classmethod
+    def of(
+        cls,
+        labelled_columns: Iterable[str],
+        schema: StreamDefinition,
+        codec: RoleCodec,
+        roles: Iterable[str],
+        keep_labels: bool = False,
+        salt: str = "",
+        grant: bool = False,
+        level: QueryLevel | None = None,
+    ) -> SecuredProjection:
+        """The projection of :func:`secured_view` over rows with ``labelled_columns``."""
+        labelled_columns = list(labelled_columns)
+        read = codec.query(roles)
+        delegable = codec.query(roles, Privilege.GRANT) if grant else None
+
+        def allows(obj: int) -> Column:
+            allowed = labels.allows(obj, read)
+            return allowed if delegable is None else allowed & labels.allows(obj, delegable)
+
+        # Each mask tests only its attribute's label: the tuple test is the Filter below
+        # it, and every user predicate lands in that Filter *after* it (see tuple_test).
+        masked = [
+            F.when(allows(obj), F.col(name)).alias(name)
+            for obj, name in enumerate(schema.names, start=1)
+        ]
+        extra: list[Column | str] = []
+        if keep_labels:  # per attribute: hidden from these roles (its value above is NULL)
+            extra += [c for c in labelled_columns if c.startswith(LABEL_PREFIX)]
+            extra += [
+                (~F.coalesce(allows(obj), F.lit(False))).alias(hidden_column(name))
+                for obj, name in enumerate(schema.names, start=1)
+            ]
+        tid_visible = allows(schema.names.index(schema.tid) + 1)
+        origin = [
+            F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias(
+                "_ss_channel"
+            ),
+            F.col("seq").alias("_ss_seq"),
+            F.when(tid_visible, F.col("tid")).alias("_ss_tid"),
+            F.col("policy_id").alias("_ss_policy"),
+        ]
+        columns = (*origin, *masked, *(F.col(c) if isinstance(c, str) else c for c in extra))
+        return cls(tuple_test(allows(0), level, labelled_columns), columns)
+
+    def apply(self, labelled: DataFrame) -> DataFrame:
+        return labelled.filter(self.condition).select(*self.columns)
+
+    def with_columns(self, more: Mapping[str, Column]) -> SecuredProjection:
+        """The same view with constant columns added (a stream's provenance words)."""
+        return replace(self, columns=(*self.columns, *(c.alias(n) for n, c in more.items())))
 
 
 def tuple_test(

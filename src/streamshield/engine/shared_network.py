@@ -54,13 +54,14 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.levels import assert_within
-from streamshield.engine.provenance import with_provenance
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.provenance import label_literals
+from streamshield.engine.secured_view import SecuredProjection
 from streamshield.engine.source_log import SourceLog
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.from_query import operator_tree
@@ -92,6 +93,8 @@ class Branch:
     text: str
     """The query's secured SQL over that view: rewritten once, when the branch joins."""
     sink: BranchSink
+    projection: SecuredProjection
+    """Its secured view (roles, masks, provenance), built once when it joins."""
     columns: tuple[str, ...] = ()
     """Its output columns (labels included), from planning it at join."""
     failure: BaseException | None = field(default=None, repr=False)
@@ -156,7 +159,16 @@ class SharedNetwork:
         if name in self.branches:
             raise ValueError(f"a branch named {name!r} exists")
         view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
-        branch = Branch(name, admitted, tree, view, sql(view), sink)
+        projection = SecuredProjection.of(
+            self._schema().fieldNames(),
+            self.stream,
+            self.codec,
+            admitted.roles,
+            keep_labels=True,
+            salt=self._salt,
+            level=admitted.level,  # the branch's own level, next to its roles' test
+        ).with_columns(label_literals(self.provenance.label(self.stream.name)))
+        branch = Branch(name, admitted, tree, view, sql(view), sink, projection)
         branch.columns = self._analyse(branch)
         with self._batch:
             position = self._known_position()
@@ -246,7 +258,7 @@ class SharedNetwork:
         for name, covered in behind.items():
             inputs[name] = self._own_input(batch, covered, oldest)
         try:
-            self._run_all(on, inputs, newest)
+            self._run_each(on, inputs, newest)
         finally:
             for df in cached:
                 df.unpersist()
@@ -288,21 +300,33 @@ class SharedNetwork:
         history = self._history(covered, oldest - 1)
         return rows if history is None else history.unionByName(rows)
 
-    def _run_all(self, on: dict[str, Branch], inputs: dict[str, DataFrame], newest: int) -> None:
+    def _run_each(
+        self, on: dict[str, Branch], inputs: dict[str, DataFrame], output_id: int
+    ) -> None:
+        """Each branch computes and hands over its own output (its own jobs)."""
+        self._each(
+            on,
+            lambda branch: branch.sink(self._output(branch, inputs[branch.name]), output_id),
+            output_id,
+        )
+
+    def _each(self, on: dict[str, Branch], work: Callable[[Branch], None], output_id: int) -> None:
         # Branches run side by side (Spark schedules jobs of several threads at once), so N
         # small jobs keep every core busy instead of queueing behind each other.
+        if not on:
+            return
         with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
-            futures = [pool.submit(self._run_branch, on[name], inputs[name], newest) for name in on]
+            futures = [pool.submit(self._run_branch, b, work, output_id) for b in on.values()]
             for future in futures:
                 future.result()
 
-    def _run_branch(self, branch: Branch, rows: DataFrame, output_id: int) -> None:
-        """Runs one branch in its job group (how tests see which branch did work); its
-        failure stops it alone."""
-        sc = rows.sparkSession.sparkContext
+    def _run_branch(self, branch: Branch, work: Callable[[Branch], None], output_id: int) -> None:
+        """Runs one branch's work in its job group (how tests see which branch did work);
+        its failure stops it alone."""
+        sc = self.spark.sparkContext
         sc.setJobGroup(f"{self.name}:{branch.name}", f"branch {branch.name} of {self.name}", False)
         try:
-            self._run(branch, rows, output_id)
+            work(branch)
             self.ledger.advance(branch.name, output_id)
         except Exception as err:  # its own error, kept for its handle; the others go on
             branch.failure = err
@@ -325,7 +349,7 @@ class SharedNetwork:
         if history is None:
             self.ledger.advance(branch.name, position)  # nothing stored in between
         else:
-            self._run_branch(branch, history, position)
+            self._run_each({branch.name: branch}, {branch.name: history}, position)
 
     def _history(self, after: int, upto: int) -> DataFrame | None:
         """The stored rows of ingest batches ``after < id <= upto`` (None when none)."""
@@ -340,21 +364,20 @@ class SharedNetwork:
         ]
         if not folders:
             return None
-        struct = labelled_schema(
+        return self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
+
+    def _schema(self) -> StructType:
+        """The stream's labelled rows' schema (with its level words while levels are on)."""
+        return labelled_schema(
             self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
         )
-        return self.spark.read.schema(struct).parquet(*(str(f) for f in folders))
 
     def _analyse(self, branch: Branch) -> tuple[str, ...]:
         """Plans the branch's SQL over an empty labelled batch in a private session, so
         that Spark's refusals (unknown column, type error) come at registration."""
-        struct = labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
-        )
         session = self.spark.newSession()
-        empty = session.createDataFrame([], struct)
-        self._secured(branch, empty).createOrReplaceTempView(branch.view)
-        return tuple(session.sql(branch.text).columns)
+        empty = session.createDataFrame([], self._schema())
+        return tuple(self._output(branch, empty).columns)
 
     def _is_on(self, name: str) -> bool:
         try:
@@ -362,27 +385,16 @@ class SharedNetwork:
         except Exception:  # an unknown switch state is off (deny by default)
             return False
 
-    def _secured(self, branch: Branch, rows: DataFrame) -> DataFrame:
-        """The branch's own secured view: its roles, its level."""
-        view = secured_view(
-            rows,
-            self.stream,
-            self.codec,
-            branch.admitted.roles,
-            keep_labels=True,
-            salt=self._salt,
-            level=branch.admitted.level,
-        )
-        return with_provenance(view, self.stream.name, self.provenance)
-
-    def _run(self, branch: Branch, rows: DataFrame, batch_id: int) -> None:
+    def _output(self, branch: Branch, rows: DataFrame) -> DataFrame:
+        """The branch's query over its secured view of ``rows`` (a plan: no job runs);
+        at a level, its rows' LUB is asserted dominated by it."""
         session = rows.sparkSession
-        self._secured(branch, rows).createOrReplaceTempView(branch.view)
+        branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
             out = session.sql(branch.text)
             level = branch.admitted.level
-            branch.sink(out if level is None else assert_within(out, level), batch_id)
-        finally:
+            return out if level is None else assert_within(out, level)
+        finally:  # the plan holds the view's rows; the name is not needed any more
             session.catalog.dropTempView(branch.view)
 
     def _condition(self, node: Select) -> Column | None:

@@ -31,29 +31,11 @@ class ChannelState:
     last_seq: int = -1  # highest seq processed on the channel
 
     def to_json(self) -> dict:
-        t = self.tracker
-        return {
-            "current": [sp_line(sp) for sp in t.current],
-            "current_ts": t.current_ts,
-            "first_tuple": t.first_tuple,
-            "newest_ts": t.newest_ts,
-            "frozen": None if t.frozen is None else [sp_line(sp) for sp in t.frozen.sps],
-            "conflict": t.conflict,
-            "last_seq": self.last_seq,
-        }
+        return {**self.tracker.snapshot(sp_line), "last_seq": self.last_seq}
 
     @classmethod
     def from_json(cls, data: dict) -> ChannelState:
-        frozen = data["frozen"]
-        tracker = PolicyTracker(
-            current=[sp_from_line(x) for x in data["current"]],
-            current_ts=data["current_ts"],
-            first_tuple=data["first_tuple"],
-            newest_ts=data["newest_ts"],
-            frozen=None if frozen is None else Policy.of(sp_from_line(x) for x in frozen),
-            conflict=data["conflict"],
-        )
-        return cls(tracker, data["last_seq"])
+        return cls(PolicyTracker.restore(data, sp_from_line), data["last_seq"])
 
 
 class StateStore:

@@ -16,7 +16,7 @@ the current policy is dropped (line 16), so the rest of that segment is denied t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -94,6 +94,31 @@ class PolicyTracker:
     def _reset(self) -> None:
         self.current, self.current_ts, self.first_tuple = [], 0, True
         self.frozen, self.conflict = None, False
+
+    def snapshot(self, encode: Callable[[SecurityPunctuation], str]) -> dict:
+        """The tracker as JSON-ready data; ``encode`` writes an sp (the wire format is the
+        language layer's, not the policy core's)."""
+        return {
+            "current": [encode(sp) for sp in self.current],
+            "current_ts": self.current_ts,
+            "first_tuple": self.first_tuple,
+            "newest_ts": self.newest_ts,
+            "frozen": None if self.frozen is None else [encode(sp) for sp in self.frozen.sps],
+            "conflict": self.conflict,
+        }
+
+    @classmethod
+    def restore(cls, data: dict, decode: Callable[[str], SecurityPunctuation]) -> PolicyTracker:
+        """The tracker :meth:`snapshot` saved (KeyError/TypeError/ValueError if it is not)."""
+        frozen = data["frozen"]
+        return cls(
+            current=[decode(x) for x in data["current"]],
+            current_ts=data["current_ts"],
+            first_tuple=data["first_tuple"],
+            newest_ts=data["newest_ts"],
+            frozen=None if frozen is None else Policy.of(decode(x) for x in frozen),
+            conflict=data["conflict"],
+        )
 
 
 @dataclass(frozen=True)

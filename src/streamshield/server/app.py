@@ -60,7 +60,8 @@ from streamshield.server.openapi import (
     without_fastapi_validation_schema,
 )
 from streamshield.server.routes import administration, console, levels, me, networks, operations
-from streamshield.server.service import SchemaDef, ServerService
+from streamshield.server.schemas import SchemaDef
+from streamshield.server.service import ServerService
 from streamshield.server.subscriptions import SubscriberQueue, Watched
 
 HANDLED: tuple[type[Exception], ...] = (

@@ -23,7 +23,8 @@ from streamshield.examples import hospital, hospital_ward
 from streamshield.examples.hospital_catalog import junior_edges
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel
-from streamshield.server.service import SchemaDef, ServerService
+from streamshield.server.schemas import SchemaDef
+from streamshield.server.service import ServerService
 
 log = logging.getLogger("streamshield.server")
 

@@ -8,13 +8,18 @@ under the storage root, written atomically so that a crash never leaves half a s
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from streamshield.durable import write_atomic
 
-if TYPE_CHECKING:
-    from streamshield.server.service import SchemaDef
+
+@dataclass(frozen=True)
+class SchemaDef:
+    name: str
+    attributes: tuple[tuple[str, str], ...]
+    tid: str
+    event_time: str | None = None
 
 
 class SchemaStore:
@@ -31,8 +36,6 @@ class SchemaStore:
         write_atomic(self.root / f"{schema.name}.json", json.dumps(data))
 
     def load(self, name: str) -> SchemaDef | None:
-        from streamshield.server.service import SchemaDef
-
         path = self.root / f"{name}.json"
         if not path.is_file():
             return None

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ from streamshield.server.metrics import ServerMetrics
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
-from streamshield.server.schemas import SchemaStore
+from streamshield.server.schemas import SchemaDef, SchemaStore
 from streamshield.server.subscriptions import LiveSubscriptions
 from streamshield.server.system_settings import SettingsRejected, validated
 
@@ -63,14 +63,6 @@ audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
 INGEST_RETRY_SECONDS = 10.0
 RECOVERY_SECONDS = 30.0
-
-
-@dataclass(frozen=True)
-class SchemaDef:
-    name: str
-    attributes: tuple[tuple[str, str], ...]
-    tid: str
-    event_time: str | None = None
 
 
 class ServerService:
