@@ -48,7 +48,14 @@ from pathlib import Path
 from streamshield.catalog.store import Catalog, named_roles
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably
-from streamshield.lang.wire import WireFormatError, parse_element, to_line
+from streamshield.lang.wire import (
+    ReservedFieldError,
+    WireFormatError,
+    parse_element,
+    reserved_field,
+    reserved_message,
+    to_line,
+)
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.roles import RoleHierarchy
 
@@ -81,6 +88,7 @@ class Reason(StrEnum):
     UNKNOWN_ROLE = "unknown_role"
     SEQ_NOT_INCREASING = "seq_not_increasing"
     FUTURE_TIMESTAMP = "future_timestamp"  # sp ts beyond the allowed clock skew
+    RESERVED_FIELD = "reserved_field"  # a level or label field: only the system sets them
     WRITE_FAILED = "write_failed"  # the file could not be written; nothing of it is visible
 
 
@@ -304,6 +312,8 @@ def _check(
         raise _Reject(Reason.MALFORMED, _redact(line.problem))
     try:
         element = parse_element(line, position)
+    except ReservedFieldError as err:
+        raise _Reject(Reason.RESERVED_FIELD, err.problem) from None
     except WireFormatError as err:
         raise _Reject(Reason.MALFORMED, _redact(err.problem)) from None
     stream = element.channel.stream
@@ -368,6 +378,8 @@ def _check_tuple(element: TupleElement, definition: StreamDefinition) -> None:
     _check_bigints({**bigints, "policy.csn": element.policy_csn}, stream)
     types = definition.types
     for name in element.values:
+        if name not in types and reserved_field(name):  # a stream may have a "level"
+            raise _Reject(Reason.RESERVED_FIELD, reserved_message(f"values.{name}"), stream)
         if name not in types:
             raise _Reject(Reason.UNKNOWN_ATTRIBUTE, f"values.{name}: not an attribute", stream)
     for name, value in element.values.items():

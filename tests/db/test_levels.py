@@ -117,7 +117,7 @@ def test_non_administrators_change_nothing_and_are_audited(cloud, root) -> None:
     info = cloud.classes_info(ann)  # reading the classes is for everyone
     assert [c.name for c in info.coi] == ["COI1", "COI2"] and info.ci == ()
     assert cloud.clearance_of(ann, "ann") == "[⊥, ⊥]"  # no clearance was set
-    assert cloud.stream_level("MessageLog") == CLOUD.trusted  # nothing was set
+    assert cloud.stream_level("MessageLog") == CLOUD.public  # nothing was set
     with pytest.raises(NotFound):  # ann may not see the stream: as if it did not exist
         cloud.stream_level_info(ann, "MessageLog")
 
@@ -170,7 +170,10 @@ def test_a_wider_first_class_spans_words(sec, root) -> None:
 
 def test_stream_and_channel_levels(cloud, root) -> None:
     info = cloud.stream_level_info(root, "MessageLog")
-    assert info == lv.StreamLevelInfo("MessageLog", "[T, T]", False, ())  # trusted by default
+    assert info == lv.StreamLevelInfo("MessageLog", "[⊥, ⊥]", False, ())  # public by default
+    with pytest.raises(lv.InvalidLevel, match=r"\[1, ⊥\] is not dominated"):
+        cloud.set_channel_level(root, "MessageLog", "company1", "[1, _]")  # above public
+    cloud.set_stream_level(root, "MessageLog", "[T, T]")
     cloud.set_channel_level(root, "MessageLog", "company1", "[1, _]")
     info = cloud.set_stream_level(root, "MessageLog", "[1, T]")
     assert info == lv.StreamLevelInfo("MessageLog", "[1, T]", True, (("company1", "[1, ⊥]"),))
@@ -192,7 +195,7 @@ def test_stream_and_channel_levels(cloud, root) -> None:
     assert assignment.tuple_level("MessageLog", "company1") == CLOUD.parse("[1, _]")
     assert assignment.tuple_level("MessageLog", "ann") == CLOUD.parse("[1, T]")
     assert assignment.tuple_words("MessageLog", "company1") == CLOUD.encode(CLOUD.parse("[1,_]"))
-    assert assignment.stream_level("other") == CLOUD.trusted
+    assert assignment.stream_level("other") == CLOUD.public
     after = cloud.remove_channel_level(root, "MessageLog", "company1")
     assert after.channels == ()
     with pytest.raises(lv.UnknownLevelObject, match="no level of its own"):
@@ -200,7 +203,7 @@ def test_stream_and_channel_levels(cloud, root) -> None:
     cloud.set_stream_level(root, "MessageLog", "[_, T]")  # no channel is in the way now
     assert cloud.stream_level("MessageLog") == CLOUD.parse("[_, T]")
     details = [e.detail for e in _events(cloud, root, Event.SET_STREAM_LEVEL)]
-    assert details == [{"level": "[1, T]"}, {"level": "[_, T]"}]  # ASCII in the audit
+    assert details == [{"level": "[T, T]"}, {"level": "[1, T]"}, {"level": "[_, T]"}]  # ASCII
     assert [e.detail for e in _events(cloud, root, Event.SET_CHANNEL_LEVEL)] == [
         {"provider": "company1", "level": "[1, _]"},
         {"provider": "company1.east", "level": "[1, B]"},

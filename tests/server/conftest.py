@@ -77,6 +77,17 @@ def stop_server(server: Server) -> None:
     server.running.stop()
 
 
+def ok(answer: httpx.Response, status: int = 200) -> dict:
+    """The JSON of an answer that must have ``status`` (its text when it has not)."""
+    assert answer.status_code == status, answer.text
+    return answer.json()
+
+
+def grant(client: httpx.Client, permission: str, kind: str, obj: str, role: str) -> None:
+    body = {"permission": permission, "kind": kind, "object": obj, "role": role}
+    ok(client.post("/grants", json=body))
+
+
 def poll(condition: Callable[[], object], timeout: float = 90.0, every: float = 0.5) -> object:
     """Bounded polling: the condition's first truthy value, or an AssertionError."""
     deadline = time.monotonic() + timeout

@@ -142,7 +142,7 @@ def test_stream_and_channel_levels(server, chief, manager) -> None:
     _ok(chief.post("/streams", json={"name": "MessageLog", "schema": "log"}), 201)
     assert _ok(chief.get("/levels/streams/MessageLog")) == {
         "stream": "MessageLog",
-        "level": "[T, T]",
+        "level": "[⊥, ⊥]",  # public until the administrator puts it behind the wall
         "assigned": False,
         "channels": [],
     }
@@ -167,7 +167,8 @@ def test_stream_and_channel_levels(server, chief, manager) -> None:
     _refused(manager.get("/levels/streams/MessageLog"), 404, "not_found")  # may not see it
     assignment = server.service.security.level_assignment()
     assert assignment.tuple_level("MessageLog", "company1") == CLOUD.parse("[1, _]")
-    assert assignment.tuple_level("MessageLog", "someone") == CLOUD.trusted
+    assert assignment.tuple_level("MessageLog", "someone") == CLOUD.trusted  # the stream's
+    assert assignment.tuple_level("other", "someone") == CLOUD.public  # no level set
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,8 @@ from tests.server.conftest import (
     start_server,
     stop_server,
 )
+from tests.server.conftest import grant as _grant
+from tests.server.conftest import ok as _ok
 
 pytestmark = pytest.mark.spark
 
@@ -40,16 +42,6 @@ QUERIES = {  # name -> (user, text)
     "both": ("al", "SELECT pid FROM vitals UNION ALL SELECT pid FROM rooms"),
     "stats": ("bob", "SELECT count(*) AS n FROM vitals"),
 }
-
-
-def _ok(answer, status: int = 200) -> dict:
-    assert answer.status_code == status, answer.text
-    return answer.json()
-
-
-def _grant(client, permission: str, kind: str, obj: str, role: str) -> None:
-    body = {"permission": permission, "kind": kind, "object": obj, "role": role}
-    _ok(client.post("/grants", json=body))
 
 
 def _sp(stream: str, seq: int, roles: str, ts: int, sn: int, privilege: str | None) -> dict:

@@ -35,14 +35,14 @@ def test_a_damaged_stored_level_is_an_error_not_a_guess() -> None:
         from_stored(CLOUD, {"COI1": "A"})
 
 
-def test_defaults_deny_and_channels_override_their_stream() -> None:
+def test_unlabelled_streams_are_public_and_channels_override_their_stream() -> None:
     assignment = LevelAssignment(
         CLOUD,
         streams={"MessageLog": CLOUD.parse("[T, T]")},
         channels={("MessageLog", "company1"): CLOUD.parse("[1, _]")},
     )
-    assert assignment.stream_level("unlabelled") == CLOUD.trusted
-    assert assignment.tuple_level("unlabelled", "anyone") == CLOUD.trusted
+    assert assignment.stream_level("unlabelled") == CLOUD.public
+    assert assignment.tuple_level("unlabelled", "anyone") == CLOUD.public
     assert assignment.tuple_level("MessageLog", "company1") == CLOUD.parse("[1, _]")
     assert assignment.tuple_level("MessageLog", "companyB") == CLOUD.trusted
     assert assignment.tuple_words("MessageLog", "company1") == (1,)  # company 1 is bit 0

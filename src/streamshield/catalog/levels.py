@@ -25,11 +25,12 @@ class's position is a component of every level, a company's a bit of every store
 label (as with roles). The label width (``level_capacity`` companies, a multiple of 64)
 is fixed when the first class is defined.
 
-Deny by default (:mod:`streamshield.policy.level_assignment`): a stream without a level
-is at *trusted*; a user without a clearance and a session without an activated level
-are at *public*. Lowering a clearance lowers, in the same transaction, every session of
-the user whose active level it no longer dominates to *public*; reading a session's
-level checks it against the clearance again anyway.
+Defaults (:mod:`streamshield.policy.level_assignment`): a stream without a level is
+*public* (the wall restricts the streams put behind it); a user without a clearance
+and a session without an activated level are at *public* (deny by default). Lowering
+a clearance lowers, in the same transaction, every session of the user whose active
+level it no longer dominates to *public*; reading a session's level checks it against
+the clearance again anyway.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class ClassesInfo:
 class StreamLevelInfo:
     stream: str
     level: str
-    assigned: bool  # False: the default (trusted), no level was set
+    assigned: bool  # False: the default (public), no level was set
     channels: tuple[tuple[str, str], ...]  # (provider, level)
 
 
@@ -332,6 +333,29 @@ class Levels:
             )
             return _stream_info(db, lattice, stream)
 
+    def write_at(self, stream: str, lattice: Lattice, level: Level) -> None:
+        """A query's output stream is at the query's level (restricted star property:
+        a query writes only at its level). Set by the system when a delegating query
+        creates its derived stream, before any of its tuples lands; audited."""
+        with self._write() as db:
+            _require_input_stream(db, stream)
+            stored = _stored(lattice, level)
+            upsert(
+                db,
+                t.stream_levels,
+                {"stream": stream, "level": stored},
+                ["stream"],
+                {"level": stored},
+            )
+            self._level_audit(
+                db,
+                Event.SET_STREAM_LEVEL,
+                "system",
+                ObjectRef(Kind.STREAM, stream),
+                level=lattice.format(level, ascii=True),
+                reason="a query writes at its level",
+            )
+
     def set_channel_level(
         self, session: Session, stream: str, provider: str, text: str
     ) -> StreamLevelInfo:
@@ -534,7 +558,7 @@ class Levels:
         return LevelAssignment(lattice, streams, channels)
 
     def stream_level(self, stream: str) -> Level | None:
-        """A stream's level (trusted when none is set); None while levels are off."""
+        """A stream's level (public when none is set); None while levels are off."""
         assignment = self.level_assignment()
         return None if assignment is None else assignment.stream_level(stream)
 
@@ -654,7 +678,7 @@ def _require_input_stream(db: Connection, stream: str) -> None:
 
 def _stream_level(db: Connection, lattice: Lattice, stream: str) -> Level:
     stored = db.scalar(select(t.stream_levels.c.level).where(t.stream_levels.c.stream == stream))
-    return lattice.trusted if stored is None else from_stored(lattice, json.loads(stored))
+    return lattice.public if stored is None else from_stored(lattice, json.loads(stored))
 
 
 def _channel_levels(db: Connection, lattice: Lattice, stream: str) -> list[tuple[str, Level]]:

@@ -37,6 +37,7 @@ from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import with_label
 from streamshield.engine.queries import (
     CallbackSink,
@@ -61,10 +62,11 @@ from streamshield.lang.continuous import (
 )
 from streamshield.lang.cql import SpStatement
 from streamshield.lang.label_propagation import (
+    combined,
     is_aggregate,
     uses_reserved_names,
 )
-from streamshield.lang.query_check import QueryRejected
+from streamshield.lang.query_check import QueryRejected, check_level_name
 from streamshield.lang.recipient_labels import (
     Dependencies,
     dependencies,
@@ -76,6 +78,7 @@ from streamshield.policy.delegation import may_delegate
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.policy import PolicyError, role_members
+from streamshield.policy.query_level import LEVEL_PREFIX, QueryLevel
 from streamshield.policy.roles import UnknownRoleError
 
 
@@ -122,6 +125,9 @@ class CqlService:
         self.join_handles: dict[tuple, StreamingQuery] = {}
         self.subscriptions: dict[str, tuple[tuple, Subscription]] = {}  # query -> its join
         self.window_queries: dict[str, WindowQuery] = {}
+        self.write_level: Callable[[str, QueryLevel], None] | None = None
+        """Records that a derived stream is at its query's level (the security catalog's
+        ``write_at``); without it, a delegating query at a level is refused."""
 
     @property
     def streams(self) -> dict[str, StreamDefinition]:
@@ -136,18 +142,20 @@ class CqlService:
         provider: str | None = None,
         running: Sequence[Shape] = (),
         limits: OperatorLimits | None = None,
+        level: QueryLevel | None = None,
     ) -> RegisteredQuery | SpsInserted:
         """Run one request; ``running`` are the shapes of the caller's running queries.
 
         ``request``: text, admitted here against every stream with ``roles``, or a query
         the caller admitted already (against the streams its author may read; its roles
         are the ones it runs with). ``limits`` (e.g. read fresh from the system
-        settings) replace the service's own.
+        settings) replace the service's own. ``level``: the Chinese-Wall level a text
+        runs at (an admitted query carries its own).
         """
         admitted = (
             request
             if isinstance(request, AdmittedQuery)
-            else admit(request, roles, self.queries.hierarchy, list(self.streams))
+            else admit(request, roles, self.queries.hierarchy, list(self.streams), level)
         )
         if isinstance(admitted, SpInsert):
             if provider is None:
@@ -255,6 +263,7 @@ class CqlService:
         stream = admitted.streams[0]
         network = self.networks.get(stream)
         fresh = network is None
+        level = admitted.level
         if network is None:
             network = SharedNetwork(
                 self.queries.spark,
@@ -265,10 +274,12 @@ class CqlService:
                 self._network_root(stream),
                 active=lambda query: self.switch(query),
                 name=f"network-{stream}",
+                levels=level.width if level is not None else 0,
             )
 
         def sql(view: str) -> str:
-            return secure(admitted.checked.tree, self.queries.rewrite({stream: view}))
+            rewrite = self.queries.rewrite({stream: view}, level=level)
+            return secure(admitted.checked.tree, rewrite)
 
         try:
             branch = planned(
@@ -290,15 +301,18 @@ class CqlService:
             self.queries.spark,
             sink,
             branch.columns,
+            admitted.level,
         )
         self.queries.queries[name] = query
         return query
 
     def _window_query(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
         _item, stream, window = admitted.shape.windows[0]
+        level = admitted.level
 
         def sql(view: str) -> str:
-            return secure(admitted.checked.tree, self.queries.rewrite({stream: view}))
+            rewrite = self.queries.rewrite({stream: view}, level=level)
+            return secure(admitted.checked.tree, rewrite)
 
         query = WindowQuery(
             self.queries.spark,
@@ -313,6 +327,7 @@ class CqlService:
             self.queries.root / "windows" / name,
             name,
             self.queries.provenance,
+            level,
         )
         planned(query.analyse, admitted.request.sql)
         handle = query.start()
@@ -334,9 +349,14 @@ class CqlService:
             sides.append(JoinSide(alias, definition, attr, window))
         if uses_reserved_names(admitted.checked.tree):
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
+        check_level_name(admitted.checked.tree, [a for s in sides for a in s.stream.names])
         tree = _over_join_output(admitted.checked.tree)
         planned(lambda: self._analyse_join(tree, sides), admitted.request.sql)
-        ident = (tuple(sides), self.join_mode)
+        level = admitted.level
+        # Joins at different levels never share windows (nor state: the root follows ident).
+        ident: tuple = (tuple(sides), self.join_mode)
+        if level is not None:
+            ident = (*ident, level.text, level.words)
         join = self.joins.get(ident)
         fresh = join is None
         if join is None:
@@ -351,6 +371,7 @@ class CqlService:
                 sides[1],
                 root,
                 self.join_mode,
+                level=level,
             )
             self.joins[ident] = join
         deliver = _deliverer(sink)
@@ -364,7 +385,8 @@ class CqlService:
             frame.createOrReplaceTempView(view)
             try:
                 text = _with_pair_labels(tree, frame.columns, view, sides, words)
-                deliver(frame.sparkSession.sql(text), batch_id)
+                out = frame.sparkSession.sql(text)
+                deliver(out if level is None else assert_within(out, level), batch_id)
             finally:
                 frame.sparkSession.catalog.dropTempView(view)
 
@@ -398,6 +420,7 @@ class CqlService:
             handle,
             self.queries.spark,
             sink,
+            level=admitted.level,
         )
         self.queries.queries[name] = query
         return query
@@ -422,8 +445,10 @@ class CqlService:
             raise QueryRejected(
                 "on_result_stream", "ON RESULT creates a new stream; that name is taken"
             )
+        if admitted.level is not None and self.write_level is None:
+            raise QueryRejected("on_result", "ON RESULT at a level needs a catalog for levels")
         source = self.streams[streams[0]]
-        spgen = _DerivedSink(self, target, source, on_result, name)
+        spgen = _DerivedSink(self, target, source, on_result, name, admitted.level)
         return self.queries.register(admitted, roles, CallbackSink(spgen), name, grant=True)
 
     def register_stream(self, definition: StreamDefinition) -> None:
@@ -447,9 +472,10 @@ class _DerivedSink:
         source: StreamDefinition,
         statements: Sequence[SpStatement],
         name: str,
+        level: QueryLevel | None = None,
     ) -> None:
         self.service, self.target, self.source = service, target, source
-        self.statements, self.name = statements, name
+        self.statements, self.name, self.level = statements, name, level
         self.spgen: SpGen | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
@@ -459,6 +485,9 @@ class _DerivedSink:
             event = self.source.event_time if self.source.event_time in columns else None
             definition = derived_definition(self.target, frame.schema, tid, event)
             self.service.register_stream(definition)
+            if self.level is not None:  # before any tuple lands: it writes at its level
+                assert self.service.write_level is not None
+                self.service.write_level(self.target, self.level)
             self.spgen = SpGen(
                 self.service.landing,
                 self.target,
@@ -500,13 +529,12 @@ def _with_pair_labels(
     """
     tree = tree.copy()
     tree.set("from_", exp.From(this=exp.to_table(view)))
-    tuple_labels = [c for c in columns if c.startswith(("_ss_r0_", "_ss_d0_", "_ss_src_"))]
+    tuple_labels = [
+        c for c in columns if c.startswith(("_ss_r0_", "_ss_d0_", "_ss_src_", LEVEL_PREFIX))
+    ]
     aggregate = is_aggregate(tree.sql(dialect="spark"))
-    if aggregate:
-        extra = [
-            exp.alias_(exp.func("bit_and" if c.startswith("_ss_r") else "bit_or", exp.column(c)), c)
-            for c in tuple_labels
-        ]
+    if aggregate:  # readers AND; denied, provenance and level (the LUB) OR
+        extra = [exp.alias_(combined(c, "_ss_r"), c) for c in tuple_labels]
     else:
         origins = [c for c in columns if c.startswith("_ss_") and c.endswith(_ORIGINS)]
         extra = [exp.column(c) for c in (*tuple_labels, *origins)]

@@ -10,7 +10,11 @@ only if
 - the subscriber's *own* active roles may read it, per tuple and per attribute, under
   the labels the row carries (:mod:`~streamshield.engine.recipient_check`): what she
   could not have read at the sources is dropped (rows) or masked (columns), exactly
-  as if she had registered the query herself.
+  as if she had registered the query herself; and
+- her session's *current* Chinese-Wall level dominates the row's level (the LUB of
+  the levels of the tuples it came from, ``_ss_lvl_*``): the recipient decides
+  (DESIGN.md 5a), whatever level the query ran at. While levels are on, a row without
+  level words reaches no one.
 
 A revocation therefore takes effect with the next micro-batch, also for results
 computed before it.
@@ -30,16 +34,19 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.engine.levels import dominated_words, level_columns
 from streamshield.engine.provenance import delivered, provenance_columns
 from streamshield.engine.recipient_check import OutputLabels
 from streamshield.lang.recipient_labels import slot_of
 from streamshield.policy.bitset import Words, is_empty
 from streamshield.policy.provenance import NO_RIGHTS, ProvenanceCodec, Rights
 from streamshield.policy.punctuation import Sign
+from streamshield.policy.query_level import LEVEL_PREFIX
 
 audit = logging.getLogger("streamshield.audit")
 
@@ -53,7 +60,11 @@ MASKED = "_ss_masked"
 RightsLookup = Callable[[str], "Rights | tuple[set[str], set[str]]"]
 RolesLookup = Callable[["Subscription"], Words]
 """A subscriber's active roles now, as the READ query mask (``RoleCodec.query``)."""
+LevelLookup = Callable[["Subscription"], "Words | None"]
+"""A subscriber's session level now, encoded (``Lattice.encode``); None: levels are off."""
+_LEVELS_OFF = None
 Deliver = Callable[[list[dict]], None]
+Key = tuple[Words, Words, "Words | None"]  # rights, roles mask, level: one filter each
 DropHook = Callable[[str, int, int, tuple[str, ...]], None]
 """``on_drop(user, batch_id, count, policy_ids)``: what a subscriber did not get, no values."""
 
@@ -78,12 +89,15 @@ class Delivery:
         roles: RolesLookup,
         aggregate: bool = False,
         on_drop: DropHook | None = None,
+        levels: LevelLookup | None = None,
     ) -> None:
         """``aggregate``: the query's output rows are aggregates (READ AGGREGATE applies).
+        ``levels``: each subscriber's level now (no lookup: levels are off).
 
         Leaving it False can only deliver less.
         """
         self._rights, self._codec, self._roles = rights, codec, roles
+        self._levels = levels
         self.query_mask: Callable[[], Words] | None = None
         """The query's own roles as a READ mask: a recipient acting with exactly them
         gets the output as it is (it *is* her own query's); set by whoever runs it."""
@@ -130,15 +144,20 @@ class Delivery:
             if frame.isEmpty():
                 return
             readable = self._readable(subscriptions, aggregate_rows)
-            classes: dict[tuple[Words, Words], list[Subscription]] = {}
+            classes: dict[Key, list[Subscription]] = {}
             for subscription in subscriptions:
-                key = (readable[subscription.user], self._mask(subscription))
+                key = (
+                    readable[subscription.user],
+                    self._mask(subscription),
+                    self._level(subscription),
+                )
                 classes.setdefault(key, []).append(subscription)
             labels = OutputLabels.of(frame.columns)
             own = self._own_mask()
             conditions = {
                 key: delivered(frame.columns, key[0])
                 & (F.lit(True) if key[1] == own else labels.row_visible(key[1]))
+                & recipient_level(frame.columns, key[2])
                 for key in classes
             }
             for key, members in classes.items():
@@ -166,17 +185,17 @@ class Delivery:
             return None
         return None if is_empty(mask) else mask
 
+    def _level(self, subscription: Subscription) -> Words | None:
+        """The subscriber's level words now; a failing lookup is a level that reads
+        nothing (``()``), never "levels off"."""
+        if self._levels is None:
+            return _LEVELS_OFF
+        words = _denying("level", self._levels, subscription)
+        return None if words is None else tuple(words)
+
     def _mask(self, subscription: Subscription) -> Words:
         """The subscriber's READ mask now; a failing lookup is no role at all."""
-        try:
-            return tuple(self._roles(subscription))
-        except Exception as err:  # any failure denies, never fails open
-            audit.error(
-                "roles lookup for %s failed (%s): delivering nothing",
-                subscription.user,
-                type(err).__name__,
-            )
-            return ()
+        return tuple(_denying("roles", self._roles, subscription))
 
     def _readable(
         self, subscriptions: tuple[Subscription, ...], aggregate_rows: bool
@@ -206,8 +225,8 @@ class Delivery:
         self,
         frame: DataFrame,
         batch_id: int,
-        classes: dict[tuple[Words, Words], list[Subscription]],
-        conditions: dict[tuple[Words, Words], Column],
+        classes: dict[Key, list[Subscription]],
+        conditions: dict[Key, Column],
     ) -> None:
         """Rows each subscriber did not get, per policy id: one aggregate for all of them."""
         keys = list(classes)
@@ -230,6 +249,32 @@ class Delivery:
                     audit.error("drop hook failed (%s)", type(err).__name__)
 
 
+def _denying(what: str, lookup: Callable[[Subscription], Any], subscription: Subscription) -> Any:
+    """``lookup(subscription)``, or ``()`` (which lets nothing through) when it fails:
+    any failure denies, never fails open; audited without values."""
+    try:
+        return lookup(subscription)
+    except Exception as err:
+        audit.error(
+            "%s lookup for %s failed (%s): delivering nothing",
+            what,
+            subscription.user,
+            type(err).__name__,
+        )
+        return ()
+
+
+def recipient_level(columns: list[str], level: Words | None) -> Column:
+    """Rows whose level words the recipient's level ``level`` dominates (None: levels
+    are off, no test). Words of another width than hers, or none, deliver nothing."""
+    if level is None:
+        return F.lit(True)
+    words = level_columns(columns)
+    if not level or len(words) != len(level):
+        return F.lit(False)
+    return dominated_words([F.col(w) for w in words], level)
+
+
 def _needed(frame: DataFrame) -> DataFrame:
     """Payload, provenance, policy id and the labels the recipients are checked against:
     the other label and origin columns (a salted hash of the channel, say) are never
@@ -237,7 +282,8 @@ def _needed(frame: DataFrame) -> DataFrame:
     keep = set(provenance_columns(frame.columns)) | {POLICY_COLUMN, MASKED}
 
     def checked(column: str) -> bool:
-        return column.startswith(("_ss_r0_", "_ss_d0_")) or slot_of(column) is not None
+        prefixes = ("_ss_r0_", "_ss_d0_", LEVEL_PREFIX)
+        return column.startswith(prefixes) or slot_of(column) is not None
 
     return frame.drop(
         *(

@@ -14,6 +14,9 @@ For every micro-batch:
 4. Tuples join these small decision and policy tables (broadcast) and their labels are
    computed natively from the policy's compiled rules (or taken from the table when
    the policy ignores the tuple id and was evaluated on the driver).
+5. Every tuple gets its Chinese-Wall level words ``_ss_lvl_*`` from the catalog's level
+   assignment, read once per batch (a literal per channel, ``engine.levels``): a level
+   change applies to the batches labelled after it. Providers never choose it.
 
 Unknown streams' elements are ignored here: the landing zone rejects them first.
 """
@@ -24,7 +27,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +44,7 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.tracker_state import ChannelState
@@ -48,6 +52,7 @@ from streamshield.lang.wire import WireFormatError, parse_element
 from streamshield.policy import patterns
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.policy.rules import Layout, RuleSet, compile_rules
@@ -103,6 +108,10 @@ class Ingest:
     streams: Mapping[str, StreamDefinition]
     server: Mapping[str, ServerPolicy] = field(default_factory=dict)
     registry: PolicyRegistry | None = None
+    levels: Callable[[], LevelAssignment | None] | None = None
+    """The catalog's stream and channel levels now (None: levels are off, no level
+    columns). Read once per batch; a failing read fails the batch, never labels it
+    without its levels."""
 
     def __post_init__(self) -> None:
         self.codec = RoleCodec(self.hierarchy)
@@ -168,9 +177,12 @@ class Ingest:
         self._in_force.clear()
         self.lap("policy registry", began)
         decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions)
+        assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
-            out[stream] = self._label(decided.filter(F.col("stream") == stream), stream, policies)
+            level = assigned_level(assignment, stream) if assignment is not None else []
+            labelled = self._label(decided.filter(F.col("stream") == stream), stream, policies)
+            out[stream] = labelled.select("*", *level) if level else labelled
         return out
 
     def lap(self, name: str, began: float) -> float:

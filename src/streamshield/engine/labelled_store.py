@@ -25,6 +25,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.policy.query_level import level_names
 
 META_FIELDS = (
     ("stream", StringType()),
@@ -56,12 +57,14 @@ class LabelledStore:
         checkpoint: Path,
         name: str,
         available_now: bool = False,
+        levels: int = 0,
     ) -> StreamingQuery:
         """A streaming query handing ``process`` each micro-batch of ``stream``'s new
-        labelled rows (the engines that keep their own state per batch run on it)."""
+        labelled rows (the engines that keep their own state per batch run on it);
+        ``levels``: the level words to read (0 while levels are off)."""
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
-        struct = labelled_schema(spark, stream.ddl, len(stream.names), width)
+        struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels)
         source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
         writer = (
             source.parquet(str(path))
@@ -129,8 +132,12 @@ _DDL_FIELDS: dict[str, tuple[StructField, ...]] = {}
 (five JVM round trips and an empty DataFrame), and a stream's DDL never changes."""
 
 
-def labelled_schema(spark: SparkSession, ddl: str, n_attributes: int, width: int) -> StructType:
-    """The schema of a labelled stream: metadata, attributes, then label words."""
+def labelled_schema(
+    spark: SparkSession, ddl: str, n_attributes: int, width: int, levels: int = 0
+) -> StructType:
+    """The schema of a labelled stream: metadata, attributes, then label words, then
+    ``levels`` Chinese-Wall level words (files written before levels existed read
+    NULL there, and a NULL level is readable at no level)."""
     if ddl not in _DDL_FIELDS:
         _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
     attributes = list(_DDL_FIELDS[ddl])
@@ -140,4 +147,5 @@ def labelled_schema(spark: SparkSession, ddl: str, n_attributes: int, width: int
         for w in range(width)
         for name in (reader_column, denied_column)
     ]
-    return StructType([StructField(n, t) for n, t in META_FIELDS] + attributes + labels)
+    words = [StructField(n, LongType()) for n in level_names(levels)]
+    return StructType([StructField(n, t) for n, t in META_FIELDS] + attributes + labels + words)

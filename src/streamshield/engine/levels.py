@@ -24,17 +24,13 @@ from pyspark.sql import functions as F
 
 from streamshield.policy.bitset import Words
 from streamshield.policy.lattice import Lattice, Level
-
-PREFIX = "_ss_lvl_"
+from streamshield.policy.level_assignment import LevelAssignment
+from streamshield.policy.query_level import LEVEL_PREFIX as PREFIX
+from streamshield.policy.query_level import QueryLevel, level_names
 
 
 def level_column(word: int) -> str:
     return f"{PREFIX}{word}"
-
-
-def level_names(width: int) -> list[str]:
-    """The level columns of a ``width``-word lattice, in word order."""
-    return [level_column(w) for w in range(width)]
 
 
 def level_columns(columns: Sequence[str]) -> list[str]:
@@ -96,3 +92,51 @@ def lub_aggregate(width: int) -> list[Column]:
         complete = F.count(F.lit(1)) == F.count(word)
         out.append(F.when(complete, F.bit_or(word)).alias(name))
     return out
+
+
+def assigned_level(assignment: LevelAssignment, stream: str) -> list[Column]:
+    """The level words secure ingest stamps on ``stream``'s tuples: per word a literal,
+    chosen by the tuple's provider where a channel has a level of its own (a CASE over
+    the few channels with one), else the stream's. Native: no Python per row.
+
+    The provider is a column of the labelled rows; a provider cannot choose its level:
+    the wire format and the landing zone refuse a ``level`` or ``_ss_*`` field."""
+    lattice = assignment.lattice
+    base = lattice.encode(assignment.stream_level(stream))
+    channels = sorted(
+        (provider, assignment.tuple_words(stream, provider))
+        for s, provider in assignment.channels
+        if s == stream
+    )
+    out = []
+    for w, name in enumerate(level_names(lattice.width)):
+        word: Column = F.lit(base[w]).cast("long")
+        if channels:
+            chosen = F.when(F.col("provider") == channels[0][0], F.lit(channels[0][1][w]))
+            for provider, words in channels[1:]:
+                chosen = chosen.when(F.col("provider") == provider, F.lit(words[w]))
+            word = chosen.otherwise(F.lit(base[w])).cast("long")
+        out.append(word.alias(name))
+    return out
+
+
+def readable_at(level: QueryLevel, columns: Sequence[str]) -> Column:
+    """The secured view's level conjunct: the row's level is dominated by the query's
+    level ``C`` (simple security). ``columns``: the frame's, checked at plan time."""
+    return dominated_by(level.lattice, level.level, columns)
+
+
+LUB_ABOVE_LEVEL = "an output row's level is not dominated by its query's level"
+
+
+def assert_within(frame: DataFrame, level: QueryLevel) -> DataFrame:
+    """``frame`` (a query's output) failing the query if any row's level, the LUB of its
+    inputs', is not dominated by ``C``. Impossible by construction (every input row was
+    dominated and the LUB of dominated levels is dominated); asserted natively per row,
+    so a broken rewrite stops the query instead of delivering above its level. An
+    output without level words (a shape that carries no labels) is delivered to no one
+    and left as it is."""
+    if level_columns(frame.columns) != level_names(level.width):
+        return frame
+    inside = readable_at(level, frame.columns)
+    return frame.filter(F.coalesce(F.assert_true(inside, LUB_ABOVE_LEVEL), F.lit(True)))

@@ -10,6 +10,7 @@ checkpoints).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -20,17 +21,26 @@ from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.queries import QueryService
 from streamshield.landing import LandingZone
+from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.roles import RoleHierarchy
 
 
 class Pipeline:
-    def __init__(self, spark: SparkSession, catalog: Catalog, root: str | Path) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        catalog: Catalog,
+        root: str | Path,
+        levels: Callable[[], LevelAssignment | None] | None = None,
+    ) -> None:
+        """``levels``: the catalog's stream and channel levels now (the security
+        catalog's ``level_assignment``); secure ingest stamps them on every tuple."""
         self.root = Path(root)
         self.catalog = catalog
         streams = {d.name: d for d in catalog.streams()}
         hierarchy = catalog.hierarchy()
         self.landing = LandingZone(self.root / "landing", catalog)
-        ingest = Ingest(spark, hierarchy, streams, catalog.server_policies())
+        ingest = Ingest(spark, hierarchy, streams, catalog.server_policies(), levels=levels)
         self.ingest = IngestJob(ingest, self.root / "landing", self.root / "store")
         self.queries = QueryService(
             spark, streams, hierarchy, self.ingest.store, self.root / "store"

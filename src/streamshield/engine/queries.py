@@ -28,6 +28,7 @@ from streamshield.engine.batch_errors import bounded
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.levels import assert_within
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.provenance import provenance_column, with_provenance
 from streamshield.engine.punctuated_export import PunctuatedExport
@@ -38,6 +39,7 @@ from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.rewrite_rules import Rewrite, Sliding, runs_on_statistics, secure
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
+from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
 
 audit = logging.getLogger("streamshield.audit")
@@ -111,6 +113,8 @@ class RegisteredQuery:
     session: SparkSession = field(repr=False)
     sink: Sink = field(repr=False)
     columns: tuple[str, ...] = ()  # output columns, labels and origin included
+    level: QueryLevel | None = None
+    """The Chinese-Wall level it runs at (None while levels are off)."""
 
     def results(self) -> list:
         """Rows of a MemorySink query so far (the table lives in the query's own session)."""
@@ -170,9 +174,12 @@ class QueryService:
             raise ValueError("the new role hierarchy changes the label layout")
         self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
 
-    def admit(self, sql: str, roles: Iterable[str]) -> AdmittedQuery:
-        """``sql`` admitted against every stream of this service (a plain query only)."""
-        admitted = admit(sql, roles, self.hierarchy, list(self.streams))
+    def admit(
+        self, sql: str, roles: Iterable[str], level: QueryLevel | None = None
+    ) -> AdmittedQuery:
+        """``sql`` admitted against every stream of this service (a plain query only),
+        to run at ``level``."""
+        admitted = admit(sql, roles, self.hierarchy, list(self.streams), level)
         if not isinstance(admitted, AdmittedQuery):
             raise QueryRejected("query_shape", "an sp script is not a query")
         return admitted
@@ -203,13 +210,16 @@ class QueryService:
         tree = admitted.checked.tree
         aggregate = admitted.shape.aggregate
         statistics = not grant and runs_on_statistics(tree, streams, aggregate)
+        level = admitted.level
         for stream, view in views.items():
-            self._view(session, stream, roles, view, statistics, grant)
-        text = secure(tree, self.rewrite(views, statistics, sliding))
+            self._view(session, stream, roles, view, statistics, grant, level)
+        text = secure(tree, self.rewrite(views, statistics, sliding, level))
         # Spark's own refusals (unknown column, type error, unsupported on a stream) are
         # the user's error: a QueryRejected naming the column or class, before anything runs.
         sql = admitted.request.sql
         result = planned(lambda: session.sql(text), sql)
+        if level is not None:
+            result = assert_within(result, level)
         handle = planned(lambda: self._start(result, sink, name, aggregate), sql)
         query = RegisteredQuery(
             name,
@@ -221,9 +231,11 @@ class QueryService:
             session,
             sink,
             tuple(result.columns),
+            level,
         )
         self.queries[name] = query
-        audit.info("query %s registered by roles %s over %s", name, roles, streams)
+        at = f" at level {level.text}" if level is not None else ""
+        audit.info("query %s registered by roles %s%s over %s", name, roles, at, streams)
         return query
 
     def export_punctuated(
@@ -260,15 +272,21 @@ class QueryService:
         return self.sources.codec
 
     def rewrite(
-        self, views: Mapping[str, str], statistics: bool = False, sliding: Sliding | None = None
+        self,
+        views: Mapping[str, str],
+        statistics: bool = False,
+        sliding: Sliding | None = None,
+        level: QueryLevel | None = None,
     ) -> Rewrite:
-        """The context of the security rewrites (lang/rewrite_rules.py) over ``views``."""
+        """The context of the security rewrites (lang/rewrite_rules.py) over ``views``;
+        with a ``level``, its words are labels too (OR-ed: the LUB of the inputs)."""
+        words = level.columns if level is not None else []
         return Rewrite(
             tuple(views),
             views,
             {s: self.streams[s].names for s in views},
-            tuple(self._label_columns()),
-            tuple(self._provenance_columns()),
+            (*self._label_columns(), *words),
+            (*self._provenance_columns(), *words),
             self.codec.block_width,
             self.statistics_k,
             statistics,
@@ -294,22 +312,31 @@ class QueryService:
         name: str,
         statistics: bool = False,
         grant: bool = False,
+        level: QueryLevel | None = None,
     ) -> None:
         schema = self.streams[stream]
         path = self.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
-        struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width)
+        words = level.width if level is not None else 0
+        struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width, words)
         source = (
             session.readStream.schema(struct)
             .option("recursiveFileLookup", "true")
             .parquet(str(path))
         )
         if statistics:
-            view = statistics_view(source, schema, self.codec, roles)
+            view = statistics_view(source, schema, self.codec, roles, level=level)
         else:
             salt = uuid.uuid4().hex
             view = secured_view(
-                source, schema, self.codec, roles, keep_labels=True, salt=salt, grant=grant
+                source,
+                schema,
+                self.codec,
+                roles,
+                keep_labels=True,
+                salt=salt,
+                grant=grant,
+                level=level,
             )
         with_provenance(view, stream, self.provenance).createOrReplaceTempView(name)
 

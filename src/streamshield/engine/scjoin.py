@@ -34,6 +34,12 @@ test: a plan decides the work done, never what is visible.
 The join runs once per batch for all subscribers: its result is cached for the
 duration of the batch and each subscriber's callback gets its own filtered and masked
 view, valid only during the callback. No Python runs per row.
+
+Levels (paper 2, Algorithm 1). A join built for a query level ``C`` admits into its
+windows only tuples whose level ``C`` dominates (before the window, so ``[ROWS n]`` is
+the n latest such tuples), and a pair's level is the LUB of its two tuples' levels,
+``bitwiseOR`` per word (``engine.levels.lub_join``). Joins of different levels never
+share windows: the level is part of what identifies a shared join.
 """
 
 from __future__ import annotations
@@ -55,13 +61,16 @@ from streamshield.engine.batch_errors import bounded
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.levels import level_names, lub_join
 from streamshield.engine.local_frames import local_frame
+from streamshield.engine.secured_view import tuple_test
 from streamshield.engine.snapshots import Snapshots
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
 from streamshield.policy.bitset import Words
 from streamshield.policy.encoding import EncodedAccess, RoleCodec
 from streamshield.policy.join_policy import JoinClass, Strategy, compatible_pairs, plan
+from streamshield.policy.query_level import QueryLevel
 
 SRC_PREFIX = "_ss_src_"
 META = ("stream", "provider", "seq", "tid")
@@ -145,12 +154,15 @@ class SCJoin:
         root: str | Path,
         mode: JoinMode = JoinMode.ADAPTIVE,
         name: str | None = None,
+        level: QueryLevel | None = None,
     ) -> None:
         if left.alias.lower() == right.alias.lower():
             raise ValueError("the two sides of a join need different aliases")
         if left.stream.types[left.key] != right.stream.types[right.key]:
             raise ValueError("join keys must have the same type")
         self.spark, self.store, self.codec = spark, store, codec
+        self.level = level
+        self.levels = level.width if level is not None else 0
         self.sides = (left, right)
         self.mode = mode
         self.root = Path(root)
@@ -228,7 +240,9 @@ class SCJoin:
 
     def _input_schema(self, side: JoinSide) -> StructType:
         stream = side.stream
-        return labelled_schema(self.spark, stream.ddl, len(stream.names), self.codec.width)
+        return labelled_schema(
+            self.spark, stream.ddl, len(stream.names), self.codec.width, self.levels
+        )
 
     # -- one micro-batch --------------------------------------------------------------
 
@@ -237,7 +251,7 @@ class SCJoin:
         windows = []
         for i in range(2):
             fresh = batch.filter(F.col("_ss_side") == i).select(f"_ss_in{i}.*")
-            fresh = fresh.filter(F.col("reason") == PASS)
+            fresh = fresh.filter(tuple_test(F.col("reason") == PASS, self.level, fresh.columns))
             windows.append(self._prepared(i, self.windows[i].update(fresh, batch_id)))
         counts, new_counts = self._policy_counts(windows, batch_id)
         strategies = self._plan(counts, batch_id)
@@ -271,7 +285,11 @@ class SCJoin:
             for w in range(self.codec.width)
             for column in (reader_column, denied_column)
         ]
-        sources = [F.col(c).alias(p + c[4:]) for c in window.columns if c.startswith(SRC_PREFIX)]
+        sources = [
+            F.col(c).alias(p + c[4:])
+            for c in window.columns
+            if c.startswith(SRC_PREFIX) or c in level_names(self.levels)
+        ]
         return window.select(
             F.col(side.key).alias(p + "key"),
             F.col(ARRIVAL).alias(p + "arr"),
@@ -519,7 +537,9 @@ class SCJoin:
             ).alias("_ss_" + s)
             for s in sources
         ]
-        return pairs.filter(visible).select(*structs, *label_columns, *provenance, *origin)
+        names = level_names(self.levels)  # the pair's level: LUB (OR) of its tuples'
+        level = lub_join(*([F.col(p + n[4:]) for n in names] for p in SIDES))
+        return pairs.filter(visible).select(*structs, *label_columns, *provenance, *level, *origin)
 
 
 _POLICY_PAIR = StructType(

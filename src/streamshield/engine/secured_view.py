@@ -1,8 +1,10 @@
-"""Secured views: what a query with given roles may see of a labelled stream.
+"""Secured views: what a query with given roles, at a given level, may see of a stream.
 
-The Security Shield filter on the tuple label and attribute masking to NULL on the
-attribute labels, as plain Catalyst expressions over the label columns. User SQL is
-only ever planned on top of this view, so masking sits beneath every user expression.
+The Security Shield filter on the tuple label, the Chinese-Wall conjunct "the tuple's
+level is dominated by the query's level" (simple security, paper 2 Algorithm 1) in the
+same Filter, and attribute masking to NULL on the attribute labels, as plain Catalyst
+expressions over the label columns. User SQL is only ever planned on top of this view,
+so the filter and the masks sit beneath every user expression.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.levels import readable_at
 from streamshield.lang.label_propagation import hidden_column
 from streamshield.lang.statistics_rewrite import full_column, stats_column
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.privileges import Privilege
+from streamshield.policy.query_level import QueryLevel
 
 LABEL_PREFIX = "_ss_"
 
@@ -32,8 +36,13 @@ def secured_view(
     watermark: str = "1 minute",
     salt: str = "",
     grant: bool = False,
+    level: QueryLevel | None = None,
 ) -> DataFrame:
     """Rows the roles may read, unreadable attributes as NULL; labels dropped unless asked.
+
+    ``level``: the query's Chinese-Wall level ``C``; only rows whose level words are
+    dominated by it pass (None while levels are off). The level words stay with the
+    labels (``keep_labels``), so the query's output carries their LUB.
 
     The row's origin is kept for re-punctuating outputs, without telling more than the
     row itself: the channel as a salted hash (a provider's name can identify a person),
@@ -43,7 +52,7 @@ def secured_view(
     roles hold WITH GRANT OPTION, as well as READ, is visible.
     """
     view = SecuredProjection.of(
-        labelled.columns, schema, codec, roles, keep_labels, salt, grant
+        labelled.columns, schema, codec, roles, keep_labels, salt, grant, level
     ).apply(labelled)
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
@@ -74,8 +83,10 @@ class SecuredProjection:
         keep_labels: bool = False,
         salt: str = "",
         grant: bool = False,
+        level: QueryLevel | None = None,
     ) -> SecuredProjection:
         """The projection of :func:`secured_view` over rows with ``labelled_columns``."""
+        labelled_columns = list(labelled_columns)
         read = codec.query(roles)
         delegable = codec.query(roles, Privilege.GRANT) if grant else None
 
@@ -106,7 +117,7 @@ class SecuredProjection:
             F.col("policy_id").alias("_ss_policy"),
         ]
         columns = (*origin, *masked, *(F.col(c) if isinstance(c, str) else c for c in extra))
-        return cls(tuple_test(allows(0)), columns)
+        return cls(tuple_test(allows(0), level, labelled_columns), columns)
 
     def apply(self, labelled: DataFrame) -> DataFrame:
         return labelled.filter(self.condition).select(*self.columns)
@@ -116,8 +127,12 @@ class SecuredProjection:
         return replace(self, columns=(*self.columns, *(c.alias(n) for n, c in more.items())))
 
 
-def tuple_test(allowed: Column) -> Column:
-    """The Security Shield filter: the tuple's label allows the roles.
+def tuple_test(
+    allowed: Column, level: QueryLevel | None = None, columns: Iterable[str] = ()
+) -> Column:
+    """The Security Shield filter: the tuple's label allows the roles and, with a
+    ``level``, the tuple's level is dominated by it (``columns``: the frame's, whose
+    level words are checked at plan time). Both are one conjunction, the lowest Filter.
 
     ``reason`` is not read: ingest folds it into the labels (a tuple that did not pass
     gets all-zero reader words, which allow nobody), so this test alone hides it, and the
@@ -132,7 +147,7 @@ def tuple_test(allowed: Column) -> Column:
     fail (an ANSI cast or division): tests/security/error_exfiltration checks it with
     expressions that fail on such a row's value.
     """
-    return allowed
+    return allowed if level is None else allowed & readable_at(level, list(columns))
 
 
 def statistics_view(
@@ -141,8 +156,10 @@ def statistics_view(
     codec: RoleCodec,
     roles: Iterable[str],
     watermark: str = "1 minute",
+    level: QueryLevel | None = None,
 ) -> DataFrame:
-    """The view of an aggregate query: rows the roles may READ or use for STATISTICS.
+    """The view of an aggregate query: rows the roles may READ or use for STATISTICS
+    (and, with ``level``, whose level that level dominates).
 
     Raw attributes are masked with the READ mask exactly as in :func:`secured_view`, so
     a statistics-only row shows only NULLs to every user expression. Hidden columns
@@ -153,7 +170,7 @@ def statistics_view(
     read, stats = codec.query(roles), codec.query(roles, Privilege.STATISTICS)
     tuple_read = tuple_test(labels.allows(0, read))
     tuple_stats = tuple_test(labels.allows(0, stats))
-    visible = labelled.filter(tuple_stats)
+    visible = labelled.filter(tuple_test(labels.allows(0, stats), level, labelled.columns))
     columns = [tuple_read.alias(full_column(0))]
     for obj, name in enumerate(schema.names, start=1):
         readable = tuple_read & labels.allows(obj, read)

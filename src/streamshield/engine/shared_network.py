@@ -59,6 +59,7 @@ from pyspark.sql.types import StructType
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.secured_view import SecuredProjection
 from streamshield.engine.source_log import SourceLog
@@ -117,7 +118,11 @@ class SharedNetwork:
         root: Path,
         active: Callable[[str], bool] = lambda _name: True,
         name: str | None = None,
+        levels: int = 0,
     ) -> None:
+        """``levels``: the level words its scan reads (0 while levels are off); each
+        branch filters them at its own query's level in its own secured view."""
+        self.levels = levels
         self.spark, self.labelled, self.stream = spark, labelled, stream
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
         self.active = active
@@ -149,6 +154,8 @@ class SharedNetwork:
             raise NotShared("only selections and projections over this stream are shared")
         if any(not isinstance(node, Select | Project) for node in _nodes(tree)):
             raise NotShared("only selections and projections are shared for now")
+        if (admitted.level.width if admitted.level is not None else 0) != self.levels:
+            raise NotShared("the network reads level words of another width")
         if name in self.branches:
             raise ValueError(f"a branch named {name!r} exists")
         view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
@@ -159,6 +166,7 @@ class SharedNetwork:
             admitted.roles,
             keep_labels=True,
             salt=self._salt,
+            level=admitted.level,  # the branch's own level, next to its roles' test
         ).with_columns(label_literals(self.provenance.label(self.stream.name)))
         branch = Branch(name, admitted, tree, view, sql(view), sink, projection)
         branch.columns = self._analyse(branch)
@@ -192,6 +200,7 @@ class SharedNetwork:
             self.root / "checkpoint",
             self.name,
             available_now,
+            self.levels,
         )
         return self.handle
 
@@ -358,9 +367,9 @@ class SharedNetwork:
         return self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
 
     def _schema(self) -> StructType:
-        """The stream's labelled rows' schema."""
+        """The stream's labelled rows' schema (with its level words while levels are on)."""
         return labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
         )
 
     def _analyse(self, branch: Branch) -> tuple[str, ...]:
@@ -377,11 +386,14 @@ class SharedNetwork:
             return False
 
     def _output(self, branch: Branch, rows: DataFrame) -> DataFrame:
-        """The branch's query over its secured view of ``rows`` (a plan: no job runs)."""
+        """The branch's query over its secured view of ``rows`` (a plan: no job runs);
+        at a level, its rows' LUB is asserted dominated by it."""
         session = rows.sparkSession
         branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
-            return session.sql(branch.text)
+            out = session.sql(branch.text)
+            level = branch.admitted.level
+            return out if level is None else assert_within(out, level)
         finally:  # the plan holds the view's rows; the name is not needed any more
             session.catalog.dropTempView(branch.view)
 

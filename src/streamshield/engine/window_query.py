@@ -32,12 +32,14 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import with_provenance
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.secured_view import secured_view, tuple_test
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
+from streamshield.policy.query_level import QueryLevel
 
 
 class WindowQuery:
@@ -57,8 +59,13 @@ class WindowQuery:
         root: str | Path,
         name: str,
         provenance: ProvenanceCodec,
+        level: QueryLevel | None = None,
     ) -> None:
-        """``sql(view)`` is the user's checked SQL reading the secured window as ``view``."""
+        """``sql(view)`` is the user's checked SQL reading the secured window as ``view``;
+        ``level``: the query's level, whose conjunct filters tuples *before* the window
+        (``[ROWS n]`` = the n latest tuples the level may read)."""
+        self.level = level
+        self.levels = level.width if level is not None else 0
         self.spark, self.store, self.stream, self.codec = spark, store, stream, codec
         self.roles, self.aggregate, self.deliver = tuple(roles), aggregate, deliver
         self.root, self.name, self.provenance = Path(root), name, provenance
@@ -78,14 +85,12 @@ class WindowQuery:
         Spark refuses (unknown column, type error) is refused at registration, not at
         the first micro-batch."""
         struct = labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
         )
         session = self.spark.newSession()
         empty = session.createDataFrame([], struct).withColumn(ARRIVAL, F.lit(0).cast("long"))
-        view = secured_view(
-            empty, self.stream, self.codec, self.roles, keep_labels=True, salt=self.salt
-        )
-        with_provenance(view, self.stream.name, self.provenance).createOrReplaceTempView(self.view)
+        view = self._secured(empty)
+        view.createOrReplaceTempView(self.view)
         session.sql(self.text)
 
     def start(self, available_now: bool = False) -> StreamingQuery:
@@ -97,21 +102,34 @@ class WindowQuery:
             self.root / "checkpoint",
             self.name,
             available_now,
+            self.levels,
         )
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        visible = (F.col("reason") == PASS) & labels.allows(0, self.codec.query(self.roles))
+        allowed = (F.col("reason") == PASS) & labels.allows(0, self.codec.query(self.roles))
+        visible = tuple_test(allowed, self.level, batch.columns)
         relation = self.state.update(batch.filter(visible), batch_id)
         if not self.aggregate:
             relation = relation.filter(F.col(ARRIVAL) == batch_id)
-        view = secured_view(
-            relation, self.stream, self.codec, self.roles, keep_labels=True, salt=self.salt
-        )
-        view = with_provenance(view, self.stream.name, self.provenance)
+        view = self._secured(relation)
         session = relation.sparkSession
         view.createOrReplaceTempView(self.view)
         try:
             out = session.sql(self.text)
+            if self.level is not None:
+                out = assert_within(out, self.level)
             self.deliver(out.drop(ARRIVAL) if ARRIVAL in out.columns else out, batch_id)
         finally:
             session.catalog.dropTempView(self.view)
+
+    def _secured(self, relation: DataFrame) -> DataFrame:
+        view = secured_view(
+            relation,
+            self.stream,
+            self.codec,
+            self.roles,
+            keep_labels=True,
+            salt=self.salt,
+            level=self.level,
+        )
+        return with_provenance(view, self.stream.name, self.provenance)

@@ -22,6 +22,7 @@ from streamshield.lang.continuous import (
     plan_shape,
 )
 from streamshield.lang.query_check import CheckedQuery, QueryRejected, check_query
+from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
 
 
@@ -42,6 +43,9 @@ class AdmittedQuery:
     """The roles it runs with (activated, sorted)."""
     effective: frozenset[str]
     """Those roles and every junior: what its secured views admit."""
+    level: QueryLevel | None = None
+    """The Chinese-Wall level it runs at (its session's when admitted); None while
+    levels are off (no COI class): then no level conjunct is added anywhere."""
 
     @property
     def streams(self) -> tuple[str, ...]:
@@ -58,6 +62,7 @@ def admit(
     roles: Iterable[str],
     hierarchy: RoleHierarchy,
     streams: Collection[str],
+    level: QueryLevel | None = None,
 ) -> AdmittedQuery | SpInsert:
     """The admitted query (or the sp script) of ``text``, or :class:`QueryRejected`.
 
@@ -77,4 +82,4 @@ def admit(
         raise QueryRejected("unknown_role", str(err)) from None
     checked = check_query(request.sql, streams)
     shape = plan_shape(request, checked.tree)
-    return AdmittedQuery(text, request, checked, shape, activated, effective)
+    return AdmittedQuery(text, request, checked, shape, activated, effective, level)

@@ -24,6 +24,7 @@ from streamshield.lang.recipient_labels import (
     slot_of,
     widest,
 )
+from streamshield.policy.query_level import LEVEL_PREFIX
 
 RESERVED = "_ss_"
 HIDDEN_PREFIX = "_ss_hide_"
@@ -300,14 +301,25 @@ def _propagate(
     extra: list[exp.Expression] = []
     for column in label_columns:
         if aggregate:
-            extra.append(
-                exp.alias_(exp.func(_combine(column, readers_prefix), exp.column(column)), column)
-            )
+            extra.append(exp.alias_(combined(column, readers_prefix), column))
         else:
             extra.append(exp.column(column))
     if not aggregate and origin:  # where each row came from, for re-punctuating the output
         extra += [exp.column(o) for o in ORIGIN]
     return tree.select(*extra, *masked, *dependency, append=True), origin and not aggregate
+
+
+def combined(column: str, readers_prefix: str) -> exp.Expression:
+    """A label column over a group. Level words (``_ss_lvl_*``) are the LUB, ``bit_or``,
+    NULL when any contributor's word is NULL: ``bit_or`` alone skips NULLs and would
+    *lower* the group's level (the guard of ``engine.levels.lub_aggregate``)."""
+    if column.startswith(LEVEL_PREFIX):
+        word = exp.column(column)
+        complete = exp.EQ(
+            this=exp.Count(this=exp.Literal.number(1)), expression=exp.Count(this=word.copy())
+        )
+        return exp.Case().when(complete, exp.func("bit_or", word))
+    return exp.func(_combine(column, readers_prefix), exp.column(column))
 
 
 def _combine(column: str, readers_prefix: str) -> str:

@@ -971,6 +971,26 @@ def _check_reserved_names(tree: exp.Expression) -> None:
             )
 
 
+LEVEL_NAME = "level"
+"""The name the papers give a tuple's security level. The level itself lives in the
+``_ss_lvl_*`` words (refused above); ``level`` is refused too unless an input stream has
+an attribute of that name, so no query can pass a column of its own for the level."""
+
+
+def check_level_name(tree: exp.Expression, attributes: Collection[str]) -> None:
+    """QueryRejected when the query names or computes a ``level`` column that is not an
+    attribute of one of its inputs (``attributes``: theirs, any case)."""
+    if any(a.lower() == LEVEL_NAME for a in attributes):
+        return
+    for node in tree.walk():
+        if isinstance(node, exp.Identifier) and node.name.lower() == LEVEL_NAME:
+            raise QueryRejected(
+                "reserved_name",
+                "level: a tuple's security level is assigned by the system at secure ingest "
+                "and enforced beneath the query; a query may not read, compute or name it",
+            )
+
+
 def _check_stars(tree: exp.Expression) -> None:
     """``*`` only selects the columns of a plain selection or counts rows (``count(*)``).
 

@@ -6,7 +6,12 @@ engine turns the last tree into the only SQL Spark sees. The order of :data:`RUL
 is part of the security argument:
 
 1. :func:`refuse_reserved_names` looks at the user's own tree, before any rule adds
-   ``_ss_`` names of its own: a user naming a label column could forge it.
+   ``_ss_`` names of its own: a user naming a label column could forge it. This
+   includes the level words ``_ss_lvl_*`` and a ``level`` column that is no input's
+   attribute (the level is the system's, never the query's). The level conjunct itself
+   is no rule here: it is part of the secured view that rule 3 binds (the view filters
+   ``level(t) dominated by C`` next to the tuple label, beneath every user expression),
+   and rule 5 carries the level words on as labels (OR, the LUB).
 2. :func:`sliding_window` turns ``[RANGE t SLIDE s]`` aggregates into Spark's
    ``window()`` grouping. It names the stream's event time and adds a user-visible
    column, so it runs before the views are bound and before labels are appended.
@@ -35,7 +40,7 @@ from streamshield.lang.label_propagation import (
     propagate_tree,
     uses_reserved_names,
 )
-from streamshield.lang.query_check import QueryRejected
+from streamshield.lang.query_check import QueryRejected, check_level_name
 from streamshield.lang.query_check import bind_views as _bind
 from streamshield.lang.statistics_rewrite import statistics_supported, statistics_tree
 from streamshield.lang.windows import WindowSpec
@@ -78,9 +83,10 @@ class Rewrite:
 Rule = Callable[[exp.Expression, Rewrite], exp.Expression]
 
 
-def refuse_reserved_names(tree: exp.Expression, _rewrite: Rewrite) -> exp.Expression:
+def refuse_reserved_names(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
     if uses_reserved_names(tree):
         raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
+    check_level_name(tree, [a for s in rewrite.streams for a in rewrite.attributes[s]])
     return tree
 
 

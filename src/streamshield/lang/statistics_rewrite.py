@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import sqlglot
 from sqlglot import exp
 
-from streamshield.lang.label_propagation import uses_reserved_names
+from streamshield.lang.label_propagation import combined, uses_reserved_names
 
 _AGGREGATES = (
     exp.Count,
@@ -163,7 +163,7 @@ def statistics_tree(
         only = sorted(set(objects) - raw_used)
         if only:
             labels += _column_slot(i, only, sorted(raw_used), block_width, k)
-    sources = [exp.alias_(exp.func("bit_or", exp.column(c)), c) for c in provenance]
+    sources = [exp.alias_(combined(c, "_ss_r"), c) for c in provenance]
     return tree.select(*labels, *sources, append=True, dialect="spark")
 
 

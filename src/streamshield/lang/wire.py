@@ -36,6 +36,29 @@ class WireFormatError(ValueError):
         super().__init__(f"line {line}: {problem}" if line is not None else problem)
 
 
+class ReservedFieldError(WireFormatError):
+    """A provider sent a field only the system may set: a tuple's security ``level``
+    (secure ingest assigns it from the stream's or channel's level) or a label
+    (``_ss_*``). Named, so that the refusal says which field, never its value."""
+
+
+RESERVED_FIELD_PREFIX = "_ss_"
+LEVEL_FIELD = "level"
+
+
+def reserved_field(name: str) -> bool:
+    """Whether a provider-sent field name is one only the system sets."""
+    lowered = name.lower()
+    return lowered == LEVEL_FIELD or lowered.startswith(RESERVED_FIELD_PREFIX)
+
+
+def reserved_message(where: str) -> str:
+    return (
+        f"{where}: a tuple's security level and labels are assigned by the system at "
+        "secure ingest; a provider may not send them"
+    )
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -136,6 +159,10 @@ def parse_element(line: str, line_no: int | None = None) -> Element:
     except _ValidationError as err:
         if any(e["type"] == "json_invalid" for e in err.errors()):
             raise WireFormatError(f"not valid JSON: {err.errors()[0]['msg']}", line_no) from None
+        for error in err.errors():
+            field = str(error["loc"][-1]) if error["loc"] else ""
+            if error["type"] == "extra_forbidden" and reserved_field(field):
+                raise ReservedFieldError(reserved_message(field), line_no) from None
         raise WireFormatError(_describe(err), line_no) from None
     try:
         return _to_element(raw)

@@ -5,10 +5,13 @@ A pure snapshot of the catalog's level definitions, read in one transaction by
 (one call per micro-batch) and level-aware queries (one call per registration) decide
 against one consistent state without touching the database per tuple.
 
-Defaults are deny-by-default:
+Defaults:
 
-* a stream without an assigned level is at *trusted* (``[T, ..., T]``): a stream the
-  administrator forgot to label is readable only at the top, never by everyone;
+* a stream without an assigned level is *public* (``[⊥, ..., ⊥]``): the Chinese Wall
+  restricts the streams an administrator puts behind it, and every other stream stays
+  governed by its role labels alone (the lead's decision for issue 14; the first
+  version made it *trusted*, which hid every unlabelled stream, the whole hospital
+  example with it, from every query below the top once a COI class existed);
 * a channel (stream, provider) without a level of its own sends at its stream's level;
 * a user without a clearance is cleared for *public* only, and a session that has not
   activated a level runs at *public*.
@@ -58,8 +61,8 @@ class LevelAssignment:
     channels: Mapping[tuple[str, str], Level] = field(default_factory=dict)
 
     def stream_level(self, stream: str) -> Level:
-        """The stream's level; *trusted* when none is assigned (deny by default)."""
-        return self.streams.get(stream, self.lattice.trusted)
+        """The stream's level; *public* when none is assigned."""
+        return self.streams.get(stream, self.lattice.public)
 
     def tuple_level(self, stream: str, provider: str) -> Level:
         """The level secure ingest gives a tuple of ``provider`` on ``stream``: the

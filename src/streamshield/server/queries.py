@@ -34,6 +34,7 @@ from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import Shape
 from streamshield.policy.operator_limits import OperatorLimits
+from streamshield.policy.query_level import QueryLevel
 from streamshield.server.errors import Conflict, Invalid, NotFound
 
 audit = logging.getLogger("streamshield.audit")
@@ -59,6 +60,8 @@ class LiveQuery:
     error_class: str | None = None
     """Why the engine stopped the query (a Spark error class), until it is started again."""
     failed_at: float | None = None
+    level: QueryLevel | None = None
+    """The Chinese-Wall level it runs at (None while levels are off)."""
     admitted: AdmittedQuery | None = field(default=None, repr=False)
     """The query as the API admitted it, for its first start (later starts admit the
     stored text again, with the roles it has then)."""
@@ -144,7 +147,7 @@ class QueryRegistry:
             delivery = query.delivery
             sink = StoringSink(query.store, delivery, wanted=lambda: bool(delivery.subscriptions))
             admitted, query.admitted = query.admitted, None
-            if admitted is None or admitted.roles != query.roles:
+            if admitted is None or admitted.roles != query.roles or admitted.level != query.level:
                 admitted = None  # admitted for other roles: admit the text anew
             result = self._cql.submit(
                 admitted or query.text,
@@ -154,6 +157,7 @@ class QueryRegistry:
                 provider=query.owner,
                 running=running,
                 limits=limits,
+                level=query.level,
             )
             if not isinstance(result, RegisteredQuery):  # parse_request decided otherwise
                 raise Invalid("the text is not a continuous query")

@@ -22,6 +22,9 @@ class StoredQuery:
     text: str
     output: str
     internal: str
+    level: str | None = None
+    """The Chinese-Wall level it runs at (``[1, B]``), fixed at registration from the
+    session's; None: registered while levels were off."""
 
 
 class QueryStore:
@@ -39,7 +42,10 @@ class QueryStore:
             return None
         try:
             data = json.loads(path.read_text())
-            return StoredQuery(data["name"], data["text"], data["output"], data["internal"])
+            level = data.get("level")
+            if level is not None and not isinstance(level, str):
+                return None
+            return StoredQuery(data["name"], data["text"], data["output"], data["internal"], level)
         except (ValueError, KeyError, TypeError):
             return None
 

@@ -13,6 +13,9 @@ from typing import Any
 
 from streamshield.catalog.audit import AuditFilter, Event
 from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
+from streamshield.policy.bitset import Words
+from streamshield.policy.coi import LatticeError
+from streamshield.policy.query_level import QueryLevel
 from streamshield.server.errors import Invalid
 
 KINDS = ("schema", "stream", "query")
@@ -54,6 +57,41 @@ def session(security: Any, token: str) -> Any:
 
 def logout(security: Any, token: str) -> None:
     security.logout(token)
+
+
+# -- Chinese-Wall levels --------------------------------------------------------------------
+
+
+def session_query_level(security: Any, session: Any) -> QueryLevel | None:
+    """The level a query registered in ``session`` runs at: the session's active level
+    (public without clearance or activation); None while levels are off."""
+    level = security.session_level(session)
+    if level is None:
+        return None
+    lattice = security.lattice()
+    return None if lattice is None else QueryLevel(lattice, lattice.check(level))
+
+
+def stored_query_level(security: Any, text: str | None) -> QueryLevel | None:
+    """A stored query's level back (``[1, B]``); one stored before levels existed, or
+    whose text no longer parses, runs at *public* once levels are on (never above)."""
+    lattice = security.lattice()
+    if lattice is None:
+        return None
+    try:
+        level = lattice.parse(text) if text is not None else lattice.public
+    except LatticeError:
+        level = lattice.public
+    return QueryLevel(lattice, level)
+
+
+def recipient_level(security: Any, session: Any) -> Words | None:
+    """A subscriber's session level now, encoded; None while levels are off."""
+    level = security.session_level(session)
+    if level is None:
+        return None
+    lattice = security.lattice()
+    return None if lattice is None else lattice.encode(lattice.check(level))
 
 
 # -- objects ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ class ServerService:
         self.spark = spark
         self.security = security
         self.catalog = security.catalog
-        self.pipeline = Pipeline(spark, self.catalog, self.root)
+        self.pipeline = Pipeline(spark, self.catalog, self.root, security.level_assignment)
         self._codec = ProvenanceCodec(d.name for d in self.catalog.streams())
         job = self.pipeline.ingest
         self.cql = CqlService(
@@ -82,6 +83,8 @@ class ServerService:
         # Privacy switches: a shared network computes nothing for a query nobody receives.
         self.switches = Switchboard(self._query_sp_ignored)
         self.cql.switch = self.switches.is_on
+        # A query writes at its level: a derived stream gets its query's level.
+        self.cql.write_level = lambda stream, at: security.write_at(stream, at.lattice, at.level)
         self.schemas = SchemaStore(self.root / "schemas")
         self.stored = QueryStore(self.root / "queries")
         self._lock = threading.RLock()
@@ -249,7 +252,12 @@ class ServerService:
             port.record_drop(self.security, user, output, count, policies)
 
         delivery = Delivery(
-            self._rights, self.codec, roles=self._read_mask, aggregate=aggregate, on_drop=dropped
+            self._rights,
+            self.codec,
+            roles=self._read_mask,
+            aggregate=aggregate,
+            on_drop=dropped,
+            levels=self._recipient_level,
         )
         delivery.on_handover = lambda seconds: self.metrics.handed_over(name or output, seconds)
         return delivery
@@ -267,6 +275,10 @@ class ServerService:
         rows are checked against them, whoever registered the query."""
         roles = port.roles_of(self.session(subscription.session))
         return self.pipeline.queries.codec.query(roles)
+
+    def _recipient_level(self, subscription: Subscription) -> Words | None:
+        """The subscriber's session level now (DESIGN.md 5a: the recipient decides)."""
+        return port.recipient_level(self.security, self.session(subscription.session))
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -417,14 +429,19 @@ class ServerService:
         admitted once (lang/admission.py) is what the engine runs on its first start."""
         user = port.user_of(session)
         output = self._output_name(name, admitted.request, output)
+        if admitted.level is None:  # it runs at the level of the session registering it
+            admitted = replace(admitted, level=port.session_query_level(self.security, session))
+        level = admitted.level
         with self._lock:
             # Limits before the catalog records anything (CqlService checks them again).
             running = self.queries.running_shapes(user)
             self.limits().check(admitted.shape, admitted.effective, running)
             port.add_query(self.security, session, name, admitted.streams, output)
-            stored = StoredQuery(name, admitted.text, output, f"api_{uuid.uuid4().hex[:12]}")
+            internal = f"api_{uuid.uuid4().hex[:12]}"
+            text = level.text if level is not None else None
+            stored = StoredQuery(name, admitted.text, output, internal, text)
             query = self._live(stored, user, admitted.roles, admitted.streams)
-            query.admitted = admitted
+            query.level, query.admitted = level, admitted
             try:
                 self.queries.add(query)
                 self.queries.start(name, self.limits())
@@ -460,6 +477,7 @@ class ServerService:
             self._delivery(aggregate, stored.output, stored.name),
             ResultStore(self.root / "results" / stored.internal),
             output=stored.output,
+            level=port.stored_query_level(self.security, stored.level),
         )
         # A subscriber acting with exactly the query's roles gets its output as it is.
         query.delivery.query_mask = lambda: self.pipeline.queries.codec.query(query.roles)

@@ -17,6 +17,8 @@ import json
 import pytest
 
 from tests.server.conftest import Subscriber, poll, server, spark  # noqa: F401 (fixtures)
+from tests.server.conftest import grant as _grant
+from tests.server.conftest import ok as _ok
 
 pytestmark = pytest.mark.spark
 
@@ -33,16 +35,6 @@ QUERIES = {
     ),
     "overall": "SELECT count(*) AS n, avg(hr) AS m FROM ward",
 }
-
-
-def _ok(answer, status: int = 200) -> dict:
-    assert answer.status_code == status, answer.text
-    return answer.json()
-
-
-def _grant(client, permission: str, kind: str, obj: str, role: str) -> None:
-    body = {"permission": permission, "kind": kind, "object": obj, "role": role}
-    _ok(client.post("/grants", json=body))
 
 
 def _sp(sn: int, tuples: str, attributes: str, roles: str, privilege: str | None = None) -> str:

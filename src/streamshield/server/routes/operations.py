@@ -30,6 +30,8 @@ from streamshield.catalog.audit import AuditFilter, Event
 from streamshield.engine.queries import safe_error
 from streamshield.lang.continuous import ContinuousQuery, ShapeKind, parse_request, plan_shape
 from streamshield.lang.query_check import check_query
+from streamshield.lang.secured_plan import secured_plan
+from streamshield.policy.query_level import QueryLevel
 from streamshield.server import security_port as port
 from streamshield.server.auth import Auth
 from streamshield.server.errors import Forbidden, Invalid, NotFound, Unauthorized
@@ -89,6 +91,14 @@ class QueryExplain(BaseModel):
     time_windows: list[float | None]
     sql: str
     """The checked SQL as the engine's parser reads it (stream names, no secured views)."""
+    level: str | None = None
+    """The Chinese-Wall level the query runs at; None while levels are off."""
+    security: list[str] = []
+    """The conjuncts every secured view filters on, beneath every user expression."""
+    labels: list[str] = []
+    """How output rows are labelled and checked at delivery."""
+    secured_sql: str = ""
+    """The query over its secured views, each spelled as a CTE with its conjuncts."""
 
 
 class Health(BaseModel):
@@ -184,15 +194,16 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
         },
     )
     def explain(name: str, who: Auth) -> QueryExplain:
-        """The query's shape, the engine that runs it and its checked SQL (owner and
-        administrators). Never the secured views, salts or label columns."""
+        """The query's shape, the engine that runs it, its checked SQL and the rewritten
+        plan with the security conjuncts its views add: the roles' tuple test and the
+        level conjunct (owner and administrators). Never salts or label values."""
         record = record_of(who.session, name)
         if not may_read_text(who.session, record):
             raise Forbidden("only the query's owner or an administrator may explain it")
         live = _live(service, name)
         if live is None:
             raise NotFound("the query is not loaded")
-        return _explain(name, live.text, list(record.inputs))
+        return _explain(name, live.text, list(record.inputs), live.roles, live.level)
 
     @api.get("/healthz", response_model=Health)
     def healthz() -> Health:
@@ -341,13 +352,20 @@ def _failure(live: Any) -> tuple[str | None, str | None]:
     return error_class, failed_at
 
 
-def _explain(name: str, text: str, inputs: list[str]) -> QueryExplain:
+def _explain(
+    name: str,
+    text: str,
+    inputs: list[str],
+    roles: tuple[str, ...] = (),
+    level: QueryLevel | None = None,
+) -> QueryExplain:
     request = parse_request(text)
     if not isinstance(request, ContinuousQuery):
         raise Invalid("the query's text is not a continuous query")
     shape = plan_shape(request)
     checked = check_query(request.sql, inputs)
     sql = checked.rewrite({s: s for s in checked.streams})
+    secured = secured_plan(sql, checked.streams, roles, level)
     return QueryExplain(
         name=name,
         kind=shape.kind.value,
@@ -371,6 +389,10 @@ def _explain(name: str, text: str, inputs: list[str]) -> QueryExplain:
         ],
         time_windows=list(shape.time_windows),
         sql=sql,
+        level=secured.level,
+        security=list(secured.conjuncts),
+        labels=list(secured.labels),
+        secured_sql=secured.sql,
     )
 
 

@@ -1,0 +1,64 @@
+"""What the security rewrites add to a query, written out for ``explain`` (issue 14, item 5).
+
+A user or an auditor reads here, for a registered query, the conjuncts its secured
+views filter on beneath every expression of the query (the tuple label test of its
+roles and, while levels are on, the Chinese-Wall conjunct of its level ``C``) and how
+its output is labelled, and the query as Spark plans it: each stream replaced by its
+secured view, spelled as a CTE over the labelled stream. The level conjunct is the
+exact text of the engine's expression (``QueryLevel.conjunct_sql``); the roles test is
+named, not spelled, since its words depend on the role layout.
+
+Pure Python: no pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from streamshield.policy.query_level import QueryLevel
+
+
+@dataclass(frozen=True)
+class SecuredPlan:
+    level: str | None
+    """The level ``C`` the query runs at (``[1, ⊥]``); None while levels are off."""
+    conjuncts: tuple[str, ...]
+    """What every secured view filters on, in the order of its Filter."""
+    labels: tuple[str, ...]
+    """How the output rows are labelled and checked at delivery."""
+    sql: str
+    """The query over its secured views (one CTE per stream)."""
+
+
+def roles_test(roles: Sequence[str]) -> str:
+    return f"tuple_label_allows(roles: {', '.join(sorted(roles))})"
+
+
+def secured_plan(
+    sql: str, streams: Sequence[str], roles: Sequence[str], level: QueryLevel | None
+) -> SecuredPlan:
+    """The secured plan of a checked query ``sql`` over ``streams``, run by ``roles``."""
+    conjuncts = [roles_test(roles)]
+    labels = [
+        "readers: AND over contributors (joins: both sides); denied, provenance: OR",
+        "delivery: each recipient's own roles, rights and level are checked per row",
+    ]
+    if level is not None:
+        conjuncts.append(f"{level.conjunct_sql()} /* level(t) dominated by {level.text} */")
+        labels.insert(
+            1,
+            f"level: LUB (OR) of the inputs' levels, asserted dominated by {level.text}; "
+            "a recipient gets a row only if her session level dominates it",
+        )
+    where = " AND ".join(conjuncts)
+    views = ", ".join(
+        f"`{s}` AS (SELECT * /* attributes masked per label */ FROM `{s}` WHERE {where})"
+        for s in streams
+    )
+    return SecuredPlan(
+        level.text if level is not None else None,
+        tuple(conjuncts),
+        tuple(labels),
+        f"WITH {views} {sql}" if streams else sql,
+    )
