@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,10 +46,10 @@ from streamshield.catalog.audit import Event, Outcome
 from streamshield.catalog.errors import (
     AlreadyExists,
     AuthError,
-    PermissionDenied,
     SecurityError,
     Throttled,
 )
+from streamshield.catalog.guarded import not_admin
 from streamshield.catalog.oxrbac import SYSTEM, Permission, Subject
 from streamshield.catalog.store import load_hierarchy, store_hierarchy
 from streamshield.catalog.throttle import PAIR_PREFIX, login_keys
@@ -153,23 +152,9 @@ class Administration:
     throttle: Any
     clock: Callable[[], float]
     create_user: Callable[..., None]
+    _administering: Callable[..., Any]
 
-    # -- the one pattern: check CHANGE SYSTEM, act, audit; refusals audited ------------------
-
-    @contextmanager
-    def _administering(self, session: Session, event: Event) -> Iterator[tuple[Connection, str]]:
-        """A writing transaction in which the session holds CHANGE SYSTEM on SYSTEM.
-
-        Yields (connection, acting user); the body audits its success itself (it knows
-        the detail). A refusal rolls the transaction back and is audited on its own.
-        """
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
-            if denial is None:
-                yield db, subject.user
-                return
-        raise self._refuse(subject.user, event, _not_admin())
+    # -- auditing (the guarded transaction: catalog/guarded.py) -----------------------------
 
     def _record(self, db: Connection, event: Event, actor: str, **detail: Any) -> None:
         audit.record(db, self.clock(), event, Outcome.OK, actor=actor, obj=SYSTEM, detail=detail)
@@ -428,7 +413,7 @@ class Administration:
         subject = self._subject(db, session)
         denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
         if denial is not None:
-            raise self._refuse(subject.user, event, _not_admin())
+            raise self._refuse(subject.user, event, not_admin())
         return subject.user
 
 
@@ -436,12 +421,6 @@ class WrongPassword(AdminError):
     """The current password given to change one's own is wrong (403)."""
 
 
-def _not_admin() -> PermissionDenied:
-    """Always 403, never "not found": SYSTEM exists for everyone, and saying so leaks
-    nothing, while a 404 for POST /users would only confuse."""
-    return PermissionDenied(
-        Permission.CHANGE_SYSTEM, SYSTEM, "permission denied: CHANGE SYSTEM on system is needed"
-    )
 
 
 def _check_roles(db: Connection, roles: frozenset[str]) -> None:

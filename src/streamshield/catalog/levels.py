@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,10 +46,11 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from streamshield.catalog import audit
 from streamshield.catalog import oxrbac as ox
 from streamshield.catalog import tables as t
-from streamshield.catalog.administration import AdminError, _not_admin
+from streamshield.catalog.administration import AdminError
 from streamshield.catalog.audit import Event, Outcome
 from streamshield.catalog.database import upsert
 from streamshield.catalog.errors import NotFound, SecurityError
+from streamshield.catalog.guarded import not_admin
 from streamshield.catalog.oxrbac import SYSTEM, Kind, ObjectRef, Permission, Subject
 from streamshield.policy.bitset import WORD_BITS
 from streamshield.policy.coi import CoiClasses, ErrorKind, LatticeError, check_name
@@ -145,18 +145,9 @@ class Levels:
     _acl: Callable[[Connection], ox.AclState]
     _refuse: Callable[..., SecurityError]
     clock: Callable[[], float]
+    _administering: Callable[..., Any]
 
-    # -- the pattern: CHANGE SYSTEM first, then act and audit --------------------------------
-
-    @contextmanager
-    def _changing_levels(self, session: Session, event: Event) -> Iterator[tuple[Connection, str]]:
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
-            if denial is None:
-                yield db, subject.user
-                return
-        raise self._refuse(subject.user, event, _not_admin())
+    # -- auditing (the guarded transaction, _administering: catalog/guarded.py) -------------
 
     def _level_audit(
         self, db: Connection, event: Event, actor: str, obj: ObjectRef = SYSTEM, **detail: Any
@@ -179,7 +170,7 @@ class Levels:
         _checked(lambda: check_name("class", name), "name")
         for company in companies:
             _checked(lambda c=company: check_name("company", c), "companies")
-        with self._changing_levels(session, Event.DEFINE_COI_CLASS) as (db, actor):
+        with self._administering(session, Event.DEFINE_COI_CLASS) as (db, actor):
             taken = db.scalar(
                 select(t.coi_classes.c.name).where(func.lower(t.coi_classes.c.name) == name.lower())
             )
@@ -250,7 +241,7 @@ class Levels:
         """Appends a company to a COI class (CHANGE SYSTEM). Stored levels keep their
         meaning: ``T`` of the class now also allows the new company."""
         _checked(lambda: check_name("company", company), "company")
-        with self._changing_levels(session, Event.ADD_COMPANY) as (db, actor):
+        with self._administering(session, Event.ADD_COMPANY) as (db, actor):
             classes = dict(_coi_rows(db))
             if coi_class not in classes:
                 raise UnknownLevelObject(f"no COI class {coi_class!r}", "name")
@@ -281,7 +272,7 @@ class Levels:
         of each COI class (Definition 2)."""
         companies = list(companies)
         _checked(lambda: check_name("CI class", name), "name")
-        with self._changing_levels(session, Event.DEFINE_CI_CLASS) as (db, actor):
+        with self._administering(session, Event.DEFINE_CI_CLASS) as (db, actor):
             lattice = _require_lattice(db, "companies")
             taken = db.scalar(
                 select(t.ci_classes.c.name).where(func.lower(t.ci_classes.c.name) == name.lower())
@@ -309,7 +300,7 @@ class Levels:
     def set_stream_level(self, session: Session, stream: str, text: str) -> StreamLevelInfo:
         """Sets an input stream's level (CHANGE SYSTEM); its channels' levels must stay
         dominated by it."""
-        with self._changing_levels(session, Event.SET_STREAM_LEVEL) as (db, actor):
+        with self._administering(session, Event.SET_STREAM_LEVEL) as (db, actor):
             lattice = _require_lattice(db, "level")
             level = _parse(lattice, text, "level")
             _require_input_stream(db, stream)
@@ -361,7 +352,7 @@ class Levels:
     ) -> StreamLevelInfo:
         """Sets the level of ``provider``'s tuples on ``stream`` (CHANGE SYSTEM): it must
         be dominated by the stream's level (a tuple never outranks its stream)."""
-        with self._changing_levels(session, Event.SET_CHANNEL_LEVEL) as (db, actor):
+        with self._administering(session, Event.SET_CHANNEL_LEVEL) as (db, actor):
             lattice = _require_lattice(db, "level")
             level = _parse(lattice, text, "level")
             _require_input_stream(db, stream)
@@ -398,7 +389,7 @@ class Levels:
 
     def remove_channel_level(self, session: Session, stream: str, provider: str) -> StreamLevelInfo:
         """The channel sends at its stream's level again (CHANGE SYSTEM)."""
-        with self._changing_levels(session, Event.REMOVE_CHANNEL_LEVEL) as (db, actor):
+        with self._administering(session, Event.REMOVE_CHANNEL_LEVEL) as (db, actor):
             lattice = _require_lattice(db, "provider")
             _require_input_stream(db, stream)
             c = t.channel_levels.c
@@ -441,7 +432,7 @@ class Levels:
     def set_clearance(self, session: Session, user: str, text: str) -> tuple[str, int]:
         """Sets a user's clearance (CHANGE SYSTEM). Returns it and how many of her
         sessions were lowered to public because it no longer dominates their level."""
-        with self._changing_levels(session, Event.SET_CLEARANCE) as (db, actor):
+        with self._administering(session, Event.SET_CLEARANCE) as (db, actor):
             lattice = _require_lattice(db, "level")
             clearance = _parse(lattice, text, "level")
             if db.scalar(select(t.users.c.name).where(t.users.c.name == user)) is None:
@@ -480,7 +471,7 @@ class Levels:
             if subject.user != user:
                 denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
                 if denial is not None:
-                    raise self._refuse(subject.user, Event.DENIED, _not_admin())
+                    raise self._refuse(subject.user, Event.DENIED, not_admin())
                 if db.scalar(select(t.users.c.name).where(t.users.c.name == user)) is None:
                     raise UnknownLevelObject(f"no user {user!r}", "name")
             lattice = _require_lattice(db, "name")

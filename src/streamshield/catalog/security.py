@@ -62,6 +62,7 @@ from streamshield.catalog.errors import (
     Throttled,
     from_denial,
 )
+from streamshield.catalog.guarded import GuardedChanges
 from streamshield.catalog.levels import Levels
 from streamshield.catalog.oxrbac import (
     SYSTEM,
@@ -155,7 +156,7 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class SecurityCatalog(Administration, Levels):
+class SecurityCatalog(GuardedChanges, Administration, Levels):
     """Users, authentication, sessions, OxRBAC, settings, quotas and audit on one database.
 
     User and role administration (with its permission rules and password policy) is in
@@ -268,28 +269,19 @@ class SecurityCatalog(Administration, Levels):
         """Replaces a user's roles (CHANGE SYSTEM). Grants the user can no longer back
         (they relied on a role taken away) are removed, with their cascade."""
         roles = frozenset(roles)
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
-            if denial is None:
-                unknown = sorted(roles - set(load_hierarchy(db).roles))
-                if unknown:
-                    raise ValueError(f"unknown roles {unknown}")
-                if db.execute(select(t.users.c.name).where(t.users.c.name == name)).first() is None:
-                    raise ValueError("unknown user")
-                _set_user_roles(db, name, roles)
-                dropped = _drop_unsupported(db, self._acl(db))
-                detail = {"user": name, "roles": sorted(roles), "grants_removed": dropped}
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.SET_USER_ROLES,
-                    Outcome.OK,
-                    actor=subject.user,
-                    detail=detail,
-                )
-        if denial is not None:
-            raise self._refuse(subject.user, Event.SET_USER_ROLES, from_denial(denial))
+        with self._guarded(session, Event.SET_USER_ROLES) as change:
+            db = change.db
+            change.refuse_if(
+                ox.require(change.acl, change.subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            )
+            unknown = sorted(roles - set(load_hierarchy(db).roles))
+            if unknown:
+                raise ValueError(f"unknown roles {unknown}")
+            if db.execute(select(t.users.c.name).where(t.users.c.name == name)).first() is None:
+                raise ValueError("unknown user")
+            _set_user_roles(db, name, roles)
+            dropped = _drop_unsupported(db, self._acl(db))
+            change.done(detail={"user": name, "roles": sorted(roles), "grants_removed": dropped})
 
     def user_roles(self, name: str) -> frozenset[str]:
         """The roles a user holds (empty for unknown users)."""
@@ -564,38 +556,20 @@ class SecurityCatalog(Administration, Levels):
     def add_schema(self, session: Session, name: str) -> None:
         """Adds a schema owned by the session's user (ADD on SYSTEM)."""
         ref = ObjectRef(Kind.SCHEMA, _object_name(name))
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.check_add(self._acl(db), subject, SYSTEM)
-            if denial is None:
-                _insert_object(db, ref, subject.user, None, self.clock())
-                audit.record(
-                    db, self.clock(), Event.ADD_SCHEMA, Outcome.OK, actor=subject.user, obj=ref
-                )
-        if denial is not None:
-            raise self._refuse(subject.user, Event.ADD_SCHEMA, from_denial(denial))
+        with self._guarded(session, Event.ADD_SCHEMA) as change:
+            change.refuse_if(ox.check_add(change.acl, change.subject, SYSTEM))
+            _insert_object(change.db, ref, change.actor, None, change.now)
+            change.done(obj=ref)
 
     def add_stream(self, session: Session, schema: str, definition: StreamDefinition) -> None:
         """Registers an input stream in a schema (ADD on the schema), owned by the user."""
         parent = ObjectRef(Kind.SCHEMA, schema)
         ref = ObjectRef(Kind.STREAM, definition.name)
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.check_add(self._acl(db), subject, parent)
-            if denial is None:
-                _insert_object(db, ref, subject.user, parent, self.clock())
-                insert_stream(db, definition)
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.ADD_STREAM,
-                    Outcome.OK,
-                    actor=subject.user,
-                    obj=ref,
-                    detail={"schema": schema},
-                )
-        if denial is not None:
-            raise self._refuse(subject.user, Event.ADD_STREAM, from_denial(denial))
+        with self._guarded(session, Event.ADD_STREAM) as change:
+            change.refuse_if(ox.check_add(change.acl, change.subject, parent))
+            _insert_object(change.db, ref, change.actor, parent, change.now)
+            insert_stream(change.db, definition)
+            change.done(obj=ref, detail={"schema": schema})
 
     def add_query(
         self,
@@ -616,56 +590,43 @@ class SecurityCatalog(Administration, Levels):
         inputs = tuple(dict.fromkeys(inputs))
         if not inputs:
             raise ValueError("a query needs at least one input stream")
-        error: SecurityError | None = None
-        with self._write() as db:
-            subject = self._subject(db, session)
+        with self._guarded(session, Event.ADD_QUERY) as change:
+            db, subject = change.db, change.subject
             live = self._session(db, session.token)
             input_refs = [ObjectRef(Kind.STREAM, s) for s in inputs]
-            denial = ox.check_add_query(self._acl(db), subject, input_refs)
-            error = None if denial is None else from_denial(denial)
-            if error is None and status is QueryStatus.RUNNING:
-                error = self._quota_error(db, subject.user)
-            if error is None:
-                now = self.clock()
-                _insert_object(db, ref, subject.user, None, now)
-                if output_stream is not None:
-                    out = ObjectRef(Kind.STREAM, _object_name(output_stream))
-                    if db.execute(
-                        select(t.streams.c.name).where(
-                            func.lower(t.streams.c.name) == out.name.lower()
-                        )
-                    ).first():
-                        raise StreamExists(out.name)
-                    _insert_object(db, out, subject.user, ref, now)
-                record = QueryRecord(
-                    ref.name, subject.user, live.roles, inputs, output_stream, QueryStatus(status)
+            change.refuse_if(ox.check_add_query(change.acl, subject, input_refs))
+            if status is QueryStatus.RUNNING:
+                change.refuse_if(self._quota_error(db, subject.user))
+            _insert_object(db, ref, subject.user, None, change.now)
+            if output_stream is not None:
+                out = ObjectRef(Kind.STREAM, _object_name(output_stream))
+                if db.execute(
+                    select(t.streams.c.name).where(func.lower(t.streams.c.name) == out.name.lower())
+                ).first():
+                    raise StreamExists(out.name)
+                _insert_object(db, out, subject.user, ref, change.now)
+            record = QueryRecord(
+                ref.name, subject.user, live.roles, inputs, output_stream, QueryStatus(status)
+            )
+            db.execute(
+                insert(t.queries).values(
+                    name=ref.name,
+                    owner=subject.user,
+                    roles=json.dumps(sorted(live.roles)),
+                    inputs=json.dumps(list(inputs)),
+                    output_stream=output_stream,
+                    status=record.status.value,
                 )
-                db.execute(
-                    insert(t.queries).values(
-                        name=ref.name,
-                        owner=subject.user,
-                        roles=json.dumps(sorted(live.roles)),
-                        inputs=json.dumps(list(inputs)),
-                        output_stream=output_stream,
-                        status=record.status.value,
-                    )
-                )
-                audit.record(
-                    db,
-                    now,
-                    Event.ADD_QUERY,
-                    Outcome.OK,
-                    actor=subject.user,
-                    obj=ref,
-                    detail={
-                        "inputs": list(inputs),
-                        "output_stream": output_stream,
-                        "roles": sorted(live.roles),
-                        "status": record.status.value,
-                    },
-                )
-        if error is not None:
-            raise self._refuse(subject.user, Event.ADD_QUERY, error)
+            )
+            change.done(
+                obj=ref,
+                detail={
+                    "inputs": list(inputs),
+                    "output_stream": output_stream,
+                    "roles": sorted(live.roles),
+                    "status": record.status.value,
+                },
+            )
         return record
 
     def _quota_error(self, db: Connection, user: str) -> QuotaExceeded | None:
@@ -706,58 +667,40 @@ class SecurityCatalog(Administration, Levels):
         """Starts or stops a query (SET QUERY STATUS); starting counts against the quota."""
         ref = ObjectRef(Kind.QUERY, name)
         status = QueryStatus(status)
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.require(self._acl(db), subject, Permission.SET_QUERY_STATUS, ref)
-            error = None if denial is None else from_denial(denial)
-            if error is None:
-                row = db.execute(select(t.queries).where(t.queries.c.name == name)).first()
-                if row is None:
-                    error = NotFound(Permission.SET_QUERY_STATUS, ref)
-                elif status is QueryStatus.RUNNING and row.status != status.value:
-                    error = self._quota_error(db, row.owner)
-            if error is None:
-                db.execute(
-                    update(t.queries).where(t.queries.c.name == name).values(status=status.value)
-                )
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.SET_QUERY_STATUS,
-                    Outcome.OK,
-                    actor=subject.user,
-                    obj=ref,
-                    detail={"status": status.value},
-                )
-        if error is not None:
-            raise self._refuse(subject.user, Event.SET_QUERY_STATUS, error)
+        with self._guarded(session, Event.SET_QUERY_STATUS) as change:
+            db = change.db
+            change.refuse_if(
+                ox.require(change.acl, change.subject, Permission.SET_QUERY_STATUS, ref)
+            )
+            row = db.execute(select(t.queries).where(t.queries.c.name == name)).first()
+            if row is None:
+                change.refuse_if(NotFound(Permission.SET_QUERY_STATUS, ref))
+            elif status is QueryStatus.RUNNING and row.status != status.value:
+                change.refuse_if(self._quota_error(db, row.owner))
+            db.execute(
+                update(t.queries).where(t.queries.c.name == name).values(status=status.value)
+            )
+            change.done(obj=ref, detail={"status": status.value})
 
     def remove_query(self, session: Session, name: str) -> None:
         """Removes a query, its output stream and their grants (owner or administrator)."""
         ref = ObjectRef(Kind.QUERY, name)
-        with self._write() as db:
-            subject = self._subject(db, session)
-            state = self._acl(db)
+        with self._guarded(session, Event.REMOVE_QUERY) as change:
+            db, state, subject = change.db, change.acl, change.subject
             if not ox.can_see(state, subject, ref):
-                error: SecurityError | None = NotFound(Permission.VIEW_OBJECT, ref)
+                change.refuse_if(NotFound(Permission.VIEW_OBJECT, ref))
             elif not ox.may_remove(state, subject, ref):
-                error = PermissionDenied(Permission.CHANGE_SYSTEM, ref)
-            else:
-                error = None
-                doomed = [ref] + [o.ref for o in state.objects.values() if o.parent == ref]
-                for obj in doomed:
-                    db.execute(
-                        delete(t.grants).where(
-                            t.grants.c.obj_kind == obj.kind.value, t.grants.c.obj_name == obj.name
-                        )
+                change.refuse_if(PermissionDenied(Permission.CHANGE_SYSTEM, ref))
+            doomed = [ref] + [o.ref for o in state.objects.values() if o.parent == ref]
+            for obj in doomed:
+                db.execute(
+                    delete(t.grants).where(
+                        t.grants.c.obj_kind == obj.kind.value, t.grants.c.obj_name == obj.name
                     )
-                    db.execute(delete(t.objects).where(_is(obj)))
-                db.execute(delete(t.queries).where(t.queries.c.name == name))
-                audit.record(
-                    db, self.clock(), Event.REMOVE_QUERY, Outcome.OK, actor=subject.user, obj=ref
                 )
-        if error is not None:
-            raise self._refuse(subject.user, Event.REMOVE_QUERY, error)
+                db.execute(delete(t.objects).where(_is(obj)))
+            db.execute(delete(t.queries).where(t.queries.c.name == name))
+            change.done(obj=ref)
 
     # -- permissions ---------------------------------------------------------------------------
 
@@ -774,48 +717,40 @@ class SecurityCatalog(Administration, Levels):
         permission = Permission(permission)
         if permission not in ox.APPLICABLE[obj.kind]:
             raise ValueError(f"{permission.value} does not apply to a {obj.kind.value}")
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.check_grant(self._acl(db), subject, permission, obj)
-            if denial is None:
-                self._check_grantee(db, grantee)
-                row = {
+        with self._guarded(session, Event.GRANT) as change:
+            db = change.db
+            change.refuse_if(ox.check_grant(change.acl, change.subject, permission, obj))
+            self._check_grantee(db, grantee)
+            row = {
+                "permission": permission.value,
+                "obj_kind": obj.kind.value,
+                "obj_name": obj.name,
+                "grantee_kind": grantee.kind.value,
+                "grantee": grantee.name,
+                "grantor": change.actor,
+                "with_grant_option": with_grant_option,
+            }
+            keys = ["permission", "obj_kind", "obj_name", "grantee_kind", "grantee", "grantor"]
+            existing = t.grants.c.with_grant_option
+            upsert(
+                db,
+                t.grants,
+                row,
+                keys,
+                {
+                    "with_grant_option": lambda new: case(
+                        (existing, True), else_=new.with_grant_option
+                    )
+                },
+            )
+            change.done(
+                obj=obj,
+                detail={
                     "permission": permission.value,
-                    "obj_kind": obj.kind.value,
-                    "obj_name": obj.name,
-                    "grantee_kind": grantee.kind.value,
-                    "grantee": grantee.name,
-                    "grantor": subject.user,
+                    "grantee": str(grantee),
                     "with_grant_option": with_grant_option,
-                }
-                keys = ["permission", "obj_kind", "obj_name", "grantee_kind", "grantee", "grantor"]
-                existing = t.grants.c.with_grant_option
-                upsert(
-                    db,
-                    t.grants,
-                    row,
-                    keys,
-                    {
-                        "with_grant_option": lambda new: case(
-                            (existing, True), else_=new.with_grant_option
-                        )
-                    },
-                )
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.GRANT,
-                    Outcome.OK,
-                    actor=subject.user,
-                    obj=obj,
-                    detail={
-                        "permission": permission.value,
-                        "grantee": str(grantee),
-                        "with_grant_option": with_grant_option,
-                    },
-                )
-        if denial is not None:
-            raise self._refuse(subject.user, Event.GRANT, from_denial(denial))
+                },
+            )
 
     @staticmethod
     def _check_grantee(db: Connection, grantee: Grantee) -> None:
@@ -831,31 +766,16 @@ class SecurityCatalog(Administration, Levels):
     ) -> int:
         """Revokes, with cascade (see :func:`oxrbac.plan_revoke`); returns grants removed."""
         permission = Permission(permission)
-        with self._write() as db:
-            subject = self._subject(db, session)
-            plan = ox.plan_revoke(self._acl(db), subject, permission, obj, grantee)
-            if not isinstance(plan, ox.Denial) and not plan:
-                plan = GrantNotFound(permission, obj, grantee)
-            elif not isinstance(plan, ox.Denial):
-                for grant in plan:
-                    _delete_grant(db, grant)
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.REVOKE,
-                    Outcome.OK,
-                    actor=subject.user,
-                    obj=obj,
-                    detail={
-                        "permission": permission.value,
-                        "grantee": str(grantee),
-                        "removed": len(plan),
-                    },
-                )
-        if isinstance(plan, GrantNotFound):
-            raise plan
-        if isinstance(plan, ox.Denial):
-            raise self._refuse(subject.user, Event.REVOKE, from_denial(plan))
+        with self._guarded(session, Event.REVOKE) as change:
+            plan = ox.plan_revoke(change.acl, change.subject, permission, obj, grantee)
+            if isinstance(plan, ox.Denial):
+                change.refuse_if(plan)
+            if not plan:
+                raise GrantNotFound(permission, obj, grantee)  # not a refusal: nothing to undo
+            for grant in plan:
+                _delete_grant(change.db, grant)
+            detail = {"permission": permission.value, "grantee": str(grantee), "removed": len(plan)}
+            change.done(obj=obj, detail=detail)
         return len(plan)
 
     # -- settings and quotas -------------------------------------------------------------------
@@ -868,22 +788,12 @@ class SecurityCatalog(Administration, Levels):
     def set_setting(self, session: Session, key: str, value: Any) -> None:
         """Stores a JSON-serialisable setting (CHANGE SYSTEM)."""
         text = json.dumps(value)
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
-            if denial is None:
-                upsert(db, t.settings, {"key": key, "value": text}, ["key"], {"value": text})
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.SET_SETTING,
-                    Outcome.OK,
-                    actor=subject.user,
-                    obj=SYSTEM,
-                    detail={"key": key},
-                )
-        if denial is not None:
-            raise self._refuse(subject.user, Event.SET_SETTING, from_denial(denial))
+        with self._guarded(session, Event.SET_SETTING) as change:
+            change.refuse_if(
+                ox.require(change.acl, change.subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            )
+            upsert(change.db, t.settings, {"key": key, "value": text}, ["key"], {"value": text})
+            change.done(obj=SYSTEM, detail={"key": key})
 
     def set_quota(
         self,
@@ -894,22 +804,13 @@ class SecurityCatalog(Administration, Levels):
         max_state_rows: int | None = None,
     ) -> None:
         """Sets a user's quotas (CHANGE SYSTEM); None falls back to the settings."""
-        with self._write() as db:
-            subject = self._subject(db, session)
-            denial = ox.require(self._acl(db), subject, Permission.CHANGE_SYSTEM, SYSTEM)
-            if denial is None:
-                row = {"max_running_queries": max_running_queries, "max_state_rows": max_state_rows}
-                upsert(db, t.quotas, {"user_name": user, **row}, ["user_name"], row)
-                audit.record(
-                    db,
-                    self.clock(),
-                    Event.SET_QUOTA,
-                    Outcome.OK,
-                    actor=subject.user,
-                    detail={"user": user, **row},
-                )
-        if denial is not None:
-            raise self._refuse(subject.user, Event.SET_QUOTA, from_denial(denial))
+        with self._guarded(session, Event.SET_QUOTA) as change:
+            change.refuse_if(
+                ox.require(change.acl, change.subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            )
+            row = {"max_running_queries": max_running_queries, "max_state_rows": max_state_rows}
+            upsert(change.db, t.quotas, {"user_name": user, **row}, ["user_name"], row)
+            change.done(detail={"user": user, **row})
 
     def quota(self, user: str) -> Quota:
         """A user's quotas, as the server enforces them."""
