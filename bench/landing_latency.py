@@ -8,15 +8,25 @@ Each round, at a random moment, Ed POSTs ``tuples`` rows (an sp before the first
 round's rows); the latency is from just before the POST to Al's reader receiving the
 next ``rows`` event: landing, secure ingest, the query's micro-batch and delivery.
 The first round warms the JVM and the query up and is not reported.
+
+``profile`` says where a round's time went, from Spark's progress reports of the ingest
+query and Al's query (batch start times and durations, epoch milliseconds): the POST,
+the wait for ingest's next trigger, the ingest batch (and its secure passes), the wait
+until Al's query starts a batch on the new labelled file, that batch (its ``addBatch``
+includes delivery to the SSE queue) and the rest until the reader has the event.
+``python -m bench.landing_latency [--rounds N] [--tuples N]`` prints it.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
 import shutil
 import statistics
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -30,6 +40,8 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
+from streamshield.engine.session import spark_session
+from streamshield.server.service import ServerService
 
 QUERY = f"SELECT id, symbol, price FROM {STREAM} WHERE price >= 0"
 
@@ -41,10 +53,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dict:
-    """``rounds`` reported latencies (seconds) of a ``tuples``-row POST to Al's SSE reader."""
+    """``rounds`` reported latencies (seconds) of a ``tuples``-row POST to Al's SSE reader,
+    with where each round's time went (``profile``)."""
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="ss-latency-"))
     latencies: list[float] = []
+    spans: list[dict] = []
     try:
         with busy_root_server(spark, root) as server:
             set_up_stream(server)
@@ -55,15 +69,23 @@ def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dic
                 try:
                     for index in range(rounds + 1):
                         seen = len(subscriber.rows_events())
-                        began = time.monotonic()
+                        wall, began = time.time(), time.monotonic()
                         if not provider.post(first=index == 0):
                             raise RuntimeError(f"the POST was refused: {provider.errors[-1:]}")
+                        posted = time.monotonic() - began
                         arrived = wait_for(
                             lambda seen=seen: subscriber.rows_events()[seen:], timeout=120
                         )
+                        passes = dict(server.service.pipeline.ingest.ingest.passes)
                         if index:
-                            latencies.append(round(arrived[0] - began, 4))
+                            latency = arrived[0] - began
+                            latencies.append(round(latency, 4))
+                            spans.append(
+                                {"posted": wall, "post_s": posted, "latency_s": latency}
+                                | {"passes": passes}
+                            )
                         time.sleep(rng.uniform(0.1, 1.0))  # a random phase against the trigger
+                    progress = reports(spark, server.service)
                 finally:
                     subscriber.close()
                     subscriber.client.close()
@@ -79,4 +101,69 @@ def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dic
         "p95_s": round(percentile(latencies, 0.95), 3),
         "min_s": min(latencies),
         "max_s": max(latencies),
+        "profile": profile(spans, progress),
     }
+
+
+def reports(spark: SparkSession, service: ServerService) -> dict[str, list[dict]]:
+    """Progress reports with input rows of ingest and Al's query, as (start epoch s, ms)."""
+    found = {q.name: q for q in spark.streams.active if q.name}
+    for live in service.queries.all():
+        streaming = getattr(getattr(live, "handle", None), "handle", None)
+        if streaming is not None:
+            found[live.name] = streaming
+    out = {}
+    for name in ("streamshield-ingest", "al_q"):
+        batches = {}
+        for p in found[name].recentProgress if name in found else ():
+            if (p.get("numInputRows") or 0) > 0:
+                start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
+                batches[p["batchId"]] = {"start": start.timestamp(), **p["durationMs"]}
+        out[name] = sorted(batches.values(), key=lambda b: b["start"])
+    return out
+
+
+def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
+    """Median seconds per stage over the rounds whose ingest and query batch were found."""
+    stages: list[dict[str, float]] = []
+    for span in spans:
+        end = span["posted"] + span["latency_s"]
+        ingest = [b for b in progress["streamshield-ingest"] if span["posted"] <= b["start"] <= end]
+        query = [b for b in progress["al_q"] if span["posted"] <= b["start"] <= end]
+        if not ingest or not query:
+            continue
+        i, q = ingest[0], query[-1]
+        ingest_end = i["start"] + i["triggerExecution"] / 1000
+        query_end = q["start"] + q["triggerExecution"] / 1000
+        stage = {
+            "POST (landing)": span["post_s"],
+            "wait for ingest trigger": i["start"] - span["posted"] - span["post_s"],
+            "ingest batch": i["triggerExecution"] / 1000,
+            "wait for query batch": q["start"] - ingest_end,
+            "query batch (incl. delivery)": q["triggerExecution"] / 1000,
+            "to the SSE reader": end - query_end,
+        }
+        stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
+        stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}
+        stage |= {f"query {k}": q[k] / 1000 for k in q if k not in ("start", "triggerExecution")}
+        stages.append(stage)
+    if not stages:
+        return {"rounds": 0}
+    keys = [k for k in stages[0] if all(k in s for s in stages)]
+    return {"rounds": len(stages)} | {
+        k: round(statistics.median(s[k] for s in stages), 3) for k in keys
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--tuples", type=int, default=1000)
+    args = parser.parse_args()
+    spark = spark_session(app_name="streamshield-bench-latency")
+    spark.sparkContext.setLogLevel("ERROR")
+    print(json.dumps(measure(spark, args.rounds, args.tuples), indent=2))
+
+
+if __name__ == "__main__":
+    main()

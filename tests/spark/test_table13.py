@@ -79,7 +79,7 @@ def rows(frame: DataFrame) -> list[tuple]:
 
 
 def test_diy_peer_returns_the_secured_rows_and_masks(spark: SparkSession, tmp_path: Path) -> None:
-    landing = write_landing(tmp_path / "landing", 400, 10, N_ROLES, providers=2)
+    landing = write_landing(tmp_path / "landing", 160, 10, N_ROLES, providers=2)
     masked_landing(landing)
     job = IngestJob(Ingest(spark, hierarchy(N_ROLES), {STREAM.name: STREAM}), landing, tmp_path)
     job.start(available_now=True).awaitTermination()
@@ -90,7 +90,7 @@ def test_diy_peer_returns_the_secured_rows_and_masks(spark: SparkSession, tmp_pa
     diy_peer.diy_ingest(spark, landing, tmp_path / "diy")
     data = spark.read.parquet(str(tmp_path / "diy" / "data"))
     seen_masks = 0
-    for roles in (["r000"], ["r001"], ["r002"], ["r000", "r003"], [f"r{i:03d}" for i in range(4)]):
+    for roles in (["r000"], ["r002"], ["r001", "r003"]):
         view = secured_view(labelled, STREAM, codec, roles).withColumnRenamed("_ss_seq", "seq")
         acl = diy_peer.acl_table(spark, landing, STREAM, hierarchy(N_ROLES), roles)
         diy = diy_peer.diy_view(data, acl, STREAM)
