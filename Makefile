@@ -15,7 +15,7 @@ run: setup
 	$(BIN)/streamshield serve
 
 bench: setup
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.table13
 
 test: setup
 	$(BIN)/ruff check src tests bench

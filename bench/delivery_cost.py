@@ -4,8 +4,9 @@ One command: ``.venv/bin/python -m bench.delivery_cost [--rows N]``. The batch l
 a secured query's output (payload, label words, provenance, policy id, and the salted
 channel hash the secured view adds); its one subscriber may not read its source, so
 nothing is collected and the figure is Delivery's own work: cache, emptiness check,
-filter and the drop report. The plain fan-out caches and counts the payload. Best of three warm
-runs each, printed as seconds and as a ratio (plain / secured throughput).
+filter and the drop report. The plain fan-out caches and counts the payload. Best of
+``--repeats`` warm runs each, alternating, printed as seconds and as a ratio (plain /
+secured throughput); ``measure`` is what bench.table13 calls.
 """
 
 from __future__ import annotations
@@ -35,38 +36,45 @@ def batch(spark: SparkSession, rows: int, codec: ProvenanceCodec) -> DataFrame:
     )
 
 
-def best(run, times: int = 3) -> float:
-    run()  # warm-up
-    spans = []
-    for _ in range(times):
-        start = time.perf_counter()
-        run()
-        spans.append(time.perf_counter() - start)
-    return min(spans)
-
-
 def plain(frame: DataFrame) -> None:
     cached = frame.select("v", "w").persist()
     cached.count()
     cached.unpersist()
 
 
+def measure(spark: SparkSession, rows: int, repeats: int) -> dict[str, list[float]]:
+    """Seconds of the plain fan-out and of SecFilter delivery of one ``rows``-row batch,
+    ``repeats`` rounds after one warm-up of each, the order flipping every round."""
+    codec = ProvenanceCodec(["a", "b"])
+    frame = batch(spark, rows, codec)
+    delivery = Delivery(
+        lambda _: Rights(frozenset({"a"})), codec, roles=lambda _s: (1,), on_drop=lambda *_: None
+    )
+    delivery.subscribe("u", lambda _rows: None)
+    arms = {"plain": lambda: plain(frame), "secured": lambda: delivery(frame, 0)}
+    times: dict[str, list[float]] = {kind: [] for kind in arms}
+    for run in arms.values():
+        run()  # warm-up
+    kinds = list(arms)
+    for i in range(repeats):
+        for kind in kinds if i % 2 == 0 else reversed(kinds):
+            start = time.perf_counter()
+            arms[kind]()
+            times[kind].append(time.perf_counter() - start)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=3_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     spark = (
         SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    codec = ProvenanceCodec(["a", "b"])
-    frame = batch(spark, args.rows, codec)
-    delivery = Delivery(
-        lambda _: Rights(frozenset({"a"})), codec, roles=lambda _s: (1,), on_drop=lambda *_: None
-    )
-    delivery.subscribe("u", lambda _rows: None)
-    plain_s = best(lambda: plain(frame))
-    secured_s = best(lambda: delivery(frame, 0))
+    times = measure(spark, args.rows, args.repeats)
+    plain_s, secured_s = min(times["plain"]), min(times["secured"])
     print(
         f"rows {args.rows}: plain fan-out {plain_s:.2f} s, SecFilter delivery {secured_s:.2f} s, "
         f"ratio {plain_s / secured_s:.2f}"

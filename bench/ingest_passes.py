@@ -58,17 +58,23 @@ def summary(values: list[float]) -> dict:
     }
 
 
-def run_config(spark, work: Path, n: int, per_sp: int, n_roles: int, pairs: int) -> dict:
-    case = work / f"k{per_sp}-r{n_roles}"
-    landing = write_landing(case / "landing", n, per_sp, n_roles)
-    plain, secure, passes = [], [], []
-    for i in range(pairs):
-        runs = [
-            lambda i=i: plain.append(plain_ingest(spark, landing, case / f"plain{i}")),
-            lambda i=i: _secure(spark, landing, case / f"secure{i}", n_roles, secure, passes),
-        ]
-        for run in runs if i % 2 == 0 else reversed(runs):
-            run()
+def one_pair(spark, landing: Path, case: Path, i: int, n_roles: int) -> tuple[float, float, dict]:
+    """Pair ``i``: plain and secure ingest of the same files, the order flipping every
+    pair; (plain seconds, secure seconds, the secure run's seconds per pass)."""
+    out: dict[str, tuple] = {}
+    runs = [
+        ("plain", lambda: (plain_ingest(spark, landing, case / f"plain{i}"), {})),
+        ("secure", lambda: secure_ingest(spark, landing, case / f"secure{i}", n_roles)),
+    ]
+    for name, run in runs if i % 2 == 0 else reversed(runs):
+        out[name] = run()
+    return out["plain"][0], out["secure"][0], out["secure"][1]
+
+
+def config_result(
+    n: int, per_sp: int, n_roles: int, plain: list[float], secure: list[float], passes: list
+) -> dict:
+    """A configuration's pairs summed up: times, ratio plain / secure, median per pass."""
     names = passes[0].keys()
     return {
         "tuples": n,
@@ -81,10 +87,16 @@ def run_config(spark, work: Path, n: int, per_sp: int, n_roles: int, pairs: int)
     }
 
 
-def _secure(spark, landing, out, n_roles, times: list, passes: list) -> None:
-    total, spent = secure_ingest(spark, landing, out, n_roles)
-    times.append(total)
-    passes.append(spent)
+def run_config(spark, work: Path, n: int, per_sp: int, n_roles: int, pairs: int) -> dict:
+    case = work / f"k{per_sp}-r{n_roles}"
+    landing = write_landing(case / "landing", n, per_sp, n_roles)
+    plain, secure, passes = [], [], []
+    for i in range(pairs):
+        p, s, spent = one_pair(spark, landing, case, i, n_roles)
+        plain.append(p)
+        secure.append(s)
+        passes.append(spent)
+    return config_result(n, per_sp, n_roles, plain, secure, passes)
 
 
 def main() -> None:

@@ -162,6 +162,20 @@ def grant_body(permission: str, kind: str, obj: str, role: str | None = None, us
 
 def set_up(server: Server) -> None:
     """Joe's schema, stream and grants; every user's query (Al's is shared with the recipients)."""
+    set_up_stream(server)
+    queries = {"al": f"SELECT id, symbol, price FROM {STREAM}", **OTHERS}
+    for user, text in queries.items():
+        with server.login(user) as client:
+            ok(client.post("/queries", json={"name": f"{user}_q", "text": text}), 201)
+    with server.login("al") as al:
+        for user in RECIPIENTS:
+            for permission in ("VIEW OBJECT", "SUBSCRIBE"):
+                ok(al.post("/grants", json=grant_body(permission, "stream", SHARED, user=user)))
+
+
+def set_up_stream(server: Server) -> None:
+    """Joe's schema and stream; Ed may write it and inject sps, the customers read it and
+    CUSTOMER1 may register queries."""
     with server.login("joe") as joe:
         schema = {
             "name": "ticks",
@@ -180,14 +194,6 @@ def set_up(server: Server) -> None:
         for role in ("CUSTOMER1", "CUSTOMER2"):
             ok(joe.post("/grants", json=grant_body("READ TUPLE", "stream", STREAM, role)))
         ok(joe.post("/grants", json=grant_body("ADD", "system", "system", "CUSTOMER1")))
-    queries = {"al": f"SELECT id, symbol, price FROM {STREAM}", **OTHERS}
-    for user, text in queries.items():
-        with server.login(user) as client:
-            ok(client.post("/queries", json={"name": f"{user}_q", "text": text}), 201)
-    with server.login("al") as al:
-        for user in RECIPIENTS:
-            for permission in ("VIEW OBJECT", "SUBSCRIBE"):
-                ok(al.post("/grants", json=grant_body(permission, "stream", SHARED, user=user)))
 
 
 # -- load and observation -------------------------------------------------------------------
@@ -217,25 +223,31 @@ class Provider:
             self.next_id += 1
         return "\n".join(lines)
 
+    def post(self, first: bool) -> bool:
+        """One POST of ``tuples`` rows (an sp first when ``first``); whether it was accepted."""
+        try:
+            answer = self.client.post(
+                f"/streams/{STREAM}/elements",
+                params={"assign": "seq"},
+                content=self._lines(first),
+                headers={"Content-Type": "application/x-ndjson"},
+            )
+        except httpx.HTTPError as err:
+            self.errors.append(type(err).__name__)
+            return False
+        if answer.status_code != 200:
+            self.errors.append(f"{answer.status_code}: {answer.text[:200]}")
+            return False
+        report = answer.json()
+        self.posts.append((time.monotonic(), report["accepted"], report["rejected"]))
+        return True
+
     def _run(self) -> None:
         first = True
         while not self.stop.is_set():
             began = time.monotonic()
-            try:
-                answer = self.client.post(
-                    f"/streams/{STREAM}/elements",
-                    params={"assign": "seq"},
-                    content=self._lines(first),
-                    headers={"Content-Type": "application/x-ndjson"},
-                )
-                if answer.status_code == 200:
-                    report = answer.json()
-                    self.posts.append((time.monotonic(), report["accepted"], report["rejected"]))
-                    first = False
-                else:
-                    self.errors.append(f"{answer.status_code}: {answer.text[:200]}")
-            except httpx.HTTPError as err:
-                self.errors.append(type(err).__name__)
+            if self.post(first):
+                first = False
             self.stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
     def start(self) -> None:

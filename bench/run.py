@@ -33,7 +33,8 @@ def timed(start) -> float:
     return time.perf_counter() - began
 
 
-def plain_ingest(spark, landing: Path, out: Path) -> float:
+def plain_rows(spark, landing: Path, *extra):
+    """The landing zone's tuples as plain Spark reads them (``extra``: more columns)."""
     source = (
         spark.readStream.schema(ELEMENT_SCHEMA)
         .option("pathGlobFilter", "*.jsonl")
@@ -41,9 +42,13 @@ def plain_ingest(spark, landing: Path, out: Path) -> float:
         .filter(F.col("type") == "tuple")
     )
     values = F.from_json(F.col("values"), STREAM.ddl)
-    rows = source.select(
-        "stream", "provider", "seq", "tid", *(values[n].alias(n) for n in STREAM.names)
+    return source.select(
+        "stream", "provider", "seq", "tid", *extra, *(values[n].alias(n) for n in STREAM.names)
     )
+
+
+def write_parquet(rows, out: Path) -> float:
+    """Wall time of one ``availableNow`` stream writing ``rows`` to ``out/data``."""
     return timed(
         lambda: (
             rows.writeStream.format("parquet")
@@ -52,6 +57,10 @@ def plain_ingest(spark, landing: Path, out: Path) -> float:
             .start(str(out / "data"))
         )
     )
+
+
+def plain_ingest(spark, landing: Path, out: Path) -> float:
+    return write_parquet(plain_rows(spark, landing), out)
 
 
 def secure_ingest(spark, landing: Path, out: Path, n_roles: int) -> tuple[float, IngestJob]:

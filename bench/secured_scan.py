@@ -79,17 +79,24 @@ def prepare(spark: SparkSession, work: Path, tuples: int, copies: int) -> tuple[
     job = IngestJob(Ingest(spark, hierarchy(N_ROLES), {STREAM.name: STREAM}), landing, work / "ss")
     job.start(available_now=True).awaitTermination()
     labelled = job.store.path(STREAM.name)
-    plain = work / "plain"
-    columns = [n for n, _ in META_FIELDS if n not in ("reason", "policy_id")] + list(STREAM.names)
-    # one plain file per labelled file, the same rows in the same order: file count, row
-    # groups and column encodings then differ by the labels only (a plain copy written in
-    # one go packs small files together, and fewer files scan faster)
-    for n, file in enumerate(sorted(labelled.rglob("*.parquet"))):
-        rows = spark.read.parquet(str(file)).select(*columns).coalesce(1)
-        rows.write.parquet(str(plain / f"f{n:04d}"))
+    plain = plain_copy(spark, labelled, work / "plain")
     return link_copies(labelled, work / "q_secured", copies), link_copies(
         plain, work / "q_plain", copies
     )
+
+
+def plain_copy(spark: SparkSession, labelled: Path, plain: Path) -> Path:
+    """The labelled rows without labels, ``reason`` or policy id: what plain Spark stores.
+
+    One plain file per labelled file, the same rows in the same order: file count, row
+    groups and column encodings then differ by the labels only (a plain copy written in
+    one go packs small files together, and fewer files scan faster).
+    """
+    columns = [n for n, _ in META_FIELDS if n not in ("reason", "policy_id")] + list(STREAM.names)
+    for n, file in enumerate(sorted(labelled.rglob("*.parquet"))):
+        rows = spark.read.parquet(str(file)).select(*columns).coalesce(1)
+        rows.write.parquet(str(plain / f"f{n:04d}"))
+    return plain
 
 
 def measure(args: argparse.Namespace) -> dict:

@@ -1,0 +1,169 @@
+"""Landing -> subscriber latency through the real HTTPS/SSE server (issue 13, table row 6).
+
+A server runs in this process over TLS on loopback (``bench.revocation_server``'s
+``busy_root_server``, one Spark session, a temporary root), with one stream and one
+query: Al's selection ``SELECT id, symbol, price FROM feed WHERE price >= 0`` at the
+server's default trigger, and Al's own live SSE subscription to it. Nothing else runs.
+Each round, at a random moment, Ed POSTs ``tuples`` rows (an sp before the first
+round's rows); the latency is from just before the POST to Al's reader receiving the
+next ``rows`` event: landing, secure ingest, the query's micro-batch and delivery.
+The first round warms the JVM and the query up and is not reported.
+
+``profile`` says where a round's time went, from Spark's progress reports of the ingest
+query and Al's query (batch start times and durations, epoch milliseconds): the POST,
+the wait for ingest's next trigger, the ingest batch (and its secure passes), the wait
+until Al's query starts a batch on the new labelled file, that batch (its ``addBatch``
+includes delivery to the SSE queue) and the rest until the reader has the event.
+``python -m bench.landing_latency [--rounds N] [--tuples N]`` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from bench.revocation_server import (
+    STREAM,
+    Provider,
+    Subscriber,
+    busy_root_server,
+    ok,
+    set_up_stream,
+    wait_for,
+)
+from streamshield.engine.session import spark_session
+from streamshield.server.service import ServerService
+
+QUERY = f"SELECT id, symbol, price FROM {STREAM} WHERE price >= 0"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile: with few rounds p95 is the largest, not an interpolation."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dict:
+    """``rounds`` reported latencies (seconds) of a ``tuples``-row POST to Al's SSE reader,
+    with where each round's time went (``profile``)."""
+    rng = random.Random(seed)
+    root = Path(tempfile.mkdtemp(prefix="ss-latency-"))
+    latencies: list[float] = []
+    spans: list[dict] = []
+    try:
+        with busy_root_server(spark, root) as server:
+            set_up_stream(server)
+            with server.login("al") as al:
+                ok(al.post("/queries", json={"name": "al_q", "text": QUERY}), 201)
+                subscriber = Subscriber(server.login("al"), "al_q")
+                provider = Provider(server.login("ed"), tuples, posts=1.0, seed=seed)
+                try:
+                    for index in range(rounds + 1):
+                        seen = len(subscriber.rows_events())
+                        wall, began = time.time(), time.monotonic()
+                        if not provider.post(first=index == 0):
+                            raise RuntimeError(f"the POST was refused: {provider.errors[-1:]}")
+                        posted = time.monotonic() - began
+                        arrived = wait_for(
+                            lambda seen=seen: subscriber.rows_events()[seen:], timeout=120
+                        )
+                        passes = dict(server.service.pipeline.ingest.ingest.passes)
+                        if index:
+                            latency = arrived[0] - began
+                            latencies.append(round(latency, 4))
+                            spans.append(
+                                {"posted": wall, "post_s": posted, "latency_s": latency}
+                                | {"passes": passes}
+                            )
+                        time.sleep(rng.uniform(0.1, 1.0))  # a random phase against the trigger
+                    progress = reports(spark, server.service)
+                finally:
+                    subscriber.close()
+                    subscriber.client.close()
+                    provider.client.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "query": QUERY,
+        "tuples_per_post": tuples,
+        "rounds": rounds,
+        "latency_s": latencies,
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(percentile(latencies, 0.95), 3),
+        "min_s": min(latencies),
+        "max_s": max(latencies),
+        "profile": profile(spans, progress),
+    }
+
+
+def reports(spark: SparkSession, service: ServerService) -> dict[str, list[dict]]:
+    """Progress reports with input rows of ingest and Al's query, as (start epoch s, ms)."""
+    found = {q.name: q for q in spark.streams.active if q.name}
+    for live in service.queries.all():
+        streaming = getattr(getattr(live, "handle", None), "handle", None)
+        if streaming is not None:
+            found[live.name] = streaming
+    out = {}
+    for name in ("streamshield-ingest", "al_q"):
+        batches = {}
+        for p in found[name].recentProgress if name in found else ():
+            if (p.get("numInputRows") or 0) > 0:
+                start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
+                batches[p["batchId"]] = {"start": start.timestamp(), **p["durationMs"]}
+        out[name] = sorted(batches.values(), key=lambda b: b["start"])
+    return out
+
+
+def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
+    """Median seconds per stage over the rounds whose ingest and query batch were found."""
+    stages: list[dict[str, float]] = []
+    for span in spans:
+        end = span["posted"] + span["latency_s"]
+        ingest = [b for b in progress["streamshield-ingest"] if span["posted"] <= b["start"] <= end]
+        query = [b for b in progress["al_q"] if span["posted"] <= b["start"] <= end]
+        if not ingest or not query:
+            continue
+        i, q = ingest[0], query[-1]
+        ingest_end = i["start"] + i["triggerExecution"] / 1000
+        query_end = q["start"] + q["triggerExecution"] / 1000
+        stage = {
+            "POST (landing)": span["post_s"],
+            "wait for ingest trigger": i["start"] - span["posted"] - span["post_s"],
+            "ingest batch": i["triggerExecution"] / 1000,
+            "wait for query batch": q["start"] - ingest_end,
+            "query batch (incl. delivery)": q["triggerExecution"] / 1000,
+            "to the SSE reader": end - query_end,
+        }
+        stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
+        stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}
+        stage |= {f"query {k}": q[k] / 1000 for k in q if k not in ("start", "triggerExecution")}
+        stages.append(stage)
+    if not stages:
+        return {"rounds": 0}
+    keys = [k for k in stages[0] if all(k in s for s in stages)]
+    return {"rounds": len(stages)} | {
+        k: round(statistics.median(s[k] for s in stages), 3) for k in keys
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--tuples", type=int, default=1000)
+    args = parser.parse_args()
+    spark = spark_session(app_name="streamshield-bench-latency")
+    spark.sparkContext.setLogLevel("ERROR")
+    print(json.dumps(measure(spark, args.rounds, args.tuples), indent=2))
+
+
+if __name__ == "__main__":
+    main()
