@@ -30,7 +30,7 @@ from streamshield.policy.operator_limits import LimitExceeded
 from streamshield.server import wire_schema
 from streamshield.server.auth import Auth, Caller  # noqa: F401  (Caller: kept importable here)
 from streamshield.server.body_limit import BodyLimit
-from streamshield.server.errors import ApiError, to_response
+from streamshield.server.errors import ApiError, Invalid, to_response
 from streamshield.server.models import (
     AppendAnswer,
     CatalogView,
@@ -233,8 +233,6 @@ def create_app(
         try:
             text = (await request.body()).decode("utf-8")
         except UnicodeDecodeError:
-            from streamshield.server.errors import Invalid
-
             raise Invalid("the body must be UTF-8 JSON lines") from None
         lines = text.splitlines()
         assigning = assign == "seq"
