@@ -9,7 +9,7 @@ there is a change in this file only.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streamshield.catalog.audit import AuditFilter, Event
 from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
@@ -17,6 +17,72 @@ from streamshield.policy.bitset import Words
 from streamshield.policy.coi import LatticeError
 from streamshield.policy.query_level import QueryLevel
 from streamshield.server.errors import Invalid
+
+if TYPE_CHECKING:
+    from streamshield.catalog.audit import AuditEntry
+    from streamshield.catalog.security import QueryRecord, QueryStatus, Session, Who
+    from streamshield.catalog.streams import StreamDefinition
+    from streamshield.policy.lattice import Lattice, Level
+
+
+class SecurityApi(Protocol):
+    """What the server needs of the security catalog
+    (:class:`~streamshield.catalog.security.SecurityCatalog` is the one implementation);
+    every call goes through the functions below."""
+
+    def login(
+        self, name: str, password: str, roles: Iterable[str] | None = None, *, client: str | None
+    ) -> Session: ...
+    def session(self, token: str) -> Session: ...
+    def logout(self, token: str) -> None: ...
+    def session_level(self, session: Session | str) -> Level | None: ...
+    def lattice(self) -> Lattice | None: ...
+    def acting_roles(self, name: str) -> frozenset[str]: ...
+    def visible(self, session: Session, kind: Kind) -> list[str]: ...
+    def queries(self, who: Who | None = None) -> list[QueryRecord]: ...
+    def check(self, who: Who, permission: Permission, obj: ObjectRef) -> bool: ...
+    def require(self, who: Who, permission: Permission, obj: ObjectRef) -> None: ...
+    def can_write(self, who: Who, stream: str) -> bool: ...
+    def can_inject(self, who: Who, stream: str) -> bool: ...
+    def can_subscribe(self, who: Who, stream: str) -> bool: ...
+    def add_schema(self, session: Session, name: str) -> None: ...
+    def add_stream(self, session: Session, schema: str, definition: StreamDefinition) -> None: ...
+    def add_query(
+        self, session: Session, name: str, inputs: Iterable[str], output_stream: str | None = None
+    ) -> QueryRecord: ...
+    def remove_query(self, session: Session, name: str) -> None: ...
+    def set_query_status(self, session: Session, name: str, status: QueryStatus) -> None: ...
+    def grant(
+        self,
+        session: Session,
+        permission: Permission,
+        obj: ObjectRef,
+        grantee: Grantee,
+        with_grant_option: bool = False,
+    ) -> None: ...
+    def revoke(
+        self, session: Session, permission: Permission, obj: ObjectRef, grantee: Grantee
+    ) -> int: ...
+    def settings(self) -> dict[str, Any]: ...
+    def set_setting(self, session: Session, key: str, value: Any) -> None: ...
+    def audit_entries(
+        self, session: Session, filters: AuditFilter | None = None
+    ) -> list[AuditEntry]: ...
+    def record_drop(
+        self,
+        user: str,
+        obj: ObjectRef,
+        dropped: int,
+        *,
+        policy_ids: Iterable[str] = (),
+        reason: str = "secfilter",
+    ) -> None: ...
+    def record_rejected(self, user: str, obj: ObjectRef, reason: str, count: int) -> None: ...
+    def record_query_sp(self, user: str, query: str, sign: str, outcome: str) -> None: ...
+    def record_query_failure(
+        self, owner: str | None, name: str, error_class: str, message: str
+    ) -> None: ...
+
 
 KINDS = ("schema", "stream", "query")
 LIMITS_SETTING = "operator_limits"
@@ -36,33 +102,33 @@ def permission(name: str) -> Permission:
         raise Invalid("unknown permission") from None
 
 
-def user_of(session: Any) -> str:
+def user_of(session: Session) -> str:
     return str(session.user)
 
 
-def roles_of(session: Any) -> tuple[str, ...]:
+def roles_of(session: Session) -> tuple[str, ...]:
     return tuple(sorted(session.roles))
 
 
 # -- sessions -----------------------------------------------------------------------------
 
 
-def login(security: Any, user: str, password: str, roles: list[str], client: str) -> Any:
+def login(security: SecurityApi, user: str, password: str, roles: list[str], client: str) -> Any:
     return security.login(user, password, roles, client=client)
 
 
-def session(security: Any, token: str) -> Any:
+def session(security: SecurityApi, token: str) -> Any:
     return security.session(token)
 
 
-def logout(security: Any, token: str) -> None:
+def logout(security: SecurityApi, token: str) -> None:
     security.logout(token)
 
 
 # -- Chinese-Wall levels --------------------------------------------------------------------
 
 
-def session_query_level(security: Any, session: Any) -> QueryLevel | None:
+def session_query_level(security: SecurityApi, session: Session) -> QueryLevel | None:
     """The level a query registered in ``session`` runs at: the session's active level
     (public without clearance or activation); None while levels are off."""
     level = security.session_level(session)
@@ -72,7 +138,7 @@ def session_query_level(security: Any, session: Any) -> QueryLevel | None:
     return None if lattice is None else QueryLevel(lattice, lattice.check(level))
 
 
-def stored_query_level(security: Any, text: str | None) -> QueryLevel | None:
+def stored_query_level(security: SecurityApi, text: str | None) -> QueryLevel | None:
     """A stored query's level back (``[1, B]``); one stored before levels existed, or
     whose text no longer parses, runs at *public* once levels are on (never above)."""
     lattice = security.lattice()
@@ -85,7 +151,7 @@ def stored_query_level(security: Any, text: str | None) -> QueryLevel | None:
     return QueryLevel(lattice, level)
 
 
-def recipient_level(security: Any, session: Any) -> Words | None:
+def recipient_level(security: SecurityApi, session: Session) -> Words | None:
     """A subscriber's session level now, encoded; None while levels are off."""
     level = security.session_level(session)
     if level is None:
@@ -97,56 +163,58 @@ def recipient_level(security: Any, session: Any) -> Words | None:
 # -- objects ------------------------------------------------------------------------------
 
 
-def visible(security: Any, session: Any, kind: str) -> list[str]:
+def visible(security: SecurityApi, session: Session, kind: str) -> list[str]:
     return list(security.visible(session, Kind(kind)))
 
 
-def queries(security: Any, session: Any) -> list[Any]:
+def queries(security: SecurityApi, session: Session) -> list[Any]:
     """Query records the session may see (name, owner, inputs, output stream, status)."""
     return list(security.queries(session))
 
 
-def all_queries(security: Any) -> list[Any]:
+def all_queries(security: SecurityApi) -> list[Any]:
     """Every query record, for the trusted server itself (restart after a shutdown)."""
     return list(security.queries(None))
 
 
-def held_roles(security: Any, user: str) -> frozenset[str]:
+def held_roles(security: SecurityApi, user: str) -> frozenset[str]:
     """The roles ``user``'s queries may run with now (a query keeps only those of its
     recorded roles): none when she is disabled or unknown."""
     return frozenset(security.acting_roles(user))
 
 
-def check(security: Any, session: Any, perm: str, kind: str, name: str) -> bool:
+def check(security: SecurityApi, session: Session, perm: str, kind: str, name: str) -> bool:
     return bool(security.check(session, permission(perm), ref(kind, name)))
 
 
-def require(security: Any, session: Any, perm: str, kind: str, name: str) -> None:
+def require(security: SecurityApi, session: Session, perm: str, kind: str, name: str) -> None:
     security.require(session, permission(perm), ref(kind, name))
 
 
-def add_schema(security: Any, session: Any, name: str) -> None:
+def add_schema(security: SecurityApi, session: Session, name: str) -> None:
     _safe(security.add_schema, session, name)
 
 
-def add_stream(security: Any, session: Any, schema: str, definition: Any) -> None:
+def add_stream(security: SecurityApi, session: Session, schema: str, definition: Any) -> None:
     """Registers the stream in the engine catalog and as an object, in one transaction."""
     _safe(security.add_stream, session, schema, definition)
 
 
-def add_query(security: Any, session: Any, name: str, inputs: Iterable[str], output: str) -> None:
+def add_query(
+    security: SecurityApi, session: Session, name: str, inputs: Iterable[str], output: str
+) -> None:
     _safe(security.add_query, session, name, list(inputs), output)
 
 
-def remove_query(security: Any, session: Any, name: str) -> None:
+def remove_query(security: SecurityApi, session: Session, name: str) -> None:
     security.remove_query(session, name)
 
 
-def set_query_status(security: Any, session: Any, name: str, status: str) -> None:
+def set_query_status(security: SecurityApi, session: Session, name: str, status: str) -> None:
     security.set_query_status(session, name, status)
 
 
-def grant(security: Any, session: Any, body: dict, revoke: bool) -> None:
+def grant(security: SecurityApi, session: Session, body: dict, revoke: bool) -> None:
     if (body.get("role") is None) == (body.get("user") is None):
         raise Invalid("give exactly one of role and user")
     grantee = Grantee.role(body["role"]) if body.get("role") else Grantee.user(body["user"])
@@ -158,26 +226,26 @@ def grant(security: Any, session: Any, body: dict, revoke: bool) -> None:
         _safe(security.grant, session, perm, target, grantee, body["grant_option"])
 
 
-def can_subscribe(security: Any, session: Any, stream: str) -> bool:
+def can_subscribe(security: SecurityApi, session: Session, stream: str) -> bool:
     return bool(security.can_subscribe(session, stream))
 
 
 def record_drop(
-    security: Any, user: str, stream: str, count: int, policies: tuple[str, ...]
+    security: SecurityApi, user: str, stream: str, count: int, policies: tuple[str, ...]
 ) -> None:
     security.record_drop(user, ref("stream", stream), count, policy_ids=policies)
 
 
-def record_rejected(security: Any, user: str, stream: str, reason: str, count: int) -> None:
+def record_rejected(security: SecurityApi, user: str, stream: str, reason: str, count: int) -> None:
     security.record_rejected(user, ref("stream", stream), reason, count)
 
 
-def record_query_sp(security: Any, user: str, query: str, sign: str, outcome: str) -> None:
+def record_query_sp(security: SecurityApi, user: str, query: str, sign: str, outcome: str) -> None:
     security.record_query_sp(user, query, sign, outcome)
 
 
 def record_query_failure(
-    security: Any, owner: str | None, name: str, error_class: str, message: str
+    security: SecurityApi, owner: str | None, name: str, error_class: str, message: str
 ) -> None:
     security.record_query_failure(owner, name, error_class, message)
 
@@ -185,26 +253,26 @@ def record_query_failure(
 # -- data senders and SecFilter ---------------------------------------------------------------
 
 
-def can_write(security: Any, user: str, stream: str) -> bool:
+def can_write(security: SecurityApi, user: str, stream: str) -> bool:
     return bool(security.can_write(user, stream))
 
 
-def can_inject(security: Any, user: str, stream: str) -> bool:
+def can_inject(security: SecurityApi, user: str, stream: str) -> bool:
     return bool(security.can_inject(user, stream))
 
 
 # -- system ---------------------------------------------------------------------------------
 
 
-def settings(security: Any) -> dict:
+def settings(security: SecurityApi) -> dict:
     return dict(security.settings())
 
 
-def set_setting(security: Any, session: Any, key: str, value: Any) -> None:
+def set_setting(security: SecurityApi, session: Session, key: str, value: Any) -> None:
     _safe(security.set_setting, session, key, value)
 
 
-def audit_entries(security: Any, session: Any, filters: dict) -> list[dict]:
+def audit_entries(security: SecurityApi, session: Session, filters: dict) -> list[dict]:
     try:
         event = Event(filters["action"]) if filters.get("action") else None
     except ValueError:
