@@ -232,7 +232,7 @@ def router() -> APIRouter:
         who: Auth,
         request: Request,
         kind: Annotated[str, Query(pattern=r"^(system|schema|stream|query)$")],
-        object: Annotated[str, Query(min_length=1, max_length=128)],  # noqa: A002
+        object: Annotated[str, Query(min_length=1, max_length=128)],
     ) -> GrantList:
         """The grants stored on one object (what ``POST``/``DELETE /grants`` change).
         Needs CHANGE SYSTEM, checked before the object is looked up."""
