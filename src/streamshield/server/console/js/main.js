@@ -6,8 +6,10 @@ import * as api from "./api.js";
 import { h, localTime, show } from "./dom.js";
 import { auditView } from "./views/audit.js";
 import { catalogView } from "./views/catalog.js";
+import { grantsView } from "./views/grants.js";
 import { loginView } from "./views/login.js";
 import { queryView } from "./views/query.js";
+import { rolesView } from "./views/roles.js";
 import { usersView } from "./views/users.js";
 
 const state = { me: null, cleanups: [], notice: null };
@@ -17,6 +19,9 @@ const routes = [
   { pattern: /^#\/query\/([^/]+)$/, view: queryView },
   { pattern: /^#\/audit$/, view: auditView },
   { pattern: /^#\/users$/, view: usersView },
+  { pattern: /^#\/roles$/, view: rolesView },
+  { pattern: /^#\/grants$/, view: grantsView },
+  { pattern: /^#\/grants\/([^/]+)\/([^/]+)$/, view: grantsView },
 ];
 
 function banner(message, retry) {
@@ -42,7 +47,8 @@ function header() {
     ["#/catalog", "Catalog"],
     ["#/audit", state.me.administrator ? "Audit" : "My audit trail"],
   ];
-  if (state.me.administrator) links.push(["#/users", "Users"]);
+  if (state.me.administrator)
+    links.push(["#/users", "Users"], ["#/roles", "Roles"], ["#/grants", "Grants"]);
   const here = location.hash.split("/").slice(0, 2).join("/");
   show(
     nav,
