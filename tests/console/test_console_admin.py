@@ -8,9 +8,12 @@ only what her roles allow; forcing the administration pages shows the API's refu
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.console.conftest import snap
+from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
 
@@ -141,3 +144,119 @@ def test_an_administrator_builds_a_role_a_grant_and_a_user_who_then_logs_in(
     page.click("[data-revoke='VIEW CATALOG/role/WARD_NURSE']")
     _notice(page, "grants", "revoked from role WARD_NURSE")
     assert page.locator("#grants tbody tr", has_text="role WARD_NURSE").count() == 0
+
+
+# -- shared networks and privacy switches ----------------------------------------------------------
+
+
+def _ok(answer, *statuses: int) -> dict:
+    assert answer.status_code in (statuses or (200,)), answer.text
+    return answer.json()
+
+
+def _vitals(joe, first: int, count: int) -> None:
+    """Rows of ``vitals`` readable by CUSTOMER1 (with the channel's policy first)."""
+    sp = {
+        "type": "sp",
+        "provider": "joe.v",
+        "ddp": {"streams": "vitals", "tuples": "*", "attributes": "*"},
+        "srp": {"roles": "{ADMIN, CUSTOMER1}", "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+    rows = [
+        {"provider": "joe.v", "values": {"id": i, "pid": 2 + i % 3, "hr": 60 + i}}
+        for i in range(first, first + count)
+    ]
+    lines = ([sp] if first == 0 else []) + rows
+    body = "\n".join(json.dumps(x) for x in lines)
+    answer = joe.post("/streams/vitals/elements", params={"assign": "seq"}, content=body)
+    assert _ok(answer)["accepted"] == len(lines)
+
+
+def _terminal(client, query: str) -> dict:
+    networks = _ok(client.get("/networks"))["networks"]
+    found = [
+        s
+        for n in networks
+        for s in n["switches"]
+        if s["kind"] == "terminal" and s["queries"] == [query]
+    ]
+    assert len(found) == 1, networks
+    return found[0]
+
+
+def _switch_row(page, stream: str, kind: str, query: str) -> list[str]:
+    rows = page.locator(f"table.switches[data-stream='{stream}'] tbody tr")
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator("td").all_text_contents()
+        if cells[0] == kind and cells[1].split(" (")[0].split(", ") == [query]:
+            return cells
+    raise AssertionError(f"no {kind} switch of {query} in {stream}")
+
+
+def test_the_networks_page_shows_a_terminal_switch_on_then_off(
+    console, second_console, console_server
+) -> None:
+    joe = console_server.login("joe", ["ADMIN"])
+    schema = {
+        "name": "vitals_s",
+        "attributes": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"]],
+        "tid": "id",
+    }
+    _ok(joe.post("/schemas", json=schema), 201)
+    _ok(joe.post("/streams", json={"name": "vitals", "schema": "vitals_s"}), 201)
+    grants = [
+        ("VIEW OBJECT", "stream", "vitals"),
+        ("READ TUPLE", "stream", "vitals"),
+        ("VIEW CATALOG", "system", "system"),
+        ("ADD", "system", "system"),
+    ]
+    for permission, kind, obj in grants:
+        body = {"permission": permission, "kind": kind, "object": obj, "role": "CUSTOMER1"}
+        _ok(joe.post("/grants", json=body))
+    al = console_server.login("al", ["CUSTOMER1"])
+    text = "SELECT pid, hr FROM vitals WHERE pid >= 3"
+    _ok(al.post("/queries", json={"name": "hr_watch", "text": text}), 201)
+    _vitals(joe, 0, 3)  # the policy, and a first batch of the network
+    assert _terminal(joe, "hr_watch")["open"] is False  # nobody receives: closed
+
+    # Al watches her query's results: her subscription opens its terminal switch.
+    second_console.login("al", ["CUSTOMER1"])
+    tail = second_console.page
+    second_console.open("#/query/hr_watch")
+    tail.click("#tail-watch")
+    tail.wait_for_selector("#tail-state:has-text('Watching')")
+    _vitals(joe, 3, 6)  # the '+' applies in band, at this batch of the network
+    poll(lambda: _terminal(joe, "hr_watch")["open"], timeout=120)
+
+    console.login("joe", ["ADMIN"])
+    page = console.page
+    page.click("#nav a:text('Networks')")
+    page.wait_for_selector("table.switches[data-stream='vitals']")
+    state, counter, receivers = _switch_row(page, "vitals", "terminal", "hr_watch")[2:5]
+    assert (state, counter, receivers) == ("on", "1", "al")
+    on = page.locator("svg.network g.switch.on")
+    assert on.count() >= 1 and page.locator("svg.network g[data-open='true']").count() >= 1
+    assert page.locator("section[data-network='vitals'] svg.network g.query").count() >= 1
+    snap(page, "networks")
+
+    # She stops watching: her subscription ends, a '-' closes the switch at the next batch.
+    tail.click("#tail-stop")
+    second_console.open("#/catalog")
+    _vitals(joe, 9, 3)
+    poll(lambda: not _terminal(joe, "hr_watch")["open"], timeout=120)
+    page.click("#networks-refresh")
+    page.wait_for_selector("table.switches[data-stream='vitals'] .switch-state.off")
+    state, counter, receivers = _switch_row(page, "vitals", "terminal", "hr_watch")[2:5]
+    assert (state, counter, receivers) == ("off", "0", "—")
+    assert page.locator("svg.network g[data-open='false']").count() >= 1
+    snap(page, "networks-off")
+
+    # Al sees her own query's switches, receivers counted, never named; Mallory (no query
+    # of hers) is not offered the page and sees no network when she forces it.
+    second_console.open("#/networks")
+    tail.wait_for_selector("table.switches[data-stream='vitals']")
+    assert _switch_row(tail, "vitals", "terminal", "hr_watch")[2:5] == ["off", "0", ""]
+    mallory = console_server.login("mallory", ["OTHER"])
+    assert _ok(mallory.get("/networks")) == {"networks": []}

@@ -8,6 +8,7 @@ import { auditView } from "./views/audit.js";
 import { catalogView } from "./views/catalog.js";
 import { grantsView } from "./views/grants.js";
 import { loginView } from "./views/login.js";
+import { networksView } from "./views/networks.js";
 import { queryView } from "./views/query.js";
 import { rolesView } from "./views/roles.js";
 import { usersView } from "./views/users.js";
@@ -20,6 +21,7 @@ const routes = [
   { pattern: /^#\/audit$/, view: auditView },
   { pattern: /^#\/users$/, view: usersView },
   { pattern: /^#\/roles$/, view: rolesView },
+  { pattern: /^#\/networks$/, view: networksView },
   { pattern: /^#\/grants$/, view: grantsView },
   { pattern: /^#\/grants\/([^/]+)\/([^/]+)$/, view: grantsView },
 ];
@@ -47,6 +49,8 @@ function header() {
     ["#/catalog", "Catalog"],
     ["#/audit", state.me.administrator ? "Audit" : "My audit trail"],
   ];
+  // Only owners of queries have switches to see (administrators: all of them).
+  if (state.me.administrator || state.me.add_queries) links.push(["#/networks", "Networks"]);
   if (state.me.administrator)
     links.push(["#/users", "Users"], ["#/roles", "Roles"], ["#/grants", "Grants"]);
   const here = location.hash.split("/").slice(0, 2).join("/");
