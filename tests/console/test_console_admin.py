@@ -260,3 +260,23 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     assert _switch_row(tail, "vitals", "terminal", "hr_watch")[2:5] == ["off", "0", ""]
     mallory = console_server.login("mallory", ["OTHER"])
     assert _ok(mallory.get("/networks")) == {"networks": []}
+
+    # The stream pages: Al follows the catalog's link to the schema and to her query's
+    # output; Mallory, who may not see the stream, gets the API's 404 when forcing it.
+    second_console.open("#/catalog")
+    tail.click("#streams a:text-is('vitals')")
+    tail.wait_for_selector("#stream-schema")
+    schema = [
+        r.locator("td").all_text_contents() for r in tail.locator("#stream-schema tbody tr").all()
+    ]
+    assert schema == [["id", "bigint", "tuple id"], ["pid", "bigint", ""], ["hr", "bigint", ""]]
+    snap(tail, "stream")
+    second_console.open("#/stream/hr_watch_out")
+    tail.wait_for_selector("#stream-columns")
+    assert tail.locator("#stream-columns tbody td").all_text_contents() == ["pid", "hr"]
+    assert tail.locator("main a:text-is('hr_watch')").count() == 1
+    console.login("mallory", ["OTHER"])
+    console.open("#/stream/vitals")
+    page.wait_for_selector("#stream-error")
+    assert "not_found" in page.text_content("#stream-error")
+    assert page.locator("#stream-schema").count() == 0

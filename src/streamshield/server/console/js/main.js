@@ -11,6 +11,7 @@ import { loginView } from "./views/login.js";
 import { networksView } from "./views/networks.js";
 import { queryView } from "./views/query.js";
 import { rolesView } from "./views/roles.js";
+import { streamView } from "./views/stream.js";
 import { usersView } from "./views/users.js";
 
 const state = { me: null, cleanups: [], notice: null };
@@ -21,6 +22,7 @@ const routes = [
   { pattern: /^#\/audit$/, view: auditView },
   { pattern: /^#\/users$/, view: usersView },
   { pattern: /^#\/roles$/, view: rolesView },
+  { pattern: /^#\/stream\/([^/]+)$/, view: streamView },
   { pattern: /^#\/networks$/, view: networksView },
   { pattern: /^#\/grants$/, view: grantsView },
   { pattern: /^#\/grants\/([^/]+)\/([^/]+)$/, view: grantsView },
