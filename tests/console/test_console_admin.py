@@ -227,8 +227,14 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     second_console.open("#/query/hr_watch")
     tail.click("#tail-watch")
     tail.wait_for_selector("#tail-state:has-text('Watching')")
+    # The query's chart (uPlot, vendored, served from the package) samples its progress
+    # under the strict CSP: no violation is logged.
+    tail.wait_for_selector("#chart-state:has-text('samples')")
+    assert tail.locator("#chart .uplot canvas").count() == 1
+    assert not [m for m in second_console.log if "Content Security Policy" in m or "Trusted" in m]
     _vitals(joe, 3, 6)  # the '+' applies in band, at this batch of the network
     poll(lambda: _terminal(joe, "hr_watch")["open"], timeout=120)
+    snap(tail, "query-chart")
 
     console.login("joe", ["ADMIN"])
     page = console.page
