@@ -1,4 +1,6 @@
-"""A real server over TLS and Debian's Chromium driven by Playwright, one of each per module.
+"""A real server over TLS and Debian's Chromium driven by Playwright, one of each for the
+package (the modules share them: a server start is most of a module's cost; later
+modules must not assume a fresh catalog).
 
 Browser downloads are impossible here, so Playwright drives ``/usr/bin/chromium`` (the
 Debian package, installed here when missing, as tests/db installs PostgreSQL; the tests
@@ -74,7 +76,7 @@ def spki_hash(cert: Path) -> str:
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def console_server(spark, tmp_path_factory) -> Iterator[Server]:  # noqa: F811
     if not Path(CHROMIUM).exists():
         reason = _install_chromium()
@@ -87,7 +89,7 @@ def console_server(spark, tmp_path_factory) -> Iterator[Server]:  # noqa: F811
     stop_server(started)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser(console_server: Server) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 

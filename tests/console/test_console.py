@@ -153,7 +153,12 @@ def test_the_console_is_served_from_the_package_with_a_strict_csp(console_server
     for path, answer in files.items():
         assert answer.status_code == 200, path
         assert "content-security-policy" in answer.headers, path
-        text = answer.text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # a name, no fetch
+        # The SVG namespace is a name, never fetched; comments (the vendored uPlot cites its
+        # sources in them) fetch nothing either. Any other URL would be a remote asset.
+        text = answer.text.replace("http://www.w3.org/2000/svg", "")
+        if path.endswith((".js", ".css")):
+            text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+            text = re.sub(r"(?<![:\\\"'])//.*$", "", text, flags=re.M)
         assert not re.search(r"\b(https?:)?//[a-z]", text, re.I), f"{path}: a remote URL"
         if path.endswith(".js"):
             for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):

@@ -93,6 +93,8 @@ def test_non_administrators_are_refused(server) -> None:
         ("POST", "/roles", {"name": "EVIL"}),
         ("POST", "/roles/NURSE/juniors", {"junior": "CARDIO"}),
         ("DELETE", "/roles/CARDIO/juniors/NURSE", None),
+        ("GET", "/grants?kind=system&object=system", None),
+        ("GET", "/grants?kind=stream&object=nothing_of_that_name", None),  # 403, not 404
     ]
     for method, path, body in attempts:
         answer = nina.request(method, path, json=body)
@@ -105,6 +107,29 @@ def test_non_administrators_are_refused(server) -> None:
         assert "UserOut" in json.dumps(paths["/users"]["post"])
         assert anonymous.get("/users").status_code == 401
         assert anonymous.post("/roles", json={"name": "EVIL"}).status_code == 401
+
+
+def test_the_grants_on_an_object_are_listed_to_administrators(chief) -> None:
+    body = {"kind": "system", "object": "system", "permission": "ADD", "role": "NURSE"}
+    _ok(chief.post("/grants", json=body))
+    listed = _ok(chief.get("/grants", params={"kind": "system", "object": "system"}))
+    assert listed["kind"] == "system" and listed["object"] == "system"
+    nurse = [g for g in listed["grants"] if g["grantee"] == "NURSE"]
+    assert nurse == [
+        {
+            "permission": "ADD",
+            "grantee_kind": "role",
+            "grantee": "NURSE",
+            "grantor": "chief",
+            "grant_option": False,
+        }
+    ]
+    _ok(chief.request("DELETE", "/grants", json=body))
+    listed = _ok(chief.get("/grants", params={"kind": "system", "object": "system"}))
+    assert not [g for g in listed["grants"] if g["grantee"] == "NURSE"]
+    _refused(chief.get("/grants", params={"kind": "stream", "object": "nope"}), 404, "nope")
+    assert chief.get("/grants", params={"kind": "table", "object": "x"}).status_code == 422
+    assert chief.get("/grants", params={"kind": "stream"}).status_code == 422
 
 
 def test_bad_input_is_refused_naming_the_field(chief) -> None:

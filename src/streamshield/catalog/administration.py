@@ -100,6 +100,10 @@ class SelfLockout(AdminError):
     """An administrator may not disable herself (409)."""
 
 
+class UnknownObject(AdminError):
+    """No catalog object of that kind and name (its grants cannot be listed)."""
+
+
 @dataclass(frozen=True)
 class UserInfo:
     name: str
@@ -111,6 +115,17 @@ class UserInfo:
 class RoleInfo:
     name: str
     juniors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GrantInfo:
+    """One stored grant on an object, as an administrator reads it."""
+
+    permission: str
+    grantee_kind: str
+    grantee: str
+    grantor: str | None
+    grant_option: bool
 
 
 def check_password(password: object, user: str, field: str = "password") -> str:
@@ -185,6 +200,32 @@ class Administration:
         with self._read() as db:
             self._require_admin(db, session, Event.DENIED)
             return _users(db)
+
+    def grants_info(self, session: Session, kind: str, name: str) -> list[GrantInfo]:
+        """The grants stored on one object (CHANGE SYSTEM, checked before the object is
+        looked up, so a non-administrator learns nothing about which objects exist)."""
+        with self._read() as db:
+            self._require_admin(db, session, Event.DENIED)
+            acl = self._acl(db)
+            try:
+                target = ox.ObjectRef(ox.Kind(kind), name)
+            except ValueError:
+                raise UnknownObject(f"kind: unknown object kind {kind!r}", "kind") from None
+            if target not in acl.objects:
+                raise UnknownObject(f"no {kind} {name!r}", "name")
+        found = [g for g in acl.grants if g.obj == target]
+        return [
+            GrantInfo(
+                g.permission.value,
+                g.grantee.kind.value,
+                g.grantee.name,
+                g.grantor,
+                g.with_grant_option,
+            )
+            for g in sorted(
+                found, key=lambda g: (g.permission.value, g.grantee.kind.value, g.grantee.name)
+            )
+        ]
 
     def user_info(self, session: Session, name: str) -> UserInfo:
         """One user: oneself always, anyone with CHANGE SYSTEM."""
@@ -453,10 +494,12 @@ __all__ = [
     "Administration",
     "AuthError",
     "Exists",
+    "GrantInfo",
     "InvalidHierarchy",
     "RoleCapacityReached",
     "RoleInfo",
     "SelfLockout",
+    "UnknownObject",
     "UnknownRole",
     "UnknownUser",
     "UserInfo",

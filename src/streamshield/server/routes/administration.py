@@ -16,9 +16,9 @@ they were compiled with until they are stopped and started again.
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type,
 # which is imported inside :func:`router` (string annotations resolve in module globals).
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import administration as adm
@@ -95,11 +95,25 @@ class RoleList(BaseModel):
     roles: list[RoleOut]
 
 
+class GrantOut(BaseModel):
+    permission: str
+    grantee_kind: Literal["user", "role"]
+    grantee: str
+    grantor: str | None
+    grant_option: bool
+
+
+class GrantList(BaseModel):
+    kind: str
+    object: str
+    grants: list[GrantOut]
+
+
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     described = {
         401: "no valid session (none, expired, logged out, or the user was disabled)",
         403: "the caller lacks CHANGE SYSTEM on SYSTEM (or gave a wrong current password)",
-        404: "no such user or role",
+        404: "no such user, role or object",
         409: "the name exists, the role capacity is reached, or an administrator would "
         "disable herself",
         422: "invalid field or path parameter: weak password, unknown role, bad name, or a "
@@ -113,7 +127,7 @@ def _answer(fn: Callable[..., T], *args: Any) -> T:
     """Calls the catalog; its administration refusals become the API's errors."""
     try:
         return fn(*args)
-    except (adm.UnknownUser, adm.UnknownRole) as err:
+    except (adm.UnknownUser, adm.UnknownRole, adm.UnknownObject) as err:
         if err.field == "name":  # the path names it
             raise NotFound(err.message) from None
         raise Invalid(err.message) from None
@@ -210,6 +224,24 @@ def router() -> APIRouter:
         info = _answer(security(request).set_disabled, who.session, name, False)
         request.app.state.service.reconcile_owner(name)
         return _user(info)
+
+    # -- grants -----------------------------------------------------------------------------
+
+    @api.get("/grants", response_model=GrantList, responses=_errors(401, 403, 404, 422))
+    def list_grants(
+        who: Auth,
+        request: Request,
+        kind: Annotated[str, Query(pattern=r"^(system|schema|stream|query)$")],
+        object: Annotated[str, Query(min_length=1, max_length=128)],
+    ) -> GrantList:
+        """The grants stored on one object (what ``POST``/``DELETE /grants`` change).
+        Needs CHANGE SYSTEM, checked before the object is looked up."""
+        found = _answer(security(request).grants_info, who.session, kind, object)
+        return GrantList(
+            kind=kind,
+            object=object,
+            grants=[GrantOut(**vars(g)) for g in found],
+        )
 
     # -- roles -------------------------------------------------------------------------------
 

@@ -61,3 +61,14 @@ export function errorBox(err, id) {
       : null,
   );
 }
+
+const SVG = "http://www.w3.org/2000/svg";
+
+/** An SVG element (attributes only, no listeners) with children; built like {@link h}. */
+export function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== undefined && value !== null && value !== false) el.setAttribute(key, String(value));
+  }
+  return add(el, children);
+}

@@ -6,8 +6,12 @@ import * as api from "./api.js";
 import { h, localTime, show } from "./dom.js";
 import { auditView } from "./views/audit.js";
 import { catalogView } from "./views/catalog.js";
+import { grantsView } from "./views/grants.js";
 import { loginView } from "./views/login.js";
+import { networksView } from "./views/networks.js";
 import { queryView } from "./views/query.js";
+import { rolesView } from "./views/roles.js";
+import { streamView } from "./views/stream.js";
 import { usersView } from "./views/users.js";
 
 const state = { me: null, cleanups: [], notice: null };
@@ -17,6 +21,11 @@ const routes = [
   { pattern: /^#\/query\/([^/]+)$/, view: queryView },
   { pattern: /^#\/audit$/, view: auditView },
   { pattern: /^#\/users$/, view: usersView },
+  { pattern: /^#\/roles$/, view: rolesView },
+  { pattern: /^#\/stream\/([^/]+)$/, view: streamView },
+  { pattern: /^#\/networks$/, view: networksView },
+  { pattern: /^#\/grants$/, view: grantsView },
+  { pattern: /^#\/grants\/([^/]+)\/([^/]+)$/, view: grantsView },
 ];
 
 function banner(message, retry) {
@@ -42,7 +51,10 @@ function header() {
     ["#/catalog", "Catalog"],
     ["#/audit", state.me.administrator ? "Audit" : "My audit trail"],
   ];
-  if (state.me.administrator) links.push(["#/users", "Users"]);
+  // Only owners of queries have switches to see (administrators: all of them).
+  if (state.me.administrator || state.me.add_queries) links.push(["#/networks", "Networks"]);
+  if (state.me.administrator)
+    links.push(["#/users", "Users"], ["#/roles", "Roles"], ["#/grants", "Grants"]);
   const here = location.hash.split("/").slice(0, 2).join("/");
   show(
     nav,

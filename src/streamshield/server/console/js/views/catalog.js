@@ -5,11 +5,12 @@ import * as api from "../api.js";
 import { errorBox, h, show, table } from "../dom.js";
 
 const queryLink = (name) => h("a", { href: `#/query/${encodeURIComponent(name)}` }, name);
+const streamLink = (name) => h("a", { href: `#/stream/${encodeURIComponent(name)}` }, name);
 
 export async function catalogView(ctx) {
   show(ctx.view, h("h1", {}, "Catalog"), h("p", { class: "muted" }, "Loading…"));
   const catalog = await api.call("GET", "/catalog");
-  const streams = catalog.streams.map((s) => [s.name, s.kind]);
+  const streams = catalog.streams.map((s) => [streamLink(s.name), s.kind]);
   const queries = catalog.queries.map((q) => [
     queryLink(q.name),
     q.owner,

@@ -3,6 +3,7 @@
 
 import * as api from "../api.js";
 import { errorBox, h, localTime, show } from "../dom.js";
+import { throughputChart } from "./chart.js";
 import { tail } from "./tail.js";
 
 export async function queryView(ctx, name) {
@@ -73,6 +74,7 @@ export async function queryView(ctx, name) {
       h("div", { class: "actions" }, actions),
       problem,
     ),
+    throughputChart(ctx, name),
     rights.subscribe
       ? tail(ctx, name, info.status)
       : h(

@@ -1,0 +1,288 @@
+"""The console's administration pages in a real browser (issue 16, second slice).
+
+Shares the package's server and browser with test_console (runs after it: names here are
+its own, and nothing assumes a fresh catalog). An administrator builds a role, a grant and
+a user in the console; the user then logs in in her own browser context and is offered
+only what her roles allow; forcing the administration pages shows the API's refusals.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.console.conftest import snap
+from tests.server.conftest import poll
+
+pytestmark = pytest.mark.spark
+
+NORA_PW = "nora's long passphrase"
+
+
+def _notice(page, which: str, text: str) -> None:
+    """Waits for the page's notice of a done change (the page is read again after it)."""
+    page.wait_for_selector(f"#{which}-notice:has-text({text!r})")
+
+
+def test_an_administrator_builds_a_role_a_grant_and_a_user_who_then_logs_in(
+    console, second_console, console_server
+) -> None:
+    console.login("joe", ["ADMIN"])
+    page = console.page
+    page.wait_for_selector("#nav a")
+    assert page.locator("#nav a").all_text_contents()[-3:] == ["Users", "Roles", "Grants"]
+
+    # A role, a junior added and removed, a cycle refused inline.
+    page.click("#nav a:text('Roles')")
+    page.fill("#role-create-name", "WARD_NURSE")
+    page.click("#role-create button[type=submit]")
+    _notice(page, "roles", "WARD_NURSE created")
+    page.select_option("#junior-add-role", "WARD_NURSE")
+    page.select_option("#junior-add-junior", "OTHER")
+    page.click("#junior-add button[type=submit]")
+    _notice(page, "roles", "OTHER is now a junior of WARD_NURSE")
+    row = page.locator("#roles tbody tr", has_text="WARD_NURSE")
+    assert "OTHER" in row.text_content()
+    page.select_option("#junior-add-role", "OTHER")
+    page.select_option("#junior-add-junior", "WARD_NURSE")
+    page.click("#junior-add button[type=submit]")
+    page.wait_for_selector("#junior-add-error")
+    assert "cycl" in page.text_content("#junior-add-error")
+    snap(page, "roles")
+    page.click("[data-remove='WARD_NURSE/OTHER']")
+    _notice(page, "roles", "no longer a junior")
+    row = page.locator("#roles tbody tr", has_text="WARD_NURSE")
+    assert "OTHER" not in row.text_content()
+
+    # A grant on SYSTEM to the new role, listed with its grantor.
+    page.click("#nav a:text('Grants')")
+    page.wait_for_selector("#grant")
+    page.select_option("#grant-permission", "VIEW CATALOG")
+    page.fill("#grant-grantee", "WARD_NURSE")
+    page.click("#grant button[type=submit]")
+    _notice(page, "grants", "VIEW CATALOG granted to role WARD_NURSE")
+    row = page.locator("#grants tbody tr", has_text="role WARD_NURSE")
+    assert row.locator("td").all_text_contents()[:4] == [
+        "VIEW CATALOG",
+        "role WARD_NURSE",
+        "joe",
+        "no",
+    ]
+    snap(page, "grants")
+    # An object that does not exist: the API's 404, shown.
+    page.fill("#grants-object-object", "no_such_stream")
+    page.select_option("#grants-object-kind", "stream")
+    page.click("#grants-object button[type=submit]")
+    page.wait_for_selector("#grants-error")
+    assert "not_found" in page.text_content("#grants-error")
+
+    # A user: a weak password refused inline (naming the field), then created.
+    page.click("#nav a:text('Users')")
+    page.fill("#user-create-name", "nora")
+    page.fill("#user-create-password", "short")
+    page.fill("#user-create-roles", "WARD_NURSE")
+    page.click("#user-create button[type=submit]")
+    page.wait_for_selector("#user-create-error")
+    assert "password" in page.text_content("#user-create-error")
+    page.fill("#user-create-password", NORA_PW)
+    page.click("#user-create button[type=submit]")
+    _notice(page, "users", "User nora created")
+    nora_row = page.locator("#users tbody tr", has_text="nora")
+    assert page.input_value("[data-roles='nora']") == "WARD_NURSE"
+    assert nora_row.locator("td").nth(2).text_content() == "no"
+    snap(page, "users")
+
+    # Nora logs in in her own browser context: no administration offered.
+    second_console.login("nora", ["WARD_NURSE"], NORA_PW)
+    nora = second_console.page
+    nora.wait_for_selector("#who-user")
+    nora.wait_for_selector("#nav a")
+    assert nora.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail"]
+    nora.wait_for_selector("#streams, main .empty")
+    # Forced: the API refuses users and grants (403); roles are readable by everyone,
+    # but no change is offered.
+    for page_hash, error in (("#/users", "#users-error"), ("#/grants", "#grants-error")):
+        second_console.open(page_hash)
+        nora.wait_for_selector(error)
+        assert "forbidden" in nora.text_content(error)
+        assert "CHANGE SYSTEM" in nora.text_content(error)
+    assert nora.locator("#grant, #users").count() == 0
+    second_console.open("#/roles")
+    nora.wait_for_selector("#roles")
+    assert nora.locator("#role-create, #junior-add, [data-remove]").count() == 0
+    token = second_console.tokens[-1]
+    with console_server.client(token) as as_nora:
+        system = {"kind": "system", "object": "system"}
+        assert as_nora.get("/grants", params=system).status_code == 403
+        assert as_nora.post("/roles", json={"name": "EVIL"}).status_code == 403
+
+    # Her roles set, then disabled: her session ends at once (back to login, with why).
+    page.fill("[data-roles='nora']", "WARD_NURSE, OTHER")
+    page.click("[data-set-roles='nora']")
+    _notice(page, "users", "Roles of nora set")
+    assert page.input_value("[data-roles='nora']") == "OTHER, WARD_NURSE"
+    page.click("[data-toggle='nora']")
+    _notice(page, "users", "nora disabled")
+    nora_row = page.locator("#users tbody tr", has_text="nora")
+    assert nora_row.locator("td").nth(2).text_content() == "yes"
+    second_console.open("#/catalog")
+    nora.wait_for_selector("#login")
+    assert "session ended" in nora.text_content("#login-status")
+    # Joe cannot disable himself: the API's 409, shown.
+    page.click("[data-toggle='joe']")
+    page.wait_for_selector("#admin-error")
+    assert "conflict" in page.text_content("#admin-error") or "disable" in page.text_content(
+        "#admin-error"
+    )
+    page.click("[data-toggle='nora']")
+    _notice(page, "users", "nora enabled")
+
+    # The grant revoked in the grants page.
+    page.click("#nav a:text('Grants')")
+    page.wait_for_selector("#grants")
+    page.click("[data-revoke='VIEW CATALOG/role/WARD_NURSE']")
+    _notice(page, "grants", "revoked from role WARD_NURSE")
+    assert page.locator("#grants tbody tr", has_text="role WARD_NURSE").count() == 0
+
+
+# -- shared networks and privacy switches ----------------------------------------------------------
+
+
+def _ok(answer, *statuses: int) -> dict:
+    assert answer.status_code in (statuses or (200,)), answer.text
+    return answer.json()
+
+
+def _vitals(joe, first: int, count: int) -> None:
+    """Rows of ``vitals`` readable by CUSTOMER1 (with the channel's policy first)."""
+    sp = {
+        "type": "sp",
+        "provider": "joe.v",
+        "ddp": {"streams": "vitals", "tuples": "*", "attributes": "*"},
+        "srp": {"roles": "{ADMIN, CUSTOMER1}", "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+    rows = [
+        {"provider": "joe.v", "values": {"id": i, "pid": 2 + i % 3, "hr": 60 + i}}
+        for i in range(first, first + count)
+    ]
+    lines = ([sp] if first == 0 else []) + rows
+    body = "\n".join(json.dumps(x) for x in lines)
+    answer = joe.post("/streams/vitals/elements", params={"assign": "seq"}, content=body)
+    assert _ok(answer)["accepted"] == len(lines)
+
+
+def _terminal(client, query: str) -> dict:
+    networks = _ok(client.get("/networks"))["networks"]
+    found = [
+        s
+        for n in networks
+        for s in n["switches"]
+        if s["kind"] == "terminal" and s["queries"] == [query]
+    ]
+    assert len(found) == 1, networks
+    return found[0]
+
+
+def _switch_row(page, stream: str, kind: str, query: str) -> list[str]:
+    rows = page.locator(f"table.switches[data-stream='{stream}'] tbody tr")
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator("td").all_text_contents()
+        if cells[0] == kind and cells[1].split(" (")[0].split(", ") == [query]:
+            return cells
+    raise AssertionError(f"no {kind} switch of {query} in {stream}")
+
+
+def test_the_networks_page_shows_a_terminal_switch_on_then_off(
+    console, second_console, console_server
+) -> None:
+    joe = console_server.login("joe", ["ADMIN"])
+    schema = {
+        "name": "vitals_s",
+        "attributes": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"]],
+        "tid": "id",
+    }
+    _ok(joe.post("/schemas", json=schema), 201)
+    _ok(joe.post("/streams", json={"name": "vitals", "schema": "vitals_s"}), 201)
+    grants = [
+        ("VIEW OBJECT", "stream", "vitals"),
+        ("READ TUPLE", "stream", "vitals"),
+        ("VIEW CATALOG", "system", "system"),
+        ("ADD", "system", "system"),
+    ]
+    for permission, kind, obj in grants:
+        body = {"permission": permission, "kind": kind, "object": obj, "role": "CUSTOMER1"}
+        _ok(joe.post("/grants", json=body))
+    al = console_server.login("al", ["CUSTOMER1"])
+    text = "SELECT pid, hr FROM vitals WHERE pid >= 3"
+    _ok(al.post("/queries", json={"name": "hr_watch", "text": text}), 201)
+    _vitals(joe, 0, 3)  # the policy, and a first batch of the network
+    assert _terminal(joe, "hr_watch")["open"] is False  # nobody receives: closed
+
+    # Al watches her query's results: her subscription opens its terminal switch.
+    second_console.login("al", ["CUSTOMER1"])
+    tail = second_console.page
+    second_console.open("#/query/hr_watch")
+    tail.click("#tail-watch")
+    tail.wait_for_selector("#tail-state:has-text('Watching')")
+    # The query's chart (uPlot, vendored, served from the package) samples its progress
+    # under the strict CSP: no violation is logged.
+    tail.wait_for_selector("#chart-state:has-text('samples')")
+    assert tail.locator("#chart .uplot canvas").count() == 1
+    assert not [m for m in second_console.log if "Content Security Policy" in m or "Trusted" in m]
+    _vitals(joe, 3, 6)  # the '+' applies in band, at this batch of the network
+    poll(lambda: _terminal(joe, "hr_watch")["open"], timeout=120)
+    snap(tail, "query-chart")
+
+    console.login("joe", ["ADMIN"])
+    page = console.page
+    page.click("#nav a:text('Networks')")
+    page.wait_for_selector("table.switches[data-stream='vitals']")
+    state, counter, receivers = _switch_row(page, "vitals", "terminal", "hr_watch")[2:5]
+    assert (state, counter, receivers) == ("on", "1", "al")
+    on = page.locator("svg.network g.switch.on")
+    assert on.count() >= 1 and page.locator("svg.network g[data-open='true']").count() >= 1
+    assert page.locator("section[data-network='vitals'] svg.network g.query").count() >= 1
+    snap(page, "networks")
+
+    # She stops watching: her subscription ends, a '-' closes the switch at the next batch.
+    tail.click("#tail-stop")
+    second_console.open("#/catalog")
+    _vitals(joe, 9, 3)
+    poll(lambda: not _terminal(joe, "hr_watch")["open"], timeout=120)
+    page.click("#networks-refresh")
+    page.wait_for_selector("table.switches[data-stream='vitals'] .switch-state.off")
+    state, counter, receivers = _switch_row(page, "vitals", "terminal", "hr_watch")[2:5]
+    assert (state, counter, receivers) == ("off", "0", "—")
+    assert page.locator("svg.network g[data-open='false']").count() >= 1
+    snap(page, "networks-off")
+
+    # Al sees her own query's switches, receivers counted, never named; Mallory (no query
+    # of hers) is not offered the page and sees no network when she forces it.
+    second_console.open("#/networks")
+    tail.wait_for_selector("table.switches[data-stream='vitals']")
+    assert _switch_row(tail, "vitals", "terminal", "hr_watch")[2:5] == ["off", "0", ""]
+    mallory = console_server.login("mallory", ["OTHER"])
+    assert _ok(mallory.get("/networks")) == {"networks": []}
+
+    # The stream pages: Al follows the catalog's link to the schema and to her query's
+    # output; Mallory, who may not see the stream, gets the API's 404 when forcing it.
+    second_console.open("#/catalog")
+    tail.click("#streams a:text-is('vitals')")
+    tail.wait_for_selector("#stream-schema")
+    schema = [
+        r.locator("td").all_text_contents() for r in tail.locator("#stream-schema tbody tr").all()
+    ]
+    assert schema == [["id", "bigint", "tuple id"], ["pid", "bigint", ""], ["hr", "bigint", ""]]
+    snap(tail, "stream")
+    second_console.open("#/stream/hr_watch_out")
+    tail.wait_for_selector("#stream-columns")
+    assert tail.locator("#stream-columns tbody td").all_text_contents() == ["pid", "hr"]
+    assert tail.locator("main a:text-is('hr_watch')").count() == 1
+    console.login("mallory", ["OTHER"])
+    console.open("#/stream/vitals")
+    page.wait_for_selector("#stream-error")
+    assert "not_found" in page.text_content("#stream-error")
+    assert page.locator("#stream-schema").count() == 0
