@@ -45,6 +45,19 @@ def demo() -> None:
         click.echo(line)
 
 
+@main.command("cloud-audit", epilog=example("streamshield cloud-audit"))
+def cloud_audit() -> None:
+    """Print the cloud-auditing example (paper 2): Q1-Q7 at their levels and what each
+    auditor receives, as the plain-Python oracle computes it (no Spark).
+
+    tests/server/test_cloud_audit.py checks the real server against the same oracle.
+    """
+    from streamshield.examples.cloud_audit_report import report
+
+    for line in report():
+        click.echo(line)
+
+
 @main.command(epilog=example("streamshield run --rounds 2"))
 @click.option(
     "--root",

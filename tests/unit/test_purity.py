@@ -38,6 +38,7 @@ def test_importing_the_pure_core_loads_no_pyspark() -> None:
         "import streamshield.demo, streamshield.landing\n"
         "import streamshield.cep.pattern, streamshield.cep.oracle, streamshield.cep.validation\n"
         "import streamshield.examples.hospital, streamshield.examples.hospital_catalog\n"
+        "import streamshield.examples.cloud_audit_report  # with the scenario and its oracle\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
