@@ -220,9 +220,12 @@ def window_of(pattern: Pattern, at: datetime) -> tuple[datetime, datetime]:
     return start, start + pattern.within
 
 
-def results(pattern: Pattern, found: Sequence[Match], key: str | None = None) -> list[tuple]:
+def results(
+    pattern: Pattern, found: Sequence[Match], key: str | None = None, min_group: int = 1
+) -> list[tuple]:
     """The rows a pattern returns for these matches: ``(key?, outputs...)`` per match, or
-    ``(key?, window_start, window_end, outputs...)`` per group when RETURN aggregates."""
+    ``(key?, window_start, window_end, outputs...)`` per group when RETURN aggregates;
+    groups of fewer than ``min_group`` matches are withheld (the k rule of Omega)."""
 
     def key_of(binding: Match) -> tuple:
         if key is None:
@@ -241,6 +244,8 @@ def results(pattern: Pattern, found: Sequence[Match], key: str | None = None) ->
         groups.setdefault(group, []).append(binding)
     rows = []
     for group, members in groups.items():
+        if len(members) < min_group:
+            continue
         head = group[: len(group) - len(pattern.group_by)]
         values = dict(zip(pattern.group_by, group[len(head) :], strict=True))
         row = list(head)

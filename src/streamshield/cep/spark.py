@@ -52,13 +52,15 @@ def compile_pattern(
     *,
     delay: timedelta,
     key: str | None = None,
+    min_group: int = 1,
 ) -> DataFrame:
     """A streaming DataFrame of the pattern's output rows (append mode).
 
     ``sources``: one streaming DataFrame per event type, with the type's attributes as
     columns (``ts`` the event time). ``delay``: how late an event may arrive behind the
     latest event time seen and still be matched. ``key``: an attribute every event of a
-    match shares (like Flink's ``keyBy``); it leads every output row.
+    match shares (like Flink's ``keyBy``); it leads every output row. ``min_group``: an
+    aggregate row of fewer matches is withheld (the k rule of Omega).
     """
     if pattern.combinator is Combinator.OR:
         matches = _union(pattern, sources, delay, key)
@@ -66,7 +68,7 @@ def compile_pattern(
         matches = _joins(pattern, sources, delay, key)
         for negation in pattern.negations:
             matches = _absent(pattern, negation, matches, sources, delay, key)
-    return _outputs(pattern, matches, key)
+    return _outputs(pattern, matches, key, min_group)
 
 
 def _seconds(delta: timedelta) -> Column:
@@ -178,7 +180,7 @@ def _union(pattern, sources, delay, key) -> DataFrame:
     return matches
 
 
-def _outputs(pattern: Pattern, matches: DataFrame, key: str | None) -> DataFrame:
+def _outputs(pattern: Pattern, matches: DataFrame, key: str | None, min_group: int) -> DataFrame:
     lead = [F.col(KEY).alias(key)] if key is not None else []
     if not pattern.aggregated:
         return matches.select(
@@ -190,7 +192,11 @@ def _outputs(pattern: Pattern, matches: DataFrame, key: str | None) -> DataFrame
     aggregates = [
         _aggregate(o.value).alias(o.name) for o in pattern.outputs if isinstance(o.value, Aggregate)
     ]
-    grouped = matches.groupBy(*groups).agg(*aggregates)
+    if min_group > 1:  # the k rule: a hidden count of the group's matches
+        grouped = matches.groupBy(*groups).agg(*aggregates, F.count(F.lit(1)).alias("__matches"))
+        grouped = grouped.where(F.col("__matches") >= min_group)
+    else:
+        grouped = matches.groupBy(*groups).agg(*aggregates)
     values = [
         F.col(o.name) if isinstance(o.value, Aggregate) else F.col(o.value.column).alias(o.name)
         for o in pattern.outputs

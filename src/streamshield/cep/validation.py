@@ -10,11 +10,14 @@ A pattern is refused when it reads what the role's effective rules do not releas
 - an Omega attribute outside an aggregate (raw in RETURN, WHERE or GROUP BY), or inside
   an aggregate whose function the rule does not allow.
 
-A Phi attribute may be read; the protection engine lets through only the events that
-meet its condition (Fig. 3 (d), (e)), so a comparison on it in WHERE can never see,
-and so never reveal, a value outside the condition. :class:`Clearance` lists those
-conditions per variable for the engine to apply. The error names the attribute and the
-rule, never a value (the rule's constants included). Pure: no pyspark.
+A Phi attribute may be read; the protection engine (:mod:`streamshield.cep.protection`)
+releases its value only on the events that meet its condition (Fig. 3 (d), (e)) and
+NULL elsewhere, so a comparison on it in WHERE can never see, and so never reveal, a
+value outside the condition. :class:`Clearance` lists those conditions per variable and
+whether the pattern aggregates an Omega attribute (then the k rule applies to its
+groups). A partition key is read raw on every event: it needs xi on every type. The
+error names the attribute and the rule, never a value (the rule's constants included).
+Pure: no pyspark.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Clearance:
     meet (each a disjunction of conjunctions; every one of them must hold)."""
 
     conditions: dict[str, tuple[tuple[Conjunction, ...], ...]]
+    statistics: bool = False  # an aggregate reads an Omega attribute: the k rule applies
 
 
 def validate(
@@ -50,8 +54,10 @@ def validate(
     access: AccessObject,
     hierarchy: RoleHierarchy,
     activated: Iterable[str],
+    key: str | None = None,
 ) -> Clearance:
-    """The pattern's clearance for the activated roles, or PatternRefused."""
+    """The pattern's clearance for the activated roles, or PatternRefused. ``key``: the
+    partition key the pattern runs with (read raw on every event of every type)."""
     activated = frozenset(activated)
 
     def rule(var: str, name: str) -> Rule:
@@ -90,6 +96,22 @@ def validate(
                     value.attr,
                     f"allows only {allowed} (Omega), not {value.function}",
                 )
+    if key is not None:
+        for item in pattern.items:
+            found = access.effective_rule(hierarchy, activated, item.type, key)
+            if found.operator is not Operator.READ:
+                raise PatternRefused(
+                    f"partition key {item.type}.{key} is not readable by this role "
+                    f"({found.operator}); a key needs xi",
+                    item.at.line,
+                    item.at.column,
+                )
+    statistics = False
+    for output in pattern.outputs:
+        value = output.value
+        if isinstance(value, Aggregate) and value.attr is not None:
+            found = rule(value.attr.var, value.attr.name)
+            statistics = statistics or found.operator is Operator.STATISTICS
     conditions: dict[str, list[tuple[Conjunction, ...]]] = {}
     for attr in _all_reads(pattern):
         found = rule(attr.var, attr.name)
@@ -97,7 +119,7 @@ def validate(
             entry = conditions.setdefault(attr.var, [])
             if found.conditions not in entry:
                 entry.append(found.conditions)
-    return Clearance({var: tuple(c) for var, c in conditions.items()})
+    return Clearance({var: tuple(c) for var, c in conditions.items()}, statistics)
 
 
 def _raw_reads(pattern: Pattern) -> tuple[Attr, ...]:

@@ -1,0 +1,92 @@
+"""The protection engine of one role on Spark (issue 15 item 3; docs/cep.md, "Per-role
+protection on Spark").
+
+Each detecting tree (:class:`~streamshield.cep.protection.Detector`) compiles to one
+native projection over its event type's stream: xi and Omega attributes are selected,
+psi attributes are left out (Fig. 3 (c): a new event), a Phi attribute becomes
+``CASE WHEN condition THEN value END`` over the original event, and an event on which
+nothing is released is filtered out. The paper's hash index over event types is
+resolved when the plan is built (each type is its own stream, Definition 1), so the
+cost per event does not depend on how many types the role has trees for. The filter
+sits below the pattern's watermark on purpose: the role's watermark moves with the
+events its space receives, which is what the oracle over :func:`protect` models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamshield.cep.pattern import TIME, Pattern
+from streamshield.cep.protection import K_DEFAULT, Detector, detectors
+from streamshield.cep.spark import compile_pattern
+from streamshield.cep.validation import validate
+from streamshield.policy.cep_rules import COMPARATORS, AccessObject, Operator, Rule
+from streamshield.policy.roles import RoleHierarchy
+
+
+def protected(tree: Detector, source: DataFrame) -> DataFrame:
+    """The copy of one event type's stream the role's operation space receives."""
+    columns = [F.col(TIME)]
+    visible: list[Column] = []
+    for name, rule in tree.released.items():
+        if rule.operator is Operator.CONDITIONAL:
+            condition = _condition(rule)
+            columns.append(F.when(condition, F.col(name)).alias(name))
+            visible.append(condition)
+        else:
+            columns.append(F.col(name))
+    if tree.conditional:  # no attribute released on every event: drop the empty copies
+        passes = visible[0]
+        for condition in visible[1:]:
+            passes = passes | condition
+        source = source.where(passes)
+    return source.select(*columns)
+
+
+def protected_sources(
+    trees: Mapping[str, Detector], sources: Mapping[str, DataFrame]
+) -> dict[str, DataFrame]:
+    """Every event type the role has a tree for, protected; the others are absent."""
+    return {t: protected(tree, sources[t]) for t, tree in trees.items() if t in sources}
+
+
+def compile_protected(
+    pattern: Pattern,
+    access: AccessObject,
+    hierarchy: RoleHierarchy,
+    activated: Iterable[str],
+    sources: Mapping[str, DataFrame],
+    *,
+    delay: timedelta,
+    key: str | None = None,
+    k: int = K_DEFAULT,
+) -> DataFrame:
+    """The pattern as the activated roles may run it: validated (PatternRefused), over
+    the role's protected copy of the sources, with the k rule on Omega aggregates."""
+    activated = frozenset(activated)
+    clearance = validate(pattern, access, hierarchy, activated, key=key)
+    trees = detectors(access, hierarchy, activated)
+    used = {i.type for i in pattern.items}
+    inputs = protected_sources({t: trees[t] for t in used}, sources)
+    return compile_pattern(
+        pattern, inputs, delay=delay, key=key, min_group=k if clearance.statistics else 1
+    )
+
+
+def _condition(rule: Rule) -> Column:
+    """The Phi rule's conditions (an OR of conjunctions) as one Catalyst expression; a
+    comparison with NULL is unknown, so a missing value never releases anything."""
+    result = None
+    for conjunction in rule.conditions:
+        part = None
+        for comparison in conjunction:
+            compare = COMPARATORS[comparison.op]
+            term = compare(F.col(comparison.attribute), F.lit(comparison.value))
+            part = term if part is None else part & term
+        result = part if result is None else result | part
+    assert result is not None  # a Phi rule has conditions
+    return F.coalesce(result, F.lit(False))
