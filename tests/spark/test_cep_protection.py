@@ -7,6 +7,7 @@ file sources: two batches of data, one that moves the watermark past every windo
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from collections import Counter
@@ -19,7 +20,10 @@ from pyspark.sql.types import TimestampType
 from streamshield.cep import oracle
 from streamshield.cep.oracle import Event
 from streamshield.cep.pattern import compile_pattern
+from streamshield.cep.rule_book import RuleBook
+from streamshield.cep.running import RunningPattern
 from streamshield.cep.spark_protection import compile_protected
+from streamshield.policy.cep_rules_text import loads
 from tests.conformance import cep_protection as case
 
 pytestmark = pytest.mark.spark
@@ -53,7 +57,8 @@ def tagged_union(frames: dict):
             else F.col(f.name)
             for f in frame.schema.fields
         ]
-        tagged = frame.select(F.lit(name).alias("pattern"), F.to_json(F.array(*columns)).alias("row"))
+        row = F.to_json(F.array(*columns)).alias("row")
+        tagged = frame.select(F.lit(name).alias("pattern"), row)
         union = tagged if union is None else union.unionByName(tagged)
     return union
 
@@ -108,3 +113,68 @@ def test_protected_patterns_match_the_oracle(spark, tmp_path) -> None:
             for r in expected[name]
         ]
         assert Counter(rows) == Counter(want), name
+
+
+def _rules(change) -> object:
+    document = copy.deepcopy(case.RULES)
+    change(document["roles"])
+    return loads(json.dumps(document), case.HIERARCHY)
+
+
+def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
+    """Narrowing a Phi condition restarts the pattern under the new protection (the
+    batch that saw the change is recomputed, nothing of it delivered under the old
+    rules); denying an attribute the pattern reads stops it with the reason."""
+    root = tmp_path / "bus"
+    for type_ in case.TYPES:
+        (root / type_).mkdir(parents=True)
+    book = RuleBook(case.ACCESS, case.HIERARCHY)
+    delivered: list[list[tuple]] = []
+    running = RunningPattern(
+        compile_pattern(case.PATTERNS["seq"], case.TYPES),
+        case.ROLES,
+        book,
+        lambda: {t: spark.readStream.schema(case.DDL).json(str(root / t)) for t in case.TYPES},
+        lambda rows: delivered.append(sorted(tuple(r.values()) for r in rows)),
+        tmp_path / "checkpoint",
+        delay=case.DELAY,
+    )
+    ev = case.event
+    running.start()
+    try:
+        write_batch(root, 0, [ev("A", 1, 1.5, 1, 5, 0), ev("B", 2, 2.5, 1, 4, 0)])
+        running.process()
+        assert [r for b in delivered for r in b] == [(1, 2, 5, 1)]
+        delivered.clear()
+
+        def narrow(roles) -> None:  # A.v now readable only where k = 2
+            roles["staff"]["A"][1]["condition"] = [["k", "=", 2]]
+
+        book.replace(_rules(narrow))
+        write_batch(
+            root,
+            1,
+            [
+                ev("A", 3, 20.5, 1, 6, 0),  # matched B 4 under the old rules: not now
+                ev("B", 4, 21.5, 1, 9, 0),
+                ev("A", 5, 22.5, 2, 7, 0),
+                ev("B", 6, 23.5, 2, 8, 0),
+            ],
+        )
+        running.process()
+        assert running.restarts == 1 and running.status == "running"
+        assert [r for b in delivered for r in b] == [(5, 6, 7, 2)]
+        delivered.clear()
+
+        def revoke(roles) -> None:  # B.k, which the pattern joins on, now denied
+            roles["analyst"]["B"][1]["operator"] = "psi"
+            del roles["analyst"]["B"][1]["condition"]
+
+        book.replace(_rules(revoke))
+        write_batch(root, 2, [ev("A", 7, 40.5, 2, 9, 0), ev("B", 8, 41.5, 2, 9, 0)])
+        running.process()
+        assert running.status == "stopped"
+        assert "B.k" in running.reason and "denied" in running.reason
+        assert not [r for b in delivered for r in b]
+    finally:
+        running.stop()

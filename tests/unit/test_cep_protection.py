@@ -4,7 +4,6 @@ holds, per operator, and the conformance cases' oracle answers."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -82,7 +81,7 @@ def test_reads_beyond_the_operators_are_refused(text: str, problem: str) -> None
 def test_a_partition_key_needs_xi_on_every_type() -> None:
     pattern = compile_pattern("PATTERN SEQ(A a, B b) WITHIN 1 SECOND RETURN a.id", case.TYPES)
     validate(pattern, case.ACCESS, case.HIERARCHY, case.ROLES, key="id")
-    with pytest.raises(PatternRefused, match="partition key B.k"):
+    with pytest.raises(PatternRefused, match=r"partition key B\.k"):
         validate(pattern, case.ACCESS, case.HIERARCHY, case.ROLES, key="k")
 
 
@@ -149,4 +148,3 @@ def test_a_copy_releases_nothing_its_rules_do_not(drawn) -> None:
 def test_a_type_without_rules_has_no_tree() -> None:
     access = AccessObject({"T": {"ts": "timestamp", "x": "long"}}, {})
     assert detectors(access, RoleHierarchy.build(["r"]), {"r"}) == {}
-    assert case.DELAY > timedelta(0)

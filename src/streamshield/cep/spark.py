@@ -192,11 +192,12 @@ def _outputs(pattern: Pattern, matches: DataFrame, key: str | None, min_group: i
     aggregates = [
         _aggregate(o.value).alias(o.name) for o in pattern.outputs if isinstance(o.value, Aggregate)
     ]
-    if min_group > 1:  # the k rule: a hidden count of the group's matches
-        grouped = matches.groupBy(*groups).agg(*aggregates, F.count(F.lit(1)).alias("__matches"))
+    # The k rule reads a hidden count of the group's matches; it is always kept, so that
+    # the aggregation's state has the same shape whatever ``min_group`` is (a pattern
+    # restarted under new rules resumes from its checkpoint).
+    grouped = matches.groupBy(*groups).agg(*aggregates, F.count(F.lit(1)).alias("__matches"))
+    if min_group > 1:
         grouped = grouped.where(F.col("__matches") >= min_group)
-    else:
-        grouped = matches.groupBy(*groups).agg(*aggregates)
     values = [
         F.col(o.name) if isinstance(o.value, Aggregate) else F.col(o.value.column).alias(o.name)
         for o in pattern.outputs

@@ -1,0 +1,194 @@
+"""A registered pattern running on Spark under the rules in force (issue 15 item 4).
+
+The pattern's query delivers each micro-batch through ``foreachBatch``; before it hands
+any row on, the driver compares the :class:`~streamshield.cep.rule_book.RuleBook`'s
+version with the one the running plan was built under (Python once per micro-batch,
+never per event). When the rules changed:
+
+- if the pattern is no longer legal for its roles (it reads an attribute now denied,
+  an Omega attribute with a function no longer allowed, ...), the batch is not delivered
+  and the pattern stops with status ``stopped`` and the refusal as its reason: a revoked
+  attribute never appears in a later match;
+- if it is legal but its protection changed (a Phi condition, an attribute now Omega,
+  a type's trees), the batch is not delivered and not committed: the query restarts
+  from its checkpoint with the protection rebuilt, and Spark runs that same batch again
+  under the new rules;
+- otherwise the batch is delivered and the new version noted.
+
+So a change applies from the first micro-batch that starts delivering after it. The
+restart keeps the join and aggregation state (only the projections and filters under
+the watermark change, which Structured Streaming allows on restart): events that reached
+the role's space before the change keep what they were released with while they wait
+for a match (at most WITHIN plus the watermark delay); every later event is protected
+under the new rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from streamshield.cep.pattern import Pattern
+from streamshield.cep.protection import K_DEFAULT, Detector, detectors
+from streamshield.cep.rule_book import Edition, RuleBook
+from streamshield.cep.spark_protection import compile_protected
+from streamshield.cep.validation import PatternRefused, validate
+
+log = logging.getLogger(__name__)
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"  # by its owner, or by a rule change that made it illegal
+    FAILED = "failed"
+
+
+class _RulesChanged(Exception):
+    """Raised inside a micro-batch so that Spark does not commit it."""
+
+
+Protection = tuple[bool, tuple[tuple[str, Detector], ...]]
+
+
+class RunningPattern:
+    """One pattern, its roles and its query; ``deliver`` receives each batch's rows."""
+
+    def __init__(
+        self,
+        pattern: Pattern,
+        roles: Iterable[str],
+        book: RuleBook,
+        sources: Callable[[], Mapping[str, DataFrame]],
+        deliver: Callable[[list[dict[str, Any]]], None],
+        checkpoint: Path,
+        *,
+        delay: timedelta,
+        key: str | None = None,
+        k: int = K_DEFAULT,
+        trigger: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.pattern, self.roles, self.book = pattern, frozenset(roles), book
+        self._sources, self._deliver, self._checkpoint = sources, deliver, checkpoint
+        self._delay, self._key, self._k, self._trigger = delay, key, k, dict(trigger or {})
+        self._lock = threading.RLock()
+        self._query: Any = None
+        self._version = 0
+        self._protection: Protection | None = None
+        self._restart: threading.Thread | None = None
+        self.status = Status.STOPPED
+        self.reason: str | None = None
+        self.restarts = 0
+
+    # -- the plan under one edition of the rules -------------------------------------
+
+    def protection(self, edition: Edition) -> Protection:
+        """What the running plan depends on: PatternRefused when the pattern is illegal."""
+        clearance = validate(
+            self.pattern, edition.access, edition.hierarchy, self.roles, key=self._key
+        )
+        trees = detectors(edition.access, edition.hierarchy, self.roles)
+        used = sorted({i.type for i in self.pattern.items})
+        return clearance.statistics, tuple((t, trees[t]) for t in used)
+
+    def start(self) -> None:
+        """Start (or resume from the checkpoint) under the rules in force."""
+        with self._lock:
+            edition = self.book.current()
+            self._protection = self.protection(edition)  # PatternRefused: not started
+            self._version = edition.version
+            frame = compile_protected(
+                self.pattern,
+                edition.access,
+                edition.hierarchy,
+                self.roles,
+                self._sources(),
+                delay=self._delay,
+                key=self._key,
+                k=self._k,
+            )
+            writer = frame.writeStream.foreachBatch(self._batch).option(
+                "checkpointLocation", str(self._checkpoint)
+            )
+            if self._trigger:
+                writer = writer.trigger(**self._trigger)
+            self._query = writer.start()
+            self.status, self.reason = Status.RUNNING, None
+
+    def stop(self) -> None:
+        with self._lock:
+            query, self._query = self._query, None
+            if self.status is Status.RUNNING:
+                self.status = Status.STOPPED
+        if query is not None:
+            query.stop()
+
+    def process(self) -> None:
+        """Run everything available to completion, restarts included (tests, benches)."""
+        while True:
+            query = self._query
+            if query is None:
+                return
+            with suppress(Exception):  # the query ended: a rule change or a failure
+                query.processAllAvailable()
+            restart = self._restart
+            if restart is None:
+                return
+            restart.join()
+            with self._lock:
+                if self._restart is restart:
+                    self._restart = None
+            if self._query is query:  # not restarted (stopped, refused or failed)
+                return
+
+    # -- per micro-batch (driver) ----------------------------------------------------
+
+    def _batch(self, frame: DataFrame, _batch_id: int) -> None:
+        edition = self.book.current()
+        if edition.version != self._version:
+            try:
+                protection = self.protection(edition)
+            except PatternRefused as refused:
+                self._refused(refused)
+                self._after_this_batch(restart=False)
+                raise _RulesChanged(self.reason) from None
+            if protection != self._protection:
+                self._after_this_batch(restart=True)
+                raise _RulesChanged("protection changed")
+            self._version = edition.version
+        self._deliver([row.asDict() for row in frame.collect()])
+
+    def _refused(self, refused: PatternRefused) -> None:
+        self.status, self.reason = Status.STOPPED, f"stopped by a rule change: {refused}"
+
+    def _after_this_batch(self, *, restart: bool) -> None:
+        """Once the query has ended (the batch raised), restart it or leave it stopped."""
+        query = self._query
+
+        def run() -> None:
+            with suppress(Exception):  # the _RulesChanged this batch raises
+                query.awaitTermination()
+            with self._lock:
+                if self._query is not query:
+                    return  # stopped meanwhile by its owner
+                self._query = None
+                if not restart:
+                    return
+                try:
+                    self.restarts += 1
+                    self.start()
+                except PatternRefused as refused:  # the rules changed again meanwhile
+                    self._refused(refused)
+                except Exception as failure:
+                    log.warning("pattern restart failed: %s", type(failure).__name__)
+                    self.status, self.reason = Status.FAILED, type(failure).__name__
+
+        self._restart = threading.Thread(target=run, name="cep-restart", daemon=True)
+        self._restart.start()
