@@ -62,7 +62,15 @@ from streamshield.server.openapi import (
     with_universal_errors,
     without_fastapi_validation_schema,
 )
-from streamshield.server.routes import administration, console, levels, me, networks, operations
+from streamshield.server.routes import (
+    administration,
+    console,
+    levels,
+    me,
+    networks,
+    operations,
+    patterns,
+)
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
 from streamshield.server.strict_query import known_query_only
@@ -113,6 +121,7 @@ def create_app(
     app.openapi = _openapi  # type: ignore[method-assign]
     app.include_router(operations.router(service, metrics_token))
     app.include_router(networks.router(service))
+    app.include_router(patterns.router(service))
     app.include_router(me.router(service))
     app.include_router(console.router())
 

@@ -52,6 +52,7 @@ from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
 from streamshield.server.metrics import ServerMetrics
+from streamshield.server.patterns import PatternService
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
@@ -97,6 +98,7 @@ class ServerService:
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
         self.pipeline.ingest.on_counts = self.metrics.labelled
+        self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -242,6 +244,7 @@ class ServerService:
             if query.running and query.handle is not None:
                 at_batch_boundary(query.handle.handle, left())
             self.queries.stop(query.name, "server stopping")
+        self.patterns.stop_all()
         if self._ingest is not None:
             at_batch_boundary(self._ingest, left())
             self._ingest.stop()

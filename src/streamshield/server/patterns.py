@@ -1,0 +1,306 @@
+"""Event patterns (complex event processing) behind the HTTP API (issue 15 item 5).
+
+A pattern is an OxRBAC *query* object (``ADD`` on SYSTEM, ``READ`` on every stream it
+reads, the owner's quota, ``SET QUERY STATUS``, ``VIEW OBJECT``; its output stream
+``<name>_out`` is what ``SUBSCRIBE`` is granted on), registered with the roles of the
+session that registers it. Its event types are streams of the server: each is read
+through the secured view of those roles (the Security Shield's tuple filter and
+attribute masks, as for any query), and then through the role's protection engine
+(:mod:`streamshield.cep.protection`). The administrator's per-role attribute operators
+(:mod:`streamshield.policy.cep_rules`) are one JSON document, changed with ``PUT
+/cep/rules`` (CHANGE SYSTEM) and kept under ``<root>/cep/rules.json``; running patterns
+apply a change from their next micro-batch (:mod:`streamshield.cep.running`).
+
+Delivery checks the recipient: rows go to a subscriber who may SUBSCRIBE to the output
+and whose *own* activated roles would be allowed to register the pattern under the
+rules in force (paper 4: "PSPE will also receive the output ... and send the result to
+the user within the user role of such space"); both are checked at every read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from streamshield.cep.pattern import TIME, Pattern, PatternError, compile_pattern
+from streamshield.cep.rule_book import RuleBook
+from streamshield.cep.running import RunningPattern, Status
+from streamshield.cep.validation import PatternRefused, validate
+from streamshield.durable import write_atomic
+from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.secured_view import SecuredProjection
+from streamshield.policy.cep_rules import AccessObject
+from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
+from streamshield.server import security_port as port
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+
+audit = logging.getLogger("streamshield.audit")
+KINDS = {"bigint": "long", "int": "long", "long": "long", "double": "double", "float": "double"}
+KEPT_ROWS = 1000  # rows of a pattern kept for its subscribers (oldest dropped first)
+DELAY = timedelta(seconds=10)  # how late an event may arrive and still be matched
+TRIGGER = {"processingTime": "1 second"}
+
+
+@dataclass
+class Registered:
+    name: str
+    text: str
+    owner: str
+    roles: tuple[str, ...]
+    running: RunningPattern
+    rows: deque = field(default_factory=lambda: deque(maxlen=KEPT_ROWS))
+    delivered: int = 0  # rows ever delivered: the sequence number of the newest
+
+    @property
+    def output(self) -> str:
+        return f"{self.name}_out"
+
+
+class PatternService:
+    """Registers, runs and delivers event patterns; one per server."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.root = Path(server.root) / "cep"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.patterns: dict[str, Registered] = {}
+        hierarchy = server.pipeline.queries.hierarchy
+        rules = self.root / "rules.json"
+        access = AccessObject({}, {})
+        if rules.exists():
+            access = from_document(json.loads(rules.read_text()), hierarchy)
+        self.book = RuleBook(access, hierarchy)
+
+    # -- rules -----------------------------------------------------------------------
+
+    def rules(self, session: Any) -> dict:
+        """Administrators: the whole document. Others: the operator on each attribute
+        for their activated roles (no condition constants: those are data)."""
+        edition = self.book.current()
+        if self._admin(session):
+            return {"version": edition.version, "rules": json.loads(dumps(edition.access))}
+        effective = edition.access.effective(edition.hierarchy, port.roles_of(session))
+        mine = {t: {a: str(r.operator) for a, r in attrs.items()} for t, attrs in effective.items()}
+        return {"version": edition.version, "operators": mine}
+
+    def set_rules(self, session: Any, document: Any) -> dict:
+        if not self._admin(session):
+            raise Forbidden("changing the attribute operators needs CHANGE SYSTEM")
+        edition = self.book.current()
+        try:
+            access = from_document(document, edition.hierarchy)
+        except RulesError as err:
+            raise Invalid(f"rules: {err}") from None
+        self._check_streams(access)
+        write_atomic(self.root / "rules.json", dumps(access))
+        edition = self.book.replace(access)
+        audit.info("cep rules version %d set by %s", edition.version, port.user_of(session))
+        return {"version": edition.version}
+
+    def _check_streams(self, access: AccessObject) -> None:
+        """Every event type is a stream with the declared attributes and an event time."""
+        streams = self.server.pipeline.queries.streams
+        for type_, attrs in access.event_types.items():
+            definition = streams.get(type_)
+            if definition is None:
+                raise Invalid(f"rules: event_types.{type_}: not a stream of this server")
+            if attrs.get(TIME) != "timestamp":
+                raise Invalid(f"rules: event_types.{type_}: needs {TIME} of kind timestamp")
+            types = dict(definition.attributes)
+            for name, kind in attrs.items():
+                actual = types.get(name)
+                if actual is None or KINDS.get(actual, actual) != kind:
+                    raise Invalid(
+                        f"rules: event_types.{type_}.{name}: not an attribute of kind {kind} "
+                        "of the stream"
+                    )
+
+    # -- registration and life cycle ------------------------------------------------------
+
+    def register(self, session: Any, name: str, text: str) -> dict:
+        """Parse, check against the event types, validate against the session's operators,
+        then record it as a query object and start it."""
+        edition = self.book.current()
+        pattern = self._compiled(text, edition.access)
+        roles = tuple(sorted(port.roles_of(session)))
+        try:
+            validate(pattern, edition.access, edition.hierarchy, roles)
+        except PatternRefused as refused:
+            raise Forbidden(f"pattern refused: {refused}") from None
+        with self._lock:
+            if name in self.patterns:
+                raise Conflict(f"pattern {name} exists")
+            inputs = sorted({i.type for i in pattern.items})
+            port.add_query(self.server.security, session, name, inputs, f"{name}_out")
+            registered = Registered(name, text, port.user_of(session), roles, None)  # type: ignore[arg-type]
+            registered.running = self._running(registered, pattern)
+            try:
+                registered.running.start()
+            except BaseException:
+                port.remove_query(self.server.security, session, name)
+                raise
+            self.patterns[name] = registered
+        return self.describe(registered)
+
+    def _compiled(self, text: str, access: AccessObject) -> Pattern:
+        try:
+            return compile_pattern(text, access.event_types)
+        except PatternError as err:
+            raise Invalid(f"pattern: {err}") from None
+
+    def _running(self, registered: Registered, pattern: Pattern) -> RunningPattern:
+        def deliver(rows: list[dict]) -> None:
+            with self._lock:
+                for row in rows:
+                    registered.delivered += 1
+                    registered.rows.append((registered.delivered, _plain(row)))
+
+        def sources() -> Mapping[str, DataFrame]:
+            return {i.type: self._secured(i.type, registered.roles) for i in pattern.items}
+
+        return RunningPattern(
+            pattern,
+            registered.roles,
+            self.book,
+            sources,
+            deliver,
+            self.root / "checkpoints" / registered.name,
+            delay=DELAY,
+            trigger=TRIGGER,
+        )
+
+    def _secured(self, stream: str, roles: tuple[str, ...]) -> DataFrame:
+        """The stream's labelled store through the secured view of ``roles``."""
+        queries = self.server.pipeline.queries
+        schema = queries.streams[stream]
+        path = queries.labelled.path(stream)
+        path.mkdir(parents=True, exist_ok=True)
+        spark = self.server.spark
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), queries.codec.width, 0)
+        source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
+        labelled = source.parquet(str(path))
+        view = SecuredProjection.of(labelled.columns, schema, queries.codec, roles).apply(labelled)
+        return view.select(*schema.names)
+
+    def _get(self, session: Any, name: str) -> Registered:
+        registered = self.patterns.get(name)
+        if registered is None or not port.check(
+            self.server.security, session, "VIEW OBJECT", "query", name
+        ):
+            raise NotFound(f"no pattern {name}")
+        return registered
+
+    def list(self, session: Any) -> list[dict]:
+        return [
+            self.describe(p)
+            for name, p in sorted(self.patterns.items())
+            if port.check(self.server.security, session, "VIEW OBJECT", "query", name)
+        ]
+
+    def explain(self, session: Any, name: str) -> dict:
+        """Status and what the pattern's roles' operators release to it, per variable."""
+        registered = self._get(session, name)
+        edition = self.book.current()
+        pattern = registered.running.pattern
+        effective = edition.access.effective(edition.hierarchy, registered.roles)
+        variables = []
+        for item in pattern.items:
+            rules = effective.get(item.type, {})
+            variables.append(
+                {
+                    "variable": item.var,
+                    "event_type": item.type,
+                    "negated": item.negated,
+                    "operators": {a: str(r.operator) for a, r in sorted(rules.items())},
+                }
+            )
+        try:
+            clearance = validate(pattern, edition.access, edition.hierarchy, registered.roles)
+            legal, k_rule = True, clearance.statistics
+        except PatternRefused:
+            legal, k_rule = False, False
+        return {
+            **self.describe(registered),
+            "rules_version": edition.version,
+            "legal_now": legal,
+            "k_rule": k_rule,
+            "variables": variables,
+        }
+
+    def set_status(self, session: Any, name: str, running: bool) -> dict:
+        registered = self._get(session, name)
+        port.set_query_status(
+            self.server.security, session, name, "running" if running else "stopped"
+        )
+        if running and registered.running.status is not Status.RUNNING:
+            try:
+                registered.running.start()
+            except PatternRefused as refused:
+                port.set_query_status(self.server.security, session, name, "stopped")
+                raise Forbidden(f"pattern refused: {refused}") from None
+        elif not running:
+            registered.running.stop()
+        return self.describe(registered)
+
+    def remove(self, session: Any, name: str) -> None:
+        registered = self._get(session, name)
+        port.remove_query(self.server.security, session, name)
+        registered.running.stop()
+        with self._lock:
+            self.patterns.pop(name, None)
+
+    def rows(self, session: Any, name: str, after: int) -> dict:
+        """The rows delivered after sequence number ``after``, if the recipient may have
+        them now: SUBSCRIBE on the output, and her own operators allow the pattern."""
+        registered = self._get(session, name)
+        security = self.server.security
+        if not port.can_subscribe(security, session, registered.output):
+            raise Forbidden(f"no SUBSCRIBE on {registered.output}")
+        edition = self.book.current()
+        try:
+            validate(
+                registered.running.pattern,
+                edition.access,
+                edition.hierarchy,
+                port.roles_of(session),
+            )
+        except PatternRefused as refused:
+            raise Forbidden(f"your roles may not receive this pattern: {refused}") from None
+        with self._lock:
+            rows = [{"seq": n, **row} for n, row in registered.rows if n > after]
+        return {"name": name, "status": str(registered.running.status), "rows": rows}
+
+    def stop_all(self) -> None:
+        for registered in list(self.patterns.values()):
+            registered.running.stop()
+
+    def describe(self, registered: Registered) -> dict:
+        return {
+            "name": registered.name,
+            "pattern": registered.text,
+            "owner": registered.owner,
+            "roles": list(registered.roles),
+            "output": registered.output,
+            "status": str(registered.running.status),
+            "reason": registered.running.reason,
+            "restarts": registered.running.restarts,
+            "delivered": registered.delivered,
+        }
+
+    def _admin(self, session: Any) -> bool:
+        return port.check(self.server.security, session, "CHANGE SYSTEM", "system", "system")
+
+
+def _plain(row: dict) -> dict:
+    """JSON-able values (timestamps as ISO-8601)."""
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}

@@ -1,0 +1,76 @@
+"""Event patterns and the per-role attribute operators (issue 15 item 5; docs/cep.md).
+
+``POST /patterns`` registers a pattern with the caller's activated roles: a malformed
+pattern or an unknown event type or attribute is 422 (with line and column), a pattern
+reading more than the roles' operators release is 403 naming the attribute and the rule
+(never a value). ``GET /patterns``, ``GET /patterns/{name}`` (explain), ``POST
+/patterns/{name}/status``, ``DELETE /patterns/{name}`` and ``GET /patterns/{name}/rows``
+(the subscriber's read, checked against her own rights each time) follow the query life
+cycle. ``GET``/``PUT /cep/rules`` read and replace the operators (PUT: CHANGE SYSTEM).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from streamshield.server.auth import Auth
+from streamshield.server.openapi import AUTHED, errors
+
+
+class PatternBody(BaseModel):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    pattern: str = Field(min_length=1, max_length=10_000)
+
+
+class StatusBody(BaseModel):
+    running: bool
+
+
+def router(service: Any) -> APIRouter:
+    api = APIRouter(tags=["patterns"])
+    patterns = service.patterns
+
+    @api.get("/cep/rules", responses=errors(*AUTHED))
+    def rules(who: Auth) -> dict:
+        """The operators: all of them (administrators) or your roles' per attribute."""
+        return patterns.rules(who.session)
+
+    @api.put("/cep/rules", responses=errors(*AUTHED, 403, 422))
+    def set_rules(body: dict[str, Any], who: Auth) -> dict:
+        """Replace the operators (CHANGE SYSTEM); running patterns apply them from their
+        next micro-batch, and one that became illegal stops with the reason."""
+        return patterns.set_rules(who.session, body)
+
+    @api.post("/patterns", status_code=201, responses=errors(*AUTHED, 403, 409, 422))
+    def register(body: PatternBody, who: Auth) -> dict:
+        """Register and start a pattern with your activated roles."""
+        return patterns.register(who.session, body.name, body.pattern)
+
+    @api.get("/patterns", responses=errors(*AUTHED))
+    def listed(who: Auth) -> dict:
+        return {"patterns": patterns.list(who.session)}
+
+    @api.get("/patterns/{name}", responses=errors(*AUTHED, 404))
+    def explain(name: str, who: Auth) -> dict:
+        """Status, and the operators each variable's event type is read under."""
+        return patterns.explain(who.session, name)
+
+    @api.post("/patterns/{name}/status", responses=errors(*AUTHED, 403, 404, 422))
+    def status(name: str, body: StatusBody, who: Auth) -> dict:
+        return patterns.set_status(who.session, name, body.running)
+
+    @api.delete("/patterns/{name}", responses=errors(*AUTHED, 403, 404))
+    def remove(name: str, who: Auth) -> dict:
+        patterns.remove(who.session, name)
+        return {"removed": name}
+
+    @api.get("/patterns/{name}/rows", responses=errors(*AUTHED, 403, 404, 422))
+    def rows(name: str, who: Auth, after: int = Query(0, ge=0)) -> dict:
+        """Rows delivered after sequence number ``after`` (SUBSCRIBE on the output, and
+        your own operators must allow the pattern)."""
+        return patterns.rows(who.session, name, after)
+
+    return api
