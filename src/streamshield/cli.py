@@ -10,6 +10,7 @@ import click
 from streamshield import (
     __version__,
     cli_admin,
+    cli_cep,
     cli_levels,
     cli_networks,
     cli_operations,
@@ -710,6 +711,7 @@ cli_admin.attach(main, client)  # admin init; client user, role, passwd
 cli_admin.admin.add_command(cli_recovery.relabel)  # admin relabel
 cli_levels.attach(client)  # client level ...
 cli_networks.attach(client)  # client network list|sp
+cli_cep.attach(main, client)  # cep-example; client pattern ...|cep-rules get|put
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,140 @@
+"""Command line for event patterns (issue 15): ``streamshield cep-example`` and, over
+HTTPS, ``streamshield client pattern ...`` and ``streamshield client cep-rules ...``."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from streamshield.cli_admin import OUTPUT, _request, _show
+
+COLUMNS = ["name", "owner", "roles", "status", "reason", "delivered", "pattern"]
+
+
+@click.command("cep-example")
+@click.option("--spark", "on_spark", is_flag=True, help="Also run it on local Spark and compare.")
+def cep_example(on_spark: bool) -> None:
+    """The smart-building example: three roles under xi, Phi, psi and Omega, their
+    patterns' rows (or why a pattern is refused), as the plain-Python oracle computes
+    them; with --spark the same patterns run through each role's protection engine on
+    local Spark and must give the same rows.
+
+    Example: streamshield cep-example --spark
+    """
+    from streamshield.examples.smart_building import report
+
+    for line in report():
+        click.echo(line)
+    if not on_spark:
+        return
+    from streamshield.engine.session import spark_session
+    from streamshield.examples.smart_building_spark import compare
+
+    spark = spark_session("local[2]", "streamshield-cep-example")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with tempfile.TemporaryDirectory() as root:
+            outcome = compare(spark, Path(root))
+    finally:
+        spark.stop()
+    differ = [name for name, (got, expected) in outcome.items() if got != expected]
+    for name, (got, _) in outcome.items():
+        click.echo(
+            f"spark {name}: {sum(got.values())} rows" + (" DIFFER" if name in differ else "")
+        )
+    if differ:
+        raise click.ClickException(f"Spark and the oracle differ on {', '.join(differ)}")
+    click.echo("spark: every pattern's rows are the oracle's")
+
+
+@click.group("pattern")
+def pattern() -> None:
+    """Event patterns: register, list, explain, start, stop, remove, read rows."""
+
+
+@pattern.command("register")
+@click.argument("name")
+@click.argument("text")
+def pattern_register(name: str, text: str) -> None:
+    """Register and start a pattern with your activated roles.
+
+    Example: streamshield client pattern register fire "PATTERN SEQ(Temp a, Smoke b) WHERE
+    a.room = b.room WITHIN 1 MINUTE RETURN a.room"
+    """
+    answer = _request("POST", "/patterns", json={"name": name, "pattern": text})
+    click.echo(f"{answer['name']}: {answer['status']} (output {answer['output']})")
+
+
+@pattern.command("list")
+@OUTPUT
+def pattern_list(output: str) -> None:
+    """The patterns you may see."""
+    rows = _request("GET", "/patterns")["patterns"]
+    _show([{**r, "roles": ",".join(r["roles"])} for r in rows], COLUMNS, output)
+
+
+@pattern.command("explain")
+@click.argument("name")
+def pattern_explain(name: str) -> None:
+    """Status and the operators each variable's event type is read under."""
+    click.echo(json.dumps(_request("GET", f"/patterns/{name}"), indent=2))
+
+
+@pattern.command("start")
+@click.argument("name")
+def pattern_start(name: str) -> None:
+    click.echo(_request("POST", f"/patterns/{name}/status", json={"running": True})["status"])
+
+
+@pattern.command("stop")
+@click.argument("name")
+def pattern_stop(name: str) -> None:
+    click.echo(_request("POST", f"/patterns/{name}/status", json={"running": False})["status"])
+
+
+@pattern.command("remove")
+@click.argument("name")
+def pattern_remove(name: str) -> None:
+    _request("DELETE", f"/patterns/{name}")
+    click.echo(f"pattern {name} removed")
+
+
+@pattern.command("rows")
+@click.argument("name")
+@click.option("--after", type=int, default=0, show_default=True, help="Rows after this seq.")
+def pattern_rows(name: str, after: int) -> None:
+    """The rows delivered after --after, one JSON object a line."""
+    for row in _request("GET", f"/patterns/{name}/rows", params={"after": after})["rows"]:
+        click.echo(json.dumps(row))
+
+
+@click.group("cep-rules")
+def cep_rules() -> None:
+    """The per-role attribute operators (xi, phi, psi, omega)."""
+
+
+@cep_rules.command("get")
+def cep_rules_get() -> None:
+    """All rules (administrators) or your roles' operator per attribute."""
+    click.echo(json.dumps(_request("GET", "/cep/rules"), indent=2))
+
+
+@cep_rules.command("put")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def cep_rules_put(file: Path) -> None:
+    """Replace the rules with a JSON file (CHANGE SYSTEM); running patterns apply them
+    from their next micro-batch."""
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise click.ClickException(f"line {err.lineno}, column {err.colno}: not JSON") from None
+    click.echo(f"rules version {_request('PUT', '/cep/rules', json=document)['version']}")
+
+
+def attach(main: click.Group, client: click.Group) -> None:
+    main.add_command(cep_example)
+    client.add_command(pattern)
+    client.add_command(cep_rules)
