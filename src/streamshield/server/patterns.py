@@ -80,6 +80,54 @@ class PatternService:
         if rules.exists():
             access = from_document(json.loads(rules.read_text()), hierarchy)
         self.book = RuleBook(access, hierarchy)
+        self._stored = self.root / "patterns.json"  # name -> text, owner, roles
+
+    def _save(self) -> None:
+        """The definitions, so that patterns survive a restart (checkpoints resume them)."""
+        document = {
+            name: {"text": p.text, "owner": p.owner, "roles": list(p.roles)}
+            for name, p in self.patterns.items()
+        }
+        write_atomic(self._stored, json.dumps(document, indent=2, sort_keys=True))
+
+    def is_pattern(self, name: str) -> bool:
+        return name in self.patterns
+
+    def stored(self, name: str) -> bool:
+        """Whether ``name`` is a pattern of a previous run (not a SQL query)."""
+        return self._stored.exists() and name in json.loads(self._stored.read_text())
+
+    def restore(self) -> None:
+        """Patterns of a previous run, with their owner's recorded roles she still holds;
+        those recorded as running start from their checkpoints (a pattern the rules now
+        refuse stays stopped with the reason)."""
+        if not self._stored.exists():
+            return
+        stored = json.loads(self._stored.read_text())
+        security = self.server.security
+        records = {r.name: r for r in port.all_queries(security)}
+        edition = self.book.current()
+        for name, entry in stored.items():
+            record = records.get(name)
+            if record is None or name in self.patterns:
+                continue
+            held = port.held_roles(security, entry["owner"])
+            roles = tuple(sorted(set(entry["roles"]) & held))
+            try:
+                pattern = compile_pattern(entry["text"], edition.access.event_types)
+            except PatternError as err:
+                audit.error("pattern %s not restored: %s", name, err)
+                continue
+            registered = Registered(name, entry["text"], entry["owner"], roles, None)  # type: ignore[arg-type]
+            registered.running = self._running(registered, pattern)
+            self.patterns[name] = registered
+            if str(record.status) != "running" or not roles:
+                continue
+            try:
+                registered.running.start()
+            except PatternRefused as refused:
+                registered.running.status = Status.STOPPED
+                registered.running.reason = f"not restarted: {refused}"
 
     # -- rules -----------------------------------------------------------------------
 
@@ -150,6 +198,7 @@ class PatternService:
                 port.remove_query(self.server.security, session, name)
                 raise
             self.patterns[name] = registered
+            self._save()
         return self.describe(registered)
 
     def _compiled(self, text: str, access: AccessObject) -> Pattern:
@@ -258,6 +307,7 @@ class PatternService:
         registered.running.stop()
         with self._lock:
             self.patterns.pop(name, None)
+            self._save()
 
     def rows(self, session: Any, name: str, after: int) -> dict:
         """The rows delivered after sequence number ``after``, if the recipient may have

@@ -108,6 +108,7 @@ class ServerService:
         self.halt = IngestHalt()
         self._ingest = self._start_ingest()
         self.restore_queries()
+        self.patterns.restore()
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
@@ -174,6 +175,8 @@ class ServerService:
         still holds (none left: it stays stopped). Failures are audited, never widened."""
         for record in port.all_queries(self.security):
             stored = self.stored.load(record.name)
+            if self.patterns.is_pattern(record.name) or self.patterns.stored(record.name):
+                continue  # an event pattern: PatternService.restore starts it
             if stored is None or self.queries.has(record.name):
                 if stored is None:
                     audit.error("query %s has no stored definition: not restored", record.name)
