@@ -256,3 +256,30 @@ def test_malformed_json_and_unknown_roles() -> None:
     hierarchy = RoleHierarchy.build(["nurse"])
     with pytest.raises(RulesError, match=r"roles.doctor: unknown role"):
         loads(json.dumps(DOCUMENT), hierarchy)
+
+
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        ({"event_types": {"T": {"ts": {}}}, "roles": {}}, "event_types.T.ts"),
+        (
+            {
+                "event_types": {"T": {"ts": "timestamp", "x": "long"}},
+                "roles": {
+                    "r": {
+                        "T": [{"operator": "phi", "attributes": ["x"], "condition": [["x", [], 1]]}]
+                    }
+                },
+            },
+            "roles.r.T[0].condition[0][1]",
+        ),
+    ],
+)
+def test_unhashable_json_values_are_refused_not_crashed_on(document, where) -> None:
+    """Found by reading the API fuzzer's reach: a kind or a comparison given as an
+    object or list raised TypeError (a 500) instead of a RulesError."""
+    from streamshield.policy.cep_rules_text import from_document
+
+    with pytest.raises(RulesError) as caught:
+        from_document(document)
+    assert caught.value.where == where

@@ -105,7 +105,7 @@ def _event_types(value: Any) -> dict[str, dict[str, str]]:
         if not attrs:
             raise RulesError(where, "an event type has at least one attribute")
         for name, kind in attrs.items():
-            if kind not in KINDS:
+            if not isinstance(kind, str) or kind not in KINDS:
                 raise RulesError(
                     f"{where}.{name}", f"unknown kind; one of {', '.join(sorted(KINDS))}"
                 )
@@ -159,7 +159,7 @@ def _condition(value: Any, kinds: Mapping[str, str], at: str) -> tuple[Compariso
         attribute, op, constant = part
         if not isinstance(attribute, str) or attribute not in kinds:
             raise RulesError(f"{here}[0]", "unknown attribute of this event type")
-        if op not in COMPARATORS:
+        if not isinstance(op, str) or op not in COMPARATORS:
             raise RulesError(f"{here}[1]", f"unknown comparison; one of {' '.join(COMPARATORS)}")
         if not _fits(kinds[attribute], constant):
             raise RulesError(
