@@ -9,7 +9,6 @@ key ``run``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections import Counter
@@ -19,13 +18,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import functions as F
-from pyspark.sql.types import TimestampType
 
 from streamshield.cep import oracle
+from streamshield.cep.event_files import comparable, write_batch
 from streamshield.cep.oracle import Event
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.spark import compile_pattern as compile_spark
+from tests.spark.cep_runs import run_patterns
 
 pytestmark = pytest.mark.spark
 
@@ -60,21 +59,10 @@ def _event(type_: str, serial: int, run: int, second: float, k: int, v: int) -> 
 
 
 def _write(root: Path, number: int, events: list[Event]) -> None:
-    for type_ in SCHEMAS:
-        lines = [
-            json.dumps({**e.values, "ts": e.ts.isoformat().replace("+00:00", "Z")})
-            for e in events
-            if e.type == type_
-        ]
-        if lines:
-            (root / type_ / f"{number}.json").write_text("\n".join(lines) + "\n")
+    write_batch(root, number, events, SCHEMAS)
 
 
-def _plain(value):
-    """Timestamps as epoch microseconds and averages rounded: comparable on both sides."""
-    if isinstance(value, datetime):
-        return (value - oracle.EPOCH) // timedelta(microseconds=1)
-    return round(value, 6) if isinstance(value, float) else value
+_plain = comparable
 
 
 def run_case(spark, root: Path, batches: list[list[Event]]) -> dict[str, tuple[Counter, Counter]]:
@@ -93,44 +81,13 @@ def run_case(spark, root: Path, batches: list[list[Event]]) -> dict[str, tuple[C
     flushes = [[_event(t, -1, -1, s, 0, 0) for t in SCHEMAS] for s in FLUSH]
     every = [*batches, *flushes]
     compiled = {name: compile_pattern(text, SCHEMAS) for name, text in PATTERNS.items()}
-    union = None
-    for name, pattern in compiled.items():
-        frame = compile_spark(pattern, sources, delay=DELAY, key=KEY)
-        columns = [
-            F.unix_micros(f.name).alias(f.name)
-            if isinstance(f.dataType, TimestampType)
-            else F.col(f.name)
-            for f in frame.schema.fields
-        ]
-        tagged = frame.select(
-            F.lit(name).alias("pattern"), F.to_json(F.array(*columns)).alias("row")
-        )
-        union = tagged if union is None else union.unionByName(tagged)
-    plan = union._jdf.queryExecution().toString()
-    assert "PythonUDF" not in plan and "EvalPython" not in plan  # native Catalyst only
-    got: dict[str, list[tuple]] = {name: [] for name in PATTERNS}
-
-    def sink(batch, _id) -> None:
-        for name, row in batch.collect():
-            got[name].append(tuple(json.loads(row)))
-
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    try:
-        query = (
-            union.writeStream.outputMode("append")
-            .foreachBatch(sink)
-            .option("checkpointLocation", str(root / "checkpoint"))
-            .start()
-        )
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    try:
-        for number, batch in enumerate(every):
-            _write(root, number, batch)
-            query.processAllAvailable()
-    finally:
-        query.stop()
+    frames = {
+        name: compile_spark(pattern, sources, delay=DELAY, key=KEY)
+        for name, pattern in compiled.items()
+    }
+    got = run_patterns(
+        spark, frames, root / "checkpoint", every, lambda n, b: _write(root, n, b)
+    )
     return {
         name: (_rows(got[name]), _rows(_expected(pattern, every, drops=oracle.stateful(pattern))))
         for name, pattern in compiled.items()

@@ -14,10 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
-from pyspark.sql.types import TimestampType
 
-from streamshield.cep import oracle
+from streamshield.cep.event_files import comparable, write_batch
 from streamshield.cep.oracle import Event
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
@@ -25,42 +23,13 @@ from streamshield.cep.running import RunningPattern
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.policy.cep_rules_text import loads
 from tests.conformance import cep_protection as case
+from tests.spark.cep_runs import run_patterns
 
 pytestmark = pytest.mark.spark
 
 
-def write_batch(root: Path, number: int, events: list[Event]) -> None:
-    """One JSON file per event type holding the batch's events of that type."""
-    for type_ in case.TYPES:
-        lines = [
-            json.dumps({**e.values, "ts": e.ts.isoformat().replace("+00:00", "Z")})
-            for e in events
-            if e.type == type_
-        ]
-        if lines:
-            (root / type_ / f"{number}.json").write_text("\n".join(lines) + "\n")
-
-
-def plain(value):
-    if hasattr(value, "isoformat"):
-        return (value - oracle.EPOCH).total_seconds()
-    return round(value, 6) if isinstance(value, float) else value
-
-
-def tagged_union(frames: dict):
-    """The patterns' outputs as one stream of (name, JSON row), timestamps as micros."""
-    union = None
-    for name, frame in frames.items():
-        columns = [
-            F.unix_micros(f.name).alias(f.name)
-            if isinstance(f.dataType, TimestampType)
-            else F.col(f.name)
-            for f in frame.schema.fields
-        ]
-        row = F.to_json(F.array(*columns)).alias("row")
-        tagged = frame.select(F.lit(name).alias("pattern"), row)
-        union = tagged if union is None else union.unionByName(tagged)
-    return union
+def write(root: Path, number: int, events: list[Event]) -> None:
+    write_batch(root, number, events, case.TYPES)
 
 
 def test_protected_patterns_match_the_oracle(spark, tmp_path) -> None:
@@ -80,38 +49,14 @@ def test_protected_patterns_match_the_oracle(spark, tmp_path) -> None:
         )
         for name, text in case.PATTERNS.items()
     }
-    union = tagged_union(frames)
-    plan = union._jdf.queryExecution().toString()
-    assert "PythonUDF" not in plan and "EvalPython" not in plan  # native Catalyst only
-    got: dict[str, list] = {name: [] for name in case.PATTERNS}
-
-    def sink(batch, _id) -> None:
-        for name, row in batch.collect():
-            got[name].append(tuple(json.loads(row)))
-
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
-    try:
-        query = (
-            union.writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .start()
-        )
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    try:
-        for number, batch in enumerate([*case.fixed_batches(), case.flush()]):
-            write_batch(root, number, batch)
-            query.processAllAvailable()
-    finally:
-        query.stop()
+    batches = [*case.fixed_batches(), case.flush()]
+    got = run_patterns(
+        spark, frames, tmp_path / "checkpoint", batches, lambda n, b: write(root, n, b)
+    )
     expected = case.expected(case.fixed_batches())
     for name in case.PATTERNS:
         rows = [r for r in got[name] if -1 not in r]  # the flush events' own rows
-        want = [
-            tuple((plain(v) * 1_000_000 if hasattr(v, "isoformat") else plain(v)) for v in r)
-            for r in expected[name]
-        ]
+        want = [tuple(map(comparable, r)) for r in expected[name]]
         assert Counter(rows) == Counter(want), name
 
 
@@ -142,7 +87,7 @@ def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
     ev = case.event
     running.start()
     try:
-        write_batch(root, 0, [ev("A", 1, 1.5, 1, 5, 0), ev("B", 2, 2.5, 1, 4, 0)])
+        write(root, 0, [ev("A", 1, 1.5, 1, 5, 0), ev("B", 2, 2.5, 1, 4, 0)])
         running.process()
         assert [r for b in delivered for r in b] == [(1, 2, 5, 1)]
         delivered.clear()
@@ -151,7 +96,7 @@ def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
             roles["staff"]["A"][1]["condition"] = [["k", "=", 2]]
 
         book.replace(_rules(narrow))
-        write_batch(
+        write(
             root,
             1,
             [
@@ -171,7 +116,7 @@ def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
             del roles["analyst"]["B"][1]["condition"]
 
         book.replace(_rules(revoke))
-        write_batch(root, 2, [ev("A", 7, 40.5, 2, 9, 0), ev("B", 8, 41.5, 2, 9, 0)])
+        write(root, 2, [ev("A", 7, 40.5, 2, 9, 0), ev("B", 8, 41.5, 2, 9, 0)])
         running.process()
         assert running.status == "stopped"
         assert "B.k" in running.reason and "denied" in running.reason

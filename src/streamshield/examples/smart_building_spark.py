@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from streamshield.cep.oracle import EPOCH
+from streamshield.cep.event_files import comparable, write_batch
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused
@@ -25,13 +24,6 @@ DDL = {
     "Smoke": "room string, level bigint, ts timestamp",
     "Door": "room string, person string, ts timestamp",
 }
-
-
-def _plain(value: object) -> object:
-    """Timestamps as epoch microseconds, floats rounded: comparable on both sides."""
-    if isinstance(value, datetime):
-        return (value - EPOCH) // timedelta(microseconds=1)
-    return round(value, 6) if isinstance(value, float) else value
 
 
 def compare(spark: SparkSession, root: Path) -> dict[str, tuple[Counter, Counter]]:
@@ -48,7 +40,7 @@ def compare(spark: SparkSession, root: Path) -> dict[str, tuple[Counter, Counter
             )
         except PatternRefused:
             continue
-        expected[name] = Counter(tuple(map(_plain, r)) for r in example.run_role(role, text))
+        expected[name] = Counter(tuple(map(comparable, r)) for r in example.run_role(role, text))
         columns = [
             F.unix_micros(f.name).alias(f.name)
             if isinstance(f.dataType, TimestampType)
@@ -62,7 +54,7 @@ def compare(spark: SparkSession, root: Path) -> dict[str, tuple[Counter, Counter
 
     def sink(batch, _id) -> None:
         for name, row in batch.collect():
-            got[name][tuple(map(_plain, json.loads(row).values()))] += 1
+            got[name][tuple(map(comparable, json.loads(row).values()))] += 1
 
     query = (
         union.writeStream.foreachBatch(sink)
@@ -71,14 +63,7 @@ def compare(spark: SparkSession, root: Path) -> dict[str, tuple[Counter, Counter
     )
     try:
         for number, batch in enumerate(example.events()):
-            for type_ in example.TYPES:
-                lines = [
-                    json.dumps({**e.values, "ts": e.ts.isoformat()})
-                    for e in batch
-                    if e.type == type_
-                ]
-                if lines:
-                    (root / type_ / f"{number}.json").write_text("\n".join(lines) + "\n")
+            write_batch(root, number, batch, example.TYPES)
             query.processAllAvailable()
     finally:
         query.stop()
