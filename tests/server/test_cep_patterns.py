@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from streamshield.server.patterns import PatternService
 from tests.server.conftest import grant, ok, poll, sp_line, start_server, stop_server, tuple_line
 
 pytestmark = pytest.mark.spark
@@ -164,10 +165,18 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         # ... and al's own operators no longer allow what was delivered before either
         gone = al.get("/patterns/fire/rows")
         assert gone.status_code == 403 and "Smoke.level" in gone.text
+        # A server restart restores the definition (recorded as running in the catalog);
+        # the rules in force keep it stopped.
+        restored = PatternService(server.service)
+        restored.restore()
+        again = restored.patterns["fire"]
+        assert again.running.status == "stopped" and "Smoke.level" in again.running.reason
+
         restart = al.post("/patterns/fire/status", json={"running": True})
         assert restart.status_code == 403 and "Smoke.level" in restart.text
 
         assert ok(al.delete("/patterns/fire"))["removed"] == "fire"
+        assert "fire" not in json.loads((tmp_path / "cep" / "patterns.json").read_text())
         assert al.get("/patterns/fire").status_code == 404
     finally:
         stop_server(server)
