@@ -71,7 +71,10 @@ def pattern_register(name: str, text: str) -> None:
 @pattern.command("list")
 @OUTPUT
 def pattern_list(output: str) -> None:
-    """The patterns you may see."""
+    """The patterns you may see.
+
+    Example: streamshield client pattern list --output json
+    """
     rows = _request("GET", "/patterns")["patterns"]
     _show([{**r, "roles": ",".join(r["roles"])} for r in rows], COLUMNS, output)
 
@@ -79,25 +82,40 @@ def pattern_list(output: str) -> None:
 @pattern.command("explain")
 @click.argument("name")
 def pattern_explain(name: str) -> None:
-    """Status and the operators each variable's event type is read under."""
+    """Status and the operators each variable's event type is read under.
+
+    Example: streamshield client pattern explain fire
+    """
     click.echo(json.dumps(_request("GET", f"/patterns/{name}"), indent=2))
 
 
 @pattern.command("start")
 @click.argument("name")
 def pattern_start(name: str) -> None:
+    """Start a stopped pattern (refused while the rules forbid it).
+
+    Example: streamshield client pattern start fire
+    """
     click.echo(_request("POST", f"/patterns/{name}/status", json={"running": True})["status"])
 
 
 @pattern.command("stop")
 @click.argument("name")
 def pattern_stop(name: str) -> None:
+    """Stop a pattern (kept until removed).
+
+    Example: streamshield client pattern stop fire
+    """
     click.echo(_request("POST", f"/patterns/{name}/status", json={"running": False})["status"])
 
 
 @pattern.command("remove")
 @click.argument("name")
 def pattern_remove(name: str) -> None:
+    """Stop and remove a pattern.
+
+    Example: streamshield client pattern remove fire
+    """
     _request("DELETE", f"/patterns/{name}")
     click.echo(f"pattern {name} removed")
 
@@ -106,7 +124,11 @@ def pattern_remove(name: str) -> None:
 @click.argument("name")
 @click.option("--after", type=int, default=0, show_default=True, help="Rows after this seq.")
 def pattern_rows(name: str, after: int) -> None:
-    """The rows delivered after --after, one JSON object a line."""
+    """The rows delivered after --after, one JSON object a line (checked against your
+    own rights at every read).
+
+    Example: streamshield client pattern rows fire --after 10
+    """
     for row in _request("GET", f"/patterns/{name}/rows", params={"after": after})["rows"]:
         click.echo(json.dumps(row))
 
@@ -118,7 +140,10 @@ def cep_rules() -> None:
 
 @cep_rules.command("get")
 def cep_rules_get() -> None:
-    """All rules (administrators) or your roles' operator per attribute."""
+    """All rules (administrators) or your roles' operator per attribute.
+
+    Example: streamshield client cep-rules get
+    """
     click.echo(json.dumps(_request("GET", "/cep/rules"), indent=2))
 
 
@@ -126,7 +151,10 @@ def cep_rules_get() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def cep_rules_put(file: Path) -> None:
     """Replace the rules with a JSON file (CHANGE SYSTEM); running patterns apply them
-    from their next micro-batch."""
+    from their next micro-batch.
+
+    Example: streamshield client cep-rules put building-rules.json
+    """
     try:
         document = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
