@@ -122,6 +122,19 @@ class RunningPattern:
             self._query = writer.start()
             self.status, self.reason = Status.RUNNING, None
 
+    def observed(self) -> Status:
+        """The status, noticing a query Spark ended with an error (not a rule change):
+        ``failed``, with the error's class as the reason (never its text: it can hold
+        data values)."""
+        with self._lock:
+            query = self._query
+            ended = query is not None and self._restart is None and not query.isActive
+            if self.status is Status.RUNNING and ended:
+                failure = query.exception()
+                self.status = Status.FAILED
+                self.reason = type(failure).__name__ if failure else "query ended"
+            return self.status
+
     def stop(self) -> None:
         with self._lock:
             query, self._query = self._query, None
@@ -139,14 +152,10 @@ class RunningPattern:
             with suppress(Exception):  # the query ended: a rule change or a failure
                 query.processAllAvailable()
             restart = self._restart
-            if restart is None:
-                return
-            restart.join()
-            with self._lock:
-                if self._restart is restart:
-                    self._restart = None
-            if self._query is query:  # not restarted (stopped, refused or failed)
-                return
+            if restart is not None:
+                restart.join()
+            if self._query is query or self._query is None:
+                return  # not restarted: done, stopped, refused or failed
 
     # -- per micro-batch (driver) ----------------------------------------------------
 
@@ -175,20 +184,29 @@ class RunningPattern:
         def run() -> None:
             with suppress(Exception):  # the _RulesChanged this batch raises
                 query.awaitTermination()
-            with self._lock:
-                if self._query is not query:
-                    return  # stopped meanwhile by its owner
-                self._query = None
-                if not restart:
-                    return
-                try:
-                    self.restarts += 1
-                    self.start()
-                except PatternRefused as refused:  # the rules changed again meanwhile
-                    self._refused(refused)
-                except Exception as failure:
-                    log.warning("pattern restart failed: %s", type(failure).__name__)
-                    self.status, self.reason = Status.FAILED, type(failure).__name__
+            try:
+                self._after_end(query, restart=restart)
+            finally:
+                with self._lock:
+                    if self._restart is threading.current_thread():
+                        self._restart = None
 
         self._restart = threading.Thread(target=run, name="cep-restart", daemon=True)
         self._restart.start()
+
+    def _after_end(self, query: Any, *, restart: bool) -> None:
+        """Restart the ended query under the rules in force, or leave it stopped."""
+        with self._lock:
+            if self._query is not query:
+                return  # stopped meanwhile by its owner
+            self._query = None
+            if not restart:
+                return
+            try:
+                self.restarts += 1
+                self.start()
+            except PatternRefused as refused:  # the rules changed again meanwhile
+                self._refused(refused)
+            except Exception as failure:
+                log.warning("pattern restart failed: %s", type(failure).__name__)
+                self.status, self.reason = Status.FAILED, type(failure).__name__

@@ -328,7 +328,7 @@ class PatternService:
             raise Forbidden(f"your roles may not receive this pattern: {refused}") from None
         with self._lock:
             rows = [{"seq": n, **row} for n, row in registered.rows if n > after]
-        return {"name": name, "status": str(registered.running.status), "rows": rows}
+        return {"name": name, "status": str(registered.running.observed()), "rows": rows}
 
     def stop_all(self) -> None:
         for registered in list(self.patterns.values()):
@@ -341,7 +341,7 @@ class PatternService:
             "owner": registered.owner,
             "roles": list(registered.roles),
             "output": registered.output,
-            "status": str(registered.running.status),
+            "status": str(registered.running.observed()),
             "reason": registered.running.reason,
             "restarts": registered.running.restarts,
             "delivered": registered.delivered,
