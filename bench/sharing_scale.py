@@ -108,7 +108,7 @@ class Case:
 
     n: int
     rep: int
-    fused: bool = True
+    fused: bool = False
     register_s: float = 0.0
     output_rows: list[int] = field(default_factory=list)  # per query, warm-up batch
     batches: list[dict] = field(default_factory=list)
@@ -174,7 +174,7 @@ class Network:
 
 
 def shared_network(
-    pipeline: Pipeline, root: Path, n: int, sinks: list[Sink], fuse: bool = True
+    pipeline: Pipeline, root: Path, n: int, sinks: list[Sink], fuse: bool = False
 ) -> Network:
     """N users' queries as branches of one network over HeartRate (``--shared``)."""
     queries = pipeline.queries
@@ -207,7 +207,7 @@ def run_case(
     rep: int,
     data: list[list[Element]],
     shared: bool = False,
-    fuse: bool = True,
+    fuse: bool = False,
 ) -> Case:
     root = tmp / f"n{n}-rep{rep}-{fuse}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
@@ -346,10 +346,10 @@ def main() -> None:
         "--shared", action="store_true", help="the N queries as one shared network (after)"
     )
     parser.add_argument(
-        "--unfused",
+        "--fused",
         action="store_true",
-        help="with --shared: also run every case with each branch planned on its own "
-        "(interleaved), to measure what computing branches in one pass saves",
+        help="with --shared: also run every case with the branches computed in one pass "
+        "(interleaved), to measure what that saves",
     )
     args = parser.parse_args()
     sizes = sorted(set(args.queries))
@@ -358,7 +358,7 @@ def main() -> None:
     data = batches(args.batches + 1, args.rows, args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="ss-sharing-"))
     load_before, cases = load(), []
-    arms = (True, False) if args.shared and args.unfused else (True,)
+    arms = (False, True) if args.shared and args.fused else (False,)
     began = time.perf_counter()
     try:
         run_case(spark, tmp, 1, -1, data, args.shared)  # the first query pays JVM warm-up
@@ -372,8 +372,8 @@ def main() -> None:
                     print(f"rep {rep} n {n} fused {fuse}: spans {spans}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    unfused = summarise([c for c in cases if not c.fused], sizes) if len(arms) > 1 else None
-    per_n = summarise([c for c in cases if c.fused], sizes)
+    fused = summarise([c for c in cases if c.fused], sizes) if len(arms) > 1 else None
+    per_n = summarise([c for c in cases if not c.fused], sizes)
     largest = max(sizes)
     result = {
         "date": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
@@ -387,12 +387,12 @@ def main() -> None:
         "run_s": round(time.perf_counter() - began, 1),
         "output_rows_example": per_n[largest]["output_rows_per_query"],
         "per_n": per_n,
-        "per_n_unfused": unfused,
+        "per_n_fused": fused,
         "cases": [c.__dict__ for c in cases],
     }
     command = ".venv/bin/python -m bench.sharing_scale --queries " + " ".join(map(str, sizes))
     command += " --shared" if args.shared else ""
-    command += " --unfused" if len(arms) > 1 else ""
+    command += " --fused" if len(arms) > 1 else ""
     for flag, value, default in (
         ("--rows", args.rows, 20_000),
         ("--batches", args.batches, 2),
@@ -405,8 +405,8 @@ def main() -> None:
         n: {k: v for k, v in f.items() if k != "output_rows_per_query"} for n, f in per_n.items()
     }
     print(json.dumps(summary, indent=2))
-    if unfused is not None:
-        print("unfused", json.dumps({n: f["span_s_ratio"] for n, f in unfused.items()}))
+    if fused is not None:
+        print("fused", json.dumps({n: f["span_s_ratio"] for n, f in fused.items()}))
     if args.no_write:
         return
     suffix, heading = ("-shared", SHARED_HEADING) if args.shared else ("", HEADING)

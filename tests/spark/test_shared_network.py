@@ -49,6 +49,7 @@ def network(
         root,
         active,
         name=f"network-{root.parent.name}",
+        fuse=True,  # the one pass: tests/spark/test_shared_network_positions runs without
     )
     sinks = {}
     for name in names:

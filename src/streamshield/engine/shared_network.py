@@ -123,11 +123,14 @@ class SharedNetwork:
         active: Callable[[str], bool] = lambda _name: True,
         name: str | None = None,
         levels: int = 0,
-        fuse: bool = True,
+        fuse: bool = False,
     ) -> None:
         """``levels``: the level words its scan reads (0 while levels are off); each
         branch filters them at its own query's level in its own secured view. ``fuse``:
-        branches that can are computed in one pass (off only to measure what it saves)."""
+        the branches that can are computed in one pass (engine/fused_branches.py). Off by
+        default: while each branch's sink runs its own jobs, the pass (and the job that
+        keeps a failing branch's error its own) costs more than the planning it saves
+        (docs/query-sharing.md); it is the first half of serving a network in one job."""
         self.levels, self.fuse = levels, fuse
         self.spark, self.labelled, self.stream = spark, labelled, stream
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
