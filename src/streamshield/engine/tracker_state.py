@@ -79,15 +79,23 @@ class StateStore:
 
     def policies_in_force(self) -> dict[str, list[Policy]]:
         """Per stream, the policy each channel holds after the newest committed batch."""
-        data = self.read(self.newest()) if self.batches() or self._pointer.exists() else {}
         in_force: dict[str, list[Policy]] = {}
+        for channel, policy in self.channel_policies().items():
+            in_force.setdefault(channel.stream, []).append(policy)
+        return in_force
+
+    def channel_policies(self) -> dict[Channel, Policy]:
+        """The policy each channel holds after the newest committed batch (channels
+        without one, or whose sps conflict, are left out)."""
+        data = self.read(self.newest()) if self.batches() or self._pointer.exists() else {}
+        held: dict[Channel, Policy] = {}
         for channel, state in self._decode(data).items():
             tracker = state.tracker
             pending = tracker.current and not tracker.conflict
             policy = tracker.frozen or (Policy.of(tracker.current) if pending else None)
             if policy is not None:
-                in_force.setdefault(channel.stream, []).append(policy)
-        return in_force
+                held[channel] = policy
+        return held
 
     @property
     def _pointer(self) -> Path:
