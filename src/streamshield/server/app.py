@@ -209,6 +209,7 @@ def create_app(
                 201,
                 "The stream, created",
                 ("GET", "/streams/{name}", "name"),
+                ("GET", "/streams/{name}/ingest", "name"),
                 ("POST", "/streams/{name}/elements", "name"),
                 ("GET", "/levels/streams/{name}", "name"),
                 ("PUT", "/levels/streams/{name}", "name"),

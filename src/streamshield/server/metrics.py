@@ -51,24 +51,19 @@ class RateWindow:
             self._trim(events, now)
 
     def rates(self) -> dict[str, float]:
-        now = self._clock()
-        with self._lock:
-            out = {}
-            for key, events in self._events.items():
-                self._trim(events, now)
-                out[key] = sum(n for _, n in events) / self.window
-            return out
+        return {key: sum(n for _, n in events) / self.window for key, events in self._kept()}
 
     def peaks(self) -> dict[str, float]:
         """The largest value added per key within the window (keys with none left out)."""
+        return {key: max(n for _, n in events) for key, events in self._kept() if events}
+
+    def _kept(self) -> list[tuple[str, list[tuple[float, float]]]]:
+        """Every key's events still within the window (a copy, taken under the lock)."""
         now = self._clock()
         with self._lock:
-            out = {}
-            for key, events in self._events.items():
+            for events in self._events.values():
                 self._trim(events, now)
-                if events:
-                    out[key] = max(n for _, n in events)
-            return out
+            return [(key, list(events)) for key, events in self._events.items()]
 
     def _trim(self, events: deque[tuple[float, float]], now: float) -> None:
         while events and events[0][0] < now - self.window:

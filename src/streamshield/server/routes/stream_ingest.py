@@ -27,7 +27,7 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from streamshield.policy.policy_view import PolicyView, admitted_among, policy_view
+from streamshield.policy.policy_view import PolicyView, SpView, admitted_among, policy_view
 from streamshield.server import security_port as port
 from streamshield.server.auth import Auth
 from streamshield.server.element_gate import owns_provider
@@ -37,17 +37,6 @@ from streamshield.server.routes.operations import iso
 
 READER_PERMISSIONS = ("READ TUPLE", "READ AGGREGATE", "SUBSCRIBE")
 Scope = Literal["all", "own", "reader"]
-
-
-class SpOut(BaseModel):
-    sign: Literal["+", "-"]
-    roles: str
-    streams: str
-    tuples: str
-    attributes: str
-    privilege: str
-    grant_option: bool
-    immutable: bool
 
 
 class ChannelPolicy(BaseModel):
@@ -61,7 +50,7 @@ class ChannelPolicy(BaseModel):
     ts: int | None = None
     denies: list[str] | None = None
     unknown_roles: bool | None = None
-    sps: list[SpOut] | None = None
+    sps: list[SpView] | None = None
 
 
 class IngestCounts(BaseModel):
@@ -160,5 +149,5 @@ def _full(provider: str, view: PolicyView) -> ChannelPolicy:
         ts=view.ts,
         denies=list(view.denies),
         unknown_roles=view.unknown_roles,
-        sps=[SpOut(**vars(sp)) for sp in view.sps],
+        sps=list(view.sps),
     )
