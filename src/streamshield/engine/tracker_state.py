@@ -87,8 +87,8 @@ class StateStore:
     def channel_policies(self) -> dict[Channel, Policy]:
         """The policy each channel holds after the newest committed batch (channels
         without one, or whose sps conflict, are left out)."""
-        data = self.read(self.newest()) if self.batches() or self._pointer.exists() else {}
         held: dict[Channel, Policy] = {}
+        data = self.read(self.committed()) if self._pointer.exists() else {}
         for channel, state in self._decode(data).items():
             tracker = state.tracker
             pending = tracker.current and not tracker.conflict
@@ -100,6 +100,20 @@ class StateStore:
     @property
     def _pointer(self) -> Path:
         return self.directory / "newest"
+
+    def committed(self) -> int:
+        """The newest batch whose snapshot is committed, for readers running beside
+        ingest (API views, delegation checks): the one the newest-batch record names.
+        A snapshot file past it is a save in progress (written just before the record
+        moves), not yet in force; :meth:`newest` refuses that state, which is right for
+        a restart and wrong for a reader (seen as a 500 while ingest was saving)."""
+        try:
+            newest = json.loads(self._pointer.read_bytes())["batch"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ShieldStateError("the shield state's newest-batch record is unreadable") from None
+        if not isinstance(newest, int):
+            raise ShieldStateError("the shield state's newest-batch record is unreadable")
+        return newest
 
     def newest(self) -> int:
         """The newest saved batch, as recorded at its save (a pointer file, so a deleted
