@@ -370,7 +370,10 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     page = console.page
     console.open("#/stream/vitals")
     page.wait_for_selector("#stream-policies .channel[data-provider='joe.x']")
-    page.wait_for_selector("#stream-chart-state:has-text('samples')")
+    # Two samples: the first counts, then rates per second (also a readable screenshot).
+    page.wait_for_function(
+        "() => parseInt(document.getElementById('stream-chart-state').textContent) >= 2"
+    )
     sps_text = page.text_content("#stream-policies .channel[data-provider='joe.x'] table.sps")
     assert HOSTILE_TID in sps_text
     assert "CUSTOMER1" in page.text_content(".channel[data-provider='joe.v'] .admits")

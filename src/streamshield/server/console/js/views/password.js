@@ -42,7 +42,7 @@ export async function passwordView(ctx, notice) {
       ],
       send: async (data) => {
         await api.call("POST", `/users/${encodeURIComponent(data.user)}/password`, { password: data.password });
-        await again(`The password of ${data.user} was reset; her sessions have ended.`);
+        await again(`The password of ${data.user} was reset; every session of ${data.user} has ended.`);
       },
     });
   }
