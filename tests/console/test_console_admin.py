@@ -332,15 +332,26 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     orphan = {"type": "tuple", "stream": "vitals", "provider": "joe.y", "seq": 1, "tid": 999}
     orphan |= {"policy": {"ts": 100, "csn": 1}, "values": {"id": 999, "pid": 9, "hr": 99}}
     assert _ok(joe.post("/streams/vitals/elements", content=json.dumps(orphan)))["accepted"] == 1
+    # Nora provides a channel of her own (INJECT SP granted to her, not to a role).
+    for permission in ("VIEW OBJECT", "INJECT SP"):
+        body = {"permission": permission, "kind": "stream", "object": "vitals", "user": "nora"}
+        _ok(joe.post("/grants", json=body))
+    as_nora = console_server.login("nora", ["WARD_NURSE"], NORA_PW)
+    mine = json.dumps(_sp("nora", "*", "{WARD_NURSE}"))
+    _ok(as_nora.post("/streams/vitals/elements", params={"assign": "seq"}, content=mine))
 
     def ingest(client) -> dict:
         return _ok(client.get("/streams/vitals/ingest"))
 
-    seen = poll(lambda: (a := ingest(joe))["counts"]["tuples_denied"] >= 1 and a, timeout=120)
+    def landed(answer: dict) -> bool:
+        providers = {c["provider"] for c in answer["channels"]}
+        return answer["counts"]["tuples_denied"] >= 1 and "nora" in providers
+
+    seen = poll(lambda: landed(a := ingest(joe)) and a, timeout=120)
     # The owner (an administrator here) reads every channel in full.
     assert seen["scope"] == "all" and seen["kind"] == "input"
     channels = {c["provider"]: c for c in seen["channels"]}
-    assert set(channels) == {"joe.v", "joe.x"}
+    assert set(channels) == {"joe.v", "joe.x", "nora"}
     assert {"ADMIN", "CUSTOMER1"} <= set(channels["joe.v"]["admits"])
     assert channels["joe.x"]["sps"][0]["tuples"] == f'{{"{HOSTILE_TID}", 7}}'
     assert seen["counts"]["tuples_accepted"] >= 12 and seen["counts"]["elements_accepted"] >= 15
@@ -351,7 +362,7 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     al = console_server.login("al", ["CUSTOMER1"])
     as_reader = ingest(al)
     assert as_reader["scope"] == "reader"
-    assert sorted(c["admits"] for c in as_reader["channels"]) == [[], ["CUSTOMER1"]]
+    assert sorted(c["admits"] for c in as_reader["channels"]) == [[], [], ["CUSTOMER1"]]
     for channel in as_reader["channels"]:
         assert channel["provider"] is None and channel["sps"] is None
         assert channel["denies"] is None and not channel["full"]
@@ -397,7 +408,7 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     providers = reader.locator("#stream-policies .channel").evaluate_all(
         "(cs) => cs.map((c) => c.dataset.provider)"
     )
-    assert providers == ["", ""]
+    assert providers == ["", "", ""]
     assert reader.locator("#stream-policies table.sps").count() == 0
     second_console.login("mallory", ["OTHER"])
     second_console.open("#/stream/vitals")
@@ -405,9 +416,10 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     assert "forbidden" in reader.text_content("#stream-policy-error")
     assert reader.locator("#stream-schema").count() == 1
     # A provider (INJECT SP) sees her own channel in full and no one else's.
-    _ok(joe.post("/grants", json={**grant, "permission": "INJECT SP"}))
-    provider = ingest(mallory)  # (her channel has no policy yet)
-    assert provider["scope"] == "own" and provider["channels"] == []
+    provider = ingest(as_nora)
+    assert provider["scope"] == "own"
+    assert [(c["provider"], c["full"]) for c in provider["channels"]] == [("nora", True)]
+    assert provider["channels"][0]["sps"][0]["roles"] == "{WARD_NURSE}"
 
     # Passwords: Nora changes her own (a wrong current one and a weak new one refused
     # inline), is offered no reset; forcing one is the API's 403.
