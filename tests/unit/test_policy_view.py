@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamshield.lang.cql import parse_policy
-from streamshield.policy.policy import Policy, label_for
+from streamshield.policy.policy import Combine, Policy, ServerPolicy, label_for
 from streamshield.policy.policy_view import admitted_among, policy_view
 from streamshield.policy.privileges import Privilege
 from tests.unit.strategies import ATTRIBUTES, HIERARCHY, ROLES, STREAMS, TIDS, policies
@@ -39,15 +39,20 @@ def test_a_policy_naming_an_unknown_role_admits_nobody() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(policies(10), st.sampled_from(STREAMS))
-def test_a_role_outside_admits_reads_nothing_under_the_policy(sps, stream) -> None:
-    """``admits`` never under-reports: whoever may read anything is listed."""
+@given(
+    policies(10),
+    st.sampled_from(STREAMS),
+    st.none() | st.builds(ServerPolicy, policies(5).map(tuple), st.sampled_from(Combine)),
+)
+def test_a_role_outside_admits_reads_nothing_under_the_policy(sps, stream, server) -> None:
+    """``admits`` never under-reports: whoever may read anything is listed (a server
+    policy in either mode included)."""
     policy = Policy.of(sps)
-    admits = set(policy_view(policy, HIERARCHY).admits)
+    admits = set(policy_view(policy, HIERARCHY, server).admits)
     for role in set(ROLES) - admits:
         effective = HIERARCHY.effective({role})
         for tid in TIDS:
-            label = label_for(policy, stream, tid, ATTRIBUTES, HIERARCHY)
+            label = label_for(policy, stream, tid, ATTRIBUTES, HIERARCHY, server)
             for privilege in (Privilege.READ, Privilege.STATISTICS):
                 assert not label.visible(effective, privilege)
                 assert not label.visible_attributes(effective, privilege)

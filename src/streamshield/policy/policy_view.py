@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from streamshield.policy.policy import Policy, role_members
+from streamshield.policy.policy import Combine, Policy, ServerPolicy, role_members
 from streamshield.policy.punctuation import SecurityPunctuation, Sign
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
 
@@ -60,12 +60,19 @@ def sp_view(sp: SecurityPunctuation) -> SpView:
     )
 
 
-def policy_view(policy: Policy, hierarchy: RoleHierarchy) -> PolicyView:
-    """What ``policy`` says, with its admitted and denied roles under ``hierarchy``."""
+def policy_view(
+    policy: Policy, hierarchy: RoleHierarchy, server: ServerPolicy | None = None
+) -> PolicyView:
+    """What ``policy`` says, with its admitted and denied roles under ``hierarchy``.
+
+    ``server``: the stream's server policy. In UNION mode its grants add readers
+    (``label_for``), so they are admitted here too; INTERSECT only narrows, and
+    ``admits`` stays a superset of who reads."""
     admits: set[str] = set()
     denies: set[str] = set()
     unknown = False
-    for sp in policy.sps:
+    extra = server.sps if server is not None and server.mode is Combine.UNION else ()
+    for sp in (*policy.sps, *extra):
         try:
             roles = role_members(sp.srp.roles, hierarchy)
         except UnknownRoleError:

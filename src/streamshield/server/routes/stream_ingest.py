@@ -114,10 +114,11 @@ def router(service: Any) -> APIRouter:
             kind = "input"
             hierarchy = service.pipeline.queries.hierarchy
             held = service.cql.shield_state.channel_policies()
+            server = service.pipeline.ingest.ingest.server.get(name)
             for channel, policy in sorted(held.items(), key=lambda kv: kv[0].provider):
                 if channel.stream != name:
                     continue
-                view = policy_view(policy, hierarchy)
+                view = policy_view(policy, hierarchy, server)
                 if scope == "all" or owns_provider(user, channel.provider):
                     channels.append(_full(channel.provider, view))
                 elif reads:
