@@ -62,7 +62,15 @@ from streamshield.server.openapi import (
     with_universal_errors,
     without_fastapi_validation_schema,
 )
-from streamshield.server.routes import administration, console, levels, me, networks, operations
+from streamshield.server.routes import (
+    administration,
+    console,
+    levels,
+    me,
+    networks,
+    operations,
+    stream_ingest,
+)
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
 from streamshield.server.strict_query import known_query_only
@@ -114,6 +122,7 @@ def create_app(
     app.include_router(operations.router(service, metrics_token))
     app.include_router(networks.router(service))
     app.include_router(me.router(service))
+    app.include_router(stream_ingest.router(service))
     app.include_router(console.router())
 
     async def _any(_: Request, err: Exception) -> JSONResponse:
@@ -200,6 +209,7 @@ def create_app(
                 201,
                 "The stream, created",
                 ("GET", "/streams/{name}", "name"),
+                ("GET", "/streams/{name}/ingest", "name"),
                 ("POST", "/streams/{name}/elements", "name"),
                 ("GET", "/levels/streams/{name}", "name"),
                 ("PUT", "/levels/streams/{name}", "name"),
