@@ -108,6 +108,7 @@ class Case:
 
     n: int
     rep: int
+    fused: bool = False
     register_s: float = 0.0
     output_rows: list[int] = field(default_factory=list)  # per query, warm-up batch
     batches: list[dict] = field(default_factory=list)
@@ -172,7 +173,9 @@ class Network:
         self.handle.stop()
 
 
-def shared_network(pipeline: Pipeline, root: Path, n: int, sinks: list[Sink]) -> Network:
+def shared_network(
+    pipeline: Pipeline, root: Path, n: int, sinks: list[Sink], fuse: bool = False
+) -> Network:
     """N users' queries as branches of one network over HeartRate (``--shared``)."""
     queries = pipeline.queries
     network = SharedNetwork(
@@ -182,6 +185,7 @@ def shared_network(pipeline: Pipeline, root: Path, n: int, sinks: list[Sink]) ->
         queries.codec,
         queries.provenance,
         root / "network",
+        fuse=fuse,
     )
     for i in range(n):
         text, roles = user_query(i)
@@ -197,15 +201,21 @@ def shared_network(pipeline: Pipeline, root: Path, n: int, sinks: list[Sink]) ->
 
 
 def run_case(
-    spark, tmp: Path, n: int, rep: int, data: list[list[Element]], shared: bool = False
+    spark,
+    tmp: Path,
+    n: int,
+    rep: int,
+    data: list[list[Element]],
+    shared: bool = False,
+    fuse: bool = False,
 ) -> Case:
-    root = tmp / f"n{n}-rep{rep}"
+    root = tmp / f"n{n}-rep{rep}-{fuse}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    case, sinks, queries = Case(n, rep), [], []
+    case, sinks, queries = Case(n, rep, fuse), [], []
     started = time.perf_counter()
     try:
         if shared:
-            queries.append(shared_network(pipeline, root, n, sinks))
+            queries.append(shared_network(pipeline, root, n, sinks, fuse))
         for i in range(0 if shared else n):
             text, roles = user_query(i)
             sink = Sink()
@@ -335,6 +345,12 @@ def main() -> None:
     parser.add_argument(
         "--shared", action="store_true", help="the N queries as one shared network (after)"
     )
+    parser.add_argument(
+        "--fused",
+        action="store_true",
+        help="with --shared: also run every case with the branches computed in one pass "
+        "(interleaved), to measure what that saves",
+    )
     args = parser.parse_args()
     sizes = sorted(set(args.queries))
     spark = spark_session()
@@ -342,19 +358,22 @@ def main() -> None:
     data = batches(args.batches + 1, args.rows, args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="ss-sharing-"))
     load_before, cases = load(), []
+    arms = (False, True) if args.shared and args.fused else (False,)
     began = time.perf_counter()
     try:
         run_case(spark, tmp, 1, -1, data, args.shared)  # the first query pays JVM warm-up
         for rep in range(args.reps):
             order = sizes[rep % len(sizes) :] + sizes[: rep % len(sizes)]
             for n in order:
-                case = run_case(spark, tmp, n, rep, data, args.shared)
-                cases.append(case)
-                spans = [round(b["span_s"], 2) for b in case.batches]
-                print(f"rep {rep} n {n}: spans {spans} register {case.register_s:.1f}s")
+                for fuse in arms if rep % 2 else arms[::-1]:
+                    case = run_case(spark, tmp, n, rep, data, args.shared, fuse)
+                    cases.append(case)
+                    spans = [round(b["span_s"], 2) for b in case.batches]
+                    print(f"rep {rep} n {n} fused {fuse}: spans {spans}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    per_n = summarise(cases, sizes)
+    fused = summarise([c for c in cases if c.fused], sizes) if len(arms) > 1 else None
+    per_n = summarise([c for c in cases if not c.fused], sizes)
     largest = max(sizes)
     result = {
         "date": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
@@ -368,10 +387,12 @@ def main() -> None:
         "run_s": round(time.perf_counter() - began, 1),
         "output_rows_example": per_n[largest]["output_rows_per_query"],
         "per_n": per_n,
+        "per_n_fused": fused,
         "cases": [c.__dict__ for c in cases],
     }
     command = ".venv/bin/python -m bench.sharing_scale --queries " + " ".join(map(str, sizes))
     command += " --shared" if args.shared else ""
+    command += " --fused" if len(arms) > 1 else ""
     for flag, value, default in (
         ("--rows", args.rows, 20_000),
         ("--batches", args.batches, 2),
@@ -384,6 +405,8 @@ def main() -> None:
         n: {k: v for k, v in f.items() if k != "output_rows_per_query"} for n, f in per_n.items()
     }
     print(json.dumps(summary, indent=2))
+    if fused is not None:
+        print("fused", json.dumps({n: f["span_s_ratio"] for n, f in fused.items()}))
     if args.no_write:
         return
     suffix, heading = ("-shared", SHARED_HEADING) if args.shared else ("", HEADING)

@@ -145,6 +145,19 @@ def snap(page, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
+def tail_rows(page) -> list[dict[str, list[str]]]:
+    """The tail's rows: column -> (cell class, cell text)."""
+    return page.evaluate(
+        """() => {
+            const table = document.getElementById('tail');
+            if (!table) return [];
+            const heads = [...table.tHead.rows[0].cells].map((c) => c.textContent);
+            return [...table.tBodies[0].rows].map((r) => Object.fromEntries(
+                [...r.cells].map((c, i) => [heads[i], [c.className, c.textContent]])));
+        }"""
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.console.conftest import ZONE, snap
+from tests.console.conftest import ZONE, snap, tail_rows
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
@@ -85,19 +85,6 @@ def _ingest(joe, rows: list[dict], with_policy: bool) -> None:
     body = "\n".join(json.dumps(x) for x in lines)
     answer = joe.post("/streams/ward/elements", params={"assign": "seq"}, content=body)
     assert answer.json()["accepted"] == len(lines), answer.text
-
-
-def _tail(page) -> list[dict[str, list[str]]]:
-    """The tail's rows: column -> (cell class, cell text)."""
-    return page.evaluate(
-        """() => {
-            const table = document.getElementById('tail');
-            if (!table) return [];
-            const heads = [...table.tHead.rows[0].cells].map((c) => c.textContent);
-            return [...table.tBodies[0].rows].map((r) => Object.fromEntries(
-                [...r.cells].map((c, i) => [heads[i], [c.className, c.textContent]])));
-        }"""
-    )
 
 
 # -- served from the package, strict CSP ---------------------------------------------------------
@@ -262,17 +249,17 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
         for i, note in enumerate(notes)
     ]
     _ingest(ward, rows, with_policy=False)
-    poll(lambda: len(_tail(joe.page)) >= len(rows), timeout=120)
+    poll(lambda: len(tail_rows(joe.page)) >= len(rows), timeout=120)
     al.page.wait_for_function(
         f"() => document.getElementById('tail-state').textContent.includes('{len(rows)} new rows')",
         timeout=120_000,
     )
-    assert _tail(al.page) == [] and "No rows yet" in al.page.text_content("#tail-rows")
+    assert tail_rows(al.page) == [] and "No rows yet" in al.page.text_content("#tail-rows")
     al.page.click("#tail-pause")
-    poll(lambda: len(_tail(al.page)) == len(rows), timeout=10)
+    poll(lambda: len(tail_rows(al.page)) == len(rows), timeout=10)
 
     for console_, beats_masked in ((joe, True), (al, False)):
-        shown = _tail(console_.page)
+        shown = tail_rows(console_.page)
         assert len(shown) == len(rows)
         by_patient = {int(r["patient_id"][1]): r for r in shown}
         for i, note in enumerate(notes):

@@ -9,10 +9,11 @@ only what her roles allow; forcing the administration pages shows the API's refu
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from tests.console.conftest import snap
+from tests.console.conftest import snap, tail_rows
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
@@ -156,14 +157,7 @@ def _ok(answer, *statuses: int) -> dict:
 
 def _vitals(joe, first: int, count: int) -> None:
     """Rows of ``vitals`` readable by CUSTOMER1 (with the channel's policy first)."""
-    sp = {
-        "type": "sp",
-        "provider": "joe.v",
-        "ddp": {"streams": "vitals", "tuples": "*", "attributes": "*"},
-        "srp": {"roles": "{ADMIN, CUSTOMER1}", "grant_option": False},
-        "sign": "+",
-        "immutable": False,
-    }
+    sp = _sp("joe.v", "*", "{ADMIN, CUSTOMER1}")
     rows = [
         {"provider": "joe.v", "values": {"id": i, "pid": 2 + i % 3, "hr": 60 + i}}
         for i in range(first, first + count)
@@ -172,6 +166,18 @@ def _vitals(joe, first: int, count: int) -> None:
     body = "\n".join(json.dumps(x) for x in lines)
     answer = joe.post("/streams/vitals/elements", params={"assign": "seq"}, content=body)
     assert _ok(answer)["accepted"] == len(lines)
+
+
+def _sp(provider: str, tuples: str, roles: str) -> dict:
+    """A positive sp of ``vitals`` on all attributes (the server assigns seq, ts, sn)."""
+    return {
+        "type": "sp",
+        "provider": provider,
+        "ddp": {"streams": "vitals", "tuples": tuples, "attributes": "*"},
+        "srp": {"roles": roles, "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
 
 
 def _terminal(client, query: str) -> dict:
@@ -233,7 +239,21 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     assert tail.locator("#chart .uplot canvas").count() == 1
     assert not [m for m in second_console.log if "Content Security Policy" in m or "Trusted" in m]
     _vitals(joe, 3, 6)  # the '+' applies in band, at this batch of the network
-    poll(lambda: _terminal(joe, "hr_watch")["open"], timeout=120)
+    sent = time.monotonic()
+    poll(lambda: _terminal(joe, "hr_watch")["open"], timeout=120, every=0.2)
+    opened = time.monotonic() - sent
+    # Her tail gets the batch that opened the switch, with no later batch sent: a
+    # single-branch network delivers its first on-batch. Ids 4, 5, 7 and 8 have pid >= 3;
+    # 1 and 2 too when the network had not read the first batch before she subscribed.
+    tail.wait_for_selector("#tail tbody tr", timeout=120_000)
+    first = time.monotonic() - sent
+    print(f"'+' batch sent: switch on after {opened:.1f} s, first tail row after {first:.1f} s")
+
+    def heart_rates() -> set[int]:
+        return {int(r["hr"][1]) for r in tail_rows(tail)}
+
+    poll(lambda: {64, 65, 67, 68} <= heart_rates(), timeout=60)
+    assert heart_rates() <= {61, 62, 64, 65, 67, 68}
     snap(tail, "query-chart")
 
     console.login("joe", ["ADMIN"])
@@ -286,3 +306,205 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     page.wait_for_selector("#stream-error")
     assert "not_found" in page.text_content("#stream-error")
     assert page.locator("#stream-schema").count() == 0
+
+
+# -- stream policies and counts, charts, passwords, networks per level -----------------------------
+
+HOSTILE_TID = "<svg onload=window.__xss=5>"
+HOSTILE_LEVEL = '[<img src=w onerror="window.__xss=7">]'
+
+
+def _no_script_ran(page) -> None:
+    assert page.evaluate("() => window.__xss") is None
+    assert page.locator("main img, main script, main svg[onload]").count() == 0
+
+
+def test_stream_policies_charts_passwords_and_networks_per_level(
+    console, second_console, console_server
+) -> None:
+    """Runs after the networks test (its ``vitals`` stream and ``hr_watch`` query)."""
+    joe = console_server.login("joe", ["ADMIN"])
+    # A second channel of joe's whose policy covers tuple ids spelled as markup, and a
+    # tuple on a third channel that has no policy (denied by secure ingest: nobody may
+    # read it).
+    sp = _sp("joe.x", f'{{"{HOSTILE_TID}", 7}}', "{ADMIN}")
+    _ok(joe.post("/streams/vitals/elements", params={"assign": "seq"}, content=json.dumps(sp)))
+    orphan = {"type": "tuple", "stream": "vitals", "provider": "joe.y", "seq": 1, "tid": 999}
+    orphan |= {"policy": {"ts": 100, "csn": 1}, "values": {"id": 999, "pid": 9, "hr": 99}}
+    assert _ok(joe.post("/streams/vitals/elements", content=json.dumps(orphan)))["accepted"] == 1
+    # Nora provides a channel of her own (INJECT SP granted to her, not to a role).
+    for permission in ("VIEW OBJECT", "INJECT SP"):
+        body = {"permission": permission, "kind": "stream", "object": "vitals", "user": "nora"}
+        _ok(joe.post("/grants", json=body))
+    as_nora = console_server.login("nora", ["WARD_NURSE"], NORA_PW)
+    mine = json.dumps(_sp("nora", "*", "{WARD_NURSE}"))
+    _ok(as_nora.post("/streams/vitals/elements", params={"assign": "seq"}, content=mine))
+
+    def ingest(client) -> dict:
+        return _ok(client.get("/streams/vitals/ingest"))
+
+    def landed(answer: dict) -> bool:
+        providers = {c["provider"] for c in answer["channels"]}
+        return answer["counts"]["tuples_denied"] >= 1 and "nora" in providers
+
+    seen = poll(lambda: landed(a := ingest(joe)) and a, timeout=120)
+    # The owner (an administrator here) reads every channel in full.
+    assert seen["scope"] == "all" and seen["kind"] == "input"
+    channels = {c["provider"]: c for c in seen["channels"]}
+    assert set(channels) == {"joe.v", "joe.x", "nora"}
+    assert {"ADMIN", "CUSTOMER1"} <= set(channels["joe.v"]["admits"])
+    assert channels["joe.x"]["sps"][0]["tuples"] == f'{{"{HOSTILE_TID}", 7}}'
+    assert seen["counts"]["tuples_accepted"] >= 12 and seen["counts"]["elements_accepted"] >= 15
+
+    # Deny by default, over the real server: a reader learns only which of her own roles
+    # each policy admits (no providers, no sps, nobody else's roles); a user who may see
+    # the stream but holds no privilege on it is refused; one who may not see it: 404.
+    al = console_server.login("al", ["CUSTOMER1"])
+    as_reader = ingest(al)
+    assert as_reader["scope"] == "reader"
+    assert sorted(c["admits"] for c in as_reader["channels"]) == [[], [], ["CUSTOMER1"]]
+    for channel in as_reader["channels"]:
+        assert channel["provider"] is None and channel["sps"] is None
+        assert channel["denies"] is None and not channel["full"]
+    mallory = console_server.login("mallory", ["OTHER"])
+    assert mallory.get("/streams/vitals/ingest").status_code == 404
+    grant = {"permission": "VIEW OBJECT", "kind": "stream", "object": "vitals", "role": "OTHER"}
+    _ok(joe.post("/grants", json=grant))
+    refused = mallory.get("/streams/vitals/ingest")
+    assert refused.status_code == 403 and "joe" not in refused.text
+    assert "CUSTOMER1" not in refused.text and HOSTILE_TID not in refused.text
+    assert console_server.client().get("/streams/vitals/ingest").status_code == 401
+
+    # The console: the administrator's stream page shows the policies, sps (markup
+    # shown as text), counts and the accepted/denied chart under the CSP.
+    console.login("joe", ["ADMIN"])
+    page = console.page
+    console.open("#/stream/vitals")
+    page.wait_for_selector("#stream-policies .channel[data-provider='joe.x']")
+    # Two samples: the first counts, then rates per second (also a readable screenshot).
+    page.wait_for_function(
+        "() => parseInt(document.getElementById('stream-chart-state').textContent) >= 2"
+    )
+    sps_text = page.text_content("#stream-policies .channel[data-provider='joe.x'] table.sps")
+    assert HOSTILE_TID in sps_text
+    assert "CUSTOMER1" in page.text_content(".channel[data-provider='joe.v'] .admits")
+    denied = page.text_content("#stream-counts [data-count='Tuples denied by ingest']")
+    assert int(denied) >= 1
+    assert page.locator("#stream-chart .uplot canvas").count() == 1
+    _no_script_ran(page)
+    snap(page, "stream-policies")
+    # The query chart has its delivery-lag series beside throughput and batch duration.
+    console.open("#/query/hr_watch")
+    page.wait_for_selector("#chart-state:has-text('samples')")
+    assert "delivery lag (ms)" in page.text_content("#chart .u-legend")
+    assert not [m for m in console.log if "Content Security Policy" in m or "Trusted" in m]
+
+    # Al (a reader) sees her own roles admitted, no provider; Mallory's stream page
+    # shows the schema and the API's 403 in place of the policies.
+    second_console.login("al", ["CUSTOMER1"])
+    reader = second_console.page
+    second_console.open("#/stream/vitals")
+    reader.wait_for_selector("#stream-scope")
+    providers = reader.locator("#stream-policies .channel").evaluate_all(
+        "(cs) => cs.map((c) => c.dataset.provider)"
+    )
+    assert providers == ["", "", ""]
+    assert reader.locator("#stream-policies table.sps").count() == 0
+    second_console.login("mallory", ["OTHER"])
+    second_console.open("#/stream/vitals")
+    reader.wait_for_selector("#stream-policy-error")
+    assert "forbidden" in reader.text_content("#stream-policy-error")
+    assert reader.locator("#stream-schema").count() == 1
+    # A provider (INJECT SP) sees her own channel in full and no one else's.
+    provider = ingest(as_nora)
+    assert provider["scope"] == "own"
+    assert [(c["provider"], c["full"]) for c in provider["channels"]] == [("nora", True)]
+    assert provider["channels"][0]["sps"][0]["roles"] == "{WARD_NURSE}"
+
+    # Passwords: Nora changes her own (a wrong current one and a weak new one refused
+    # inline), is offered no reset; forcing one is the API's 403.
+    second_console.login("nora", ["WARD_NURSE"], NORA_PW)
+    nora = second_console.page
+    nora.wait_for_selector("#who-user")
+    second_console.open("#/password")
+    nora.wait_for_selector("#password-change")
+    assert nora.locator("#password-reset").count() == 0
+    nora.fill("#password-change-current", "not my password at all")
+    nora.fill("#password-change-new", "nora's newer passphrase")
+    nora.click("#password-change button[type=submit]")
+    nora.wait_for_selector("#password-change-error")
+    assert "current" in nora.text_content("#password-change-error")
+    nora.fill("#password-change-current", NORA_PW)
+    nora.fill("#password-change-new", "short")
+    nora.click("#password-change button[type=submit]")
+    nora.wait_for_selector("#password-change-error:has-text('12 characters')")
+    nora.fill("#password-change-current", NORA_PW)
+    nora.fill("#password-change-new", "nora's newer passphrase")
+    nora.click("#password-change button[type=submit]")
+    nora.wait_for_selector("#password-notice")
+    with console_server.client(second_console.tokens[-1]) as as_nora:
+        forced = as_nora.post("/users/joe/password", json={"password": "x" * 20})
+        assert forced.status_code == 403
+    # Joe resets it (any user but himself offered; the server allows no markup in user
+    # names): her session ends, and the reset password is the one that works.
+    console.open("#/password")
+    page.wait_for_selector("#password-reset")
+    options = page.locator("#password-reset-user option").all_text_contents()
+    assert "nora" in options and "joe" not in options
+    page.select_option("#password-reset-user", "nora")
+    page.fill("#password-reset-password", "a reset passphrase for nora")
+    page.click("#password-reset button[type=submit]")
+    page.wait_for_selector("#password-notice:has-text('nora')")
+    _no_script_ran(page)
+    snap(page, "password")
+    second_console.open("#/catalog")
+    nora.wait_for_selector("#login")
+    assert "session ended" in nora.text_content("#login-status")
+    console_server.login("nora", ["WARD_NURSE"], "a reset passphrase for nora").close()
+
+    # Networks per level. The server runs with levels off (one graph, "no level"); the
+    # drawing of a network whose queries run at two levels (a hostile level name among
+    # them) is checked on the same page with that answer substituted for the API's.
+    page.click("#nav a:text('Networks')")
+    page.wait_for_selector("section[data-network='vitals'] figure.level[data-level='']")
+    levels = _ok(joe.get("/networks"))["networks"][0]["levels"]
+    assert levels == {"hr_watch": None}
+    two = {
+        "stream": "vitals",
+        "queries": ["hr_watch", "hr_secret"],
+        "levels": {"hr_watch": "[1, B]", "hr_secret": HOSTILE_LEVEL},
+        "switches": [
+            _switch("initial", ["hr_watch", "hr_secret"], True, counter=1),
+            _switch("terminal", ["hr_watch"], True, receivers=1),
+            _switch("terminal", ["hr_secret"], False, receivers=0),
+        ],
+    }
+    page.route("**/networks", lambda route: route.fulfill(json={"networks": [two]}))
+    page.click("#networks-refresh")
+    page.wait_for_selector("figure.level[data-level='[1, B]']")
+    figures = page.locator("section[data-network='vitals'] figure.level")
+    assert figures.count() == 2
+    watch = page.locator("figure.level[data-level='[1, B]']")
+    assert watch.locator("g.query").count() == 1 and watch.locator("g.switch").count() == 2
+    assert watch.locator("g.switch.on").count() == 2
+    secret = figures.nth(1)
+    assert secret.locator("figcaption").text_content() == f"Level {HOSTILE_LEVEL}"
+    assert secret.locator("g[data-open='false']").count() == 1
+    assert "counter 1" in secret.text_content()
+    _no_script_ran(page)
+    snap(page, "networks-levels")
+    page.unroute("**/networks")
+
+
+def _switch(kind: str, queries: list[str], on: bool, **counts: int) -> dict:
+    return {
+        "id": f"{kind}:{','.join(queries)}:0",
+        "kind": kind,
+        "queries": queries,
+        "other_queries": 0,
+        "open": on,
+        "counter": counts.get("counter"),
+        "receivers": counts.get("receivers"),
+        "users": None,
+        "since": "2026-11-24T12:00:00Z",
+    }

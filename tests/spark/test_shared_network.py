@@ -27,6 +27,8 @@ QUERIES = {
     "nurse_ids": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
     "chosen_by_hidden": ("SELECT patient_id FROM HeartRate WHERE ts > 0", "ND"),
 }
+BROKEN = ("SELECT patient_id FROM HeartRate WHERE beats_per_min > 'high'", "C")
+"""A plain selection that Spark fails on (no double is 'high', under ANSI casts)."""
 
 
 @pytest.fixture(scope="module")
@@ -34,25 +36,28 @@ def pipeline(spark, tmp_path_factory):
     yield from hospital_pipeline(spark, tmp_path_factory.mktemp("shared"))
 
 
-def network(pipeline, root, names, active=lambda _n: True) -> tuple[SharedNetwork, dict]:
-    queries = pipeline.queries
+def network(
+    pipeline, root, names, active=lambda _n: True, queries=QUERIES
+) -> tuple[SharedNetwork, dict]:
+    engine = pipeline.queries
     shared = SharedNetwork(
-        queries.spark,
-        queries.labelled,
-        queries.streams[STREAM],
-        queries.codec,
-        queries.provenance,
+        engine.spark,
+        engine.labelled,
+        engine.streams[STREAM],
+        engine.codec,
+        engine.provenance,
         root,
         active,
         name=f"network-{root.parent.name}",
+        fuse=True,  # the one pass: tests/spark/test_shared_network_positions runs without
     )
     sinks = {}
     for name in names:
-        text, role = QUERIES[name]
-        admitted = queries.admit(text, [role])
+        text, role = queries[name]
+        admitted = pipeline.queries.admit(text, [role])
 
         def sql(view: str, admitted=admitted) -> str:
-            return secure(admitted.checked.tree, queries.rewrite({STREAM: view}))
+            return secure(admitted.checked.tree, engine.rewrite({STREAM: view}))
 
         sinks[name] = Rows()
         shared.add(name, admitted, sql, sinks[name])
@@ -69,6 +74,8 @@ def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_
     )
     read = sum(p["numInputRows"] for p in handle.recentProgress)
     assert read == stored.count(), "the scan is shared: each stored row is read once"
+    # Every one of these is a plain selection: all run in the network's one pass.
+    assert all(b.fused is not None for b in shared.branches.values())
     for name, (text, role) in QUERIES.items():
         alone = Rows()
         # A streaming query of its own (QueryService), not a network of one branch.
@@ -79,6 +86,23 @@ def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_
     assert sinks["cardio"].rows and sinks["nurse_all"].rows
     assert sinks["chosen_by_hidden"].rows == [], "nurses never read ts: no row chosen by it"
     assert len(sinks["nurse_ids"].rows) < len(sinks["cardio"].rows), "rights differ per branch"
+
+
+def test_a_branch_failing_in_the_one_pass_fails_alone(pipeline, tmp_path) -> None:
+    """One user's failing query must not stop the others' branches computed with it."""
+    queries = {**QUERIES, "broken": BROKEN}
+    shared, sinks = network(pipeline, tmp_path / "net", ["cardio", "broken"], queries=queries)
+    assert all(b.fused is not None for b in shared.branches.values())
+    shared.start(available_now=True).awaitTermination()
+    branches = shared.branches
+    assert branches["broken"].failure is not None and branches["cardio"].failure is None
+    assert sinks["cardio"].rows and not sinks["broken"].rows
+    alone = Rows()
+    text, role = QUERIES["cardio"]
+    query = pipeline.queries.register(text, [role], CallbackSink(alone), "alone_cardio_2")
+    query.process_all_available()
+    pipeline.queries.stop(query.name)
+    assert sinks["cardio"].sorted() == alone.sorted()
 
 
 def test_a_switched_off_branch_runs_no_spark_job(pipeline, tmp_path) -> None:

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -58,6 +59,7 @@ from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
+from streamshield.engine.fused_branches import FusedBranch, NotFused, one_pass, rows_of
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
@@ -97,6 +99,8 @@ class Branch:
     """Its secured view (roles, masks, provenance), built once when it joins."""
     columns: tuple[str, ...] = ()
     """Its output columns (labels included), from planning it at join."""
+    fused: FusedBranch | None = field(default=None, repr=False)
+    """Its part of the network's one pass over a micro-batch; None: it runs its own plan."""
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
 
@@ -119,10 +123,15 @@ class SharedNetwork:
         active: Callable[[str], bool] = lambda _name: True,
         name: str | None = None,
         levels: int = 0,
+        fuse: bool = False,
     ) -> None:
         """``levels``: the level words its scan reads (0 while levels are off); each
-        branch filters them at its own query's level in its own secured view."""
-        self.levels = levels
+        branch filters them at its own query's level in its own secured view. ``fuse``:
+        the branches that can are computed in one pass (engine/fused_branches.py). Off by
+        default: while each branch's sink runs its own jobs, the pass (and the job that
+        keeps a failing branch's error its own) costs more than the planning it saves
+        (docs/query-sharing.md); it is the first half of serving a network in one job."""
+        self.levels, self.fuse = levels, fuse
         self.spark, self.labelled, self.stream = spark, labelled, stream
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
         self.active = active
@@ -169,7 +178,7 @@ class SharedNetwork:
             level=admitted.level,  # the branch's own level, next to its roles' test
         ).with_columns(label_literals(self.provenance.label(self.stream.name)))
         branch = Branch(name, admitted, tree, view, sql(view), sink, projection)
-        branch.columns = self._analyse(branch)
+        branch.columns, branch.fused = self._analyse(branch)
         with self._batch:
             position = self._known_position()
             covered = self.ledger.covered(name)
@@ -249,19 +258,48 @@ class SharedNetwork:
             return  # every switch off: not even the scan's rows are read
         if behind:  # which rows come from which ingest batch, before anything is cached
             batch = batch.withColumn(_INGEST, _ingest_column())
-        cached: list[DataFrame] = []
-        if len(on) > 1:  # the scan is shared too: read the batch's files once
-            batch = batch.persist()
-            cached.append(batch)
         together = {n: b for n, b in on.items() if n not in behind}
-        inputs = self._shared_inputs(batch, together, cached)
-        for name, covered in behind.items():
-            inputs[name] = self._own_input(batch, covered, oldest)
+        fused = {n: b for n, b in together.items() if b.fused is not None and self.fuse}
+        alone = {n: b for n, b in on.items() if n not in fused}
+        cached: list[DataFrame] = []
         try:
-            self._run_each(on, inputs, newest)
+            if alone and (len(alone) > 1 or fused):  # a shared scan: read its files once
+                batch = batch.persist()
+                cached.append(batch)
+            outputs = self._fused_outputs(batch, fused, cached)
+            alone.update({n: b for n, b in fused.items() if n not in outputs})
+            shared = {n: b for n, b in alone.items() if n in together}
+            inputs = self._shared_inputs(batch, shared, cached)
+            for name, covered in behind.items():
+                inputs[name] = self._own_input(batch, covered, oldest)
+            outputs.update({n: self._output(b, inputs[n]) for n, b in alone.items()})
+            self._hand_over(on, outputs, newest)
         finally:
             for df in cached:
                 df.unpersist()
+
+    def _fused_outputs(
+        self, batch: DataFrame, fused: dict[str, Branch], cached: list[DataFrame]
+    ) -> dict[str, DataFrame]:
+        """The outputs of the branches that run together, from one pass over the batch
+        (cached when several sinks read it; plans only: no job runs here)."""
+        if not fused:
+            return {}
+        wide = one_pass(batch, [b.fused for b in fused.values() if b.fused is not None])
+        if len(fused) > 1:
+            wide = wide.persist()
+            cached.append(wide)
+            try:  # computed here, so that one branch's failure is not every branch's
+                wide.count()
+            except Exception:  # each runs its own plan: the failing one fails alone
+                return {}
+        outputs = {}
+        for name, branch in fused.items():
+            assert branch.fused is not None
+            out = rows_of(wide, branch.fused)
+            level = branch.admitted.level
+            outputs[name] = out if level is None else assert_within(out, level)
+        return outputs
 
     def _shared_inputs(
         self, batch: DataFrame, on: dict[str, Branch], cached: list[DataFrame]
@@ -304,11 +342,13 @@ class SharedNetwork:
         self, on: dict[str, Branch], inputs: dict[str, DataFrame], output_id: int
     ) -> None:
         """Each branch computes and hands over its own output (its own jobs)."""
-        self._each(
-            on,
-            lambda branch: branch.sink(self._output(branch, inputs[branch.name]), output_id),
-            output_id,
-        )
+        outputs = {name: self._output(branch, inputs[name]) for name, branch in on.items()}
+        self._hand_over(on, outputs, output_id)
+
+    def _hand_over(
+        self, on: dict[str, Branch], outputs: dict[str, DataFrame], output_id: int
+    ) -> None:
+        self._each(on, lambda branch: branch.sink(outputs[branch.name], output_id), output_id)
 
     def _each(self, on: dict[str, Branch], work: Callable[[Branch], None], output_id: int) -> None:
         # Branches run side by side (Spark schedules jobs of several threads at once), so N
@@ -372,12 +412,21 @@ class SharedNetwork:
             self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
         )
 
-    def _analyse(self, branch: Branch) -> tuple[str, ...]:
+    def _analyse(self, branch: Branch) -> tuple[tuple[str, ...], FusedBranch | None]:
         """Plans the branch's SQL over an empty labelled batch in a private session, so
-        that Spark's refusals (unknown column, type error) come at registration."""
+        that Spark's refusals (unknown column, type error) come at registration; and its
+        part of the network's one pass, kept only where it plans the same columns."""
         session = self.spark.newSession()
         empty = session.createDataFrame([], self._schema())
-        return tuple(self._output(branch, empty).columns)
+        columns = tuple(self._output(branch, empty).columns)
+        view = branch.projection.apply(empty).columns
+        try:
+            slot = f"_ss_b{uuid.uuid4().hex[:12]}"
+            fused = FusedBranch.of(slot, branch.projection, view, branch.text)
+            same = tuple(rows_of(one_pass(empty, [fused]), fused).columns) == columns
+        except (NotFused, AnalysisException):  # not plain, or planned otherwise: its own plan
+            return columns, None
+        return columns, fused if same else None
 
     def _is_on(self, name: str) -> bool:
         try:

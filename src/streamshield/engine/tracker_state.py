@@ -79,19 +79,41 @@ class StateStore:
 
     def policies_in_force(self) -> dict[str, list[Policy]]:
         """Per stream, the policy each channel holds after the newest committed batch."""
-        data = self.read(self.newest()) if self.batches() or self._pointer.exists() else {}
         in_force: dict[str, list[Policy]] = {}
+        for channel, policy in self.channel_policies().items():
+            in_force.setdefault(channel.stream, []).append(policy)
+        return in_force
+
+    def channel_policies(self) -> dict[Channel, Policy]:
+        """The policy each channel holds after the newest committed batch (channels
+        without one, or whose sps conflict, are left out)."""
+        held: dict[Channel, Policy] = {}
+        data = self.read(self.committed()) if self._pointer.exists() else {}
         for channel, state in self._decode(data).items():
             tracker = state.tracker
             pending = tracker.current and not tracker.conflict
             policy = tracker.frozen or (Policy.of(tracker.current) if pending else None)
             if policy is not None:
-                in_force.setdefault(channel.stream, []).append(policy)
-        return in_force
+                held[channel] = policy
+        return held
 
     @property
     def _pointer(self) -> Path:
         return self.directory / "newest"
+
+    def committed(self) -> int:
+        """The newest batch whose snapshot is committed, for readers running beside
+        ingest (API views, delegation checks): the one the newest-batch record names.
+        A snapshot file past it is a save in progress (written just before the record
+        moves), not yet in force; :meth:`newest` refuses that state, which is right for
+        a restart and wrong for a reader (seen as a 500 while ingest was saving)."""
+        try:
+            newest = json.loads(self._pointer.read_bytes())["batch"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ShieldStateError("the shield state's newest-batch record is unreadable") from None
+        if not isinstance(newest, int):
+            raise ShieldStateError("the shield state's newest-batch record is unreadable")
+        return newest
 
     def newest(self) -> int:
         """The newest saved batch, as recorded at its save (a pointer file, so a deleted

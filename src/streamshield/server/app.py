@@ -70,6 +70,7 @@ from streamshield.server.routes import (
     networks,
     operations,
     patterns,
+    stream_ingest,
 )
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
@@ -123,6 +124,7 @@ def create_app(
     app.include_router(networks.router(service))
     app.include_router(patterns.router(service))
     app.include_router(me.router(service))
+    app.include_router(stream_ingest.router(service))
     app.include_router(console.router())
 
     async def _any(_: Request, err: Exception) -> JSONResponse:
@@ -209,6 +211,7 @@ def create_app(
                 201,
                 "The stream, created",
                 ("GET", "/streams/{name}", "name"),
+                ("GET", "/streams/{name}/ingest", "name"),
                 ("POST", "/streams/{name}/elements", "name"),
                 ("GET", "/levels/streams/{name}", "name"),
                 ("PUT", "/levels/streams/{name}", "name"),

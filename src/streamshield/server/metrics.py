@@ -28,7 +28,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 STATUSES = ("running", "stopped", "failed")
+COUNTS = ("elements_accepted", "elements_rejected", "tuples_accepted", "tuples_denied")
 RATE_WINDOW = 60.0  # seconds over which ingest rows/s per stream is averaged
+LAG_WINDOW = 10.0  # seconds over which a query's recent delivery lag is its largest
 LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -38,10 +40,10 @@ class RateWindow:
 
     def __init__(self, window: float = RATE_WINDOW, clock: Callable[[], float] = time.monotonic):
         self.window, self._clock = window, clock
-        self._events: dict[str, deque[tuple[float, int]]] = {}
+        self._events: dict[str, deque[tuple[float, float]]] = {}
         self._lock = threading.Lock()
 
-    def add(self, key: str, count: int) -> None:
+    def add(self, key: str, count: float) -> None:
         now = self._clock()
         with self._lock:
             events = self._events.setdefault(key, deque())
@@ -49,15 +51,21 @@ class RateWindow:
             self._trim(events, now)
 
     def rates(self) -> dict[str, float]:
+        return {key: sum(n for _, n in events) / self.window for key, events in self._kept()}
+
+    def peaks(self) -> dict[str, float]:
+        """The largest value added per key within the window (keys with none left out)."""
+        return {key: max(n for _, n in events) for key, events in self._kept() if events}
+
+    def _kept(self) -> list[tuple[str, list[tuple[float, float]]]]:
+        """Every key's events still within the window (a copy, taken under the lock)."""
         now = self._clock()
         with self._lock:
-            out = {}
-            for key, events in self._events.items():
+            for events in self._events.values():
                 self._trim(events, now)
-                out[key] = sum(n for _, n in events) / self.window
-            return out
+            return [(key, list(events)) for key, events in self._events.items()]
 
-    def _trim(self, events: deque[tuple[float, int]], now: float) -> None:
+    def _trim(self, events: deque[tuple[float, float]], now: float) -> None:
         while events and events[0][0] < now - self.window:
             events.popleft()
 
@@ -91,7 +99,10 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.rates = RateWindow()
-        self.registry.register(_LiveState(queries, ingest, self.rates))
+        self.lags = RateWindow(LAG_WINDOW)
+        self._totals: dict[tuple[str, str], int] = {}  # (stream, counter) -> count
+        self._lock = threading.Lock()
+        self.registry.register(_LiveState(queries, ingest, self.rates, self.lags))
 
     def appended(self, stream: str, accepted: int, rejected: int) -> None:
         if accepted:
@@ -99,13 +110,34 @@ class ServerMetrics:
             self.rates.add(stream, accepted)
         if rejected:
             self.elements.labels(stream, "rejected").inc(rejected)
+        self._count(stream, elements_accepted=accepted, elements_rejected=rejected)
 
     def labelled(self, stream: str, accepted: int, denied: int) -> None:
         self.shield.labels(stream, "accepted").inc(accepted)
         self.shield.labels(stream, "denied").inc(denied)
+        self._count(stream, tuples_accepted=accepted, tuples_denied=denied)
 
     def handed_over(self, query: str, seconds: float) -> None:
         self.delivery_lag.labels(query).observe(max(0.0, seconds))
+        self.lags.add(query, max(0.0, seconds))
+
+    def stream_counts(self, stream: str) -> dict[str, float]:
+        """What the JSON routes show of one stream: the counters since the server
+        started (the same increments as ``/metrics``) and the accepted rows/s."""
+        with self._lock:
+            counts: dict[str, float] = {k: self._totals.get((stream, k), 0) for k in COUNTS}
+        counts["rows_per_second"] = self.rates.rates().get(stream, 0.0)
+        return counts
+
+    def recent_lag(self, query: str) -> float | None:
+        """The largest delivery lag of ``query`` in the last LAG_WINDOW seconds (None:
+        no hand-over)."""
+        return self.lags.peaks().get(query)
+
+    def _count(self, stream: str, **increments: int) -> None:
+        with self._lock:
+            for key, value in increments.items():
+                self._totals[(stream, key)] = self._totals.get((stream, key), 0) + value
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -148,9 +180,13 @@ class _LiveState(Collector):
     """What is true at scrape time, read from the service and Spark's progress."""
 
     def __init__(
-        self, queries: Callable[[], Iterable[Any]], ingest: Callable[[], Any], rates: RateWindow
+        self,
+        queries: Callable[[], Iterable[Any]],
+        ingest: Callable[[], Any],
+        rates: RateWindow,
+        lags: RateWindow,
     ) -> None:
-        self._queries, self._ingest, self._rates = queries, ingest, rates
+        self._queries, self._ingest, self._rates, self._lags = queries, ingest, rates, lags
 
     def describe(self) -> list[Metric]:
         return []  # families depend on what runs: collected, not pre-described
@@ -177,6 +213,14 @@ class _LiveState(Collector):
         subscribers = GaugeMetricFamily(
             "streamshield_query_subscribers", "Live subscriptions per query.", labels=["query"]
         )
+        lag = GaugeMetricFamily(
+            "streamshield_query_recent_delivery_lag_seconds",
+            f"Each query's largest delivery lag over the last {LAG_WINDOW:.0f} s "
+            "(absent: no hand-over in that time).",
+            labels=["query"],
+        )
+        for query, seconds in sorted(self._lags.peaks().items()):
+            lag.add_metric([query], seconds)
         counts = dict.fromkeys(STATUSES, 0)
         for query in self._queries():
             counts[status_of(query)] += 1
@@ -187,7 +231,7 @@ class _LiveState(Collector):
                 _progress(query.name, progress, duration, input_rate, processed)
         for status, count in counts.items():
             by_status.add_metric([status], count)
-        yield from (by_status, duration, input_rate, processed, subscribers)
+        yield from (by_status, duration, input_rate, processed, subscribers, lag)
         yield from self._ingest_state()
 
     def _ingest_state(self) -> Iterator[Metric]:

@@ -525,7 +525,10 @@ class ServerService:
                 if switch.queries & mine
             ]
             queries = sorted(live[n].name for n in mine)
-            shown.append({"stream": stream, "queries": queries, "switches": views})
+            levels = {live[n].name: _level_text(live[n]) for n in mine}
+            shown.append(
+                {"stream": stream, "queries": queries, "levels": levels, "switches": views}
+            )
         return shown
 
     def _switch_view(
@@ -741,6 +744,11 @@ def _aggregate(text: str) -> bool:
         return isinstance(request, ContinuousQuery) and is_aggregate(request.sql)
     except Exception:
         return False
+
+
+def _level_text(query: LiveQuery) -> str | None:
+    """The Chinese-Wall level a query runs at, as explain shows it (None: levels off)."""
+    return query.level.text if query.level is not None else None
 
 
 def _nowhere(_frame: Any, _batch: int) -> None:

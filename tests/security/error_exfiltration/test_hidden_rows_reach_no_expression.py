@@ -21,8 +21,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.fused_branches import FusedBranch, one_pass, rows_of
 from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.secured_view import secured_view, statistics_view
+from streamshield.engine.secured_view import SecuredProjection, secured_view, statistics_view
 from streamshield.examples import hospital
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.privileges import Privilege
@@ -73,6 +74,24 @@ def vitals(spark: SparkSession, tmp_path_factory) -> tuple[Path, RoleCodec]:
     return path, codec
 
 
+def _fused(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict]:
+    """The query as a branch of a shared network's one pass (engine/fused_branches.py),
+    beside a branch of C that reads every row without failing."""
+    path, codec = vitals
+    struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
+    frame = spark.read.schema(struct).parquet(str(path))
+
+    def branch(slot: str, text: str, roles: list[str]) -> FusedBranch:
+        projection = SecuredProjection.of(frame.columns, STREAM, codec, roles, True, "s")
+        columns = projection.apply(frame).columns
+        return FusedBranch.of(slot, projection, columns, text.replace("Vitals", "`v`", 1))
+
+    mine, other = branch("mine", sql, roles), branch("other", "SELECT pid FROM Vitals", ["C"])
+    wide = one_pass(frame, [other, mine])
+    assert len(rows_of(wide, other).collect()) == 2
+    return [r.asDict() for r in rows_of(wide, mine).collect()]
+
+
 def _run(spark: SparkSession, vitals, sql: str, roles: list[str], statistics: bool = False):
     path, codec = vitals
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
@@ -98,6 +117,14 @@ def test_a_dropped_row_never_reaches_a_user_expression(spark, vitals, sql: str) 
         assert rows == [{"n": 0}]
     else:
         assert [r["pid"] for r in rows] == [1]
+
+
+@pytest.mark.parametrize("sql", [SQL[0], SQL[2]])
+def test_nor_in_a_shared_networks_one_pass(spark, vitals, sql: str) -> None:
+    """Branches computed side by side: the tuple test still comes before the query."""
+    with pytest.raises(PySparkException):  # the control: C reads row 2, and it fails
+        _fused(spark, vitals, sql, ["C"])
+    assert [r["pid"] for r in _fused(spark, vitals, sql, ["ND"])] == [1]
 
 
 def test_a_tuple_ingest_denied_is_hidden_by_its_labels(spark, vitals) -> None:

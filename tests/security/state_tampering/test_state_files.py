@@ -83,3 +83,16 @@ def test_relabel_refuses_what_is_not_a_storage_root(tmp_path) -> None:
     answer = CliRunner().invoke(main, ["admin", "relabel", "--root", str(tmp_path), "--yes"])
     assert answer.exit_code == 1 and "not a storage root" in answer.output
     assert "Traceback" not in answer.output
+
+
+def test_readers_beside_ingest_see_the_committed_state_while_a_save_is_in_progress(tmp_path):
+    """Snapshot N is written before the newest-batch record moves to N: a reader in
+    between (the stream page, a delegation check) gets N-1's policies, not an error."""
+    store = _store(tmp_path, 2)
+    assert store.committed() == 1
+    store.snapshots.save(2, {"batch": 2, "sha256": "", "channels": {}})  # record still at 1
+    assert store.policies_in_force() == {}  # no policy held; read from snapshot 1
+    assert store.committed() == 1
+    with pytest.raises(ShieldStateError, match="out of step"):
+        store.newest()  # a restart still refuses that state
+    assert StateStore(tmp_path / "nothing").policies_in_force() == {}

@@ -45,6 +45,9 @@ class SwitchView(BaseModel):
 class NetworkView(BaseModel):
     stream: str
     queries: list[str]
+    levels: dict[str, str | None] = {}
+    """The security level each listed query runs at (null while levels are off): the
+    console draws the network once per level, each with the switches of its queries."""
     switches: list[SwitchView]
 
 

@@ -60,6 +60,9 @@ class QueryInfo(BaseModel):
     processed_rows_per_second: float | None = None
     batch_duration_ms: int | None = None
     subscribers: int = 0
+    delivery_lag_seconds: float | None = None
+    """The largest time from a micro-batch reaching delivery to its rows being handed
+    to a subscriber, over the last 10 s (None: no hand-over in that time)."""
 
 
 class QueryDetail(QueryInfo):
@@ -321,6 +324,7 @@ def _info(service: Any, record: Any) -> QueryInfo:
         return info
     info.status = status_of(live)
     info.subscribers = len(getattr(live.delivery, "subscriptions", ()))
+    info.delivery_lag_seconds = service.metrics.recent_lag(record.name)
     if info.status == "failed":
         info.error_class, info.failed_at = _failure(live)
     progress = progress_of(live)

@@ -9,6 +9,7 @@ import { catalogView } from "./views/catalog.js";
 import { grantsView } from "./views/grants.js";
 import { loginView } from "./views/login.js";
 import { networksView } from "./views/networks.js";
+import { passwordView } from "./views/password.js";
 import { queryView } from "./views/query.js";
 import { rolesView } from "./views/roles.js";
 import { streamView } from "./views/stream.js";
@@ -24,6 +25,7 @@ const routes = [
   { pattern: /^#\/roles$/, view: rolesView },
   { pattern: /^#\/stream\/([^/]+)$/, view: streamView },
   { pattern: /^#\/networks$/, view: networksView },
+  { pattern: /^#\/password$/, view: passwordView },
   { pattern: /^#\/grants$/, view: grantsView },
   { pattern: /^#\/grants\/([^/]+)\/([^/]+)$/, view: grantsView },
 ];
@@ -68,6 +70,8 @@ function header() {
     " as ",
     h("span", { id: "who-roles" }, state.me.roles.join(", ")),
     h("span", { class: "muted" }, ` until ${localTime(state.me.expires_at)}`),
+    " ",
+    h("a", { href: "#/password", id: "password-link" }, "Password"),
     " ",
     h("button", { type: "button", id: "logout", onclick: logout }, "Log out"),
   );

@@ -1,7 +1,9 @@
-// A query's throughput and batch duration over the last minutes, drawn with uPlot
-// (vendored from npm in vendor/uplot, served from the package; it builds its DOM with
-// createElement and sets styles through CSSOM, which the CSP allows). The numbers are
-// the fields of GET /queries/{name}, read every few seconds while the page is shown.
+// Charts over the last minutes, drawn with uPlot (vendored from npm in vendor/uplot,
+// served from the package; it builds its DOM with createElement and sets styles through
+// CSSOM, which the CSP allows). Each chart reads one API route every few seconds while
+// its page is shown: a query's throughput, batch duration and delivery lag from
+// GET /queries/{name}; a stream's accepted and denied tuples and ingest rate from
+// GET /streams/{name}/ingest (counters since the server started, drawn per second).
 
 import * as api from "../api.js";
 import { h, show } from "../dom.js";
@@ -18,42 +20,40 @@ function stylesheet() {
   document.head.append(h("link", { rel: "stylesheet", href: "vendor/uplot/uPlot.min.css" }));
 }
 
-/** The chart's card; it polls until the user leaves the page. */
-export function throughputChart(ctx, name) {
+/**
+ * A card with a chart sampling ``path``; each series' ``value(answer, previous, seconds)``
+ * gives its point (null: no value). ``id`` names the card (its state line is
+ * ``#<id>-state``); ``onSample`` sees every answer. It polls until the user leaves.
+ */
+function sampledChart(ctx, { id, title, path, series, axes, onSample }) {
   stylesheet();
-  const path = `/queries/${encodeURIComponent(name)}`;
-  const data = [[], [], []];
-  const holder = h("div", { id: "chart-plot" });
-  const state = h("p", { id: "chart-state", class: "muted" }, "Sampling every 3 s…");
-  const card = h("section", { class: "card", id: "chart" }, h("h2", {}, "Throughput and batch duration"), holder, state);
+  const data = [[], ...series.map(() => [])];
+  const holder = h("div", { id: `${id}-plot` });
+  const state = h("p", { id: `${id}-state`, class: "muted" }, "Sampling every 3 s…");
+  const card = h("section", { class: "card", id }, h("h2", {}, title), holder, state);
   const plot = new uPlot(
-    {
-      width: 640,
-      height: 220,
-      series: [
-        {},
-        { label: "rows/s processed", stroke: "#1f5fbf", scale: "rows" },
-        { label: "batch duration (ms)", stroke: "#a4262c", scale: "ms" },
-      ],
-      axes: [{}, { scale: "rows", label: "rows/s" }, { scale: "ms", side: 1, label: "ms", grid: { show: false } }],
-    },
+    { width: 640, height: 220, series: [{}, ...series.map(({ value, ...s }) => s)], axes },
     data,
     holder,
   );
   let timer = null;
+  let previous = null;
   const sample = async () => {
     if (timer !== null && !card.isConnected) {
       clearInterval(timer); // the page was redrawn (Refresh, Start, Stop): a new chart samples
       return;
     }
     try {
-      const info = await api.call("GET", path);
-      data[0].push(Date.now() / 1000);
-      data[1].push(info.processed_rows_per_second ?? null);
-      data[2].push(info.batch_duration_ms ?? null);
+      const answer = await api.call("GET", path);
+      const now = Date.now() / 1000;
+      const seconds = previous ? now - previous.at : null;
+      data[0].push(now);
+      series.forEach((s, i) => data[i + 1].push(s.value(answer, previous && previous.answer, seconds) ?? null));
+      previous = { answer, at: now };
       if (data[0].length > KEEP) for (const column of data) column.shift();
       plot.setData(data);
       state.textContent = `${data[0].length} samples, last ${new Date().toLocaleTimeString()}`;
+      if (onSample) onSample(answer);
     } catch (err) {
       if (!ctx.fail(err)) show(state, `Not sampled: ${err.message}`);
     }
@@ -65,4 +65,46 @@ export function throughputChart(ctx, name) {
     plot.destroy();
   });
   return card;
+}
+
+/** A query's rows/s processed, batch duration and delivery lag (the largest of the
+ * last 10 s; a gap when nothing was handed over). */
+export function throughputChart(ctx, name) {
+  return sampledChart(ctx, {
+    id: "chart",
+    title: "Throughput, batch duration and delivery lag",
+    path: `/queries/${encodeURIComponent(name)}`,
+    series: [
+      { label: "rows/s processed", stroke: "#1f5fbf", scale: "rows", value: (q) => q.processed_rows_per_second },
+      { label: "batch duration (ms)", stroke: "#a4262c", scale: "ms", value: (q) => q.batch_duration_ms },
+      {
+        label: "delivery lag (ms)",
+        stroke: "#2b7a3d",
+        scale: "ms",
+        value: (q) => (q.delivery_lag_seconds == null ? null : Math.round(q.delivery_lag_seconds * 1000)),
+      },
+    ],
+    axes: [{}, { scale: "rows", label: "rows/s" }, { scale: "ms", side: 1, label: "ms", grid: { show: false } }],
+  });
+}
+
+/** Per second between two samples of a counter (null for the first sample). */
+const perSecond = (key) => (now, before, seconds) =>
+  before && seconds ? Math.max(0, now.counts[key] - before.counts[key]) / seconds : null;
+
+/** A stream's tuples accepted and denied by secure ingest per second, and the elements
+ * accepted per second over the last minute. */
+export function streamChart(ctx, name, onSample) {
+  return sampledChart(ctx, {
+    id: "stream-chart",
+    title: "Accepted and denied tuples",
+    path: `/streams/${encodeURIComponent(name)}/ingest`,
+    series: [
+      { label: "tuples accepted/s", stroke: "#2b7a3d", scale: "n", value: perSecond("tuples_accepted") },
+      { label: "tuples denied/s", stroke: "#a4262c", scale: "n", value: perSecond("tuples_denied") },
+      { label: "elements in/s (1 min)", stroke: "#1f5fbf", scale: "n", value: (s) => s.counts.rows_per_second },
+    ],
+    axes: [{}, { scale: "n", label: "per second" }],
+    onSample,
+  });
 }

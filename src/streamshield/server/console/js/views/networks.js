@@ -1,6 +1,9 @@
 // Shared operator networks and their privacy switches (GET /networks), one graph per
-// network: the input stream, the switches PrS placed (initial, in-network, terminal) and
-// the queries they govern, each switch on or off with its counter and since when. The
+// network and security level (a query runs at its session's Chinese-Wall level; a
+// network's queries may run at several): the input stream, the switches PrS placed
+// (initial, in-network, terminal) and the queries at that level they govern, each switch
+// on or off with its counter and since when. A switch shared by queries of several
+// levels appears in each level's graph. The
 // graph is SVG built through DOM APIs (no markup parsing; the CSP allows it), with the same
 // facts in a table for keyboards, screen readers and narrow screens. Administrators see
 // every network and who receives; others only their own queries' switches, as the API
@@ -48,12 +51,32 @@ function network(net) {
     "section",
     { class: "card", "data-network": net.stream },
     h("h2", {}, "Stream ", h("code", {}, net.stream)),
-    graph(net),
+    byLevel(net).map(([level, part]) =>
+      h(
+        "figure",
+        { class: "level", "data-level": level ?? "" },
+        h("figcaption", {}, level === null ? "No security level (levels are off)" : `Level ${level}`),
+        graph(part),
+      ),
+    ),
     table(["Switch", "Queries", "State", "Counter", "Receivers", "Since"], rows, "No switch.", {
       class: "switches",
       "data-stream": net.stream,
     }),
   );
+}
+
+/** The network split by its queries' levels: per level, its queries and the switches
+ * governing any of them (null: levels are off). */
+function byLevel(net) {
+  const levels = net.levels || {};
+  const levelOf = (q) => (q in levels ? levels[q] : null);
+  const distinct = [...new Set(net.queries.map(levelOf))];
+  return distinct.map((level) => {
+    const queries = net.queries.filter((q) => levelOf(q) === level);
+    const switches = net.switches.filter((s) => s.queries.some((q) => queries.includes(q)));
+    return [level, { ...net, queries, switches }];
+  });
 }
 
 /** Columns: the stream, the switches by kind, the queries; edges where queries meet. */
@@ -123,6 +146,7 @@ function graph(net) {
       height,
       role: "img",
       "aria-label": `Network of stream ${net.stream}: ${net.switches.length} switches`,
+      "data-queries": net.queries.join(","),
     },
     edges,
     nodes,
