@@ -11,9 +11,9 @@ attribute masks, as for any query), and then through the role's protection engin
 /cep/rules`` (CHANGE SYSTEM) and kept under ``<root>/cep/rules.json``; running patterns
 apply a change from their next micro-batch (:mod:`streamshield.cep.running`).
 
-Delivery checks the recipient: rows go to a subscriber who may SUBSCRIBE to the output
-and whose *own* activated roles would be allowed to register the pattern under the
-rules in force (paper 4: "PSPE will also receive the output ... and send the result to
+Delivery checks the recipient: rows go to a subscriber who may SUBSCRIBE to the output,
+holds READ TUPLE on every stream the pattern reads, and whose *own* activated roles
+would be allowed to register the pattern under the rules in force (paper 4: "PSPE will also receive the output ... and send the result to
 the user within the user role of such space"); both are checked at every read.
 """
 
@@ -316,6 +316,9 @@ class PatternService:
         security = self.server.security
         if not port.can_subscribe(security, session, registered.output):
             raise Forbidden(f"no SUBSCRIBE on {registered.output}")
+        for item in registered.running.pattern.items:  # a match shows every event type
+            if not port.check(security, session, "READ TUPLE", "stream", item.type):
+                raise Forbidden(f"no READ TUPLE on stream {item.type}")
         edition = self.book.current()
         try:
             validate(
