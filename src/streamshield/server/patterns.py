@@ -13,8 +13,9 @@ apply a change from their next micro-batch (:mod:`streamshield.cep.running`).
 
 Delivery checks the recipient: rows go to a subscriber who may SUBSCRIBE to the output,
 holds READ TUPLE on every stream the pattern reads, and whose *own* activated roles
-would be allowed to register the pattern under the rules in force (paper 4: "PSPE will also receive the output ... and send the result to
-the user within the user role of such space"); both are checked at every read.
+would be allowed to register the pattern under the rules in force (paper 4: "PSPE will
+also receive the output ... and send the result to the user within the user role of
+such space"); all three are checked at every read.
 """
 
 from __future__ import annotations
