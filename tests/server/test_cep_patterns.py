@@ -143,7 +143,7 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         def rows_of(client, after: int = 0) -> list[dict]:
             return ok(client.get("/patterns/fire/rows", params={"after": after}))["rows"]
 
-        found = poll(lambda: rows_of(al), timeout=120)
+        found = poll(lambda: rows_of(al), timeout=240)
         # L2's celsius is outside the Phi condition: its temperature never matches.
         assert [(r["a_room"], r["a_celsius"], r["b_level"]) for r in found] == [("L1", 60.0, 3)]
 
@@ -159,7 +159,9 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         ok(ward.post("/streams/Temp/elements", content=_events("Temp", 4, later)))
         more = [{"id": 3, "room": "L1", "level": 9, "ts": "2026-11-23T10:00:12Z"}]
         ok(ward.post("/streams/Smoke/elements", content=_events("Smoke", 4, more)))
-        stopped = poll(lambda: (e := ok(al.get("/patterns/fire")))["status"] == "stopped" and e)
+        stopped = poll(
+            lambda: (e := ok(al.get("/patterns/fire")))["status"] == "stopped" and e, timeout=240
+        )
         assert "Smoke.level" in stopped["reason"] and "denied" in stopped["reason"]
         assert stopped["delivered"] == 1  # the batch after the change delivered nothing
         # ... and al's own operators no longer allow what was delivered before either
