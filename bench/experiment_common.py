@@ -17,10 +17,11 @@ least disturbed run); plain and secured runs use the same data in the same sessi
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,6 +122,23 @@ def session() -> SparkSession:
 def best(run: Callable[[int], float], repeats: int) -> float:
     """The least disturbed of ``repeats`` runs; ``run(i)`` gets the repeat index."""
     return min(run(i) for i in range(repeats))
+
+
+def interleaved(arms: Mapping[str, Callable[[int], float]], repeats: int) -> dict[str, list[float]]:
+    """Every sample of every arm, the arms alternating within each round and the order of
+    a round reversed every other round, so that a change of load hits all arms alike."""
+    names = list(arms)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(repeats):
+        for name in names if i % 2 == 0 else reversed(names):
+            samples[name].append(arms[name](i))
+    return samples
+
+
+def save_json(path: Path, result: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
 
 
 def timed(start: Callable[[], StreamingQuery]) -> float:
