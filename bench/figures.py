@@ -22,7 +22,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import cw_table1, paper_fig13, paper_fig14, paper_fig16, privacy_switch_figs
+from bench import (
+    borealis_secfilter,
+    cw_table1,
+    paper_fig13,
+    paper_fig14,
+    paper_fig16,
+    privacy_switch_figs,
+)
 from bench.revocation_latency import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +37,7 @@ RESULTS = ROOT / "bench"
 
 
 def _paper_figs(module, name: str) -> Callable[[Path, bool], None]:  # type: ignore[no-untyped-def]
-    """fig13/14/16: ``--render`` from the committed JSON into ``out``, or a full run."""
+    """SP Figs. 13/14/16, Borealis: ``--render`` from the committed JSON, or measure."""
 
     def run(out: Path, measure: bool) -> None:
         if measure:
@@ -64,6 +71,7 @@ FIGURES: dict[str, Callable[[Path, bool], None]] = {
     "SP Fig. 13": _paper_figs(paper_fig13, "results-fig13.json"),
     "SP Fig. 14": _paper_figs(paper_fig14, "results-fig14.json"),
     "SP Fig. 16": _paper_figs(paper_fig16, "results-fig16.json"),
+    "Borealis Figs. 13, 15": _paper_figs(borealis_secfilter, "results-borealis-secfilter.json"),
     "PrS Figs. 8-9": _privacy_switches,
     "CW Table 1": _cw_table1,
 }

@@ -18,7 +18,6 @@ which is therefore measured twice: the two rows show the noise of the machine.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -44,7 +43,6 @@ from bench.run import plain_ingest
 from streamshield.engine.secured_view import secured_view
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-RESULTS = DOCS.parent / "bench" / "results-fig13.json"
 COLUMNS = [
     "sweep",
     "tuples_per_sp",
@@ -59,6 +57,7 @@ COLUMNS = [
 # The paper's numbers (section 6.1), ms per 1000 tuples. Its figures are not in our copy
 # of the paper (captions only), so every value is one its text states, none digitised:
 # ~4 ms at one sp per tuple (Fig. 13a); 1.31 ms at 1 role, 11.31 ms at 500 (Fig. 13b).
+CONFIG = ("tuples", "copies", "repeats", "ratios", "roles", "base_roles", "base_ratio")
 PAPER = {"sp_ratio": {1: 4.0}, "roles": {1: 1.31, 500: 11.31}}
 
 
@@ -225,12 +224,7 @@ def panels(result: dict) -> list[Panel]:
 def render(result: dict, out: Path) -> Path:
     """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
     figure = panels(result)
-    caption = Caption(
-        result["machine"],
-        result["data"],
-        f"{result['started']} - {result['finished']}",
-        result.get("note", ""),
-    )
+    caption = Caption.of(result)
     path = save_figure(
         figure,
         out / "img" / "fig13.png",
@@ -274,42 +268,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.tuples, args.copies, args.repeats = 800, 2, 1
         args.ratios, args.roles, args.base_roles, args.base_ratio = [10], [2], 2, 10
     args.argv = argv if argv is not None else []
-    if args.json is None:
-        default = Path(args.out).resolve() == DOCS
-        args.json = str(RESULTS if default else Path(args.out) / RESULTS.name)
     return args
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse(argv if argv is not None else sys.argv[1:])
-    if args.render:
-        result = json.loads(Path(args.json).read_text())
-    else:
-        started = plots.clock()
-        rows = run(args)
-        result = {
-            "command": "python -m bench.paper_fig13" + "".join(" " + a for a in args.argv),
-            "started": started,
-            "finished": plots.clock(),
-            "machine": plots.machine(),
+
+    def measure() -> dict:
+        return {
             "data": f"{args.tuples} tuples per configuration, queries over {args.copies} "
             f"hard-linked copies; {args.repeats} interleaved rounds per point",
-            "config": {
-                k: getattr(args, k)
-                for k in (
-                    "tuples",
-                    "copies",
-                    "repeats",
-                    "ratios",
-                    "roles",
-                    "base_roles",
-                    "base_ratio",
-                )
-            },
+            "config": {k: getattr(args, k) for k in CONFIG},
             "paper": PAPER,
-            "rows": rows,
+            "rows": run(args),
         }
-        ec.save_json(Path(args.json), result)
+
+    result = plots.results(args, "paper_fig13", "fig13", DOCS, measure)
     render(result, Path(args.out))
     return result
 

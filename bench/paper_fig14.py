@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import re
 import shutil
 import sys
@@ -51,7 +50,6 @@ from streamshield.engine.secured_view import secured_view
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PLANS = ("pushed down", "pushed up", "catalyst default", "no SS")
 COLUMNS = ["roles", "selectivity_pct", "rows", *(f"{p} ms_per_1k" for p in PLANS)]
-RESULTS = DOCS.parent / "bench" / "results-fig14.json"
 # The paper's Fig. 14 is not in our copy (caption only) and its text gives no numbers,
 # only directions (section 6.2); "low" and "high" selectivity are our reading of them.
 CLAIMS = {
@@ -197,15 +195,35 @@ def panels(result: dict) -> list[Panel]:
     return times + ratios
 
 
+def overhead_panels(result: dict) -> list[Panel]:
+    """SP Fig. 15a from the same runs: each secured plan's time over the plan without SS,
+    paired within a round (the paper: "the overhead is low", no number)."""
+    out = []
+    for state in dict.fromkeys(r["roles"] for r in result["rows"]):
+        rows = [r for r in result["rows"] if r["roles"] == state]
+
+        def over(row: dict, plan: str) -> list[float]:
+            pairs = zip(row[f"{plan} ms_per_1k"], row["no SS ms_per_1k"], strict=True)
+            return [a / b for a, b in pairs]
+
+        out.append(
+            Panel(
+                f"SS state of {state} roles: time with SS / without [paper 15a]",
+                "selectivity of value < x (%)",
+                "time ratio to the plan without SS",
+                [r["selectivity_pct"] for r in rows],
+                [Series(f"{p} / no SS", [over(r, p) for r in rows]) for p in PLANS[:3]],
+                reference=1.0,
+                note="the overhead is low compared with the run without SS",
+            )
+        )
+    return out
+
+
 def render(result: dict, out: Path) -> Path:
     """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
     figure = panels(result)
-    caption = Caption(
-        result["machine"],
-        result["data"],
-        f"{result['started']} - {result['finished']}",
-        result.get("note", ""),
-    )
+    caption = Caption.of(result)
     path = save_figure(
         figure, out / "img" / "fig14.png", "Fig. 14 on Spark: SS pushed down vs up", caption
     )
@@ -229,6 +247,11 @@ def render(result: dict, out: Path) -> Path:
     replace_block(
         out / "experiments.md", "fig14", generated_section("img/fig14.png", caption, figure)
     )
+    overhead = overhead_panels(result)
+    save_figure(overhead, out / "img" / "fig15a.png", "SP Fig. 15a on Spark: SS overhead", caption)
+    replace_block(
+        out / "experiments.md", "fig15a", generated_section("img/fig15a.png", caption, overhead)
+    )
     return path
 
 
@@ -249,34 +272,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args.tuples, args.copies, args.repeats = 800, 2, 1
         args.roles, args.selectivities = [10], [10, 100]
     args.argv = argv
-    if args.json is None:
-        default = Path(args.out).resolve() == DOCS
-        args.json = str(RESULTS if default else Path(args.out) / RESULTS.name)
     return args
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.render:
-        result = json.loads(Path(args.json).read_text())
-    else:
-        started = plots.clock()
+
+    def measure() -> dict:
         rows, orders = run(args)
-        result = {
-            "command": "python -m bench.paper_fig14" + "".join(" " + a for a in args.argv),
-            "started": started,
-            "finished": plots.clock(),
-            "machine": plots.machine(),
+        return {
             "data": f"{args.tuples} tuples ingested (1 sp per {args.per_sp}), queried as "
             f"{args.copies} hard-linked copies; {args.repeats} interleaved rounds per point",
-            "config": {
-                k: getattr(args, k)
-                for k in ("tuples", "per_sp", "copies", "roles", "selectivities", "repeats")
-            },
+            "config": {k: getattr(args, k) for k in ("tuples", "per_sp", "copies", "repeats")},
             "orders": orders,
             "rows": rows,
         }
-        ec.save_json(Path(args.json), result)
+
+    result = plots.results(args, "paper_fig14", "fig14", DOCS, measure)
     render(result, Path(args.out))
     return result
 

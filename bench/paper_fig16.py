@@ -55,7 +55,6 @@ from streamshield.policy.join_policy import Strategy
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PLANS = ("PF", "FP", "ADAPTIVE", "plain")
 PLAN_LABELS = {"PF": "PF", "FP": "FP", "ADAPTIVE": "ADAPTIVE", "plain": "plain Spark (no security)"}
-RESULTS = DOCS.parent / "bench" / "results-fig16.json"
 COLUMNS = [
     "sweep",
     "tuples_per_sp",
@@ -298,12 +297,7 @@ def panels(result: dict) -> list[Panel]:
 def render(result: dict, out: Path) -> Path:
     """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
     figure = panels(result)
-    caption = Caption(
-        result["machine"],
-        result["data"],
-        f"{result['started']} - {result['finished']}",
-        result.get("note", ""),
-    )
+    caption = Caption.of(result)
     path = save_figure(
         figure,
         out / "img" / "fig16.png",
@@ -364,29 +358,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
             [args.base_selectivity],
         )
     args.argv = argv if argv is not None else []
-    if args.json is None:
-        default = Path(args.out).resolve() == DOCS
-        args.json = str(RESULTS if default else Path(args.out) / RESULTS.name)
     return args
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse(argv if argv is not None else sys.argv[1:])
-    if args.render:
-        result = json.loads(Path(args.json).read_text())
-    else:
-        started = plots.clock()
-        rows = run(args)
-        result = {
-            "command": "python -m bench.paper_fig16" + "".join(" " + a for a in args.argv),
-            "started": started,
-            "finished": plots.clock(),
-            "machine": plots.machine(),
+
+    def measure() -> dict:
+        return {
             "data": f"{args.batches} micro-batches of {wl.WINDOW} new tuples per side per "
             f"configuration, count windows of {wl.WINDOW}; samples are the batches",
-            "rows": rows,
+            "rows": run(args),
         }
-        ec.save_json(Path(args.json), result)
+
+    result = plots.results(args, "paper_fig16", "fig16", DOCS, measure)
     render(result, Path(args.out))
     return result
 

@@ -20,11 +20,12 @@ the project machine).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
+from matplotlib.ticker import NullFormatter
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -100,6 +102,14 @@ class Caption:
     date: str
     extra: str = ""
 
+    @classmethod
+    def of(cls, result: Mapping) -> Caption:
+        """The caption of a results JSON written by a bench (see :func:`results`)."""
+        when = result["started"]
+        if result.get("finished"):
+            when += f" - {result['finished']}"
+        return cls(result["machine"], result["data"], when, result.get("note", ""))
+
     def text(self) -> str:
         parts = [f"Machine: {self.machine}", f"data: {self.data}", f"run: {self.date}"]
         return "; ".join(parts) + (f". {self.extra}" if self.extra else ".")
@@ -121,6 +131,29 @@ def machine() -> str:
 
 def clock() -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def results(args, module: str, name: str, docs: Path, measure: Callable[[], dict]) -> dict:  # type: ignore[no-untyped-def]
+    """The results of a bench: read from ``args.json`` with ``--render``, else measured now
+    (``measure`` returns the bench's own fields) and written there with the command, the
+    machine, start and end, so that every plot can be redrawn and captioned later."""
+    path = Path(args.json or (Path(args.out) / f"results-{name}.json"))
+    if args.json is None and Path(args.out).resolve() == docs.resolve():
+        path = docs.parent / "bench" / f"results-{name}.json"
+    if args.render:
+        return json.loads(path.read_text())
+    started = clock()
+    measured = measure()
+    result = {
+        "command": f"python -m bench.{module}" + "".join(" " + a for a in args.argv),
+        "started": started,
+        "finished": clock(),
+        "machine": machine(),
+        **measured,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 def lettered(panels: Sequence[Panel]) -> list[str]:
@@ -185,29 +218,39 @@ def _draw(ax, panel: Panel, heading: str) -> None:  # type: ignore[no-untyped-de
             va="top",
             fontsize=7,
         )
-    if panel.note:
-        ax.text(
-            0.02,
-            0.02,
-            f"paper (text): {panel.note}",
-            transform=ax.transAxes,
-            fontsize=7,
-            va="bottom",
-            wrap=True,
-        )
     if panel.log_x:
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # only our x values are labelled
     if panel.log_y:
-        ax.set_yscale("log")
+        _log_y(ax, panel)
     ax.set_xticks(xs)
-    ax.set_xticklabels([f"{v:g}" for v in xs])
-    ax.set_title(heading, fontsize=9)
+    ax.set_xticklabels([_x(v) for v in xs])
+    title = _wrap(heading, 80)  # the paper's statement goes under it, never under the legend
+    if panel.note:
+        title += "\n" + _wrap(f"paper (text): {panel.note}", 80)
+    ax.set_title(title, fontsize=9)
     ax.set_xlabel(panel.xlabel)
     ax.set_ylabel(panel.ylabel + " (median, min-max)", fontsize=8)
     if not panel.log_y:
         ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
+
+
+def _log_y(ax, panel: Panel) -> None:  # type: ignore[no-untyped-def]
+    """Log y; symmetric log (linear around 0) when a sample is not positive, so that a
+    noisy negative difference is drawn rather than dropped."""
+    values = [v for s in panel.series for sample in s.samples for v in sample]
+    values += [p.y for p in panel.paper]
+    if min(values) > 0:
+        ax.set_yscale("log")
+    else:
+        ax.set_yscale("symlog", linthresh=min(v for v in values if v > 0))
+
+
+def _x(value: float) -> str:
+    """An x value as written in the tables and under the ticks: 1000000, not 1e+06."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _wrap(text: str, width: int) -> str:
@@ -231,7 +274,7 @@ def panel_table(panels: Sequence[Panel]) -> str:
             cols.append("paper")
         rows = []
         for i, x in enumerate(panel.x):
-            row = [f"{x:g}", *(_spread_cell(s.samples[i]) for s in panel.series)]
+            row = [_x(x), *(_spread_cell(s.samples[i]) for s in panel.series)]
             if panel.paper or panel.claims:
                 row.append(_paper_cell(x, paper_at, panel.claims))
             rows.append(row)

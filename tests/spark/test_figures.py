@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 def test_figures_quick_redraws_every_figure_with_the_papers_values(tmp_path: Path) -> None:
     done = figures.main(["--quick", "--out", str(tmp_path)])
     assert done == list(figures.FIGURES)
-    for png in ("fig13", "fig14", "fig16", "prs-fig8", "prs-fig9", "cw-table1"):
+    for png in ("fig13", "fig14", "fig15a", "fig16", "borealis-secfilter", "prs-fig8", "cw-table1"):
         data = (tmp_path / "img" / f"{png}.png").read_bytes()
         assert data[:4] == b"\x89PNG" and len(data) > 10_000, png
     text = (tmp_path / "experiments.md").read_text()
@@ -35,5 +35,6 @@ def test_figures_quick_redraws_every_figure_with_the_papers_values(tmp_path: Pat
     assert "8.63 (text)" in text  # 1 -> 500 roles: 11.31 / 1.31, the normalised panel
     assert "FP faster at 25% (text)" in text and "down faster at high selectivity" in text
     assert "0.081-0.218" in text  # CW Table 1: the range its text states
+    assert "| 5000000 | " in text and "| 60 (text) |" in text  # Borealis: ~60 ns per tuple
     with pytest.raises(SystemExit):  # a quick run never overwrites the committed docs
         figures.main(["--quick"])
