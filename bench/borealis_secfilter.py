@@ -123,7 +123,7 @@ def render(result: dict, out: Path) -> Path:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two tiny batches, one round")
+    parser.add_argument("--quick", action="store_true", help="one tiny batch, one round")
     parser.add_argument("--out", default=str(DOCS), help="docs directory")
     parser.add_argument("--json", help="results file (default bench/, or OUT/ with --out)")
     parser.add_argument("--render", action="store_true", help="only redraw from --json")
@@ -131,7 +131,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds per size")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.repeats = [2_000, 20_000], 1
+        args.rows, args.repeats = [5_000], 1
     args.argv = argv
     return args
 
