@@ -34,9 +34,7 @@ from bench.plots import (
     Panel,
     PaperPoint,
     Series,
-    generated_section,
-    replace_block,
-    save_figure,
+    publish,
 )
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -109,24 +107,14 @@ def panels(result: dict) -> list[Panel]:
 def render(result: dict, out: Path) -> Path:
     figure = panels(result)
     caption = Caption.of(result)
-    path = save_figure(
-        figure,
-        out / "img" / "borealis-secfilter.png",
-        "Secured Borealis Figs. 13 and 15 on Spark: SecFilter per tuple and its share",
-        caption,
-        columns=3,
-    )
-    section = generated_section("img/borealis-secfilter.png", caption, figure)
-    replace_block(out / "experiments.md", "borealis-secfilter", section)
-    return path
+    title = "Secured Borealis Figs. 13 and 15 on Spark: SecFilter per tuple and its share"
+    return publish(figure, out, "borealis-secfilter", title, caption, columns=3)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one tiny batch, one round")
-    parser.add_argument("--out", default=str(DOCS), help="docs directory")
-    parser.add_argument("--json", help="results file (default bench/, or OUT/ with --out)")
-    parser.add_argument("--render", action="store_true", help="only redraw from --json")
+    plots.output_args(parser, "borealis-secfilter", DOCS)
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds per size")
     args = parser.parse_args(argv)

@@ -34,10 +34,8 @@ from bench.plots import (
     Panel,
     PaperPoint,
     Series,
-    generated_section,
     markdown_table,
-    replace_block,
-    save_figure,
+    publish,
 )
 from bench.run import plain_ingest
 from streamshield.engine.secured_view import secured_view
@@ -225,12 +223,7 @@ def render(result: dict, out: Path) -> Path:
     """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
     figure = panels(result)
     caption = Caption.of(result)
-    path = save_figure(
-        figure,
-        out / "img" / "fig13.png",
-        "Fig. 13 on Spark: Security Shield cost, ours vs the paper",
-        caption,
-    )
+    path = publish(figure, out, "fig13", "Fig. 13 on Spark: Security Shield cost", caption)
     (out / "fig13.md").write_text(
         "\n".join(
             [
@@ -244,18 +237,13 @@ def render(result: dict, out: Path) -> Path:
             ]
         )
     )
-    replace_block(
-        out / "experiments.md", "fig13", generated_section("img/fig13.png", caption, figure)
-    )
     return path
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, runs in seconds")
-    parser.add_argument("--out", default=str(DOCS), help="writes fig13.md and img/fig13.png")
-    parser.add_argument("--json", help="results file (default bench/results-fig13.json, or OUT/)")
-    parser.add_argument("--render", action="store_true", help="only redraw from --json")
+    plots.output_args(parser, "fig13", DOCS)
     parser.add_argument("--tuples", type=int, default=10_000)
     parser.add_argument("--copies", type=int, default=50, help="query rows = tuples x copies")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds per point")

@@ -40,10 +40,8 @@ from bench.plots import (
     Claim,
     Panel,
     Series,
-    generated_section,
     markdown_table,
-    replace_block,
-    save_figure,
+    publish,
 )
 from streamshield.engine.secured_view import secured_view
 
@@ -224,9 +222,7 @@ def render(result: dict, out: Path) -> Path:
     """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
     figure = panels(result)
     caption = Caption.of(result)
-    path = save_figure(
-        figure, out / "img" / "fig14.png", "Fig. 14 on Spark: SS pushed down vs up", caption
-    )
+    path = publish(figure, out, "fig14", "Fig. 14 on Spark: SS pushed down vs up", caption)
     rows = [
         {k: v for k, v in r.items() if k != "orders"} | {"down / up": ratio_samples(r)}
         for r in result["rows"]
@@ -244,23 +240,14 @@ def render(result: dict, out: Path) -> Path:
         "",
     ]
     (out / "fig14.md").write_text("\n".join(text))
-    replace_block(
-        out / "experiments.md", "fig14", generated_section("img/fig14.png", caption, figure)
-    )
-    overhead = overhead_panels(result)
-    save_figure(overhead, out / "img" / "fig15a.png", "SP Fig. 15a on Spark: SS overhead", caption)
-    replace_block(
-        out / "experiments.md", "fig15a", generated_section("img/fig15a.png", caption, overhead)
-    )
+    publish(overhead_panels(result), out, "fig15a", "SP Fig. 15a on Spark: SS overhead", caption)
     return path
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, runs in seconds")
-    parser.add_argument("--out", default=str(DOCS), help="writes fig14.md and img/fig14.png")
-    parser.add_argument("--json", help="results file (default bench/results-fig14.json, or OUT/)")
-    parser.add_argument("--render", action="store_true", help="only redraw from --json")
+    plots.output_args(parser, "fig14", DOCS)
     parser.add_argument("--tuples", type=int, default=20_000)
     parser.add_argument("--per-sp", type=int, default=10)
     parser.add_argument("--copies", type=int, default=50, help="query rows = tuples x copies")

@@ -39,10 +39,8 @@ from bench.plots import (
     Claim,
     Panel,
     Series,
-    generated_section,
     markdown_table,
-    replace_block,
-    save_figure,
+    publish,
 )
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore
@@ -298,12 +296,8 @@ def render(result: dict, out: Path) -> Path:
     """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
     figure = panels(result)
     caption = Caption.of(result)
-    path = save_figure(
-        figure,
-        out / "img" / "fig16.png",
-        "Fig. 16 on Spark: SCJoin PF vs FP vs adaptive",
-        caption,
-        columns=3,
+    path = publish(
+        figure, out, "fig16", "Fig. 16 on Spark: SCJoin PF vs FP vs adaptive", caption, columns=3
     )
     rows = result["rows"]
     text = [
@@ -330,18 +324,13 @@ def render(result: dict, out: Path) -> Path:
         "",
     ]
     (out / "fig16.md").write_text("\n".join(text))
-    replace_block(
-        out / "experiments.md", "fig16", generated_section("img/fig16.png", caption, figure)
-    )
     return path
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sweeps, runs in seconds")
-    parser.add_argument("--out", default=str(DOCS), help="writes fig16.md and img/fig16*.png")
-    parser.add_argument("--json", help="results file (default bench/results-fig16.json, or OUT/)")
-    parser.add_argument("--render", action="store_true", help="only redraw from --json")
+    plots.output_args(parser, "fig16", DOCS)
     parser.add_argument("--batches", type=int, default=3, help="micro-batches per config")
     parser.add_argument("--ratios", type=int, nargs="+", default=[1, 5, 10, 50, 100])
     parser.add_argument("--similarities", type=float, nargs="+", default=[1.0, 0.75, 0.5, 0.25])

@@ -340,6 +340,26 @@ def replace_block(path: Path, key: str, text: str) -> None:
         path.write_text(current.rstrip("\n") + "\n\n" + body + "\n")
 
 
+def publish(
+    panels: Sequence[Panel], out: Path, key: str, title: str, caption: Caption, columns: int = 2
+) -> Path:
+    """Draw ``out/img/<key>.png`` and put its caption and tables under it in
+    ``out/experiments.md``: what every experiment's render does."""
+    path = save_figure(panels, out / "img" / f"{key}.png", title, caption, columns)
+    section = generated_section(f"img/{key}.png", caption, panels)
+    replace_block(out / "experiments.md", key, section)
+    return path
+
+
+def output_args(parser, name: str, docs: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--out``, ``--json`` and ``--render``, as every experiment takes them."""
+    parser.add_argument("--out", default=str(docs), help="docs directory to write")
+    parser.add_argument(
+        "--json", help=f"results file (default bench/results-{name}.json, or OUT/ with --out)"
+    )
+    parser.add_argument("--render", action="store_true", help="only redraw from --json")
+
+
 def generated_section(image: str, caption: Caption, panels: Sequence[Panel]) -> str:
     """The generated block under a figure's heading: the plot, its caption, its tables."""
     return "\n".join(
