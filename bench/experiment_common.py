@@ -11,8 +11,10 @@ and a filter rate of about 50%. Our workload reproduces exactly those knobs:
   1-8 random roles, with probability ``pass_rate`` at least one of them in the state;
 * ``value`` is uniform in [0, 100), so ``value < x`` has selectivity ``x`` percent.
 
-Every time is the best of ``repeats`` runs (the machine is shared, the minimum is the
-least disturbed run); plain and secured runs use the same data in the same session.
+Every sample of ``repeats`` rounds is kept, the arms interleaved within each round
+(:func:`interleaved`: the machine is shared, so a change of load must hit all arms
+alike); the plots show median and min-max. Plain and secured runs use the same data in
+the same session.
 """
 
 from __future__ import annotations
@@ -117,11 +119,6 @@ def session() -> SparkSession:
     spark = spark_session(app_name="streamshield-experiments")
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-def best(run: Callable[[int], float], repeats: int) -> float:
-    """The least disturbed of ``repeats`` runs; ``run(i)`` gets the repeat index."""
-    return min(run(i) for i in range(repeats))
 
 
 def interleaved(arms: Mapping[str, Callable[[int], float]], repeats: int) -> dict[str, list[float]]:
