@@ -363,5 +363,5 @@ def output_args(parser, name: str, docs: Path) -> None:  # type: ignore[no-untyp
 def generated_section(image: str, caption: Caption, panels: Sequence[Panel]) -> str:
     """The generated block under a figure's heading: the plot, its caption, its tables."""
     return "\n".join(
-        [f"![{image}]({image})", "", f"*{caption.text()}*", "", panel_table(panels), ""]
+        [f"![{Path(image).stem}]({image})", "", f"*{caption.text()}*", "", panel_table(panels), ""]
     )
