@@ -9,13 +9,18 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: run test lint bench setup clean constraints
+.PHONY: run test lint bench figures setup clean constraints
 
 run: setup
 	$(BIN)/streamshield serve
 
 bench: setup
 	$(BIN)/python -m bench.table13
+
+# Every experiment figure of the papers, re-measured (long: see docs/experiments.md);
+# `python -m bench.figures --render` only redraws them from bench/results-*.json.
+figures: setup
+	$(BIN)/python -m bench.figures
 
 test: setup
 	$(BIN)/ruff check src tests bench

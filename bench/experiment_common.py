@@ -11,16 +11,19 @@ and a filter rate of about 50%. Our workload reproduces exactly those knobs:
   1-8 random roles, with probability ``pass_rate`` at least one of them in the state;
 * ``value`` is uniform in [0, 100), so ``value < x`` has selectivity ``x`` percent.
 
-Every time is the best of ``repeats`` runs (the machine is shared, the minimum is the
-least disturbed run); plain and secured runs use the same data in the same session.
+Every sample of ``repeats`` rounds is kept, the arms interleaved within each round
+(:func:`interleaved`: the machine is shared, so a change of load must hit all arms
+alike); the plots show median and min-max. Plain and secured runs use the same data in
+the same session.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,9 +121,21 @@ def session() -> SparkSession:
     return spark
 
 
-def best(run: Callable[[int], float], repeats: int) -> float:
-    """The least disturbed of ``repeats`` runs; ``run(i)`` gets the repeat index."""
-    return min(run(i) for i in range(repeats))
+def interleaved(arms: Mapping[str, Callable[[int], float]], repeats: int) -> dict[str, list[float]]:
+    """Every sample of every arm, the arms alternating within each round and the order of
+    a round reversed every other round, so that a change of load hits all arms alike."""
+    names = list(arms)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(repeats):
+        for name in names if i % 2 == 0 else reversed(names):
+            samples[name].append(arms[name](i))
+    return samples
+
+
+def save_json(path: Path, result: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
 
 
 def timed(start: Callable[[], StreamingQuery]) -> float:

@@ -33,7 +33,15 @@ from pyspark.sql.streaming import StreamingQuery
 
 from bench import experiment_common as ec
 from bench import fig16_workload as wl
-from bench.plots import Panel, markdown_table, save_figure
+from bench import plots
+from bench.plots import (
+    Caption,
+    Claim,
+    Panel,
+    Series,
+    markdown_table,
+    publish,
+)
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin
@@ -44,6 +52,7 @@ from streamshield.policy.join_policy import Strategy
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PLANS = ("PF", "FP", "ADAPTIVE", "plain")
+PLAN_LABELS = {"PF": "PF", "FP": "FP", "ADAPTIVE": "ADAPTIVE", "plain": "plain Spark (no security)"}
 COLUMNS = [
     "sweep",
     "tuples_per_sp",
@@ -212,50 +221,94 @@ def run(args: argparse.Namespace) -> list[dict]:
     return results
 
 
-def figure(results: list[dict], out: Path) -> list[Path]:
-    """One PNG per sub-figure, like the paper's Fig. 16a-c."""
-    unit = "ms per input tuple"
-    panels = {
-        "a": ("a: sp ratio", "tuples per sp", "tuples_per_sp", True),
-        "b": ("b: similarity", "policy similarity across the streams", "similarity", False),
-        "c": ("c: selectivity", "join selectivity", "selectivity", True),
-    }
-    paths = []
-    for letter, (sweep, xlabel, knob, log_x) in panels.items():
-        chosen = [r for r in results if r["sweep"] == sweep]
-        if not chosen:
+SWEEPS = {  # sweep -> the knob on its x axis, its label, log scale
+    "a: sp ratio": ("tuples_per_sp", "tuples per sp", True),
+    "b: similarity": ("similarity", "policy similarity across the streams", False),
+    "c: selectivity": ("selectivity", "join selectivity", True),
+}
+# The paper's Fig. 16 is not in our copy (caption only); its text (section 6.3) gives
+# directions, no numbers. Ratio FP / PF: above 1 PF is faster, below 1 FP is.
+CLAIMS = {
+    "b: similarity": (
+        Claim(0.45, 1.05, True, "PF faster at 50-100%"),
+        Claim(0.2, 0.3, False, "FP faster at 25%"),
+    ),
+    "c: selectivity": (
+        Claim(0.008, 0.12, True, "PF faster at <= 10%"),
+        Claim(0.45, 1.1, False, "FP faster at >= 50%"),
+    ),
+}
+NOTES = {
+    "a: sp ratio": "PF about flat; FP and ADAPTIVE get cheaper as more tuples share an sp",
+}
+
+
+def per_tuple(row: dict, plan: str) -> list[float]:
+    """ms per input tuple of every batch (Spark's addBatch / the 200 tuples it brought)."""
+    return [t / (2 * wl.WINDOW) for t in row[f"{plan}_batches_ms"]]
+
+
+def paired(row: dict, plan: str, base: str) -> list[float]:
+    return [
+        a / b for a, b in zip(row[f"{plan}_batches_ms"], row[f"{base}_batches_ms"], strict=True)
+    ]
+
+
+def panels(result: dict) -> list[Panel]:
+    """The paper's three sweeps (times), then FP / PF and ADAPTIVE / PF against its claims."""
+    times, ratios = [], []
+    for sweep, (knob, xlabel, log_x) in SWEEPS.items():
+        rows = [r for r in result["rows"] if r["sweep"] == sweep]
+        if not rows:
             continue
-        panel = Panel(
-            f"Fig. 16{letter}: {sweep[3:]} (window 100 tuples per side)",
-            xlabel,
-            unit,
-            [r[knob] for r in chosen],
-            {
-                p if p != "plain" else "plain Spark (no security)": [r[f"{p}_ms"] for r in chosen]
-                for p in PLANS
-            },
-            log_x=log_x,
+        xs = [r[knob] for r in rows]
+        letter = sweep[0]
+        times.append(
+            Panel(
+                f"{sweep[3:]}: time per plan [paper 16{letter}]",
+                xlabel,
+                "ms per input tuple",
+                xs,
+                [Series(PLAN_LABELS[p], [per_tuple(r, p) for r in rows]) for p in PLANS],
+                log_x=log_x,
+                note=NOTES.get(sweep, ""),
+            )
         )
-        path = out / "img" / f"fig16{letter}.png"
-        paths.append(save_figure([panel], path, f"Fig. 16{letter} on Spark: SCJoin plans"))
-    return paths
+        ratios.append(
+            Panel(
+                f"{sweep[3:]}: FP / PF and ADAPTIVE / PF [paper 16{letter}]",
+                xlabel,
+                "time ratio to PF (>1: PF faster)",
+                xs,
+                [
+                    Series("FP / PF", [paired(r, "FP", "PF") for r in rows]),
+                    Series("ADAPTIVE / PF", [paired(r, "ADAPTIVE", "PF") for r in rows]),
+                ],
+                claims=CLAIMS.get(sweep, ()),
+                reference=1.0,
+                log_x=log_x,
+            )
+        )
+    return times + ratios
 
 
-def write_outputs(results: list[dict], args: argparse.Namespace, started: str) -> None:
-    out = Path(args.out)
-    figure(results, out)
-    images = " ".join(f"![Fig. 16{x}](img/fig16{x}.png)" for x in "abc")
+def render(result: dict, out: Path) -> Path:
+    """Plot, per-figure page and generated section of docs/experiments.md from ``result``."""
+    figure = panels(result)
+    caption = Caption.of(result)
+    path = publish(
+        figure, out, "fig16", "Fig. 16 on Spark: SCJoin PF vs FP vs adaptive", caption, columns=3
+    )
+    rows = result["rows"]
     text = [
         "# Fig. 16 on Spark: measured",
         "",
-        f"`python -m bench.paper_fig16{''.join(' ' + a for a in args.argv)}`,",
-        f"started {started}, finished {ec.clock()}; {args.batches} micro-batches of",
-        f"{wl.WINDOW} new tuples per side per configuration, count windows of {wl.WINDOW}.",
+        f"`{result['command']}`; {caption.text()}",
         "Times: median `addBatch` ms per batch / 200 input tuples. `out_rows`: joined pairs",
         "over all batches (the same for every plan, checked). `adaptive_FP_share`: share",
-        f"of policy pairs for which ADAPTIVE ran FP. {images}",
+        "of policy pairs for which ADAPTIVE ran FP. ![Fig. 16](img/fig16.png)",
         "",
-        markdown_table(results, COLUMNS),
+        markdown_table(rows, COLUMNS),
         "",
         "Per batch (ms) and the adaptive choices:",
         "",
@@ -265,18 +318,19 @@ def write_outputs(results: list[dict], args: argparse.Namespace, started: str) -
                 {k: r[k] for k in r if k.endswith("batches_ms") or k.startswith("adaptive")}
                 | {"config": [r["sweep"], r["tuples_per_sp"], r["similarity"], r["selectivity"]]}
             )
-            for r in results
+            for r in rows
         ),
         "```",
         "",
     ]
     (out / "fig16.md").write_text("\n".join(text))
+    return path
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sweeps, runs in seconds")
-    parser.add_argument("--out", default=str(DOCS), help="writes fig16.md and img/fig16*.png")
+    plots.output_args(parser, "fig16", DOCS)
     parser.add_argument("--batches", type=int, default=3, help="micro-batches per config")
     parser.add_argument("--ratios", type=int, nargs="+", default=[1, 5, 10, 50, 100])
     parser.add_argument("--similarities", type=float, nargs="+", default=[1.0, 0.75, 0.5, 0.25])
@@ -296,10 +350,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     args = parse(argv if argv is not None else sys.argv[1:])
-    started = ec.clock()
-    write_outputs(run(args), args, started)
+
+    def measure() -> dict:
+        return {
+            "data": f"{args.batches} micro-batches of {wl.WINDOW} new tuples per side per "
+            f"configuration, count windows of {wl.WINDOW}; samples are the batches",
+            "rows": run(args),
+        }
+
+    result = plots.results(args, "paper_fig16", "fig16", DOCS, measure)
+    render(result, Path(args.out))
+    return result
 
 
 if __name__ == "__main__":
