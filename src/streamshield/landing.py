@@ -48,6 +48,7 @@ from pathlib import Path
 from streamshield.catalog.store import Catalog, named_roles
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably
+from streamshield.faults import crash_point
 from streamshield.lang.wire import (
     ReservedFieldError,
     WireFormatError,
@@ -257,6 +258,7 @@ class LandingZone:
                 reject = _Reject(Reason.WRITE_FAILED, message, channel.stream)
                 _reject(result, failed, position, reject)
             return
+        crash_point("landing.before_seq")
         self.catalog.advance_seq(channel, elements[-1].seq)
         result.accepted += len(elements)
         result.files.append(path)
@@ -270,6 +272,7 @@ class LandingZone:
         try:
             with open(tmp, "x", encoding="utf-8") as out:
                 out.writelines(to_line(element) + "\n" for element in elements)
+            crash_point("landing.before_rename")
             replace_durably(tmp, directory / name)
         except BaseException:
             tmp.unlink(missing_ok=True)
