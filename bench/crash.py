@@ -66,7 +66,18 @@ ROLES = ["ADMIN", "PROV", "R1", "R2"]
 USERS = {"joe": ["ADMIN"], "feed": ["PROV"], "al": ["R1"], "bob": ["R2"]}
 CHANNELS = {"feed.a": "{R1}", "feed.b": "{R2}", "feed.c": None}  # None: never an sp
 READABLE = "feed.a"  # the only channel Al's query may output
-QUERY, OUTPUT = "q", "q_out"
+QUERIES = {
+    "g": "SELECT chan, n, count(*) AS c FROM s GROUP BY chan, n",
+    "q": "SELECT id, chan, n FROM s",
+}
+"""``g``, an aggregate, is computed and stored every batch whoever listens: its output
+must hold every readable tuple's group exactly once. ``q``, a selection, runs in the
+shared network, whose privacy switch computes nothing while nobody receives it (the
+moments around each restart): its rows must be once each and only readable ones, and
+what its subscriber got must be what it stored, but rows that came while nobody
+listened are rightly never computed (docs/query-sharing.md)."""
+COMPLETE = "g"
+SUBSCRIPTIONS = [("al", "g"), ("al", "q"), ("bob", "g"), ("bob", "q")]
 RANDOM = "random"
 SCHEDULE = [*POINTS, RANDOM]
 TUPLES_PER_POST = 5
@@ -139,9 +150,9 @@ class Subscriber(threading.Thread):
     """One user's subscription to the output, resumed after every disconnection from the
     last batch id received (``?after=``); every batch and row is recorded."""
 
-    def __init__(self, user: str, stop: threading.Event) -> None:
-        super().__init__(name=f"sub-{user}", daemon=True)
-        self.user, self.stop = user, stop
+    def __init__(self, user: str, query: str, stop: threading.Event) -> None:
+        super().__init__(name=f"sub-{user}-{query}", daemon=True)
+        self.user, self.query, self.stop = user, query, stop
         self.server: ServerProcess | None = None
         self.token: str | None = None
         self.last = -1
@@ -165,7 +176,7 @@ class Subscriber(threading.Thread):
             with server.login(self.user, USERS[self.user]) as http:
                 self.token = http.headers["Authorization"].split()[1]
         with server.client(self.token, timeout=30) as http:
-            path = f"/queries/{OUTPUT}/subscribe"
+            path = f"/queries/{self.query}_out/subscribe"
             timeout = httpx.Timeout(30, read=None)
             params = {"after": self.last}
             with http.stream("GET", path, params=params, timeout=timeout) as response:
@@ -186,11 +197,13 @@ class Subscriber(threading.Thread):
             if event == "rows":
                 batch = int(data["batch"])
                 if batch <= self.last:
-                    self.problems.append(f"{self.user}: batch {batch} again (after {self.last})")
+                    self.problems.append(
+                        f"{self.user} on {self.query}: batch {batch} again (after {self.last})"
+                    )
                 self.last = max(self.last, batch)
                 self.rows.extend((batch, row) for row in data["rows"])
             elif event == "gap":
-                self.problems.append(f"{self.user}: batches {data} were no longer stored")
+                self.problems.append(f"{self.user} on {self.query}: batches {data} were pruned")
 
     def snapshot(self) -> list[tuple[int, dict]]:
         with self.lock:
@@ -223,14 +236,14 @@ class Harness:
             name: Channel(name, i + 1, roles) for i, (name, roles) in enumerate(CHANNELS.items())
         }
         self.stop = threading.Event()
-        self.subscribers = {user: Subscriber(user, self.stop) for user in ("al", "bob")}
+        self.subscribers = {key: Subscriber(*key, self.stop) for key in SUBSCRIPTIONS}
         self.server: ServerProcess | None = None
         self.tokens: dict[str, str] = {}
         self.rounds = 0
         self.catalog_changes = 0
         self.labelled_batches: dict[str, list[tuple[tuple[str, int], str]]] = {}
         """Committed labelled batches read so far (a committed batch never changes)."""
-        self.stored_batches: dict[int, list[tuple]] = {}
+        self.stored_batches: dict[str, dict[int, list[tuple]]] = {}
         """Result-store batches read so far (pruned ones stay verified here)."""
         self.kills: list[Kill] = []
         self.killed_at: float | None = None
@@ -294,11 +307,11 @@ class Harness:
         for permission, kind, obj, role in grants:
             body = {"permission": permission, "kind": kind, "object": obj, "role": role}
             self._ok("joe", "POST", "/grants", json=body)
-        text = "SELECT id, chan, n FROM s"
-        self._ok("al", "POST", "/queries", json={"name": QUERY, "text": text}, status=201)
-        for permission in ("VIEW OBJECT", "SUBSCRIBE"):
-            body = {"permission": permission, "kind": "stream", "object": OUTPUT, "role": "R2"}
-            self._ok("al", "POST", "/grants", json=body)
+        for name, text in QUERIES.items():
+            self._ok("al", "POST", "/queries", json={"name": name, "text": text}, status=201)
+            for permission in ("VIEW OBJECT", "SUBSCRIBE"):
+                body = {"permission": permission, "kind": "stream", "object": f"{name}_out"}
+                self._ok("al", "POST", "/grants", json={**body, "role": "R2"})
         for subscriber in self.subscribers.values():
             subscriber.start()
         self.catch_up(time.monotonic())
@@ -439,9 +452,14 @@ class Harness:
             labelled = self.labelled()
             acked = {(c.name, s) for c in self.channels.values() for s in c.acked}
             readable = {(READABLE, s) for s in self.channels[READABLE].acked}
-            output = {(r[1], r[2]) for r in self.output_rows()}
-            delivered = {(r["chan"], r["n"]) for _, r in self.subscribers["al"].snapshot()}
-            if acked <= {key for key, _ in labelled} and readable <= output <= delivered:
+            output = {(r["chan"], r["n"]) for r in self.output_rows(COMPLETE)}
+            delivered = _keys(self.subscribers["al", COMPLETE].snapshot())
+            selected = {(r["chan"], r["n"]) for r in self.output_rows("q")}
+            if (
+                acked <= {key for key, _ in labelled}
+                and readable <= output <= delivered
+                and selected <= _keys(self.subscribers["al", "q"].snapshot())
+            ):
                 return
             time.sleep(0.3)
         raise RuntimeError(
@@ -465,20 +483,21 @@ class Harness:
             out += self.labelled_batches[marker.name]
         return out
 
-    def output_rows(self, again: bool = False) -> list[tuple]:
-        """(id, chan, n) of every output row stored so far, pruned batches included;
-        ``again``: read every stored batch again, and say if one changed."""
-        definition = json.loads((self.root / "queries" / f"{QUERY}.json").read_text())
+    def output_rows(self, query: str, again: bool = False) -> list[dict]:
+        """Every output row ``query`` stored so far, pruned batches included; ``again``:
+        read every stored batch again, and say if one changed."""
+        definition = json.loads((self.root / "queries" / f"{query}.json").read_text())
         results = self.root / "results" / definition["internal"]
+        seen = self.stored_batches.setdefault(query, {})
         for batch in results.glob("batch=*"):
             batch_id = int(batch.name.split("=")[1])
-            if batch_id in self.stored_batches and not again:
+            if batch_id in seen and not again:
                 continue
-            rows = sorted(r for p in batch.glob("*.parquet") for r in _rows(p, ("id", "chan", "n")))
-            if batch_id in self.stored_batches and self.stored_batches[batch_id] != rows:
-                raise AssertionError(f"output batch {batch_id} changed when read again")
-            self.stored_batches[batch_id] = rows
-        return [row for rows in self.stored_batches.values() for row in rows]
+            rows = sorted(r for p in batch.glob("*.parquet") for r in _rows(p, ("chan", "n")))
+            if batch_id in seen and seen[batch_id] != rows:
+                raise AssertionError(f"{query}: output batch {batch_id} changed when read again")
+            seen[batch_id] = rows
+        return [{"chan": c, "n": n} for rows in seen.values() for c, n in rows]
 
     def verify(self) -> list[str]:
         problems: list[str] = []
@@ -507,27 +526,28 @@ class Harness:
         wrong = [(k, r) for k, r in labelled if (r == "pass") != (k[0] != "feed.c")]
         if wrong:
             problems.append(f"labelled under the wrong policy: {wrong[:5]}")
-        output = Counter((chan, n) for _, chan, n in self.output_rows(again=True))
-        if any(n > 1 for n in output.values()):
-            problems.append(
-                f"output rows produced twice: {[k for k, n in output.items() if n > 1][:5]}"
-            )
         readable = {(READABLE, s) for s in self.channels[READABLE].acked}
-        if set(output) != readable:
-            problems.append(
-                f"output != feed.a tuples: missing {sorted(readable - set(output))[:5]}, "
-                f"extra {sorted(set(output) - readable)[:5]}"
-            )
-        got = Counter((r["chan"], r["n"]) for _, r in self.subscribers["al"].snapshot())
-        if any(n > 1 for n in got.values()):
-            problems.append(f"al got rows twice: {[k for k, n in got.items() if n > 1][:5]}")
-        if set(got) != readable:
-            problems.append(
-                f"al's rows != feed.a tuples: missing {sorted(readable - set(got))[:5]}"
-            )
-        bob = self.subscribers["bob"].snapshot()
-        if bob:
-            problems.append(f"bob got {len(bob)} rows he may not read: {bob[:2]}")
+        for query in QUERIES:
+            output = Counter(_keys(self.output_rows(query, again=True), Counter))
+            twice = [key for key, n in output.items() if n > 1]
+            if twice:
+                problems.append(f"{query}: output rows produced twice: {twice[:5]}")
+            if set(output) - readable:
+                problems.append(f"{query}: output rows not readable: {set(output) - readable}")
+            if query == COMPLETE and readable - set(output):
+                problems.append(f"{query}: readable tuples missing: {readable - set(output)}")
+            got = Counter(_keys(self.subscribers["al", query].snapshot(), Counter))
+            twice = [key for key, n in got.items() if n > 1]
+            if twice:
+                problems.append(f"al got {query}'s rows twice: {twice[:5]}")
+            if set(got) != set(output):
+                problems.append(
+                    f"al's {query} rows != its output: missing {sorted(set(output) - set(got))[:5]}"
+                    f", extra {sorted(set(got) - set(output))[:5]}"
+                )
+            bob = self.subscribers["bob", query].snapshot()
+            if bob:
+                problems.append(f"bob got {len(bob)} rows of {query} he may not read: {bob[:2]}")
         for subscriber in self.subscribers.values():
             problems += subscriber.problems
             subscriber.problems.clear()
@@ -553,8 +573,8 @@ class Harness:
                 problems.append(f"query {query['name']} has no definition")
             if query["status"] != "running":
                 problems.append(f"query {query['name']} is {query['status']}")
-        if QUERY not in {q["name"] for q in queries}:
-            problems.append(f"query {QUERY} is gone")
+        if set(QUERIES) - {q["name"] for q in queries}:
+            problems.append(f"queries gone: {set(QUERIES) - {q['name'] for q in queries}}")
         catalog = self._ok("joe", "GET", "/catalog")
         for schema in catalog["schemas"]:
             path = self.root / "schemas" / f"{schema['name']}.json"
@@ -582,6 +602,12 @@ class Harness:
         for subscriber in self.subscribers.values():
             if subscriber.is_alive():
                 subscriber.join(40)
+
+
+def _keys(rows, kind=set):
+    """(chan, n) of rows, or of (batch, row) pairs, as a set (or another collection)."""
+    rows = [row[1] if isinstance(row, tuple) else row for row in rows]
+    return kind((row["chan"], row["n"]) for row in rows)
 
 
 def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple]:
@@ -688,10 +714,14 @@ def summary(harness: Harness, db: str, seed: int, seconds: float) -> dict:
         "ready_seconds": _spread(ready),
         "caught_up_seconds": _spread(caught),
         "tuples_acknowledged": sum(len(c.acked) for c in harness.channels.values()),
-        "output_rows": len(harness.output_rows()) if kills else 0,
-        "rows_delivered_al": len(harness.subscribers["al"].snapshot()),
-        "rows_delivered_bob": len(harness.subscribers["bob"].snapshot()),
-        "subscriber_reconnects": harness.subscribers["al"].connects,
+        "output_rows": {q: len(harness.output_rows(q)) for q in QUERIES} if kills else {},
+        "rows_delivered": {
+            f"{user}:{query}": len(sub.snapshot())
+            for (user, query), sub in harness.subscribers.items()
+        },
+        "subscriber_reconnects": {
+            f"{user}:{query}": sub.connects for (user, query), sub in harness.subscribers.items()
+        },
         "catalog_changes": harness.catalog_changes,
         "violations": [f"kill {k.number} ({k.point}): {v}" for k in kills for v in k.violations],
         "seconds": round(seconds, 1),

@@ -24,8 +24,9 @@ def _assert_survived(report: dict, points: list[str]) -> None:
     assert report["kills"] == len(points) and report["survived"] == len(points)
     for point in points:  # each named point was really reached, not a fallback kill
         assert report["points"][point]["reached"] >= 1, report["points"]
-    assert report["tuples_acknowledged"] > 0 and report["rows_delivered_al"] > 0
-    assert report["rows_delivered_bob"] == 0
+    delivered = report["rows_delivered"]
+    assert report["tuples_acknowledged"] > 0 and delivered["al:g"] > 0
+    assert delivered["bob:g"] == delivered["bob:q"] == 0
 
 
 def test_kills_at_crash_points_on_sqlite() -> None:

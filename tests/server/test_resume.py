@@ -29,6 +29,7 @@ def ticks(server):
     for role in ("CUSTOMER1", "CUSTOMER2"):
         grant(joe, "READ TUPLE", "stream", "ticks", role)
     grant(joe, "ADD", "system", "system", "CUSTOMER1")
+    grant(joe, "VIEW CATALOG", "system", "system", "CUSTOMER1")
     al = server.login("al", ["CUSTOMER1"])
     ok(al.post("/queries", json={"name": "tq", "text": "SELECT id, v FROM ticks"}), 201)
     for permission in ("VIEW OBJECT", "SUBSCRIBE"):
