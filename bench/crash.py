@@ -689,7 +689,8 @@ def _report(log, kills: list[Kill]) -> None:
         log(
             f"kill {kill.number:3d} at {kill.point:22s} reached={kill.reached!s:5s} "
             f"during {kill.during:8s} ready {kill.ready_seconds or 0:5.1f}s caught up "
-            f"{kill.caught_up_seconds or 0:5.1f}s {kill.violations or 'OK'}"
+            f"{kill.caught_up_seconds or 0:5.1f}s "
+            f"{kill.violations or ('OK' if kill.caught_up_seconds else 'checked with the next')}"
         )
 
 

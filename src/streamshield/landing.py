@@ -111,6 +111,18 @@ class AppendResult:
     files: list[Path] = field(default_factory=list)
 
 
+class LandingUnavailable(OSError):
+    """The landing zone cannot be written at all (read-only, gone): nothing was accepted.
+
+    The API answers 503 with the OS's reason and a Retry-After; a full disk is instead
+    a ``write_failed`` rejection per line (the lock can still be taken)."""
+
+    retry_after = 4
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the landing zone cannot be written ({reason}); nothing was accepted")
+
+
 class _Reject(Exception):
     def __init__(self, reason: Reason, message: str, stream: str | None = None) -> None:
         super().__init__(message)
@@ -286,7 +298,11 @@ class LandingZone:
     @contextmanager
     def _lock(self) -> Iterator[None]:
         """Exclusive across processes and threads (flock is per open file description)."""
-        with open(self.root / LOCK_FILE, "a") as handle:
+        try:
+            handle = open(self.root / LOCK_FILE, "a")  # noqa: SIM115  (closed below)
+        except OSError as err:  # a read-only or vanished landing zone: nothing can land
+            raise LandingUnavailable(err.strerror or type(err).__name__) from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

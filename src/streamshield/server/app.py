@@ -214,7 +214,7 @@ def create_app(
     @app.post(
         "/streams/{name}/elements",
         response_model=AppendAnswer,
-        responses=errors(*AUTHED, 403, 404, 409, 422),
+        responses=errors(*AUTHED, 403, 404, 409, 422, 503),
         openapi_extra=NDJSON_BODY,
         response_model_exclude_none=True,
     )
