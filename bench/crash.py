@@ -652,10 +652,14 @@ def run(
     log=print,
     points: list[str] | None = None,
     pg_url: str | None = None,
+    minutes: float | None = None,
+    out: Path | None = None,
 ) -> dict:
     """``kills`` kills cycling through ``points`` (default: every crash point and random
     moments, shuffled by ``seed``); the report. ``pg_url``: the PostgreSQL server to make
-    a database on (default: ``$STREAMSHIELD_PG_URL``, else a private one)."""
+    a database on (default: ``$STREAMSHIELD_PG_URL``, else a private one). ``minutes``:
+    no new kill starts after that long; ``out``: the report is written there after every
+    kill (a long run stopped early still leaves its figures)."""
     work = Path(tempfile.mkdtemp(prefix="streamshield-crash-"))
     began = time.monotonic()
     try:
@@ -667,10 +671,16 @@ def run(
                 if points is None:
                     random.Random(seed).shuffle(order)
                 for number in range(kills):
+                    if minutes is not None and time.monotonic() - began > minutes * 60:
+                        log(f"time bound of {minutes:g} min reached after {number} kills")
+                        break
                     point = order[number % len(order)]
                     harness.cycle(number + 1, point)
                     _report(log, harness.kills[-2:-1])
-                harness.cycle(kills + 1, None)  # unarmed: the last recovery, checked
+                    if out is not None:
+                        report = summary(harness, db, seed, time.monotonic() - began)
+                        out.write_text(json.dumps(report, indent=2) + "\n")
+                harness.cycle(len(harness.kills) + 1, None)  # unarmed: the last check
                 _report(log, harness.kills[-1:])
             finally:
                 harness.close()
@@ -747,12 +757,13 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON report (default bench/results-crash-<db>.json)"
     )
+    parser.add_argument("--minutes", type=float, default=None, help="no new kill after this")
     parser.add_argument("--keep", type=Path, default=None, help="copy the root here at the end")
     args = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the server this run started is killed on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    report = run(args.kills, args.db, args.seed, args.keep)
     out = args.out or ROOT / "bench" / f"results-crash-{args.db}.json"
+    report = run(args.kills, args.db, args.seed, args.keep, minutes=args.minutes, out=out)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "violations"}, indent=2))
     print(f"violations: {len(report['violations'])}")

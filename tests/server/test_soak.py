@@ -15,8 +15,8 @@ def test_a_short_soak_runs_and_measures() -> None:
     shape = Shape(
         providers=2,
         queries=4,
-        subscribers=6,
-        seconds=25,
+        subscribers=4,
+        seconds=15,
         tuples_per_post=10,
         revoke_every=5,
         sample_every=1,
