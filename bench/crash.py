@@ -585,7 +585,7 @@ class Harness:
         try:
             for channel in self.channels.values():
                 newest = max((s for c, s in landed if c == channel.name), default=0)
-                recorded = sql.last_seq(Chan(STREAM, channel.name))
+                recorded = max(sql.last_seq(Chan(STREAM, channel.name)), 0)  # -1: none yet
                 if recorded != channel.seq or newest > recorded:
                     problems.append(
                         f"{channel.name}: catalog last_seq {recorded}, landed up to {newest}, "

@@ -168,8 +168,13 @@ class Soak:
             "immutable": False,
         }
         seq = 1
-        with self.client(user) as http:
+        try:
+            http = self.client(user)
             answer = http.post(f"/streams/{STREAM}/elements", content=json.dumps(sp))
+        except httpx.HTTPError as err:
+            self.figures.error(f"{user} sp: {type(err).__name__}")
+            return
+        with http:
             if answer.status_code != 200:
                 self.figures.error(f"{user} sp: {answer.status_code}")
                 return
@@ -200,8 +205,13 @@ class Soak:
         path = f"/queries/{query}_out/subscribe"
         timeout = httpx.Timeout(30, read=60)
         ended = "deadline"
+        try:
+            http = self.client(user)
+        except httpx.HTTPError as err:
+            self.figures.error(f"{user} could not log in: {type(err).__name__}")
+            return "refused"
         with (
-            self.client(user) as http,
+            http,
             contextlib.suppress(httpx.HTTPError),
             http.stream("GET", path, timeout=timeout) as answer,
         ):
@@ -244,14 +254,22 @@ class Soak:
             if self.stop.is_set() or time.monotonic() > self.deadline - 5:
                 break
             called = time.monotonic()
-            self.grant(owner, "SUBSCRIBE", "stream", f"{query}_out", role, revoke=True)
+            try:
+                self.grant(owner, "SUBSCRIBE", "stream", f"{query}_out", role, revoke=True)
+            except (httpx.HTTPError, RuntimeError) as err:
+                self.figures.error(f"revoke: {type(err).__name__}")
+                return
             thread.join(30)
             if result.get("event") == "closed":
                 with self.figures.lock:
                     self.figures.revocations.append(float(result["at"]) - called)
             else:
                 self.figures.error(f"revocation ended the stream with {result.get('event')}")
-            self.grant(owner, "SUBSCRIBE", "stream", f"{query}_out", role)
+            try:
+                self.grant(owner, "SUBSCRIBE", "stream", f"{query}_out", role)
+            except (httpx.HTTPError, RuntimeError) as err:
+                self.figures.error(f"grant: {type(err).__name__}")
+                return
 
     def sampler(self) -> None:
         assert self.server is not None
@@ -288,10 +306,11 @@ class Soak:
                 thread.join(max(1.0, self.deadline - time.monotonic() + 60))
         finally:
             self.stop.set()
-            for thread in threads:
-                thread.join(10)
             if self.server is not None:
-                self.server.stop()
+                self.server.stop()  # ends every subscription with a closed event
+            ends = time.monotonic() + 30  # one bound for all threads together
+            for thread in threads:
+                thread.join(max(0.1, ends - time.monotonic()))
         return self.report()
 
     def report(self) -> dict:
