@@ -55,6 +55,7 @@ from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
+from tests.server.conftest import sp_line, tuple_line
 
 from bench.server_process import ServerProcess, prepare_root
 from streamshield.client import parse_sse
@@ -108,35 +109,13 @@ class Channel:
         out = []
         if not self.sp_sent and self.roles is not None:
             self.seq += 1
-            out.append(_sp(self.name, self.seq, self.roles))
+            out.append(sp_line(STREAM, self.name, self.seq, self.roles))
         self.sp_sent = True
         for _ in range(count):
             self.seq += 1
             values = {"id": self.tid(self.seq), "chan": self.name, "n": self.seq}
-            out.append(_tuple(self.name, self.seq, self.tid(self.seq), values))
+            out.append(tuple_line(STREAM, self.name, self.seq, self.tid(self.seq), values))
         return out
-
-
-def _sp(provider: str, seq: int, roles: str) -> str:
-    return json.dumps(
-        {
-            "type": "sp",
-            "stream": STREAM,
-            "provider": provider,
-            "seq": seq,
-            "ts": 100,
-            "sn": 1,
-            "ddp": {"streams": STREAM, "tuples": "*", "attributes": "*"},
-            "srp": {"roles": roles, "grant_option": False},
-            "sign": "+",
-            "immutable": False,
-        }
-    )
-
-
-def _tuple(provider: str, seq: int, tid: int, values: dict) -> str:
-    body = {"type": "tuple", "stream": STREAM, "provider": provider, "seq": seq, "tid": tid}
-    return json.dumps({**body, "policy": {"ts": 100, "csn": 1}, "values": values})
 
 
 class Unanswered(Exception):

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from tests.server.conftest import sp_line, tuple_line
 
 from bench.server_process import ServerProcess, prepare_root
 from streamshield.client import parse_sse
@@ -155,22 +156,11 @@ class Soak:
 
     def provider(self, index: int) -> None:
         user, channel = f"p{index}", f"p{index}"
-        sp = {
-            "type": "sp",
-            "stream": STREAM,
-            "provider": channel,
-            "seq": 1,
-            "ts": 100,
-            "sn": 1,
-            "ddp": {"streams": STREAM, "tuples": "*", "attributes": "*"},
-            "srp": {"roles": "{R1, R2}", "grant_option": False},
-            "sign": "+",
-            "immutable": False,
-        }
+        sp = sp_line(STREAM, channel, 1, "{R1, R2}")
         seq = 1
         try:
             http = self.client(user)
-            answer = http.post(f"/streams/{STREAM}/elements", content=json.dumps(sp))
+            answer = http.post(f"/streams/{STREAM}/elements", content=sp)
         except httpx.HTTPError as err:
             self.figures.error(f"{user} sp: {type(err).__name__}")
             return
@@ -186,9 +176,7 @@ class Soak:
                     seq += 1
                     tid = (index + 1) * 1_000_000_000 + seq
                     values = {"id": tid, "chan": channel, "n": seq, "t": now}
-                    element = {"type": "tuple", "stream": STREAM, "provider": channel}
-                    element |= {"seq": seq, "tid": tid, "policy": {"ts": 100, "csn": 1}}
-                    lines.append(json.dumps({**element, "values": values}))
+                    lines.append(tuple_line(STREAM, channel, seq, tid, values))
                 try:
                     answer = http.post(f"/streams/{STREAM}/elements", content="\n".join(lines))
                     accepted = answer.json().get("accepted", 0) if answer.status_code == 200 else 0
