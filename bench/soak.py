@@ -164,7 +164,7 @@ class Soak:
         except httpx.HTTPError as err:
             self.figures.error(f"{user} sp: {type(err).__name__}")
             return
-        with http:
+        with contextlib.closing(http):
             if answer.status_code != 200:
                 self.figures.error(f"{user} sp: {answer.status_code}")
                 return
