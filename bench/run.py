@@ -122,7 +122,7 @@ def write_results(results: list[dict], n: int) -> None:
     lines = [
         "# Benchmark results",
         "",
-        "`make bench` runs `bench.table13` (section \"Issue 13: every figure in one session\"",
+        '`make bench` runs `bench.table13` (section "Issue 13: every figure in one session"',
         "below). The first table is the earlier per-configuration bench,",
         f"`python -m bench.run --tuples {n}`, on this project's",
         "machine (2 cores); each time is the best of two runs, plain and secured measured in",

@@ -84,3 +84,28 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pending(path: str | Path) -> Path:
+    """Where a definition waits (a hidden sibling) until the catalog record it belongs to
+    is committed: see :func:`promote`."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.pending")
+
+
+def promote(path: str | Path) -> bool:
+    """Moves ``path``'s pending version into place; False when there is none.
+
+    A definition file that belongs to a catalog record (a schema's attributes, a query's
+    text) is written as pending *before* the record and promoted after it, so a crash
+    between the two leaves either a pending file whose record was never made (harmless:
+    the next definition of that name overwrites it) or a record whose pending file is
+    promoted when it is first needed: never a record without its definition.
+    """
+    path = Path(path)
+    waiting = pending(path)
+    if not waiting.is_file():
+        return False
+    os.replace(waiting, path)
+    fsync_dir(path.parent)
+    return True

@@ -48,6 +48,7 @@ from pathlib import Path
 from streamshield.catalog.store import Catalog, named_roles
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably
+from streamshield.faults import crash_point
 from streamshield.lang.wire import (
     ReservedFieldError,
     WireFormatError,
@@ -108,6 +109,18 @@ class AppendResult:
     accepted: int = 0
     rejected: list[Rejection] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+
+
+class LandingUnavailable(OSError):
+    """The landing zone cannot be written at all (read-only, gone): nothing was accepted.
+
+    The API answers 503 with the OS's reason and a Retry-After; a full disk is instead
+    a ``write_failed`` rejection per line (the lock can still be taken)."""
+
+    retry_after = 4
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the landing zone cannot be written ({reason}); nothing was accepted")
 
 
 class _Reject(Exception):
@@ -257,6 +270,7 @@ class LandingZone:
                 reject = _Reject(Reason.WRITE_FAILED, message, channel.stream)
                 _reject(result, failed, position, reject)
             return
+        crash_point("landing.before_seq")
         self.catalog.advance_seq(channel, elements[-1].seq)
         result.accepted += len(elements)
         result.files.append(path)
@@ -270,6 +284,7 @@ class LandingZone:
         try:
             with open(tmp, "x", encoding="utf-8") as out:
                 out.writelines(to_line(element) + "\n" for element in elements)
+            crash_point("landing.before_rename")
             replace_durably(tmp, directory / name)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -283,7 +298,11 @@ class LandingZone:
     @contextmanager
     def _lock(self) -> Iterator[None]:
         """Exclusive across processes and threads (flock is per open file description)."""
-        with open(self.root / LOCK_FILE, "a") as handle:
+        try:
+            handle = open(self.root / LOCK_FILE, "a")  # noqa: SIM115  (closed below)
+        except OSError as err:  # a read-only or vanished landing zone: nothing can land
+            raise LandingUnavailable(err.strerror or type(err).__name__) from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

@@ -435,8 +435,7 @@ def test_for_statistics_parses_and_round_trips() -> None:
     sp = statement.punctuation(1, 1)
     assert parse_statements(to_cql(sp))[0].srp == statement.srp
     both = parse_statements(
-        "INSERT SP INTO STREAM S LET DDP = TUPLES: *, SRP = rbac:A for statistics "
-        "WITH GRANT OPTION"
+        "INSERT SP INTO STREAM S LET DDP = TUPLES: *, SRP = rbac:A for statistics WITH GRANT OPTION"
     )[0]
     assert both.srp.grant_option and both.srp.privilege is Privilege.STATISTICS
     assert "FOR STATISTICS WITH GRANT OPTION" in to_cql(both.punctuation(1, 1))

@@ -462,8 +462,6 @@ class WrongPassword(AdminError):
     """The current password given to change one's own is wrong (403)."""
 
 
-
-
 def _check_roles(db: Connection, roles: frozenset[str]) -> None:
     unknown = sorted(roles - set(load_hierarchy(db).roles))
     if unknown:

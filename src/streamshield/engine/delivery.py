@@ -63,7 +63,8 @@ RolesLookup = Callable[["Subscription"], Words]
 LevelLookup = Callable[["Subscription"], "Words | None"]
 """A subscriber's session level now, encoded (``Lattice.encode``); None: levels are off."""
 _LEVELS_OFF = None
-Deliver = Callable[[list[dict]], None]
+Deliver = Callable[..., None]
+"""Called with a batch's rows, and its batch id too when the subscription is ``batched``."""
 Key = tuple[Words, Words, "Words | None"]  # rights, roles mask, level: one filter each
 DropHook = Callable[[str, int, int, tuple[str, ...]], None]
 """``on_drop(user, batch_id, count, policy_ids)``: what a subscriber did not get, no values."""
@@ -75,6 +76,9 @@ class Subscription:
     deliver: Deliver = field(repr=False)
     session: str = field(default="", repr=False)
     """The subscriber's session (whose active roles ``RolesLookup`` reads)."""
+    batched: bool = False
+    """``deliver(rows, batch_id)`` instead of ``deliver(rows)``: a subscriber that may
+    resume after a batch needs its id."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -110,8 +114,10 @@ class Delivery:
         """Told when a user starts (``+``: her first subscription) or stops (``-``: her
         last one ended) receiving this output: the query-scoped sps of the switches."""
 
-    def subscribe(self, user: str, deliver: Deliver, session: str = "") -> Subscription:
-        subscription = Subscription(user, deliver, session)
+    def subscribe(
+        self, user: str, deliver: Deliver, session: str = "", *, batched: bool = False
+    ) -> Subscription:
+        subscription = Subscription(user, deliver, session, batched)
         with self._lock:
             first = all(s.user != user for s in self._subscriptions.values())
             self._subscriptions[subscription.id] = subscription
@@ -134,7 +140,17 @@ class Delivery:
             return tuple(self._subscriptions.values())
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        subscriptions = self.subscriptions
+        self.deliver_to(frame, batch_id, self.subscriptions)
+
+    def replay(self, frame: DataFrame, batch_id: int, subscription: Subscription) -> None:
+        """A stored batch again, to one subscriber resuming after an earlier batch: the
+        same checks as live delivery, with her rights of now."""
+        self.deliver_to(frame, batch_id, (subscription,))
+
+    def deliver_to(
+        self, frame: DataFrame, batch_id: int, subscriptions: tuple[Subscription, ...]
+    ) -> None:
+        """One batch to ``subscriptions``, each getting what SecFilter lets her have."""
         if not subscriptions:
             return
         arrived = time.monotonic()
@@ -166,7 +182,8 @@ class Delivery:
                 payload = labels.unchecked() if key[1] == own else labels.payload(key[1])
                 rows = frame.filter(conditions[key]).select(*payload).collect()
                 for subscription in members:
-                    self._hand_over(subscription, [r.asDict(recursive=True) for r in rows])
+                    handed = [r.asDict(recursive=True) for r in rows]
+                    self._hand_over(subscription, handed, batch_id)
                     if rows and self.on_handover is not None:
                         self.on_handover(time.monotonic() - arrived)
             if self._on_drop is not None:
@@ -213,11 +230,14 @@ class Delivery:
             out[user] = self._codec.readable(rights.sources(aggregate_rows))
         return out
 
-    def _hand_over(self, subscription: Subscription, rows: list[dict]) -> None:
+    def _hand_over(self, subscription: Subscription, rows: list[dict], batch_id: int) -> None:
         if not rows:
             return
         try:
-            subscription.deliver(rows)
+            if subscription.batched:
+                subscription.deliver(rows, batch_id)
+            else:
+                subscription.deliver(rows)
         except Exception as err:  # one subscriber must not stop the others
             audit.error("delivery to %s failed (%s)", subscription.user, type(err).__name__)
 

@@ -25,6 +25,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
 
 META_FIELDS = (
@@ -96,7 +97,9 @@ class LabelledStore:
             target.parent.mkdir(parents=True, exist_ok=True)
             replace_durably(staging, target)
             written.append(stream)
+        crash_point("ingest.before_marker")
         self._mark(batch_id, list(frames))
+        crash_point("ingest.after_marker")
         return written
 
     def _mark(self, batch_id: int, streams: list[str]) -> None:

@@ -22,9 +22,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from streamshield.durable import replace_durably
+from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
 DEFAULT_KEEP = 200
@@ -50,13 +51,22 @@ class ResultStore:
             shutil.rmtree(old, ignore_errors=True)
             os.replace(target, old)
             shutil.rmtree(old, ignore_errors=True)
+        crash_point("result.before_rename")
         replace_durably(staging, target)
+        crash_point("result.after_rename")
         self._prune()
         return self.read(batch_id, frame)
 
     def read(self, batch_id: int, like: DataFrame) -> DataFrame:
         """One stored batch, with the schema of ``like`` (an empty batch has no inference)."""
         return like.sparkSession.read.schema(like.schema).parquet(str(self._path(batch_id)))
+
+    def stored(self, batch_id: int, spark: SparkSession) -> DataFrame | None:
+        """One stored batch as written (None: pruned, or a batch without rows)."""
+        path = self._path(batch_id)
+        if not any(path.glob("*.parquet")):
+            return None
+        return spark.read.parquet(str(path))
 
     def batches(self) -> list[int]:
         """Stored batch ids, oldest first."""

@@ -113,22 +113,33 @@ class Query:
 _SEND_B = 'msgType = "send" AND receiver = "CompanyB"'
 QUERIES = (
     Query(
-        "q1", "auditor1", "[1, _]",
+        "q1",
+        "auditor1",
+        "[1, _]",
         f'SELECT timestamp FROM MessageLog WHERE {_SEND_B} AND outcome = "success"',
-        "select", "as in the paper",
+        "select",
+        "as in the paper",
     ),
     Query(
-        "q2", "auditor1", "[1, _]",
+        "q2",
+        "auditor1",
+        "[1, _]",
         f'SELECT timestamp FROM MessageLog WHERE {_SEND_B} AND outcome = "failure"',
-        "select", "as in the paper",
+        "select",
+        "as in the paper",
     ),
     Query(
-        "q3", "session_b", "[_, B]",
+        "q3",
+        "session_b",
+        "[_, B]",
         f'SELECT timestamp FROM MessageLog WHERE {_SEND_B} AND outcome = "failure"',
-        "select", "as in the paper (Q2's text at [⊥, B])",
+        "select",
+        "as in the paper (Q2's text at [⊥, B])",
     ),
     Query(
-        "q4", "session_coi2", "[_, T]",
+        "q4",
+        "session_coi2",
+        "[_, T]",
         'SELECT timestamp FROM MessageLog WHERE msgType = "send" AND outcome = "failure" '
         'AND receiver IN ("CompanyA", "CompanyB", "CompanyC")',
         "select",
@@ -136,13 +147,18 @@ QUERIES = (
         "binds as `(... AND receiver = B) OR receiver = A OR ...`; written with IN as meant",
     ),
     Query(
-        "q5", "cloud_1b", "[1, B]",
-        'SELECT MIN(timestamp) AS first_ts, MAX(timestamp) AS last_ts FROM MessageLog [ROWS 100] '
+        "q5",
+        "cloud_1b",
+        "[1, B]",
+        "SELECT MIN(timestamp) AS first_ts, MAX(timestamp) AS last_ts FROM MessageLog [ROWS 100] "
         'WHERE outcome = "success" AND serviceId = "5"',
-        "aggregate", "as in the paper, with aliases for the two columns",
+        "aggregate",
+        "as in the paper, with aliases for the two columns",
     ),
     Query(
-        "q6", "cloud_1b", "[1, B]",
+        "q6",
+        "cloud_1b",
+        "[1, B]",
         "SELECT R.timestamp - S.timestamp AS delay "
         "FROM MessageLog [ROWS 100] R JOIN MessageLog [ROWS 100] S ON S.serviceId = R.serviceId "
         'WHERE S.msgType = "send" AND S.outcome = "success" '
@@ -155,7 +171,9 @@ QUERIES = (
         "join key)",
     ),
     Query(
-        "q7", "cloud_all", "[T, T]",
+        "q7",
+        "cloud_all",
+        "[T, T]",
         "SELECT S.serviceId AS serviceId, S.sender AS sender, R.timestamp - S.timestamp AS delay "
         "FROM MessageLog [ROWS 100] S JOIN MessageLog [ROWS 100] R ON S.serviceId = R.serviceId "
         'WHERE S.msgType = "send" AND S.outcome = "success" '
@@ -163,7 +181,7 @@ QUERIES = (
         "AND R.sender = S.sender AND R.receiver = S.receiver "
         "AND R.timestamp BETWEEN S.timestamp AND S.timestamp + 50",
         "join",
-        "the paper gives no text (\"the delay incurred in the different service invocation "
+        'the paper gives no text ("the delay incurred in the different service invocation '
         "chains\"); ours: each message from its send (the sender's log) to its receipt (the "
         "receiver's log), so a row's level is the LUB of two companies' levels",
     ),
@@ -238,9 +256,7 @@ def events() -> list[Event]:
                 }
                 out.append((at, Event(company, phase, values)))
     ordered = [event for _at, event in sorted(out, key=lambda pair: pair[0])]
-    return [
-        Event(e.company, e.phase, {"eventId": i, **e.values}) for i, e in enumerate(ordered, 1)
-    ]
+    return [Event(e.company, e.phase, {"eventId": i, **e.values}) for i, e in enumerate(ordered, 1)]
 
 
 def sp_line(company: str, seq: int, role: str = ROLE) -> str:

@@ -23,6 +23,7 @@ from streamshield import __version__
 from streamshield.catalog.errors import SecurityError
 from streamshield.catalog.store import CatalogError
 from streamshield.engine.queries import QueryFailed
+from streamshield.faults import crash_point
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
@@ -75,7 +76,7 @@ from streamshield.server.routes import (
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
 from streamshield.server.strict_query import known_query_only
-from streamshield.server.subscriptions import SubscriberQueue, Watched
+from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
 
 HANDLED: tuple[type[Exception], ...] = (
     ApiError,
@@ -225,7 +226,7 @@ def create_app(
     @app.post(
         "/streams/{name}/elements",
         response_model=AppendAnswer,
-        responses=errors(*AUTHED, 403, 404, 409, 422),
+        responses=errors(*AUTHED, 403, 404, 409, 422, 503),
         openapi_extra=NDJSON_BODY,
         response_model_exclude_none=True,
     )
@@ -318,31 +319,56 @@ def create_app(
         response_class=EventSourceResponse,
         responses={**SSE_RESPONSE, **errors(*AUTHED, 403, 404, 422)},
     )
-    async def subscribe(name: str, who: Auth) -> EventSourceResponse:
+    async def subscribe(
+        name: str,
+        who: Auth,
+        request: Request,
+        after: Annotated[
+            int | None,
+            Query(
+                ge=-1,
+                description="Resume: the last batch id received; every stored later batch "
+                "is replayed once before the live ones (default: the SSE Last-Event-ID "
+                "header; neither: live batches only).",
+            ),
+        ] = None,
+    ) -> EventSourceResponse:
+        if after is None:
+            after = _last_event_id(request)
         query = service.subscribable(who.session, name)
         queue = SubscriberQueue(asyncio.get_running_loop(), queue_size)
         user, token = _user(who.session), who.token
-        batches = iter(range(1 << 62))
+        resume = Resume(queue, after, hold=queue_size)
 
-        def deliver(rows: list[dict]) -> None:
+        def deliver(rows: list[dict], batch_id: int | None = None) -> None:
             # Per batch, not per row: a logout, expiry or revoked SUBSCRIBE ends the stream
             # (the server's re-check ends it within a second even when no batch comes).
             if not service.may_still_subscribe(token, query.output):
                 queue.revoke("access revoked or session ended")
                 return
-            queue.push(next(batches), rows)
+            crash_point("subscriber.serving")
+            resume.live(rows, batch_id)
 
-        subscription = query.delivery.subscribe(user, deliver, token)
+        subscription = query.delivery.subscribe(user, deliver, token, batched=True)
         query.closers[subscription.id] = queue.close
         watched = Watched(token, query.output, queue)
         service.live.add(watched)
         queue.on_end = lambda: query.delivery.unsubscribe(subscription)
 
+        async def replay() -> None:
+            try:
+                await service.replay(query, subscription, after, resume, queue)
+            finally:
+                resume.done()
+
         async def events() -> AsyncIterator[Any]:
+            replaying = asyncio.ensure_future(replay()) if after is not None else None
             try:
                 async for event in queue.events():
                     yield event
             finally:
+                if replaying is not None:
+                    replaying.cancel()
                 query.delivery.unsubscribe(subscription)
                 query.closers.pop(subscription.id, None)
                 service.live.remove(watched)
@@ -357,6 +383,21 @@ def _iso(epoch: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(float(epoch), UTC).isoformat().replace("+00:00", "Z")
+
+
+def _last_event_id(request: Request) -> int | None:
+    """The SSE ``Last-Event-ID`` header as a batch id (absent: None)."""
+    value = request.headers.get("last-event-id")
+    if value is None or not value.strip():
+        return None
+    message = "Last-Event-ID header: must be a batch id (an integer, at least -1)"
+    try:
+        batch = int(value)
+    except ValueError:
+        raise Invalid(message) from None
+    if batch < -1:
+        raise Invalid(message)
+    return batch
 
 
 def _user(session: Any) -> str:

@@ -89,6 +89,7 @@ def _security_errors() -> dict[str, tuple[int, str]]:
         "PermissionDenied": (403, "forbidden"),
         "QuotaExceeded": (409, "quota_exceeded"),
         "LimitExceeded": (422, "limit_exceeded"),
+        "LandingUnavailable": (503, "storage_unavailable"),
     }
 
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from streamshield.engine import root_location
 from streamshield.server.settings import ServeSettings
 from streamshield.server.tls import ensure_self_signed, given
 
@@ -127,6 +128,12 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
     timings = Timings()
     root = settings.root.resolve()
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        root_location.check(root)
+    except root_location.RootMoved as err:
+        echo(f"refusing to serve {root}: {err}")
+        stopper.restore()
+        return 2
     # The JVM takes longest; it starts first, in a thread, while the rest is set up.
     # (Off the main thread pyspark installs no SIGINT handler of its own.)
     starter = ThreadPoolExecutor(1, thread_name_prefix="spark-start")

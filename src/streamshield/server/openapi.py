@@ -21,6 +21,8 @@ _WHY = {
     422: "Invalid request: body validation (with problems by field) or a refused query "
     "(names the column, clause or function; never a value)",
     429: "Too many failed logins; retry after Retry-After seconds",
+    503: "The storage cannot be written (read-only, gone): nothing was "
+    "accepted; retry after Retry-After seconds",
 }
 
 
@@ -81,9 +83,12 @@ NDJSON_BODY: dict[str, Any] = {
 
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "Server-sent events: `rows` events ({batch, rows}) with the rows the "
-        "subscriber may read (a row's `_masked` lists its columns hidden from the subscriber); "
-        "`closed`, `dropped` or `error` events end the stream; comments keep it alive.",
+        "description": "Server-sent events: `rows` events ({batch, rows}, the event id is the "
+        "batch id) with the rows the subscriber may read (a row's `_masked` lists its columns "
+        "hidden from the subscriber); with `after` or Last-Event-ID the stored later batches "
+        "come first, then `replayed` ({last}), or `gap` ({first, last}) when some are no "
+        "longer stored; `closed`, `dropped` or `error` events end the stream; comments keep "
+        "it alive.",
         "content": {
             "text/event-stream": {
                 "schema": {"type": "string"},

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from streamshield.durable import write_atomic
+from streamshield.durable import pending, promote, write_atomic
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,24 @@ class QueryStore:
     def save(self, query: StoredQuery) -> None:
         write_atomic(self._path(query.name), json.dumps(asdict(query)))
 
+    def stage(self, query: StoredQuery) -> None:
+        """Written before the catalog records the query (:func:`~streamshield.durable.promote`)."""
+        write_atomic(pending(self._path(query.name)), json.dumps(asdict(query)))
+
+    def commit(self, name: str) -> None:
+        """The catalog recorded it and it started: the staged definition is the query's."""
+        promote(self._path(name))
+
+    def discard(self, name: str) -> None:
+        """The catalog refused it or it did not start: the staged definition goes."""
+        pending(self._path(name)).unlink(missing_ok=True)
+
     def load(self, name: str) -> StoredQuery | None:
-        """The stored definition; None when missing or unreadable (never a guess)."""
+        """The stored definition of a query the catalog records; a staged one left by a
+        crash after the catalog recorded it is promoted here. None when missing or
+        unreadable (never a guess)."""
         path = self._path(name)
-        if not path.is_file():
+        if not path.is_file() and not promote(path):
             return None
         try:
             data = json.loads(path.read_text())
@@ -51,6 +65,7 @@ class QueryStore:
 
     def remove(self, name: str) -> None:
         self._path(name).unlink(missing_ok=True)
+        pending(self._path(name)).unlink(missing_ok=True)
 
     def _path(self, name: str) -> Path:
         return self.root / f"{name}.json"

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamshield.durable import write_atomic
+from streamshield.durable import pending, promote, write_atomic
 
 
 @dataclass(frozen=True)
@@ -28,17 +28,38 @@ class SchemaStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def save(self, schema: SchemaDef) -> None:
-        data = {
-            "attributes": [list(a) for a in schema.attributes],
-            "tid": schema.tid,
-            "event_time": schema.event_time,
-        }
-        write_atomic(self.root / f"{schema.name}.json", json.dumps(data))
+        write_atomic(self._path(schema.name), _json(schema))
+
+    def stage(self, schema: SchemaDef) -> None:
+        """Written before the catalog records the schema (:func:`~streamshield.durable.promote`)."""
+        write_atomic(pending(self._path(schema.name)), _json(schema))
+
+    def commit(self, name: str) -> None:
+        """The catalog recorded it: the staged definition is the schema's."""
+        promote(self._path(name))
+
+    def discard(self, name: str) -> None:
+        """The catalog refused it: the staged definition goes."""
+        pending(self._path(name)).unlink(missing_ok=True)
 
     def load(self, name: str) -> SchemaDef | None:
-        path = self.root / f"{name}.json"
-        if not path.is_file():
+        """The definition of a schema the catalog knows (callers check that first); a
+        staged one left by a crash after the catalog recorded it is promoted here."""
+        path = self._path(name)
+        if not path.is_file() and not promote(path):
             return None
         data = json.loads(path.read_text())
         attributes = tuple((a, t) for a, t in data["attributes"])
         return SchemaDef(name, attributes, data["tid"], data["event_time"])
+
+    def _path(self, name: str) -> Path:
+        return self.root / f"{name}.json"
+
+
+def _json(schema: SchemaDef) -> str:
+    data = {
+        "attributes": [list(a) for a in schema.attributes],
+        "tid": schema.tid,
+        "event_time": schema.event_time,
+    }
+    return json.dumps(data)

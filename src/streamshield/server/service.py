@@ -16,6 +16,7 @@ not use as forbidden (403). Data-level checks (SecFilter) happen in Delivery.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine import root_location
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery, Subscription
@@ -36,6 +38,7 @@ from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
 from streamshield.engine.tracker_state import ShieldStateError
+from streamshield.faults import crash_point
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
@@ -57,7 +60,7 @@ from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.schemas import SchemaDef, SchemaStore
-from streamshield.server.subscriptions import LiveSubscriptions
+from streamshield.server.subscriptions import LiveSubscriptions, Resume
 from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
@@ -71,6 +74,7 @@ class ServerService:
 
     def __init__(self, spark: SparkSession, root: str | Path, security: Any) -> None:
         self.root = Path(root)
+        root_location.check(self.root)  # a moved root would produce everything again
         self.spark = spark
         self.security = security
         self.catalog = security.catalog
@@ -339,8 +343,14 @@ class ServerService:
             StreamDefinition("schema_check", schema.attributes, schema.tid, schema.event_time)
         except ValueError as err:
             raise Invalid(str(err)) from None
-        port.add_schema(self.security, session, schema.name)
-        self.schemas.save(schema)
+        self.schemas.stage(schema)  # never a catalog record without its definition
+        crash_point("catalog.schema")
+        try:
+            port.add_schema(self.security, session, schema.name)
+        except BaseException:
+            self.schemas.discard(schema.name)
+            raise
+        self.schemas.commit(schema.name)
         return {"name": schema.name}
 
     def add_stream(self, session: Any, name: str, schema: str) -> dict:
@@ -442,10 +452,18 @@ class ServerService:
             # Limits before the catalog records anything (CqlService checks them again).
             running = self.queries.running_shapes(user)
             self.limits().check(admitted.shape, admitted.effective, running)
-            port.add_query(self.security, session, name, admitted.streams, output)
             internal = f"api_{uuid.uuid4().hex[:12]}"
             text = level.text if level is not None else None
             stored = StoredQuery(name, admitted.text, output, internal, text)
+            # Staged before the catalog records it: a crash in between never leaves a
+            # record without its definition (restore_queries promotes the staged one).
+            self.stored.stage(stored)
+            try:
+                port.add_query(self.security, session, name, admitted.streams, output)
+            except BaseException:
+                self.stored.discard(name)
+                raise
+            crash_point("catalog.query")
             query = self._live(stored, user, admitted.roles, admitted.streams)
             query.level, query.admitted = level, admitted
             try:
@@ -454,8 +472,9 @@ class ServerService:
             except BaseException:
                 self.queries.remove_quietly(name)
                 port.remove_query(self.security, session, name)
+                self.stored.discard(name)
                 raise
-            self.stored.save(stored)
+            self.stored.commit(name)
         return query
 
     @staticmethod
@@ -674,6 +693,30 @@ class ServerService:
                 "query_not_running",
             )
         return query
+
+    async def replay(
+        self, query: LiveQuery, subscription: Subscription, after: int, resume: Resume, queue: Any
+    ) -> None:
+        """The stored batches after ``after`` to a resuming subscriber, oldest first, each
+        through SecFilter with her rights of now (as if it were live); batches no longer
+        stored are announced as a ``gap``."""
+        stored = [b for b in query.store.batches() if b > after]
+        if stored and stored[0] > after + 1:  # every batch is stored: older ones were pruned
+            queue.notice("gap", {"first": after + 1, "last": stored[0] - 1})
+        for batch in stored:
+            if queue.ended or not self.may_still_subscribe(subscription.session, query.output):
+                return
+            rows = await asyncio.to_thread(self._replayed_rows, query, subscription, batch)
+            await resume.replayed(batch, rows)
+
+    def _replayed_rows(self, query: LiveQuery, subscription: Subscription, batch: int) -> list:
+        frame = query.store.stored(batch, self.spark)
+        if frame is None:
+            return []
+        got: list[dict] = []
+        collect = replace(subscription, deliver=lambda rows, _batch: got.extend(rows))
+        query.delivery.replay(frame, batch, collect)
+        return got
 
     def recheck_subscriptions(self) -> int:
         """Ends every live subscription whose session or SUBSCRIBE right is gone."""

@@ -6,8 +6,17 @@ event loop serving the SSE response. A subscriber that does not keep up is dropp
 with a clear ``dropped`` event instead of letting its backlog grow without bound (C3):
 one slow client must not hold server memory or slow the query for everyone else.
 
-Events: ``rows`` (``{"batch": id, "rows": [...]}``), ``closed`` (``{"reason": ...}``:
-access revoked, session ended, query stopped or removed) and ``dropped``.
+Events: ``rows`` (``{"batch": id, "rows": [...]}``, the SSE ``id`` is the batch id),
+``gap`` (a resumed subscription asked for batches no longer stored: ``{"first",
+"last"}``), ``replayed`` (a resumed subscription has had every stored batch: ``{"last":
+id}``, live batches follow), ``closed``
+(``{"reason": ...}``: access revoked, session ended, query stopped or removed) and
+``dropped``.
+
+Resuming (:class:`Resume`): a subscriber that lost its connection (or the server) comes
+back with the last batch id it got (``?after=`` or the SSE ``Last-Event-ID`` header) and
+gets every later batch once: the stored ones replayed from the query's result store, then
+the live ones, each batch id at most once and in order.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ DEFAULT_QUEUE = 64  # micro-batches a subscriber may lag behind before it is dro
 class _Rows:
     batch: int
     rows: list[dict[str, Any]]
+    event: str = "rows"
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,15 @@ class SubscriberQueue:
         """Called from any thread with one batch's delivered rows."""
         if rows and not self.ended:
             self._call(self._put, _Rows(batch, rows))
+
+    async def put(self, batch: int, rows: list[dict[str, Any]]) -> None:
+        """From the event loop, waiting for room: replayed batches are not a slow consumer."""
+        if rows and not self.ended:
+            await self._queue.put(_Rows(batch, rows))
+
+    def notice(self, event: str, data: dict[str, Any]) -> None:
+        """An event about the stream itself (``gap``, ``replayed``), in order with rows."""
+        self._call(self._put, _Rows(-1, [data], event))
 
     def close(self, reason: str, event: str = "closed") -> None:
         """Ends the stream after what is queued (from any thread)."""
@@ -104,7 +123,11 @@ class SubscriberQueue:
             if getter.done() and not getter.cancelled():
                 item = getter.result()
                 if isinstance(item, _Rows) and not (self._ended is not None and self._ends_now()):
-                    yield _event("rows", {"batch": item.batch, "rows": item.rows})
+                    if item.event != "rows":
+                        yield _event(item.event, item.rows[0])
+                    else:
+                        data = {"batch": item.batch, "rows": item.rows}
+                        yield _event("rows", data, str(item.batch))
 
     def _ends_now(self) -> bool:
         assert self._ended is not None
@@ -158,5 +181,55 @@ class LiveSubscriptions:
         return ended
 
 
-def _event(name: str, data: dict[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(data, default=str), event=name)
+class Resume:
+    """Each batch id to one subscriber at most once, in order, across a resume.
+
+    While the stored batches after ``after`` are replayed, live batches are held back
+    (at most ``hold`` of them: beyond, the subscriber is dropped like a slow consumer);
+    when the replay ends they follow, those already replayed left out. Without ``after``
+    live batches go straight through.
+    """
+
+    def __init__(self, queue: SubscriberQueue, after: int | None, hold: int) -> None:
+        self._queue, self._hold = queue, hold
+        self._lock = threading.Lock()
+        self.last = -1 if after is None else after
+        """The newest batch id handed to the queue (or the one the subscriber had)."""
+        self._replaying = after is not None
+        self._held: list[tuple[int, list[dict[str, Any]]]] = []
+
+    def live(self, rows: list[dict[str, Any]], batch: int | None = None) -> None:
+        """A live batch (``batch`` None: numbered after the last one, for callers that
+        hand rows over outside a micro-batch)."""
+        with self._lock:
+            batch = self.last + 1 if batch is None else batch
+            if self._replaying:
+                if len(self._held) >= self._hold:
+                    self._queue.close("slow consumer: too many undelivered batches", "dropped")
+                else:
+                    self._held.append((batch, rows))
+                return
+            if batch <= self.last:
+                return
+            self.last = batch
+        self._queue.push(batch, rows)
+
+    async def replayed(self, batch: int, rows: list[dict[str, Any]]) -> None:
+        """A stored batch (called in batch order, only while replaying)."""
+        if batch > self.last:
+            self.last = batch
+            await self._queue.put(batch, rows)
+
+    def done(self) -> None:
+        """The replay is over: held live batches follow, without those replayed."""
+        with self._lock:
+            self._queue.notice("replayed", {"last": self.last})
+            for batch, rows in sorted(self._held, key=lambda held: held[0]):
+                if batch > self.last:
+                    self.last = batch
+                    self._queue.push(batch, rows)
+            self._held, self._replaying = [], False
+
+
+def _event(name: str, data: dict[str, Any], ident: str | None = None) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps(data, default=str), event=name, id=ident)

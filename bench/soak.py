@@ -1,0 +1,431 @@
+"""Bounded soak: a real server under steady load for a fixed time, resources sampled.
+
+``python -m bench.soak --seconds 600`` (the documented mode: 3 providers, 16 continuous
+queries, 50 subscribers); ``tests/server/test_soak.py`` runs a short mode. Figures go to
+``bench/results-soak.json``, plots to ``docs/img/soak-*.png`` (``--plot``).
+
+A ``streamshield serve`` process on loopback (its own process group, so its RSS, open
+files and threads are the Python driver's and the JVM's together, read from /proc).
+Providers append over HTTPS on their own channels, an sp first, then tuples carrying the
+time they were sent; users own the continuous queries (selections and aggregates); the
+subscribers are spread over the queries' outputs. Every ``--revoke-every`` seconds the
+revocation probe takes SUBSCRIBE away from a watched subscriber's role and measures the
+time from the call to her ``closed`` event, then grants it back and subscribes again.
+
+Measured: tuples/s acknowledged; end-to-end latency (the tuple's send time to the moment
+a subscriber reads its row, selection rows only: an aggregate's row has no single send
+time), p50 and p99; revocation latency; RSS, open files and threads every
+``--sample-every`` seconds, and their growth after warm-up (median of the last third of
+the samples minus the median of the middle third).
+
+Every loop stops by itself: each thread runs until the common deadline (or the stop
+event), every request and read has a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from tests.server.conftest import sp_line, tuple_line
+
+from bench.server_process import ServerProcess, prepare_root
+from streamshield.client import parse_sse
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results-soak.json"
+STREAM = "s"
+ROLES = ["ADMIN", "PROV", "R1", "R2"]
+
+
+@dataclass
+class Shape:
+    providers: int = 3
+    queries: int = 16
+    subscribers: int = 50
+    seconds: float = 600.0
+    tuples_per_post: int = 20
+    post_every: float = 0.5
+    revoke_every: float = 15.0
+    sample_every: float = 2.0
+    owners: int = 4
+
+    def users(self) -> dict[str, list[str]]:
+        users = {"joe": ["ADMIN"]}
+        users |= {f"p{i}": ["PROV"] for i in range(self.providers)}
+        users |= {f"o{i}": ["R1"] for i in range(self.owners)}
+        users |= {f"s{i}": ["R1"] for i in range(self.subscribers)}
+        users["watched"] = ["R2"]
+        return users
+
+    def query_texts(self) -> dict[str, str]:
+        """Selections of different shares of the stream, every fourth an aggregate."""
+        texts = {}
+        for i in range(self.queries):
+            if i % 4 == 3:
+                texts[f"q{i}"] = (
+                    f"SELECT chan, count(*) AS c FROM s WHERE n % {i + 2} = 0 GROUP BY chan"
+                )
+            else:
+                texts[f"q{i}"] = f"SELECT id, chan, n, t FROM s WHERE n % {i % 3 + 1} = 0"
+        return texts
+
+
+@dataclass
+class Figures:
+    acked: list[tuple[float, int]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    revocations: list[float] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    rows: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def error(self, what: str) -> None:
+        with self.lock:
+            if len(self.errors) < 50:
+                self.errors.append(what)
+
+
+class Soak:
+    def __init__(self, shape: Shape, root: Path) -> None:
+        self.shape, self.root = shape, root
+        self.figures = Figures()
+        self.stop = threading.Event()
+        self.server: ServerProcess | None = None
+        self.tokens: dict[str, str] = {}
+        self.started = 0.0
+        self.deadline = 0.0
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def client(self, user: str) -> httpx.Client:
+        assert self.server is not None
+        if user not in self.tokens:
+            with self.server.login(user, self.shape.users()[user]) as http:
+                self.tokens[user] = http.headers["Authorization"].split()[1]
+        return self.server.client(self.tokens[user], timeout=60)
+
+    def ok(self, user: str, method: str, path: str, status: int = 200, **kwargs) -> dict:
+        with self.client(user) as http:
+            answer = http.request(method, path, **kwargs)
+        if answer.status_code != status:
+            raise RuntimeError(f"{method} {path}: {answer.status_code} {answer.text[:300]}")
+        return answer.json()
+
+    def grant(self, user: str, permission: str, kind: str, obj: str, role: str, revoke=False):
+        body = {"permission": permission, "kind": kind, "object": obj, "role": role}
+        self.ok(user, "DELETE" if revoke else "POST", "/grants", json=body)
+
+    def set_up(self) -> None:
+        prepare_root(self.root, None, ROLES, self.shape.users())
+        self.server = ServerProcess(self.root)
+        self.server.wait_ready()
+        attributes = [["id", "bigint"], ["chan", "string"], ["n", "bigint"], ["t", "bigint"]]
+        schema = {"name": "tick", "attributes": attributes, "tid": "id"}
+        self.ok("joe", "POST", "/schemas", json=schema, status=201)
+        self.ok("joe", "POST", "/streams", json={"name": STREAM, "schema": "tick"}, status=201)
+        for permission in ("WRITE", "INJECT SP", "VIEW OBJECT"):
+            self.grant("joe", permission, "stream", STREAM, "PROV")
+        for role in ("R1", "R2"):
+            self.grant("joe", "VIEW CATALOG", "system", "system", role)
+            self.grant("joe", "VIEW OBJECT", "stream", STREAM, role)
+            self.grant("joe", "READ TUPLE", "stream", STREAM, role)
+        self.grant("joe", "ADD", "system", "system", "R1")
+        self.ok(
+            "joe", "PUT", "/system/settings", json={"values": {"quota.max_running_queries": 1000}}
+        )
+        for user in self.shape.users():  # one at a time: 50 argon2id hashes at once time out
+            self.client(user).close()
+        for i, (name, text) in enumerate(self.shape.query_texts().items()):
+            owner = f"o{i % self.shape.owners}"
+            self.ok(owner, "POST", "/queries", json={"name": name, "text": text}, status=201)
+            for role in ("R1", "R2"):
+                self.grant(owner, "VIEW OBJECT", "stream", f"{name}_out", role)
+                self.grant(owner, "SUBSCRIBE", "stream", f"{name}_out", role)
+
+    # -- the load ----------------------------------------------------------------------------
+
+    def provider(self, index: int) -> None:
+        user, channel = f"p{index}", f"p{index}"
+        sp = sp_line(STREAM, channel, 1, "{R1, R2}")
+        seq = 1
+        try:
+            http = self.client(user)
+            answer = http.post(f"/streams/{STREAM}/elements", content=sp)
+        except httpx.HTTPError as err:
+            self.figures.error(f"{user} sp: {type(err).__name__}")
+            return
+        with contextlib.closing(http):
+            if answer.status_code != 200:
+                self.figures.error(f"{user} sp: {answer.status_code}")
+                return
+            while not self.stop.is_set() and time.monotonic() < self.deadline:
+                began = time.monotonic()
+                lines = []
+                now = int(time.time() * 1000)
+                for _ in range(self.shape.tuples_per_post):
+                    seq += 1
+                    tid = (index + 1) * 1_000_000_000 + seq
+                    values = {"id": tid, "chan": channel, "n": seq, "t": now}
+                    lines.append(tuple_line(STREAM, channel, seq, tid, values))
+                try:
+                    answer = http.post(f"/streams/{STREAM}/elements", content="\n".join(lines))
+                    accepted = answer.json().get("accepted", 0) if answer.status_code == 200 else 0
+                    if answer.status_code != 200 or accepted != len(lines):
+                        self.figures.error(f"{user}: {answer.status_code} {answer.text[:200]}")
+                    with self.figures.lock:
+                        self.figures.acked.append((time.monotonic(), accepted))
+                except httpx.HTTPError as err:
+                    self.figures.error(f"{user}: {type(err).__name__}")
+                self.stop.wait(max(0.0, self.shape.post_every - (time.monotonic() - began)))
+
+    def subscriber(self, user: str, query: str, watched: threading.Event | None = None) -> str:
+        """Reads ``query``'s output until the deadline; returns how the stream ended."""
+        path = f"/queries/{query}_out/subscribe"
+        timeout = httpx.Timeout(30, read=60)
+        ended = "deadline"
+        try:
+            http = self.client(user)
+        except httpx.HTTPError as err:
+            self.figures.error(f"{user} could not log in: {type(err).__name__}")
+            return "refused"
+        with (
+            http,
+            contextlib.suppress(httpx.HTTPError),
+            http.stream("GET", path, timeout=timeout) as answer,
+        ):
+            if answer.status_code != 200:
+                self.figures.error(f"{user} on {query}: {answer.status_code}")
+                return "refused"
+            if watched is not None:
+                watched.set()
+            # Rows come every micro-batch and pings every 15 s: a read never waits
+            # long, and the server's stop ends the stream with a closed event.
+            for event, data in parse_sse(answer.iter_lines()):
+                if event != "rows":
+                    return event
+                now = time.time() * 1000
+                latencies = [now - row["t"] for row in data["rows"] if row.get("t")]
+                with self.figures.lock:
+                    self.figures.rows += len(data["rows"])
+                    self.figures.latencies.extend(ms / 1000 for ms in latencies)
+                if self.stop.is_set() or time.monotonic() > self.deadline:
+                    break
+        return ended
+
+    def revocations(self) -> None:
+        """Revoke the watched user's SUBSCRIBE, time the ``closed`` event, grant it back."""
+        owner, query, role = "o0", "q0", "R2"
+        while not self.stop.is_set() and time.monotonic() < self.deadline - 10:
+            subscribed = threading.Event()
+            result: dict[str, float | str] = {}
+
+            def watch(result=result, subscribed=subscribed) -> None:
+                result["event"] = self.subscriber("watched", query, subscribed)
+                result["at"] = time.monotonic()
+
+            thread = threading.Thread(target=watch, daemon=True)
+            thread.start()
+            if not subscribed.wait(30):
+                self.figures.error("watched subscriber did not connect")
+                return
+            self.stop.wait(self.shape.revoke_every)
+            if self.stop.is_set() or time.monotonic() > self.deadline - 5:
+                break
+            called = time.monotonic()
+            try:
+                self.grant(owner, "SUBSCRIBE", "stream", f"{query}_out", role, revoke=True)
+            except (httpx.HTTPError, RuntimeError) as err:
+                self.figures.error(f"revoke: {type(err).__name__}")
+                return
+            thread.join(30)
+            if result.get("event") == "closed":
+                with self.figures.lock:
+                    self.figures.revocations.append(float(result["at"]) - called)
+            else:
+                self.figures.error(f"revocation ended the stream with {result.get('event')}")
+            try:
+                self.grant(owner, "SUBSCRIBE", "stream", f"{query}_out", role)
+            except (httpx.HTTPError, RuntimeError) as err:
+                self.figures.error(f"grant: {type(err).__name__}")
+                return
+
+    def sampler(self) -> None:
+        assert self.server is not None
+        while not self.stop.is_set() and time.monotonic() < self.deadline:
+            sample = group_resources(self.server.pid)
+            sample["t"] = round(time.monotonic() - self.started, 1)
+            with self.figures.lock:
+                sample["acked"] = sum(n for _, n in self.figures.acked)
+                sample["rows"] = self.figures.rows
+                self.figures.samples.append(sample)
+            self.stop.wait(self.shape.sample_every)
+
+    def run(self) -> dict:
+        self.set_up()
+        queries = list(self.shape.query_texts())
+        self.started = time.monotonic()
+        self.deadline = self.started + self.shape.seconds
+        threads = [threading.Thread(target=self.sampler, daemon=True)]
+        threads += [
+            threading.Thread(
+                target=self.subscriber, args=(f"s{i}", queries[i % len(queries)]), daemon=True
+            )
+            for i in range(self.shape.subscribers)
+        ]
+        threads += [
+            threading.Thread(target=self.provider, args=(i,), daemon=True)
+            for i in range(self.shape.providers)
+        ]
+        threads.append(threading.Thread(target=self.revocations, daemon=True))
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(max(1.0, self.deadline - time.monotonic() + 60))
+        finally:
+            self.stop.set()
+            if self.server is not None:
+                self.server.stop()  # ends every subscription with a closed event
+            ends = time.monotonic() + 30  # one bound for all threads together
+            for thread in threads:
+                thread.join(max(0.1, ends - time.monotonic()))
+        return self.report()
+
+    def report(self) -> dict:
+        f = self.figures
+        acked = sum(n for _, n in f.acked)
+        warm = [s for s in f.samples if s["t"] >= self.shape.seconds / 3]
+        return {
+            "shape": self.shape.__dict__,
+            "tuples_acknowledged": acked,
+            "tuples_per_second": round(acked / self.shape.seconds, 1),
+            "rows_delivered": f.rows,
+            "latency_seconds": _percentiles(f.latencies),
+            "revocation_seconds": _percentiles(f.revocations) | {"count": len(f.revocations)},
+            "resources": {
+                key: {
+                    "first": f.samples[0][key] if f.samples else None,
+                    "max": max((s[key] for s in f.samples), default=None),
+                    "growth_after_warm_up": _growth([s[key] for s in warm]),
+                }
+                for key in ("rss_mb", "open_files", "threads")
+            },
+            "samples": f.samples,
+            "errors": f.errors,
+        }
+
+
+def group_resources(leader: int) -> dict:
+    """RSS (MB), open files and threads of every process in ``leader``'s group."""
+    rss = files = threads = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            pgid = int(stat.rsplit(")", 1)[1].split()[2])
+            if pgid != leader:
+                continue
+            status = Path(entry.path, "status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            rss += int(fields.get("VmRSS", "0 kB").split()[0])
+            threads += int(fields.get("Threads", "0"))
+            files += len(os.listdir(Path(entry.path, "fd")))
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"rss_mb": round(rss / 1024, 1), "open_files": files, "threads": threads}
+
+
+def _percentiles(values: list[float]) -> dict:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 3),
+        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
+        "max": round(ordered[-1], 3),
+        "n": len(ordered),
+    }
+
+
+def _growth(values: list[float]) -> float | None:
+    """Median of the last half minus median of the first half (after warm-up)."""
+    if len(values) < 4:
+        return None
+    half = len(values) // 2
+    return round(statistics.median(values[half:]) - statistics.median(values[:half]), 2)
+
+
+def plot(report: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = report["samples"]
+    t = [s["t"] / 60 for s in samples]
+    figure, axes = plt.subplots(4, 1, figsize=(7, 8), sharex=True)
+    for axis, key, label in zip(
+        axes,
+        ("rss_mb", "open_files", "threads", "acked"),
+        ("RSS (MB, driver + JVM)", "open files", "threads", "tuples acknowledged"),
+        strict=True,
+    ):
+        axis.plot(t, [s[key] for s in samples])
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[-1].set_xlabel("minutes")
+    shape = report["shape"]
+    figure.suptitle(
+        f"soak: {shape['providers']} providers, {shape['queries']} queries, "
+        f"{shape['subscribers']} subscribers, {report['tuples_per_second']} tuples/s"
+    )
+    figure.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    resources = out_dir / "soak-resources.png"
+    figure.savefig(resources, dpi=110)
+    plt.close(figure)
+    return [resources]
+
+
+def run(shape: Shape) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="streamshield-soak-"))
+    try:
+        return Soak(shape, work / "root").run()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    defaults = Shape()
+    for name, value in defaults.__dict__.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--plot", type=Path, default=None, help="directory for the plots")
+    args = parser.parse_args()
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    shape = Shape(**{name: getattr(args, name) for name in defaults.__dict__})
+    report = run(shape)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot is not None:
+        plot(report, args.plot)
+    print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
