@@ -22,9 +22,12 @@ bench: setup
 figures: setup
 	$(BIN)/python -m bench.figures
 
+# Two worker processes, a test file per worker at a time (module fixtures set up once):
+# most of the suite waits on Spark triggers, servers and a browser, so two processes
+# on two cores finish well before one. `pytest` alone still runs everything serially.
 test: setup
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check src tests bench
