@@ -110,9 +110,9 @@ def test_a_replayed_micro_batch_hands_nothing_twice(pipeline) -> None:
     submit(pipeline, "cardio", cardio).process_all_available()
     land(pipeline, second)
     pipeline.queries.queries["cardio"].process_all_available()
-    commits = pipeline.cql.networks["HeartRate"].root / "checkpoint" / "commits"
+    commits = pipeline.cql.networks[("HeartRate", "unlevelled")].root / "checkpoint" / "commits"
     pipeline.cql.stop("cardio")  # the last branch: the network stops
-    assert "HeartRate" not in pipeline.cql.networks
+    assert ("HeartRate", "unlevelled") not in pipeline.cql.networks
     last = max((p for p in commits.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     last.unlink()  # as if the process died before Spark recorded the batch as done
     (commits / f".{last.name}.crc").unlink(missing_ok=True)

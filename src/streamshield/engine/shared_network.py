@@ -119,10 +119,12 @@ class SharedNetwork:
         active: Callable[[str], bool] = lambda _name: True,
         name: str | None = None,
         levels: int = 0,
+        feed: Callable[[DataFrame], DataFrame] | None = None,
     ) -> None:
         """``levels``: the level words its scan reads (0 while levels are off); each
-        branch filters them at its own query's level in its own secured view."""
-        self.levels = levels
+        branch filters them at its own query's level in its own secured view.
+        ``feed``: what the scanned rows pass first (its level processor's shepherd)."""
+        self.levels, self.feed = levels, feed
         self.spark, self.labelled, self.stream = spark, labelled, stream
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
         self.active = active
@@ -201,6 +203,7 @@ class SharedNetwork:
             self.name,
             available_now,
             self.levels,
+            self.feed,
         )
         return self.handle
 
