@@ -12,6 +12,7 @@ only CompanyB's rows, also from her own [⊥, T] query. One server, batched appe
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
@@ -33,9 +34,9 @@ QUERIES = {q.name: q for q in ca.QUERIES}
 CHECKED = tuple(QUERIES)
 """All seven, the self-joins Q6 and Q7 included (each used to spend minutes per micro-batch
 planning, docs/chinese-wall.md "Why the joins were slow")."""
-SETTLE = 180
-"""Seconds a subscription may take to fill: an upper bound for a machine at load 40, not
-a sleep (the wait ends with the last row)."""
+SETTLE = float(os.environ.get("CLOUD_AUDIT_SETTLE", "180"))
+"""Seconds a subscription may take to fill: an upper bound, not a sleep (the wait ends
+with the last row); raise it on a machine loaded far beyond its cores."""
 SHARED = ("q4", "q7")
 """Queries whose output other auditors subscribe to (beside their owners)."""
 SUBSCRIPTIONS = [(q.owner, q.name) for q in ca.QUERIES if q.name in CHECKED] + [
