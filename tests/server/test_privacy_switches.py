@@ -102,7 +102,8 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         _grants(al, share, "stream", "shared_out", "OTHER")
         engine = server.service.cql
         assert set(engine.branches) == {server.service.queries.get(n).internal for n in QUERIES}
-        assert set(engine.networks) == {"vitals"}, "both selections run in one network"
+        one = {("vitals", "unlevelled")}
+        assert set(engine.networks) == one, "both selections run in one network"
 
         # Nobody receives yet: every switch is closed (deny by default).
         closed = _switches(joe, "shared")
@@ -123,7 +124,7 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         _grants(al, ("SUBSCRIBE",), "stream", "shared_out", "OTHER", revoke=True)
         poll(lambda: any(e == "closed" for e, _ in theirs.events), timeout=60)
         tracker = spark.sparkContext.statusTracker()
-        network = engine.networks["vitals"].handle  # idle: round 1's last jobs are done
+        network = engine.networks[("vitals", "unlevelled")].handle  # idle: round 1's jobs done
         poll(lambda: not network.status["isTriggerActive"], timeout=60, every=0.05)
         group, its_group = (
             f"network-vitals:{server.service.queries.get(name).internal}"

@@ -16,6 +16,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from streamshield.catalog import SqliteCatalog, StreamDefinition
 from streamshield.engine import levels
 from streamshield.engine.delivery import Delivery
+from streamshield.engine.level_processor import POOL, LevelStorageError
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, MemorySink
 from streamshield.engine.secured_view import tuple_test
@@ -281,6 +282,81 @@ def test_a_delegating_query_writes_its_derived_stream_at_its_level(spark, pipeli
     sql = "SELECT id FROM deleg_result"
     assert sorted(r["id"] for r in submit(pipeline, sql, at("[1, _]"))) == [51, 52]
     assert submit(pipeline, sql, at("[2, T]")) == []
+
+
+def test_queries_of_one_level_share_a_processor_made_and_removed_on_demand(pipeline) -> None:
+    """Section 6: one processor per level, created with its first query and removed with
+    its last; each level's networks, windows and checkpoints in its own directory."""
+    processors, cql = pipeline.cql.processors, pipeline.cql
+    high, low = at("[2, C]"), at("[2, _]")
+    before = set(processors.active())
+    selection, window, other = Collect(), Collect(), Collect()
+    for name, text, level, sink in (
+        ("lp_sel", "SELECT id FROM MessageLog", high, selection),
+        ("lp_win", "SELECT count(*) AS n FROM MessageLog [ROWS 1]", high, window),
+        ("lp_low", "SELECT id FROM MessageLog", low, other),
+    ):
+        cql.submit(text, ROLES, CallbackSink(sink), name=name, level=level)
+        cql.queries.queries[name].process_all_available()
+    mine = {n: p for n, p in processors.active().items() if n not in before}
+    assert len(mine) == 2  # two levels, two processors; the high one runs two queries
+    [shared] = [p for p in mine.values() if p.level == high]
+    [alone] = [p for p in mine.values() if p.level == low]
+    assert shared.queries == {"lp_sel", "lp_win"} and alone.queries == {"lp_low"}
+    assert shared.session is not alone.session and shared.root != alone.root
+    # Each level's network over MessageLog is its own, under its own directory.
+    assert cql.networks[(LOG, shared.name)] is not cql.networks[(LOG, alone.name)]
+    assert cql.networks[(LOG, shared.name)].root == shared.root / "networks" / LOG
+    assert (shared.root / "windows" / "lp_win").is_dir()
+    assert not (alone.root / "windows").exists()
+    assert sorted(r["id"] for r in selection.rows) == readable(high, LOG, LOG_TUPLES)
+    assert sorted(r["id"] for r in other.rows) == readable(low, LOG, LOG_TUPLES)
+    cql.stop("lp_sel")
+    assert shared.name in processors.active()  # one query left at [2, C]
+    cql.stop("lp_win")
+    cql.stop("lp_low")
+    assert set(processors.active()) == before  # the last query took its processor along
+    assert (shared.root / "windows" / "lp_win").is_dir()  # storage stays for a restart
+
+
+def test_a_processor_cannot_open_another_levels_storage(pipeline, tmp_path) -> None:
+    processors = pipeline.cql.processors
+    one = processors.acquire(at("[1, _]"), "storage-one")
+    two = processors.acquire(at("[_, A]"), "storage-two")
+    try:
+        assert one.path("joins", "x") == (one.root / "joins" / "x").resolve()
+        (one.root / "link").unlink(missing_ok=True)
+        (one.root / "link").symlink_to(two.root)
+        for escape in (
+            ("..", two.name, "checkpoints"),  # up and into the other level
+            (str(two.root / "joins"),),  # an absolute path
+            ("link", "windows"),  # a symlink out of its directory
+            (str(tmp_path),),  # anywhere else
+        ):
+            with pytest.raises(LevelStorageError):
+                one.path(*escape)
+    finally:
+        (one.root / "link").unlink(missing_ok=True)
+        processors.release("storage-one")
+        processors.release("storage-two")
+
+
+def test_the_shepherd_feeds_a_processor_only_what_its_level_dominates(spark, pipeline) -> None:
+    processors = pipeline.cql.processors
+    level = at("[1, B]")
+    processor = processors.acquire(level, "shepherd")
+    try:
+        stored = spark.read.parquet(str(pipeline.queries.labelled.path(LOG)))
+        fed = processor.shepherd(stored).filter(F.col("tid").isNotNull())
+        assert sorted(int(r["tid"]) for r in fed.select("tid").collect()) == readable(
+            level, LOG, LOG_TUPLES
+        )
+        context = spark.sparkContext
+        with processor.pool():  # streaming queries started here take the level's pool
+            assert context.getLocalProperty(POOL) == processor.name
+        assert context.getLocalProperty(POOL) is None
+    finally:
+        processors.release("shepherd")
 
 
 def test_a_level_change_applies_to_tuples_ingested_after_it(spark, pipeline) -> None:

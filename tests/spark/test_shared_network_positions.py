@@ -61,8 +61,10 @@ def alone(pipeline: Pipeline, name: str) -> list[tuple]:
     return rows.sorted()
 
 
-def networks(spark) -> list[str]:
-    return [q.name for q in spark.streams.active if q.name.startswith("network-")]
+def networks(pipeline) -> list[str]:
+    """Running networks (each runs in its level processor's session, not the test's)."""
+    handles = [n.handle for n in pipeline.cql.networks.values() if n.handle is not None]
+    return [h.name for h in handles if h.isActive]
 
 
 def test_join_leave_and_rejoin_give_every_row_exactly_once(pipeline, spark) -> None:
@@ -73,7 +75,7 @@ def test_join_leave_and_rejoin_give_every_row_exactly_once(pipeline, spark) -> N
     land(pipeline, second)
     joined = submit(pipeline, "cardio", cardio)  # joins a running network: catches up
     joined.process_all_available()
-    assert networks(spark) == ["network-HeartRate"], "both queries run in one network"
+    assert networks(pipeline) == ["network-HeartRate"], "both queries run in one network"
     assert cardio.rows, "the late joiner got the stream's history"
     pipeline.cql.stop("cardio")  # leaves; the network goes on for the nurse
     seen = len(cardio.rows)
@@ -110,9 +112,9 @@ def test_a_replayed_micro_batch_hands_nothing_twice(pipeline) -> None:
     submit(pipeline, "cardio", cardio).process_all_available()
     land(pipeline, second)
     pipeline.queries.queries["cardio"].process_all_available()
-    commits = pipeline.cql.networks["HeartRate"].root / "checkpoint" / "commits"
+    commits = pipeline.cql.networks[("HeartRate", "unlevelled")].root / "checkpoint" / "commits"
     pipeline.cql.stop("cardio")  # the last branch: the network stops
-    assert "HeartRate" not in pipeline.cql.networks
+    assert ("HeartRate", "unlevelled") not in pipeline.cql.networks
     last = max((p for p in commits.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     last.unlink()  # as if the process died before Spark recorded the batch as done
     (commits / f".{last.name}.crc").unlink(missing_ok=True)

@@ -37,6 +37,7 @@ from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import with_label
 from streamshield.engine.queries import (
@@ -118,8 +119,12 @@ class CqlService:
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a shared
         network computes nothing for a query whose switch is off."""
-        self.networks: dict[str, SharedNetwork] = {}
-        self.branches: dict[str, str] = {}  # query -> the stream whose network runs it
+        self.processors = LevelProcessors(queries.spark, queries.root)
+        """One query processor per level (engine/level_processor.py): its session, pool,
+        storage and shepherd; every query runs in its level's."""
+        self.networks: dict[tuple[str, str], SharedNetwork] = {}
+        """Shared networks keyed by (stream, level processor): levels never share one."""
+        self.branches: dict[str, tuple[str, str]] = {}  # query -> the network running it
         self.shapes: dict[str, Shape] = {}
         self.joins: dict[tuple, SCJoin] = {}
         self.join_handles: dict[tuple, StreamingQuery] = {}
@@ -167,26 +172,38 @@ class CqlService:
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
-        if admitted.delegating:
-            query = self._delegate(admitted, name)
-        else:
-            query = self._route(admitted, sink, name)
+        processor = self.processors.acquire(admitted.level, name)
+        try:
+            if admitted.delegating:
+                query = self._delegate(admitted, name, processor)
+            else:
+                query = self._route(admitted, sink, name, processor)
+        except BaseException:
+            self.processors.release(name)
+            raise
         self.shapes[query.name] = admitted.shape
         return query
 
     def stop(self, name: str) -> None:
-        """Stop a query; a shared join stops only with its last subscriber."""
+        """Stop a query; a shared join stops only with its last subscriber, a level's
+        processor with its last query."""
+        try:
+            self._stop(name)
+        finally:
+            self.processors.release(name)
+
+    def _stop(self, name: str) -> None:
         self.shapes.pop(name, None)
         self.window_queries.pop(name, None)
-        stream = self.branches.pop(name, None)
-        if stream is not None:
+        key = self.branches.pop(name, None)
+        if key is not None:
             self.queries.stop(name)  # the branch leaves its network
-            network = self.networks[stream]
+            network = self.networks[key]
             if not network.branches:  # the last one: the network stops too
                 if network.handle is not None:
                     at_batch_boundary(network.handle, NETWORK_STOP_SECONDS)
                 network.stop()
-                del self.networks[stream]
+                del self.networks[key]
             return
         if name not in self.subscriptions:
             self.queries.stop(name)
@@ -200,12 +217,12 @@ class CqlService:
             del self.joins[ident]
 
     def forget(self, name: str) -> None:
-        """A removed query's engine records: its branch positions in any network."""
-        for stream in self.streams:
-            BranchLedger(self._network_root(stream) / "branches").drop(name)
-
-    def _network_root(self, stream: str) -> Path:
-        return self.queries.root / "networks" / stream
+        """A removed query's engine records: its branch positions in any network (of
+        any level: the query's level may have changed since it ran)."""
+        root = self.queries.root
+        for networks in (root / "networks", *root.glob("levels/*/networks")):
+            for stream in self.streams:
+                BranchLedger(networks / stream / "branches").drop(name)
 
     # -- INSERT SP -----------------------------------------------------------------------
 
@@ -236,11 +253,15 @@ class CqlService:
 
     # -- routing ---------------------------------------------------------------------------
 
-    def _route(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
+    def _route(
+        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
+    ) -> RegisteredQuery:
         shape = admitted.shape
         if shape.kind is ShapeKind.STREAM:
-            shared = self._shared_query(admitted, sink, name) if self.share else None
-            return shared or self.queries.register(admitted, admitted.roles, sink, name)
+            shared = self._shared_query(admitted, sink, name, processor) if self.share else None
+            return shared or self.queries.register(
+                admitted, admitted.roles, sink, name, processor=processor
+            )
         if shape.kind is ShapeKind.SLIDING_AGGREGATE:
             _item, stream, window = shape.windows[0]
             event_time = self.streams[stream].event_time
@@ -248,33 +269,37 @@ class CqlService:
                 raise QueryRejected("window_time", f"stream {stream} has no event time")
             seconds = self.streams[stream].types[event_time] == "bigint"
             sliding = Sliding(event_time, window, seconds)
-            return self.queries.register(admitted, admitted.roles, sink, name, sliding=sliding)
+            return self.queries.register(
+                admitted, admitted.roles, sink, name, sliding=sliding, processor=processor
+            )
         if shape.kind is ShapeKind.WINDOW_RELATION:
-            return self._window_query(admitted, sink, name)
-        return self._join_query(admitted, sink, name)
+            return self._window_query(admitted, sink, name, processor)
+        return self._join_query(admitted, sink, name, processor)
 
     def _shared_query(
-        self, admitted: AdmittedQuery, sink: Sink, name: str
+        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
     ) -> RegisteredQuery | None:
         """The query as a branch of its stream's shared network; None when its plan is not
         one a network shares (it then runs on its own)."""
         if isinstance(sink, MemorySink) or len(admitted.streams) != 1 or admitted.shape.aggregate:
             return None
         stream = admitted.streams[0]
-        network = self.networks.get(stream)
+        key = (stream, processor.name)
+        network = self.networks.get(key)
         fresh = network is None
         level = admitted.level
         if network is None:
             network = SharedNetwork(
-                self.queries.spark,
+                processor.session,
                 self.queries.labelled,
                 self.streams[stream],
                 self.queries.codec,
                 self.queries.provenance,
-                self._network_root(stream),
+                processor.path("networks", stream),
                 active=lambda query: self.switch(query),
-                name=f"network-{stream}",
+                name=f"network-{stream}" + ("" if level is None else f"-{processor.name}"),
                 levels=level.width if level is not None else 0,
+                feed=processor.shepherd,
             )
 
         def sql(view: str) -> str:
@@ -288,9 +313,10 @@ class CqlService:
         except NotShared:
             return None
         if fresh:
-            self.networks[stream] = network
-            network.start()
-        self.branches[name] = stream
+            self.networks[key] = network
+            with processor.pool():
+                network.start()
+        self.branches[name] = key
         query = RegisteredQuery(
             name,
             admitted.request.sql,
@@ -306,7 +332,9 @@ class CqlService:
         self.queries.queries[name] = query
         return query
 
-    def _window_query(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
+    def _window_query(
+        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
+    ) -> RegisteredQuery:
         _item, stream, window = admitted.shape.windows[0]
         level = admitted.level
 
@@ -315,7 +343,7 @@ class CqlService:
             return secure(admitted.checked.tree, rewrite)
 
         query = WindowQuery(
-            self.queries.spark,
+            processor.session,
             self.queries.labelled,
             self.streams[stream],
             self.queries.codec,
@@ -324,17 +352,20 @@ class CqlService:
             sql,
             admitted.shape.aggregate,
             _deliverer(sink),
-            self.queries.root / "windows" / name,
+            processor.path("windows", name),
             name,
             self.queries.provenance,
             level,
         )
         planned(query.analyse, admitted.request.sql)
-        handle = query.start()
+        with processor.pool():
+            handle = query.start()
         self.window_queries[name] = query
         return self._record(name, admitted, handle, sink)
 
-    def _join_query(self, admitted: AdmittedQuery, sink: Sink, name: str) -> RegisteredQuery:
+    def _join_query(
+        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
+    ) -> RegisteredQuery:
         shape, roles = admitted.shape, admitted.roles
         if len(shape.join_keys) != 1:
             raise QueryRejected("query_shape", "a join needs exactly one equality of keys")
@@ -362,16 +393,16 @@ class CqlService:
         if join is None:
             # Named after what it joins, so a restarted join resumes from its own state.
             digest = hashlib.sha256(repr(ident).encode()).hexdigest()[:16]
-            root = self.queries.root / "joins" / digest
             join = SCJoin(
-                self.queries.spark,
+                processor.session,
                 self.queries.labelled,
                 self.queries.codec,
                 sides[0],
                 sides[1],
-                root,
+                processor.path("joins", digest),
                 self.join_mode,
                 level=level,
+                feed=processor.shepherd,
             )
             self.joins[ident] = join
         deliver = _deliverer(sink)
@@ -392,7 +423,8 @@ class CqlService:
 
         self.subscriptions[name] = (ident, join.subscribe(roles, consume))
         if fresh:
-            self.join_handles[ident] = join.start()
+            with processor.pool():
+                self.join_handles[ident] = join.start()
         handle = self.join_handles[ident]
         return self._record(name, admitted, handle, sink)
 
@@ -427,7 +459,9 @@ class CqlService:
 
     # -- delegation ------------------------------------------------------------------------
 
-    def _delegate(self, admitted: AdmittedQuery, name: str) -> RegisteredQuery:
+    def _delegate(
+        self, admitted: AdmittedQuery, name: str, processor: LevelProcessor
+    ) -> RegisteredQuery:
         if admitted.shape.kind is not ShapeKind.STREAM:
             raise QueryRejected("on_result", "ON RESULT is supported on unwindowed queries")
         hierarchy, roles, streams = self.queries.hierarchy, admitted.roles, admitted.streams
@@ -448,8 +482,12 @@ class CqlService:
         if admitted.level is not None and self.write_level is None:
             raise QueryRejected("on_result", "ON RESULT at a level needs a catalog for levels")
         source = self.streams[streams[0]]
-        spgen = _DerivedSink(self, target, source, on_result, name, admitted.level)
-        return self.queries.register(admitted, roles, CallbackSink(spgen), name, grant=True)
+        spgen = _DerivedSink(
+            self, target, source, on_result, name, admitted.level, processor.path("spgen", name)
+        )
+        return self.queries.register(
+            admitted, roles, CallbackSink(spgen), name, grant=True, processor=processor
+        )
 
     def register_stream(self, definition: StreamDefinition) -> None:
         """Make a new stream known to the catalog, the ingest and the query service."""
@@ -472,10 +510,11 @@ class _DerivedSink:
         source: StreamDefinition,
         statements: Sequence[SpStatement],
         name: str,
-        level: QueryLevel | None = None,
+        level: QueryLevel | None,
+        root: Path,
     ) -> None:
         self.service, self.target, self.source = service, target, source
-        self.statements, self.name, self.level = statements, name, level
+        self.statements, self.name, self.level, self.root = statements, name, level, root
         self.spgen: SpGen | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
@@ -494,7 +533,7 @@ class _DerivedSink:
                 f"q-{self.name}",
                 self.statements,
                 tid,
-                Path(self.service.queries.root) / "spgen" / self.name,
+                self.root,
             )
         self.spgen(frame, batch_id)
 

@@ -59,16 +59,19 @@ class LabelledStore:
         name: str,
         available_now: bool = False,
         levels: int = 0,
+        feed: Callable[[DataFrame], DataFrame] | None = None,
     ) -> StreamingQuery:
         """A streaming query handing ``process`` each micro-batch of ``stream``'s new
         labelled rows (the engines that keep their own state per batch run on it);
-        ``levels``: the level words to read (0 while levels are off)."""
+        ``levels``: the level words to read (0 while levels are off); ``feed``: what
+        the rows pass first (a level processor's shepherd)."""
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels)
         source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
+        rows = source.parquet(str(path))
         writer = (
-            source.parquet(str(path))
+            (rows if feed is None else feed(rows))
             .writeStream.foreachBatch(bounded(process))
             .option("checkpointLocation", str(checkpoint))
             .queryName(name)

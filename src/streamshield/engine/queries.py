@@ -11,6 +11,7 @@ data values, goes to the audit log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import uuid
@@ -28,6 +29,7 @@ from streamshield.engine.batch_errors import bounded
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.levels import assert_within
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.provenance import provenance_column, with_provenance
@@ -192,6 +194,7 @@ class QueryService:
         name: str | None = None,
         grant: bool = False,
         sliding: Sliding | None = None,
+        processor: LevelProcessor | None = None,
     ) -> RegisteredQuery:
         """Secure and start a query; QueryRejected for anything not allowed.
 
@@ -199,6 +202,8 @@ class QueryService:
         with ``roles``. ``grant``: the query delegates (ON RESULT), so it reads grant
         views: only what its roles hold WITH GRANT OPTION; statistics-only access never
         reaches it. ``sliding``: a ``[RANGE t SLIDE s]`` aggregate's window.
+        ``processor``: the query's level processor (its checkpoint under the level's
+        directory, its jobs in the level's pool); without one, the service's own root.
         """
         admitted = query if isinstance(query, AdmittedQuery) else self.admit(query, roles)
         roles, streams = admitted.roles, admitted.streams
@@ -220,7 +225,13 @@ class QueryService:
         result = planned(lambda: session.sql(text), sql)
         if level is not None:
             result = assert_within(result, level)
-        handle = planned(lambda: self._start(result, sink, name, aggregate), sql)
+        checkpoint = (
+            processor.path("checkpoints", "queries", name)
+            if processor is not None
+            else self.root / "checkpoints" / "queries" / name
+        )
+        with processor.pool() if processor is not None else contextlib.nullcontext():
+            handle = planned(lambda: self._start(result, sink, checkpoint, aggregate), sql)
         query = RegisteredQuery(
             name,
             sql,
@@ -340,8 +351,10 @@ class QueryService:
             )
         with_provenance(view, stream, self.provenance).createOrReplaceTempView(name)
 
-    def _start(self, result: DataFrame, sink: Sink, name: str, aggregate: bool) -> StreamingQuery:
-        checkpoint = self.root / "checkpoints" / "queries" / name
+    def _start(
+        self, result: DataFrame, sink: Sink, checkpoint: Path, aggregate: bool
+    ) -> StreamingQuery:
+        name = checkpoint.name
         writer = result.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
         if aggregate:  # files only take final results (needs the event-time watermark)
             writer = writer.outputMode("append" if isinstance(sink, FileSink) else "update")

@@ -64,6 +64,7 @@ from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.levels import level_names, lub_join
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.secured_view import tuple_test
+from streamshield.engine.session import planning_session
 from streamshield.engine.snapshots import Snapshots
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
@@ -155,13 +156,18 @@ class SCJoin:
         mode: JoinMode = JoinMode.ADAPTIVE,
         name: str | None = None,
         level: QueryLevel | None = None,
+        feed: Callable[[DataFrame], DataFrame] | None = None,
     ) -> None:
+        """``feed``: what each input's rows pass before anything else (its level
+        processor's shepherd)."""
         if left.alias.lower() == right.alias.lower():
             raise ValueError("the two sides of a join need different aliases")
         if left.stream.types[left.key] != right.stream.types[right.key]:
             raise ValueError("join keys must have the same type")
-        self.spark, self.store, self.codec = spark, store, codec
-        self.level = level
+        # Its own session: the streaming query and every batch plan in it are planned
+        # without constraint propagation (engine/session.py), however ``spark`` is set.
+        self.spark, self.store, self.codec = planning_session(spark), store, codec
+        self.level, self.feed = level, feed
         self.levels = level.width if level is not None else 0
         self.sides = (left, right)
         self.mode = mode
@@ -226,6 +232,8 @@ class SCJoin:
                 .option("recursiveFileLookup", "true")
                 .parquet(str(path))
             )
+            if self.feed is not None:
+                source = self.feed(source)
             parts = [
                 F.struct(*source.columns) if j == i else F.lit(None).cast(structs[j])
                 for j in range(2)

@@ -123,15 +123,17 @@ class SharedNetwork:
         active: Callable[[str], bool] = lambda _name: True,
         name: str | None = None,
         levels: int = 0,
+        feed: Callable[[DataFrame], DataFrame] | None = None,
         fuse: bool = False,
     ) -> None:
         """``levels``: the level words its scan reads (0 while levels are off); each
-        branch filters them at its own query's level in its own secured view. ``fuse``:
-        the branches that can are computed in one pass (engine/fused_branches.py). Off by
-        default: while each branch's sink runs its own jobs, the pass (and the job that
-        keeps a failing branch's error its own) costs more than the planning it saves
+        branch filters them at its own query's level in its own secured view.
+        ``feed``: what the scanned rows pass first (its level processor's shepherd).
+        ``fuse``: the branches that can are computed in one pass (engine/fused_branches.py).
+        Off by default: while each branch's sink runs its own jobs, the pass (and the job
+        that keeps a failing branch's error its own) costs more than the planning it saves
         (docs/query-sharing.md); it is the first half of serving a network in one job."""
-        self.levels, self.fuse = levels, fuse
+        self.levels, self.feed, self.fuse = levels, feed, fuse
         self.spark, self.labelled, self.stream = spark, labelled, stream
         self.codec, self.provenance, self.root = codec, provenance, Path(root)
         self.active = active
@@ -210,6 +212,7 @@ class SharedNetwork:
             self.name,
             available_now,
             self.levels,
+            self.feed,
         )
         return self.handle
 
@@ -404,7 +407,8 @@ class SharedNetwork:
         ]
         if not folders:
             return None
-        return self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
+        stored = self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
+        return stored if self.feed is None else self.feed(stored)  # the shepherd, as live
 
     def _schema(self) -> StructType:
         """The stream's labelled rows' schema (with its level words while levels are on)."""

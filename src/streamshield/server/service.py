@@ -529,7 +529,7 @@ class ServerService:
         user = port.user_of(session)
         live = {q.internal: q for q in self.queries.all()}
         shown = []
-        for stream, network in sorted(self.cql.networks.items()):
+        for (stream, _level), network in sorted(self.cql.networks.items(), key=lambda kv: kv[0]):
             mine = {n for n in network.branches if n in live and (admin or live[n].owner == user)}
             if not mine:
                 continue
