@@ -138,6 +138,19 @@ def test_each_query_runs_at_its_sessions_level_and_each_recipient_at_hers(server
         subscriber.close()
 
 
+def test_a_reader_sees_no_policy_of_a_channel_above_her_level(setup) -> None:
+    """GET /streams/{name}/ingest: Ann at [T, T] sees both channels' policies, Bob at
+    [1, ⊥] only company1's (company2's channel is at [2, ⊥]); the chief sees all."""
+    chief, ann, bob = setup
+
+    def channels(client) -> list[dict]:
+        return _ok(client.get("/streams/MessageLog/ingest"))["channels"]
+
+    assert len(channels(ann)) == 2 and len(channels(bob)) == 1
+    assert [c["provider"] for c in channels(bob)] == [None]  # a reader sees no provider
+    assert sorted(c["provider"] for c in channels(chief)) == ["company1", "company2"]
+
+
 def test_explain_shows_the_level_conjunct(setup) -> None:
     _chief, _ann, bob = setup
     plan = _ok(bob.get("/queries/q_bob/explain"))

@@ -12,7 +12,8 @@ in the catalog, so the route denies by default and answers in three depths:
   them if she also reads the stream, else not at all;
 * ``reader`` -- READ TUPLE, READ AGGREGATE or SUBSCRIBE on the stream: each channel's
   policy id and which of *her active roles* it admits, no provider names, no sps (she
-  learns whether she may read, not who else may);
+  learns whether she may read, not who else may), and only for channels whose level her
+  session's level dominates (a channel above it is not listed at all);
 * anyone else who may see the stream: 403; a stream she may not see: 404, as everywhere.
 
 The counts (elements accepted and rejected at the API, tuples accepted and denied by
@@ -22,6 +23,7 @@ the server started, for everyone the route answers.
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter
@@ -97,6 +99,19 @@ def router(service: Any) -> APIRouter:
             "providers and those holding READ TUPLE, READ AGGREGATE or SUBSCRIBE on it"
         )
 
+    def level_test(session: Any) -> Callable[[str, str], bool]:
+        """Whether the caller's session level dominates a channel's: a reader learns
+        nothing, not even a policy id, of a channel above her level (always true while
+        levels are off)."""
+        level = service.security.session_level(session)
+        assignment = service.security.level_assignment()
+        if level is None or assignment is None:
+            return lambda _stream, _provider: True
+        lattice = assignment.lattice
+        return lambda stream, provider: lattice.dominated(
+            assignment.tuple_level(stream, provider), level
+        )
+
     @api.get(
         "/streams/{name}/ingest",
         response_model=StreamIngest,
@@ -107,6 +122,7 @@ def router(service: Any) -> APIRouter:
         stream's ingest counts, as deep as the caller is entitled (see the module)."""
         session = who.session
         scope, reads = scope_of(session, name)
+        dominates = level_test(session)
         user, roles = port.user_of(session), port.roles_of(session)
         kind: Literal["input", "output"] = "output"
         channels: list[ChannelPolicy] = []
@@ -121,7 +137,7 @@ def router(service: Any) -> APIRouter:
                 view = policy_view(policy, hierarchy, server)
                 if scope == "all" or owns_provider(user, channel.provider):
                     channels.append(_full(channel.provider, view))
-                elif reads:
+                elif reads and dominates(channel.stream, channel.provider):
                     admits = list(admitted_among(view, roles))
                     channels.append(
                         ChannelPolicy(
