@@ -42,7 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.cw_table1 import jvm_cpu_seconds, run_noop
-from bench.plots import Panel, save_figure
+from bench.plots import Caption, Panel, Series, machine, save_figure
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.protection import Detector
 from streamshield.cep.spark import compile_pattern as compile_spark
@@ -212,22 +212,22 @@ def per_event(spark: SparkSession, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def plot(points: list[dict], large: list[dict], path: Path) -> Path:
+def plot(points: list[dict], large: list[dict], path: Path, caption: Caption) -> Path:
     """Per experiment: the PSPE's cost per micro-batch (its CPU cost per event, measured
     on the large batch, times the rate; below the measurement's resolution it is drawn
     as 0) beside the pattern's own (wall time, fastest run)."""
     per_event = {(p["experiment"], p["series"]): p["pspe_ns_per_event"] for p in large}
     panels = []
-    titles = {"a": "(a) event types, xi", "b": "(b) attributes, ETs=30", "c": "(c) operators"}
+    titles = {"a": "event types, xi", "b": "attributes, ETs=30", "c": "operators"}
     for experiment in sorted({p["experiment"] for p in points}):
         mine = [p for p in points if p["experiment"] == experiment]
         rates = sorted({p["rate"] for p in mine})
-        series = {}
+        series = []
         for label in dict.fromkeys(p["series"] for p in mine):
             by_rate = {p["rate"]: p for p in mine if p["series"] == label}
             ns = max(0.0, per_event.get((experiment, label), 0.0))
-            series[f"{label} PSPE"] = [ns * r / 1e6 for r in rates]
-            series[f"{label} pattern"] = [by_rate[r]["pattern_ms"] for r in rates]
+            series.append(Series(f"{label} PSPE", [[ns * r / 1e6] for r in rates]))
+            series.append(Series(f"{label} pattern", [[by_rate[r]["pattern_ms"]] for r in rates]))
         panels.append(
             Panel(
                 titles[experiment],
@@ -235,10 +235,11 @@ def plot(points: list[dict], large: list[dict], path: Path) -> Path:
                 "ms per micro-batch",
                 rates,
                 series,
+                note="paper: trends only, no numbers in its text (docs/experiments.md)",
             )
         )
     title = "Fig. 4 on Spark: PSPE cost (CPU/event x rate) beside the pattern's own (wall)"
-    return save_figure(panels, path, title, columns=3)
+    return save_figure(panels, path, title, caption, columns=3)
 
 
 def markdown(result: dict) -> str:
@@ -318,7 +319,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     (out / "bench").mkdir(parents=True, exist_ok=True)
     (out / "bench" / f"results-cep-fig4{suffix}.json").write_text(json.dumps(result, indent=2))
     (out / "bench" / f"results-cep-fig4{suffix}.md").write_text(markdown(result))
-    plot(points, large, out / "docs" / "img" / f"cep-fig4{suffix}.png")
+    data = f"rates {sorted({p['rate'] for p in points})} events/s, {args.reps} reps"
+    caption = Caption(machine(), data, result["date"])
+    plot(points, large, out / "docs" / "img" / f"cep-fig4{suffix}.png", caption)
     print(markdown(result))
     return result
 

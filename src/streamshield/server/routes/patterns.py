@@ -53,7 +53,7 @@ def router(service: Any) -> APIRouter:
     def listed(who: Auth) -> dict:
         return {"patterns": patterns.list(who.session)}
 
-    @api.get("/patterns/{name}", responses=errors(*AUTHED, 404))
+    @api.get("/patterns/{name}", responses=errors(*AUTHED, 404, 422))
     def explain(name: str, who: Auth) -> dict:
         """Status, and the operators each variable's event type is read under."""
         return patterns.explain(who.session, name)
@@ -62,7 +62,7 @@ def router(service: Any) -> APIRouter:
     def status(name: str, body: StatusBody, who: Auth) -> dict:
         return patterns.set_status(who.session, name, body.running)
 
-    @api.delete("/patterns/{name}", responses=errors(*AUTHED, 403, 404))
+    @api.delete("/patterns/{name}", responses=errors(*AUTHED, 403, 404, 422))
     def remove(name: str, who: Auth) -> dict:
         patterns.remove(who.session, name)
         return {"removed": name}
