@@ -24,6 +24,7 @@ from streamshield.catalog.errors import SecurityError
 from streamshield.catalog.store import CatalogError
 from streamshield.engine.queries import QueryFailed
 from streamshield.faults import crash_point
+from streamshield.landing import LandingUnavailable
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
@@ -80,6 +81,7 @@ from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
 
 HANDLED: tuple[type[Exception], ...] = (
     ApiError,
+    LandingUnavailable,  # an OSError: without this, the 500 handler would take it
     SecurityError,
     QueryRejected,
     QueryFailed,
