@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, errors
@@ -29,45 +29,87 @@ class StatusBody(BaseModel):
     running: bool
 
 
+class _Open(BaseModel):
+    """A named object in the document whose keys docs/cep.md describes (the engine's
+    views of rules and patterns grow with the pattern language)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class CepRules(_Open):
+    """The operators per role, event type and attribute."""
+
+
+class PatternInfo(_Open):
+    """A pattern: its name, status and the operators each variable is read under."""
+
+
+class PatternList(BaseModel):
+    patterns: list[dict[str, Any]]
+
+
+class PatternRemoved(BaseModel):
+    removed: str
+
+
+class PatternRows(_Open):
+    """Rows delivered after a sequence number, and the newest sequence number."""
+
+
 def router(service: Any) -> APIRouter:
     api = APIRouter(tags=["patterns"])
     patterns = service.patterns
 
-    @api.get("/cep/rules", responses=errors(*AUTHED))
+    @api.get("/cep/rules", response_model=CepRules, responses=errors(*AUTHED))
     def rules(who: Auth) -> dict:
         """The operators: all of them (administrators) or your roles' per attribute."""
         return patterns.rules(who.session)
 
-    @api.put("/cep/rules", responses=errors(*AUTHED, 403, 422))
+    @api.put("/cep/rules", response_model=CepRules, responses=errors(*AUTHED, 403, 422))
     def set_rules(body: dict[str, Any], who: Auth) -> dict:
         """Replace the operators (CHANGE SYSTEM); running patterns apply them from their
         next micro-batch, and one that became illegal stops with the reason."""
         return patterns.set_rules(who.session, body)
 
-    @api.post("/patterns", status_code=201, responses=errors(*AUTHED, 403, 409, 422))
+    @api.post(
+        "/patterns",
+        status_code=201,
+        response_model=PatternInfo,
+        responses=errors(*AUTHED, 403, 409, 422),
+    )
     def register(body: PatternBody, who: Auth) -> dict:
         """Register and start a pattern with your activated roles."""
         return patterns.register(who.session, body.name, body.pattern)
 
-    @api.get("/patterns", responses=errors(*AUTHED))
+    @api.get("/patterns", response_model=PatternList, responses=errors(*AUTHED))
     def listed(who: Auth) -> dict:
         return {"patterns": patterns.list(who.session)}
 
-    @api.get("/patterns/{name}", responses=errors(*AUTHED, 404, 422))
+    @api.get("/patterns/{name}", response_model=PatternInfo, responses=errors(*AUTHED, 404, 422))
     def explain(name: str, who: Auth) -> dict:
         """Status, and the operators each variable's event type is read under."""
         return patterns.explain(who.session, name)
 
-    @api.post("/patterns/{name}/status", responses=errors(*AUTHED, 403, 404, 422))
+    @api.post(
+        "/patterns/{name}/status",
+        response_model=PatternInfo,
+        responses=errors(*AUTHED, 403, 404, 422),
+    )
     def status(name: str, body: StatusBody, who: Auth) -> dict:
         return patterns.set_status(who.session, name, body.running)
 
-    @api.delete("/patterns/{name}", responses=errors(*AUTHED, 403, 404, 422))
+    @api.delete(
+        "/patterns/{name}", response_model=PatternRemoved, responses=errors(*AUTHED, 403, 404, 422)
+    )
     def remove(name: str, who: Auth) -> dict:
         patterns.remove(who.session, name)
         return {"removed": name}
 
-    @api.get("/patterns/{name}/rows", responses=errors(*AUTHED, 403, 404, 422))
+    @api.get(
+        "/patterns/{name}/rows",
+        response_model=PatternRows,
+        responses=errors(*AUTHED, 403, 404, 422),
+    )
     def rows(name: str, who: Auth, after: int = Query(0, ge=0)) -> dict:
         """Rows delivered after sequence number ``after`` (SUBSCRIBE on the output, and
         your own operators must allow the pattern)."""
