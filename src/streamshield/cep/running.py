@@ -41,6 +41,7 @@ from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.rule_book import Edition, RuleBook
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused, validate
+from streamshield.engine.checkpoint_leftovers import at_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +115,7 @@ class RunningPattern:
                 key=self._key,
                 k=self._k,
             )
-            writer = frame.writeStream.foreachBatch(self._batch).option(
-                "checkpointLocation", str(self._checkpoint)
-            )
+            writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self._checkpoint)
             if self._trigger:
                 writer = writer.trigger(**self._trigger)
             self._query = writer.start()

@@ -23,6 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.engine import ingest_consistency
 from streamshield.engine.batch_errors import bounded
+from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -122,11 +123,9 @@ class IngestJob:
         if max_files:
             reader = reader.option("maxFilesPerTrigger", max_files)
         source = reader.option("pathGlobFilter", "*.jsonl").json(str(self.landing / "*"))
-        writer = (
-            source.writeStream.foreachBatch(bounded(self._process))
-            .option("checkpointLocation", str(self.checkpoint))
-            .queryName("streamshield-ingest")
-        )
+        writer = at_checkpoint(
+            source.writeStream.foreachBatch(bounded(self._process)), self.checkpoint
+        ).queryName("streamshield-ingest")
         writer = (
             writer.trigger(availableNow=True)
             if available_now

@@ -24,6 +24,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine.batch_errors import bounded
+from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
@@ -70,12 +71,10 @@ class LabelledStore:
         struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels)
         source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
         rows = source.parquet(str(path))
-        writer = (
-            (rows if feed is None else feed(rows))
-            .writeStream.foreachBatch(bounded(process))
-            .option("checkpointLocation", str(checkpoint))
-            .queryName(name)
-        )
+        writer = at_checkpoint(
+            (rows if feed is None else feed(rows)).writeStream.foreachBatch(bounded(process)),
+            checkpoint,
+        ).queryName(name)
         trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
         return writer.trigger(**trigger).start()
 

@@ -26,6 +26,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_errors import bounded
+from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
@@ -355,7 +356,7 @@ class QueryService:
         self, result: DataFrame, sink: Sink, checkpoint: Path, aggregate: bool
     ) -> StreamingQuery:
         name = checkpoint.name
-        writer = result.writeStream.queryName(name).option("checkpointLocation", str(checkpoint))
+        writer = at_checkpoint(result.writeStream.queryName(name), checkpoint)
         if aggregate:  # files only take final results (needs the event-time watermark)
             writer = writer.outputMode("append" if isinstance(sink, FileSink) else "update")
         if isinstance(sink, FileSink):

@@ -58,6 +58,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition, check_name
 from streamshield.engine.batch_errors import bounded
+from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
@@ -212,12 +213,10 @@ class SCJoin:
     # -- the streaming query ----------------------------------------------------------
 
     def start(self, available_now: bool = False) -> StreamingQuery:
-        writer = (
-            self._source()
-            .writeStream.foreachBatch(bounded(self._process))
-            .option("checkpointLocation", str(self.root / "checkpoint"))
-            .queryName(self.name)
-        )
+        writer = at_checkpoint(
+            self._source().writeStream.foreachBatch(bounded(self._process)),
+            self.root / "checkpoint",
+        ).queryName(self.name)
         trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
         return writer.trigger(**trigger).start()
 
