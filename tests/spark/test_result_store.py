@@ -81,3 +81,25 @@ def test_a_replayed_batch_replaces_its_copy(spark, tmp_path) -> None:
     assert spark.read.parquet(str(store.root)).count() == 2
     empty = store.write(frame.limit(0), 8)
     assert empty.count() == 0 and store.batches() == [7, 8]
+
+
+def test_a_replayed_batch_is_never_served_from_a_readers_cache(spark, tmp_path) -> None:
+    """A subscriber resuming from batch 7 has the stored batch cached while the query
+    replays batch 7 (the crash harness's failure: the replay's delivery took the
+    reader's cache, whose files the replay had removed). Spark matches cached plans by
+    equality, so each write of a batch must be a plan of its own."""
+    store = ResultStore(tmp_path / "results")
+    old = store.write(spark.createDataFrame([(1,), (2,)], "k bigint"), 7)
+    resuming = store.stored(7, spark)
+    assert resuming is not None
+    resuming = resuming.persist()
+    try:
+        assert resuming.count() == 2
+        replayed = store.write(spark.createDataFrame([(3,)], "k bigint"), 7).persist()
+        try:
+            assert [r["k"] for r in replayed.collect()] == [3]
+        finally:
+            replayed.unpersist()
+    finally:
+        resuming.unpersist()
+    assert old.columns == ["k"]

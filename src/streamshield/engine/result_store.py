@@ -12,6 +12,13 @@ staging directory, so a reader sees a whole batch or none of it. A replayed batc
 query restarted before Spark recorded the batch as done) is executed again, as Spark
 requires, and replaces its directory with the same rows: the store never holds a batch
 twice. Only the newest ``keep`` batches are kept.
+
+A stored batch is read by its exact files, never by its directory. Spark's cache matches
+plans by equality, and two reads of one directory are equal plans whatever the files in
+it: a frame persisted by one reader (a subscriber resuming from batch 3) would be taken
+by another reading batch 3 after a replay replaced it (the query's own delivery), with
+the old file list, and fail on files gone or serve rows no longer stored. The file
+names carry the write's id, so each write of a batch is a plan of its own.
 """
 
 from __future__ import annotations
@@ -59,14 +66,15 @@ class ResultStore:
 
     def read(self, batch_id: int, like: DataFrame) -> DataFrame:
         """One stored batch, with the schema of ``like`` (an empty batch has no inference)."""
-        return like.sparkSession.read.schema(like.schema).parquet(str(self._path(batch_id)))
+        files = self._files(batch_id)
+        if not files:
+            raise FileNotFoundError(f"batch {batch_id} is not stored in {self.root}")
+        return like.sparkSession.read.schema(like.schema).parquet(*files)
 
     def stored(self, batch_id: int, spark: SparkSession) -> DataFrame | None:
         """One stored batch as written (None: pruned, or a batch without rows)."""
-        path = self._path(batch_id)
-        if not any(path.glob("*.parquet")):
-            return None
-        return spark.read.parquet(str(path))
+        files = self._files(batch_id)
+        return spark.read.parquet(*files) if files else None
 
     def batches(self) -> list[int]:
         """Stored batch ids, oldest first."""
@@ -80,6 +88,9 @@ class ResultStore:
 
     def _path(self, batch_id: int) -> Path:
         return self.root / f"batch={batch_id}"
+
+    def _files(self, batch_id: int) -> list[str]:
+        return sorted(str(p) for p in self._path(batch_id).glob("*.parquet"))
 
     def _prune(self) -> None:
         for old in self.batches()[: -self.keep]:
