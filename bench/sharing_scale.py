@@ -28,6 +28,11 @@ interleaved (rep 1: every N, rep 2: every N, ..., order rotated per rep); the fi
 per N is the median over reps and batches, with min and max, and its ratio to N=1.
 Results go to ``bench/results-sharing-scale.json`` and to their own section of
 ``docs/results.md``.
+
+``--store``: each query's sink is the server's instead (``StoringSink``: every batch
+stored in the query's result store, nobody listening, so nothing delivered); in a shared
+network with ``--fused`` the branches' batches are then links into one write of the
+fused pass (engine/result_store.py). Results go to ``...-store.json``.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from pyspark.sql.streaming import StreamingQuery
 from bench.revocation_latency import write_section
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, RegisteredQuery
+from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import spark_session
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.examples.hospital_catalog import hospital_catalog
@@ -173,8 +179,23 @@ class Network:
         self.handle.stop()
 
 
+def storing(root: Path, name: str) -> StoringSink:
+    """The server's sink for a query nobody listens to: every batch stored, none delivered."""
+    return StoringSink(ResultStore(root / "results" / name), lambda _f, _b: None, lambda: False)
+
+
+def stored_rows(sink: StoringSink, spark) -> int:
+    frames = (sink.store.stored(b, spark) for b in sink.store.batches())
+    return sum(f.count() for f in frames if f is not None)
+
+
 def shared_network(
-    pipeline: Pipeline, root: Path, n: int, sinks: list[Sink], fuse: bool = False
+    pipeline: Pipeline,
+    root: Path,
+    n: int,
+    sinks: list,
+    fuse: bool = False,
+    store: bool = False,
 ) -> Network:
     """N users' queries as branches of one network over HeartRate (``--shared``)."""
     queries = pipeline.queries
@@ -194,7 +215,7 @@ def shared_network(
         def sql(view: str, admitted=admitted) -> str:
             return secure(admitted.checked.tree, queries.rewrite({"HeartRate": view}))
 
-        sink = Sink()
+        sink = storing(root, f"user{i:02d}") if store else Sink()
         sinks.append(sink)
         network.add(f"user{i:02d}", admitted, sql, sink)
     return Network(network.name, network.start())
@@ -208,6 +229,7 @@ def run_case(
     data: list[list[Element]],
     shared: bool = False,
     fuse: bool = False,
+    store: bool = False,
 ) -> Case:
     root = tmp / f"n{n}-rep{rep}-{fuse}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
@@ -215,10 +237,10 @@ def run_case(
     started = time.perf_counter()
     try:
         if shared:
-            queries.append(shared_network(pipeline, root, n, sinks, fuse))
+            queries.append(shared_network(pipeline, root, n, sinks, fuse, store))
         for i in range(0 if shared else n):
             text, roles = user_query(i)
-            sink = Sink()
+            sink = storing(root, f"user{i:02d}") if store else Sink()
             # A streaming query of its own (CqlService would put it in a shared network).
             query = pipeline.queries.register(text, roles, CallbackSink(sink), f"user{i:02d}")
             sinks.append(sink)
@@ -237,7 +259,9 @@ def run_case(
             figures = batch_figures(queries, since, rows)
             wall = done - figures.pop("first_start")
             if b == 0:
-                case.output_rows = [s.rows for s in sinks]
+                case.output_rows = [
+                    stored_rows(s, spark) if isinstance(s, StoringSink) else s.rows for s in sinks
+                ]
                 for s in sinks:
                     s.counting = False
                 continue  # warm-up: JIT, first-file listing, code generation
@@ -351,6 +375,9 @@ def main() -> None:
         help="with --shared: also run every case with the branches computed in one pass "
         "(interleaved), to measure what that saves",
     )
+    parser.add_argument(
+        "--store", action="store_true", help="the server's storing sinks (nobody listening)"
+    )
     args = parser.parse_args()
     sizes = sorted(set(args.queries))
     spark = spark_session()
@@ -361,12 +388,12 @@ def main() -> None:
     arms = (False, True) if args.shared and args.fused else (False,)
     began = time.perf_counter()
     try:
-        run_case(spark, tmp, 1, -1, data, args.shared)  # the first query pays JVM warm-up
+        run_case(spark, tmp, 1, -1, data, args.shared, store=args.store)  # JVM warm-up
         for rep in range(args.reps):
             order = sizes[rep % len(sizes) :] + sizes[: rep % len(sizes)]
             for n in order:
                 for fuse in arms if rep % 2 else arms[::-1]:
-                    case = run_case(spark, tmp, n, rep, data, args.shared, fuse)
+                    case = run_case(spark, tmp, n, rep, data, args.shared, fuse, args.store)
                     cases.append(case)
                     spans = [round(b["span_s"], 2) for b in case.batches]
                     print(f"rep {rep} n {n} fused {fuse}: spans {spans}", flush=True)
@@ -393,6 +420,7 @@ def main() -> None:
     command = ".venv/bin/python -m bench.sharing_scale --queries " + " ".join(map(str, sizes))
     command += " --shared" if args.shared else ""
     command += " --fused" if len(arms) > 1 else ""
+    command += " --store" if args.store else ""
     for flag, value, default in (
         ("--rows", args.rows, 20_000),
         ("--batches", args.batches, 2),
@@ -410,6 +438,8 @@ def main() -> None:
     if args.no_write:
         return
     suffix, heading = ("-shared", SHARED_HEADING) if args.shared else ("", HEADING)
+    if args.store:
+        suffix, heading = suffix + "-store", heading + " (the server's storing sinks)"
     out = ROOT / "bench" / f"results-sharing-scale{suffix}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result, command)

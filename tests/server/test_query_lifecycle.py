@@ -102,9 +102,9 @@ def _vitals(round_no: int) -> list[dict]:
 def _stored(server, name: str) -> list[dict]:
     """Every row the query's result store holds, with its batch id (labels dropped)."""
     store = server.service.queries.get(name).store
-    if not store.batches():
+    frame = store.everything(server.service.spark)
+    if frame is None:
         return []
-    frame = server.service.spark.read.parquet(str(store.root))
     rows = [r.asDict() for r in frame.collect()]
     return [{k: v for k, v in r.items() if not k.startswith("_ss_")} for r in rows]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from streamshield.engine.queries import CallbackSink
+from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.hospital_pipeline import Rows, hospital_pipeline
@@ -37,7 +38,7 @@ def pipeline(spark, tmp_path_factory):
 
 
 def network(
-    pipeline, root, names, active=lambda _n: True, queries=QUERIES
+    pipeline, root, names, active=lambda _n: True, queries=QUERIES, sink=Rows
 ) -> tuple[SharedNetwork, dict]:
     engine = pipeline.queries
     shared = SharedNetwork(
@@ -59,13 +60,13 @@ def network(
         def sql(view: str, admitted=admitted) -> str:
             return secure(admitted.checked.tree, engine.rewrite({STREAM: view}))
 
-        sinks[name] = Rows()
+        sinks[name] = sink(name)
         shared.add(name, admitted, sql, sinks[name])
     return shared, sinks
 
 
 def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_path) -> None:
-    shared, sinks = network(pipeline, tmp_path / "net", list(QUERIES))
+    shared, sinks = network(pipeline, tmp_path / "net", list(QUERIES), sink=lambda _n: Rows())
     handle = shared.start(available_now=True)
     handle.awaitTermination()
     labelled = pipeline.queries.labelled.path(STREAM)
@@ -91,7 +92,9 @@ def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_
 def test_a_branch_failing_in_the_one_pass_fails_alone(pipeline, tmp_path) -> None:
     """One user's failing query must not stop the others' branches computed with it."""
     queries = {**QUERIES, "broken": BROKEN}
-    shared, sinks = network(pipeline, tmp_path / "net", ["cardio", "broken"], queries=queries)
+    shared, sinks = network(
+        pipeline, tmp_path / "net", ["cardio", "broken"], queries=queries, sink=lambda _n: Rows()
+    )
     assert all(b.fused is not None for b in shared.branches.values())
     shared.start(available_now=True).awaitTermination()
     branches = shared.branches
@@ -107,7 +110,11 @@ def test_a_branch_failing_in_the_one_pass_fails_alone(pipeline, tmp_path) -> Non
 
 def test_a_switched_off_branch_runs_no_spark_job(pipeline, tmp_path) -> None:
     shared, sinks = network(
-        pipeline, tmp_path / "net", ["cardio", "gp", "nurse_ids"], lambda n: n != "gp"
+        pipeline,
+        tmp_path / "net",
+        ["cardio", "gp", "nurse_ids"],
+        lambda n: n != "gp",
+        sink=lambda _n: Rows(),
     )
     tracker = pipeline.queries.spark.sparkContext.statusTracker()
     shared.start(available_now=True).awaitTermination()
@@ -126,3 +133,45 @@ def test_only_selections_over_the_stream_join_a_network(pipeline, tmp_path) -> N
     ):
         with pytest.raises(NotShared):
             shared.add("x", queries.admit(text, ["C"]), lambda v: v, Rows())
+
+
+def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> None:
+    """The server's sinks store each batch before delivering it (engine/result_store.py).
+    In a network every branch's batch is a link into the one write of the fused pass:
+    a branch nobody listens to runs no Spark job at all, and what its store reads back
+    is exactly what its query alone returns."""
+    names = ["cardio", "gp", "nurse_all", "nurse_ids"]
+    listening = {"cardio"}
+    delivered = {name: Rows() for name in names}
+
+    def storing(name: str) -> StoringSink:
+        store = ResultStore(tmp_path / "results" / name)
+        return StoringSink(store, delivered[name], wanted=lambda: name in listening)
+
+    shared, sinks = network(pipeline, tmp_path / "net", names, sink=storing)
+    tracker = pipeline.queries.spark.sparkContext.statusTracker()
+    shared.start(available_now=True).awaitTermination()
+    spark = pipeline.queries.spark
+    for name in names:
+        store = sinks[name].store
+        assert store.batches(), name
+        for batch in store.batches():
+            assert (store.root / f"batch={batch}" / LINK).is_file(), "a link, not a copy"
+        stored = Rows()
+        for batch in store.batches():
+            frame = store.stored(batch, spark)
+            if frame is not None:
+                stored(frame, batch)
+        text, role = QUERIES[name]
+        alone = Rows()
+        query = pipeline.queries.register(text, [role], CallbackSink(alone), f"linked_{name}")
+        query.process_all_available()
+        pipeline.queries.stop(query.name)
+        assert stored.sorted() == alone.sorted(), name
+        if name in listening:
+            assert delivered[name].sorted() == alone.sorted() and alone.rows
+            assert tracker.getJobIdsForGroup(f"{shared.name}:{name}") != []
+        else:
+            assert delivered[name].calls == 0
+            assert tracker.getJobIdsForGroup(f"{shared.name}:{name}") == [], name
+    assert shared.store.batches(), "the fused pass is written once, in the network's store"

@@ -19,10 +19,19 @@ it: a frame persisted by one reader (a subscriber resuming from batch 3) would b
 by another reading batch 3 after a replay replaced it (the query's own delivery), with
 the old file list, and fail on files gone or serve rows no longer stored. The file
 names carry the write's id, so each write of a batch is a plan of its own.
+
+A branch of a shared network stores a *link* instead of rows (``link``): the branches of
+a micro-batch are computed in one pass and written once, as one struct column per branch,
+to the network's own store, and each branch's batch directory holds ``link.json`` naming
+those files and its column. Reading it reads that column's rows: what the branch's own
+write would have stored, without a Spark job per branch. A link whose files the
+network's store has pruned reads as a pruned batch.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import shutil
@@ -30,11 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from streamshield.durable import replace_durably
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
+LINK = "link.json"
 DEFAULT_KEEP = 200
 
 
@@ -52,6 +63,23 @@ class ResultStore:
         frame.write.mode("overwrite").parquet(str(staging))
         for marker in staging.glob("*.crc"):
             marker.unlink()
+        self._install(staging, batch_id)
+        return self.read(batch_id, frame)
+
+    def link(self, batch_id: int, files: list[str], column: str) -> None:
+        """Store batch ``batch_id`` as the rows of struct ``column`` (where not NULL) of
+        ``files`` (a shared network's one write of all its branches): no job runs."""
+        staging = self._staging / str(batch_id)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        (staging / LINK).write_text(json.dumps({"files": files, "column": column}))
+        self._install(staging, batch_id)
+
+    def files(self, batch_id: int) -> list[str]:
+        """The Parquet files of a batch written here (not of a link)."""
+        return sorted(str(p) for p in self._path(batch_id).glob("*.parquet"))
+
+    def _install(self, staging: Path, batch_id: int) -> None:
         target = self._path(batch_id)
         if target.exists():  # a replay: the same batch again, never a second copy
             old = self._staging / f"{batch_id}.replaced"
@@ -62,19 +90,29 @@ class ResultStore:
         replace_durably(staging, target)
         crash_point("result.after_rename")
         self._prune()
-        return self.read(batch_id, frame)
 
     def read(self, batch_id: int, like: DataFrame) -> DataFrame:
         """One stored batch, with the schema of ``like`` (an empty batch has no inference)."""
-        files = self._files(batch_id)
-        if not files:
+        frame = self._frame(batch_id, like.sparkSession, like)
+        if frame is None:
             raise FileNotFoundError(f"batch {batch_id} is not stored in {self.root}")
-        return like.sparkSession.read.schema(like.schema).parquet(*files)
+        return frame
 
     def stored(self, batch_id: int, spark: SparkSession) -> DataFrame | None:
         """One stored batch as written (None: pruned, or a batch without rows)."""
-        files = self._files(batch_id)
-        return spark.read.parquet(*files) if files else None
+        return self._frame(batch_id, spark)
+
+    def everything(self, spark: SparkSession) -> DataFrame | None:
+        """Every stored batch's rows with its id in column ``batch`` (None: nothing
+        stored); links read as their rows (tests and audits, not the hot path)."""
+        frames = []
+        for batch_id in self.batches():
+            frame = self._frame(batch_id, spark)
+            if frame is not None:
+                frames.append(frame.withColumn("batch", F.lit(batch_id)))
+        if not frames:
+            return None
+        return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
     def batches(self) -> list[int]:
         """Stored batch ids, oldest first."""
@@ -89,8 +127,23 @@ class ResultStore:
     def _path(self, batch_id: int) -> Path:
         return self.root / f"batch={batch_id}"
 
-    def _files(self, batch_id: int) -> list[str]:
-        return sorted(str(p) for p in self._path(batch_id).glob("*.parquet"))
+    def _frame(
+        self, batch_id: int, spark: SparkSession, like: DataFrame | None = None
+    ) -> DataFrame | None:
+        link = self._path(batch_id) / LINK
+        if link.is_file():
+            target = json.loads(link.read_text())
+            files, column = target["files"], target["column"]
+            if not files or not all(Path(f).is_file() for f in files):
+                return None  # the network's store has pruned them
+            rows = spark.read.parquet(*files).filter(F.col(column).isNotNull())
+            rows = rows.select(f"{column}.*")
+            return rows if like is None else rows.select(*like.columns)
+        files = self.files(batch_id)
+        if not files:
+            return None
+        reader = spark.read if like is None else spark.read.schema(like.schema)
+        return reader.parquet(*files)
 
     def _prune(self) -> None:
         for old in self.batches()[: -self.keep]:
@@ -116,3 +169,11 @@ class StoringSink:
         stored = self.store.write(frame, batch_id)
         if self.wanted():
             self.deliver(stored, batch_id)
+
+    def link(self, batch_id: int, files: list[str], column: str, rows: DataFrame) -> None:
+        """The batch stored as a link into a shared network's one write of all its
+        branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
+        ``rows``: the link's rows as the network read them (their schema)."""
+        self.store.link(batch_id, files, column)
+        if self.wanted():
+            self.deliver(self.store.read(batch_id, rows), batch_id)

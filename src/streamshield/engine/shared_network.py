@@ -63,6 +63,7 @@ from streamshield.engine.fused_branches import FusedBranch, NotFused, one_pass, 
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
+from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore
 from streamshield.engine.secured_view import SecuredProjection
 from streamshield.engine.source_log import SourceLog
 from streamshield.lang.admission import AdmittedQuery
@@ -79,6 +80,9 @@ BranchSink = Callable[[DataFrame, int], None]
 BRANCH_THREADS = 4
 """Branches of one micro-batch run at once (their jobs share the cores, not a queue)."""
 _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
+NETWORK_KEEP = 2 * DEFAULT_KEEP
+"""Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
+which are among the network's newest unless the branch sat out many of them."""
 _INGEST = "_ss_ingest"
 """A row's ingest batch, added to a micro-batch only when some branch needs part of it."""
 
@@ -140,6 +144,8 @@ class SharedNetwork:
         self.name = name or f"network-{stream.name}"
         self.ledger = BranchLedger(self.root / "branches")
         self.log = SourceLog(self.root / "checkpoint")
+        self.store = ResultStore(self.root / "results", keep=NETWORK_KEEP)
+        """The fused pass of each micro-batch, written once; branches' stores link to it."""
         self.handle: StreamingQuery | None = None
         self._branches: dict[str, Branch] = {}
         self._lock = threading.Lock()
@@ -269,40 +275,51 @@ class SharedNetwork:
             if alone and (len(alone) > 1 or fused):  # a shared scan: read its files once
                 batch = batch.persist()
                 cached.append(batch)
-            outputs = self._fused_outputs(batch, fused, cached)
+            outputs, linked = self._fused_outputs(batch, fused, cached, newest)
             alone.update({n: b for n, b in fused.items() if n not in outputs})
             shared = {n: b for n, b in alone.items() if n in together}
             inputs = self._shared_inputs(batch, shared, cached)
             for name, covered in behind.items():
                 inputs[name] = self._own_input(batch, covered, oldest)
             outputs.update({n: self._output(b, inputs[n]) for n, b in alone.items()})
-            self._hand_over(on, outputs, newest)
+            self._hand_over(on, outputs, newest, linked)
         finally:
             for df in cached:
                 df.unpersist()
 
     def _fused_outputs(
-        self, batch: DataFrame, fused: dict[str, Branch], cached: list[DataFrame]
-    ) -> dict[str, DataFrame]:
-        """The outputs of the branches that run together, from one pass over the batch
-        (cached when several sinks read it; plans only: no job runs here)."""
+        self, batch: DataFrame, fused: dict[str, Branch], cached: list[DataFrame], output_id: int
+    ) -> tuple[dict[str, DataFrame], dict[str, list[str]]]:
+        """The outputs of the branches that run together, from one pass over the batch,
+        and which of them are stored as links into the network's one write of that pass
+        (branch -> the written files; the branch's sink then runs no job of its own
+        unless someone listens).
+
+        With several branches, or any sink that takes a link, the pass is executed here
+        (written to the network's store, or cached), so that one branch's failing
+        expression is not every branch's: if the pass fails, each runs its own plan."""
         if not fused:
-            return {}
+            return {}, {}
         wide = one_pass(batch, [b.fused for b in fused.values() if b.fused is not None])
-        if len(fused) > 1:
-            wide = wide.persist()
-            cached.append(wide)
-            try:  # computed here, so that one branch's failure is not every branch's
+        linking = {n for n, b in fused.items() if callable(getattr(b.sink, "link", None))}
+        files: list[str] = []
+        try:
+            if linking:
+                wide = self.store.write(wide, output_id)
+                files = self.store.files(output_id)
+            elif len(fused) > 1:
+                wide = wide.persist()
+                cached.append(wide)
                 wide.count()
-            except Exception:  # each runs its own plan: the failing one fails alone
-                return {}
+        except Exception:  # each runs its own plan: the failing one fails alone
+            return {}, {}
         outputs = {}
         for name, branch in fused.items():
             assert branch.fused is not None
             out = rows_of(wide, branch.fused)
             level = branch.admitted.level
             outputs[name] = out if level is None else assert_within(out, level)
-        return outputs
+        return outputs, {name: files for name in linking}
 
     def _shared_inputs(
         self, batch: DataFrame, on: dict[str, Branch], cached: list[DataFrame]
@@ -349,9 +366,24 @@ class SharedNetwork:
         self._hand_over(on, outputs, output_id)
 
     def _hand_over(
-        self, on: dict[str, Branch], outputs: dict[str, DataFrame], output_id: int
+        self,
+        on: dict[str, Branch],
+        outputs: dict[str, DataFrame],
+        output_id: int,
+        linked: dict[str, list[str]] | None = None,
     ) -> None:
-        self._each(on, lambda branch: branch.sink(outputs[branch.name], output_id), output_id)
+        linked = linked or {}
+
+        def hand(branch: Branch) -> None:
+            out = outputs[branch.name]
+            if branch.name in linked:
+                assert branch.fused is not None
+                slot = branch.fused.slot
+                branch.sink.link(output_id, linked[branch.name], slot, out)  # type: ignore[attr-defined]
+            else:
+                branch.sink(out, output_id)
+
+        self._each(on, hand, output_id)
 
     def _each(self, on: dict[str, Branch], work: Callable[[Branch], None], output_id: int) -> None:
         # Branches run side by side (Spark schedules jobs of several threads at once), so N
