@@ -103,3 +103,23 @@ def test_a_replayed_batch_is_never_served_from_a_readers_cache(spark, tmp_path) 
     finally:
         resuming.unpersist()
     assert old.columns == ["k"]
+
+
+def test_everything_reads_stored_and_linked_batches_with_their_ids(spark, tmp_path) -> None:
+    """A branch of a shared network stores links into the network's one write: read
+    back, a link is its column's rows, with the id of its batch."""
+    network = ResultStore(tmp_path / "network")
+    wide = spark.sql(
+        "SELECT IF(k % 2 = 0, named_struct('k', k), NULL) AS even, "
+        "named_struct('k', k) AS every FROM VALUES (1), (2), (4) AS t(k)"
+    )
+    network.write(wide, 5)
+    branch = ResultStore(tmp_path / "branch")
+    branch.write(spark.createDataFrame([(9,)], "k bigint"), 4)
+    branch.link(5, network.files(5), "even")
+    rows = sorted((r["batch"], r["k"]) for r in branch.everything(spark).collect())
+    assert rows == [(4, 9), (5, 2), (5, 4)]
+    assert sorted(r["k"] for r in branch.stored(5, spark).collect()) == [2, 4]
+    network.clear()  # the network's store pruned: the link reads as a pruned batch
+    assert branch.stored(5, spark) is None
+    assert [(r["batch"], r["k"]) for r in branch.everything(spark).collect()] == [(4, 9)]

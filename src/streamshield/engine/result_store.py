@@ -104,14 +104,26 @@ class ResultStore:
 
     def everything(self, spark: SparkSession) -> DataFrame | None:
         """Every stored batch's rows with its id in column ``batch`` (None: nothing
-        stored); links read as their rows (tests and audits, not the hot path)."""
-        frames = []
+        stored), in one read per kind of batch; links read as their rows (tests and
+        audits, not the hot path). A link's files are the network's batch of the same id."""
+        plain: list[str] = []
+        linked: dict[str, list[str]] = {}
         for batch_id in self.batches():
-            frame = self._frame(batch_id, spark)
-            if frame is not None:
-                frames.append(frame.withColumn("batch", F.lit(batch_id)))
+            link = self._path(batch_id) / LINK
+            if not link.is_file():
+                plain += self.files(batch_id)
+                continue
+            target = json.loads(link.read_text())
+            if target["files"] and all(Path(f).is_file() for f in target["files"]):
+                linked.setdefault(target["column"], []).extend(target["files"])
+        frames = [spark.read.parquet(*plain)] if plain else []
+        for column, files in linked.items():
+            rows = spark.read.parquet(*files).filter(F.col(column).isNotNull())
+            frames.append(rows.select(f"{column}.*"))
         if not frames:
             return None
+        batch = F.regexp_extract(F.input_file_name(), r"batch=(\d+)/[^/]*$", 1).cast("int")
+        frames = [frame.withColumn("batch", batch) for frame in frames]
         return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
     def batches(self) -> list[int]:
