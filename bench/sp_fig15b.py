@@ -148,7 +148,12 @@ def run(args: argparse.Namespace) -> tuple[list[dict], int]:
     spark = ec.session()
     work = Path(tempfile.mkdtemp(prefix="streamshield-fig15b-"))
     try:
-        data, rows = prepare(spark, work, args)
+        if args.prepared:  # an earlier run's labelled data (same --tuples, --per-sp, --roles)
+            data = Path(args.prepared)
+            rows = spark.read.schema(ec.labelled_struct(spark, workload(args))).parquet(str(data))
+            rows = rows.count()
+        else:
+            data, rows = prepare(spark, work, args)
         out = []
         for pct in args.selectivities:
             samples: dict[str, list[dict]] = {plan: [] for plan in PLANS}
@@ -229,6 +234,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--roles", type=int, default=10, help="SS state (the paper: 10)")
     parser.add_argument("--selectivities", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds")
+    parser.add_argument(
+        "--prepared", help="labelled data of an earlier run to reuse (kept, not deleted)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--plan", choices=PLANS, help=argparse.SUPPRESS)
