@@ -9,7 +9,9 @@
   it redraws every figure from the committed JSON into DIR, through the same render
   code as a full run, and measures the Borealis SecFilter figure at tiny sizes (the
   other benches' quick measurements take minutes and are tests of their own:
-  tests/spark/test_experiments.py and neighbours).
+  tests/spark/test_experiments.py and neighbours). SP Fig. 15b and Borealis Figs.
+  11-12 and 14 are redrawn from their JSON too: their own ``--quick`` modes start a
+  server or fresh JVMs, minutes on the loaded machine (documented commands, not tests).
 
 Each figure follows the convention of :mod:`bench.plots` (the paper's values beside
 ours, median with min-max bars, panel letters, caption, generated table).
@@ -24,12 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import (
+    borealis_latency,
     borealis_secfilter,
+    borealis_setup,
     cw_table1,
     paper_fig13,
     paper_fig14,
     paper_fig16,
     privacy_switch_figs,
+    sp_fig15b,
 )
 from bench.revocation_latency import write_section
 
@@ -82,8 +87,11 @@ def _cw_table1(out: Path, measure: bool) -> None:
 FIGURES: dict[str, Callable[[Path, bool], None]] = {
     "SP Fig. 13": _paper_figs(paper_fig13, "results-fig13.json"),
     "SP Fig. 14": _paper_figs(paper_fig14, "results-fig14.json"),
+    "SP Fig. 15b": _paper_figs(sp_fig15b, "results-fig15b.json"),
     "SP Fig. 16": _paper_figs(paper_fig16, "results-fig16.json"),
+    "Borealis Figs. 11-12": _paper_figs(borealis_setup, "results-borealis-setup.json"),
     "Borealis Figs. 13, 15": _borealis,
+    "Borealis Fig. 14": _paper_figs(borealis_latency, "results-borealis-latency.json"),
     "PrS Figs. 8-9": _privacy_switches,
     "CW Table 1": _cw_table1,
 }

@@ -1,0 +1,222 @@
+"""Secured-Borealis paper, Fig. 14: tuple latency with and without security.
+
+``python -m bench.borealis_latency [--quick]``. The paper times the processing of a
+tuple through queries of 4-64 boxes with SecFilter enabled and disabled (Fig. 14; its
+text gives no number, only that the overhead "stays constant" while processing grows,
+which Fig. 15 turns into 9% -> 1%). Ours times a tuple batch from ingest to delivery,
+in the same Spark session, the two arms alive together and alternating round by round:
+
+* **secured**: the real server (HTTPS on loopback, ``bench.revocation_server``'s
+  ``busy_root_server``, in this process) with Al's selection
+  ``SELECT id, symbol, price FROM feed WHERE price >= 0`` and Al's live SSE
+  subscription; Ed POSTs ``tuples`` rows; the latency is from before the POST to Al's
+  reader receiving the ``rows`` event (as ``bench.landing_latency``): TLS, OxRBAC on the
+  POST, landing, secure ingest (labels, the SS analyser) at its 1 s trigger, the query
+  over its secured view at the default trigger, SecFilter delivery and SSE.
+* **plain**: the same two-stage pipeline in plain Spark without any of the security:
+  the rows written as one JSON-lines file into a directory (atomic rename), a
+  streaming query parsing it into Parquet at the same 1 s trigger (the ingest), and a
+  second streaming query running the same selection at the default trigger, its
+  ``foreachBatch`` collecting the rows to the driver (the delivery). The latency is from
+  before the file is written to the collect returning. No HTTP, TLS, labels, policies
+  or delivery checks: this arm is what the pipeline costs when nothing is secured.
+
+The difference is therefore all the security work *and* the server's transport (HTTP,
+TLS, SSE), which the paper's unprotected Borealis also had and ours cannot separate
+from the secured server; ``bench.landing_latency`` profiles where the secured arm's
+time goes. The first round of each arm warms up and is not reported.
+Writes ``bench/results-borealis-latency.json`` and ``docs/img/borealis-latency.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from bench import experiment_common as ec
+from bench import plots
+from bench.landing_latency import QUERY
+from bench.plots import Caption, Panel, Series, publish
+from bench.revocation_server import (
+    Provider,
+    Subscriber,
+    busy_root_server,
+    ok,
+    set_up_stream,
+    wait_for,
+)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+SCHEMA = "id bigint, symbol string, price double"
+SELECTION = "price >= 0"
+
+
+class PlainPipeline:
+    """Landing directory -> Parquet (1 s trigger) -> the selection -> collect: no security."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark, self.root = spark, root
+        self.inbox, self.table = root / "in", root / "table"
+        self.inbox.mkdir(parents=True)
+        self.table.mkdir(parents=True)
+        self.arrivals: list[tuple[float, int]] = []  # monotonic time, rows collected
+        self._lock = threading.Lock()
+        self.rng = random.Random(5)
+        self.next_id, self.files = 1, 0
+        ingest = spark.readStream.schema(SCHEMA).json(str(self.inbox))
+        self.ingest = (
+            ingest.writeStream.format("parquet")
+            .option("path", str(self.table))
+            .option("checkpointLocation", str(root / "ck-ingest"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        query = spark.readStream.schema(SCHEMA).parquet(str(self.table)).where(SELECTION)
+        self.query = (
+            query.select("id", "symbol", "price")
+            .writeStream.foreachBatch(self._deliver)
+            .option("checkpointLocation", str(root / "ck-query"))
+            .start()
+        )
+
+    def _deliver(self, frame: DataFrame, _batch: int) -> None:
+        rows = frame.collect()
+        if rows:
+            with self._lock:
+                self.arrivals.append((time.monotonic(), len(rows)))
+
+    def post(self, tuples: int) -> float:
+        """Writes ``tuples`` rows as one file; the latency until they are collected."""
+        seen = len(self.arrivals)
+        began = time.monotonic()
+        lines = []
+        for _ in range(tuples):
+            price = round(self.rng.uniform(0, 100), 2)
+            lines.append(json.dumps({"id": self.next_id, "symbol": "S1", "price": price}))
+            self.next_id += 1
+        staged = self.root / f"f{self.files}.tmp"
+        staged.write_text("\n".join(lines) + "\n")
+        os.rename(staged, self.inbox / f"f{self.files}.json")
+        self.files += 1
+        arrived = wait_for(lambda: self.arrivals[seen:], timeout=300)
+        return arrived[0][0] - began  # type: ignore[index]
+
+    def stop(self) -> None:
+        for query in (self.ingest, self.query):
+            query.stop()
+
+
+def run(args: argparse.Namespace) -> dict[str, list[float]]:
+    spark = ec.session()
+    rng = random.Random(3)
+    root = Path(tempfile.mkdtemp(prefix="streamshield-borealis-latency-"))
+    samples: dict[str, list[float]] = {"plain": [], "secured": []}
+    try:
+        with busy_root_server(spark, root / "server") as server:
+            set_up_stream(server)
+            with server.login("al") as al:
+                ok(al.post("/queries", json={"name": "al_q", "text": QUERY}), 201)
+            subscriber = Subscriber(server.login("al"), "al_q")
+            provider = Provider(server.login("ed"), args.tuples, posts=1.0, seed=3)
+            plain = PlainPipeline(spark, root / "plain")
+
+            def secured(index: int) -> float:
+                seen = len(subscriber.rows_events())
+                began = time.monotonic()
+                if not provider.post(first=index == 0):
+                    raise RuntimeError(f"the POST was refused: {provider.errors[-1:]}")
+                arrived = wait_for(lambda: subscriber.rows_events()[seen:], timeout=300)
+                return arrived[0] - began  # type: ignore[index]
+
+            arms = {"plain": lambda _i: plain.post(args.tuples), "secured": secured}
+            try:
+                for index in range(args.repeats + 1):  # round 0 warms both up
+                    for name in arms if index % 2 == 0 else reversed(list(arms)):
+                        latency = arms[name](index)
+                        if index:
+                            samples[name].append(round(latency * 1000, 1))
+                        time.sleep(rng.uniform(0.1, 1.0))  # a random phase against triggers
+                    print({k: v[-1:] for k, v in samples.items()}, flush=True)
+            finally:
+                plain.stop()
+                subscriber.close()
+                subscriber.client.close()
+                provider.client.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return samples
+
+
+def panels(result: dict) -> list[Panel]:
+    s = result["latency_ms"]
+    n = result["tuples"]
+    over = [a - b for a, b in zip(s["secured"], s["plain"], strict=True)]
+    return [
+        Panel(
+            "tuple latency, ingest to delivery [paper 14]",
+            "rows per POST / file",
+            "ms",
+            [n],
+            [
+                Series("plain Spark pipeline", [s["plain"]]),
+                Series("secured server", [s["secured"]]),
+            ],
+            note="processing times with SecFilter enabled and disabled, the overhead constant "
+            "as queries grow (no numbers in the text)",
+        ),
+        Panel(
+            "secured - plain, paired within a round",
+            "rows per POST / file",
+            "ms",
+            [n],
+            [Series("secured - plain", [over])],
+        ),
+    ]
+
+
+def render(result: dict, out: Path) -> Path:
+    title = "Secured Borealis Fig. 14 on Spark: latency with and without security"
+    return publish(panels(result), out, "borealis-latency", title, Caption.of(result))
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two rounds of 100 rows")
+    plots.output_args(parser, "borealis-latency", DOCS)
+    parser.add_argument("--tuples", type=int, default=1000, help="rows per POST")
+    parser.add_argument("--repeats", type=int, default=6, help="interleaved rounds")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tuples, args.repeats = 100, 2
+    args.argv = argv
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse(sys.argv[1:] if argv is None else argv)
+
+    def measure() -> dict:
+        return {
+            "data": f"{args.tuples} rows per POST (secured) or file (plain), one selection, "
+            f"one subscriber; {args.repeats} interleaved rounds after a warm-up round",
+            "tuples": args.tuples,
+            "latency_ms": run(args),
+        }
+
+    result = plots.results(args, "borealis_latency", "borealis-latency", DOCS, measure)
+    render(result, Path(args.out))
+    return result
+
+
+if __name__ == "__main__":
+    main()
