@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -391,6 +392,8 @@ class PatternService:
         registered.running.stop()
         registered.end_subscriptions("pattern removed")
         registered.store.clear()
+        # A pattern registered later under the same name must not resume this one's state.
+        shutil.rmtree(self.root / "checkpoints" / name, ignore_errors=True)
         with self._lock:
             self.patterns.pop(name, None)
             self._save()
