@@ -23,6 +23,7 @@ from streamshield.cep.match_labels import LabelLayout
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
+from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
@@ -229,3 +230,64 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
         labelled.stop()
         doomed.stop()
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
+
+
+def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -> None:
+    """The same compiler over batch frames (the labels are expressions, whatever the
+    trigger): a group is readable only if every match in it is (``bit_and``), an
+    average is masked where one of its values is, a GROUP BY attribute chooses."""
+    rows = [
+        event("Temp", 1, "L1", 60, 1),
+        event("Temp", 11, "L1", 62, 2, tuple=OWNER),  # a second L1 match low may not read
+        event("Smoke", 1, "L1", 3, 5),
+        event("Temp", 2, "L2", 70, 2, celsius=OWNER),
+        event("Smoke", 2, "L2", 4, 6),
+        event("Temp", 4, "L4", 90, 4, room=OWNER),
+        event("Smoke", 4, "L4", 6, 9),
+        event("Temp", 5, "L5", 95, 4),
+        event("Smoke", 5, "L5", 7, 9, at="[1, B]"),  # the only L5 smoke: above [1, A]
+    ]
+    for type_ in STREAMS:
+        (tmp_path / type_).mkdir()
+    write(tmp_path, 0, rows)
+    frames = {}
+    for type_, schema in STREAMS.items():
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
+        raw = spark.read.schema(struct).json(str(tmp_path / type_))
+        frames[type_] = labelled_events(
+            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+        )
+    text = (
+        "PATTERN SEQ(Temp a, Smoke b) WHERE a.room = b.room WITHIN 1 MINUTE "
+        "RETURN a.room, count(*) AS n, avg(a.celsius) AS mean GROUP BY a.room"
+    )
+    output = compile_pattern_on_spark(
+        compile_pattern(text, TYPES), frames, delay=timedelta(seconds=10), labels=LAYOUT
+    )
+    got: dict[str, list[tuple]] = {"owner": [], "low": []}
+    delivery = Delivery(
+        lambda _user: ({"Temp", "Smoke"}, set()),
+        PROVENANCE,
+        roles=lambda s: CODEC.query(OWNER if s.user == "owner" else ["low"]),
+        levels=lambda _s: LATTICE.encode(AT.level),
+        aggregate=True,
+    )
+    for user, rows_of in got.items():
+        delivery.subscribe(
+            user,
+            lambda batch, rows_of=rows_of: rows_of.extend(
+                (r["a_room"], r["n"], r["mean"], tuple(r.get("_masked") or ())) for r in batch
+            ),
+        )
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # a handful of rows
+    try:
+        delivery.deliver_to(output, 0, delivery.subscriptions)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert sorted(got["owner"]) == [
+        ("L1", 2, 61.0, ()),
+        ("L2", 1, 70.0, ()),
+        ("L4", 1, 90.0, ()),
+    ]
+    assert got["low"] == [("L2", 1, None, ("mean",))]
