@@ -44,7 +44,7 @@ from streamshield.cep.match_labels import LabelLayout
 from streamshield.cep.pattern import TIME, Pattern, PatternError, compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
-from streamshield.cep.validation import PatternRefused, validate
+from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.labelled_store import labelled_schema
@@ -420,6 +420,18 @@ class PatternService:
             )
         except PatternRefused as refused:
             raise Forbidden(f"your roles may not receive this pattern: {refused}") from None
+        wider = narrower_for(
+            registered.running.pattern,
+            edition.access,
+            edition.hierarchy,
+            port.roles_of(session),
+            registered.roles,
+        )
+        if wider is not None:
+            raise Forbidden(
+                f"your roles may not receive this pattern: attribute {wider} is released "
+                "to the pattern's roles beyond your operators"
+            )
         return registered
 
     def may_still_receive(self, token: str, name: str) -> bool:
