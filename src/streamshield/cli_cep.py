@@ -58,13 +58,15 @@ def pattern() -> None:
 @pattern.command("register")
 @click.argument("name")
 @click.argument("text")
-def pattern_register(name: str, text: str) -> None:
-    """Register and start a pattern with your activated roles.
+@click.option("--key", default=None, help="Partition key: an attribute every event shares.")
+def pattern_register(name: str, text: str, key: str | None) -> None:
+    """Register and start a pattern with your activated roles (at your session's level).
 
-    Example: streamshield client pattern register fire "PATTERN SEQ(Temp a, Smoke b) WHERE
-    a.room = b.room WITHIN 1 MINUTE RETURN a.room"
+    Example: streamshield client pattern register fire "PATTERN SEQ(Temp a, Smoke b)
+    WITHIN 1 MINUTE RETURN b.level" --key room
     """
-    answer = _request("POST", "/patterns", json={"name": name, "pattern": text})
+    body = {"name": name, "pattern": text, **({"key": key} if key else {})}
+    answer = _request("POST", "/patterns", json=body)
     click.echo(f"{answer['name']}: {answer['status']} (output {answer['output']})")
 
 
@@ -122,10 +124,12 @@ def pattern_remove(name: str) -> None:
 
 @pattern.command("rows")
 @click.argument("name")
-@click.option("--after", type=int, default=0, show_default=True, help="Rows after this seq.")
+@click.option(
+    "--after", type=int, default=-1, show_default=True, help="Rows of the batches after this id."
+)
 def pattern_rows(name: str, after: int) -> None:
-    """The rows delivered after --after, one JSON object a line (checked against your
-    own rights at every read).
+    """The rows of the batches after --after, one JSON object a line with its batch id
+    (each checked against your own roles, rights and level at every read).
 
     Example: streamshield client pattern rows fire --after 10
     """

@@ -120,7 +120,8 @@ def server(spark, tmp_path_factory) -> Iterator[Server]:  # noqa: F811
 class Subscriber:
     """A live SSE subscription read in a background thread; events collect in ``events``."""
 
-    def __init__(self, client: httpx.Client, name: str) -> None:
+    def __init__(self, client: httpx.Client, name: str, path: str | None = None) -> None:
+        """``path``: another SSE route than the query's (a pattern's)."""
         import threading
 
         from streamshield.client import parse_sse
@@ -130,6 +131,7 @@ class Subscriber:
         self._client = client
         self._response: httpx.Response | None = None
         self._parse = parse_sse
+        self._path = path or f"/queries/{name}/subscribe"
         self._thread = threading.Thread(target=self._run, args=(name,), daemon=True)
         self._thread.start()
         poll(lambda: self.status is not None, timeout=30)
@@ -137,7 +139,7 @@ class Subscriber:
     def _run(self, name: str) -> None:
         try:
             with self._client.stream(
-                "GET", f"/queries/{name}/subscribe", timeout=httpx.Timeout(30, read=None)
+                "GET", self._path, timeout=httpx.Timeout(30, read=None)
             ) as response:
                 self._response = response
                 self.status = response.status_code

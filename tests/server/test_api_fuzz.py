@@ -22,9 +22,9 @@ routes that change a user (password, roles, disable, enable, clearance) never ta
 module's users but ``victim``, and hierarchy edits never the module's roles but
 ``FUZZ_ROLE``; the canary's query is never stopped or removed; failed
 logins are not throttled on this server (the fuzzer's wrong passwords would lock out its
-own logins from loopback). ``GET /queries/{name}/subscribe`` is not fuzzed: it is a
-server-sent-event stream that does not end, and schemathesis reads bodies whole; the
-canary test subscribes by hand.
+own logins from loopback). ``GET /queries/{name}/subscribe`` and ``GET
+/patterns/{name}/subscribe`` are not fuzzed: they are server-sent-event streams that do
+not end, and schemathesis reads bodies whole; the canary test subscribes by hand.
 
 :data:`EXAMPLES` per operation and per stateful run: 8 in the suite with a fixed seed;
 ``STREAMSHIELD_FUZZ_EXAMPLES=500`` for a nightly run, which also draws fresh seeds.
@@ -196,7 +196,7 @@ def api_schema(fuzz_server) -> Any:
     )
     return schemathesis.openapi.from_url(
         f"{fuzz_server.url}/openapi.json", config=config, verify=str(fuzz_server.cert)
-    ).exclude(path="/queries/{name}/subscribe")
+    ).exclude(path=["/queries/{name}/subscribe", "/patterns/{name}/subscribe"])
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,11 @@
 """Event patterns through the real server over TLS (issue 15 item 5): rules administered
 through the API, registration refused with a 4xx naming the attribute, the life cycle,
-the recipient's check, and a revocation stopping a running pattern at its next batch."""
+the recipient's check, and a revocation stopping a running pattern at its next batch.
+
+With Chinese-Wall levels on: the pattern runs at its owner's session level [1, A] and
+never matches an event of another provider at [1, B]; its rows are checked per
+recipient (a user the events' sps do not name gets none, the owner at a lower level
+none); a partition key through the API; the rows over SSE, ended by the revocation."""
 
 from __future__ import annotations
 
@@ -9,11 +14,28 @@ import json
 import pytest
 
 from streamshield.server.patterns import PatternService
-from tests.server.conftest import grant, ok, poll, sp_line, start_server, stop_server, tuple_line
+from tests.server.conftest import (
+    PASSWORD,
+    Subscriber,
+    grant,
+    ok,
+    poll,
+    sp_line,
+    start_server,
+    stop_server,
+    tuple_line,
+)
 
 pytestmark = pytest.mark.spark
 
-USERS = {"joe": ["ADMIN"], "ward": ["INFO_PROVIDER"], "al": ["CUSTOMER1"], "bob": ["CUSTOMER2"]}
+USERS = {
+    "joe": ["ADMIN"],
+    "ward": ["INFO_PROVIDER"],
+    "wes": ["INFO_PROVIDER"],
+    "al": ["CUSTOMER1"],
+    "bob": ["CUSTOMER2"],
+    "cy": ["OTHER"],
+}
 SCHEMAS = {
     "temp": [["id", "bigint"], ["room", "string"], ["celsius", "double"], ["ts", "timestamp"]],
     "smoke": [["id", "bigint"], ["room", "string"], ["level", "bigint"], ["ts", "timestamp"]],
@@ -25,24 +47,22 @@ TYPES = {
 
 
 def rules(smoke_level: str = "xi") -> dict:
-    """CUSTOMER1 reads rooms, celsius only in room L1 (Phi), smoke fully; CUSTOMER2 sees
-    temperatures as statistics and no smoke at all."""
+    """CUSTOMER1 (and OTHER) read rooms, celsius only in room L1 (Phi), smoke fully;
+    CUSTOMER2 sees temperatures as statistics and no smoke at all."""
     smoke = [{"operator": "xi", "attributes": ["ts", "id", "room"]}]
     smoke.append({"operator": smoke_level, "attributes": ["level"]})
+    customer1 = {
+        "Temp": [
+            {"operator": "xi", "attributes": ["ts", "id", "room"]},
+            {"operator": "phi", "attributes": ["celsius"], "condition": [["room", "=", "L1"]]},
+        ],
+        "Smoke": smoke,
+    }
     return {
         "event_types": TYPES,
         "roles": {
-            "CUSTOMER1": {
-                "Temp": [
-                    {"operator": "xi", "attributes": ["ts", "id", "room"]},
-                    {
-                        "operator": "phi",
-                        "attributes": ["celsius"],
-                        "condition": [["room", "=", "L1"]],
-                    },
-                ],
-                "Smoke": smoke,
-            },
+            "OTHER": customer1,  # the operators allow cy the pattern; the sps do not
+            "CUSTOMER1": customer1,
             "CUSTOMER2": {
                 "Temp": [
                     {"operator": "xi", "attributes": ["ts", "room"]},
@@ -60,11 +80,18 @@ FIRE = (
 )
 
 
-def _events(stream: str, first_seq: int, rows: list[dict]) -> str:
+def _events(stream: str, first_seq: int, rows: list[dict], provider: str = "ward") -> str:
     return "\n".join(
-        tuple_line(stream, "ward", first_seq + i, row["id"], row, csn=1)
+        tuple_line(stream, provider, first_seq + i, row["id"], row, csn=1)
         for i, row in enumerate(rows)
     )
+
+
+def _login(server, user: str, roles: list[str], level: str):
+    with server.client() as anonymous:
+        body = {"user": user, "password": PASSWORD, "roles": roles, "level": level}
+        answer = ok(anonymous.post("/login", json=body))
+    return server.client(answer["token"])
 
 
 def test_patterns_through_the_api(spark, tmp_path) -> None:
@@ -81,10 +108,23 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
             for role in ("CUSTOMER1", "CUSTOMER2"):
                 grant(joe, "VIEW OBJECT", "stream", stream, role)
                 grant(joe, "READ TUPLE", "stream", stream, role)
+            grant(joe, "VIEW OBJECT", "stream", stream, "OTHER")
+            grant(joe, "READ TUPLE", "stream", stream, "OTHER")
         for role in ("CUSTOMER1", "CUSTOMER2"):
             grant(joe, "ADD", "system", "system", role)
             grant(joe, "VIEW CATALOG", "system", "system", role)
-        al, bob = server.login("al", ["CUSTOMER1"]), server.login("bob", ["CUSTOMER2"])
+        # Levels: ward's temperatures at [1, A], wes's at [1, B]; smoke is public.
+        ok(joe.post("/levels/coi", json={"name": "COI1", "companies": ["1", "2"]}), 201)
+        ok(joe.post("/levels/coi", json={"name": "COI2", "companies": ["A", "B"]}), 201)
+        ok(joe.put("/levels/streams/Temp", json={"level": "[1, T]"}))
+        for provider, level in (("ward", "[1, A]"), ("wes", "[1, B]")):
+            ok(joe.put(f"/levels/streams/Temp/channels/{provider}", json={"level": level}))
+        for user in ("al", "cy"):
+            ok(joe.put(f"/users/{user}/clearance", json={"level": "[1, A]"}))
+        al = _login(server, "al", ["CUSTOMER1"], "[1, A]")
+        cy = _login(server, "cy", ["OTHER"], "[1, A]")
+        low_al = server.login("al", ["CUSTOMER1"])  # the owner at the public level
+        bob = server.login("bob", ["CUSTOMER2"])
 
         # Rules: only CHANGE SYSTEM; a bad document is a 422 naming the place, no value.
         assert al.put("/cep/rules", json=rules()).status_code == 403
@@ -113,8 +153,12 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
             },
         )
         assert raw_omega.status_code == 403 and "Temp.celsius" in raw_omega.text
-        registered = ok(al.post("/patterns", json={"name": "fire", "pattern": FIRE}), 201)
+        bad_key = al.post("/patterns", json={"name": "x", "pattern": FIRE, "key": "celsius"})
+        assert bad_key.status_code == 422 and "Smoke has no attribute celsius" in bad_key.text
+        fire = {"name": "fire", "pattern": FIRE, "key": "room"}
+        registered = ok(al.post("/patterns", json=fire), 201)
         assert registered["status"] == "running" and registered["output"] == "fire_out"
+        assert registered["key"] == "room" and registered["level"] == "[1, A]"
         assert al.post("/patterns", json={"name": "fire", "pattern": FIRE}).status_code == 409
         assert [p["name"] for p in ok(al.get("/patterns"))["patterns"]] == ["fire"]
         assert ok(bob.get("/patterns"))["patterns"] == []  # not his object
@@ -129,6 +173,14 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
             {"id": 2, "room": "L2", "celsius": 70.0, "ts": "2026-11-23T10:00:02Z"},
         ]
         ok(ward.post("/streams/Temp/elements", content=policy + "\n" + _events("Temp", 2, temps)))
+        wes = server.login("wes", ["INFO_PROVIDER"])  # another company's: [1, B]
+        policy = sp_line("Temp", "wes", 1, "{CUSTOMER1,CUSTOMER2}")
+        across = [{"id": 5, "room": "L1", "celsius": 99.0, "ts": "2026-11-23T10:00:03Z"}]
+        ok(
+            wes.post(
+                "/streams/Temp/elements", content=policy + "\n" + _events("Temp", 2, across, "wes")
+            )
+        )
         smokes = [
             {"id": 1, "room": "L1", "level": 3, "ts": "2026-11-23T10:00:05Z"},
             {"id": 2, "room": "L2", "level": 4, "ts": "2026-11-23T10:00:06Z"},
@@ -140,12 +192,26 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
             )
         )
 
-        def rows_of(client, after: int = 0) -> list[dict]:
+        def rows_of(client, after: int = -1) -> list[dict]:
             return ok(client.get("/patterns/fire/rows", params={"after": after}))["rows"]
 
         found = poll(lambda: rows_of(al), timeout=240)
-        # L2's celsius is outside the Phi condition: its temperature never matches.
-        assert [(r["a_room"], r["a_celsius"], r["b_level"]) for r in found] == [("L1", 60.0, 3)]
+        # L2's celsius is outside the Phi condition: its temperature never matches; wes's
+        # [1, B] temperature in L1 is above the pattern's level: never read.
+        shown = [(r["room"], r["a_room"], r["a_celsius"], r["b_level"]) for r in found]
+        assert shown == [("L1", "L1", 60.0, 3)]
+        live = Subscriber(al, "fire", "/patterns/fire/subscribe?after=-1")
+        assert live.status == 200
+        poll(lambda: live.rows(), timeout=60)
+        assert [(r["a_room"], r["b_level"]) for r in live.rows()] == [("L1", 3)]
+
+        # The recipient decides, per row: cy's operators allow the pattern, but the sps
+        # name only CUSTOMER1 and CUSTOMER2; al in a session at the public level is below
+        # the rows' level [1, A].
+        grant(al, "VIEW OBJECT", "query", "fire", "OTHER")
+        grant(al, "SUBSCRIBE", "stream", "fire_out", "OTHER")
+        assert ok(cy.get("/patterns/fire/rows"))["rows"] == []
+        assert rows_of(low_al) == []
 
         # The recipient decides: bob may SUBSCRIBE but his own operators deny Smoke.
         grant(al, "VIEW OBJECT", "query", "fire", "CUSTOMER2")
@@ -164,6 +230,8 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         )
         assert "Smoke.level" in stopped["reason"] and "denied" in stopped["reason"]
         assert stopped["delivered"] == 1  # the batch after the change delivered nothing
+        poll(lambda: any(event == "closed" for event, _ in live.events), timeout=30)
+        live.close()
         # ... and al's own operators no longer allow what was delivered before either
         gone = al.get("/patterns/fire/rows")
         assert gone.status_code == 403 and "Smoke.level" in gone.text

@@ -36,12 +36,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from streamshield.cep.match_labels import LabelLayout
 from streamshield.cep.pattern import Pattern
 from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.rule_book import Edition, RuleBook
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused, validate
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.queries import safe_error
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +77,16 @@ class RunningPattern:
         key: str | None = None,
         k: int = K_DEFAULT,
         trigger: Mapping[str, Any] | None = None,
+        labels: LabelLayout | None = None,
+        sink: Callable[[DataFrame, int], None] | None = None,
     ) -> None:
+        """``deliver`` gets each batch's rows as dicts; ``sink``, when given, gets the
+        batch's DataFrame and id instead (a labelled output: the caller stores it and
+        checks each recipient natively). ``labels``: the sources' label layout."""
         self.pattern, self.roles, self.book = pattern, frozenset(roles), book
         self._sources, self._deliver, self._checkpoint = sources, deliver, checkpoint
         self._delay, self._key, self._k, self._trigger = delay, key, k, dict(trigger or {})
+        self._labels, self._sink = labels, sink
         self._lock = threading.RLock()
         self._query: Any = None
         self._version = 0
@@ -114,6 +122,7 @@ class RunningPattern:
                 delay=self._delay,
                 key=self._key,
                 k=self._k,
+                labels=self._labels,
             )
             writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self._checkpoint)
             if self._trigger:
@@ -123,15 +132,15 @@ class RunningPattern:
 
     def observed(self) -> Status:
         """The status, noticing a query Spark ended with an error (not a rule change):
-        ``failed``, with the error's class as the reason (never its text: it can hold
-        data values)."""
+        ``failed``, with Spark's error class as the reason (never its message: it can
+        hold data values)."""
         with self._lock:
             query = self._query
             ended = query is not None and self._restart is None and not query.isActive
             if self.status is Status.RUNNING and ended:
                 failure = query.exception()
                 self.status = Status.FAILED
-                self.reason = type(failure).__name__ if failure else "query ended"
+                self.reason = safe_error(failure) if failure else "STOPPED_UNEXPECTEDLY"
             return self.status
 
     def stop(self) -> None:
@@ -158,7 +167,7 @@ class RunningPattern:
 
     # -- per micro-batch (driver) ----------------------------------------------------
 
-    def _batch(self, frame: DataFrame, _batch_id: int) -> None:
+    def _batch(self, frame: DataFrame, batch_id: int) -> None:
         edition = self.book.current()
         if edition.version != self._version:
             try:
@@ -171,7 +180,10 @@ class RunningPattern:
                 self._after_this_batch(restart=True)
                 raise _RulesChanged("protection changed")
             self._version = edition.version
-        self._deliver([row.asDict() for row in frame.collect()])
+        if self._sink is not None:
+            self._sink(frame, batch_id)
+        else:
+            self._deliver([row.asDict() for row in frame.collect()])
 
     def _refused(self, refused: PatternRefused) -> None:
         self.status, self.reason = Status.STOPPED, f"stopped by a rule change: {refused}"
@@ -207,5 +219,5 @@ class RunningPattern:
             except PatternRefused as refused:  # the rules changed again meanwhile
                 self._refused(refused)
             except Exception as failure:
-                log.warning("pattern restart failed: %s", type(failure).__name__)
-                self.status, self.reason = Status.FAILED, type(failure).__name__
+                log.warning("pattern restart failed: %s", safe_error(failure))
+                self.status, self.reason = Status.FAILED, safe_error(failure)

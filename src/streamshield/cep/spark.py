@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.cep.match_labels import LabelLayout, group_labels, match_labels, read_by
 from streamshield.cep.pattern import (
     TIME,
     Aggregate,
@@ -53,6 +54,7 @@ def compile_pattern(
     delay: timedelta,
     key: str | None = None,
     min_group: int = 1,
+    labels: LabelLayout | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the pattern's output rows (append mode).
 
@@ -60,15 +62,17 @@ def compile_pattern(
     columns (``ts`` the event time). ``delay``: how late an event may arrive behind the
     latest event time seen and still be matched. ``key``: an attribute every event of a
     match shares (like Flink's ``keyBy``); it leads every output row. ``min_group``: an
-    aggregate row of fewer matches is withheld (the k rule of Omega).
+    aggregate row of fewer matches is withheld (the k rule of Omega). ``labels``: the
+    sources carry label columns of this layout (:mod:`streamshield.cep.match_labels`)
+    and the output rows carry the labels of the events they were built from.
     """
     if pattern.combinator is Combinator.OR:
-        matches = _union(pattern, sources, delay, key)
+        matches = _union(pattern, sources, delay, key, labels)
     else:
-        matches = _joins(pattern, sources, delay, key)
+        matches = _joins(pattern, sources, delay, key, labels)
         for negation in pattern.negations:
-            matches = _absent(pattern, negation, matches, sources, delay, key)
-    return _outputs(pattern, matches, key, min_group)
+            matches = _absent(pattern, negation, matches, sources, delay, key, labels)
+    return _outputs(pattern, matches, key, min_group, labels)
 
 
 def _seconds(delta: timedelta) -> Column:
@@ -76,7 +80,12 @@ def _seconds(delta: timedelta) -> Column:
 
 
 def _frame(
-    pattern: Pattern, item: Item, sources: Mapping[str, DataFrame], delay: timedelta, key
+    pattern: Pattern,
+    item: Item,
+    sources: Mapping[str, DataFrame],
+    delay: timedelta,
+    key,
+    labels: LabelLayout | None = None,
 ) -> DataFrame:
     """One event variable's events: its attributes as ``var__name``, its time twice (a
     plain ``var__ts`` and the watermarked ``__time``), the join key, and the per-event
@@ -85,6 +94,9 @@ def _frame(
     source = sources[item.type].withWatermark(TIME, f"{millis} milliseconds")
     needed = sorted({a.name for a in read_attributes(pattern) if a.var == item.var} - {TIME})
     columns = [F.col(name).alias(f"{item.var}__{name}") for name in needed]
+    if labels is not None and not item.negated:  # an absent event lends no label
+        names = labels.event_columns(read_by(pattern, item.var, key))
+        columns += [F.col(name).alias(f"{item.var}__{name}") for name in names]
     frame = source.select(
         *columns,
         F.col(TIME).alias(f"{item.var}__{TIME}", metadata={}),  # a plain copy
@@ -115,16 +127,16 @@ def _after_join(joined: DataFrame, keep_right_time: bool) -> DataFrame:
     return joined.select(*others, time.alias(EVENT_TIME))
 
 
-def _joins(pattern, sources, delay, key) -> DataFrame:
+def _joins(pattern, sources, delay, key, labels=None) -> DataFrame:
     """SEQ and AND: one inner join per further event, bounded in event time both ways."""
     window = _seconds(pattern.within)
     positives = pattern.positives
     first = positives[0]
-    matches = _frame(pattern, first, sources, delay, key)
+    matches = _frame(pattern, first, sources, delay, key, labels)
     bound = {first.var}
     applied = {c for c in pattern.conjuncts() if variables(c) <= bound}
     for item in positives[1:]:
-        right = _right(_frame(pattern, item, sources, delay, key))
+        right = _right(_frame(pattern, item, sources, delay, key, labels))
         now, latest = F.col("__time_r"), F.col(EVENT_TIME)
         # Bounds between the two watermarked columns let Spark evict state on both sides.
         condition = (F.col(KEY) == F.col("__key_r")) & now.between(latest - window, latest + window)
@@ -144,12 +156,12 @@ def _joins(pattern, sources, delay, key) -> DataFrame:
     return matches
 
 
-def _absent(pattern, negation: Item, matches, sources, delay, key) -> DataFrame:
+def _absent(pattern, negation: Item, matches, sources, delay, key, labels=None) -> DataFrame:
     """Matches with no event of the negated type in their gap: a left outer join whose
     unmatched rows (emitted once the watermark passes the gap) are the result."""
     window = _seconds(pattern.within)
     before, after = pattern.gap(negation)
-    right = _right(_frame(pattern, negation, sources, delay, key))
+    right = _right(_frame(pattern, negation, sources, delay, key, labels))
     at, latest = F.col(f"{negation.var}__{TIME}"), F.col(EVENT_TIME)
     right_time = F.col("__time_r")
     condition = (F.col(KEY) == F.col("__key_r")) & (at > F.col(f"{before.var}__{TIME}"))
@@ -169,9 +181,9 @@ def _absent(pattern, negation: Item, matches, sources, delay, key) -> DataFrame:
     return joined.select(*matches.columns)
 
 
-def _union(pattern, sources, delay, key) -> DataFrame:
+def _union(pattern, sources, delay, key, labels=None) -> DataFrame:
     """OR: every event of every listed type, the other variables null, then WHERE."""
-    frames = [_frame(pattern, item, sources, delay, key) for item in pattern.positives]
+    frames = [_frame(pattern, item, sources, delay, key, labels) for item in pattern.positives]
     matches = frames[0]
     for frame in frames[1:]:
         matches = matches.unionByName(frame, allowMissingColumns=True)
@@ -180,12 +192,23 @@ def _union(pattern, sources, delay, key) -> DataFrame:
     return matches
 
 
-def _outputs(pattern: Pattern, matches: DataFrame, key: str | None, min_group: int) -> DataFrame:
+def _outputs(
+    pattern: Pattern,
+    matches: DataFrame,
+    key: str | None,
+    min_group: int,
+    labels: LabelLayout | None = None,
+) -> DataFrame:
     lead = [F.col(KEY).alias(key)] if key is not None else []
+    marks = match_labels(pattern, key, labels) if labels is not None else {}
     if not pattern.aggregated:
         return matches.select(
-            *lead, *(F.col(o.value.column).alias(o.name) for o in pattern.outputs)
+            *lead,
+            *(F.col(o.value.column).alias(o.name) for o in pattern.outputs),
+            *(column.alias(name) for name, (column, _kind) in marks.items()),
         )
+    if marks:
+        matches = matches.withColumns({name: column for name, (column, _kind) in marks.items()})
     groups = [F.col(KEY)] if key is not None else []
     groups.append(F.window(EVENT_TIME, _duration(pattern.within)).alias("__window"))
     groups.extend(F.col(a.column) for a in pattern.group_by)
@@ -195,7 +218,10 @@ def _outputs(pattern: Pattern, matches: DataFrame, key: str | None, min_group: i
     # The k rule reads a hidden count of the group's matches; it is always kept, so that
     # the aggregation's state has the same shape whatever ``min_group`` is (a pattern
     # restarted under new rules resumes from its checkpoint).
-    grouped = matches.groupBy(*groups).agg(*aggregates, F.count(F.lit(1)).alias("__matches"))
+    carried = group_labels({name: kind for name, (_column, kind) in marks.items()})
+    grouped = matches.groupBy(*groups).agg(
+        *aggregates, F.count(F.lit(1)).alias("__matches"), *carried
+    )
     if min_group > 1:
         grouped = grouped.where(F.col("__matches") >= min_group)
     values = [
@@ -207,6 +233,7 @@ def _outputs(pattern: Pattern, matches: DataFrame, key: str | None, min_group: i
         F.col("__window.start").alias("window_start"),
         F.col("__window.end").alias("window_end"),
         *values,
+        *(F.col(name) for name in marks),
     )
 
 

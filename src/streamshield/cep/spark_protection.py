@@ -20,6 +20,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.cep.match_labels import LabelLayout
 from streamshield.cep.pattern import TIME, Pattern
 from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.spark import compile_pattern
@@ -27,10 +28,14 @@ from streamshield.cep.validation import validate
 from streamshield.policy.cep_rules import COMPARATORS, AccessObject, Operator, Rule
 from streamshield.policy.roles import RoleHierarchy
 
+LABELS = "_ss_"
+
 
 def protected(tree: Detector, source: DataFrame) -> DataFrame:
-    """The copy of one event type's stream the role's operation space receives."""
-    columns = [F.col(TIME)]
+    """The copy of one event type's stream the role's operation space receives (label
+    columns, ``_ss_*``, travel unchanged: they are what a match's labels are made of,
+    and no user expression reads them)."""
+    columns = [F.col(TIME), *(F.col(c) for c in source.columns if c.startswith(LABELS))]
     visible: list[Column] = []
     for name, rule in tree.released.items():
         if rule.operator is Operator.CONDITIONAL:
@@ -64,16 +69,23 @@ def compile_protected(
     delay: timedelta,
     key: str | None = None,
     k: int = K_DEFAULT,
+    labels: LabelLayout | None = None,
 ) -> DataFrame:
     """The pattern as the activated roles may run it: validated (PatternRefused), over
-    the role's protected copy of the sources, with the k rule on Omega aggregates."""
+    the role's protected copy of the sources, with the k rule on Omega aggregates;
+    ``labels``: the sources' label layout (the rows then carry their events' labels)."""
     activated = frozenset(activated)
     clearance = validate(pattern, access, hierarchy, activated, key=key)
     trees = detectors(access, hierarchy, activated)
     used = {i.type for i in pattern.items}
     inputs = protected_sources({t: trees[t] for t in used}, sources)
     return compile_pattern(
-        pattern, inputs, delay=delay, key=key, min_group=k if clearance.statistics else 1
+        pattern,
+        inputs,
+        delay=delay,
+        key=key,
+        min_group=k if clearance.statistics else 1,
+        labels=labels,
     )
 
 

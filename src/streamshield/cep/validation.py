@@ -31,6 +31,7 @@ from streamshield.cep.pattern import (
     Pattern,
     PatternError,
     attributes,
+    read_attributes,
 )
 from streamshield.policy.cep_rules import AccessObject, Conjunction, Operator, Rule
 from streamshield.policy.roles import RoleHierarchy
@@ -146,3 +147,40 @@ def _refuse(pattern: Pattern, attr: Attr, problem: str) -> None:
         attr.at.line,
         attr.at.column,
     )
+
+
+def releases_at_least(mine: Rule, theirs: Rule) -> bool:
+    """Whether a recipient acting with ``mine`` may see every raw value that ``theirs``
+    (the rule the pattern's own roles act with) released into its matches.
+
+    xi covers everything; a rule that releases no raw value (psi, Omega) needs nothing
+    raw; Phi covers Phi only when each of the other's conjunctions is one of its own
+    (compared as written: deny when unsure), and never xi.
+    """
+    if mine.operator is Operator.READ:
+        return True
+    if theirs.operator not in (Operator.READ, Operator.CONDITIONAL):
+        return True
+    if mine.operator is Operator.CONDITIONAL and theirs.operator is Operator.CONDITIONAL:
+        return set(theirs.conditions) <= set(mine.conditions)
+    return False
+
+
+def narrower_for(
+    pattern: Pattern,
+    access: AccessObject,
+    hierarchy: RoleHierarchy,
+    recipient: Iterable[str],
+    owner: Iterable[str],
+) -> str | None:
+    """The first attribute the pattern reads whose raw values the owner's roles release
+    beyond the recipient's (``Type.attr``), or None: a recipient who could register the
+    pattern herself must still not receive values released under a wider Phi."""
+    recipient, owner = frozenset(recipient), frozenset(owner)
+    for attr in read_attributes(pattern):
+        type_ = pattern.item(attr.var).type
+        mine = access.effective_rule(hierarchy, recipient, type_, attr.name)
+        theirs = access.effective_rule(hierarchy, owner, type_, attr.name)
+        if not releases_at_least(mine, theirs):
+            return f"{type_}.{attr.name}"
+    return None

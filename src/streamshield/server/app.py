@@ -10,7 +10,6 @@ any parsing. The OpenAPI description is at ``/openapi.json``, the docs at ``/doc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -23,7 +22,6 @@ from streamshield import __version__
 from streamshield.catalog.errors import SecurityError
 from streamshield.catalog.store import CatalogError
 from streamshield.engine.queries import QueryFailed
-from streamshield.faults import crash_point
 from streamshield.landing import LandingUnavailable
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
@@ -76,8 +74,8 @@ from streamshield.server.routes import (
 )
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
+from streamshield.server.sse_rows import last_event_id, stream_rows
 from streamshield.server.strict_query import known_query_only
-from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
 
 HANDLED: tuple[type[Exception], ...] = (
     ApiError,
@@ -90,7 +88,6 @@ HANDLED: tuple[type[Exception], ...] = (
     WireFormatError,
     CqlError,
 )
-PING_SECONDS = 15
 _FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
@@ -125,7 +122,7 @@ def create_app(
     app.openapi = _openapi  # type: ignore[method-assign]
     app.include_router(operations.router(service, metrics_token))
     app.include_router(networks.router(service))
-    app.include_router(patterns.router(service))
+    app.include_router(patterns.router(service, queue_size))
     app.include_router(me.router(service))
     app.include_router(stream_ingest.router(service))
     app.include_router(console.router())
@@ -336,46 +333,17 @@ def create_app(
         ] = None,
     ) -> EventSourceResponse:
         if after is None:
-            after = _last_event_id(request)
+            after = last_event_id(request)
         query = service.subscribable(who.session, name)
-        queue = SubscriberQueue(asyncio.get_running_loop(), queue_size)
-        user, token = _user(who.session), who.token
-        resume = Resume(queue, after, hold=queue_size)
-
-        def deliver(rows: list[dict], batch_id: int | None = None) -> None:
-            # Per batch, not per row: a logout, expiry or revoked SUBSCRIBE ends the stream
-            # (the server's re-check ends it within a second even when no batch comes).
-            if not service.may_still_subscribe(token, query.output):
-                queue.revoke("access revoked or session ended")
-                return
-            crash_point("subscriber.serving")
-            resume.live(rows, batch_id)
-
-        subscription = query.delivery.subscribe(user, deliver, token, batched=True)
-        query.closers[subscription.id] = queue.close
-        watched = Watched(token, query.output, queue)
-        service.live.add(watched)
-        queue.on_end = lambda: query.delivery.unsubscribe(subscription)
-
-        async def replay() -> None:
-            try:
-                await service.replay(query, subscription, after, resume, queue)
-            finally:
-                resume.done()
-
-        async def events() -> AsyncIterator[Any]:
-            replaying = asyncio.ensure_future(replay()) if after is not None else None
-            try:
-                async for event in queue.events():
-                    yield event
-            finally:
-                if replaying is not None:
-                    replaying.cancel()
-                query.delivery.unsubscribe(subscription)
-                query.closers.pop(subscription.id, None)
-                service.live.remove(watched)
-
-        return EventSourceResponse(events(), ping=PING_SECONDS)
+        return stream_rows(
+            service,
+            query,
+            _user(who.session),
+            who.token,
+            after,
+            queue_size,
+            lambda token: service.may_still_subscribe(token, query.output),
+        )
 
     return BodyLimit(app)
 
@@ -385,21 +353,6 @@ def _iso(epoch: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(float(epoch), UTC).isoformat().replace("+00:00", "Z")
-
-
-def _last_event_id(request: Request) -> int | None:
-    """The SSE ``Last-Event-ID`` header as a batch id (absent: None)."""
-    value = request.headers.get("last-event-id")
-    if value is None or not value.strip():
-        return None
-    message = "Last-Event-ID header: must be a batch id (an integer, at least -1)"
-    try:
-        batch = int(value)
-    except ValueError:
-        raise Invalid(message) from None
-    if batch < -1:
-        raise Invalid(message)
-    return batch
 
 
 def _user(session: Any) -> str:

@@ -11,20 +11,27 @@ attribute masks, as for any query), and then through the role's protection engin
 /cep/rules`` (CHANGE SYSTEM) and kept under ``<root>/cep/rules.json``; running patterns
 apply a change from their next micro-batch (:mod:`streamshield.cep.running`).
 
-Delivery checks the recipient: rows go to a subscriber who may SUBSCRIBE to the output,
-holds READ TUPLE on every stream the pattern reads, and whose *own* activated roles
-would be allowed to register the pattern under the rules in force (paper 4: "PSPE will
-also receive the output ... and send the result to the user within the user role of
-such space"); all three are checked at every read.
+A pattern runs at the Chinese-Wall level of the session registering it (while levels
+are on): it reads only events whose level that level dominates, and its rows carry the
+labels of the events they were built from (:mod:`streamshield.cep.match_labels`).
+
+Delivery checks the recipient, at every read (``rows``) and every batch (the SSE
+subscription): she may SUBSCRIBE to the output, holds READ TUPLE on every stream the
+pattern reads, and her *own* activated roles would be allowed to register the pattern
+under the rules in force (paper 4: "PSPE will also receive the output ... and send the
+result to the user within the user role of such space"); then each row goes through
+:class:`~streamshield.engine.delivery.Delivery` like a query's: her roles against the
+row's and each column's labels, her READ rights against its provenance, her session's
+level against its level.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -32,21 +39,27 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from streamshield.cep.labelled_events import labelled_events
+from streamshield.cep.match_labels import LabelLayout
 from streamshield.cep.pattern import TIME, Pattern, PatternError, compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
-from streamshield.cep.validation import PatternRefused, validate
+from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
+from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.levels import assert_within
+from streamshield.engine.result_store import ResultStore
 from streamshield.policy.cep_rules import AccessObject
 from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
+from streamshield.policy.query_level import QueryLevel
 from streamshield.server import security_port as port
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 
 audit = logging.getLogger("streamshield.audit")
 KINDS = {"bigint": "long", "int": "long", "long": "long", "double": "double", "float": "double"}
-KEPT_ROWS = 1000  # rows of a pattern kept for its subscribers (oldest dropped first)
+KEPT_BATCHES = 1000  # micro-batches of a pattern's rows kept (oldest dropped first)
+READ_BATCHES = 50  # stored batches one ``rows`` read goes through (the rest: read again)
 DELAY = timedelta(seconds=10)  # how late an event may arrive and still be matched
 TRIGGER = {"processingTime": "1 second"}
 
@@ -58,12 +71,24 @@ class Registered:
     owner: str
     roles: tuple[str, ...]
     running: RunningPattern
-    rows: deque = field(default_factory=lambda: deque(maxlen=KEPT_ROWS))
-    delivered: int = 0  # rows ever delivered: the sequence number of the newest
+    store: ResultStore
+    """Each micro-batch's labelled rows (what ``rows`` and a resumed subscription read)."""
+    delivery: Delivery
+    """SecFilter per recipient, shared with the query path."""
+    key: str | None = None
+    level: QueryLevel | None = None
+    """The Chinese-Wall level it runs at (None while levels are off)."""
+    closers: dict[str, Callable[[str, str], None]] = field(default_factory=dict)
+    """Live subscriptions' ``close`` (an SSE stream ends when the pattern does)."""
+    delivered: int = 0  # rows ever produced (before any recipient's check)
 
     @property
     def output(self) -> str:
         return f"{self.name}_out"
+
+    def end_subscriptions(self, reason: str, event: str = "closed") -> None:
+        for close in list(self.closers.values()):
+            close(reason, event)
 
 
 class PatternService:
@@ -86,7 +111,13 @@ class PatternService:
     def _save(self) -> None:
         """The definitions, so that patterns survive a restart (checkpoints resume them)."""
         document = {
-            name: {"text": p.text, "owner": p.owner, "roles": list(p.roles)}
+            name: {
+                "text": p.text,
+                "owner": p.owner,
+                "roles": list(p.roles),
+                "key": p.key,
+                "level": p.level.text if p.level is not None else None,
+            }
             for name, p in self.patterns.items()
         }
         write_atomic(self._stored, json.dumps(document, indent=2, sort_keys=True))
@@ -119,8 +150,10 @@ class PatternService:
             except PatternError as err:
                 audit.error("pattern %s not restored: %s", name, err)
                 continue
-            registered = Registered(name, entry["text"], entry["owner"], roles, None)  # type: ignore[arg-type]
-            registered.running = self._running(registered, pattern)
+            level = port.stored_query_level(security, entry.get("level"))
+            registered = self._registered(
+                name, entry["text"], entry["owner"], roles, pattern, entry.get("key"), level
+            )
             self.patterns[name] = registered
             if str(record.status) != "running" or not roles:
                 continue
@@ -176,23 +209,25 @@ class PatternService:
 
     # -- registration and life cycle ------------------------------------------------------
 
-    def register(self, session: Any, name: str, text: str) -> dict:
+    def register(self, session: Any, name: str, text: str, key: str | None = None) -> dict:
         """Parse, check against the event types, validate against the session's operators,
-        then record it as a query object and start it."""
+        then record it as a query object and start it at the session's level."""
         edition = self.book.current()
         pattern = self._compiled(text, edition.access)
+        _check_key(pattern, key, edition.access)
         roles = tuple(sorted(port.roles_of(session)))
         try:
-            validate(pattern, edition.access, edition.hierarchy, roles)
+            validate(pattern, edition.access, edition.hierarchy, roles, key=key)
         except PatternRefused as refused:
             raise Forbidden(f"pattern refused: {refused}") from None
+        level = port.session_query_level(self.server.security, session)
         with self._lock:
             if name in self.patterns:
                 raise Conflict(f"pattern {name} exists")
             inputs = sorted({i.type for i in pattern.items})
             port.add_query(self.server.security, session, name, inputs, f"{name}_out")
-            registered = Registered(name, text, port.user_of(session), roles, None)  # type: ignore[arg-type]
-            registered.running = self._running(registered, pattern)
+            owner = port.user_of(session)
+            registered = self._registered(name, text, owner, roles, pattern, key, level)
             try:
                 registered.running.start()
             except BaseException:
@@ -208,39 +243,85 @@ class PatternService:
         except PatternError as err:
             raise Invalid(f"pattern: {err}") from None
 
+    def _registered(
+        self,
+        name: str,
+        text: str,
+        owner: str,
+        roles: tuple[str, ...],
+        pattern: Pattern,
+        key: str | None,
+        level: QueryLevel | None,
+    ) -> Registered:
+        delivery = self.server._delivery(pattern.aggregated, f"{name}_out", name)
+        store = ResultStore(self.root / "results" / name, keep=KEPT_BATCHES)
+        registered = Registered(
+            name,
+            text,
+            owner,
+            roles,
+            None,
+            store,
+            delivery,
+            key,
+            level,  # type: ignore[arg-type]
+        )
+        registered.running = self._running(registered, pattern)
+        return registered
+
     def _running(self, registered: Registered, pattern: Pattern) -> RunningPattern:
-        def deliver(rows: list[dict]) -> None:
+        level = registered.level
+
+        def sink(frame: DataFrame, batch_id: int) -> None:
+            """Store the batch (executed whoever listens), then hand it to the live
+            subscribers through SecFilter; Python per micro-batch only."""
+            if level is not None:
+                frame = assert_within(frame, level)
+            stored = registered.store.write(frame, batch_id)
+            count = stored.count()
             with self._lock:
-                for row in rows:
-                    registered.delivered += 1
-                    registered.rows.append((registered.delivered, _plain(row)))
+                registered.delivered += count
+            if count and registered.delivery.subscriptions:
+                registered.delivery(stored, batch_id)
 
         def sources() -> Mapping[str, DataFrame]:
-            return {i.type: self._secured(i.type, registered.roles) for i in pattern.items}
+            return {i.type: self._secured(i.type, registered.roles, level) for i in pattern.items}
 
         return RunningPattern(
             pattern,
             registered.roles,
             self.book,
             sources,
-            deliver,
+            lambda _rows: None,
             self.root / "checkpoints" / registered.name,
             delay=DELAY,
+            key=registered.key,
             trigger=TRIGGER,
+            labels=self._layout(level),
+            sink=sink,
         )
 
-    def _secured(self, stream: str, roles: tuple[str, ...]) -> DataFrame:
-        """The stream's labelled store through the secured view of ``roles``."""
+    def _layout(self, level: QueryLevel | None) -> LabelLayout:
+        queries = self.server.pipeline.queries
+        width = level.width if level is not None else 0
+        return LabelLayout(queries.codec.width, self.server.codec.width, width)
+
+    def _secured(self, stream: str, roles: tuple[str, ...], level: QueryLevel | None) -> DataFrame:
+        """The stream's labelled store through the secured view of ``roles`` at ``level``
+        (only events whose level it dominates), each event with the labels a match is
+        built from: its tuple label, each attribute's (renamed by attribute name), its
+        stream's provenance and its level."""
         queries = self.server.pipeline.queries
         schema = queries.streams[stream]
         path = queries.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
         spark = self.server.spark
-        struct = labelled_schema(spark, schema.ddl, len(schema.names), queries.codec.width, 0)
+        layout = self._layout(level)
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), layout.width, layout.levels)
         source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
         labelled = source.parquet(str(path))
-        view = SecuredProjection.of(labelled.columns, schema, queries.codec, roles).apply(labelled)
-        return view.select(*schema.names)
+        provenance = self.server.codec.label(stream)
+        return labelled_events(labelled, schema, queries.codec, roles, level, provenance, layout)
 
     def _get(self, session: Any, name: str) -> Registered:
         registered = self.patterns.get(name)
@@ -275,7 +356,9 @@ class PatternService:
                 }
             )
         try:
-            clearance = validate(pattern, edition.access, edition.hierarchy, registered.roles)
+            clearance = validate(
+                pattern, edition.access, edition.hierarchy, registered.roles, key=registered.key
+            )
             legal, k_rule = True, clearance.statistics
         except PatternRefused:
             legal, k_rule = False, False
@@ -300,19 +383,25 @@ class PatternService:
                 raise Forbidden(f"pattern refused: {refused}") from None
         elif not running:
             registered.running.stop()
+            registered.end_subscriptions("pattern stopped")
         return self.describe(registered)
 
     def remove(self, session: Any, name: str) -> None:
         registered = self._get(session, name)
         port.remove_query(self.server.security, session, name)
         registered.running.stop()
+        registered.end_subscriptions("pattern removed")
+        registered.store.clear()
+        # A pattern registered later under the same name must not resume this one's state.
+        shutil.rmtree(self.root / "checkpoints" / name, ignore_errors=True)
         with self._lock:
             self.patterns.pop(name, None)
             self._save()
 
-    def rows(self, session: Any, name: str, after: int) -> dict:
-        """The rows delivered after sequence number ``after``, if the recipient may have
-        them now: SUBSCRIBE on the output, and her own operators allow the pattern."""
+    def receivable(self, session: Any, name: str) -> Registered:
+        """The pattern, if the caller may receive its rows now: SUBSCRIBE on the output,
+        READ TUPLE on every stream it reads, and her own operators allow the pattern
+        (each row is then checked against her roles, rights and level by Delivery)."""
         registered = self._get(session, name)
         security = self.server.security
         if not port.can_subscribe(security, session, registered.output):
@@ -327,12 +416,73 @@ class PatternService:
                 edition.access,
                 edition.hierarchy,
                 port.roles_of(session),
+                key=registered.key,
             )
         except PatternRefused as refused:
             raise Forbidden(f"your roles may not receive this pattern: {refused}") from None
-        with self._lock:
-            rows = [{"seq": n, **row} for n, row in registered.rows if n > after]
-        return {"name": name, "status": str(registered.running.observed()), "rows": rows}
+        wider = narrower_for(
+            registered.running.pattern,
+            edition.access,
+            edition.hierarchy,
+            port.roles_of(session),
+            registered.roles,
+        )
+        if wider is not None:
+            raise Forbidden(
+                f"your roles may not receive this pattern: attribute {wider} is released "
+                "to the pattern's roles beyond your operators"
+            )
+        return registered
+
+    def may_still_receive(self, token: str, name: str) -> bool:
+        """Per delivered batch of a live subscription: every check of :meth:`receivable`."""
+        try:
+            self.receivable(port.session(self.server.security, token), name)
+        except Exception:
+            return False
+        return True
+
+    def subscribable(self, session: Any, name: str) -> Registered:
+        """:meth:`receivable`, and running (nothing comes from a stopped pattern: 409)."""
+        registered = self.receivable(session, name)
+        status = registered.running.observed()
+        if status is not Status.RUNNING:
+            why = f" ({registered.running.reason})" if registered.running.reason else ""
+            raise Conflict(
+                f"the pattern is {status}{why}: it produces nothing until it is started again",
+                "pattern_not_running",
+            )
+        return registered
+
+    def rows(self, session: Any, token: str, name: str, after: int) -> dict:
+        """The rows of the stored batches after batch ``after`` that the caller may have
+        now (at most READ_BATCHES batches a read; ``last`` says where to go on)."""
+        registered = self.receivable(session, name)
+        batches = [b for b in registered.store.batches() if b > after][:READ_BATCHES]
+        got: list[dict] = []
+
+        def collect(rows: list[dict], batch: int) -> None:
+            got.extend({"batch": batch, **_plain(row)} for row in rows)
+
+        reader = Subscription(port.user_of(session), collect, token, batched=True)
+        for batch in batches:
+            frame = registered.store.stored(batch, self.server.spark)
+            if frame is not None:
+                registered.delivery.replay(frame, batch, reader)
+        last = batches[-1] if batches else after
+        status = str(registered.running.observed())
+        return {"name": name, "status": status, "rows": got, "last": last}
+
+    def check_ended(self) -> None:
+        """Ends the live subscriptions of patterns no longer running (a rule change, a
+        failure): called by the server's watch every second."""
+        for registered in list(self.patterns.values()):
+            if registered.closers and registered.running.observed() is not Status.RUNNING:
+                reason = registered.running.reason or "pattern stopped"
+                event = "error" if registered.running.status is Status.FAILED else "closed"
+                registered.end_subscriptions(
+                    f"pattern {registered.running.status}: {reason}", event
+                )
 
     def stop_all(self) -> None:
         for registered in list(self.patterns.values()):
@@ -345,6 +495,8 @@ class PatternService:
             "owner": registered.owner,
             "roles": list(registered.roles),
             "output": registered.output,
+            "key": registered.key,
+            "level": registered.level.text if registered.level is not None else None,
             "status": str(registered.running.observed()),
             "reason": registered.running.reason,
             "restarts": registered.running.restarts,
@@ -358,3 +510,22 @@ class PatternService:
 def _plain(row: dict) -> dict:
     """JSON-able values (timestamps as ISO-8601)."""
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
+
+
+def _check_key(pattern: Pattern, key: str | None, access: AccessObject) -> None:
+    """A partition key is an attribute of one kind on every event type of the pattern,
+    not the event time, and not the name of an output column (it leads every row)."""
+    if key is None:
+        return
+    if key == TIME:
+        raise Invalid(f"key: the event time {TIME} cannot be a partition key")
+    kinds = set()
+    for item in pattern.items:
+        kind = access.event_types.get(item.type, {}).get(key)
+        if kind is None:
+            raise Invalid(f"key: event type {item.type} has no attribute {key}")
+        kinds.add(kind)
+    if len(kinds) > 1:
+        raise Invalid(f"key: attribute {key} has different kinds on the pattern's event types")
+    if key in {o.name for o in pattern.outputs} or key in ("window_start", "window_end"):
+        raise Invalid(f"key: {key} is also an output column name")

@@ -126,6 +126,7 @@ class ServerService:
             try:
                 self.queries.check_failures(self._query_failed)
                 self.recheck_subscriptions()
+                self.patterns.check_ended()
                 if time.monotonic() >= retry_at and self._ingest_died():
                     retry_at = time.monotonic() + INGEST_RETRY_SECONDS
                     with self._lock:

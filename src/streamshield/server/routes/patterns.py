@@ -6,23 +6,35 @@ reading more than the roles' operators release is 403 naming the attribute and t
 (never a value). ``GET /patterns``, ``GET /patterns/{name}`` (explain), ``POST
 /patterns/{name}/status``, ``DELETE /patterns/{name}`` and ``GET /patterns/{name}/rows``
 (the subscriber's read, checked against her own rights each time) follow the query life
-cycle. ``GET``/``PUT /cep/rules`` read and replace the operators (PUT: CHANGE SYSTEM).
+cycle; ``GET /patterns/{name}/subscribe`` streams the rows as server-sent events.
+``GET``/``PUT /cep/rules`` read and replace the operators (PUT: CHANGE SYSTEM).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
 
 from streamshield.server.auth import Auth
-from streamshield.server.openapi import AUTHED, errors
+from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors
+from streamshield.server.sse_rows import last_event_id, stream_rows
+from streamshield.server.subscriptions import DEFAULT_QUEUE
 
 
 class PatternBody(BaseModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
     pattern: str = Field(min_length=1, max_length=10_000)
+    key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Partition key: an attribute every event of a match shares (like "
+        "Flink's keyBy); it leads every output row and needs xi on every event type",
+    )
 
 
 class StatusBody(BaseModel):
@@ -52,11 +64,19 @@ class PatternRemoved(BaseModel):
     removed: str
 
 
-class PatternRows(_Open):
-    """Rows delivered after a sequence number, and the newest sequence number."""
+class PatternRows(BaseModel):
+    """The rows of the stored batches after a batch id that the caller may have now."""
+
+    name: str
+    status: str
+    rows: list[dict[str, Any]] = Field(
+        description="Each row with its batch id (``batch``), checked against your roles, "
+        "rights and level"
+    )
+    last: int = Field(description="The newest batch id read: pass it as ``after`` next time")
 
 
-def router(service: Any) -> APIRouter:
+def router(service: Any, queue_size: int = DEFAULT_QUEUE) -> APIRouter:
     api = APIRouter(tags=["patterns"])
     patterns = service.patterns
 
@@ -79,7 +99,7 @@ def router(service: Any) -> APIRouter:
     )
     def register(body: PatternBody, who: Auth) -> dict:
         """Register and start a pattern with your activated roles."""
-        return patterns.register(who.session, body.name, body.pattern)
+        return patterns.register(who.session, body.name, body.pattern, body.key)
 
     @api.get("/patterns", response_model=PatternList, responses=errors(*AUTHED))
     def listed(who: Auth) -> dict:
@@ -110,9 +130,49 @@ def router(service: Any) -> APIRouter:
         response_model=PatternRows,
         responses=errors(*AUTHED, 403, 404, 422),
     )
-    def rows(name: str, who: Auth, after: int = Query(0, ge=0)) -> dict:
-        """Rows delivered after sequence number ``after`` (SUBSCRIBE on the output, and
-        your own operators must allow the pattern)."""
-        return patterns.rows(who.session, name, after)
+    def rows(
+        name: str,
+        who: Auth,
+        after: int = Query(-1, ge=-1, description="The last batch id read (-1: from the first)"),
+    ) -> dict:
+        """Rows of the batches after batch ``after`` (SUBSCRIBE on the output, and your
+        own operators must allow the pattern; each row is checked against your roles,
+        rights and level)."""
+        return patterns.rows(who.session, who.token, name, after)
+
+    @api.get(
+        "/patterns/{name}/subscribe",
+        response_class=EventSourceResponse,
+        responses={**SSE_RESPONSE, **errors(*AUTHED, 403, 404, 409, 422)},
+    )
+    async def subscribe(
+        name: str,
+        who: Auth,
+        request: Request,
+        after: Annotated[
+            int | None,
+            Query(
+                ge=-1,
+                description="Resume: the last batch id received; every stored later batch "
+                "is replayed once before the live ones (default: the SSE Last-Event-ID "
+                "header; neither: live batches only).",
+            ),
+        ] = None,
+    ) -> EventSourceResponse:
+        """The pattern's rows as server-sent events, as a query's subscription: ``rows``
+        (``{"batch", "rows"}``, the SSE id is the batch id), ``gap``, ``replayed``,
+        ``closed``/``error`` (the pattern stopped, failed or the right is gone)."""
+        if after is None:
+            after = last_event_id(request)
+        registered = patterns.subscribable(who.session, name)
+        return stream_rows(
+            service,
+            registered,
+            str(who.session.user),
+            who.token,
+            after,
+            queue_size,
+            lambda token: patterns.may_still_receive(token, name),
+        )
 
     return api

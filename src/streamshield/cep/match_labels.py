@@ -1,0 +1,187 @@
+"""The labels a pattern's match rows carry, as native Spark expressions (docs/cep.md,
+"Labels of match rows").
+
+A match is data derived from the events it was built from, so it carries their labels
+by the project's rule for derived rows (DESIGN.md 1, as a join and an aggregate do):
+
+- tuple readers (``_ss_r0_*``): AND over the match's events (a role reads the match
+  only if it reads every event of it); denied (``_ss_d0_*``): OR;
+- provenance (``_ss_src_*``) and Chinese-Wall level (``_ss_lvl_*``): OR, the LUB; a
+  NULL word stays NULL (never a lower label);
+- dependency slots in :mod:`streamshield.lang.recipient_labels`' layout: the row
+  depends on every attribute that chose it (WHERE over the match's events, the
+  partition key, GROUP BY), each output column on the attribute it shows or
+  aggregates, one slot per (event, attribute);
+- an aggregate row: readers ``bit_and``, the rest ``bit_or`` over its matches, NULL
+  when any match's word is NULL (``bit_and`` alone would skip it and so widen access).
+
+So :class:`~streamshield.engine.delivery.Delivery` checks a pattern's rows exactly as
+a query's: the recipient's roles per row and per column, her READ rights on the
+sources, her level. An OR match binds one event: the others' labels are neutral.
+The events of a negated item are absent from a match and lend it no label (see
+docs/cep.md for what that means). No Python per event: these are projections and
+aggregate expressions over columns each event brought along.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from streamshield.cep.pattern import (
+    TIME,
+    Aggregate,
+    Attr,
+    Combinator,
+    Pattern,
+    attributes,
+    read_attributes,
+)
+from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.levels import level_column
+from streamshield.engine.provenance import provenance_column
+from streamshield.lang.recipient_labels import column_slot, row_slot
+
+READERS, DENIED, UNION = "readers", "denied", "union"  # how a word combines
+
+
+def attribute_readers(name: str, word: int) -> str:
+    """An event attribute's reader word, as a labelled event source names it."""
+    return f"_ss_ar_{name}_{word}"
+
+
+def attribute_denied(name: str, word: int) -> str:
+    return f"_ss_ad_{name}_{word}"
+
+
+@dataclass(frozen=True)
+class LabelLayout:
+    """How wide the labels of the event sources are."""
+
+    width: int
+    """Role words per label (``RoleCodec.width``)."""
+    provenance: int
+    """Provenance words (``ProvenanceCodec``)."""
+    levels: int = 0
+    """Level words; 0 while Chinese-Wall levels are off."""
+
+    def event_columns(self, attrs: Iterable[str]) -> list[str]:
+        """The label columns an event brings along for a pattern reading ``attrs``."""
+        out = [c for w in range(self.width) for c in (reader_column(0, w), denied_column(0, w))]
+        for name in sorted(set(attrs)):
+            out += [
+                c
+                for w in range(self.width)
+                for c in (attribute_readers(name, w), attribute_denied(name, w))
+            ]
+        out += [provenance_column(w) for w in range(self.provenance)]
+        out += [level_column(w) for w in range(self.levels)]
+        return out
+
+
+def read_by(pattern: Pattern, var: str, key: str | None) -> list[str]:
+    """The attributes of ``var`` whose labels the match rows need."""
+    names = {a.name for a in read_attributes(pattern) if a.var == var}
+    return sorted(names | ({key} if key is not None else set()))
+
+
+def _bound(pattern: Pattern, var: str) -> Column | None:
+    """Whether an OR match bound ``var`` (None: every variable of a match is bound)."""
+    if pattern.combinator is not Combinator.OR:
+        return None
+    return F.col(f"{var}__{TIME}").isNotNull()
+
+
+def _word(pattern: Pattern, var: str, column: str, kind: str) -> Column:
+    """One event's word; an unbound OR variable's is neutral (readers all, the rest none)."""
+    value = F.col(f"{var}__{column}")
+    bound = _bound(pattern, var)
+    if bound is None:
+        return value
+    neutral = F.lit(-1 if kind == READERS else 0).cast("long")
+    return F.when(bound, value).otherwise(neutral)
+
+
+def _combine(parts: list[Column], kind: str) -> Column:
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.bitwiseAND(part) if kind == READERS else result.bitwiseOR(part)
+    return result
+
+
+def _slot(pattern: Pattern, attr: Attr, w: int, kind: str) -> Column:
+    name = attribute_readers(attr.name, w) if kind == "r" else attribute_denied(attr.name, w)
+    return _word(pattern, attr.var, name, READERS if kind == "r" else DENIED)
+
+
+def row_dependencies(pattern: Pattern, key: str | None) -> list[Attr]:
+    """The (event, attribute) pairs that chose a match: WHERE over the match's own
+    events, each event's partition key, GROUP BY."""
+    negated = {i.var for i in pattern.negations}
+    found = [a for a in attributes(pattern.where) if a.var not in negated]
+    if key is not None:
+        found += [Attr(i.var, key) for i in pattern.positives]
+    found += list(pattern.group_by)
+    return list(dict.fromkeys(Attr(a.var, a.name) for a in found))
+
+
+def column_dependencies(pattern: Pattern, key: str | None) -> list[list[Attr]]:
+    """Per user column of the output, in order, the attributes it shows."""
+    columns: list[list[Attr]] = []
+    if key is not None:
+        columns.append([Attr(i.var, key) for i in pattern.positives])
+    if pattern.aggregated:
+        columns += [[], []]  # window_start, window_end: the match time, not an attribute
+    for output in pattern.outputs:
+        value = output.value
+        attr = value.attr if isinstance(value, Aggregate) else value
+        columns.append([] if attr is None else [Attr(attr.var, attr.name)])
+    return columns
+
+
+def match_labels(
+    pattern: Pattern, key: str | None, layout: LabelLayout
+) -> dict[str, tuple[Column, str]]:
+    """The label columns of each match row (before any aggregate), by name, each with
+    how it combines further over a group (READERS by AND, the others by OR)."""
+    events = [i.var for i in pattern.positives]
+    out: dict[str, tuple[Column, str]] = {}
+    for w in range(layout.width):
+        for name, kind in ((reader_column(0, w), READERS), (denied_column(0, w), DENIED)):
+            out[name] = _combine([_word(pattern, v, name, kind) for v in events], kind), kind
+    slots = [
+        (row_slot(j, k, w), attr, w, k)
+        for j, attr in enumerate(row_dependencies(pattern, key))
+        for w in range(layout.width)
+        for k in "rd"
+    ]
+    for i, attrs in enumerate(column_dependencies(pattern, key)):
+        slots += [
+            (column_slot(i, j, k, w), attr, w, k)
+            for j, attr in enumerate(attrs)
+            for w in range(layout.width)
+            for k in "rd"
+        ]
+    for name, attr, w, k in slots:
+        out[name] = _slot(pattern, attr, w, k), READERS if k == "r" else DENIED
+    for name in [provenance_column(w) for w in range(layout.provenance)] + [
+        level_column(w) for w in range(layout.levels)
+    ]:
+        out[name] = _combine([_word(pattern, v, name, UNION) for v in events], UNION), UNION
+    return out
+
+
+def group_labels(kinds: dict[str, str]) -> list[Column]:
+    """Aggregate expressions combining match labels (name: kind) over a group: NULL
+    when any match's word is NULL (a missing label never widens access or lowers a
+    level)."""
+    out = []
+    for name, kind in kinds.items():
+        word = F.col(name)
+        combined = F.bit_and(word) if kind == READERS else F.bit_or(word)
+        complete = F.count(F.lit(1)) == F.count(word)
+        out.append(F.when(complete, combined).alias(name))
+    return out

@@ -1,0 +1,90 @@
+"""One SSE subscription to an output's rows, for queries and event patterns alike.
+
+The output (a :class:`~streamshield.server.queries.LiveQuery` or a registered pattern)
+has a :class:`~streamshield.engine.delivery.Delivery` (SecFilter per subscriber), a
+:class:`~streamshield.engine.result_store.ResultStore` (what a resumed subscription
+replays), an ``output`` stream name and ``closers`` (how its end reaches the stream).
+Each delivered batch is first re-checked by ``allowed(token)``: a logout, an expired
+session or a revoked right ends the stream; the server's one-second re-check of
+:class:`~streamshield.server.subscriptions.LiveSubscriptions` ends it even when no
+batch comes. Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored
+later batch once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import Request
+from sse_starlette import EventSourceResponse
+
+from streamshield.faults import crash_point
+from streamshield.server.errors import Invalid
+from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
+
+PING_SECONDS = 15
+
+
+def last_event_id(request: Request) -> int | None:
+    """The SSE ``Last-Event-ID`` header as a batch id (absent: None)."""
+    value = request.headers.get("last-event-id")
+    if value is None or not value.strip():
+        return None
+    message = "Last-Event-ID header: must be a batch id (an integer, at least -1)"
+    try:
+        batch = int(value)
+    except ValueError:
+        raise Invalid(message) from None
+    if batch < -1:
+        raise Invalid(message)
+    return batch
+
+
+def stream_rows(
+    service: Any,
+    target: Any,
+    user: str,
+    token: str,
+    after: int | None,
+    queue_size: int,
+    allowed: Callable[[str], bool],
+) -> EventSourceResponse:
+    """The SSE response serving ``target``'s rows to the caller (checked already)."""
+    queue = SubscriberQueue(asyncio.get_running_loop(), queue_size)
+    resume = Resume(queue, after, hold=queue_size)
+
+    def deliver(rows: list[dict], batch_id: int | None = None) -> None:
+        # Per batch, not per row.
+        if not allowed(token):
+            queue.revoke("access revoked or session ended")
+            return
+        crash_point("subscriber.serving")
+        resume.live(rows, batch_id)
+
+    subscription = target.delivery.subscribe(user, deliver, token, batched=True)
+    target.closers[subscription.id] = queue.close
+    watched = Watched(token, target.output, queue)
+    service.live.add(watched)
+    queue.on_end = lambda: target.delivery.unsubscribe(subscription)
+
+    async def replay() -> None:
+        try:
+            await service.replay(target, subscription, after, resume, queue)
+        finally:
+            resume.done()
+
+    async def events() -> AsyncIterator[Any]:
+        replaying = asyncio.ensure_future(replay()) if after is not None else None
+        try:
+            async for event in queue.events():
+                yield event
+        finally:
+            if replaying is not None:
+                replaying.cancel()
+            target.delivery.unsubscribe(subscription)
+            target.closers.pop(subscription.id, None)
+            service.live.remove(watched)
+
+    return EventSourceResponse(events(), ping=PING_SECONDS)

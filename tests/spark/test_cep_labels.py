@@ -1,0 +1,293 @@
+"""Match rows carry the labels of the events they were built from, a pattern at a
+Chinese-Wall level matches only events that level dominates, and a pattern whose Spark
+query fails shows ``failed`` with the error class while another goes on (issue 15
+follow-up; docs/cep.md "Labels of match rows").
+
+Two running patterns over the same labelled file sources (the layout of the labelled
+store): one delivering through :class:`~streamshield.engine.delivery.Delivery` to four
+recipients with fewer rights than its owner in one way each, one whose source raises on
+an event of the second batch.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import functions as F
+
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.cep.labelled_events import labelled_events
+from streamshield.cep.match_labels import LabelLayout
+from streamshield.cep.pattern import compile_pattern
+from streamshield.cep.rule_book import RuleBook
+from streamshield.cep.running import RunningPattern, Status
+from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
+from streamshield.engine.delivery import Delivery
+from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labels import denied_column, reader_column
+from streamshield.policy.cep_rules_text import loads
+from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.lattice import Lattice
+from streamshield.policy.privileges import Privilege
+from streamshield.policy.provenance import ProvenanceCodec
+from streamshield.policy.query_level import QueryLevel, level_names
+from streamshield.policy.roles import RoleHierarchy
+
+pytestmark = pytest.mark.spark
+
+HIERARCHY = RoleHierarchy.build(["owner", "low"])
+CODEC = RoleCodec(HIERARCHY)
+LATTICE = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B"]})
+STREAMS = {
+    "Temp": StreamDefinition(
+        "Temp",
+        (("id", "bigint"), ("room", "string"), ("celsius", "double"), ("ts", "timestamp")),
+        "id",
+        "ts",
+    ),
+    "Smoke": StreamDefinition(
+        "Smoke",
+        (("id", "bigint"), ("room", "string"), ("level", "bigint"), ("ts", "timestamp")),
+        "id",
+        "ts",
+    ),
+}
+PROVENANCE = ProvenanceCodec(STREAMS)
+TYPES = {
+    "Temp": {"ts": "timestamp", "id": "long", "room": "string", "celsius": "double"},
+    "Smoke": {"ts": "timestamp", "id": "long", "room": "string", "level": "long"},
+}
+EVERYTHING = [{"operator": "xi", "attributes": "*"}]
+RULES = {
+    "event_types": TYPES,
+    "roles": {r: {"Temp": EVERYTHING, "Smoke": EVERYTHING} for r in ("owner", "low")},
+}
+FIRE = (
+    "PATTERN SEQ(Temp a, Smoke b) WHERE a.room = b.room WITHIN 1 MINUTE "
+    "RETURN a.room, a.celsius, b.level"
+)
+AT = QueryLevel(LATTICE, LATTICE.parse("[1, A]"))
+LAYOUT = LabelLayout(CODEC.width, PROVENANCE.width, LATTICE.width)
+BOTH, OWNER = ("owner", "low"), ("owner",)
+
+
+def event(type_: str, id_: int, place: str, value: float, second: int, **labels) -> dict:
+    """A labelled row: tuple readers ``tuple``, per-attribute readers by attribute name
+    (default: the tuple's), level ``at`` (default ``[1, A]``)."""
+    schema = STREAMS[type_]
+    other = "celsius" if type_ == "Temp" else "level"
+    row = {
+        "stream": type_,
+        "provider": "p",
+        "seq": id_,
+        "tid": str(id_),
+        "policy_id": "x",
+        "id": id_,
+        "room": place,
+        other: value if type_ == "Temp" else int(value),
+        "ts": f"2026-11-23T10:00:{second:02d}Z",
+    }
+    tuple_roles = labels.get("tuple", BOTH)
+    for obj, name in enumerate(("", *schema.names)):
+        readers = CODEC.twins(
+            labels.get(name, tuple_roles) if obj else tuple_roles, [Privilege.READ]
+        )
+        for w in range(CODEC.width):
+            row[reader_column(obj, w)] = readers[w]
+            row[denied_column(obj, w)] = 0
+    level = LATTICE.encode(LATTICE.parse(labels.get("at", "[1, A]")))
+    row.update(dict(zip(level_names(LATTICE.width), level, strict=True)))
+    return row
+
+
+def write(root, number: int, rows: list[dict]) -> None:
+    for type_ in STREAMS:
+        lines = [json.dumps(r) for r in rows if r["stream"] == type_]
+        if lines:
+            (root / type_ / f"{number}.json").write_text("\n".join(lines) + "\n")
+
+
+def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None:
+    root = tmp_path / "store"
+    for type_ in STREAMS:
+        (root / type_).mkdir(parents=True)
+
+    def sources(failing: bool = False) -> dict:
+        out = {}
+        for type_, schema in STREAMS.items():
+            struct = labelled_schema(
+                spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width
+            )
+            raw = spark.readStream.schema(struct).json(str(root / type_))
+            if failing:  # an event this pattern's query cannot evaluate
+                room = F.col("room")
+                raw = raw.withColumn(
+                    "room", F.when(room == "BOOM", F.raise_error(F.lit("no"))).otherwise(room)
+                )
+            out[type_] = labelled_events(
+                raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+            )
+        return out
+
+    masks = {
+        "owner": CODEC.query(OWNER),
+        "low": CODEC.query(["low"]),
+        "below": CODEC.query(OWNER),  # the owner's roles at a level below [1, A]
+        "temp-only": CODEC.query(OWNER),  # READ on Temp only
+    }
+    levels = {u: LATTICE.encode(AT.level) for u in masks}
+    levels["below"] = LATTICE.encode(LATTICE.parse("[1, _]"))
+    got: dict[str, list[tuple]] = {u: [] for u in masks}
+    delivery = Delivery(
+        lambda user: ({"Temp"} if user == "temp-only" else {"Temp", "Smoke"}, set()),
+        PROVENANCE,
+        roles=lambda s: masks[s.user],
+        levels=lambda s: levels[s.user],
+    )
+    for user in masks:
+        delivery.subscribe(
+            user,
+            lambda rows, u=user: got[u].extend(
+                (r["a_room"], r["a_celsius"], r["b_level"], tuple(r.get("_masked") or ()))
+                for r in rows
+            ),
+        )
+    book = RuleBook(loads(json.dumps(RULES), HIERARCHY), HIERARCHY)
+    pattern = compile_pattern(FIRE, TYPES)
+
+    def running(name: str, failing: bool, sink, pattern=pattern) -> RunningPattern:
+        return RunningPattern(
+            pattern,
+            OWNER,
+            book,
+            lambda: sources(failing),
+            lambda _rows: None,
+            tmp_path / name,
+            delay=timedelta(seconds=10),
+            labels=LAYOUT,
+            sink=sink,
+        )
+
+    labelled = running("labelled", False, delivery)
+    # Stateless (a union): the cheapest query that can fail on an event.
+    rooms = compile_pattern("PATTERN OR(Temp a, Smoke b) WITHIN 1 MINUTE RETURN a.room", TYPES)
+    doomed = running("doomed", True, lambda frame, _id: frame.collect(), rooms)
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    labelled.start()
+    doomed.start()
+    try:
+        write(
+            root,
+            0,
+            [
+                event("Temp", 1, "L1", 60, 1),  # L1: everyone with READ on both
+                event("Smoke", 1, "L1", 3, 5),
+                event("Smoke", 9, "L1", 8, 7, at="[1, B]"),  # above the pattern's level
+                event("Temp", 2, "L2", 70, 2, celsius=OWNER),  # low: celsius masked
+                event("Smoke", 2, "L2", 4, 6),
+                event("Temp", 3, "L3", 80, 3, tuple=OWNER),  # low may not read the event
+                event("Smoke", 3, "L3", 5, 8),
+                event("Temp", 4, "L4", 90, 4, room=OWNER),  # the room chose the match
+                event("Smoke", 4, "L4", 6, 9),
+                event("Temp", 5, "L5", 95, 4, at="[1, B]"),  # never read at [1, A]
+                event("Smoke", 5, "L5", 7, 9),
+            ],
+        )
+        labelled.process()
+        doomed.process()
+        owner = sorted(got["owner"])
+        assert owner == [
+            ("L1", 60.0, 3, ()),
+            ("L2", 70.0, 4, ()),
+            ("L3", 80.0, 5, ()),
+            ("L4", 90.0, 6, ()),
+        ]  # not the [1, B] smoke in L1, nor the [1, B] temperature in L5
+        assert sorted(got["low"]) == [("L1", 60.0, 3, ()), ("L2", None, 4, ("a_celsius",))]
+        assert got["below"] == [] and got["temp-only"] == []
+        assert doomed.observed() is Status.RUNNING
+
+        for rows in got.values():
+            rows.clear()
+        write(
+            root,
+            1,
+            [
+                event("Temp", 6, "BOOM", 50, 20),  # fails the doomed pattern's query
+                event("Temp", 7, "L7", 51, 21),
+                event("Smoke", 7, "L7", 9, 22),
+            ],
+        )
+        doomed.process()
+        labelled.process()
+        assert doomed.observed() is Status.FAILED
+        assert doomed.reason == "USER_RAISED_EXCEPTION"  # the class, not the message
+        assert labelled.observed() is Status.RUNNING  # the other goes on
+        assert got["owner"] == [("L7", 51.0, 9, ())] == got["low"]
+    finally:
+        labelled.stop()
+        doomed.stop()
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+
+
+def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -> None:
+    """The same compiler over batch frames (the labels are expressions, whatever the
+    trigger): a group is readable only if every match in it is (``bit_and``), an
+    average is masked where one of its values is, a GROUP BY attribute chooses."""
+    rows = [
+        event("Temp", 1, "L1", 60, 1),
+        event("Temp", 11, "L1", 62, 2, tuple=OWNER),  # a second L1 match low may not read
+        event("Smoke", 1, "L1", 3, 5),
+        event("Temp", 2, "L2", 70, 2, celsius=OWNER),
+        event("Smoke", 2, "L2", 4, 6),
+        event("Temp", 4, "L4", 90, 4, room=OWNER),
+        event("Smoke", 4, "L4", 6, 9),
+        event("Temp", 5, "L5", 95, 4),
+        event("Smoke", 5, "L5", 7, 9, at="[1, B]"),  # the only L5 smoke: above [1, A]
+    ]
+    for type_ in STREAMS:
+        (tmp_path / type_).mkdir()
+    write(tmp_path, 0, rows)
+    frames = {}
+    for type_, schema in STREAMS.items():
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
+        raw = spark.read.schema(struct).json(str(tmp_path / type_))
+        frames[type_] = labelled_events(
+            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+        )
+    text = (
+        "PATTERN SEQ(Temp a, Smoke b) WHERE a.room = b.room WITHIN 1 MINUTE "
+        "RETURN a.room, count(*) AS n, avg(a.celsius) AS mean GROUP BY a.room"
+    )
+    output = compile_pattern_on_spark(
+        compile_pattern(text, TYPES), frames, delay=timedelta(seconds=10), labels=LAYOUT
+    )
+    got: dict[str, list[tuple]] = {"owner": [], "low": []}
+    delivery = Delivery(
+        lambda _user: ({"Temp", "Smoke"}, set()),
+        PROVENANCE,
+        roles=lambda s: CODEC.query(OWNER if s.user == "owner" else ["low"]),
+        levels=lambda _s: LATTICE.encode(AT.level),
+        aggregate=True,
+    )
+    for user, rows_of in got.items():
+        delivery.subscribe(
+            user,
+            lambda batch, rows_of=rows_of: rows_of.extend(
+                (r["a_room"], r["n"], r["mean"], tuple(r.get("_masked") or ())) for r in batch
+            ),
+        )
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # a handful of rows
+    try:
+        delivery.deliver_to(output, 0, delivery.subscriptions)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert sorted(got["owner"]) == [
+        ("L1", 2, 61.0, ()),
+        ("L2", 1, 70.0, ()),
+        ("L4", 1, 90.0, ()),
+    ]
+    assert got["low"] == [("L2", 1, None, ("mean",))]
