@@ -78,6 +78,7 @@ from streamshield.server.routes import (
 )
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
+from streamshield.server.stop_answers import StopAnswers
 from streamshield.server.strict_query import known_query_only
 from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
 
@@ -103,8 +104,9 @@ def create_app(
     metrics_token: str | None = None,
     login_workers: int | None = None,
     login_waiting: int = DEFAULT_WAITING,
-) -> BodyLimit:
-    """The ASGI application: the FastAPI app wrapped in the body-size limit.
+) -> StopAnswers:
+    """The ASGI application: the FastAPI app in the body-size limit, in the stop's
+    answers (:mod:`.stop_answers`).
 
     ``login_workers`` password checks at once (default: one per core, at most 4), at
     most ``login_waiting`` more queued (:mod:`.login_gate`)."""
@@ -399,7 +401,7 @@ def create_app(
 
         return EventSourceResponse(events(), ping=PING_SECONDS)
 
-    return BodyLimit(app)
+    return StopAnswers(BodyLimit(app))
 
 
 def _iso(epoch: float) -> str:
