@@ -276,6 +276,7 @@ class Soak:
         while not self.stop.is_set() and time.monotonic() < self.deadline:
             sample = group_resources(self.server.pid)
             sample["t"] = round(time.monotonic() - self.started, 1)
+            sample["load1"] = round(os.getloadavg()[0], 2)  # the machine is shared
             with self.figures.lock:
                 sample["acked"] = sum(n for _, n in self.figures.acked)
                 sample["rows"] = self.figures.rows
@@ -332,6 +333,7 @@ class Soak:
                 }
                 for key in RESOURCES
             },
+            "load_average": _percentiles([s["load1"] for s in f.samples if "load1" in s]),
             "samples": f.samples,
             "errors": f.errors,
         }
