@@ -29,12 +29,15 @@ class Running:
         an answer from :mod:`.stop_answers`; waits (bounded) for the thread."""
         self.server.should_exit = True
         graceful = self.server.config.timeout_graceful_shutdown or 0
-        self.thread.join(timeout if timeout is not None else graceful + 5.0)
+        self.thread.join(timeout if timeout is not None else max(10.0, graceful + 5.0))
 
 
 GRACEFUL_SECONDS = 10
-"""What a request in progress at the stop gets to finish (a query registration or
-removal waits for Spark, seconds on a loaded machine); after it, 503 server_stopping."""
+"""What a request in progress at ``streamshield serve``'s stop gets to finish (a query
+registration or removal waits for Spark, seconds on a loaded machine); after it, 503
+server_stopping (:mod:`.stop_answers`). In-process servers (tests, benches) keep
+uvicorn's 2 s unless told: their stops should not wait."""
+IN_PROCESS_GRACEFUL = 2
 
 
 def _config(
@@ -69,7 +72,7 @@ def serve_in_thread(
     tls: TlsFiles,
     startup_timeout: float = 30.0,
     log_level: str = "warning",
-    graceful: float = GRACEFUL_SECONDS,
+    graceful: float = IN_PROCESS_GRACEFUL,
 ) -> Running:
     """Starts the server in a daemon thread and waits (bounded) until it listens.
 
