@@ -32,7 +32,7 @@ class Running:
         self.thread.join(timeout if timeout is not None else max(10.0, graceful + 5.0))
 
 
-GRACEFUL_SECONDS = 10
+GRACEFUL_SECONDS = 5
 """What a request in progress at ``streamshield serve``'s stop gets to finish (a query
 registration or removal waits for Spark, seconds on a loaded machine); after it, 503
 server_stopping (:mod:`.stop_answers`). In-process servers (tests, benches) keep
