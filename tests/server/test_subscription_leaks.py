@@ -14,7 +14,7 @@ from tests.server.conftest import grant, ok, poll, sp_line, tuple_line
 
 pytestmark = pytest.mark.spark
 
-CYCLES = 24
+CYCLES = 12
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def _left_over(server, query) -> int:
 
 def test_repeated_subscribe_and_leave_holds_no_thread_or_subscription(server, looped) -> None:
     al, query = looped
-    for i in range(4):  # warm-up: the event loop's and anyio's worker pools fill once
+    for i in range(2):  # warm-up: the event loop's and anyio's worker pools fill once
         _cycle(al, resume=i % 2 == 0)
     poll(lambda: _left_over(server, query) == 0, timeout=30, every=0.1)
     before = threading.active_count()
