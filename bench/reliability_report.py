@@ -96,9 +96,17 @@ def soak_text() -> str:
         f"ingest-to-subscriber latency p50 {latency.get('p50', '-')} s, p99 "
         f"{latency.get('p99', '-')} s; revocation to `closed` p50 {revocation.get('p50', '-')} s, "
         f"max {revocation.get('max', '-')} s over {revocation.get('count', 0)} revocations; "
-        f"{growth}; {len(report['errors'])} errors.\n\n"
+        f"{growth}; {len(report['errors'])} errors{_load_text(report)}.\n\n"
         "![soak resources](img/soak-resources.png)"
     )
+
+
+def _load_text(report: dict) -> str:
+    """The 1-minute load average over the run (the machine is shared: figures are noisy)."""
+    load = report.get("load_average") or {}
+    if not load:
+        return ""
+    return f"; load average (1 min) p50 {load['p50']}, max {load['max']}"
 
 
 def _replace(path: Path, marker: str, text: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from streamshield.engine.batch_errors import (
@@ -57,3 +59,35 @@ def test_bounded_raises_the_stand_in_without_the_chain() -> None:
     with pytest.raises(BatchFailed) as caught:
         bounded(process)(None, 3)
     assert caught.value.__suppress_context__ and caught.value.__cause__ is None
+
+
+def test_an_interruption_is_one_line_and_py4j_does_not_print_its_traceback(caplog) -> None:
+    """A stop interrupting a batch is no error: no traceback from the wrapper, none from
+    py4j's callback server (which logs whatever a callback raises), one warning line."""
+
+    def process(frame, batch_id) -> None:
+        raise RuntimeError(f"{PROXY_PREFIX} o1.collect.\n: java.lang.InterruptedException\n")
+
+    caplog.set_level(logging.INFO)
+    with pytest.raises(BatchInterrupted) as caught:
+        bounded(process)(None, 4)
+    try:  # what py4j's ClientServer does with it (``logger.exception`` in _call_proxy)
+        raise caught.value
+    except BatchInterrupted:
+        logging.getLogger("py4j.clientserver").exception("There was an exception ...")
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "micro-batch 4 interrupted" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_real_failure_keeps_its_traceback_in_both_logs(caplog) -> None:
+    def process(frame, batch_id) -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(BatchFailed) as caught:
+        bounded(process)(None, 5)
+    try:
+        raise caught.value
+    except BatchFailed:
+        logging.getLogger("py4j.clientserver").exception("There was an exception ...")
+    assert [r.levelname for r in caplog.records] == ["ERROR", "ERROR"]
+    assert caplog.text.count("Traceback") == 2

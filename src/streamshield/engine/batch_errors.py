@@ -75,14 +75,40 @@ def compact(err: BaseException) -> RuntimeError:
 
 
 def bounded(process: BatchFunction) -> BatchFunction:
-    """``process`` raising only :class:`BatchInterrupted` or :class:`BatchFailed`."""
+    """``process`` raising only :class:`BatchInterrupted` or :class:`BatchFailed`.
+
+    A failure is logged whole first; an interruption is the query being stopped (the
+    server's stop interrupts a batch that does not reach its end in time; Spark redoes
+    it from the checkpoint at the next start), so it is one line, not a traceback on
+    every clean stop of a busy server (issue 17)."""
 
     @functools.wraps(process)
     def run(frame: DataFrame, batch_id: int) -> None:
         try:
             process(frame, batch_id)
         except Exception as err:
-            log.error("micro-batch %d failed", batch_id, exc_info=err)
-            raise compact(err) from None
+            stand_in = compact(err)
+            if isinstance(stand_in, BatchInterrupted):
+                log.warning(
+                    "micro-batch %d interrupted: its query is stopping (redone from the "
+                    "checkpoint at the next start)",
+                    batch_id,
+                )
+            else:
+                log.error("micro-batch %d failed", batch_id, exc_info=err)
+            raise stand_in from None
 
     return run
+
+
+class _StopsAreNotErrors(logging.Filter):
+    """py4j logs every exception a Python callback raises, traceback and all, before it
+    hands it to the JVM; a :class:`BatchInterrupted` is a stop, logged above in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        raised = record.exc_info[1] if record.exc_info else None
+        return not isinstance(raised, BatchInterrupted)
+
+
+for _name in ("py4j.clientserver", "py4j.java_gateway"):
+    logging.getLogger(_name).addFilter(_StopsAreNotErrors())

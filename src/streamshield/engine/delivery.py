@@ -181,8 +181,12 @@ class Delivery:
                     continue
                 payload = labels.unchecked() if key[1] == own else labels.payload(key[1])
                 rows = frame.filter(conditions[key]).select(*payload).collect()
+                # One list for the whole class (subscribers of one class get equal
+                # rows): a copy per subscriber made the driver's memory grow with the
+                # number of subscribers times the batch (50 copies in the soak).
+                # Receivers must not mutate it (the SSE queue only serialises it).
+                handed = [r.asDict(recursive=True) for r in rows]
                 for subscription in members:
-                    handed = [r.asDict(recursive=True) for r in rows]
                     self._hand_over(subscription, handed, batch_id)
                     if rows and self.on_handover is not None:
                         self.on_handover(time.monotonic() - arrived)

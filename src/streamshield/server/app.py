@@ -31,6 +31,7 @@ from streamshield.server import wire_schema
 from streamshield.server.auth import Auth, Caller  # noqa: F401  (Caller: kept importable here)
 from streamshield.server.body_limit import BodyLimit
 from streamshield.server.errors import ApiError, Invalid, to_response
+from streamshield.server.login_gate import DEFAULT_WAITING, LoginGate
 from streamshield.server.models import (
     AppendAnswer,
     CatalogView,
@@ -55,6 +56,7 @@ from streamshield.server.models import (
 )
 from streamshield.server.openapi import (
     AUTHED,
+    LOGIN_BUSY,
     NDJSON_BODY,
     SSE_RESPONSE,
     errors,
@@ -75,6 +77,7 @@ from streamshield.server.routes import (
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
 from streamshield.server.sse_rows import last_event_id, stream_rows
+from streamshield.server.stop_answers import StopAnswers
 from streamshield.server.strict_query import known_query_only
 
 HANDLED: tuple[type[Exception], ...] = (
@@ -92,9 +95,18 @@ _FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(
-    service: ServerService, *, queue_size: int = 64, metrics_token: str | None = None
-) -> BodyLimit:
-    """The ASGI application: the FastAPI app wrapped in the body-size limit."""
+    service: ServerService,
+    *,
+    queue_size: int = 64,
+    metrics_token: str | None = None,
+    login_workers: int | None = None,
+    login_waiting: int = DEFAULT_WAITING,
+) -> StopAnswers:
+    """The ASGI application: the FastAPI app in the body-size limit, in the stop's
+    answers (:mod:`.stop_answers`).
+
+    ``login_workers`` password checks at once (default: one per core, at most 4), at
+    most ``login_waiting`` more queued (:mod:`.login_gate`)."""
     app = FastAPI(
         title="streamshield",
         version=__version__,
@@ -161,11 +173,23 @@ def create_app(
 
     app.include_router(wire_schema.router)
 
-    @app.post("/login", response_model=LoginAnswer, responses=errors(401, 403, 409, 413, 422, 429))
-    def login(body: LoginBody, request: Request) -> dict:
-        client = request.client.host if request.client else "unknown"
+    gate = LoginGate(login_workers, login_waiting)
+    app.state.login_gate = gate
+
+    def _log_in(body: LoginBody, client: str) -> tuple[Any, str | None]:
         session = service.login(body.user, body.password, body.roles, client)
-        level = levels.activate_at_login(service.security, session, body.level)
+        return session, levels.activate_at_login(service.security, session, body.level)
+
+    @app.post(
+        "/login",
+        response_model=LoginAnswer,
+        responses={**errors(401, 403, 409, 413, 422, 429), **LOGIN_BUSY},
+    )
+    async def login(body: LoginBody, request: Request) -> dict:
+        # The argon2id check runs in the login gate's few threads, never in the shared
+        # pool or on the event loop; beyond its queue: 503 login_busy + Retry-After.
+        client = request.client.host if request.client else "unknown"
+        session, level = await gate.run(_log_in, body, client)
         return {
             "token": session.token,
             "user": session.user,
@@ -345,7 +369,7 @@ def create_app(
             lambda token: service.may_still_subscribe(token, query.output),
         )
 
-    return BodyLimit(app)
+    return StopAnswers(BodyLimit(app))
 
 
 def _iso(epoch: float) -> str:

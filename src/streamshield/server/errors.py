@@ -99,7 +99,8 @@ _BY_NAME = _security_errors()
 def to_response(err: BaseException) -> ErrorResponse:
     """The response for any exception a request handler let escape."""
     if isinstance(err, ApiError):
-        return ErrorResponse(err.status, err.code, err.message)
+        retry = getattr(err, "retry_after", None)
+        return ErrorResponse(err.status, err.code, err.message, int(retry) if retry else None)
     for klass in type(err).__mro__:
         if klass.__name__ in _BY_NAME:
             status, code = _BY_NAME[klass.__name__]

@@ -154,7 +154,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
                 load_example,
                 roles,
             )
-            from streamshield.server.runner import serve_in_thread
+            from streamshield.server.runner import GRACEFUL_SECONDS, serve_in_thread
 
             tls = (
                 given(settings.tls_cert, settings.tls_key)
@@ -186,7 +186,12 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             app = create_app(service, metrics_token=settings.metrics_token)
             try:
                 api = serve_in_thread(
-                    app, settings.host, settings.port, tls, log_level=settings.log_level
+                    app,
+                    settings.host,
+                    settings.port,
+                    tls,
+                    log_level=settings.log_level,
+                    graceful=GRACEFUL_SECONDS,
                 )
             except RuntimeError:
                 echo(f"the API could not listen on {settings.host}:{settings.port}; stopping")

@@ -31,6 +31,15 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _WHY[code]} for code in codes}
 
 
+LOGIN_BUSY: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": ErrorBody,
+        "description": "Too many logins are being checked (login_busy): nothing was "
+        "checked; retry after Retry-After seconds",
+    }
+}
+
+
 def _ref(method: str, path: str) -> str:
     """A JSON pointer to an operation of this document (``~1`` escapes ``/``)."""
     return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method.lower()

@@ -24,13 +24,29 @@ class Running:
     thread: threading.Thread
     url: str
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stops taking connections; requests in progress get the graceful time, then
+        an answer from :mod:`.stop_answers`; waits (bounded) for the thread."""
         self.server.should_exit = True
-        self.thread.join(timeout)
+        graceful = self.server.config.timeout_graceful_shutdown or 0
+        self.thread.join(timeout if timeout is not None else max(10.0, graceful + 5.0))
+
+
+GRACEFUL_SECONDS = 5
+"""What a request in progress at ``streamshield serve``'s stop gets to finish (a query
+registration or removal waits for Spark, seconds on a loaded machine); after it, 503
+server_stopping (:mod:`.stop_answers`). In-process servers (tests, benches) keep
+uvicorn's 2 s unless told: their stops should not wait."""
+IN_PROCESS_GRACEFUL = 2
 
 
 def _config(
-    app: object, host: str, port: int, tls: TlsFiles, log_level: str = "warning"
+    app: object,
+    host: str,
+    port: int,
+    tls: TlsFiles,
+    log_level: str = "warning",
+    graceful: float = GRACEFUL_SECONDS,
 ) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -40,7 +56,7 @@ def _config(
         ssl_keyfile=str(tls.key),
         log_level=log_level,
         lifespan="off",
-        timeout_graceful_shutdown=2,
+        timeout_graceful_shutdown=graceful,
     )
 
 
@@ -56,13 +72,14 @@ def serve_in_thread(
     tls: TlsFiles,
     startup_timeout: float = 30.0,
     log_level: str = "warning",
+    graceful: float = IN_PROCESS_GRACEFUL,
 ) -> Running:
     """Starts the server in a daemon thread and waits (bounded) until it listens.
 
     In a thread uvicorn installs no signal handlers: the caller decides what SIGTERM
     means (``streamshield serve``: stop everything cleanly, :mod:`.main`).
     """
-    server = uvicorn.Server(_config(app, host, port, tls, log_level))
+    server = uvicorn.Server(_config(app, host, port, tls, log_level, graceful))
     thread = threading.Thread(target=server.run, name="streamshield-api", daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout
