@@ -352,15 +352,19 @@ class Ingest:
         )
 
     def _label(self, decided: DataFrame, stream: str, per_tuple: bool) -> DataFrame:
-        """The labelled rows of one stream. ``per_tuple``: some policy of this batch names
-        tuple ids, so its rules are folded per tuple (a higher-order function, which also
-        keeps Spark from compiling the projection into one loop); otherwise every label
-        word is a finished word from the decision's policy and the projection is plain
-        column arithmetic. A passing tuple without words (never expected) reads 0: deny."""
+        """The labelled rows of one stream, from two projections.
+
+        The first parses the tuple's values once (``_ss_values``): selecting each
+        attribute from ``from_json`` directly lets Spark parse the text once per
+        attribute, which cost as much as the rest of the labelling. ``per_tuple``: some
+        policy of this batch names tuple ids, so its rules are folded per tuple there too
+        (a higher-order function); otherwise every label word is a finished word of the
+        decision's policy. A passing tuple without words (never expected) reads 0: deny.
+        Helper columns are ``_ss_``-named: no attribute may be (catalog.streams).
+        """
         schema = self.streams[stream]
         layout = self.layout(stream)
         passed = F.col("reason") == PASS
-        values = F.from_json(F.col("values"), schema.ddl)
         zero = F.lit(0).cast("long")
         names = [
             name(obj, w)
@@ -369,32 +373,27 @@ class Ingest:
             for name in (labels.reader_column, labels.denied_column)
         ]  # the order of label_columns
         meta = (*CHANNEL, "seq", "tid", "reason", "policy_id")
-        if not per_tuple:
-            finished = [
-                F.when(passed, F.coalesce(F.col("fixed")[i], zero)).otherwise(zero).alias(n)
-                for i, n in enumerate(names)
-            ]
-            return decided.select(
-                *meta, *(values[name].alias(name) for name in schema.names), *finished
+        fixed = F.col("_ss_fixed")
+        parsed = [F.from_json(F.col("values"), schema.ddl).alias("_ss_values"), fixed]
+        if per_tuple:
+            # rules are folded per tuple only for a policy that names tuple ids; the label
+            # words of every other policy were finished once, on the driver (``fixed``)
+            acc = F.when(
+                passed & fixed.isNull(),
+                labels.accumulate(F.col("_ss_rules"), F.col("tid"), layout.size),
             )
-        # rules are folded per tuple only for a policy that names tuple ids; the label
-        # words of every other policy were finished once, on the driver (``fixed``)
-        acc = F.when(
-            passed & F.col("fixed").isNull(),
-            labels.accumulate(F.col("rules"), F.col("tid"), layout.size),
-        )
-        mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
-        computed = labels.label_columns(F.col("_acc"), layout, mode)
+            mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
+            computed = labels.label_columns(F.col("_ss_acc"), layout, mode)
+            parsed.append(acc.alias("_ss_acc"))
+        else:
+            computed = [zero] * len(names)
         label = [
-            F.when(passed, F.coalesce(F.col("fixed")[i], column, zero)).otherwise(zero).alias(n)
+            F.when(passed, F.coalesce(fixed[i], column, zero)).otherwise(zero).alias(n)
             for i, (column, n) in enumerate(zip(computed, names, strict=True))
         ]
-        return decided.select(
-            *meta,
-            *(values[name].alias(name) for name in schema.names),
-            "fixed",
-            acc.alias("_acc"),
-        ).select(*meta, *schema.names, *label)
+        return decided.select(*meta, *parsed).select(
+            *meta, *(F.col("_ss_values")[name].alias(name) for name in schema.names), *label
+        )
 
 
 def _fixed_words(rules: RuleSet) -> list[int] | None:
@@ -426,8 +425,8 @@ _DECISIONS = StructType(
             "stream string, provider string, gap long, p_ts long, p_csn long, "
             "d_reason string, policy_id string, reset_at long"
         ).fields,
-        StructField("rules", labels.RULES_TYPE),  # a policy naming tuple ids: folded per tuple
-        StructField("fixed", ArrayType(LongType())),  # any other: its finished label words
+        StructField("_ss_rules", labels.RULES_TYPE),  # a policy naming tuple ids: per tuple
+        StructField("_ss_fixed", ArrayType(LongType())),  # any other: finished label words
     ]
 )
 
