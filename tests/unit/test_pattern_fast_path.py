@@ -12,7 +12,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from streamshield.lang.cql import CqlError, _parse, _simple_pattern, parse_pattern
-from streamshield.policy.patterns import ANY, Literal, OneOf, Pattern
+from streamshield.policy.patterns import (
+    ANY,
+    MAX_SET_VALUES,
+    MAX_VALUE_CHARS,
+    Literal,
+    OneOf,
+    Pattern,
+)
 from tests.unit.test_patterns import patterns
 
 PIECES = [
@@ -86,6 +93,6 @@ def test_the_commonest_forms_take_the_fast_path() -> None:
 
 def test_a_value_past_a_limit_is_the_grammars_error() -> None:
     with pytest.raises(CqlError):
-        parse_pattern("a" * 100_000)
+        parse_pattern("a" * (MAX_VALUE_CHARS + 1))
     with pytest.raises(CqlError):
-        parse_pattern("{" + ", ".join(f"r{i}" for i in range(100_000)) + "}")
+        parse_pattern("{" + ", ".join(f"r{i}" for i in range(MAX_SET_VALUES + 1)) + "}")
