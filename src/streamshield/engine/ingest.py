@@ -176,12 +176,13 @@ class Ingest:
             self.registry.save(self._in_force.values())
         self._in_force.clear()
         self.lap("policy registry", began)
-        decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions)
+        decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions, policies)
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
             level = assigned_level(assignment, stream) if assignment is not None else []
-            labelled = self._label(decided.filter(F.col("stream") == stream), stream, policies)
+            per_tuple = any(s == stream and f is None for (s, _), (_, f) in policies.items())
+            labelled = self._label(decided.filter(F.col("stream") == stream), stream, per_tuple)
             out[stream] = labelled.select("*", *level) if level else labelled
         return out
 
@@ -325,8 +326,15 @@ class Ingest:
             self._in_force[policy.policy_id] = policy
         return policy.policy_id
 
-    def _join_decisions(self, gapped: DataFrame, decisions: list[tuple]) -> DataFrame:
-        table = local_frame(self.spark, decisions, _DECISIONS)
+    def _join_decisions(
+        self, gapped: DataFrame, decisions: list[tuple], policies: Compiled
+    ) -> DataFrame:
+        """Tuples with their decision and their policy's rules or finished label words,
+        in one broadcast join: the driver attaches each decision's compiled policy (a
+        handful of rows), so no tuple probes a second table for it."""
+        none = (None, None)
+        with_policy = [(*d, *policies.get((d[0], d[6]), none)) for d in decisions]
+        table = local_frame(self.spark, with_policy, _DECISIONS)
         keys = [*CHANNEL, "gap", "p_ts", "p_csn"]
         joined = gapped.join(F.broadcast(table), keys, "left")
         # late tuples are out of order; a tuple after the gap's reset, or one the driver
@@ -343,25 +351,20 @@ class Ingest:
             "policy_id", F.when(F.col("reason") == F.col("d_reason"), F.col("policy_id"))
         )
 
-    def _label(self, decided: DataFrame, stream: str, policies: Compiled) -> DataFrame:
+    def _label(self, decided: DataFrame, stream: str, per_tuple: bool) -> DataFrame:
+        """The labelled rows of one stream, from two projections.
+
+        The first parses the tuple's values once (``_ss_values``): selecting each
+        attribute from ``from_json`` directly lets Spark parse the text once per
+        attribute, which cost as much as the rest of the labelling. ``per_tuple``: some
+        policy of this batch names tuple ids, so its rules are folded per tuple there too
+        (a higher-order function); otherwise every label word is a finished word of the
+        decision's policy. A passing tuple without words (never expected) reads 0: deny.
+        Helper columns are ``_ss_``-named: no attribute may be (catalog.streams).
+        """
         schema = self.streams[stream]
         layout = self.layout(stream)
-        table = local_frame(
-            self.spark,
-            [(pid, rows, fixed) for (s, pid), (rows, fixed) in policies.items() if s == stream],
-            _POLICIES,
-        )
-        with_rules = decided.join(F.broadcast(table), "policy_id", "left")
         passed = F.col("reason") == PASS
-        # rules are folded per tuple only for a policy that names tuple ids; the label
-        # words of every other policy were finished once, on the driver (``fixed``)
-        acc = F.when(
-            passed & F.col("fixed").isNull(),
-            labels.accumulate(F.col("rules"), F.col("tid"), layout.size),
-        )
-        mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
-        values = F.from_json(F.col("values"), schema.ddl)
-        computed = labels.label_columns(F.col("_acc"), layout, mode)
         zero = F.lit(0).cast("long")
         names = [
             name(obj, w)
@@ -369,20 +372,28 @@ class Ingest:
             for w in range(layout.width)
             for name in (labels.reader_column, labels.denied_column)
         ]  # the order of label_columns
+        meta = (*CHANNEL, "seq", "tid", "reason", "policy_id")
+        fixed = F.col("_ss_fixed")
+        parsed = [F.from_json(F.col("values"), schema.ddl).alias("_ss_values"), fixed]
+        if per_tuple:
+            # rules are folded per tuple only for a policy that names tuple ids; the label
+            # words of every other policy were finished once, on the driver (``fixed``)
+            acc = F.when(
+                passed & fixed.isNull(),
+                labels.accumulate(F.col("_ss_rules"), F.col("tid"), layout.size),
+            )
+            mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
+            computed = labels.label_columns(F.col("_ss_acc"), layout, mode)
+            parsed.append(acc.alias("_ss_acc"))
+        else:
+            computed = [zero] * len(names)
         label = [
-            F.when(passed, F.coalesce(F.col("fixed")[i], column, zero)).otherwise(zero).alias(n)
+            F.when(passed, F.coalesce(fixed[i], column, zero)).otherwise(zero).alias(n)
             for i, (column, n) in enumerate(zip(computed, names, strict=True))
         ]
-        return with_rules.select(
-            *CHANNEL,
-            "seq",
-            "tid",
-            "reason",
-            "policy_id",
-            *(values[name].alias(name) for name in schema.names),
-            "fixed",
-            acc.alias("_acc"),
-        ).select(*CHANNEL, "seq", "tid", "reason", "policy_id", *schema.names, *label)
+        return decided.select(*meta, *parsed).select(
+            *meta, *(F.col("_ss_values")[name].alias(name) for name in schema.names), *label
+        )
 
 
 def _fixed_words(rules: RuleSet) -> list[int] | None:
@@ -398,15 +409,6 @@ def _fixed_words(rules: RuleSet) -> list[int] | None:
     return words
 
 
-_POLICIES = StructType(
-    [
-        StructField("policy_id", StringType()),
-        StructField("rules", labels.RULES_TYPE),
-        StructField("fixed", ArrayType(LongType())),
-    ]
-)
-
-
 def _schema(ddl: str) -> StructType:
     """A StructType from a DDL string, without asking the JVM."""
     return StructType(
@@ -417,9 +419,15 @@ def _schema(ddl: str) -> StructType:
     )
 
 
-_DECISIONS = _schema(
-    "stream string, provider string, gap long, p_ts long, p_csn long, "
-    "d_reason string, policy_id string, reset_at long"
+_DECISIONS = StructType(
+    [
+        *_schema(
+            "stream string, provider string, gap long, p_ts long, p_csn long, "
+            "d_reason string, policy_id string, reset_at long"
+        ).fields,
+        StructField("_ss_rules", labels.RULES_TYPE),  # a policy naming tuple ids: per tuple
+        StructField("_ss_fixed", ArrayType(LongType())),  # any other: finished label words
+    ]
 )
 
 

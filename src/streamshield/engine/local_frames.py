@@ -44,6 +44,8 @@ def _as_python(value: object, spark_type: DataType) -> object:
     if value is None:
         return None
     if isinstance(spark_type, ArrayType):
+        if not isinstance(spark_type.elementType, ArrayType | StructType):
+            return list(value)  # scalars as they are: label words are hundreds per row
         return [_as_python(v, spark_type.elementType) for v in value]  # type: ignore[union-attr]
     if isinstance(spark_type, StructType):
         return {
