@@ -3,8 +3,9 @@
 One command: ``.venv/bin/python -m bench.delivery_cost [--rows N]``. The batch looks like
 a secured query's output (payload, label words, provenance, policy id, and the salted
 channel hash the secured view adds); its one subscriber may not read its source, so
-nothing is collected and the figure is Delivery's own work: cache, emptiness check,
-filter and the drop report. The plain fan-out caches and counts the payload. Best of
+nothing is collected and the figure is Delivery's own work: its checks and the drop
+report (one job since 2026-11-24; before, a cache, an emptiness check, the filter and
+a drop aggregate). The plain fan-out caches and counts the payload. Best of
 ``--repeats`` warm runs each, alternating, printed as seconds and as a ratio (plain /
 secured throughput); ``measure`` is what bench.table13 calls.
 """
