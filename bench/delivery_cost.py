@@ -13,6 +13,8 @@ secured throughput); ``measure`` is what bench.table13 calls.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 
 from pyspark.sql import DataFrame, SparkSession
@@ -76,9 +78,12 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     times = measure(spark, args.rows, args.repeats)
     plain_s, secured_s = min(times["plain"]), min(times["secured"])
+    ratios = sorted(p / s for p, s in zip(times["plain"], times["secured"], strict=True))
     print(
         f"rows {args.rows}: plain fan-out {plain_s:.2f} s, SecFilter delivery {secured_s:.2f} s, "
-        f"ratio {plain_s / secured_s:.2f}"
+        f"ratio {plain_s / secured_s:.2f} (best of each); per round "
+        f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f}); "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
 
 
