@@ -3,8 +3,9 @@
 One command: ``.venv/bin/python -m bench.delivery_cost [--rows N]``. The batch looks like
 a secured query's output (payload, label words, provenance, policy id, and the salted
 channel hash the secured view adds); its one subscriber may not read its source, so
-nothing is collected and the figure is Delivery's own work: cache, emptiness check,
-filter and the drop report. The plain fan-out caches and counts the payload. Best of
+nothing is collected and the figure is Delivery's own work: its checks and the drop
+report (one job since 2026-11-24; before, a cache, an emptiness check, the filter and
+a drop aggregate). The plain fan-out caches and counts the payload. Best of
 ``--repeats`` warm runs each, alternating, printed as seconds and as a ratio (plain /
 secured throughput); ``measure`` is what bench.table13 calls.
 """
@@ -12,6 +13,8 @@ secured throughput); ``measure`` is what bench.table13 calls.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 
 from pyspark.sql import DataFrame, SparkSession
@@ -75,9 +78,12 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     times = measure(spark, args.rows, args.repeats)
     plain_s, secured_s = min(times["plain"]), min(times["secured"])
+    ratios = sorted(p / s for p, s in zip(times["plain"], times["secured"], strict=True))
     print(
         f"rows {args.rows}: plain fan-out {plain_s:.2f} s, SecFilter delivery {secured_s:.2f} s, "
-        f"ratio {plain_s / secured_s:.2f}"
+        f"ratio {plain_s / secured_s:.2f} (best of each); per round "
+        f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f}); "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
 
 

@@ -14,13 +14,19 @@ query and Al's query (batch start times and durations, epoch milliseconds): the 
 the wait for ingest's next trigger, the ingest batch (and its secure passes), the wait
 until Al's query starts a batch on the new labelled file, that batch (its ``addBatch``
 includes delivery to the SSE queue) and the rest until the reader has the event.
-``python -m bench.landing_latency [--rounds N] [--tuples N]`` prints it.
+
+``idle_cpu`` is what the server costs when nothing lands: after the rounds, the CPU
+seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
+second (1.0 is one core busy): the price of short triggers, which poll the landing zone
+and the labelled store while nothing happens.
+``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S]`` prints it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -52,7 +58,30 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
 
-def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dict:
+def cpu_seconds(spark: SparkSession) -> float:
+    """CPU seconds used so far by this process and the driver JVM (Linux ``/proc``)."""
+    own = os.times()
+    used = own.user + own.system
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        used += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+def idle_cpu(spark: SparkSession, seconds: float) -> float | None:
+    """Cores busy on average while nothing lands for ``seconds`` (None: not measured)."""
+    if seconds <= 0:
+        return None
+    before, began = cpu_seconds(spark), time.monotonic()
+    time.sleep(seconds)
+    return round((cpu_seconds(spark) - before) / (time.monotonic() - began), 3)
+
+
+def measure(
+    spark: SparkSession, rounds: int, tuples: int, seed: int = 3, idle: float = 0.0
+) -> dict:
     """``rounds`` reported latencies (seconds) of a ``tuples``-row POST to Al's SSE reader,
     with where each round's time went (``profile``)."""
     rng = random.Random(seed)
@@ -86,6 +115,8 @@ def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dic
                             )
                         time.sleep(rng.uniform(0.1, 1.0))  # a random phase against the trigger
                     progress = reports(spark, server.service)
+                    time.sleep(2.0)  # the last batch's tail (commits) is not idle time
+                    idle_share = idle_cpu(spark, idle)
                 finally:
                     subscriber.close()
                     subscriber.client.close()
@@ -101,6 +132,7 @@ def measure(spark: SparkSession, rounds: int, tuples: int, seed: int = 3) -> dic
         "p95_s": round(percentile(latencies, 0.95), 3),
         "min_s": min(latencies),
         "max_s": max(latencies),
+        "idle_cpu": idle_share,
         "profile": profile(spans, progress),
     }
 
@@ -159,10 +191,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
+    parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
     args = parser.parse_args()
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
-    print(json.dumps(measure(spark, args.rounds, args.tuples), indent=2))
+    print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))
 
 
 if __name__ == "__main__":

@@ -303,3 +303,63 @@ def test_provenance_beyond_64_sources_is_checked_word_by_word(spark) -> None:
     delivery(frame, 0)
     received = {user: sorted(r["v"] for r in inbox.take()) for user, inbox in inboxes.items()}
     assert received == {"both": [1, 2], "high": [2], "low": [], "same_bits_elsewhere": []}
+
+
+def test_one_job_per_batch_for_every_class_and_its_drop_report(spark) -> None:
+    """Three recipient classes (rights and masks differ) and a drop report: one Spark job
+    reads the batch once; each class still gets only its own rows, masked its own way."""
+    hr, bt = PROVENANCE.label(HR)[0], PROVENANCE.label(BT)[0]
+    frame = (
+        spark.range(6)
+        .select(
+            F.col("id").alias("v"),
+            F.when(F.col("id") % 2 == 0, F.lit(hr))
+            .otherwise(F.lit(bt))
+            .alias(provenance_column(0)),
+            F.concat(F.lit("p"), (F.col("id") % 2).cast("string")).alias("_ss_policy"),
+        )
+        .transform(readable_by_everyone)
+    )
+    rights = {"hr": Rights(frozenset({HR})), "bt": Rights(frozenset({BT})), "no": None}
+    inboxes = {user: Inbox() for user in rights}
+    drops: list[tuple] = []
+    delivery = Delivery(rights.get, PROVENANCE, roles=everyone, on_drop=lambda *d: drops.append(d))
+    for user, inbox in inboxes.items():
+        delivery.subscribe(user, inbox)
+    context = spark.sparkContext
+    group = f"delivery-{uuid.uuid4().hex}"
+    context.setJobGroup(group, "one delivery")
+    try:
+        delivery(frame, 3)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert len(context.statusTracker().getJobIdsForGroup(group)) == 1
+    received = {user: [r["v"] for r in inbox.take()] for user, inbox in inboxes.items()}
+    assert received == {"hr": [0, 2, 4], "bt": [1, 3, 5], "no": []}
+    assert sorted(drops) == [
+        ("bt", 3, 3, ("p0",)),
+        ("hr", 3, 3, ("p1",)),
+        ("no", 3, 6, ("p0", "p1")),
+    ]
+
+
+def test_a_check_that_folds_to_false_still_reports_its_drops(spark) -> None:
+    """A recipient whose level words have another width than the rows' reads nothing:
+    her condition is the literal false, Spark plans the observed counts away, and the
+    drop report is counted another way instead of waiting for them forever."""
+    frame = spark.createDataFrame(
+        [(1, PROVENANCE.label(HR)[0], "p1"), (2, PROVENANCE.label(HR)[0], "p2")],
+        ["v", provenance_column(0), "_ss_policy"],
+    ).transform(readable_by_everyone)
+    inbox, drops = Inbox(), []
+    delivery = Delivery(
+        lambda _: Rights(frozenset({HR})),
+        PROVENANCE,
+        roles=everyone,
+        levels=lambda _s: (1,),  # levels on, but the rows carry no level words
+        on_drop=lambda *d: drops.append(d),
+    )
+    delivery.subscribe("u", inbox)
+    delivery(frame, 9)
+    assert inbox.take() == []
+    assert drops == [("u", 9, 2, ("p1", "p2"))]

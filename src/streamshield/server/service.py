@@ -65,6 +65,11 @@ from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
+INGEST_TRIGGER_SECONDS = 0.2
+"""How often secure ingest looks for landed files. A landing waits for the next trigger
+before its batch starts: half the interval on average, so the 1 s interval it had cost
+0.5 s of every landing's latency. An idle trigger only lists the landing zone
+(docs/results.md, "Latency: triggers and delivery" for its idle CPU)."""
 INGEST_RETRY_SECONDS = 10.0
 RECOVERY_SECONDS = 30.0
 
@@ -138,7 +143,9 @@ class ServerService:
     def _start_ingest(self) -> Any:
         """The running ingest query, or None when its state forbids starting (halted)."""
         try:
-            return self.pipeline.ingest.start(available_now=False)
+            return self.pipeline.ingest.start(
+                available_now=False, trigger_seconds=INGEST_TRIGGER_SECONDS
+            )
         except ShieldStateError as err:
             self._halt(err)
             return None
