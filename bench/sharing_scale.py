@@ -445,6 +445,8 @@ def main() -> None:
     text = markdown(result, command)
     if args.shared:
         text = shared_markdown(text)
+    if args.store:
+        text = text.replace(SHARED_HEADING if args.shared else HEADING, heading, 1)
     write_section(ROOT / "docs" / "results.md", text, heading)
 
 
