@@ -596,19 +596,26 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple]:
 
 def _batch_rows(batch: Path, columns: tuple[str, ...]) -> list[tuple]:
     """A stored batch's rows, read with pyarrow (not through the server's code): its own
-    files, or, for a branch of a shared network, its column of the files its link names
-    (engine/result_store.py); a link to pruned files reads as nothing."""
+    files, or, for a branch of a shared network, its rows of the files its link names
+    (engine/result_store.py: where its struct is not NULL, each column a field of that
+    struct or a column the branches share); a link to pruned files reads as nothing."""
     link = batch / "link.json"
     if not link.is_file():
         return [r for p in sorted(batch.glob("*.parquet")) for r in _rows(p, columns)]
     target = json.loads(link.read_text())
+    slot = target["column"]
+    where = {name: (kind, source) for name, kind, source in target.get("layout", [])}
     out = []
     for file in target["files"]:
         if not Path(file).is_file():
             return []
-        for value in pq.read_table(file, columns=[target["column"]])[target["column"]].to_pylist():
-            if value is not None:
-                out.append(tuple(value[c] for c in columns))
+        table = pq.read_table(file).to_pylist()
+        for row in table:
+            mine = row[slot]
+            if mine is None:
+                continue
+            kind_source = [where.get(c, ("field", c)) for c in columns]
+            out.append(tuple(mine[s] if k == "field" else row[s] for k, s in kind_source))
     return out
 
 

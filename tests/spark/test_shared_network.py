@@ -175,3 +175,9 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
             assert delivered[name].calls == 0
             assert tracker.getJobIdsForGroup(f"{shared.name}:{name}") == [], name
     assert shared.store.batches(), "the fused pass is written once, in the network's store"
+    wide = spark.read.parquet(*shared.store.files(shared.store.batches()[-1]))
+    assert "_ss_common__ss_seq" in wide.columns, "what every branch shares is kept once"
+    for branch in shared.branches.values():
+        assert branch.fused is not None
+        fields = set(wide.schema[branch.fused.slot].dataType.fieldNames())
+        assert fields and not fields & branch.projection.common, branch.name

@@ -40,6 +40,11 @@ from sqlglot import exp
 
 from streamshield.engine.secured_view import SecuredProjection
 
+FIELD, COMMON = "field", "common"
+COMMON_PREFIX = "_ss_common_"
+"""A column every branch of the pass shares (a label word, the origin, provenance), kept
+once per row instead of once per branch: the one write of the pass grows with the
+branches' own columns, not with N copies of every row's labels."""
 _ONLY = {"expressions", "from_", "where", "kind", "hint"}
 """The parts a fused query may have (a SELECT list, its one view, a WHERE)."""
 
@@ -58,6 +63,11 @@ class FusedBranch:
     """Its secured view's columns, renamed to ``<column>__<slot>``, and its tuple test."""
     output: Column
     """``CASE WHEN test AND condition THEN struct(items) END``, over ``view``."""
+    layout: tuple[tuple[str, str, str], ...] = ()
+    """Its output columns in order, each ``(name, kind, source)``: a field of its struct
+    (``kind`` FIELD) or a column every branch shares (COMMON, named ``source``)."""
+    common: tuple[tuple[str, Column], ...] = ()
+    """The common columns it reads: the pass's column name and its expression."""
 
     @classmethod
     def of(
@@ -77,37 +87,69 @@ class FusedBranch:
             for column, name in zip(projection.columns, view_columns, strict=True)
         )
         test = f"{slot}__test"
-        fields = F.struct(*(F.expr(item) for item in items))
+        layout, own, common = [], [], {}
+        for name, item, source in items:
+            if source is not None and source in projection.common:
+                layout.append((name, COMMON, f"{COMMON_PREFIX}{source}"))
+                common[f"{COMMON_PREFIX}{source}"] = F.col(_own(source, slot))
+            else:
+                layout.append((name, FIELD, name))
+                own.append(F.expr(item))
+        fields = F.struct(*own) if own else F.struct(F.lit(True).alias("_ss_taken"))
         selected = F.col(test) if condition is None else F.col(test) & F.expr(condition)
         return cls(
             slot,
             (*renamed, projection.condition.alias(test)),
             F.when(selected, fields).alias(slot),
+            tuple(layout),
+            tuple(common.items()),
         )
 
 
 def one_pass(batch: DataFrame, branches: Iterable[FusedBranch]) -> DataFrame:
-    """Every branch's output as a column of one row per batch row a branch takes (a plan:
-    no job runs here)."""
+    """Every branch's output as a column of one row per batch row a branch takes, and
+    the columns they share once (a plan: no job runs here)."""
     branches = list(branches)
     staged = batch.select(*(c for b in branches for c in b.view))
-    wide = staged.select(*(b.output for b in branches))
+    common: dict[str, Column] = {}
+    for branch in branches:  # equal for every branch: the first one's copy serves all
+        for name, column in branch.common:
+            common.setdefault(name, column.alias(name))
+    wide = staged.select(*(b.output for b in branches), *common.values())
     taken = functools.reduce(lambda a, b: a | b, (F.col(b.slot).isNotNull() for b in branches))
     return wide.filter(taken)
 
 
 def rows_of(wide: DataFrame, branch: FusedBranch) -> DataFrame:
     """One branch's rows of :func:`one_pass`, with its own plan's columns."""
-    return wide.filter(F.col(branch.slot).isNotNull()).select(f"{branch.slot}.*")
+    return select_layout(wide, branch.slot, branch.layout)
+
+
+def select_layout(wide: DataFrame, slot: str, layout: Iterable[Sequence[str]]) -> DataFrame:
+    """The rows of ``wide`` (a pass, or its stored copy) that are ``slot``'s, as the
+    columns ``layout`` names (``(name, kind, source)``; an empty layout: every field)."""
+    rows = wide.filter(F.col(slot).isNotNull())
+    layout = list(layout)
+    if not layout:
+        return rows.select(f"{slot}.*")
+    return rows.select(
+        *(
+            (F.col(slot).getField(source) if kind == FIELD else F.col(source)).alias(name)
+            for name, kind, source in layout
+        )
+    )
 
 
 def _own(column: str, slot: str) -> str:
     return f"{column}__{slot}"
 
 
-def _plain_select(sql: str, view: dict[str, str], slot: str) -> tuple[list[str], str | None]:
-    """The SELECT items (each named as its output column) and the WHERE of ``sql``, with
-    every column reference renamed to the branch's copy of the view."""
+def _plain_select(
+    sql: str, view: dict[str, str], slot: str
+) -> tuple[list[tuple[str, str, str | None]], str | None]:
+    """The SELECT items and the WHERE of ``sql``, with every column reference renamed to
+    the branch's copy of the view. Each item: its output name, its SQL, and the view
+    column it is when it is nothing but one (else None)."""
     try:
         tree = sqlglot.parse_one(sql, dialect="spark")
     except sqlglot.errors.ParseError as err:
@@ -143,7 +185,14 @@ def _plain_select(sql: str, view: dict[str, str], slot: str) -> tuple[list[str],
     names = [name.lower() for name, _ in named]
     if not all(names) or len(set(names)) != len(names):
         raise NotFused("an output column without a name of its own")
-    items = [exp.alias_(renamed(v), n, quoted=True).sql(dialect="spark") for n, v in named]
+    items = [
+        (
+            n,
+            exp.alias_(renamed(v), n, quoted=True).sql(dialect="spark"),
+            view.get(v.name.lower()) if isinstance(v, exp.Column) else None,
+        )
+        for n, v in named
+    ]
     where = tree.args.get("where")
     return items, None if where is None else renamed(where.this).sql(dialect="spark")
 

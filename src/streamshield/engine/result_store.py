@@ -35,13 +35,14 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamshield.durable import replace_durably
+from streamshield.engine.fused_branches import select_layout
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
@@ -66,13 +67,17 @@ class ResultStore:
         self._install(staging, batch_id)
         return self.read(batch_id, frame)
 
-    def link(self, batch_id: int, files: list[str], column: str) -> None:
-        """Store batch ``batch_id`` as the rows of struct ``column`` (where not NULL) of
-        ``files`` (a shared network's one write of all its branches): no job runs."""
+    def link(
+        self, batch_id: int, files: list[str], column: str, layout: Sequence[Sequence[str]] = ()
+    ) -> None:
+        """Store batch ``batch_id`` as the rows of ``files`` (a shared network's one write
+        of all its branches) where struct ``column`` is not NULL, with the columns
+        ``layout`` names (engine/fused_branches.py; empty: the struct's fields): no job runs."""
         staging = self._staging / str(batch_id)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        (staging / LINK).write_text(json.dumps({"files": files, "column": column}))
+        target = {"files": files, "column": column, "layout": [list(c) for c in layout]}
+        (staging / LINK).write_text(json.dumps(target))
         self._install(staging, batch_id)
 
     def files(self, batch_id: int) -> list[str]:
@@ -115,11 +120,11 @@ class ResultStore:
                 continue
             target = json.loads(link.read_text())
             if target["files"] and all(Path(f).is_file() for f in target["files"]):
-                linked.setdefault(target["column"], []).extend(target["files"])
+                layout = tuple(tuple(c) for c in target.get("layout", ()))
+                linked.setdefault((target["column"], layout), []).extend(target["files"])
         frames = [spark.read.parquet(*plain)] if plain else []
-        for column, files in linked.items():
-            rows = spark.read.parquet(*files).filter(F.col(column).isNotNull())
-            frames.append(rows.select(f"{column}.*"))
+        for (column, layout), files in linked.items():
+            frames.append(select_layout(spark.read.parquet(*files), column, layout))
         if not frames:
             return None
         batch = F.regexp_extract(F.input_file_name(), r"batch=(\d+)/[^/]*$", 1).cast("int")
@@ -148,8 +153,7 @@ class ResultStore:
             files, column = target["files"], target["column"]
             if not files or not all(Path(f).is_file() for f in files):
                 return None  # the network's store has pruned them
-            rows = spark.read.parquet(*files).filter(F.col(column).isNotNull())
-            rows = rows.select(f"{column}.*")
+            rows = select_layout(spark.read.parquet(*files), column, target.get("layout", ()))
             return rows if like is None else rows.select(*like.columns)
         files = self.files(batch_id)
         if not files:
@@ -182,10 +186,17 @@ class StoringSink:
         if self.wanted():
             self.deliver(stored, batch_id)
 
-    def link(self, batch_id: int, files: list[str], column: str, rows: DataFrame) -> None:
+    def link(
+        self,
+        batch_id: int,
+        files: list[str],
+        column: str,
+        rows: DataFrame,
+        layout: Sequence[Sequence[str]] = (),
+    ) -> None:
         """The batch stored as a link into a shared network's one write of all its
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
         ``rows``: the link's rows as the network read them (their schema)."""
-        self.store.link(batch_id, files, column)
+        self.store.link(batch_id, files, column, layout)
         if self.wanted():
             self.deliver(self.store.read(batch_id, rows), batch_id)

@@ -72,6 +72,10 @@ class SecuredProjection:
 
     condition: Column
     columns: tuple[Column, ...]
+    common: frozenset[str] = frozenset()
+    """The columns whose values do not depend on the roles (labels, origin, provenance
+    constants): equal for every branch of a shared network over the same rows, so its
+    one pass stores them once (engine/fused_branches.py)."""
 
     @classmethod
     def of(
@@ -117,14 +121,16 @@ class SecuredProjection:
             F.col("policy_id").alias("_ss_policy"),
         ]
         columns = (*origin, *masked, *(F.col(c) if isinstance(c, str) else c for c in extra))
-        return cls(tuple_test(allows(0), level, labelled_columns), columns)
+        common = {"_ss_channel", "_ss_seq", "_ss_policy", *(c for c in extra if isinstance(c, str))}
+        return cls(tuple_test(allows(0), level, labelled_columns), columns, frozenset(common))
 
     def apply(self, labelled: DataFrame) -> DataFrame:
         return labelled.filter(self.condition).select(*self.columns)
 
     def with_columns(self, more: Mapping[str, Column]) -> SecuredProjection:
         """The same view with constant columns added (a stream's provenance words)."""
-        return replace(self, columns=(*self.columns, *(c.alias(n) for n, c in more.items())))
+        columns = (*self.columns, *(c.alias(n) for n, c in more.items()))
+        return replace(self, columns=columns, common=self.common | set(more))
 
 
 def tuple_test(

@@ -378,8 +378,9 @@ class SharedNetwork:
             out = outputs[branch.name]
             if branch.name in linked:
                 assert branch.fused is not None
-                slot = branch.fused.slot
-                branch.sink.link(output_id, linked[branch.name], slot, out)  # type: ignore[attr-defined]
+                fused = branch.fused
+                link = branch.sink.link  # type: ignore[attr-defined]
+                link(output_id, linked[branch.name], fused.slot, out, fused.layout)
             else:
                 branch.sink(out, output_id)
 
