@@ -191,12 +191,13 @@ class StoringSink:
         batch_id: int,
         files: list[str],
         column: str,
-        rows: DataFrame,
+        rows: Callable[[], DataFrame],
         layout: Sequence[Sequence[str]] = (),
     ) -> None:
         """The batch stored as a link into a shared network's one write of all its
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
-        ``rows``: the link's rows as the network read them (their schema)."""
+        ``rows``: plans the link's rows as the network read them (for their schema),
+        called only when someone listens."""
         self.store.link(batch_id, files, column, layout)
         if self.wanted():
-            self.deliver(self.store.read(batch_id, rows), batch_id)
+            self.deliver(self.store.read(batch_id, rows()), batch_id)

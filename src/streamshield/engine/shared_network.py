@@ -42,6 +42,7 @@ handle, and the network and the other branches go on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
@@ -107,6 +108,15 @@ class Branch:
     """Its part of the network's one pass over a micro-batch; None: it runs its own plan."""
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
+
+
+@dataclass(frozen=True)
+class Linked:
+    """A branch's batch as a link into the network's one write of its pass."""
+
+    files: list[str]
+    rows: Callable[[], DataFrame]
+    """Its rows of the pass, planned when called (only when someone listens)."""
 
 
 class NotShared(ValueError):
@@ -276,7 +286,7 @@ class SharedNetwork:
                 batch = batch.persist()
                 cached.append(batch)
             outputs, linked = self._fused_outputs(batch, fused, cached, newest)
-            alone.update({n: b for n, b in fused.items() if n not in outputs})
+            alone.update({n: b for n, b in fused.items() if n not in outputs and n not in linked})
             shared = {n: b for n, b in alone.items() if n in together}
             inputs = self._shared_inputs(batch, shared, cached)
             for name, covered in behind.items():
@@ -289,11 +299,11 @@ class SharedNetwork:
 
     def _fused_outputs(
         self, batch: DataFrame, fused: dict[str, Branch], cached: list[DataFrame], output_id: int
-    ) -> tuple[dict[str, DataFrame], dict[str, list[str]]]:
+    ) -> tuple[dict[str, DataFrame], dict[str, Linked]]:
         """The outputs of the branches that run together, from one pass over the batch,
-        and which of them are stored as links into the network's one write of that pass
-        (branch -> the written files; the branch's sink then runs no job of its own
-        unless someone listens).
+        and those stored as links into the network's one write of that pass instead
+        (branch -> the written files and its rows, planned only if someone listens: the
+        branch's sink then runs no job and plans nothing of its own).
 
         With several branches, or any sink that takes a link, the pass is executed here
         (written to the network's store, or cached), so that one branch's failing
@@ -313,13 +323,16 @@ class SharedNetwork:
                 wide.count()
         except Exception:  # each runs its own plan: the failing one fails alone
             return {}, {}
-        outputs = {}
-        for name, branch in fused.items():
+
+        def rows(branch: Branch) -> DataFrame:
             assert branch.fused is not None
             out = rows_of(wide, branch.fused)
             level = branch.admitted.level
-            outputs[name] = out if level is None else assert_within(out, level)
-        return outputs, {name: files for name in linking}
+            return out if level is None else assert_within(out, level)
+
+        outputs = {n: rows(b) for n, b in fused.items() if n not in linking}
+        linked = {n: Linked(files, functools.partial(rows, fused[n])) for n in linking}
+        return outputs, linked
 
     def _shared_inputs(
         self, batch: DataFrame, on: dict[str, Branch], cached: list[DataFrame]
@@ -370,19 +383,18 @@ class SharedNetwork:
         on: dict[str, Branch],
         outputs: dict[str, DataFrame],
         output_id: int,
-        linked: dict[str, list[str]] | None = None,
+        linked: dict[str, Linked] | None = None,
     ) -> None:
         linked = linked or {}
 
         def hand(branch: Branch) -> None:
-            out = outputs[branch.name]
             if branch.name in linked:
                 assert branch.fused is not None
-                fused = branch.fused
+                fused, to = branch.fused, linked[branch.name]
                 link = branch.sink.link  # type: ignore[attr-defined]
-                link(output_id, linked[branch.name], fused.slot, out, fused.layout)
+                link(output_id, to.files, fused.slot, to.rows, fused.layout)
             else:
-                branch.sink(out, output_id)
+                branch.sink(outputs[branch.name], output_id)
 
         self._each(on, hand, output_id)
 
