@@ -76,7 +76,7 @@ from streamshield.server.routes import (
 )
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
-from streamshield.server.sse_rows import last_event_id, stream_rows
+from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
 from streamshield.server.stop_answers import StopAnswers
 from streamshield.server.strict_query import known_query_only
 
@@ -346,15 +346,7 @@ def create_app(
         name: str,
         who: Auth,
         request: Request,
-        after: Annotated[
-            int | None,
-            Query(
-                ge=-1,
-                description="Resume: the last batch id received; every stored later batch "
-                "is replayed once before the live ones (default: the SSE Last-Event-ID "
-                "header; neither: live batches only).",
-            ),
-        ] = None,
+        after: ResumeAfter = None,
     ) -> EventSourceResponse:
         if after is None:
             after = last_event_id(request)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from sse_starlette import EventSourceResponse
 
 from streamshield.faults import crash_point
@@ -25,6 +25,18 @@ from streamshield.server.errors import Invalid
 from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
 
 PING_SECONDS = 15
+
+
+ResumeAfter = Annotated[
+    int | None,
+    Query(
+        ge=-1,
+        description="Resume: the last batch id received; every stored later batch "
+        "is replayed once before the live ones (default: the SSE Last-Event-ID "
+        "header; neither: live batches only).",
+    ),
+]
+"""The ``after`` parameter of every SSE route of rows (queries, patterns)."""
 
 
 def last_event_id(request: Request) -> int | None:

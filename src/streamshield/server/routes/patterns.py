@@ -12,7 +12,7 @@ cycle; ``GET /patterns/{name}/subscribe`` streams the rows as server-sent events
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +20,7 @@ from sse_starlette import EventSourceResponse
 
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors
-from streamshield.server.sse_rows import last_event_id, stream_rows
+from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
 from streamshield.server.subscriptions import DEFAULT_QUEUE
 
 
@@ -149,15 +149,7 @@ def router(service: Any, queue_size: int = DEFAULT_QUEUE) -> APIRouter:
         name: str,
         who: Auth,
         request: Request,
-        after: Annotated[
-            int | None,
-            Query(
-                ge=-1,
-                description="Resume: the last batch id received; every stored later batch "
-                "is replayed once before the live ones (default: the SSE Last-Event-ID "
-                "header; neither: live batches only).",
-            ),
-        ] = None,
+        after: ResumeAfter = None,
     ) -> EventSourceResponse:
         """The pattern's rows as server-sent events, as a query's subscription: ``rows``
         (``{"batch", "rows"}``, the SSE id is the batch id), ``gap``, ``replayed``,
