@@ -301,6 +301,26 @@ def summarise(cases: list[Case], sizes: list[int]) -> dict:
     return per_n
 
 
+def _table(per_n: dict, sizes: list[int], base: int) -> list[str]:
+    lines = [
+        f"| queries | batch span s | ratio to {base} | wall s | one query's batch s "
+        "| register all s |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        f = per_n[str(n)] if str(n) in per_n else per_n[n]
+
+        def cell(key: str, f: dict = f) -> str:
+            s = f[key]
+            return f"{s['median']} [{s['min']}-{s['max']}]"
+
+        lines.append(
+            f"| {n} | {cell('span_s')} | **{f['span_s_ratio']}x** | {cell('wall_s')} "
+            f"| {cell('per_query_batch_s')} | {f['register_s']['median']} |"
+        )
+    return lines
+
+
 def markdown(result: dict, command: str) -> str:
     per_n, base = result["per_n"], result["sizes"][0]
     lines = [
@@ -324,21 +344,18 @@ def markdown(result: dict, command: str) -> str:
         f"{result['batches']} batches, each case after its own warm-up batch (and one",
         "untimed case before all, for the JVM).",
         "",
-        f"| queries | batch span s | ratio to {base} | wall s | one query's batch s "
-        "| register all s |",
-        "|---:|---:|---:|---:|---:|---:|",
     ]
-    for n in result["sizes"]:
-        f = per_n[str(n)] if str(n) in per_n else per_n[n]
-
-        def cell(key: str, f: dict = f) -> str:
-            s = f[key]
-            return f"{s['median']} [{s['min']}-{s['max']}]"
-
-        lines.append(
-            f"| {n} | {cell('span_s')} | **{f['span_s_ratio']}x** | {cell('wall_s')} "
-            f"| {cell('per_query_batch_s')} | {f['register_s']['median']} |"
-        )
+    lines += _table(per_n, result["sizes"], base)
+    fused = result.get("per_n_fused")
+    if fused:
+        lines += [
+            "",
+            "The **fused arm** (what the server runs: one pass over the batch, written once,",
+            "what every branch shares stored once, each branch's batch a link), measured in",
+            "the same run, interleaved with the arm above:",
+            "",
+            *_table(fused, result["sizes"], base),
+        ]
     lines += [
         "",
         "* Target after sharing (issue 12 item 5): 16 queries at most 2x the batch time",
