@@ -38,7 +38,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -225,9 +224,7 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two rounds of 100 rows")
-    plots.output_args(parser, "borealis-latency", DOCS)
+    parser = plots.experiment_parser(__doc__, "borealis-latency", DOCS, "two rounds of 100 rows")
     parser.add_argument("--tuples", type=int, default=1000, help="rows per POST")
     parser.add_argument("--repeats", type=int, default=6, help="interleaved rounds per size")
     parser.add_argument(
@@ -236,25 +233,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.tuples, args.repeats, args.boxes = 100, 2, [2]
-    args.argv = argv
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    return {
+        "data": f"{args.tuples} rows per POST (secured) or file (plain), one query of "
+        f"{'/'.join(map(str, args.boxes))} operators at a time, one subscriber; "
+        f"{args.repeats} interleaved rounds per size after a warm-up round",
+        "tuples": args.tuples,
+        "latency_ms": run(args),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(sys.argv[1:] if argv is None else argv)
-
-    def measure() -> dict:
-        return {
-            "data": f"{args.tuples} rows per POST (secured) or file (plain), one query of "
-            f"{'/'.join(map(str, args.boxes))} operators at a time, one subscriber; "
-            f"{args.repeats} interleaved rounds per size after a warm-up round",
-            "tuples": args.tuples,
-            "latency_ms": run(args),
-        }
-
-    result = plots.results(args, "borealis_latency", "borealis-latency", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(
+        argv, parse, "borealis_latency", "borealis-latency", DOCS, fields, render
+    )
 
 
 if __name__ == "__main__":
