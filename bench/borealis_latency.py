@@ -6,17 +6,20 @@ text gives no number, only that the overhead "stays constant" while processing g
 which Fig. 15 turns into 9% -> 1%). Ours times a tuple batch from ingest to delivery,
 in the same Spark session, the two arms alive together and alternating round by round:
 
+The paper's x axis is the query's size (4 to 64 boxes); ours is too: ``--boxes``
+gives the operators of ``bench.borealis_setup.query_text`` (half computed columns, half
+conjuncts, the queries of Figs. 11-12), each size measured in its own interleaved rounds.
+
 * **secured**: the real server (HTTPS on loopback, ``bench.revocation_server``'s
-  ``busy_root_server``, in this process) with Al's selection
-  ``SELECT id, symbol, price FROM feed WHERE price >= 0`` and Al's live SSE
+  ``busy_root_server``, in this process) with Al's query of that size and Al's live SSE
   subscription; Ed POSTs ``tuples`` rows; the latency is from before the POST to Al's
   reader receiving the ``rows`` event (as ``bench.landing_latency``): TLS, OxRBAC on the
-  POST, landing, secure ingest (labels, the SS analyser) at its 1 s trigger, the query
-  over its secured view at the default trigger, SecFilter delivery and SSE.
+  POST, landing, secure ingest (labels, the SS analyser) at the server's ingest trigger,
+  the query over its secured view at the default trigger, SecFilter delivery and SSE.
 * **plain**: the same two-stage pipeline in plain Spark without any of the security:
   the rows written as one JSON-lines file into a directory (atomic rename), a
-  streaming query parsing it into Parquet at the same 1 s trigger (the ingest), and a
-  second streaming query running the same selection at the default trigger, its
+  streaming query parsing it into Parquet at the same trigger as the server's ingest, and
+  a second streaming query running the same SQL at the default trigger, its
   ``foreachBatch`` collecting the rows to the driver (the delivery). The latency is from
   before the file is written to the collect returning. No HTTP, TLS, labels, policies
   or delivery checks: this arm is what the pipeline costs when nothing is secured.
@@ -35,7 +38,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -45,9 +47,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from bench import experiment_common as ec
 from bench import plots
-from bench.landing_latency import QUERY
+from bench.borealis_setup import query_text
 from bench.plots import Caption, Panel, Series, publish
 from bench.revocation_server import (
+    STREAM,
     Provider,
     Subscriber,
     busy_root_server,
@@ -55,16 +58,16 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
+from streamshield.server.service import INGEST_TRIGGER_SECONDS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCHEMA = "id bigint, symbol string, price double"
-SELECTION = "price >= 0"
 
 
 class PlainPipeline:
-    """Landing directory -> Parquet (1 s trigger) -> the selection -> collect: no security."""
+    """Landing directory -> Parquet (the ingest trigger) -> the query -> collect: no security."""
 
-    def __init__(self, spark: SparkSession, root: Path) -> None:
+    def __init__(self, spark: SparkSession, root: Path, text: str) -> None:
         self.spark, self.root = spark, root
         self.inbox, self.table = root / "in", root / "table"
         self.inbox.mkdir(parents=True)
@@ -78,12 +81,13 @@ class PlainPipeline:
             ingest.writeStream.format("parquet")
             .option("path", str(self.table))
             .option("checkpointLocation", str(root / "ck-ingest"))
-            .trigger(processingTime="1 second")
+            .trigger(processingTime=f"{INGEST_TRIGGER_SECONDS} seconds")
             .start()
         )
-        query = spark.readStream.schema(SCHEMA).parquet(str(self.table)).where(SELECTION)
+        view = f"plain_{root.name}"
+        spark.readStream.schema(SCHEMA).parquet(str(self.table)).createOrReplaceTempView(view)
         self.query = (
-            query.select("id", "symbol", "price")
+            spark.sql(text.replace(f"FROM {STREAM} ", f"FROM {view} "))
             .writeStream.foreachBatch(self._deliver)
             .option("checkpointLocation", str(root / "ck-query"))
             .start()
@@ -116,70 +120,100 @@ class PlainPipeline:
             query.stop()
 
 
-def run(args: argparse.Namespace) -> dict[str, list[float]]:
+def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    """Per query size, both arms' latencies (ms): one server, one plain pipeline per size."""
     spark = ec.session()
     rng = random.Random(3)
     root = Path(tempfile.mkdtemp(prefix="streamshield-borealis-latency-"))
-    samples: dict[str, list[float]] = {"plain": [], "secured": []}
+    samples: dict[str, dict[str, list[float]]] = {}
     try:
         with busy_root_server(spark, root / "server") as server:
             set_up_stream(server)
-            with server.login("al") as al:
-                ok(al.post("/queries", json={"name": "al_q", "text": QUERY}), 201)
-            subscriber = Subscriber(server.login("al"), "al_q")
             provider = Provider(server.login("ed"), args.tuples, posts=1.0, seed=3)
-            plain = PlainPipeline(spark, root / "plain")
-
-            def secured(index: int) -> float:
-                seen = len(subscriber.rows_events())
-                began = time.monotonic()
-                if not provider.post(first=index == 0):
-                    raise RuntimeError(f"the POST was refused: {provider.errors[-1:]}")
-                arrived = wait_for(lambda: subscriber.rows_events()[seen:], timeout=300)
-                return arrived[0] - began  # type: ignore[index]
-
-            arms = {"plain": lambda _i: plain.post(args.tuples), "secured": secured}
             try:
-                for index in range(args.repeats + 1):  # round 0 warms both up
-                    for name in arms if index % 2 == 0 else reversed(list(arms)):
-                        latency = arms[name](index)
-                        if index:
-                            samples[name].append(round(latency * 1000, 1))
-                        time.sleep(rng.uniform(0.1, 1.0))  # a random phase against triggers
-                    print({k: v[-1:] for k, v in samples.items()}, flush=True)
+                for boxes in args.boxes:
+                    samples[str(boxes)] = _one_size(spark, server, provider, root, boxes, args, rng)
             finally:
-                plain.stop()
-                subscriber.close()
-                subscriber.client.close()
                 provider.client.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return samples
 
 
+def _one_size(spark, server, provider, root: Path, boxes: int, args, rng) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    """Interleaved rounds of one query size; its query and pipeline are gone afterwards, so
+    that the next size's rounds do not pay for them."""
+    text, name = query_text(boxes), f"al_q{boxes}"
+    with server.login("al") as al:
+        ok(al.post("/queries", json={"name": name, "text": text}), 201)
+    subscriber = Subscriber(server.login("al"), name)
+    plain = PlainPipeline(spark, root / f"plain{boxes}", text)
+    samples: dict[str, list[float]] = {"plain": [], "secured": []}
+
+    def secured(index: int) -> float:
+        seen = len(subscriber.rows_events())
+        began = time.monotonic()
+        if not provider.post(first=index == 0 and boxes == args.boxes[0]):
+            raise RuntimeError(f"the POST was refused: {provider.errors[-1:]}")
+        arrived = wait_for(lambda: subscriber.rows_events()[seen:], timeout=300)
+        return arrived[0] - began  # type: ignore[index]
+
+    arms = {"plain": lambda _i: plain.post(args.tuples), "secured": secured}
+    try:
+        for index in range(args.repeats + 1):  # round 0 warms both up
+            for arm in arms if index % 2 == 0 else reversed(list(arms)):
+                latency = arms[arm](index)
+                if index:
+                    samples[arm].append(round(latency * 1000, 1))
+                time.sleep(rng.uniform(0.1, 1.0))  # a random phase against triggers
+            print(boxes, {k: v[-1:] for k, v in samples.items()}, flush=True)
+    finally:
+        plain.stop()
+        subscriber.close()
+        subscriber.client.close()
+        with server.login("al") as al:
+            ok(al.delete(f"/queries/{name}"), 200)
+    return samples
+
+
+def by_size(result: dict) -> tuple[list[int], dict[str, list[float]]]:
+    """Query sizes and latencies; results of the first version (one size, no ``boxes``)
+    read as that single query of 2 operators."""
+    latency = result["latency_ms"]
+    if "plain" in latency:
+        return [2], {"2": latency}
+    return [int(b) for b in latency], latency
+
+
 def panels(result: dict) -> list[Panel]:
-    s = result["latency_ms"]
-    n = result["tuples"]
-    over = [a - b for a, b in zip(s["secured"], s["plain"], strict=True)]
+    sizes, latency = by_size(result)
+    keys = [str(b) for b in sizes]
+    over = [
+        [a - b for a, b in zip(latency[k]["secured"], latency[k]["plain"], strict=True)]
+        for k in keys
+    ]
+    xlabel = f"operators of the query ({result['tuples']} rows per POST / file)"
     return [
         Panel(
             "tuple latency, ingest to delivery [paper 14]",
-            "rows per POST / file",
+            xlabel,
             "ms",
-            [n],
+            sizes,
             [
-                Series("plain Spark pipeline", [s["plain"]]),
-                Series("secured server", [s["secured"]]),
+                Series("plain Spark pipeline", [latency[k]["plain"] for k in keys]),
+                Series("secured server", [latency[k]["secured"] for k in keys]),
             ],
             note="processing times with SecFilter enabled and disabled, the overhead constant "
             "as queries grow (no numbers in the text)",
+            log_x=len(sizes) > 1,
         ),
         Panel(
             "secured - plain, paired within a round",
-            "rows per POST / file",
+            xlabel,
             "ms",
-            [n],
-            [Series("secured - plain", [over])],
+            sizes,
+            [Series("secured - plain", over)],
+            log_x=len(sizes) > 1,
         ),
     ]
 
@@ -190,32 +224,33 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two rounds of 100 rows")
-    plots.output_args(parser, "borealis-latency", DOCS)
+    parser = plots.experiment_parser(__doc__, "borealis-latency", DOCS, "two rounds of 100 rows")
     parser.add_argument("--tuples", type=int, default=1000, help="rows per POST")
-    parser.add_argument("--repeats", type=int, default=6, help="interleaved rounds")
+    parser.add_argument("--repeats", type=int, default=6, help="interleaved rounds per size")
+    parser.add_argument(
+        "--boxes", type=int, nargs="+", default=[4, 16, 64], help="query sizes (operators)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
-        args.tuples, args.repeats = 100, 2
-    args.argv = argv
+        args.tuples, args.repeats, args.boxes = 100, 2, [2]
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    return {
+        "data": f"{args.tuples} rows per POST (secured) or file (plain), one query of "
+        f"{'/'.join(map(str, args.boxes))} operators at a time, one subscriber; "
+        f"{args.repeats} interleaved rounds per size after a warm-up round",
+        "tuples": args.tuples,
+        "latency_ms": run(args),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(sys.argv[1:] if argv is None else argv)
-
-    def measure() -> dict:
-        return {
-            "data": f"{args.tuples} rows per POST (secured) or file (plain), one selection, "
-            f"one subscriber; {args.repeats} interleaved rounds after a warm-up round",
-            "tuples": args.tuples,
-            "latency_ms": run(args),
-        }
-
-    result = plots.results(args, "borealis_latency", "borealis-latency", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(
+        argv, parse, "borealis_latency", "borealis-latency", DOCS, fields, render
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from bench import delivery_cost, plots
@@ -112,33 +111,32 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one tiny batch, one round")
-    plots.output_args(parser, "borealis-secfilter", DOCS)
+    parser = plots.experiment_parser(
+        __doc__, "borealis-secfilter", DOCS, "one tiny batch, one round"
+    )
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds per size")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.repeats = [5_000], 1
-    args.argv = argv
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    return {
+        "data": f"one batch of {', '.join(str(n) for n in args.rows)} rows shaped like a "
+        f"secured query's output, one subscriber; {args.repeats} interleaved rounds "
+        "after one warm-up of each arm",
+        "paper": PAPER,
+        "rows": run(args),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(sys.argv[1:] if argv is None else argv)
-
-    def measure() -> dict:
-        return {
-            "data": f"one batch of {', '.join(str(n) for n in args.rows)} rows shaped like a "
-            f"secured query's output, one subscriber; {args.repeats} interleaved rounds "
-            "after one warm-up of each arm",
-            "paper": PAPER,
-            "rows": run(args),
-        }
-
-    result = plots.results(args, "borealis_secfilter", "borealis-secfilter", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(
+        argv, parse, "borealis_secfilter", "borealis-secfilter", DOCS, fields, render
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ import contextlib
 import functools
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -249,33 +248,30 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="Q1 and Q3, one round")
-    plots.output_args(parser, "borealis-setup", DOCS)
+    parser = plots.experiment_parser(__doc__, "borealis-setup", DOCS, "Q1 and Q3, one round")
     parser.add_argument("--boxes", type=int, nargs="+", default=list(BOXES))
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds")
     args = parser.parse_args(argv)
     if args.quick:
         args.boxes, args.repeats = [2, 16], 1
-    args.argv = argv
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    return {
+        "data": f"queries of {', '.join(map(str, args.boxes))} operators over one stream "
+        f"(no data flowing), registered by one user next to one running query; "
+        f"{args.repeats} interleaved rounds after a warm-up round",
+        "paper": PAPER,
+        "rows": run(args),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(sys.argv[1:] if argv is None else argv)
-
-    def measure() -> dict:
-        return {
-            "data": f"queries of {', '.join(map(str, args.boxes))} operators over one stream "
-            f"(no data flowing), registered by one user next to one running query; "
-            f"{args.repeats} interleaved rounds after a warm-up round",
-            "paper": PAPER,
-            "rows": run(args),
-        }
-
-    result = plots.results(args, "borealis_setup", "borealis-setup", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(
+        argv, parse, "borealis_setup", "borealis-setup", DOCS, fields, render
+    )
 
 
 if __name__ == "__main__":

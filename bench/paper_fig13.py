@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
@@ -241,9 +240,7 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, runs in seconds")
-    plots.output_args(parser, "fig13", DOCS)
+    parser = plots.experiment_parser(__doc__, "fig13", DOCS, "tiny sizes, runs in seconds")
     parser.add_argument("--tuples", type=int, default=10_000)
     parser.add_argument("--copies", type=int, default=50, help="query rows = tuples x copies")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds per point")
@@ -255,25 +252,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.tuples, args.copies, args.repeats = 800, 2, 1
         args.ratios, args.roles, args.base_roles, args.base_ratio = [10], [2], 2, 10
-    args.argv = argv if argv is not None else []
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    return {
+        "data": f"{args.tuples} tuples per configuration, queries over {args.copies} "
+        f"hard-linked copies; {args.repeats} interleaved rounds per point",
+        "config": {k: getattr(args, k) for k in CONFIG},
+        "paper": PAPER,
+        "rows": run(args),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(argv if argv is not None else sys.argv[1:])
-
-    def measure() -> dict:
-        return {
-            "data": f"{args.tuples} tuples per configuration, queries over {args.copies} "
-            f"hard-linked copies; {args.repeats} interleaved rounds per point",
-            "config": {k: getattr(args, k) for k in CONFIG},
-            "paper": PAPER,
-            "rows": run(args),
-        }
-
-    result = plots.results(args, "paper_fig13", "fig13", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(argv, parse, "paper_fig13", "fig13", DOCS, fields, render)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import contextlib
 import io
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -245,9 +244,7 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, runs in seconds")
-    plots.output_args(parser, "fig14", DOCS)
+    parser = plots.experiment_parser(__doc__, "fig14", DOCS, "tiny sizes, runs in seconds")
     parser.add_argument("--tuples", type=int, default=20_000)
     parser.add_argument("--per-sp", type=int, default=10)
     parser.add_argument("--copies", type=int, default=50, help="query rows = tuples x copies")
@@ -258,26 +255,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.quick:
         args.tuples, args.copies, args.repeats = 800, 2, 1
         args.roles, args.selectivities = [10], [10, 100]
-    args.argv = argv
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    rows, orders = run(args)
+    return {
+        "data": f"{args.tuples} tuples ingested (1 sp per {args.per_sp}), queried as "
+        f"{args.copies} hard-linked copies; {args.repeats} interleaved rounds per point",
+        "config": {k: getattr(args, k) for k in ("tuples", "per_sp", "copies", "repeats")},
+        "orders": orders,
+        "rows": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(sys.argv[1:] if argv is None else argv)
-
-    def measure() -> dict:
-        rows, orders = run(args)
-        return {
-            "data": f"{args.tuples} tuples ingested (1 sp per {args.per_sp}), queried as "
-            f"{args.copies} hard-linked copies; {args.repeats} interleaved rounds per point",
-            "config": {k: getattr(args, k) for k in ("tuples", "per_sp", "copies", "repeats")},
-            "orders": orders,
-            "rows": rows,
-        }
-
-    result = plots.results(args, "paper_fig14", "fig14", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(argv, parse, "paper_fig14", "fig14", DOCS, fields, render)
 
 
 if __name__ == "__main__":

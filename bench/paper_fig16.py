@@ -22,7 +22,6 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -328,9 +327,7 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sweeps, runs in seconds")
-    plots.output_args(parser, "fig16", DOCS)
+    parser = plots.experiment_parser(__doc__, "fig16", DOCS, "tiny sweeps, runs in seconds")
     parser.add_argument("--batches", type=int, default=3, help="micro-batches per config")
     parser.add_argument("--ratios", type=int, nargs="+", default=[1, 5, 10, 50, 100])
     parser.add_argument("--similarities", type=float, nargs="+", default=[1.0, 0.75, 0.5, 0.25])
@@ -346,23 +343,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
             [args.base_similarity],
             [args.base_selectivity],
         )
-    args.argv = argv if argv is not None else []
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    return {
+        "data": f"{args.batches} micro-batches of {wl.WINDOW} new tuples per side per "
+        f"configuration, count windows of {wl.WINDOW}; samples are the batches",
+        "rows": run(args),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = parse(argv if argv is not None else sys.argv[1:])
-
-    def measure() -> dict:
-        return {
-            "data": f"{args.batches} micro-batches of {wl.WINDOW} new tuples per side per "
-            f"configuration, count windows of {wl.WINDOW}; samples are the batches",
-            "rows": run(args),
-        }
-
-    result = plots.results(args, "paper_fig16", "fig16", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(argv, parse, "paper_fig16", "fig16", DOCS, fields, render)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,12 @@ the project machine).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -153,6 +155,34 @@ def results(args, module: str, name: str, docs: Path, measure: Callable[[], dict
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def experiment_parser(doc: str, key: str, docs: Path, quick: str) -> argparse.ArgumentParser:
+    """The flags every paper experiment shares: ``--quick`` and :func:`output_args`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick)
+    output_args(parser, key, docs)
+    return parser
+
+
+def run_experiment(  # type: ignore[no-untyped-def]
+    argv: Sequence[str] | None,
+    parse: Callable[[list[str]], argparse.Namespace],
+    module: str,
+    key: str,
+    docs: Path,
+    fields: Callable[[argparse.Namespace], dict],
+    render: Callable[[dict, Path], object],
+) -> dict:
+    """The ``main`` of every paper experiment: measure now (or read the committed JSON
+    with ``--render``), record it with its command (:func:`results`) and draw it; one
+    body, so that every bench records, captions and redraws its figure the same way."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = parse(arguments)
+    args.argv = arguments
+    result = results(args, module, key, docs, lambda: fields(args))
+    render(result, Path(args.out))
     return result
 
 

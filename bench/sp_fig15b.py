@@ -225,9 +225,7 @@ def render(result: dict, out: Path) -> Path:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny, in the caller's JVM")
-    plots.output_args(parser, "fig15b", DOCS)
+    parser = plots.experiment_parser(__doc__, "fig15b", DOCS, "tiny, in the caller's JVM")
     parser.add_argument("--tuples", type=int, default=20_000)
     parser.add_argument("--per-sp", type=int, default=10)
     parser.add_argument("--copies", type=int, default=25, help="query rows = tuples x copies")
@@ -244,30 +242,28 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.tuples, args.copies, args.repeats, args.selectivities = 800, 2, 1, [50]
-    args.argv = argv
     return args
 
 
+def fields(args: argparse.Namespace) -> dict:
+    """What this bench adds to its results JSON (measured now)."""
+    rows, count = run(args)
+    where = "the caller's shared JVM" if args.quick else "a fresh JVM per sample"
+    return {
+        "data": f"{args.tuples} tuples ingested (1 sp per {args.per_sp}, SS state of "
+        f"{args.roles} roles), queried as {args.copies} hard-linked copies ({count} rows); "
+        f"{args.repeats} interleaved rounds per point, {where}",
+        "config": {k: getattr(args, k) for k in ("tuples", "per_sp", "copies", "roles")},
+        "rows": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict | None:
-    args = parse(sys.argv[1:] if argv is None else argv)
-    if args.child:
-        child(args)
+    arguments = sys.argv[1:] if argv is None else argv
+    if "--child" in arguments:  # one sample, in the fresh JVM the parent started
+        child(parse(arguments))
         return None
-
-    def measure() -> dict:
-        rows, count = run(args)
-        where = "the caller's shared JVM" if args.quick else "a fresh JVM per sample"
-        return {
-            "data": f"{args.tuples} tuples ingested (1 sp per {args.per_sp}, SS state of "
-            f"{args.roles} roles), queried as {args.copies} hard-linked copies ({count} rows); "
-            f"{args.repeats} interleaved rounds per point, {where}",
-            "config": {k: getattr(args, k) for k in ("tuples", "per_sp", "copies", "roles")},
-            "rows": rows,
-        }
-
-    result = plots.results(args, "sp_fig15b", "fig15b", DOCS, measure)
-    render(result, Path(args.out))
-    return result
+    return plots.run_experiment(arguments, parse, "sp_fig15b", "fig15b", DOCS, fields, render)
 
 
 if __name__ == "__main__":
