@@ -1,7 +1,8 @@
 """Command line for shared query networks: ``streamshield client network ...`` over HTTPS.
 
 ``list`` shows each network's privacy switches with their state (counters, receivers,
-since when); ``sp`` injects a query-scoped sp by hand (administrators).
+since when) and the level its queries run at (a stream has one network per level);
+``sp`` injects a query-scoped sp by hand (administrators).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import click
 
 from streamshield.cli_admin import OUTPUT, _request, _show
 
-COLUMNS = ["stream", "kind", "queries", "open", "counter", "receivers", "users", "since"]
+COLUMNS = ["stream", "level", "kind", "queries", "open", "counter", "receivers", "users", "since"]
 
 
 @click.group("network")
@@ -31,12 +32,26 @@ def network_list(output: str) -> None:
     if output == "json":
         click.echo(json.dumps(answer, indent=2))
         return
-    rows = [
-        {"stream": n["stream"], **switch, "queries": ",".join(switch["queries"])}
-        for n in answer["networks"]
-        for switch in n["switches"]
-    ]
-    _show(rows, COLUMNS, output)
+    _show(switch_rows(answer), COLUMNS, output)
+
+
+def switch_rows(answer: dict) -> list[dict]:
+    """One row per privacy switch of ``GET /networks``, with the level of its queries
+    (``-`` while levels are off; a switch's queries share their network's level)."""
+    rows = []
+    for n in answer["networks"]:
+        levels = n.get("levels") or {}
+        for switch in n["switches"]:
+            level = sorted({levels.get(q) or "-" for q in switch["queries"]}) or ["-"]
+            rows.append(
+                {
+                    "stream": n["stream"],
+                    **switch,
+                    "level": ",".join(level),
+                    "queries": ",".join(switch["queries"]),
+                }
+            )
+    return rows
 
 
 @network.command("sp")

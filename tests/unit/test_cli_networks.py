@@ -1,0 +1,42 @@
+"""The CLI's network table: one row per switch, with the level its queries run at."""
+
+from streamshield.cli_networks import switch_rows
+
+
+def _switch(kind: str, queries: list[str]) -> dict:
+    return {"kind": kind, "queries": queries, "open": True, "counter": 1, "users": []}
+
+
+def test_each_switch_shows_the_level_of_its_queries() -> None:
+    answer = {
+        "networks": [
+            {
+                "stream": "MessageLog",
+                "queries": ["q1", "q2"],
+                "levels": {"q1": "[1, ⊥]", "q2": "[1, ⊥]"},
+                "switches": [_switch("initial", ["q1", "q2"]), _switch("terminal", ["q2"])],
+            },
+            {
+                "stream": "MessageLog",
+                "queries": ["q3"],
+                "levels": {"q3": "[⊥, B]"},
+                "switches": [_switch("terminal", ["q3"])],
+            },
+        ]
+    }
+    rows = switch_rows(answer)
+    assert [(r["stream"], r["kind"], r["level"], r["queries"]) for r in rows] == [
+        ("MessageLog", "initial", "[1, ⊥]", "q1,q2"),
+        ("MessageLog", "terminal", "[1, ⊥]", "q2"),
+        ("MessageLog", "terminal", "[⊥, B]", "q3"),
+    ]
+
+
+def test_levels_off_show_a_dash() -> None:
+    answer = {
+        "networks": [
+            {"stream": "vitals", "queries": ["a"], "levels": {"a": None}, "switches": []},
+            {"stream": "vitals", "queries": ["b"], "switches": [_switch("terminal", ["b"])]},
+        ]
+    }
+    assert [r["level"] for r in switch_rows(answer)] == ["-"]
