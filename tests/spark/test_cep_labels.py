@@ -1,12 +1,13 @@
 """Match rows carry the labels of the events they were built from, a pattern at a
-Chinese-Wall level matches only events that level dominates, and a pattern whose Spark
-query fails shows ``failed`` with the error class while another goes on (issue 15
-follow-up; docs/cep.md "Labels of match rows").
+Chinese-Wall level runs in its level's processor and matches only events that level
+dominates, a NOT match reaches only recipients who could read every event it says is
+absent, and a pattern whose Spark query fails shows ``failed`` with the error class
+while another goes on (issue 15 follow-ups; docs/cep.md "Labels of match rows").
 
-Two running patterns over the same labelled file sources (the layout of the labelled
-store): one delivering through :class:`~streamshield.engine.delivery.Delivery` to four
-recipients with fewer rights than its owner in one way each, one whose source raises on
-an event of the second batch.
+Two running patterns at two levels over the same labelled file sources (the layout of
+the labelled store): one delivering through :class:`~streamshield.engine.delivery.Delivery`
+to four recipients with fewer rights than its owner in one way each, one whose source
+raises on an event of the second batch. Aggregates and NOT matches over batch frames.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
 from streamshield.policy.cep_rules_text import loads
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.lattice import Lattice
@@ -113,21 +115,26 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
     root = tmp_path / "store"
     for type_ in STREAMS:
         (root / type_).mkdir(parents=True)
+    processors = LevelProcessors(spark, tmp_path / "queries")
 
-    def sources(failing: bool = False) -> dict:
+    def sources(processor: LevelProcessor, failing: bool = False) -> dict:
+        """Read in the processor's session, through a view *without* a level: only the
+        processor's shepherd keeps events above the pattern's level away."""
+        session = processor.session
+        session.conf.set("spark.sql.shuffle.partitions", "1")  # a handful of rows
         out = {}
         for type_, schema in STREAMS.items():
             struct = labelled_schema(
-                spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width
+                session, schema.ddl, len(schema.names), CODEC.width, LATTICE.width
             )
-            raw = spark.readStream.schema(struct).json(str(root / type_))
+            raw = session.readStream.schema(struct).json(str(root / type_))
             if failing:  # an event this pattern's query cannot evaluate
                 room = F.col("room")
                 raw = raw.withColumn(
                     "room", F.when(room == "BOOM", F.raise_error(F.lit("no"))).otherwise(room)
                 )
             out[type_] = labelled_events(
-                raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+                raw, schema, CODEC, OWNER, None, PROVENANCE.label(type_), LAYOUT
             )
         return out
 
@@ -157,28 +164,38 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
     book = RuleBook(loads(json.dumps(RULES), HIERARCHY), HIERARCHY)
     pattern = compile_pattern(FIRE, TYPES)
 
-    def running(name: str, failing: bool, sink, pattern=pattern) -> RunningPattern:
+    def running(name: str, failing: bool, sink, level, pattern=pattern) -> RunningPattern:
         return RunningPattern(
             pattern,
             OWNER,
             book,
-            lambda: sources(failing),
+            lambda processor: sources(processor, failing),
             lambda _rows: None,
-            tmp_path / name,
+            name=name,
+            processors=processors,
+            level=level,
             delay=timedelta(seconds=10),
             labels=LAYOUT,
             sink=sink,
         )
 
-    labelled = running("labelled", False, delivery)
-    # Stateless (a union): the cheapest query that can fail on an event.
+    labelled = running("labelled", False, delivery, AT)
+    # Stateless (a union): the cheapest query that can fail on an event. At a level
+    # dominating [1, A] (it must read the failing event), so another processor.
     rooms = compile_pattern("PATTERN OR(Temp a, Smoke b) WITHIN 1 MINUTE RETURN a.room", TYPES)
-    doomed = running("doomed", True, lambda frame, _id: frame.collect(), rooms)
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    above = QueryLevel(LATTICE, LATTICE.parse("[T, A]"))
+    doomed = running("doomed", True, lambda frame, _id: frame.collect(), above, rooms)
     labelled.start()
     doomed.start()
     try:
+        # Each in its level's processor: own session, own directory, state inside it.
+        at_a, at_top = processors.of(labelled.holder), processors.of(doomed.holder)
+        assert at_a is not None and at_top is not None and at_a is not at_top
+        assert (at_a.level, at_top.level) == (AT, above)
+        assert labelled.checkpoint == at_a.path("patterns", "labelled")
+        assert doomed.checkpoint == at_top.path("patterns", "doomed")
+        assert at_a.root not in at_top.root.parents and at_top.root not in at_a.root.parents
+        assert {q.id for q in at_a.session.streams.active} == {labelled._query.id}
         write(
             root,
             0,
@@ -198,6 +215,7 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
         )
         labelled.process()
         doomed.process()
+        assert (labelled.checkpoint / "offsets" / "0").is_file()  # its state is there
         owner = sorted(got["owner"])
         assert owner == [
             ("L1", 60.0, 3, ()),
@@ -226,10 +244,12 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
         assert doomed.reason == "USER_RAISED_EXCEPTION"  # the class, not the message
         assert labelled.observed() is Status.RUNNING  # the other goes on
         assert got["owner"] == [("L7", 51.0, 9, ())] == got["low"]
+        assert set(processors.active()) == {at_a.name}  # the failed one left its own
     finally:
         labelled.stop()
         doomed.stop()
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert processors.active() == {}  # gone with their last pattern, storage stays
+    assert (tmp_path / "queries" / "levels" / at_a.name / "patterns" / "labelled").is_dir()
 
 
 def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -> None:

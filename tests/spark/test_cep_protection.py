@@ -21,6 +21,7 @@ from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern
 from streamshield.cep.spark_protection import compile_protected
+from streamshield.engine.level_processor import LevelProcessors
 from streamshield.policy.cep_rules_text import loads
 from tests.conformance import cep_protection as case
 from tests.spark.cep_runs import run_patterns
@@ -79,9 +80,12 @@ def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
         compile_pattern(case.PATTERNS["seq"], case.TYPES),
         case.ROLES,
         book,
-        lambda: {t: spark.readStream.schema(case.DDL).json(str(root / t)) for t in case.TYPES},
+        lambda processor: {
+            t: processor.session.readStream.schema(case.DDL).json(str(root / t)) for t in case.TYPES
+        },
         lambda rows: delivered.append(sorted(tuple(r.values()) for r in rows)),
-        tmp_path / "checkpoint",
+        name="seq",
+        processors=LevelProcessors(spark, tmp_path),
         delay=case.DELAY,
     )
     ev = case.event
