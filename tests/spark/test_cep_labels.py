@@ -13,6 +13,7 @@ raises on an event of the second batch. Aggregates and NOT matches over batch fr
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -20,7 +21,7 @@ from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.cep.labelled_events import labelled_events
-from streamshield.cep.match_labels import LabelLayout
+from streamshield.cep.match_labels import Absence, LabelLayout
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
@@ -311,3 +312,74 @@ def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -
         ("L4", 1, 90.0, ()),
     ]
     assert got["low"] == [("L2", 1, None, ("mean",))]
+
+
+def test_a_not_match_reaches_only_who_could_read_every_absent_event(spark, tmp_path) -> None:
+    """A NOT match (no smoke between two temperatures) is information about every smoke
+    event the pattern's view held: a recipient who could not read one must not get the
+    NOT rows (she would learn of it from the row that is missing), whatever she may read
+    of the rows' own events. Only the pattern's exact roles, at a level dominating its level,
+    with READ on the negated stream, get them (docs/cep.md "NOT matches")."""
+    public = "[1, _]"  # the events' level: below the pattern's [1, A]
+    rows = [
+        event("Temp", 1, "L1", 60, 1, at=public),
+        event("Temp", 2, "L1", 61, 4, at=public),  # L1: no smoke between: a NOT match
+        event("Temp", 3, "L2", 70, 1, at=public),
+        event("Smoke", 3, "L2", 5, 2, at=public, tuple=OWNER),  # low may not read it
+        event("Temp", 4, "L2", 71, 5, at=public),  # L2: the smoke blocks the match
+    ]
+    for type_ in STREAMS:
+        (tmp_path / type_).mkdir()
+    write(tmp_path, 0, rows)
+    frames = {}
+    for type_, schema in STREAMS.items():
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
+        raw = spark.read.schema(struct).json(str(tmp_path / type_))
+        frames[type_] = labelled_events(
+            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+        )
+    pattern = compile_pattern(
+        "PATTERN SEQ(Temp a, NOT Smoke x, Temp b) WHERE a.room = b.room AND x.room = a.room "
+        "WITHIN 1 MINUTE RETURN a.room, b.celsius",
+        TYPES,
+    )
+    absence = Absence(
+        CODEC.query(OWNER), LATTICE.encode(AT.level), (("Smoke", PROVENANCE.label("Smoke")),)
+    )
+    recipients = {  # user: (roles, level, streams she may READ)
+        "owner": (OWNER, AT.level, {"Temp", "Smoke"}),
+        "low": (("low",), AT.level, {"Temp", "Smoke"}),  # reads L1's temperatures
+        "senior": (BOTH, AT.level, {"Temp", "Smoke"}),  # more roles: maybe fewer events
+        "public": (OWNER, LATTICE.parse(public), {"Temp", "Smoke"}),  # reads every event
+        "temp-only": (OWNER, AT.level, {"Temp"}),
+    }
+    got: dict[str, list[tuple]] = {user: [] for user in recipients}
+    delivery = Delivery(
+        lambda user: (recipients[user][2], set()),
+        PROVENANCE,
+        roles=lambda s: CODEC.query(recipients[s.user][0]),
+        levels=lambda s: LATTICE.encode(recipients[s.user][1]),
+    )
+    for user, rows_of in got.items():
+        delivery.subscribe(
+            user,
+            lambda batch, rows_of=rows_of: rows_of.extend(
+                (r["a_room"], r["b_celsius"]) for r in batch
+            ),
+        )
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # a handful of rows
+    try:
+        for batch, layout in enumerate((replace(LAYOUT, absence=absence), LAYOUT)):
+            output = compile_pattern_on_spark(
+                pattern, frames, delay=timedelta(seconds=10), labels=layout
+            )
+            delivery.deliver_to(output, batch, delivery.subscriptions)
+            if batch == 0:
+                assert got["owner"] == [("L1", 61.0)]
+                # low would otherwise get L1 and not L2, and so learn of L2's smoke
+                assert got["low"] == got["senior"] == got["public"] == got["temp-only"] == []
+                got["owner"].clear()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert got == {user: [] for user in recipients}  # no absence label: no one

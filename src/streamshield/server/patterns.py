@@ -42,7 +42,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from streamshield.cep.labelled_events import labelled_events
-from streamshield.cep.match_labels import LabelLayout
+from streamshield.cep.match_labels import Absence, LabelLayout
 from streamshield.cep.pattern import TIME, Pattern, PatternError, compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
@@ -305,14 +305,29 @@ class PatternService:
             delay=DELAY,
             key=registered.key,
             trigger=TRIGGER,
-            labels=self._layout(level),
+            labels=self._layout(level, registered.roles, pattern),
             sink=sink,
         )
 
-    def _layout(self, level: QueryLevel | None) -> LabelLayout:
+    def _layout(
+        self,
+        level: QueryLevel | None,
+        roles: tuple[str, ...] = (),
+        pattern: Pattern | None = None,
+    ) -> LabelLayout:
+        """The label widths; with ``pattern``, also what its NOT matches' rows are
+        labelled with (its roles' view of the negated types, at its level)."""
         queries = self.server.pipeline.queries
         width = level.width if level is not None else 0
-        return LabelLayout(queries.codec.width, self.server.codec.width, width)
+        absence = None
+        if pattern is not None and pattern.negations:
+            negated = sorted({i.type for i in pattern.negations})
+            absence = Absence(
+                queries.codec.query(roles),
+                level.words if level is not None else (),
+                tuple((t, self.server.codec.label(t)) for t in negated),
+            )
+        return LabelLayout(queries.codec.width, self.server.codec.width, width, absence)
 
     def _secured(
         self,
