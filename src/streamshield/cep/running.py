@@ -93,19 +93,21 @@ class RunningPattern:
         trigger: Mapping[str, Any] | None = None,
         labels: LabelLayout | None = None,
         sink: Callable[[DataFrame, int], None] | None = None,
+        earlier: Path | None = None,
     ) -> None:
         """``deliver`` gets each batch's rows as dicts; ``sink``, when given, gets the
         batch's DataFrame and id instead (a labelled output: the caller stores it and
         checks each recipient natively). ``labels``: the sources' label layout.
         ``processors``: the level processors it runs in (the one of ``level``), where it
-        holds its processor under ``holder`` while it runs; ``name`` names its storage."""
+        holds its processor under ``holder`` while it runs; ``name`` names its storage.
+        ``earlier``: where an older layout kept its checkpoint (moved in at a start)."""
         self.pattern, self.roles, self.book = pattern, frozenset(roles), book
         self._sources, self._deliver = sources, deliver
         self.name, self._processors, self.level = name, processors, level
         self.checkpoint: Path | None = None
         """Where its state lives (under its level's directory), once started."""
         self._delay, self._key, self._k, self._trigger = delay, key, k, dict(trigger or {})
-        self._labels, self._sink = labels, sink
+        self._labels, self._sink, self._earlier = labels, sink, earlier
         self._lock = threading.RLock()
         self._query: Any = None
         self._version = 0
@@ -162,6 +164,8 @@ class RunningPattern:
             labels=self._labels,
         )
         self.checkpoint = processor.path(STORAGE, self.name)
+        if self._earlier is not None:
+            adopt(self._earlier, self.checkpoint)
         writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self.checkpoint)
         if self._trigger:
             writer = writer.trigger(**self._trigger)
@@ -192,9 +196,12 @@ class RunningPattern:
             query.stop()
 
     def forget(self) -> None:
-        """Stop and delete its state, so that a pattern registered later under the same
-        name does not resume it (its level's directory stays)."""
+        """Stop and delete its state (and any left where an older layout kept it), so
+        that a pattern registered later under the same name does not resume it (its
+        level's directory stays)."""
         self.stop()
+        if self._earlier is not None:
+            rmtree(self._earlier, ignore_errors=True)
         processor = self._processors.acquire(self.level, self.holder)
         try:
             rmtree(processor.path(STORAGE, self.name), ignore_errors=True)
@@ -274,3 +281,16 @@ class RunningPattern:
                 log.warning("pattern restart failed: %s", safe_error(failure))
                 self.status, self.reason = Status.FAILED, safe_error(failure)
                 self._processors.release(self.holder)
+
+
+def adopt(earlier: Path, checkpoint: Path) -> bool:
+    """Move a checkpoint from where an older layout kept it (``<root>/cep/checkpoints/
+    <name>``, before patterns ran in their level's directory) to ``checkpoint``, unless
+    there is one there already: a pattern restarted after the upgrade resumes instead of
+    reading every event again and storing its old matches again under new batch ids.
+    Whether it moved."""
+    if not earlier.is_dir() or checkpoint.exists():
+        return False
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    earlier.rename(checkpoint)
+    return True

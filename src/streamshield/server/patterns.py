@@ -307,6 +307,7 @@ class PatternService:
             trigger=TRIGGER,
             labels=self._layout(level, registered.roles, pattern),
             sink=sink,
+            earlier=self.root / "checkpoints" / registered.name,
         )
 
     def _layout(
