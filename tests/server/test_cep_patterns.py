@@ -165,6 +165,11 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         assert bob.get("/patterns/fire").status_code == 404
         explained = ok(al.get("/patterns/fire"))
         assert explained["variables"][0]["operators"]["celsius"] == "phi"
+        # It runs in its level's processor, its state under the level's directory.
+        running = server.service.patterns.patterns["fire"].running
+        processor = server.service.cql.processors.of(running.holder)
+        assert processor is not None and processor.level.text == "[1, A]"
+        assert running.checkpoint == processor.path("patterns", "fire")
 
         ward = server.login("ward", ["INFO_PROVIDER"])
         policy = sp_line("Temp", "ward", 1, "{CUSTOMER1,CUSTOMER2}")
@@ -184,13 +189,19 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         smokes = [
             {"id": 1, "room": "L1", "level": 3, "ts": "2026-11-23T10:00:05Z"},
             {"id": 2, "room": "L2", "level": 4, "ts": "2026-11-23T10:00:06Z"},
+            # Bad input: a wrong type is rejected alone, named without its value; missing
+            # attributes are NULL (no room: no key, no match).
+            {"id": 7, "room": "L1", "level": "x-secret", "ts": "2026-11-23T10:00:05Z"},
+            {"id": 8, "ts": "2026-11-23T10:00:07Z"},
         ]
         policy = sp_line("Smoke", "ward", 1, "{CUSTOMER1,CUSTOMER2}")
-        ok(
+        landed = ok(
             ward.post(
                 "/streams/Smoke/elements", content=policy + "\n" + _events("Smoke", 2, smokes)
             )
         )
+        assert landed["rejected"] == 1 and "values.level" in json.dumps(landed["rejections"])
+        assert "x-secret" not in json.dumps(landed)
 
         def rows_of(client, after: int = -1) -> list[dict]:
             return ok(client.get("/patterns/fire/rows", params={"after": after}))["rows"]
@@ -224,7 +235,7 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         later = [{"id": 3, "room": "L1", "celsius": 80.0, "ts": "2026-11-23T10:00:10Z"}]
         ok(ward.post("/streams/Temp/elements", content=_events("Temp", 4, later)))
         more = [{"id": 3, "room": "L1", "level": 9, "ts": "2026-11-23T10:00:12Z"}]
-        ok(ward.post("/streams/Smoke/elements", content=_events("Smoke", 4, more)))
+        ok(ward.post("/streams/Smoke/elements", content=_events("Smoke", 6, more)))
         stopped = poll(
             lambda: (e := ok(al.get("/patterns/fire")))["status"] == "stopped" and e, timeout=240
         )
@@ -246,6 +257,7 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         assert restart.status_code == 403 and "Smoke.level" in restart.text
 
         assert ok(al.delete("/patterns/fire"))["removed"] == "fire"
+        assert not running.checkpoint.exists()  # a later "fire" starts afresh
         assert "fire" not in json.loads((tmp_path / "cep" / "patterns.json").read_text())
         assert al.get("/patterns/fire").status_code == 404
     finally:

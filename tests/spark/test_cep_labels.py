@@ -1,17 +1,19 @@
 """Match rows carry the labels of the events they were built from, a pattern at a
-Chinese-Wall level matches only events that level dominates, and a pattern whose Spark
-query fails shows ``failed`` with the error class while another goes on (issue 15
-follow-up; docs/cep.md "Labels of match rows").
+Chinese-Wall level runs in its level's processor and matches only events that level
+dominates, a NOT match reaches only recipients who could read every event it says is
+absent, and a pattern whose Spark query fails shows ``failed`` with the error class
+while another goes on (issue 15 follow-ups; docs/cep.md "Labels of match rows").
 
-Two running patterns over the same labelled file sources (the layout of the labelled
-store): one delivering through :class:`~streamshield.engine.delivery.Delivery` to four
-recipients with fewer rights than its owner in one way each, one whose source raises on
-an event of the second batch.
+Two running patterns at two levels over the same labelled file sources (the layout of
+the labelled store): one delivering through :class:`~streamshield.engine.delivery.Delivery`
+to four recipients with fewer rights than its owner in one way each, one whose source
+raises on an event of the second batch. Aggregates and NOT matches over batch frames.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -19,7 +21,7 @@ from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.cep.labelled_events import labelled_events
-from streamshield.cep.match_labels import LabelLayout
+from streamshield.cep.match_labels import Absence, LabelLayout
 from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
@@ -27,6 +29,7 @@ from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
 from streamshield.policy.cep_rules_text import loads
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.lattice import Lattice
@@ -113,21 +116,26 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
     root = tmp_path / "store"
     for type_ in STREAMS:
         (root / type_).mkdir(parents=True)
+    processors = LevelProcessors(spark, tmp_path / "queries")
 
-    def sources(failing: bool = False) -> dict:
+    def sources(processor: LevelProcessor, failing: bool = False) -> dict:
+        """Read in the processor's session, through a view *without* a level: only the
+        processor's shepherd keeps events above the pattern's level away."""
+        session = processor.session
+        session.conf.set("spark.sql.shuffle.partitions", "1")  # a handful of rows
         out = {}
         for type_, schema in STREAMS.items():
             struct = labelled_schema(
-                spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width
+                session, schema.ddl, len(schema.names), CODEC.width, LATTICE.width
             )
-            raw = spark.readStream.schema(struct).json(str(root / type_))
+            raw = session.readStream.schema(struct).json(str(root / type_))
             if failing:  # an event this pattern's query cannot evaluate
                 room = F.col("room")
                 raw = raw.withColumn(
                     "room", F.when(room == "BOOM", F.raise_error(F.lit("no"))).otherwise(room)
                 )
             out[type_] = labelled_events(
-                raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+                raw, schema, CODEC, OWNER, None, PROVENANCE.label(type_), LAYOUT
             )
         return out
 
@@ -157,28 +165,38 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
     book = RuleBook(loads(json.dumps(RULES), HIERARCHY), HIERARCHY)
     pattern = compile_pattern(FIRE, TYPES)
 
-    def running(name: str, failing: bool, sink, pattern=pattern) -> RunningPattern:
+    def running(name: str, failing: bool, sink, level, pattern=pattern) -> RunningPattern:
         return RunningPattern(
             pattern,
             OWNER,
             book,
-            lambda: sources(failing),
+            lambda processor: sources(processor, failing),
             lambda _rows: None,
-            tmp_path / name,
+            name=name,
+            processors=processors,
+            level=level,
             delay=timedelta(seconds=10),
             labels=LAYOUT,
             sink=sink,
         )
 
-    labelled = running("labelled", False, delivery)
-    # Stateless (a union): the cheapest query that can fail on an event.
+    labelled = running("labelled", False, delivery, AT)
+    # Stateless (a union): the cheapest query that can fail on an event. At a level
+    # dominating [1, A] (it must read the failing event), so another processor.
     rooms = compile_pattern("PATTERN OR(Temp a, Smoke b) WITHIN 1 MINUTE RETURN a.room", TYPES)
-    doomed = running("doomed", True, lambda frame, _id: frame.collect(), rooms)
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    above = QueryLevel(LATTICE, LATTICE.parse("[T, A]"))
+    doomed = running("doomed", True, lambda frame, _id: frame.collect(), above, rooms)
     labelled.start()
     doomed.start()
     try:
+        # Each in its level's processor: own session, own directory, state inside it.
+        at_a, at_top = processors.of(labelled.holder), processors.of(doomed.holder)
+        assert at_a is not None and at_top is not None and at_a is not at_top
+        assert (at_a.level, at_top.level) == (AT, above)
+        assert labelled.checkpoint == at_a.path("patterns", "labelled")
+        assert doomed.checkpoint == at_top.path("patterns", "doomed")
+        assert at_a.root not in at_top.root.parents and at_top.root not in at_a.root.parents
+        assert {q.id for q in at_a.session.streams.active} == {labelled._query.id}
         write(
             root,
             0,
@@ -198,6 +216,7 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
         )
         labelled.process()
         doomed.process()
+        assert (labelled.checkpoint / "offsets" / "0").is_file()  # its state is there
         owner = sorted(got["owner"])
         assert owner == [
             ("L1", 60.0, 3, ()),
@@ -226,10 +245,12 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
         assert doomed.reason == "USER_RAISED_EXCEPTION"  # the class, not the message
         assert labelled.observed() is Status.RUNNING  # the other goes on
         assert got["owner"] == [("L7", 51.0, 9, ())] == got["low"]
+        assert set(processors.active()) == {at_a.name}  # the failed one left its own
     finally:
         labelled.stop()
         doomed.stop()
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert processors.active() == {}  # gone with their last pattern, storage stays
+    assert (tmp_path / "queries" / "levels" / at_a.name / "patterns" / "labelled").is_dir()
 
 
 def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -> None:
@@ -291,3 +312,74 @@ def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -
         ("L4", 1, 90.0, ()),
     ]
     assert got["low"] == [("L2", 1, None, ("mean",))]
+
+
+def test_a_not_match_reaches_only_who_could_read_every_absent_event(spark, tmp_path) -> None:
+    """A NOT match (no smoke between two temperatures) is information about every smoke
+    event the pattern's view held: a recipient who could not read one must not get the
+    NOT rows (she would learn of it from the row that is missing), whatever she may read
+    of the rows' own events. Only the pattern's exact roles, at a level dominating its level,
+    with READ on the negated stream, get them (docs/cep.md "NOT matches")."""
+    public = "[1, _]"  # the events' level: below the pattern's [1, A]
+    rows = [
+        event("Temp", 1, "L1", 60, 1, at=public),
+        event("Temp", 2, "L1", 61, 4, at=public),  # L1: no smoke between: a NOT match
+        event("Temp", 3, "L2", 70, 1, at=public),
+        event("Smoke", 3, "L2", 5, 2, at=public, tuple=OWNER),  # low may not read it
+        event("Temp", 4, "L2", 71, 5, at=public),  # L2: the smoke blocks the match
+    ]
+    for type_ in STREAMS:
+        (tmp_path / type_).mkdir()
+    write(tmp_path, 0, rows)
+    frames = {}
+    for type_, schema in STREAMS.items():
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
+        raw = spark.read.schema(struct).json(str(tmp_path / type_))
+        frames[type_] = labelled_events(
+            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+        )
+    pattern = compile_pattern(
+        "PATTERN SEQ(Temp a, NOT Smoke x, Temp b) WHERE a.room = b.room AND x.room = a.room "
+        "WITHIN 1 MINUTE RETURN a.room, b.celsius",
+        TYPES,
+    )
+    absence = Absence(
+        CODEC.query(OWNER), LATTICE.encode(AT.level), (("Smoke", PROVENANCE.label("Smoke")),)
+    )
+    recipients = {  # user: (roles, level, streams she may READ)
+        "owner": (OWNER, AT.level, {"Temp", "Smoke"}),
+        "low": (("low",), AT.level, {"Temp", "Smoke"}),  # reads L1's temperatures
+        "senior": (BOTH, AT.level, {"Temp", "Smoke"}),  # more roles: maybe fewer events
+        "public": (OWNER, LATTICE.parse(public), {"Temp", "Smoke"}),  # reads every event
+        "temp-only": (OWNER, AT.level, {"Temp"}),
+    }
+    got: dict[str, list[tuple]] = {user: [] for user in recipients}
+    delivery = Delivery(
+        lambda user: (recipients[user][2], set()),
+        PROVENANCE,
+        roles=lambda s: CODEC.query(recipients[s.user][0]),
+        levels=lambda s: LATTICE.encode(recipients[s.user][1]),
+    )
+    for user, rows_of in got.items():
+        delivery.subscribe(
+            user,
+            lambda batch, rows_of=rows_of: rows_of.extend(
+                (r["a_room"], r["b_celsius"]) for r in batch
+            ),
+        )
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # a handful of rows
+    try:
+        for batch, layout in enumerate((replace(LAYOUT, absence=absence), LAYOUT)):
+            output = compile_pattern_on_spark(
+                pattern, frames, delay=timedelta(seconds=10), labels=layout
+            )
+            delivery.deliver_to(output, batch, delivery.subscriptions)
+            if batch == 0:
+                assert got["owner"] == [("L1", 61.0)]
+                # low would otherwise get L1 and not L2, and so learn of L2's smoke
+                assert got["low"] == got["senior"] == got["public"] == got["temp-only"] == []
+                got["owner"].clear()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert got == {user: [] for user in recipients}  # no absence label: no one

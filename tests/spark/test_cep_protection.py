@@ -21,6 +21,7 @@ from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern
 from streamshield.cep.spark_protection import compile_protected
+from streamshield.engine.level_processor import LevelProcessors
 from streamshield.policy.cep_rules_text import loads
 from tests.conformance import cep_protection as case
 from tests.spark.cep_runs import run_patterns
@@ -69,21 +70,32 @@ def _rules(change) -> object:
 def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
     """Narrowing a Phi condition restarts the pattern under the new protection (the
     batch that saw the change is recomputed, nothing of it delivered under the old
-    rules); denying an attribute the pattern reads stops it with the reason."""
+    rules); denying an attribute the pattern reads stops it with the reason. On the way,
+    the pattern moves to another storage layout (its checkpoint adopted from where it
+    was, as after the move of patterns into their level's directory) and resumes."""
     root = tmp_path / "bus"
     for type_ in case.TYPES:
         (root / type_).mkdir(parents=True)
     book = RuleBook(case.ACCESS, case.HIERARCHY)
     delivered: list[list[tuple]] = []
-    running = RunningPattern(
-        compile_pattern(case.PATTERNS["seq"], case.TYPES),
-        case.ROLES,
-        book,
-        lambda: {t: spark.readStream.schema(case.DDL).json(str(root / t)) for t in case.TYPES},
-        lambda rows: delivered.append(sorted(tuple(r.values()) for r in rows)),
-        tmp_path / "checkpoint",
-        delay=case.DELAY,
-    )
+
+    def pattern(storage: str, earlier=None) -> RunningPattern:
+        return RunningPattern(
+            compile_pattern(case.PATTERNS["seq"], case.TYPES),
+            case.ROLES,
+            book,
+            lambda processor: {
+                t: processor.session.readStream.schema(case.DDL).json(str(root / t))
+                for t in case.TYPES
+            },
+            lambda rows: delivered.append(sorted(tuple(r.values()) for r in rows)),
+            name="seq",
+            processors=LevelProcessors(spark, tmp_path / storage),
+            delay=case.DELAY,
+            earlier=earlier,
+        )
+
+    running = pattern("old")
     ev = case.event
     running.start()
     try:
@@ -91,6 +103,12 @@ def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
         running.process()
         assert [r for b in delivered for r in b] == [(1, 2, 5, 1)]
         delivered.clear()
+        running.stop()
+        old, running = running.checkpoint, pattern("new", earlier=running.checkpoint)
+        running.start()
+        running.process()
+        assert not old.exists() and running.checkpoint.is_relative_to(tmp_path / "new")
+        assert not [r for b in delivered for r in b]  # resumed: batch 0 not read again
 
         def narrow(roles) -> None:  # A.v now readable only where k = 2
             roles["staff"]["A"][1]["condition"] = [["k", "=", 2]]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from streamshield.cep.pattern import compile_pattern
+from streamshield.cep.pattern import PatternError, compile_pattern
 from streamshield.cep.validation import PatternRefused, validate
 from streamshield.policy.cep_rules import Comparison
 from streamshield.policy.cep_rules_text import loads
@@ -119,3 +119,14 @@ def test_phi_attributes_are_released_under_their_condition() -> None:
     condition = (Comparison("room", "=", "L7-secret"), Comparison("level", ">", 2))
     assert clearance.conditions == {"b": ((condition,),)}
     assert _check(HEAD + "WITHIN 1 MINUTE RETURN a.room").conditions == {}
+
+
+def test_order_by_is_no_way_to_a_denied_attribute() -> None:
+    """The language has no ORDER BY (a pattern's rows are a stream, unordered): ordering
+    by a denied attribute is a syntax error at ORDER that names nothing of it."""
+    text = HEAD + "WITHIN 1 MINUTE RETURN a.room ORDER BY a.badge"
+    with pytest.raises(PatternError) as caught:
+        _check(text)
+    assert not isinstance(caught.value, PatternRefused)
+    assert (caught.value.line, caught.value.column) == (1, text.index("ORDER") + 1)
+    assert "badge" not in str(caught.value)

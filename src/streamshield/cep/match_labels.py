@@ -18,15 +18,23 @@ by the project's rule for derived rows (DESIGN.md 1, as a join and an aggregate 
 So :class:`~streamshield.engine.delivery.Delivery` checks a pattern's rows exactly as
 a query's: the recipient's roles per row and per column, her READ rights on the
 sources, her level. An OR match binds one event: the others' labels are neutral.
-The events of a negated item are absent from a match and lend it no label (see
-docs/cep.md for what that means). No Python per event: these are projections and
-aggregate expressions over columns each event brought along.
+
+A NOT match says that the pattern's view held no event of the negated type in the gap
+meeting the NOT's conditions: it depends on every such event of that view, those that
+did not meet them and, through the rows that are *not* there, those that did. No event
+is at hand to take labels from, so the row carries the label of the pattern's whole
+view of the negated type (:class:`Absence`): only the pattern's exact roles, at a level
+dominating the pattern's, with READ on the negated type's stream (docs/cep.md, "NOT
+matches"). No Python per event: these are projections, constants and aggregate
+expressions over columns each event brought along.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -44,6 +52,7 @@ from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.levels import level_column
 from streamshield.engine.provenance import provenance_column
 from streamshield.lang.recipient_labels import column_slot, row_slot
+from streamshield.policy.bitset import WORD_BITS, Words, to_signed
 
 READERS, DENIED, UNION = "readers", "denied", "union"  # how a word combines
 
@@ -58,6 +67,28 @@ def attribute_denied(name: str, word: int) -> str:
 
 
 @dataclass(frozen=True)
+class Absence:
+    """Who may learn that events are absent: the pattern's view of a negated type.
+
+    A recipient may have a NOT match's row only if she could read every event of the
+    negated type that the pattern's view could hold: the tuples and attributes its
+    roles read, at levels its level dominates, from that type's stream. Without looking
+    at the events, only the pattern's exact roles can (any other role set ``M`` misses
+    one: a role ``o`` of the pattern's not in ``M`` reads a tuple labelled ``{o}``; a
+    role ``m`` of ``M`` not the pattern's is denied one labelled ``+o -m``), only a
+    level dominating the pattern's dominates every event it may read, and the row is
+    derived from the negated type's stream (strong semantic: READ on it).
+    """
+
+    roles: Words
+    """The pattern's roles as a READ mask (``RoleCodec.query``)."""
+    level: Words = ()
+    """The pattern's level words (``QueryLevel.words``); () while levels are off."""
+    provenance: tuple[tuple[str, Words], ...] = ()
+    """(event type, its stream's provenance words) for every type the pattern negates."""
+
+
+@dataclass(frozen=True)
 class LabelLayout:
     """How wide the labels of the event sources are."""
 
@@ -67,6 +98,8 @@ class LabelLayout:
     """Provenance words (``ProvenanceCodec``)."""
     levels: int = 0
     """Level words; 0 while Chinese-Wall levels are off."""
+    absence: Absence | None = None
+    """The label of NOT matches' rows; None: those rows reach no one."""
 
     def event_columns(self, attrs: Iterable[str]) -> list[str]:
         """The label columns an event brings along for a pattern reading ``attrs``."""
@@ -167,10 +200,59 @@ def match_labels(
         ]
     for name, attr, w, k in slots:
         out[name] = _slot(pattern, attr, w, k), READERS if k == "r" else DENIED
+    absent: dict[str, Column] = {}
+    if pattern.negations:
+        first = len(row_dependencies(pattern, key))
+        for j, pair in enumerate(exactly(layout), start=first):
+            for w in range(layout.width):
+                out[row_slot(j, "r", w)] = F.lit(pair[0][w]).cast("long"), READERS
+                out[row_slot(j, "d", w)] = F.lit(pair[1][w]).cast("long"), DENIED
+        absent = _absent_words(pattern, layout)
     for name in [provenance_column(w) for w in range(layout.provenance)] + [
         level_column(w) for w in range(layout.levels)
     ]:
-        out[name] = _combine([_word(pattern, v, name, UNION) for v in events], UNION), UNION
+        words = [_word(pattern, v, name, UNION) for v in events]
+        words += [absent[name]] if name in absent else []
+        out[name] = _combine(words, UNION), UNION
+    return out
+
+
+def exactly(layout: LabelLayout) -> list[tuple[Words, Words]]:
+    """Row slots (readers, denied words) that a recipient's READ mask passes only when
+    it is the pattern's (:class:`Absence`): one slot per role bit of it, whose readers
+    are that bit and whose denied words are every other bit (so the mask holds each of
+    the pattern's roles and no other). Without an :class:`Absence`, one slot nobody
+    passes."""
+    width = layout.width
+    roles = tuple(layout.absence.roles) if layout.absence is not None else ()
+    if len(roles) != width or not any(roles):
+        return [((0,) * width, (-1,) * width)]
+    others = tuple(~r for r in roles)  # signed words: ~ is the complement
+    slots = []
+    for w, word in enumerate(roles):
+        for bit in range(WORD_BITS):
+            if (word >> bit) & 1:
+                readers = tuple(to_signed(1 << bit) if v == w else 0 for v in range(width))
+                slots.append((readers, others))
+    return slots
+
+
+def _absent_words(pattern: Pattern, layout: LabelLayout) -> dict[str, Column]:
+    """The provenance words of the negated types' streams and the pattern's level words,
+    to be OR-ed into a NOT match's (NULL, which denies, where they are not known)."""
+    absence = layout.absence
+    unknown = F.lit(None).cast("long")
+    out: dict[str, Column] = {}
+    sources = dict(absence.provenance) if absence is not None else {}
+    negated = {i.type for i in pattern.negations}
+    known = all(len(sources.get(t, ())) == layout.provenance for t in negated)
+    for w in range(layout.provenance):
+        word = reduce(operator.or_, (sources[t][w] for t in negated), 0) if known else None
+        out[provenance_column(w)] = unknown if word is None else F.lit(word).cast("long")
+    level = tuple(absence.level) if absence is not None else ()
+    for w in range(layout.levels):
+        value = F.lit(level[w]).cast("long") if len(level) == layout.levels else unknown
+        out[level_column(w)] = value
     return out
 
 

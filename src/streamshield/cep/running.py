@@ -21,6 +21,12 @@ the watermark change, which Structured Streaming allows on restart): events that
 the role's space before the change keep what they were released with while they wait
 for a match (at most WITHIN plus the watermark delay); every later event is protected
 under the new rules.
+
+A pattern runs in the query processor of its Chinese-Wall level, as a query does
+(:mod:`streamshield.engine.level_processor`): its sources are read with the processor's
+session and pass its trusted shepherd (only events the level dominates) before the
+protection engine and the pattern see them, its checkpoint (join and aggregation state)
+lives under the level's directory, and its jobs run in the level's scheduler pool.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from contextlib import suppress
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
+from shutil import rmtree
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -43,7 +50,9 @@ from streamshield.cep.rule_book import Edition, RuleBook
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused, validate
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
 from streamshield.engine.queries import safe_error
+from streamshield.policy.query_level import QueryLevel
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +68,9 @@ class _RulesChanged(Exception):
 
 
 Protection = tuple[bool, tuple[tuple[str, Detector], ...]]
+Sources = Callable[[LevelProcessor], Mapping[str, DataFrame]]
+"""One streaming DataFrame per event type, read with the processor's session."""
+STORAGE = "patterns"  # a pattern's checkpoint: <level directory>/patterns/<name>
 
 
 class RunningPattern:
@@ -69,24 +81,33 @@ class RunningPattern:
         pattern: Pattern,
         roles: Iterable[str],
         book: RuleBook,
-        sources: Callable[[], Mapping[str, DataFrame]],
+        sources: Sources,
         deliver: Callable[[list[dict[str, Any]]], None],
-        checkpoint: Path,
         *,
+        name: str,
+        processors: LevelProcessors,
+        level: QueryLevel | None = None,
         delay: timedelta,
         key: str | None = None,
         k: int = K_DEFAULT,
         trigger: Mapping[str, Any] | None = None,
         labels: LabelLayout | None = None,
         sink: Callable[[DataFrame, int], None] | None = None,
+        earlier: Path | None = None,
     ) -> None:
         """``deliver`` gets each batch's rows as dicts; ``sink``, when given, gets the
         batch's DataFrame and id instead (a labelled output: the caller stores it and
-        checks each recipient natively). ``labels``: the sources' label layout."""
+        checks each recipient natively). ``labels``: the sources' label layout.
+        ``processors``: the level processors it runs in (the one of ``level``), where it
+        holds its processor under ``holder`` while it runs; ``name`` names its storage.
+        ``earlier``: where an older layout kept its checkpoint (moved in at a start)."""
         self.pattern, self.roles, self.book = pattern, frozenset(roles), book
-        self._sources, self._deliver, self._checkpoint = sources, deliver, checkpoint
+        self._sources, self._deliver = sources, deliver
+        self.name, self._processors, self.level = name, processors, level
+        self.checkpoint: Path | None = None
+        """Where its state lives (under its level's directory), once started."""
         self._delay, self._key, self._k, self._trigger = delay, key, k, dict(trigger or {})
-        self._labels, self._sink = labels, sink
+        self._labels, self._sink, self._earlier = labels, sink, earlier
         self._lock = threading.RLock()
         self._query: Any = None
         self._version = 0
@@ -107,28 +128,49 @@ class RunningPattern:
         used = sorted({i.type for i in self.pattern.items})
         return clearance.statistics, tuple((t, trees[t]) for t in used)
 
+    @property
+    def holder(self) -> str:
+        """The name it holds its level's processor under (no SQL query name has a space)."""
+        return f"pattern {self.name}"
+
     def start(self) -> None:
-        """Start (or resume from the checkpoint) under the rules in force."""
+        """Start (or resume from the checkpoint) under the rules in force, in the
+        processor of its level."""
         with self._lock:
             edition = self.book.current()
             self._protection = self.protection(edition)  # PatternRefused: not started
             self._version = edition.version
-            frame = compile_protected(
-                self.pattern,
-                edition.access,
-                edition.hierarchy,
-                self.roles,
-                self._sources(),
-                delay=self._delay,
-                key=self._key,
-                k=self._k,
-                labels=self._labels,
-            )
-            writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self._checkpoint)
-            if self._trigger:
-                writer = writer.trigger(**self._trigger)
-            self._query = writer.start()
+            processor = self._processors.acquire(self.level, self.holder)
+            try:
+                self._start(edition, processor)
+            except BaseException:
+                self._processors.release(self.holder)
+                raise
             self.status, self.reason = Status.RUNNING, None
+
+    def _start(self, edition: Edition, processor: LevelProcessor) -> None:
+        # The shepherd is trusted code outside the pattern: whatever the sources are,
+        # the pattern's space gets only events its level dominates.
+        sources = {t: processor.shepherd(f) for t, f in self._sources(processor).items()}
+        frame = compile_protected(
+            self.pattern,
+            edition.access,
+            edition.hierarchy,
+            self.roles,
+            sources,
+            delay=self._delay,
+            key=self._key,
+            k=self._k,
+            labels=self._labels,
+        )
+        self.checkpoint = processor.path(STORAGE, self.name)
+        if self._earlier is not None:
+            adopt(self._earlier, self.checkpoint)
+        writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self.checkpoint)
+        if self._trigger:
+            writer = writer.trigger(**self._trigger)
+        with processor.pool():
+            self._query = writer.start()
 
     def observed(self) -> Status:
         """The status, noticing a query Spark ended with an error (not a rule change):
@@ -141,6 +183,7 @@ class RunningPattern:
                 failure = query.exception()
                 self.status = Status.FAILED
                 self.reason = safe_error(failure) if failure else "STOPPED_UNEXPECTEDLY"
+                self._processors.release(self.holder)
             return self.status
 
     def stop(self) -> None:
@@ -148,8 +191,22 @@ class RunningPattern:
             query, self._query = self._query, None
             if self.status is Status.RUNNING:
                 self.status = Status.STOPPED
+            self._processors.release(self.holder)
         if query is not None:
             query.stop()
+
+    def forget(self) -> None:
+        """Stop and delete its state (and any left where an older layout kept it), so
+        that a pattern registered later under the same name does not resume it (its
+        level's directory stays)."""
+        self.stop()
+        if self._earlier is not None:
+            rmtree(self._earlier, ignore_errors=True)
+        processor = self._processors.acquire(self.level, self.holder)
+        try:
+            rmtree(processor.path(STORAGE, self.name), ignore_errors=True)
+        finally:
+            self._processors.release(self.holder)
 
     def process(self) -> None:
         """Run everything available to completion, restarts included (tests, benches)."""
@@ -212,12 +269,28 @@ class RunningPattern:
                 return  # stopped meanwhile by its owner
             self._query = None
             if not restart:
+                self._processors.release(self.holder)
                 return
             try:
                 self.restarts += 1
                 self.start()
             except PatternRefused as refused:  # the rules changed again meanwhile
                 self._refused(refused)
+                self._processors.release(self.holder)
             except Exception as failure:
                 log.warning("pattern restart failed: %s", safe_error(failure))
                 self.status, self.reason = Status.FAILED, safe_error(failure)
+                self._processors.release(self.holder)
+
+
+def adopt(earlier: Path, checkpoint: Path) -> bool:
+    """Move a checkpoint from where an older layout kept it (``<root>/cep/checkpoints/
+    <name>``, before patterns ran in their level's directory) to ``checkpoint``, unless
+    there is one there already: a pattern restarted after the upgrade resumes instead of
+    reading every event again and storing its old matches again under new batch ids.
+    Whether it moved."""
+    if not earlier.is_dir() or checkpoint.exists():
+        return False
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    earlier.rename(checkpoint)
+    return True

@@ -12,8 +12,11 @@ attribute masks, as for any query), and then through the role's protection engin
 apply a change from their next micro-batch (:mod:`streamshield.cep.running`).
 
 A pattern runs at the Chinese-Wall level of the session registering it (while levels
-are on): it reads only events whose level that level dominates, and its rows carry the
-labels of the events they were built from (:mod:`streamshield.cep.match_labels`).
+are on), in that level's query processor, shared with the level's SQL queries
+(``CqlService.processors``: session, scheduler pool, storage, shepherd): it reads only
+events whose level that level dominates, its state lives under the level's directory,
+and its rows carry the labels of the events they were built from
+(:mod:`streamshield.cep.match_labels`).
 
 Delivery checks the recipient, at every read (``rows``) and every batch (the SSE
 subscription): she may SUBSCRIBE to the output, holds READ TUPLE on every stream the
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from streamshield.cep.labelled_events import labelled_events
-from streamshield.cep.match_labels import LabelLayout
+from streamshield.cep.match_labels import Absence, LabelLayout
 from streamshield.cep.pattern import TIME, Pattern, PatternError, compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
@@ -48,6 +50,7 @@ from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.levels import assert_within
 from streamshield.engine.result_store import ResultStore
 from streamshield.policy.cep_rules import AccessObject
@@ -284,8 +287,11 @@ class PatternService:
             if count and registered.delivery.subscriptions:
                 registered.delivery(stored, batch_id)
 
-        def sources() -> Mapping[str, DataFrame]:
-            return {i.type: self._secured(i.type, registered.roles, level) for i in pattern.items}
+        def sources(processor: LevelProcessor) -> Mapping[str, DataFrame]:
+            return {
+                i.type: self._secured(i.type, registered.roles, level, processor)
+                for i in pattern.items
+            }
 
         return RunningPattern(
             pattern,
@@ -293,33 +299,59 @@ class PatternService:
             self.book,
             sources,
             lambda _rows: None,
-            self.root / "checkpoints" / registered.name,
+            name=registered.name,
+            processors=self.server.cql.processors,
+            level=level,
             delay=DELAY,
             key=registered.key,
             trigger=TRIGGER,
-            labels=self._layout(level),
+            labels=self._layout(level, registered.roles, pattern),
             sink=sink,
+            earlier=self.root / "checkpoints" / registered.name,
         )
 
-    def _layout(self, level: QueryLevel | None) -> LabelLayout:
+    def _layout(
+        self,
+        level: QueryLevel | None,
+        roles: tuple[str, ...] = (),
+        pattern: Pattern | None = None,
+    ) -> LabelLayout:
+        """The label widths; with ``pattern``, also what its NOT matches' rows are
+        labelled with (its roles' view of the negated types, at its level)."""
         queries = self.server.pipeline.queries
         width = level.width if level is not None else 0
-        return LabelLayout(queries.codec.width, self.server.codec.width, width)
+        absence = None
+        if pattern is not None and pattern.negations:
+            negated = sorted({i.type for i in pattern.negations})
+            absence = Absence(
+                queries.codec.query(roles),
+                level.words if level is not None else (),
+                tuple((t, self.server.codec.label(t)) for t in negated),
+            )
+        return LabelLayout(queries.codec.width, self.server.codec.width, width, absence)
 
-    def _secured(self, stream: str, roles: tuple[str, ...], level: QueryLevel | None) -> DataFrame:
-        """The stream's labelled store through the secured view of ``roles`` at ``level``
-        (only events whose level it dominates), each event with the labels a match is
-        built from: its tuple label, each attribute's (renamed by attribute name), its
-        stream's provenance and its level."""
+    def _secured(
+        self,
+        stream: str,
+        roles: tuple[str, ...],
+        level: QueryLevel | None,
+        processor: LevelProcessor,
+    ) -> DataFrame:
+        """The stream's labelled store, read in the level's processor, through the
+        secured view of ``roles`` at ``level`` (only events whose level it dominates),
+        each event with the labels a match is built from: its tuple label, each
+        attribute's (renamed by attribute name), its stream's provenance and its level."""
         queries = self.server.pipeline.queries
         schema = queries.streams[stream]
         path = queries.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
-        spark = self.server.spark
+        session = processor.session
         layout = self._layout(level)
-        struct = labelled_schema(spark, schema.ddl, len(schema.names), layout.width, layout.levels)
-        source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
-        labelled = source.parquet(str(path))
+        struct = labelled_schema(
+            session, schema.ddl, len(schema.names), layout.width, layout.levels
+        )
+        source = session.readStream.schema(struct).option("recursiveFileLookup", "true")
+        labelled = source.parquet(str(path))  # RunningPattern adds the shepherd above
         provenance = self.server.codec.label(stream)
         return labelled_events(labelled, schema, queries.codec, roles, level, provenance, layout)
 
@@ -389,11 +421,10 @@ class PatternService:
     def remove(self, session: Any, name: str) -> None:
         registered = self._get(session, name)
         port.remove_query(self.server.security, session, name)
-        registered.running.stop()
+        # A pattern registered later under the same name must not resume this one's state.
+        registered.running.forget()
         registered.end_subscriptions("pattern removed")
         registered.store.clear()
-        # A pattern registered later under the same name must not resume this one's state.
-        shutil.rmtree(self.root / "checkpoints" / name, ignore_errors=True)
         with self._lock:
             self.patterns.pop(name, None)
             self._save()
