@@ -173,7 +173,7 @@ class WindowNetwork:
             sql,
             shape.aggregate,
             sink,
-            self.root / "branches",
+            self.root,  # no state of its own: nothing is written there
             name,
             self.provenance,
             admitted.level,
@@ -182,7 +182,8 @@ class WindowNetwork:
         query.analyse()
         branch = WindowBranch(name, admitted, query, node)
         with self._batch:
-            self._state(node)  # a RANGE window over a stream without event time fails here
+            if window.kind is not WindowKind.NOW:  # a NOW node keeps no state
+                self._state(node)  # a RANGE window over a stream without event time fails
             position = self._known_position()
             covered = self.ledger.covered(name)
             if covered < position and not self._is_on(name):
@@ -260,7 +261,8 @@ class WindowNetwork:
                     )
                     cached.append(relation)
                     self._served[node] = _Served(batch_id, members)
-                    inputs.update(self._cuts(node, branches, relation))
+                    with self._job_group(f"node:{_digest(node)}"):  # RANGE: the clocks' job
+                        inputs.update(self._cuts(node, branches, relation))
                 self._each(on, lambda b: b.query.emit(inputs[b.name], batch_id), newest)
             finally:
                 for frame in cached:
