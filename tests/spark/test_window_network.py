@@ -22,7 +22,9 @@ from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog
+from streamshield.lang.cql import parse_policy
 from streamshield.lang.rewrite_rules import secure
+from streamshield.policy.elements import Channel, SpElement, TupleElement
 from tests.spark.hospital_pipeline import Rows
 
 pytestmark = pytest.mark.spark
@@ -37,6 +39,10 @@ QUERIES = {  # name -> (text, role)
     "gp_now_late": ("SELECT patient_id, ts FROM HeartRate [NOW]", "GP"),
     "off": ("SELECT beats_per_min FROM HeartRate [RANGE 30]", "C"),
 }
+WARD_Z = """
+INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:C;
+INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: [120, 133], SRP = rbac:GP
+"""
 LATE = {"gp_now_late"}
 OFF = {"off"}
 
@@ -52,12 +58,24 @@ def parts(spark, tmp_path_factory):
     pipeline.ingest_available()
 
     def rest() -> None:
-        assert not pipeline.landing.append(elements[9:]).rejected
+        assert not pipeline.landing.append(elements[9:] + _hidden_newer()).rejected
         pipeline.ingest_available()
 
     yield pipeline, rest
     for query in list(pipeline.queries.list()):
         pipeline.cql.stop(query.name)
+
+
+def _hidden_newer() -> list:
+    """A channel where GP's newest tuple is 50 s older than one only C reads: had the
+    shared RANGE 30 node evicted by everyone's newest time, GP would lose hers."""
+    channel = Channel(STREAM, "ward-Z")
+    policy = parse_policy(WARD_Z, ts=500)
+    out: list = [SpElement(channel, sp.sn, sp) for sp in policy.sps]
+    for seq, (patient, ts) in enumerate(((120, 950), (140, 1000)), start=len(out) + 1):
+        values = {"patient_id": patient, "beats_per_min": 80.0, "ts": ts}
+        out.append(TupleElement(channel, seq, patient, 500, policy.csn, values))
+    return out
 
 
 def _sql(pipeline: Pipeline, text: str, role: str) -> tuple:
@@ -144,6 +162,8 @@ def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path)
     c, gp = shared["c_range"].rows, shared["gp_range"].rows
     assert gp and len(gp) < len(c), "rights differ per branch over one shared window"
     assert {r[0] for r in gp} <= {120, 125}, "GP reads patients 120-133 only"
+    assert (120, 80.0, 950) in gp, "a hidden newer tuple evicts none of GP's"
+    assert (120, 80.0, 950) not in c, "C's own clock (1000) evicted it from C's window"
     assert shared["gp_now_late"].rows, "a late branch catches up with the history"
     assert shared["off"].calls == 0
     assert tracker.getJobIdsForGroup(f"{network.name}:off") == []
@@ -162,7 +182,7 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     assert set(network.branches) == {one.name, two.name}
     assert len(network.nodes()) == 1, "one window node for both"
     assert first.rows and second.rows, "the second joined late and caught up"
-    assert second.rows[-1] == (2,), "ROWS 2 of HeartRate's one channel"
+    assert second.rows[-1] == (4,), "ROWS 2 of HeartRate's two channels"
     sliding = cql.submit(
         "SELECT count(*) AS n FROM HeartRate [RANGE 60 SLIDE 60]", ["C"], CallbackSink(Rows())
     )
