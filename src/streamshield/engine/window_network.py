@@ -129,7 +129,7 @@ class WindowNetwork:
         self._batch = threading.RLock()
         """Held through a micro-batch and through a branch's catch-up."""
         self._last: int | None = None
-        """The newest micro-batch processed by this process (None: none yet)."""
+        """The newest micro-batch run by this process (None: none yet)."""
         self._position: int | None = None
 
     @property
@@ -228,7 +228,7 @@ class WindowNetwork:
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         with self._batch:
-            previous, self._last = self._last, batch_id
+            self._last = batch_id
             ids = self.log.ingest_ids(batch_id)
             if ids is None:  # the log is not what we read: ask Spark (one job)
                 ids = _ingest_ids_of(batch)
@@ -255,7 +255,7 @@ class WindowNetwork:
                 inputs: dict[str, DataFrame] = {}
                 for node, members in groups.items():
                     branches = [on[m] for m in sorted(members)]
-                    rebuild = not self._current(node, members, previous)
+                    rebuild = not self._current(node, members, batch_id)
                     relation = self._node_relation(
                         node, branches, batch, batch_id, min(ids) if rebuild else None
                     )
@@ -268,13 +268,19 @@ class WindowNetwork:
                 for frame in cached:
                     frame.unpersist()
 
-    def _current(self, node: WindowNode, members: frozenset[str], previous: int | None) -> bool:
+    def _current(self, node: WindowNode, members: frozenset[str], batch_id: int) -> bool:
         """Whether the node's stored state serves ``members`` at this batch: it was updated
-        at the previous micro-batch, and (RANGE) for a superset of these branches."""
+        at the previous micro-batch (a ROWS node's state is its visibility's window,
+        whoever it served: its stored version says so, even after a restart) and, for
+        RANGE, in this process for a superset of these branches (the clocks it kept
+        rows for are not stored: after a restart it is rebuilt)."""
+        kind = node.window.kind
+        if kind is WindowKind.NOW:
+            return True  # no state
+        if kind is WindowKind.ROWS:
+            return batch_id - 1 in self._state(node).versions()
         served = self._served.get(node)
-        if served is None or previous is None or served.batch != previous:
-            return node.window.kind is WindowKind.NOW
-        return not node.per_branch_clock or members <= served.members
+        return served is not None and served.batch == batch_id - 1 and members <= served.members
 
     def _node_relation(
         self,

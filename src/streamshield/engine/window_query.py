@@ -123,11 +123,10 @@ class WindowQuery:
         relation = self.state.update(batch.filter(self.visible(batch.columns)), batch_id)
         self.emit(relation, batch_id)
 
-    def emit(self, relation: DataFrame, batch_id: int, whole: bool = False) -> None:
+    def emit(self, relation: DataFrame, batch_id: int) -> None:
         """Runs the query over the window at ``batch_id`` and delivers the output: the
-        rows new at this instant (ISTREAM), or the aggregate over the whole window;
-        ``whole``: the first instant of a query joining late, whose window is new."""
-        if not self.aggregate and not whole:
+        rows new at this instant (ISTREAM), or the aggregate over the whole window."""
+        if not self.aggregate:
             relation = relation.filter(F.col(ARRIVAL) == batch_id)
         view = self._secured(relation)
         session = relation.sparkSession
