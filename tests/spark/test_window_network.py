@@ -3,11 +3,12 @@ aggregates as node kinds of a shared network).
 
 Users with different rights watch HeartRate through ``[RANGE 30]``, ``[ROWS 2]`` (also
 counted: an aggregate branch) and ``[NOW]`` windows. The stream arrives in two parts; in
-between the network's process stops and starts again (its nodes are rebuilt from the
-stored history), and one query joins late. Each branch must return exactly what its query
-returns as a window query of its own (engine/window_query.py) over the same two parts, a
-cardiologist and a general physician sharing one RANGE node must get different rows, and
-a branch whose switch is off must run no Spark job.
+between the network's process stops and starts again (its RANGE node is rebuilt from
+the stored history, its ROWS nodes resume from their stored state), and one query joins
+late. Each branch must return exactly what its query returns as a window query of its
+own (engine/window_query.py) over the same two parts, a cardiologist and a general
+physician sharing one RANGE node must get different rows, and a branch whose switch is
+off must run no Spark job.
 """
 
 from __future__ import annotations
