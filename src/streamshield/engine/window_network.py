@@ -243,30 +243,35 @@ class WindowNetwork:
                     self.ledger.advance(name, newest)  # switched off: nothing computed
                     continue
                 on[name] = branch
+            if on:  # every switch off: not even the scan's rows are read
+                self._run(on, batch, batch_id, ids)
             self._position = max(self._position or NOTHING, newest)
-            if not on:
-                return  # every switch off: not even the scan's rows are read
-            groups = window_nodes({n: (b.query.window, b.node.visibility) for n, b in on.items()})
-            cached: list[DataFrame] = []
-            try:
-                if len(groups) > 1:  # several nodes read the scan: read its files once
-                    batch = batch.persist()
-                    cached.append(batch)
-                inputs: dict[str, DataFrame] = {}
-                for node, members in groups.items():
-                    branches = [on[m] for m in sorted(members)]
-                    rebuild = not self._current(node, members, batch_id)
-                    relation = self._node_relation(
-                        node, branches, batch, batch_id, min(ids) if rebuild else None
-                    )
-                    cached.append(relation)
-                    self._served[node] = _Served(batch_id, members)
-                    with self._job_group(f"node:{_digest(node)}"):  # RANGE: the clocks' job
-                        inputs.update(self._cuts(node, branches, relation))
-                self._each(on, lambda b: b.query.emit(inputs[b.name], batch_id), newest)
-            finally:
-                for frame in cached:
-                    frame.unpersist()
+
+    def _run(
+        self, on: dict[str, WindowBranch], batch: DataFrame, batch_id: int, ids: frozenset[int]
+    ) -> None:
+        """Each node of the branches that are on once, then each branch over its cut."""
+        groups = window_nodes({n: (b.query.window, b.node.visibility) for n, b in on.items()})
+        cached: list[DataFrame] = []
+        try:
+            if len(groups) > 1:  # several nodes read the scan: read its files once
+                batch = batch.persist()
+                cached.append(batch)
+            inputs: dict[str, DataFrame] = {}
+            for node, members in groups.items():
+                branches = [on[m] for m in sorted(members)]
+                rebuild = not self._current(node, members, batch_id)
+                relation = self._node_relation(
+                    node, branches, batch, batch_id, min(ids) if rebuild else None
+                )
+                cached.append(relation)
+                self._served[node] = _Served(batch_id, members)
+                with self._job_group(f"node:{_digest(node)}"):  # RANGE: the clocks' job
+                    inputs.update(self._cuts(node, branches, relation))
+            self._each(on, lambda b: b.query.emit(inputs[b.name], batch_id), max(ids))
+        finally:
+            for frame in cached:
+                frame.unpersist()
 
     def _current(self, node: WindowNode, members: frozenset[str], batch_id: int) -> bool:
         """Whether the node's stored state serves ``members`` at this batch: it was updated
