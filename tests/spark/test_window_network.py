@@ -140,8 +140,12 @@ def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path)
     net_root = tmp_path / "net"
 
     for stage in (1, 2):
-        for name, sink in alone.items():
-            _alone(pipeline, tmp_path / "alone", name, sink).start(True).awaitTermination()
+        handles = [  # side by side: each is small, its cost mostly a streaming query's
+            _alone(pipeline, tmp_path / "alone", name, sink).start(True)
+            for name, sink in alone.items()
+        ]
+        for handle in handles:
+            handle.awaitTermination()
         names = [n for n in QUERIES if stage == 2 or n not in LATE]
         # a new network object each time: the process restarted, memory is gone
         network = _network(pipeline, net_root, names, shared, lambda n: n in active)
