@@ -8,11 +8,12 @@ ward-B channel and policy, roles cycling C, GP, ND, E, D). User ``i`` registers,
 ``CqlService.submit``, ``SELECT patient_id, beats_per_min FROM HeartRate [RANGE 60] WHERE
 patient_id >= k`` when ``i`` is even and ``SELECT count(*) AS n FROM HeartRate [ROWS 500]``
 when odd: in a network every RANGE query shares one node, the ROWS counts one node per
-role. The arms differ only in ``CqlService.share``. Per case: a warm-up batch, then
-``--batches`` timed batches of ``--rows`` tuples; a batch's time is the driver's wall time
-from its ingest returning until every query's ``processAllAvailable`` returned. Cases
-interleaved (rep by rep, arms alternating, order rotated); median, min and max per (arm,
-N), and the load average next to each. Results: ``bench/results-window-sharing.json``.
+role. The arms differ only in ``CqlService.share`` and ``share_windows``. Per case: a
+warm-up batch, then ``--batches`` timed batches of ``--rows`` tuples; a batch's time is
+the driver's wall time from its ingest returning until every query's
+``processAllAvailable`` returned. Cases interleaved (rep by rep, arms alternating, order
+rotated); median, min and max per (arm, N), and the load average next to each.
+Results: ``bench/results-window-sharing.json``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def user_query(i: int) -> tuple[str, tuple[str, ...]]:
 def run_case(spark, tmp: Path, n: int, share: bool, data: list[list[Element]]) -> dict:
     root = tmp / f"n{n}-{share}-{time.monotonic_ns()}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    pipeline.cql.share = share
+    pipeline.cql.share = pipeline.cql.share_windows = share
     queries, sinks, times, loads = [], [], [], []
     try:
         for i in range(n):
