@@ -6,7 +6,9 @@ can run its shape:
 
 - one stream, no window: Spark's native streaming SQL (:class:`QueryService`);
 - one stream, ``[RANGE t SLIDE s]`` aggregate: the same, grouped by Spark's ``window``;
-- one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a :class:`WindowQuery` per micro-batch;
+- one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a :class:`WindowQuery` per micro-batch,
+  or with ``share_windows`` a branch of the stream's window network (one window node per
+  shared window, engine/window_network.py);
 - two streams, windowed equi-join: one shared :class:`SCJoin` per join, one subscription
   per query, the user's SQL run over what the subscription may see;
 - ``ON RESULT``: a delegating query whose output becomes a derived stream (SPGen);
@@ -53,6 +55,7 @@ from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
 from streamshield.engine.shared_network import NotShared, SharedNetwork
 from streamshield.engine.spgen import SpGen
 from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.landing import LandingZone
 from streamshield.lang.admission import AdmittedQuery, admit
@@ -110,12 +113,16 @@ class CqlService:
         limits: OperatorLimits | None = None,
         join_mode: JoinMode = JoinMode.ADAPTIVE,
         share: bool = True,
+        share_windows: bool = False,
     ) -> None:
         """``share``: selections over one stream run as branches of the stream's shared
-        network (engine/shared_network.py) rather than each as a streaming query."""
+        network (engine/shared_network.py) rather than each as a streaming query;
+        ``share_windows``: windowed queries as branches of its window network
+        (engine/window_network.py). Off by default until the server's window tests
+        (tests/server/test_query_lifecycle.py) have passed with it on a quiet machine."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
-        self.share = share
+        self.share, self.share_windows = share, share_windows
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a shared
         network computes nothing for a query whose switch is off."""
@@ -130,6 +137,13 @@ class CqlService:
         self.join_handles: dict[tuple, StreamingQuery] = {}
         self.subscriptions: dict[str, tuple[tuple, Subscription]] = {}  # query -> its join
         self.window_queries: dict[str, WindowQuery] = {}
+        self.window_networks: dict[tuple[str, str], WindowNetwork] = {}
+        """Window networks keyed by (stream, level processor), as ``networks``."""
+        self.window_branches: dict[str, tuple[str, str]] = {}
+        self.window_switch: Callable[[str], bool] = lambda _query: True
+        """A window branch's privacy switch. Always on in the server for now: a window
+        query's result store holds every batch whether or not anyone listens (its
+        clients read it back); a network runs no job for a branch whose switch is off."""
         self.write_level: Callable[[str, QueryLevel], None] | None = None
         """Records that a derived stream is at its query's level (the security catalog's
         ``write_at``); without it, a delegating query at a level is refused."""
@@ -195,6 +209,16 @@ class CqlService:
     def _stop(self, name: str) -> None:
         self.shapes.pop(name, None)
         self.window_queries.pop(name, None)
+        window_key = self.window_branches.pop(name, None)
+        if window_key is not None:
+            self.queries.stop(name)  # the branch leaves its window network
+            windows = self.window_networks[window_key]
+            if not windows.branches:  # the last one: the network stops too
+                if windows.handle is not None:
+                    at_batch_boundary(windows.handle, NETWORK_STOP_SECONDS)
+                windows.stop()
+                del self.window_networks[window_key]
+            return
         key = self.branches.pop(name, None)
         if key is not None:
             self.queries.stop(name)  # the branch leaves its network
@@ -220,9 +244,10 @@ class CqlService:
         """A removed query's engine records: its branch positions in any network (of
         any level: the query's level may have changed since it ran)."""
         root = self.queries.root
-        for networks in (root / "networks", *root.glob("levels/*/networks")):
-            for stream in self.streams:
-                BranchLedger(networks / stream / "branches").drop(name)
+        for kind in ("networks", "window-networks"):
+            for networks in (root / kind, *root.glob(f"levels/*/{kind}")):
+                for stream in self.streams:
+                    BranchLedger(networks / stream / "branches").drop(name)
 
     # -- INSERT SP -----------------------------------------------------------------------
 
@@ -273,7 +298,9 @@ class CqlService:
                 admitted, admitted.roles, sink, name, sliding=sliding, processor=processor
             )
         if shape.kind is ShapeKind.WINDOW_RELATION:
-            return self._window_query(admitted, sink, name, processor)
+            windows = self.share and self.share_windows
+            shared = self._window_branch(admitted, sink, name, processor) if windows else None
+            return shared or self._window_query(admitted, sink, name, processor)
         return self._join_query(admitted, sink, name, processor)
 
     def _shared_query(
@@ -331,6 +358,48 @@ class CqlService:
         )
         self.queries.queries[name] = query
         return query
+
+    def _window_branch(
+        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
+    ) -> RegisteredQuery | None:
+        """The query as a branch of its stream's window network; None when it cannot be
+        one (it then runs as a window query of its own)."""
+        if isinstance(sink, MemorySink) or len(admitted.streams) != 1:
+            return None
+        stream = admitted.streams[0]
+        key = (stream, processor.name)
+        network = self.window_networks.get(key)
+        fresh = network is None
+        level = admitted.level
+        if network is None:
+            network = WindowNetwork(
+                processor.session,
+                self.queries.labelled,
+                self.streams[stream],
+                self.queries.codec,
+                self.queries.provenance,
+                processor.path("window-networks", stream),
+                active=lambda query: self.window_switch(query),
+                name=f"windows-{stream}" + ("" if level is None else f"-{processor.name}"),
+                levels=level.width if level is not None else 0,
+            )
+
+        def sql(view: str) -> str:
+            rewrite = self.queries.rewrite({stream: view}, level=level)
+            return secure(admitted.checked.tree, rewrite)
+
+        deliver = _deliverer(sink)
+        try:
+            planned(lambda: network.add(name, admitted, sql, deliver), admitted.request.sql)
+        except NotShared:
+            return None
+        if fresh:
+            self.window_networks[key] = network
+            with processor.pool():
+                network.start()
+        self.window_branches[name] = key
+        handle = network.branch_handle(name)
+        return self._record(name, admitted, handle, sink)  # type: ignore[arg-type]
 
     def _window_query(
         self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor

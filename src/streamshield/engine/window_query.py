@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -60,21 +60,29 @@ class WindowQuery:
         name: str,
         provenance: ProvenanceCodec,
         level: QueryLevel | None = None,
+        own_state: bool = True,
     ) -> None:
         """``sql(view)`` is the user's checked SQL reading the secured window as ``view``;
         ``level``: the query's level, whose conjunct filters tuples *before* the window
-        (``[ROWS n]`` = the n latest tuples the level may read)."""
+        (``[ROWS n]`` = the n latest tuples the level may read). ``own_state`` False: a
+        branch of a window network (engine/window_network.py), whose node keeps the
+        window; the query only secures and queries the relation it is handed."""
         self.level = level
         self.levels = level.width if level is not None else 0
         self.spark, self.store, self.stream, self.codec = spark, store, stream, codec
         self.roles, self.aggregate, self.deliver = tuple(roles), aggregate, deliver
         self.root, self.name, self.provenance = Path(root), name, provenance
         event_time = stream.event_time
-        self.state = WindowState(
-            spark,
-            window,
-            self.root / "state",
-            None if event_time is None else (event_time, stream.types[event_time]),
+        self.window = window
+        self.state = (
+            WindowState(
+                spark,
+                window,
+                self.root / "state",
+                None if event_time is None else (event_time, stream.types[event_time]),
+            )
+            if own_state
+            else None
         )
         self.view = f"ss_{uuid.uuid4().hex}_{stream.name}"
         self.text = sql(self.view)
@@ -105,10 +113,19 @@ class WindowQuery:
             self.levels,
         )
 
-    def _process(self, batch: DataFrame, batch_id: int) -> None:
+    def visible(self, columns: Sequence[str]) -> Column:
+        """The tuples this query may read (its roles and level): all its window holds."""
         allowed = (F.col("reason") == PASS) & labels.allows(0, self.codec.query(self.roles))
-        visible = tuple_test(allowed, self.level, batch.columns)
-        relation = self.state.update(batch.filter(visible), batch_id)
+        return tuple_test(allowed, self.level, columns)
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        assert self.state is not None, "a network's branch has no streaming query"
+        relation = self.state.update(batch.filter(self.visible(batch.columns)), batch_id)
+        self.emit(relation, batch_id)
+
+    def emit(self, relation: DataFrame, batch_id: int) -> None:
+        """Runs the query over the window at ``batch_id`` and delivers the output: the
+        rows new at this instant (ISTREAM), or the aggregate over the whole window."""
         if not self.aggregate:
             relation = relation.filter(F.col(ARRIVAL) == batch_id)
         view = self._secured(relation)

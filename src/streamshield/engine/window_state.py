@@ -25,6 +25,7 @@ Python.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -69,19 +70,33 @@ class WindowState:
         self.keep = max(keep, 1)
         self.directory.mkdir(parents=True, exist_ok=True)
 
-    def update(self, new_rows: DataFrame, batch_id: int) -> DataFrame:
-        """The window at the end of ``batch_id``, with :data:`ARRIVAL`; persisted first."""
+    def update(
+        self,
+        new_rows: DataFrame,
+        batch_id: int,
+        previous: DataFrame | None = None,
+        newest: Callable[[DataFrame], int | None] | None = None,
+    ) -> DataFrame:
+        """The window at the end of ``batch_id``, with :data:`ARRIVAL`; persisted first.
+
+        ``previous`` (rows with :data:`ARRIVAL`) replaces the stored relation before this
+        batch: a window network rebuilding a node from the stream's history.
+        ``newest``: a RANGE window's clock over the rows it may keep (default: their
+        newest event time); a shared node keeps what its slowest branch still needs.
+        """
         schema = StructType([*new_rows.schema.fields, StructField(ARRIVAL, LongType(), False)])
         target = self._path(batch_id)
         if not target.exists():
             fresh = new_rows.withColumn(ARRIVAL, F.lit(batch_id).cast("long"))
-            previous = self._before(batch_id)
+            before = self._before(batch_id)
+            if previous is None and before is not None:
+                previous = self._read(before, schema)
             combined = (
                 fresh
                 if previous is None or self.window.kind is WindowKind.NOW
-                else self._read(previous, schema).unionByName(fresh)
+                else previous.unionByName(fresh)
             )
-            self._write(self._evict(combined), batch_id)
+            self._write(self._evict(combined, newest), batch_id)
             self._prune(batch_id)
         return self._read(target, schema)
 
@@ -92,7 +107,9 @@ class WindowState:
             if p.name[len(_VERSION) :].isdigit()
         )
 
-    def _evict(self, rows: DataFrame) -> DataFrame:
+    def _evict(
+        self, rows: DataFrame, clock: Callable[[DataFrame], int | None] | None = None
+    ) -> DataFrame:
         kind = self.window.kind
         if kind is WindowKind.ROWS:
             order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
@@ -103,14 +120,14 @@ class WindowState:
                 .drop(rank)
             )
         if kind is WindowKind.RANGE:
-            time, width = self._event_units()
-            newest = rows.agg(F.max(time)).first()[0]
+            time, width = self.event_units()
+            newest = rows.agg(F.max(time)).first()[0] if clock is None else clock(rows)
             if newest is None:
                 return rows.filter(F.lit(False))
             return rows.filter(time > F.lit(newest - width))
         return rows
 
-    def _event_units(self) -> tuple[Column, int]:
+    def event_units(self) -> tuple[Column, int]:
         """Event time as a long in its own unit, and the window width in that unit."""
         assert self.event_time is not None
         name, kind = self.event_time

@@ -1,0 +1,486 @@
+"""Windowed queries over one stream run as one network: one scan, each window node kept
+once, a branch per query with its own security (issue 12, item 2: windows and
+aggregates as node kinds of a shared network).
+
+A window query alone (engine/window_query.py) is a streaming query of its own that keeps
+its own window state: N users with ``[RANGE 60]`` over one stream cost N scans and N
+window states. Here one streaming query reads the stream and, per micro-batch, updates
+each *window node* once (network/window_sharing.py says which branches one node serves,
+and why): a node is a :class:`~streamshield.engine.window_state.WindowState` over
+labelled rows, persisted per batch id, so a replayed micro-batch sees the same relation.
+Then every branch whose switch is on runs its own query over its own cut of the node:
+
+- its tuple test (roles, level) first, so its window holds only tuples it may read;
+- ``[RANGE t]``: only the node's rows within t of *its own* newest readable event time
+  (the node keeps what its slowest branch needs: see window_sharing.py);
+- then, unchanged, what the query does alone (WindowQuery.emit): ISTREAM or the
+  aggregate over the window, its secured view (masks, provenance), its secured SQL (with
+  the statistics-only and label-propagation rewrites), its level's assertion.
+
+So every branch returns what its query alone returns, and an aggregate over a shared
+window is one more branch (RSTREAM over its cut of the node).
+
+Switches. A branch whose switch is off runs no Spark job; a node none of whose branches
+is on is not updated (its state is rebuilt from the stream's stored history when one
+comes back on, so the window it then serves is the true one; what arrived meanwhile is
+never emitted, as for selections). A RANGE node is rebuilt too when it gains a branch:
+the new branch's clock may need rows the others no longer do.
+
+Positions. As in engine/shared_network.py, each branch records the newest ingest batch
+it has covered (engine/branch_ledger.py). A branch joining a network that has run reads
+its window over the stream's stored history at once (catch-up: the rows of ingest
+batches it has covered form its window before, the others arrive now), exactly what a
+window query of its own would emit at its first micro-batch; a replayed micro-batch is
+skipped by a branch that had it. The streaming plan is the scan, so the network's
+checkpoint survives every branch joining or leaving.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructType
+
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.branch_ledger import NOTHING, BranchLedger
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.shared_network import (
+    BRANCH_THREADS,
+    BranchHandle,
+    NotShared,
+    _ingest_ids_of,
+)
+from streamshield.engine.source_log import SourceLog
+from streamshield.engine.window_query import WindowQuery
+from streamshield.engine.window_state import ARRIVAL, WindowState
+from streamshield.lang.admission import AdmittedQuery
+from streamshield.lang.continuous import ShapeKind
+from streamshield.lang.windows import WindowKind
+from streamshield.network.window_sharing import WindowNode, window_node, window_nodes
+from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.provenance import ProvenanceCodec
+
+audit = logging.getLogger("streamshield.audit")
+BranchSink = Callable[[DataFrame, int], None]
+_BEFORE = -1
+"""The arrival of rows a rebuilt node held before this micro-batch (no batch has it)."""
+
+
+@dataclass
+class WindowBranch:
+    """One windowed query of the network: its query (secured view, SQL) and its node."""
+
+    name: str
+    admitted: AdmittedQuery
+    query: WindowQuery
+    node: WindowNode
+    failure: BaseException | None = field(default=None, repr=False)
+    """Why it stopped (its own Spark error); a failed branch runs no more."""
+
+
+@dataclass
+class _Served:
+    """What a node's stored state was last computed for."""
+
+    batch: int
+    members: frozenset[str]
+
+
+class WindowNetwork:
+    """The streaming query of one stream's window network, its nodes and branches."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        labelled: LabelledStore,
+        stream: StreamDefinition,
+        codec: RoleCodec,
+        provenance: ProvenanceCodec,
+        root: Path,
+        active: Callable[[str], bool] = lambda _name: True,
+        name: str | None = None,
+        levels: int = 0,
+    ) -> None:
+        """``levels``: the level words its scan reads (0 while levels are off); every
+        branch has a level of that width (queries at different levels never share)."""
+        self.spark, self.labelled, self.stream = spark, labelled, stream
+        self.codec, self.provenance, self.root = codec, provenance, Path(root)
+        self.active, self.levels = active, levels
+        self.name = name or f"windows-{stream.name}"
+        self.ledger = BranchLedger(self.root / "branches")
+        self.log = SourceLog(self.root / "checkpoint")
+        self.handle: StreamingQuery | None = None
+        self._branches: dict[str, WindowBranch] = {}
+        self._states: dict[WindowNode, WindowState] = {}
+        self._served: dict[WindowNode, _Served] = {}
+        self._lock = threading.Lock()
+        self._batch = threading.RLock()
+        """Held through a micro-batch and through a branch's catch-up."""
+        self._last: int | None = None
+        """The newest micro-batch run by this process (None: none yet)."""
+        self._position: int | None = None
+
+    @property
+    def branches(self) -> dict[str, WindowBranch]:
+        with self._lock:
+            return dict(self._branches)
+
+    def nodes(self) -> dict[WindowNode, frozenset[str]]:
+        """The window nodes of the current branches and the branches each serves."""
+        return window_nodes(
+            {n: (b.query.window, b.node.visibility) for n, b in self.branches.items()}
+        )
+
+    def add(
+        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
+    ) -> WindowBranch:
+        """A windowed query joins (NotShared if it cannot): planned first (Spark's
+        refusals are raised here), then it reads its window over the stream's history up
+        to the network's position and takes every micro-batch after it."""
+        shape = admitted.shape
+        if (
+            shape.kind is not ShapeKind.WINDOW_RELATION
+            or admitted.delegating
+            or admitted.streams != (self.stream.name,)
+            or len(shape.windows) != 1
+        ):
+            raise NotShared("only one window over this network's stream is shared")
+        if (admitted.level.width if admitted.level is not None else 0) != self.levels:
+            raise NotShared("the network reads level words of another width")
+        if name in self.branches:
+            raise ValueError(f"a branch named {name!r} exists")
+        window = shape.windows[0][2]
+        node = window_node(window, self._visibility(admitted))
+        query = WindowQuery(
+            self.spark,
+            self.labelled,
+            self.stream,
+            self.codec,
+            admitted.roles,
+            window,
+            sql,
+            shape.aggregate,
+            sink,
+            self.root,  # no state of its own: nothing is written there
+            name,
+            self.provenance,
+            admitted.level,
+            own_state=False,
+        )
+        query.analyse()
+        branch = WindowBranch(name, admitted, query, node)
+        with self._batch:
+            if window.kind is not WindowKind.NOW:  # a NOW node keeps no state
+                self._state(node)  # a RANGE window over a stream without event time fails
+            position = self._known_position()
+            covered = self.ledger.covered(name)
+            if covered < position and not self._is_on(name):
+                self.ledger.advance(name, position)  # switched off: it computes nothing
+            elif covered < position:
+                self._catch_up(branch, covered, position)
+            with self._lock:
+                self._branches[name] = branch
+        return branch
+
+    def remove(self, name: str) -> None:
+        """The branch leaves (its position is kept: joining again resumes from it)."""
+        with self._lock:
+            self._branches.pop(name, None)
+
+    def forget(self, name: str) -> None:
+        self.remove(name)
+        self.ledger.drop(name)
+
+    def start(self, available_now: bool = False) -> StreamingQuery:
+        self.handle = self.labelled.per_batch(
+            self.spark,
+            self.stream,
+            self.codec.width,
+            self._process,
+            self.root / "checkpoint",
+            self.name,
+            available_now,
+            self.levels,
+        )
+        return self.handle
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.stop()
+
+    def branch_handle(self, name: str) -> BranchHandle:
+        """A registered query's handle on its branch (stop: the branch leaves)."""
+        return BranchHandle(self, name)  # type: ignore[arg-type]
+
+    # -- one micro-batch ---------------------------------------------------------------------
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        with self._batch:
+            self._last = batch_id
+            ids = self.log.ingest_ids(batch_id)
+            if ids is None:  # the log is not what we read: ask Spark (one job)
+                ids = _ingest_ids_of(batch)
+            if not ids:
+                return
+            newest = max(ids)
+            on: dict[str, WindowBranch] = {}
+            for name, branch in self.branches.items():
+                if branch.failure is not None or self.ledger.covered(name) >= newest:
+                    continue  # failed, or a replayed micro-batch it has had
+                if not self._is_on(name):
+                    self.ledger.advance(name, newest)  # switched off: nothing computed
+                    continue
+                on[name] = branch
+            if on:  # every switch off: not even the scan's rows are read
+                self._run(on, batch, batch_id, ids)
+            self._position = max(self._position or NOTHING, newest)
+
+    def _run(
+        self, on: dict[str, WindowBranch], batch: DataFrame, batch_id: int, ids: frozenset[int]
+    ) -> None:
+        """Each node of the branches that are on once, then each branch over its cut."""
+        groups = window_nodes({n: (b.query.window, b.node.visibility) for n, b in on.items()})
+        cached: list[DataFrame] = []
+        try:
+            if len(groups) > 1:  # several nodes read the scan: read its files once
+                batch = batch.persist()
+                cached.append(batch)
+            inputs: dict[str, DataFrame] = {}
+            for node, members in groups.items():
+                branches = [on[m] for m in sorted(members)]
+                rebuild = not self._current(node, members, batch_id)
+                relation = self._node_relation(
+                    node, branches, batch, batch_id, min(ids) if rebuild else None
+                )
+                cached.append(relation)
+                self._served[node] = _Served(batch_id, members)
+                with self._job_group(f"node:{_digest(node)}"):  # RANGE: the clocks' job
+                    inputs.update(self._cuts(node, branches, relation))
+            self._each(on, lambda b: b.query.emit(inputs[b.name], batch_id), max(ids))
+        finally:
+            for frame in cached:
+                frame.unpersist()
+
+    def _current(self, node: WindowNode, members: frozenset[str], batch_id: int) -> bool:
+        """Whether the node's stored state serves ``members`` at this batch: it was updated
+        at the previous micro-batch (a ROWS node's state is its visibility's window,
+        whoever it served: its stored version says so, even after a restart) and, for
+        RANGE, in this process for a superset of these branches (the clocks it kept
+        rows for are not stored: after a restart it is rebuilt)."""
+        kind = node.window.kind
+        if kind is WindowKind.NOW:
+            return True  # no state
+        if kind is WindowKind.ROWS:
+            return batch_id - 1 in self._state(node).versions()
+        served = self._served.get(node)
+        return served is not None and served.batch == batch_id - 1 and members <= served.members
+
+    def _node_relation(
+        self,
+        node: WindowNode,
+        branches: list[WindowBranch],
+        batch: DataFrame,
+        batch_id: int,
+        rebuild_before: int | None,
+    ) -> DataFrame:
+        """The node's window at this batch (computed once, in the node's job group, and
+        cached while its branches read it); ``rebuild_before``: rebuilt from the stored
+        history of the ingest batches before that one instead of its previous state."""
+        admitted = _any([b.query.visible(batch.columns) for b in branches])
+        with self._job_group(f"node:{_digest(node)}"):
+            if node.window.kind is WindowKind.NOW:
+                relation = batch.filter(admitted).withColumn(ARRIVAL, F.lit(batch_id).cast("long"))
+            else:
+                previous = None
+                if rebuild_before is not None:
+                    history = self._history(NOTHING, rebuild_before - 1)
+                    old = history if history is not None else self._empty()
+                    previous = old.filter(admitted).withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
+                clock = self._slowest(branches) if node.per_branch_clock else None
+                state = self._state(node)
+                relation = state.update(batch.filter(admitted), batch_id, previous, clock)
+            relation = relation.persist()
+            relation.count()
+        return relation
+
+    def _cuts(
+        self, node: WindowNode, branches: list[WindowBranch], relation: DataFrame
+    ) -> dict[str, DataFrame]:
+        """Each branch's window out of the node's: its readable rows and, for RANGE, those
+        within the window of its own newest readable event time (plans only)."""
+        cuts = {b.name: relation.filter(b.query.visible(relation.columns)) for b in branches}
+        if not node.per_branch_clock:
+            return cuts
+        time, width = self._state(node).event_units()
+        clocks = _clocks(relation, branches, time)
+        return {
+            name: cut.filter(F.lit(False))
+            if clocks[name] is None
+            else cut.filter(time > F.lit(clocks[name] - width))
+            for name, cut in cuts.items()
+        }
+
+    def _slowest(self, branches: list[WindowBranch]) -> Callable[[DataFrame], int | None]:
+        """A shared RANGE node's clock: the oldest of its branches' newest readable event
+        times, so that it keeps every row any of them still has in its window."""
+
+        def clock(rows: DataFrame) -> int | None:
+            time, _width = self._states[branches[0].node].event_units()
+            known = [c for c in _clocks(rows, branches, time).values() if c is not None]
+            return min(known) if known else None
+
+        return clock
+
+    def _each(
+        self, on: dict[str, WindowBranch], work: Callable[[WindowBranch], None], covered: int
+    ) -> None:
+        with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
+            futures = [pool.submit(self._run_branch, b, work, covered) for b in on.values()]
+            for future in futures:
+                future.result()
+
+    def _run_branch(
+        self, branch: WindowBranch, work: Callable[[WindowBranch], None], covered: int
+    ) -> None:
+        """One branch's work in its job group; its failure stops it alone."""
+        try:
+            with self._job_group(branch.name):
+                work(branch)
+            self.ledger.advance(branch.name, covered)
+        except Exception as err:  # its own error, kept for its handle; the others go on
+            branch.failure = err
+            audit.error("branch %s of %s failed: %s", branch.name, self.name, err)
+
+    def _job_group(self, part: str) -> _JobGroup:
+        return _JobGroup(self.spark, f"{self.name}:{part}", f"{part} of {self.name}")
+
+    # -- joining ------------------------------------------------------------------------------
+
+    def _catch_up(self, branch: WindowBranch, covered: int, position: int) -> None:
+        """The branch's first instant: its window over the stored history up to the
+        network's position, the rows of batches after ``covered`` arriving now (what a
+        query of its own emits at its first micro-batch), delivered as the network's
+        newest micro-batch."""
+        history = self._history(NOTHING, position)
+        if history is None:
+            self.ledger.advance(branch.name, position)
+            return
+        scratch = self.root / "catch-up" / uuid.uuid4().hex
+        instant = self._last_batch()
+        try:
+            state = WindowState(self.spark, branch.query.window, scratch, self._event_time())
+            ingest = F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1).cast("long")
+            mine = history.withColumn("_ss_ingest", ingest)
+            mine = mine.filter(branch.query.visible(history.columns))
+            before = mine.filter(F.col("_ss_ingest") <= covered).drop("_ss_ingest")
+            new = mine.filter(F.col("_ss_ingest") > covered).drop("_ss_ingest")
+            previous = before.withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
+            relation = state.update(new, instant, previous)
+            self._run_branch(branch, lambda b: b.query.emit(relation, instant), position)
+        finally:  # a failure is the branch's own, on its handle, as in a micro-batch
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _known_position(self) -> int:
+        if self._position is not None:
+            return self._position
+        position = self.log.position()
+        return NOTHING if position is None else position
+
+    def _last_batch(self) -> int:
+        """The network's newest micro-batch (a joining branch's first instant)."""
+        if self._last is not None:
+            return self._last
+        commits = self.root / "checkpoint" / "commits"
+        done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
+        return max(done, default=0)
+
+    def _history(self, after: int, upto: int) -> DataFrame | None:
+        """The stored rows of ingest batches ``after < id <= upto`` (None when none)."""
+        if upto <= after:
+            return None
+        folders = [
+            folder
+            for folder in sorted(self.labelled.path(self.stream.name).glob("batch=*"))
+            if folder.name[6:].isdigit()
+            and after < int(folder.name[6:]) <= upto
+            and any(folder.glob("*.parquet"))
+        ]
+        if not folders:
+            return None
+        return self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
+
+    # -- parts --------------------------------------------------------------------------------
+
+    def _state(self, node: WindowNode) -> WindowState:
+        if node not in self._states:
+            self._states[node] = WindowState(
+                self.spark, node.window, self.root / "nodes" / _digest(node), self._event_time()
+            )
+        return self._states[node]
+
+    def _event_time(self) -> tuple[str, str] | None:
+        event_time = self.stream.event_time
+        return None if event_time is None else (event_time, self.stream.types[event_time])
+
+    def _schema(self) -> StructType:
+        return labelled_schema(
+            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
+        )
+
+    def _empty(self) -> DataFrame:
+        return self.spark.createDataFrame([], self._schema())
+
+    def _visibility(self, admitted: AdmittedQuery) -> tuple:
+        """What decides which tuples a branch reads: its reader mask and its level."""
+        level = admitted.level
+        mask = tuple(self.codec.query(admitted.roles))
+        return mask, None if level is None else (level.text, tuple(level.words))
+
+    def _is_on(self, name: str) -> bool:
+        try:
+            return bool(self.active(name))
+        except Exception:  # an unknown switch state is off (deny by default)
+            return False
+
+
+class _JobGroup:
+    """Runs the enclosed Spark jobs in one job group (how tests see who did work)."""
+
+    def __init__(self, spark: SparkSession, group: str, description: str) -> None:
+        self.context, self.group, self.description = spark.sparkContext, group, description
+
+    def __enter__(self) -> None:
+        self.context.setJobGroup(self.group, self.description, False)
+
+    def __exit__(self, *_exc: object) -> None:
+        self.context.setLocalProperty("spark.jobGroup.id", None)
+
+
+def _clocks(rows: DataFrame, branches: list[WindowBranch], time: Column) -> dict[str, int | None]:
+    """Each branch's newest readable event time among ``rows`` (one aggregate job)."""
+    columns = [
+        F.max(F.when(b.query.visible(rows.columns), time)).alias(f"c{i}")
+        for i, b in enumerate(branches)
+    ]
+    values = rows.agg(*columns).first()
+    return {b.name: None if values is None else values[i] for i, b in enumerate(branches)}
+
+
+def _any(conditions: list[Column]) -> Column:
+    return reduce(lambda a, b: a | b, conditions)
+
+
+def _digest(node: WindowNode) -> str:
+    return hashlib.sha256(repr(node).encode()).hexdigest()[:16]

@@ -1,0 +1,70 @@
+"""Which windowed queries may share one window node, and why (issue 12, item 2).
+
+Queries over the same stream with an equal window specification could keep the window's
+state once. Whether they may depends on the window's meaning under security: a query's
+window holds only tuples *its* roles and level may read (engine/window_query.py), so a
+shared window must give every branch exactly the window it would have alone, and no
+branch's window may depend on tuples it cannot read.
+
+- ``[NOW]`` is the micro-batch's tuples: filtering by a branch's rights after the window
+  equals filtering before it. One node serves every right.
+- ``[ROWS n]`` holds the n latest tuples *the query may read*: which tuples a branch's
+  window holds depends on which tuples it can see (a hidden tuple must not push a
+  visible one out). The n latest tuples of everyone are not a synopsis that serves each
+  (a branch seeing fewer tuples needs older ones), so a ROWS node is shared only by
+  branches with the same visibility: the same reader mask (effective roles) and level.
+- ``[RANGE t]`` keeps tuples within t of the newest event time *seen by the query*
+  (engine/window_state.py): per branch, ``{visible tuples: time > newest visible - t}``.
+  That too depends on visibility (a hidden newer tuple must not evict visible ones), but
+  it has a synopsis serving every right: keep every readable tuple with ``time > min over
+  branches of newest visible - t``, and let each branch cut at its own newest visible
+  time. Every branch's window is a subset of the node's, computed from tuples it may
+  read only; so one RANGE node serves every right.
+
+Pure Python: no pyspark (tests/unit/test_purity.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+from streamshield.lang.windows import WindowKind, WindowSpec
+
+
+@dataclass(frozen=True)
+class WindowNode:
+    """One shared window: its specification and, where the window depends on who reads
+    it (``ROWS``), the visibility of the branches it serves (None: every right)."""
+
+    window: WindowSpec
+    visibility: Hashable | None = None
+
+    @property
+    def per_branch_clock(self) -> bool:
+        """Each branch cuts the node's rows at its own newest visible time (RANGE)."""
+        return self.window.kind is WindowKind.RANGE
+
+
+def shares_across_rights(window: WindowSpec) -> bool:
+    """Whether one node of this window serves branches with different rights."""
+    return window.kind is not WindowKind.ROWS
+
+
+def window_node(window: WindowSpec, visibility: Hashable) -> WindowNode:
+    """The node a branch with this window and visibility (its reader mask and level,
+    any hashable value equal exactly when two branches see the same tuples) reads."""
+    if window.slide is not None:
+        raise ValueError("a sliding RANGE window is an aggregate's, not a shared relation")
+    return WindowNode(window, None if shares_across_rights(window) else visibility)
+
+
+def window_nodes(
+    branches: Mapping[str, tuple[WindowSpec, Hashable]],
+) -> dict[WindowNode, frozenset[str]]:
+    """The window nodes of a set of branches (name -> window, visibility) and the
+    branches each serves: independent of the order branches came in."""
+    nodes: dict[WindowNode, set[str]] = {}
+    for name, (window, visibility) in branches.items():
+        nodes.setdefault(window_node(window, visibility), set()).add(name)
+    return {node: frozenset(names) for node, names in nodes.items()}

@@ -1,0 +1,198 @@
+"""Windowed queries over one stream as one window network (issue 12, item 2: windows and
+aggregates as node kinds of a shared network).
+
+Users with different rights watch HeartRate through ``[RANGE 30]``, ``[ROWS 2]`` (also
+counted: an aggregate branch) and ``[NOW]`` windows. The stream arrives in two parts; in
+between the network's process stops and starts again (its RANGE node is rebuilt from
+the stored history, its ROWS nodes resume from their stored state), and one query joins
+late. Each branch must return exactly what its query returns as a window query of its
+own (engine/window_query.py) over the same two parts, a cardiologist and a general
+physician sharing one RANGE node must get different rows, and a branch whose switch is
+off must run no Spark job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries import CallbackSink
+from streamshield.engine.window_network import WindowNetwork
+from streamshield.engine.window_query import WindowQuery
+from streamshield.examples import hospital
+from streamshield.examples.hospital_catalog import hospital_catalog
+from streamshield.lang.cql import parse_policy
+from streamshield.lang.rewrite_rules import secure
+from streamshield.policy.elements import Channel, SpElement, TupleElement
+from tests.spark.hospital_pipeline import Rows
+
+pytestmark = pytest.mark.spark
+
+STREAM = "HeartRate"
+QUERIES = {  # name -> (text, role)
+    "c_range": ("SELECT patient_id, beats_per_min, ts FROM HeartRate [RANGE 30]", "C"),
+    "gp_range": ("SELECT patient_id, beats_per_min, ts FROM HeartRate [RANGE 30]", "GP"),
+    "c_rows": ("SELECT patient_id, ts FROM HeartRate [ROWS 2]", "C"),
+    "c_rows_count": ("SELECT count(*) AS n FROM HeartRate [ROWS 2]", "C"),
+    "gp_rows": ("SELECT patient_id, ts FROM HeartRate [ROWS 2]", "GP"),
+    "gp_now_late": ("SELECT patient_id, ts FROM HeartRate [NOW]", "GP"),
+    "off": ("SELECT beats_per_min FROM HeartRate [RANGE 30]", "C"),
+}
+WARD_Z = """
+INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:C;
+INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: [120, 133], SRP = rbac:GP
+"""
+LATE = {"gp_now_late"}
+OFF = {"off"}
+
+
+@pytest.fixture(scope="module")
+def parts(spark, tmp_path_factory):
+    """A pipeline with the first part of the hospital's elements ingested, and a function
+    that lands and ingests the rest (HeartRate: policy 1 and two minutes, then the rest)."""
+    root = tmp_path_factory.mktemp("windows")
+    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
+    elements = hospital.elements()
+    assert not pipeline.landing.append(elements[:9]).rejected
+    pipeline.ingest_available()
+
+    def rest() -> None:
+        assert not pipeline.landing.append(elements[9:] + _hidden_newer()).rejected
+        pipeline.ingest_available()
+
+    yield pipeline, rest
+    for query in list(pipeline.queries.list()):
+        pipeline.cql.stop(query.name)
+
+
+def _hidden_newer() -> list:
+    """A channel where GP's newest tuple is 50 s older than one only C reads: had the
+    shared RANGE 30 node evicted by everyone's newest time, GP would lose hers."""
+    channel = Channel(STREAM, "ward-Z")
+    policy = parse_policy(WARD_Z, ts=500)
+    out: list = [SpElement(channel, sp.sn, sp) for sp in policy.sps]
+    for seq, (patient, ts) in enumerate(((120, 950), (140, 1000)), start=len(out) + 1):
+        values = {"patient_id": patient, "beats_per_min": 80.0, "ts": ts}
+        out.append(TupleElement(channel, seq, patient, 500, policy.csn, values))
+    return out
+
+
+def _sql(pipeline: Pipeline, text: str, role: str) -> tuple:
+    engine = pipeline.queries
+    admitted = engine.admit(text, [role])
+
+    def sql(view: str) -> str:
+        return secure(admitted.checked.tree, engine.rewrite({STREAM: view}))
+
+    return admitted, sql
+
+
+def _alone(pipeline: Pipeline, root, name: str, sink: Rows) -> WindowQuery:
+    """The query as a window query of its own (a streaming query, its own state)."""
+    text, role = QUERIES[name]
+    admitted, sql = _sql(pipeline, text, role)
+    engine = pipeline.queries
+    return WindowQuery(
+        engine.spark,
+        engine.labelled,
+        engine.streams[STREAM],
+        engine.codec,
+        admitted.roles,
+        admitted.shape.windows[0][2],
+        sql,
+        admitted.shape.aggregate,
+        sink,
+        root / name,
+        f"alone_{name}",
+        engine.provenance,
+    )
+
+
+def _network(
+    pipeline: Pipeline, root, names, sinks: dict[str, Rows], active: Callable[[str], bool]
+) -> WindowNetwork:
+    engine = pipeline.queries
+    network = WindowNetwork(
+        engine.spark,
+        engine.labelled,
+        engine.streams[STREAM],
+        engine.codec,
+        engine.provenance,
+        root,
+        active,
+        name=f"windows-{root.name}",
+    )
+    for name in names:
+        admitted, sql = _sql(pipeline, *QUERIES[name])
+        network.add(name, admitted, sql, sinks[name])
+    return network
+
+
+def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path) -> None:
+    pipeline, rest = parts
+    spark = pipeline.queries.spark
+    active = {name for name in QUERIES if name not in OFF}
+    alone = {name: Rows() for name in QUERIES if name not in OFF}
+    shared = {name: Rows() for name in QUERIES}
+    tracker = spark.sparkContext.statusTracker()
+    net_root = tmp_path / "net"
+
+    for stage in (1, 2):
+        handles = [  # side by side: each is small, its cost mostly a streaming query's
+            _alone(pipeline, tmp_path / "alone", name, sink).start(True)
+            for name, sink in alone.items()
+        ]
+        for handle in handles:
+            handle.awaitTermination()
+        names = [n for n in QUERIES if stage == 2 or n not in LATE]
+        # a new network object each time: the process restarted, memory is gone
+        network = _network(pipeline, net_root, names, shared, lambda n: n in active)
+        network.start(available_now=True).awaitTermination()
+        if stage == 1:
+            nodes = network.nodes()
+            rest()
+
+    assert all(b.failure is None for b in network.branches.values())
+    for name, sink in alone.items():
+        assert shared[name].sorted() == sink.sorted(), name
+    # one RANGE node for both rights, a ROWS node per visibility (the count shares C's)
+    assert sorted(sorted(members) for members in nodes.values()) == [
+        ["c_range", "gp_range", "off"],
+        ["c_rows", "c_rows_count"],
+        ["gp_rows"],
+    ]
+    assert len(list((net_root / "nodes").iterdir())) == 3, "one state per window node"
+    c, gp = shared["c_range"].rows, shared["gp_range"].rows
+    assert gp and len(gp) < len(c), "rights differ per branch over one shared window"
+    assert {r[0] for r in gp} <= {120, 125}, "GP reads patients 120-133 only"
+    assert (120, 80.0, 950) in gp, "a hidden newer tuple evicts none of GP's"
+    assert (120, 80.0, 950) not in c, "C's own clock (1000) evicted it from C's window"
+    assert shared["gp_now_late"].rows, "a late branch catches up with the history"
+    assert shared["off"].calls == 0
+    assert tracker.getJobIdsForGroup(f"{network.name}:off") == []
+    assert tracker.getJobIdsForGroup(f"{network.name}:c_range") != []
+
+
+def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
+    pipeline, _rest = parts
+    cql = pipeline.cql
+    cql.share_windows = True  # opt-in for now (see CqlService)
+    first, second = Rows(), Rows()
+    one = cql.submit("SELECT patient_id FROM HeartRate [ROWS 2]", ["C"], CallbackSink(first))
+    one.process_all_available()
+    two = cql.submit("SELECT count(*) AS n FROM HeartRate [ROWS 2]", ["C"], CallbackSink(second))
+    two.process_all_available()
+    (network,) = cql.window_networks.values()
+    assert set(network.branches) == {one.name, two.name}
+    assert len(network.nodes()) == 1, "one window node for both"
+    assert first.rows and second.rows, "the second joined late and caught up"
+    assert second.rows[-1] == (4,), "ROWS 2 of HeartRate's two channels"
+    sliding = cql.submit(
+        "SELECT count(*) AS n FROM HeartRate [RANGE 60 SLIDE 60]", ["C"], CallbackSink(Rows())
+    )
+    assert sliding.name not in cql.window_branches, "an aggregate over a sliding window: alone"
+    for query in (one, two, sliding):
+        cql.stop(query.name)
+    assert cql.window_networks == {}, "the network stops with its last branch"
