@@ -154,3 +154,18 @@ def test_the_driver_refuses_streams_the_server_gave_no_provenance_id(tmp_path, i
     code, reply = run_driver(sent.root / "application.json")
     assert code == 1 and "provenance" in reply["message"]
     assert json.loads((tmp_path / "store" / "provenance.json").read_text()) == ["MessageLog"]
+
+
+def test_a_driver_that_does_not_answer_is_stopped(tmp_path, importable) -> None:
+    """A late answer would be taken for the next request's: the driver is ended instead."""
+    apps = LevelApplications(
+        HIERARCHY, STREAMS, tmp_path / "store", tmp_path / "labelled", driver=FAKE
+    )
+    try:
+        app = apps.acquire(at("[_, C]"), "q")
+        app.wait_ready()
+        with pytest.raises(ApplicationError, match="no answer"):
+            app.request("hang", timeout=0.5)
+        assert app.process.poll() is not None
+    finally:
+        apps.close()

@@ -246,8 +246,9 @@ class LevelApplication:
     def _next(self, timeout: float) -> dict[str, Any]:
         try:
             line = self._replies.get(timeout=timeout)
-        except queue.Empty:
-            raise ApplicationError(f"{self.name}: no answer in {timeout:.0f} s") from None
+        except queue.Empty:  # a late answer would pair with the next request: end it
+            _end_group(self.process)
+            raise ApplicationError(f"{self.name}: no answer in {timeout:.0f} s; stopped") from None
         if line is None:
             self._replies.put(None)  # every later request sees the end too
             self.process.wait()
@@ -286,9 +287,9 @@ class LevelApplication:
         its batches go to :meth:`results`. Refusals raise as they would in-process."""
         return self.request("start", name=name, text=text, roles=list(roles))
 
-    def process_all_available(self, name: str) -> dict[str, Any]:
+    def process_all_available(self, name: str, timeout: float = REQUEST_SECONDS) -> dict[str, Any]:
         """Block until the query has processed everything available (tests, batch runs)."""
-        return self.request("process", name=name)
+        return self.request("process", timeout, name=name)
 
     def stop(self, name: str) -> None:
         self.request("stop", name=name)

@@ -35,7 +35,12 @@ from streamshield.engine.level_application import ApplicationError, ApplicationS
 from streamshield.engine.level_processor import LevelProcessor, LevelStorageError
 from streamshield.engine.queries import CallbackSink, QueryFailed, QueryService, RegisteredQuery
 from streamshield.engine.result_store import ResultStore, StoringSink
-from streamshield.engine.session import spark_session
+from streamshield.engine.session import (
+    cache_directory,
+    class_cache,
+    spark_session,
+    with_java_option,
+)
 from streamshield.engine.source_ids import SourceIds
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.query_check import QueryRejected
@@ -71,6 +76,9 @@ class LevelDriver:
         if not set(streams) <= set(known):  # assigning one would write the server's file
             raise ApplicationError("a stream has no provenance id from the server yet")
         conf = {"spark.local.dir": str(self.root / SPARK_LOCAL), **self.spec.conf}
+        option, pending = class_cache(cache_directory())
+        if pending is None:  # map the server's class archive; never write one from here
+            conf = with_java_option(conf, option)
         self.spark = spark_session(self.spec.master, f"streamshield-{self.root.name}", conf=conf)
         self.spark.sparkContext.setLogLevel("ERROR")
         queries = QueryService(
