@@ -133,7 +133,7 @@ def test_two_levels_run_as_two_applications_each_reading_what_it_dominates(spark
 
             # An application cannot use the other's storage, nor write outside its own.
             with pytest.raises(LevelStorageError):
-                one.submit(f"../{two.name}/results/stolen", SELECT, ROLES)
+                one.submit(f"../../{two.name}/results/stolen", SELECT, ROLES)  # out of results/, up
             assert not (two.root / "results" / "stolen").exists()
             with pytest.raises(QueryRejected) as refused:
                 one.submit("sps", SP, ROLES)
