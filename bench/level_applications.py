@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     pipeline = _pipeline(spark, root)
     lattice = ca.lattice()
     level = QueryLevel(lattice, lattice.parse(LEVEL))
-    text = next(q.text for q in ca.QUERIES if q.name == "Q1")
+    text = next(q.text for q in ca.QUERIES if q.name == "q1")
     queries = pipeline.queries
     apps = LevelApplications(
         queries.hierarchy,
