@@ -140,8 +140,10 @@ def _tail(log: Path, lines: int = 40) -> str:
 
 
 @contextmanager
-def standalone_cluster(work_dir: str | Path) -> Iterator[str]:
-    """Start a master and one worker (1 core, 1 GiB) on loopback; yield the master URL.
+def standalone_cluster(work_dir: str | Path, cores: int = 1, memory: str = "1g") -> Iterator[str]:
+    """Start a master and one worker (``cores``, ``memory``) on loopback; yield the
+    master URL. Two applications run side by side only if the worker has room for an
+    executor of each (each taking ``spark.cores.max`` and ``spark.executor.memory``).
 
     Logs go to ``master.log`` and ``worker.log`` in ``work_dir``; the worker's executors
     run under ``work_dir/worker``. Both daemons are always stopped on exit.
@@ -169,7 +171,7 @@ def standalone_cluster(work_dir: str | Path) -> Iterator[str]:
             [
                 "org.apache.spark.deploy.worker.Worker",
                 url,
-                *("--host", HOST, "--cores", "1", "--memory", "1g"),
+                *("--host", HOST, "--cores", str(cores), "--memory", memory),
                 *("--webui-port", str(free_port()), "--work-dir", str(work / "worker")),
             ],
             worker_log,

@@ -201,3 +201,36 @@ class StoringSink:
         self.store.link(batch_id, files, column, layout)
         if self.wanted():
             self.deliver(self.store.read(batch_id, rows()), batch_id)
+
+
+class ResultFollower:
+    """Hands on the batches another process stores, each once, oldest first.
+
+    A level's own Spark application (engine/level_application.py) writes its queries'
+    batches to result stores under its directory; the server, where delivery runs,
+    follows them with this. A batch is installed by one rename, so a batch seen here is
+    whole; a replayed batch (the same rows again) is not handed on twice, and a batch
+    pruned before it was seen is skipped.
+    """
+
+    def __init__(
+        self,
+        store: ResultStore,
+        spark: SparkSession,
+        deliver: Callable[[DataFrame, int], None],
+        after: int = -1,
+    ) -> None:
+        self.store, self.spark, self.deliver, self.last = store, spark, deliver, after
+
+    def poll(self) -> list[int]:
+        """Deliver every batch stored since the last poll; their ids."""
+        handed: list[int] = []
+        for batch_id in self.store.batches():
+            if batch_id <= self.last:
+                continue
+            frame = self.store.stored(batch_id, self.spark)
+            if frame is not None:
+                self.deliver(frame, batch_id)
+                handed.append(batch_id)
+            self.last = batch_id
+        return handed

@@ -1,0 +1,66 @@
+"""A stand-in for engine/level_driver.py that speaks its protocol without Spark.
+
+    python -m tests.unit.fake_level_driver SPEC
+
+Replies as the real driver does (first a ready line, then one line per request); the
+request ``die`` exits without a reply, as a crashed driver would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    queries: set[str] = set()
+
+    def reply(body: dict) -> None:
+        sys.stdout.write(json.dumps(body) + "\n")
+        sys.stdout.flush()
+
+    reply(
+        {
+            "ok": True,
+            "application": f"fake-{os.getpid()}",
+            "pid": os.getpid(),
+            "level": spec["level"],
+        }
+    )
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "die":
+            return 3
+        if op == "hang":  # never answers, as a driver stuck in the JVM would
+            continue
+        if op == "start":
+            if request["name"].startswith(".."):
+                reply(
+                    {"ok": False, "type": "storage", "error": "level_storage", "message": "outside"}
+                )
+                continue
+            if request["text"].startswith("INSERT"):
+                reply(
+                    {
+                        "ok": False,
+                        "type": "rejected",
+                        "error": "level_application",
+                        "message": "not here",
+                    }
+                )
+                continue
+            queries.add(request["name"])
+        if op == "stop":
+            queries.discard(request["name"])
+        reply({"ok": True, "queries": sorted(queries)})
+        if op == "shutdown":
+            return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
