@@ -107,7 +107,12 @@ class ServerService:
         self.started = False  # ingest runs and the previous run's queries are restored
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.backlog = IngestBacklog()  # appends refused while ingest is too far behind
-        self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
+        self.metrics = ServerMetrics(
+            self.queries.all,
+            lambda: self._ingest,
+            backlog=self.backlog.state,
+            jvm=lambda: spark.sparkContext._jvm,
+        )
         self.pipeline.ingest.on_counts = self.metrics.labelled
         self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
 
