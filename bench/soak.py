@@ -453,7 +453,7 @@ def _growth(values: list[float]) -> float | None:
     return round(statistics.median(values[half:]) - statistics.median(values[:half]), 2)
 
 
-def plot(report: dict, out_dir: Path, name: str = "soak-resources") -> list[Path]:
+def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -493,7 +493,7 @@ def plot(report: dict, out_dir: Path, name: str = "soak-resources") -> list[Path
     )
     figure.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    resources = out_dir / f"{name}.png"
+    resources = out_dir / f"{stem}.png"
     figure.savefig(resources, dpi=110)
     plt.close(figure)
     return [resources]
