@@ -114,8 +114,9 @@ class Figures:
 
 
 class Soak:
-    def __init__(self, shape: Shape, root: Path) -> None:
-        self.shape, self.root = shape, root
+    def __init__(self, shape: Shape, root: Path, serve: list[str] | None = None) -> None:
+        """``serve``: more ``streamshield serve`` options (say ``--conf k=v``)."""
+        self.shape, self.root, self.serve = shape, root, list(serve or [])
         self.figures = Figures()
         self.stop = threading.Event()
         self.server: ServerProcess | None = None
@@ -147,6 +148,7 @@ class Soak:
         prepare_root(self.root, None, ROLES, self.shape.users())
         bound = self.shape.max_ingest_backlog
         options = ["--max-ingest-backlog", str(bound)] if bound >= 0 else []
+        options += self.serve
         self.server = ServerProcess(self.root, options=options)
         self.server.wait_ready()
         attributes = [["id", "bigint"], ["chan", "string"], ["n", "bigint"], ["t", "bigint"]]
@@ -499,10 +501,10 @@ def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path
     return [resources]
 
 
-def run(shape: Shape) -> dict:
+def run(shape: Shape, serve: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="streamshield-soak-"))
     try:
-        return Soak(shape, work / "root").run()
+        return Soak(shape, work / "root", serve).run()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -515,12 +517,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--plot", type=Path, default=None, help="directory for the plots")
     parser.add_argument("--plot-name", default="soak-resources", help="the plot's file name")
+    parser.add_argument(
+        "--conf", action="append", default=[], help="Spark k=v for the server (repeat)"
+    )
     args = parser.parse_args()
     import signal
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     shape = Shape(**{name: getattr(args, name) for name in defaults.__dict__})
-    report = run(shape)
+    report = run(shape, [o for pair in args.conf for o in ("--conf", pair)])
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     if args.plot is not None:
         plot(report, args.plot, args.plot_name)
