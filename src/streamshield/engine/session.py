@@ -81,11 +81,12 @@ STATUS_RETENTION = {
 
 The store exists whether the web UI runs or not (the status tracker reads it), and by
 default keeps the last 1000 SQL executions with their plan descriptions and metrics,
-1000 jobs, 1000 stages and up to 100,000 tasks per stage. A continuous query runs an
-execution, a job and a few stages every micro-batch, and a secured plan's description is
-tens of KB: 16 queries fill the defaults within minutes and then hold hundreds of MB for
-nobody (the UI is off by default). These bounds keep the last minute or so of a busy
-server; an operator's ``--conf`` still wins."""
+1000 jobs, 1000 stages and up to 100,000 tasks per stage. A continuous query runs at
+least one execution, a job and a few stages every micro-batch, each execution with its
+plan's description and graph (a secured view's plan is wide): 16 queries fill the
+defaults within minutes and the heap then holds them for nobody (the UI is off by
+default; docs/reliability.md, "Flat memory under overload", has the figures). These
+bounds keep the last minute or so of a busy server; an operator's ``--conf`` wins."""
 
 VARIABLE_SUBSTITUTION = "spark.sql.variable.substitute"
 CONSTRAINT_PROPAGATION = "spark.sql.constraintPropagation.enabled"
