@@ -145,8 +145,20 @@ class ServerService:
                     with self._lock:
                         if not self._stopping.is_set():
                             self._ingest = self._start_ingest()
+                if self.queries.storage_failures(INGEST_RETRY_SECONDS):
+                    self._restart_storage_failures()
             except Exception as err:  # the watch must outlive any one bad check
                 audit.error("query watch: %s", type(err).__name__)
+
+    def _restart_storage_failures(self) -> None:
+        """Queries that failed on a full or read-only disk start again, every
+        INGEST_RETRY_SECONDS, until writing works (as ingest does); the failure and each
+        restart are audited. Their subscribers got an ``error`` event and resume with
+        ``?after=`` (nothing stored is lost: the failed batch is replayed)."""
+        with self._lock:
+            due = self.queries.storage_failures(INGEST_RETRY_SECONDS)
+            if due and not self._stopping.is_set():
+                self.queries.restart(due, self.limits())
 
     def _start_ingest(self) -> Any:
         """The running ingest query, or None when its state forbids starting (halted)."""
