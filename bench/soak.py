@@ -203,6 +203,8 @@ class Soak:
                 try:
                     answer = self.append(http, "\n".join(lines))
                     accepted = answer.json().get("accepted", 0) if answer.status_code == 200 else 0
+                    if answer.status_code == 503 and time.monotonic() >= self.deadline:
+                        break  # still refused (backlog) when the time was up: not an error
                     if answer.status_code != 200 or accepted != len(lines):
                         self.figures.error(f"{user}: {answer.status_code} {answer.text[:200]}")
                     with self.figures.lock:
