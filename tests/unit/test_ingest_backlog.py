@@ -88,3 +88,30 @@ def test_a_dead_query_is_read_as_nothing() -> None:
     backlog.read_query(Gone())
     backlog.read_query(None)
     assert backlog.pending == 5
+
+
+def test_a_query_is_read_only_when_it_reported_something_new() -> None:
+    class Query:
+        def __init__(self) -> None:
+            self.reports: list[dict] = []
+            self.fetched = 0
+
+        @property
+        def lastProgress(self):  # pyspark's names
+            return self.reports[-1] if self.reports else None
+
+        @property
+        def recentProgress(self):
+            self.fetched += 1
+            return list(self.reports)
+
+    query, backlog = Query(), IngestBacklog(limit=10)
+    backlog.landed(30)
+    backlog.read_query(query)
+    query.reports = [
+        _report("2026-11-24T20:00:01.000Z", 12),
+        _report("2026-11-24T20:00:02.000Z", 8),
+    ]
+    backlog.read_query(query)
+    backlog.read_query(query)
+    assert (backlog.pending, query.fetched) == (10, 1)

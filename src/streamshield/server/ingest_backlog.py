@@ -106,6 +106,10 @@ class IngestBacklog:
         if query is None:
             return
         try:
+            last = query.lastProgress  # one report: the 100 only when there is news
+            with self._lock:
+                if not last or str(last.get("timestamp") or "") <= self._seen:
+                    return
             reports = query.recentProgress  # dicts (StreamingQueryProgress is one)
         except Exception:  # a query that just died: its successor is read next time
             return
