@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from streamshield.engine.batch_boundary import at_batch_boundary
+from streamshield.engine.batch_errors import STORAGE_CAUSES
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.queries import CallbackSink, RegisteredQuery, safe_error
@@ -91,17 +92,17 @@ class LiveQuery:
 STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
 """The error class of a query that failed because its storage could not be written: the
 server starts it again once writing works (:meth:`QueryRegistry.restart_storage_failures`)."""
-_STORAGE_CAUSES = ("No space left on device", "Read-only file system", "Disk quota exceeded")
 
 
 def failure_class(failure: BaseException | None) -> str:
     """The error class a failed query shows: STORAGE_UNAVAILABLE when the disk was full
-    or read-only (the OS's words anywhere in the failure, JVM causes included: Spark's
-    own class there is a generic write failure), else Spark's class (:func:`safe_error`)."""
+    or read-only (the OS's words in the failure: a batch function's failure keeps them,
+    :func:`~streamshield.engine.batch_errors.compact`; Spark's own class there is a
+    generic TASK_WRITE_FAILED), else Spark's class (:func:`safe_error`)."""
     if failure is None:
         return "STOPPED_UNEXPECTEDLY"
     text = str(failure)
-    if any(cause in text for cause in _STORAGE_CAUSES):
+    if any(cause in text for cause in STORAGE_CAUSES):
         return STORAGE_UNAVAILABLE
     return safe_error(failure)
 
