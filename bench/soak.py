@@ -54,7 +54,7 @@ RESOURCES = (
     "threads",
     "threads_driver",
     "threads_jvm",
-    "heap_after_gc_mb",
+    "heap_retained_mb",
     "heap_committed_mb",
     "backlog",
 )
@@ -325,7 +325,7 @@ class Soak:
             for sample in family.samples:
                 if sample.name == "streamshield_jvm_heap_bytes":
                     kind = sample.labels.get("kind")
-                    if kind in ("after_gc", "committed"):
+                    if kind in ("retained", "committed"):
                         out[f"heap_{kind}_mb"] = round(sample.value / 2**20, 1)
                 elif sample.name == "streamshield_ingest_backlog_elements":
                     out["backlog"] = int(sample.value)
@@ -468,7 +468,7 @@ def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path
     figure, axes = plt.subplots(5, 1, figsize=(7, 10), sharex=True)
     panels = (
         (("rss_mb", "rss_jvm_mb", "rss_driver_mb"), "RSS (MB)"),
-        (("heap_committed_mb", "heap_after_gc_mb"), "JVM heap (MB)"),
+        (("heap_committed_mb", "heap_retained_mb"), "JVM heap (MB)"),
         (("open_files",), "open files"),
         (("threads", "threads_jvm", "threads_driver"), "threads"),
         (("acked",), "tuples acknowledged"),
@@ -477,7 +477,7 @@ def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path
         "rss_mb": "driver + JVM",
         "threads": "driver + JVM",
         "heap_committed_mb": "committed",
-        "heap_after_gc_mb": "used after GC",
+        "heap_retained_mb": "retained (old + survivors)",
     }
     for axis, (keys, label) in zip(axes, panels, strict=True):
         for key in keys:

@@ -280,9 +280,9 @@ class _LiveState(Collector):
 
 class _Resources(Collector):
     """What the server holds: the ingest backlog against its bound, and the driver JVM's
-    heap, including what was still in use after the last collection (the live set: the
-    figure that must stay flat under overload, where the heap's committed size only
-    tells how far the collector let it grow)."""
+    heap, including what outlived young collections (``retained``: the figure that must
+    stay flat under overload, where the heap's committed size only tells how far the
+    collector let it grow)."""
 
     def __init__(
         self, backlog: Callable[[], dict[str, Any]] | None, jvm: Callable[[], Any] | None
@@ -312,8 +312,8 @@ class _Resources(Collector):
         if heap:
             family = GaugeMetricFamily(
                 "streamshield_jvm_heap_bytes",
-                "The driver JVM's heap: used, committed, max, and used after the last "
-                "collection of each heap pool (after_gc: the live set).",
+                "The driver JVM's heap: used, committed, max, and retained (survivor "
+                "spaces and old generation: what outlived young collections).",
                 labels=["kind"],
             )
             for kind, value in heap.items():
@@ -322,21 +322,27 @@ class _Resources(Collector):
 
 
 def jvm_heap(jvm: Any) -> dict[str, int]:
-    """The JVM's heap figures from its management beans ({} when there is no JVM)."""
+    """The JVM's heap figures from its management beans ({} when there is no JVM);
+    ``retained``: what the heap's pools other than the young generation's eden hold (the
+    survivor spaces and the old generation: what outlived young collections, garbage not
+    yet reached by an old collection included). The pools' own "collection usage" is
+    no use here (G1 updates the old pool's only at full collections) and the last
+    collection's details are not reachable from py4j (jdk.management does not export
+    their class)."""
     if jvm is None:
         return {}
     try:
         management = jvm.java.lang.management.ManagementFactory
         usage = management.getMemoryMXBean().getHeapMemoryUsage()
-        after_gc = 0
+        retained = 0
         for pool in management.getMemoryPoolMXBeans():
-            collected = pool.getCollectionUsage() if pool.getType().name() == "HEAP" else None
-            after_gc += int(collected.getUsed()) if collected is not None else 0
+            if pool.getType().name() == "HEAP" and "Eden" not in str(pool.getName()):
+                retained += int(pool.getUsage().getUsed())
         return {
             "used": int(usage.getUsed()),
             "committed": int(usage.getCommitted()),
             "max": int(usage.getMax()),
-            "after_gc": after_gc,
+            "retained": retained,
         }
     except Exception:  # a JVM going away: no figure rather than a failed scrape
         return {}
