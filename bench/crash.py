@@ -85,6 +85,7 @@ TUPLES_PER_POST = 5
 CATALOG_EVERY = 3  # rounds between catalog changes
 DRIVE_SECONDS = 45.0  # a named point not reached by then: the harness kills at random
 CATCH_UP_SECONDS = 180.0
+FINAL_CATCH_UP_SECONDS = 900.0
 
 
 # -- the provider ---------------------------------------------------------------------------
@@ -120,6 +121,15 @@ class Channel:
 
 class Unanswered(Exception):
     """The server did not answer (it died or is restarting)."""
+
+
+class NotCaughtUp(RuntimeError):
+    """Not everything acknowledged was labelled, output and delivered within the bound.
+
+    Slowness, not a violation: on a loaded machine a restart's catch-up can outlast
+    any fixed bound. The check of that kill is deferred to the next restart (checks are
+    of the whole history, so nothing escapes); the final, unarmed cycle waits
+    :data:`FINAL_CATCH_UP_SECONDS` and a timeout there is a violation."""
 
 
 # -- the subscribers -------------------------------------------------------------------------
@@ -200,6 +210,8 @@ class Kill:
     reached: bool = False
     """The server died at its crash point (False: the harness killed it at random)."""
     during: str = ""
+    slow: bool = False
+    """Its catch-up outlasted the bound: checked with a later one (not a violation)."""
     ready_seconds: float | None = None
     """From the kill to ``/readyz`` 200 on the restarted server."""
     caught_up_seconds: float | None = None
@@ -293,7 +305,7 @@ class Harness:
                 self._ok("al", "POST", "/grants", json={**body, "role": "R2"})
         for subscriber in self.subscribers.values():
             subscriber.start()
-        self.catch_up(time.monotonic())
+        self.catch_up(time.monotonic(), FINAL_CATCH_UP_SECONDS)
         assert self.server is not None
         self.server.stop()
 
@@ -375,8 +387,16 @@ class Harness:
         phase = "catch-up"
         try:
             self.settle()
-            self.catch_up(time.monotonic())  # bounded from ready: start-up varies with load
-            self.checked(previous)
+            bound = CATCH_UP_SECONDS if point is not None else FINAL_CATCH_UP_SECONDS
+            try:
+                self.catch_up(time.monotonic(), bound)  # from ready: start-up varies with load
+                self.checked(previous)
+            except NotCaughtUp as err:
+                if point is None or previous is None:
+                    raise
+                previous.slow = True
+                self.deferred.append(previous)
+                self.log(f"kill {previous.number}: {err}; checked with the next")
             if kill is None:
                 return None
             phase = "load"
@@ -419,10 +439,10 @@ class Harness:
 
     # -- catching up and checking ----------------------------------------------------------
 
-    def catch_up(self, since: float) -> None:
-        """Waits (bounded) until every acknowledged tuple is labelled, every readable one
-        in the output and at Al's subscriber."""
-        deadline = since + CATCH_UP_SECONDS
+    def catch_up(self, since: float, bound: float = CATCH_UP_SECONDS) -> None:
+        """Waits (``bound`` seconds) until every acknowledged tuple is labelled, every
+        readable one in the output and at Al's subscriber (NotCaughtUp otherwise)."""
+        deadline = since + bound
         acked = readable = output = delivered = set()
         labelled: list = []
         while time.monotonic() < deadline:
@@ -441,8 +461,8 @@ class Harness:
             ):
                 return
             time.sleep(0.3)
-        raise RuntimeError(
-            f"not caught up within {CATCH_UP_SECONDS:.0f} s: {len(acked)} acknowledged, "
+        raise NotCaughtUp(
+            f"not caught up within {bound:.0f} s: {len(acked)} acknowledged, "
             f"{len(acked & {key for key, _ in labelled})} of them labelled; {len(readable)} "
             f"readable, {len(readable & output)} output, {len(readable & delivered)} delivered"
         )
@@ -738,6 +758,7 @@ def summary(harness: Harness, db: str, seed: int, seconds: float) -> dict:
             f"{user}:{query}": sub.connects for (user, query), sub in harness.subscribers.items()
         },
         "catalog_changes": harness.catalog_changes,
+        "slow_catch_ups": sum(k.slow for k in kills),
         "violations": [f"kill {k.number} ({k.point}): {v}" for k in kills for v in k.violations],
         "seconds": round(seconds, 1),
     }

@@ -62,7 +62,11 @@ def crash_points() -> str:
         report = _load(f"results-crash-{db}.json")
         if report is None:
             continue
-        lines.append(f"{db} (seed {report['seed']}, {report['seconds']:.0f} s):\n")
+        slow = report.get("slow_catch_ups", 0)
+        deferred = f"; {slow} catch-ups slower than 180 s, checked after a later restart"
+        lines.append(
+            f"{db} (seed {report['seed']}, {report['seconds']:.0f} s{deferred if slow else ''}):\n"
+        )
         lines.append("| point | tried | reached | survived |")
         lines.append("|---|---:|---:|---:|")
         for point, counts in report["points"].items():

@@ -67,10 +67,12 @@ class ServerProcess:
         crash_at: str | None = None,
         log: Path | None = None,
         port: int | None = None,
+        options: list[str] | None = None,
     ) -> None:
+        """``options``: more ``streamshield serve`` options (say, a bound)."""
         self.root, self.port = root, port or free_port()
         command = [sys.executable, "-m", "streamshield.cli", "serve", "--root", str(root)]
-        command += ["--port", str(self.port), "--no-example"]
+        command += ["--port", str(self.port), "--no-example", *(options or [])]
         if catalog:
             command += ["--catalog-url", catalog]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}

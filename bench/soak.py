@@ -54,6 +54,9 @@ RESOURCES = (
     "threads",
     "threads_driver",
     "threads_jvm",
+    "heap_retained_mb",
+    "heap_committed_mb",
+    "backlog",
 )
 
 
@@ -68,6 +71,8 @@ class Shape:
     revoke_every: float = 15.0
     sample_every: float = 2.0
     owners: int = 4
+    max_ingest_backlog: int = -1
+    """The server's ``--max-ingest-backlog`` (-1: its default)."""
 
     def users(self) -> dict[str, list[str]]:
         users = {"joe": ["ADMIN"]}
@@ -98,6 +103,8 @@ class Figures:
     samples: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     rows: int = 0
+    refused: int = 0
+    """Appends answered 503 ingest_backlog (re-sent after their Retry-After)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def error(self, what: str) -> None:
@@ -107,8 +114,9 @@ class Figures:
 
 
 class Soak:
-    def __init__(self, shape: Shape, root: Path) -> None:
-        self.shape, self.root = shape, root
+    def __init__(self, shape: Shape, root: Path, serve: list[str] | None = None) -> None:
+        """``serve``: more ``streamshield serve`` options (say ``--conf k=v``)."""
+        self.shape, self.root, self.serve = shape, root, list(serve or [])
         self.figures = Figures()
         self.stop = threading.Event()
         self.server: ServerProcess | None = None
@@ -138,7 +146,10 @@ class Soak:
 
     def set_up(self) -> None:
         prepare_root(self.root, None, ROLES, self.shape.users())
-        self.server = ServerProcess(self.root)
+        bound = self.shape.max_ingest_backlog
+        options = ["--max-ingest-backlog", str(bound)] if bound >= 0 else []
+        options += self.serve
+        self.server = ServerProcess(self.root, options=options)
         self.server.wait_ready()
         attributes = [["id", "bigint"], ["chan", "string"], ["n", "bigint"], ["t", "bigint"]]
         schema = {"name": "tick", "attributes": attributes, "tid": "id"}
@@ -190,8 +201,10 @@ class Soak:
                     values = {"id": tid, "chan": channel, "n": seq, "t": now}
                     lines.append(tuple_line(STREAM, channel, seq, tid, values))
                 try:
-                    answer = http.post(f"/streams/{STREAM}/elements", content="\n".join(lines))
+                    answer = self.append(http, "\n".join(lines))
                     accepted = answer.json().get("accepted", 0) if answer.status_code == 200 else 0
+                    if answer.status_code == 503 and time.monotonic() >= self.deadline:
+                        break  # still refused (backlog) when the time was up: not an error
                     if answer.status_code != 200 or accepted != len(lines):
                         self.figures.error(f"{user}: {answer.status_code} {answer.text[:200]}")
                     with self.figures.lock:
@@ -199,6 +212,21 @@ class Soak:
                 except httpx.HTTPError as err:
                     self.figures.error(f"{user}: {type(err).__name__}")
                 self.stop.wait(max(0.0, self.shape.post_every - (time.monotonic() - began)))
+
+    def append(self, http: httpx.Client, content: str) -> httpx.Response:
+        """POSTs ``content``; while the server answers 503 ingest_backlog, waits its
+        Retry-After (within the deadline) and sends the very same lines again."""
+        while True:
+            answer = http.post(f"/streams/{STREAM}/elements", content=content)
+            if answer.status_code != 503 or answer.json().get("error") != "ingest_backlog":
+                return answer
+            with self.figures.lock:
+                self.figures.refused += 1
+            wait = float(answer.headers.get("Retry-After", "1"))
+            if self.stop.wait(min(wait, max(0.0, self.deadline - time.monotonic()))):
+                return answer
+            if time.monotonic() >= self.deadline:
+                return answer
 
     def subscriber(self, user: str, query: str, watched: threading.Event | None = None) -> str:
         """Reads ``query``'s output until the deadline; returns how the stream ended."""
@@ -274,7 +302,7 @@ class Soak:
     def sampler(self) -> None:
         assert self.server is not None
         while not self.stop.is_set() and time.monotonic() < self.deadline:
-            sample = group_resources(self.server.pid)
+            sample = group_resources(self.server.pid) | self.scraped()
             sample["t"] = round(time.monotonic() - self.started, 1)
             sample["load1"] = round(os.getloadavg()[0], 2)  # the machine is shared
             with self.figures.lock:
@@ -282,6 +310,26 @@ class Soak:
                 sample["rows"] = self.figures.rows
                 self.figures.samples.append(sample)
             self.stop.wait(self.shape.sample_every)
+
+    def scraped(self) -> dict:
+        """The JVM's heap and the ingest backlog, from the server's /metrics (as joe)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            with self.client("joe") as http:
+                text = http.get("/metrics", timeout=20).text
+        except httpx.HTTPError:
+            return {}
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "streamshield_jvm_heap_bytes":
+                    kind = sample.labels.get("kind")
+                    if kind in ("retained", "committed"):
+                        out[f"heap_{kind}_mb"] = round(sample.value / 2**20, 1)
+                elif sample.name == "streamshield_ingest_backlog_elements":
+                    out["backlog"] = int(sample.value)
+        return out
 
     def run(self) -> dict:
         self.set_up()
@@ -323,13 +371,14 @@ class Soak:
             "tuples_acknowledged": acked,
             "tuples_per_second": round(acked / self.shape.seconds, 1),
             "rows_delivered": f.rows,
+            "appends_refused": f.refused,
             "latency_seconds": _percentiles(f.latencies),
             "revocation_seconds": _percentiles(f.revocations) | {"count": len(f.revocations)},
             "resources": {
                 key: {
-                    "first": f.samples[0][key] if f.samples else None,
-                    "max": max((s[key] for s in f.samples), default=None),
-                    "growth_after_warm_up": _growth([s[key] for s in warm]),
+                    "first": next((s[key] for s in f.samples if key in s), None),
+                    "max": max((s[key] for s in f.samples if key in s), default=None),
+                    "growth_after_warm_up": _growth([s[key] for s in warm if key in s]),
                 }
                 for key in RESOURCES
             },
@@ -408,7 +457,7 @@ def _growth(values: list[float]) -> float | None:
     return round(statistics.median(values[half:]) - statistics.median(values[:half]), 2)
 
 
-def plot(report: dict, out_dir: Path) -> list[Path]:
+def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -416,19 +465,26 @@ def plot(report: dict, out_dir: Path) -> list[Path]:
 
     samples = report["samples"]
     t = [s["t"] / 60 for s in samples]
-    figure, axes = plt.subplots(4, 1, figsize=(7, 8), sharex=True)
+    figure, axes = plt.subplots(5, 1, figsize=(7, 10), sharex=True)
     panels = (
         (("rss_mb", "rss_jvm_mb", "rss_driver_mb"), "RSS (MB)"),
+        (("heap_committed_mb", "heap_retained_mb"), "JVM heap (MB)"),
         (("open_files",), "open files"),
         (("threads", "threads_jvm", "threads_driver"), "threads"),
         (("acked",), "tuples acknowledged"),
     )
-    names = {"rss_mb": "driver + JVM", "threads": "driver + JVM"}
+    names = {
+        "rss_mb": "driver + JVM",
+        "threads": "driver + JVM",
+        "heap_committed_mb": "committed",
+        "heap_retained_mb": "retained (old + survivors)",
+    }
     for axis, (keys, label) in zip(axes, panels, strict=True):
         for key in keys:
-            if all(key in s for s in samples):  # older reports lack the split
+            if any(key in s for s in samples):  # older reports lack the split
                 name = names.get(key, key.rsplit("_", 2)[1] if "_" in key else key)
-                axis.plot(t, [s[key] for s in samples], label=name)
+                points = [(x, s[key]) for x, s in zip(t, samples, strict=True) if key in s]
+                axis.plot(*zip(*points, strict=True), label=name)
         if len(keys) > 1:
             axis.legend(fontsize="small", loc="upper left")
         axis.set_ylabel(label)
@@ -441,16 +497,16 @@ def plot(report: dict, out_dir: Path) -> list[Path]:
     )
     figure.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    resources = out_dir / "soak-resources.png"
+    resources = out_dir / f"{stem}.png"
     figure.savefig(resources, dpi=110)
     plt.close(figure)
     return [resources]
 
 
-def run(shape: Shape) -> dict:
+def run(shape: Shape, serve: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="streamshield-soak-"))
     try:
-        return Soak(shape, work / "root").run()
+        return Soak(shape, work / "root", serve).run()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -462,15 +518,19 @@ def main() -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--plot", type=Path, default=None, help="directory for the plots")
+    parser.add_argument("--plot-name", default="soak-resources", help="the plot's file name")
+    parser.add_argument(
+        "--conf", action="append", default=[], help="Spark k=v for the server (repeat)"
+    )
     args = parser.parse_args()
     import signal
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     shape = Shape(**{name: getattr(args, name) for name in defaults.__dict__})
-    report = run(shape)
+    report = run(shape, [o for pair in args.conf for o in ("--conf", pair)])
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     if args.plot is not None:
-        plot(report, args.plot)
+        plot(report, args.plot, args.plot_name)
     print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=2))
 
 

@@ -235,6 +235,7 @@ def _setting(name: str) -> str:
 @click.option("--example/--no-example", default=None, help=_setting("example"))
 @click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
+@click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
 def serve(
     config: Path | None,
     root: Path | None,
@@ -251,6 +252,7 @@ def serve(
     example: bool | None,
     round_seconds: float | None,
     max_clock_skew: float | None,
+    max_ingest_backlog: int | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
@@ -274,6 +276,7 @@ def serve(
         "example": example,
         "round_seconds": round_seconds,
         "max_clock_skew": max_clock_skew,
+        "max_ingest_backlog": max_ingest_backlog,
     }
     try:
         given["spark_conf"] = parse_conf(conf)

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamshield.catalog.audit import Event, Outcome
+from streamshield.policy.elements import Channel
 from streamshield.server.app import create_app
 from streamshield.server.runner import serve_in_thread
 from streamshield.server.service import ServerService
@@ -231,6 +232,11 @@ def test_metrics_are_for_administrators_and_parse(server, world) -> None:
     rates = families["streamshield_ingest_rows_per_second"]
     assert _value(rates, "streamshield_ingest_rows_per_second", stream="ticks") > 0
     assert _value(families["streamshield_ingest_active"], "streamshield_ingest_active") == 1
+    backlog = "streamshield_ingest_backlog_elements"
+    assert _value(families[backlog], backlog) >= 0
+    heap, kinds = families["streamshield_jvm_heap_bytes"], ("used", "committed", "max", "retained")
+    figures = {kind: _value(heap, "streamshield_jvm_heap_bytes", kind=kind) for kind in kinds}
+    assert 0 < figures["retained"] <= figures["max"] and figures["used"] > 0, figures
     text = world["joe"].get("/metrics").text
     assert LITERAL not in text and "abc" not in text
 
@@ -344,3 +350,43 @@ def test_cli_query_and_audit_commands(server, world, tmp_path, monkeypatch) -> N
     assert older.exit_code == 0 and "login" in older.output
     bad = runner.invoke(main, ["client", "audit", "--since", "yesterday"])
     assert bad.exit_code == 2 and "ISO-8601" in bad.output
+
+
+def test_appends_are_refused_while_ingest_is_far_behind_and_accepted_once_it_drains(
+    server, world
+) -> None:
+    """Admission control (issue 17, flat memory under overload): over the backlog bound an
+    append is a 503 ``ingest_backlog`` with Retry-After and lands nothing (its seqs stay
+    free); once secure ingest has read the backlog the very same lines land."""
+    ed, backlog = world["ed"], server.service.backlog
+    before = backlog.limit
+    backlog.limit = 3
+    try:
+        first = [sp_line("ticks", "ed.bl", 1, "{CUSTOMER1}")]
+        first += [
+            tuple_line("ticks", "ed.bl", s, 900 + s, {"id": 900 + s, "sym": "7", "px": 1.0})
+            for s in range(2, 8)
+        ]
+        answer = ed.post("/streams/ticks/elements", content="\n".join(first))
+        assert answer.status_code == 200 and answer.json()["accepted"] == 7, answer.text
+        again = "\n".join(
+            tuple_line("ticks", "ed.bl", s, 900 + s, {"id": 900 + s, "sym": "7", "px": 1.0})
+            for s in (8, 9)
+        )
+        # Ingest needs a trigger and a batch before the watch reads its progress: the
+        # next append comes well before that.
+        refused = ed.post("/streams/ticks/elements", content=again)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"] == "ingest_backlog"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        landed = server.service.pipeline.landing.last_seq(Channel("ticks", "ed.bl"))
+        assert landed == 7  # nothing of the refused append landed
+
+        def resent() -> dict | None:
+            answer = ed.post("/streams/ticks/elements", content=again)
+            return answer.json() if answer.status_code == 200 else None
+
+        accepted = poll(resent, timeout=120, every=1.0)
+        assert accepted["accepted"] == 2 and accepted["rejected"] == 0  # seqs were free
+    finally:
+        backlog.limit = before

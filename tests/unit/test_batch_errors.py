@@ -46,6 +46,16 @@ def test_a_failure_keeps_its_type_head_and_error_classes_only() -> None:
     assert PROXY_PREFIX not in text  # Spark's regex never runs over it
 
 
+def test_a_full_disk_deep_in_the_java_causes_is_kept() -> None:
+    """The OS's words sit far past the head kept; the server needs them to tell a full
+    disk (restarted when writable) from a bad query."""
+    deep = f"{TRACE * 20}Caused by: java.io.IOException: No space left on device\n"
+    err = ValueError(f"{PROXY_PREFIX} o3.parquet: [TASK_WRITE_FAILED] oops\n{deep}")
+    text = str(compact(err))
+    assert text.endswith("[TASK_WRITE_FAILED] (No space left on device)")
+    assert len(text) < MAX_MESSAGE + 200
+
+
 def test_a_shield_state_failure_still_halts_ingest_with_its_reason() -> None:
     short = compact(ShieldStateError("batch 7's shield state is missing"))
     assert is_state_failure(short)

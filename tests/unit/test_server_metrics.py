@@ -39,3 +39,11 @@ def test_peaks_forget_what_left_the_window() -> None:
     assert window.peaks() == {"q": 1.0}
     now[0] = 30.0
     assert window.peaks() == {}
+
+
+def test_the_backlog_is_exposed_and_no_jvm_means_no_heap_figures() -> None:
+    state = {"pending": 12, "limit": 50, "rate": 3.0}
+    text = ServerMetrics(lambda: [], lambda: None, backlog=lambda: state).exposition().decode()
+    assert "streamshield_ingest_backlog_elements 12.0" in text
+    assert "streamshield_ingest_backlog_limit_elements 50.0" in text
+    assert "streamshield_jvm_heap_bytes" not in text

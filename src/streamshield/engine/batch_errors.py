@@ -42,6 +42,10 @@ INTERRUPTIONS = (
 )
 MAX_MESSAGE = 400
 """Characters of the original message kept: far below the ~2,000 that overflow."""
+STORAGE_CAUSES = ("No space left on device", "Read-only file system", "Disk quota exceeded")
+"""The OS's words for storage that cannot be written: kept in the short message (they
+sit deep in a Java cause chain, far past :data:`MAX_MESSAGE`), so that the server can
+tell a full disk from a bad query (``server.queries.failure_class``)."""
 _ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 
 BatchFunction = Callable[[DataFrame, int], None]
@@ -70,8 +74,9 @@ def compact(err: BaseException) -> RuntimeError:
     head = head.replace(PROXY_PREFIX, "Py4JJavaError calling")
     classes = [c for c in dict.fromkeys(_ERROR_CLASS.findall(text)) if is_condition(c)]
     named = f" [{'] ['.join(classes[:4])}]" if classes else ""
+    storage = next((f" ({cause})" for cause in STORAGE_CAUSES if cause in text), "")
     kind = type(err)  # "ShieldStateError: why" stays greppable (server/ingest_guard.py)
-    return BatchFailed(f"{kind.__module__}.{kind.__qualname__}: {head}{named}")
+    return BatchFailed(f"{kind.__module__}.{kind.__qualname__}: {head}{named}{storage}")
 
 
 def bounded(process: BatchFunction) -> BatchFunction:

@@ -40,7 +40,7 @@ def spark_session(
         .config("spark.driver.memory", "2g")
         .config(CONSTRAINT_PROPAGATION, "false")
     )
-    for key, value in THREAD_CAPS.items():
+    for key, value in {**THREAD_CAPS, **STATUS_RETENTION}.items():
         builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
@@ -67,6 +67,26 @@ threads as stages were planned in the last minute. Under the soak (16 continuous
 queries, a micro-batch a second each) that was ~100 new threads a minute and, with more
 queries or faster batches, up to 2176. With the caps, stages beyond them queue for a
 free thread (each only plans and submits a stage; the work runs on the executors)."""
+
+STATUS_RETENTION = {
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "5000",
+    "spark.ui.retainedDeadExecutors": "10",
+    "spark.sql.streaming.ui.retainedQueries": "20",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "50",
+}
+"""How much finished work Spark's status store keeps in the driver's heap (static).
+
+The store exists whether the web UI runs or not (the status tracker reads it), and by
+default keeps the last 1000 SQL executions with their plan descriptions and metrics,
+1000 jobs, 1000 stages and up to 100,000 tasks per stage. A continuous query runs at
+least one execution, a job and a few stages every micro-batch, each execution with its
+plan's description and graph (a secured view's plan is wide): 16 queries fill the
+defaults within minutes and the heap then holds them for nobody (the UI is off by
+default; docs/reliability.md, "Flat memory under overload", has the figures). These
+bounds keep the last minute or so of a busy server; an operator's ``--conf`` wins."""
 
 VARIABLE_SUBSTITUTION = "spark.sql.variable.substitute"
 CONSTRAINT_PROPAGATION = "spark.sql.constraintPropagation.enabled"

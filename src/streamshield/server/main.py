@@ -180,6 +180,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
                 spark_log_level="WARN" if settings.log_level in ("debug", "info") else "ERROR",
             )
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
+            service.backlog.limit = settings.max_ingest_backlog
         if stopper.requested.is_set():
             return 0
         with timings.phase("api"):

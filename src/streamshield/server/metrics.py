@@ -73,9 +73,17 @@ class RateWindow:
 class ServerMetrics:
     """One server's registry: counters fed by the service, a collector for live state."""
 
-    def __init__(self, queries: Callable[[], Iterable[Any]], ingest: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        queries: Callable[[], Iterable[Any]],
+        ingest: Callable[[], Any],
+        backlog: Callable[[], dict[str, Any]] | None = None,
+        jvm: Callable[[], Any] | None = None,
+    ) -> None:
         """``queries``: the live queries (:class:`~streamshield.server.queries.LiveQuery`);
-        ``ingest``: the ingest job's StreamingQuery or None."""
+        ``ingest``: the ingest job's StreamingQuery or None; ``backlog``: the ingest
+        backlog's state (:class:`~streamshield.server.ingest_backlog.IngestBacklog`);
+        ``jvm``: the py4j JVM view whose heap is reported."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.elements = Counter(
             "streamshield_ingest_elements",
@@ -103,6 +111,7 @@ class ServerMetrics:
         self._totals: dict[tuple[str, str], int] = {}  # (stream, counter) -> count
         self._lock = threading.Lock()
         self.registry.register(_LiveState(queries, ingest, self.rates, self.lags))
+        self.registry.register(_Resources(backlog, jvm))
 
     def appended(self, stream: str, accepted: int, rejected: int) -> None:
         if accepted:
@@ -267,6 +276,76 @@ class _LiveState(Collector):
             rows.add_metric([], float(progress.get("processedRowsPerSecond") or 0.0))
         yield duration
         yield rows
+
+
+class _Resources(Collector):
+    """What the server holds: the ingest backlog against its bound, and the driver JVM's
+    heap, including what outlived young collections (``retained``: the figure that must
+    stay flat under overload, where the heap's committed size only tells how far the
+    collector let it grow)."""
+
+    def __init__(
+        self, backlog: Callable[[], dict[str, Any]] | None, jvm: Callable[[], Any] | None
+    ) -> None:
+        self._backlog, self._jvm = backlog, jvm
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        if self._backlog is not None:
+            state = self._backlog()
+            pending = GaugeMetricFamily(
+                "streamshield_ingest_backlog_elements",
+                "Elements landed through the API and not yet read by secure ingest.",
+            )
+            pending.add_metric([], float(state["pending"]))
+            yield pending
+            if state.get("limit"):
+                bound = GaugeMetricFamily(
+                    "streamshield_ingest_backlog_limit_elements",
+                    "Backlog over which appends are refused (503 ingest_backlog).",
+                )
+                bound.add_metric([], float(state["limit"]))
+                yield bound
+        heap = jvm_heap(self._jvm() if self._jvm is not None else None)
+        if heap:
+            family = GaugeMetricFamily(
+                "streamshield_jvm_heap_bytes",
+                "The driver JVM's heap: used, committed, max, and retained (survivor "
+                "spaces and old generation: what outlived young collections).",
+                labels=["kind"],
+            )
+            for kind, value in heap.items():
+                family.add_metric([kind], float(value))
+            yield family
+
+
+def jvm_heap(jvm: Any) -> dict[str, int]:
+    """The JVM's heap figures from its management beans ({} when there is no JVM);
+    ``retained``: what the heap's pools other than the young generation's eden hold (the
+    survivor spaces and the old generation: what outlived young collections, garbage not
+    yet reached by an old collection included). The pools' own "collection usage" is
+    no use here (G1 updates the old pool's only at full collections) and the last
+    collection's details are not reachable from py4j (jdk.management does not export
+    their class)."""
+    if jvm is None:
+        return {}
+    try:
+        management = jvm.java.lang.management.ManagementFactory
+        usage = management.getMemoryMXBean().getHeapMemoryUsage()
+        retained = 0
+        for pool in management.getMemoryPoolMXBeans():
+            if pool.getType().name() == "HEAP" and "Eden" not in str(pool.getName()):
+                retained += int(pool.getUsage().getUsed())
+        return {
+            "used": int(usage.getUsed()),
+            "committed": int(usage.getCommitted()),
+            "max": int(usage.getMax()),
+            "retained": retained,
+        }
+    except Exception:  # a JVM going away: no figure rather than a failed scrape
+        return {}
 
 
 def _progress(

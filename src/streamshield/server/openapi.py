@@ -21,8 +21,9 @@ _WHY = {
     422: "Invalid request: body validation (with problems by field) or a refused query "
     "(names the column, clause or function; never a value)",
     429: "Too many failed logins; retry after Retry-After seconds",
-    503: "The storage cannot be written (read-only, gone): nothing was "
-    "accepted; retry after Retry-After seconds",
+    503: "The storage cannot be written (read-only, gone: storage_unavailable), or "
+    "secure ingest is too far behind (ingest_backlog): nothing was accepted; retry after "
+    "Retry-After seconds",
 }
 
 

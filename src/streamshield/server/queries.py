@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from streamshield.engine.batch_boundary import at_batch_boundary
+from streamshield.engine.batch_errors import STORAGE_CAUSES
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.queries import CallbackSink, RegisteredQuery, safe_error
@@ -86,6 +87,24 @@ class LiveQuery:
     def end_subscriptions(self, reason: str, event: str = "closed") -> None:
         for close in list(self.closers.values()):
             close(reason, event)
+
+
+STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
+"""The error class of a query that failed because its storage could not be written: the
+server starts it again once writing works (:meth:`QueryRegistry.restart_storage_failures`)."""
+
+
+def failure_class(failure: BaseException | None) -> str:
+    """The error class a failed query shows: STORAGE_UNAVAILABLE when the disk was full
+    or read-only (the OS's words in the failure: a batch function's failure keeps them,
+    :func:`~streamshield.engine.batch_errors.compact`; Spark's own class there is a
+    generic TASK_WRITE_FAILED), else Spark's class (:func:`safe_error`)."""
+    if failure is None:
+        return "STOPPED_UNEXPECTEDLY"
+    text = str(failure)
+    if any(cause in text for cause in STORAGE_CAUSES):
+        return STORAGE_UNAVAILABLE
+    return safe_error(failure)
 
 
 class QueryRegistry:
@@ -202,7 +221,7 @@ class QueryRegistry:
                 if query.handle is None or query.error_class is not None or query.handle.active:
                     continue
                 failure = query.handle.handle.exception()
-                query.error_class = safe_error(failure) if failure else "STOPPED_UNEXPECTEDLY"
+                query.error_class = failure_class(failure)
                 query.failed_at = time.time()
                 failed.append((query, str(failure) if failure else "stopped outside the server"))
         for query, message in failed:
@@ -213,6 +232,32 @@ class QueryRegistry:
             except Exception as err:  # auditing must not stop the watch
                 audit.error("recording the failure of %s failed: %s", query.name, err)
         return [query for query, _ in failed]
+
+    def storage_failures(self, after: float) -> list[str]:
+        """Queries failed for their storage at least ``after`` seconds ago."""
+        now = time.time()
+        return [
+            q.name
+            for q in self.all()
+            if q.error_class == STORAGE_UNAVAILABLE and now - (q.failed_at or now) >= after
+        ]
+
+    def restart(self, names: list[str], limits: OperatorLimits) -> list[str]:
+        """Starts again queries failed for their storage (the names started). One that
+        fails again is marked again (by :meth:`check_failures`, or here when its start
+        fails) and retried later: it recovers once space returns."""
+        started = []
+        for name in names:
+            try:
+                self.start(name, limits)
+                started.append(name)
+                audit.info("query %s restarted after a storage failure", name)
+            except Exception as err:  # still unwritable: the next round tries again
+                with self._lock:
+                    query = self.get(name)
+                    query.error_class, query.failed_at = STORAGE_UNAVAILABLE, time.time()
+                audit.error("query %s not restarted yet: %s", name, type(err).__name__)
+        return started
 
     def _forget(self, query: LiveQuery) -> None:
         """Stops the engine query (a shared join only with its last subscriber)."""

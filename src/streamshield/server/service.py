@@ -52,6 +52,7 @@ from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
 from streamshield.server.metrics import ServerMetrics
@@ -105,7 +106,13 @@ class ServerService:
         self.assigner = SeqAssigner(self.pipeline.landing)
         self.started = False  # ingest runs and the previous run's queries are restored
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
-        self.metrics = ServerMetrics(self.queries.all, lambda: self._ingest)
+        self.backlog = IngestBacklog()  # appends refused while ingest is too far behind
+        self.metrics = ServerMetrics(
+            self.queries.all,
+            lambda: self._ingest,
+            backlog=self.backlog.state,
+            jvm=lambda: spark.sparkContext._jvm,
+        )
         self.pipeline.ingest.on_counts = self.metrics.labelled
         self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
 
@@ -129,6 +136,7 @@ class ServerService:
         retry_at = 0.0
         while not self._stopping.wait(WATCH_SECONDS):
             try:
+                self.backlog.read_query(self._ingest)
                 self.queries.check_failures(self._query_failed)
                 self.recheck_subscriptions()
                 self.patterns.check_ended()
@@ -137,8 +145,20 @@ class ServerService:
                     with self._lock:
                         if not self._stopping.is_set():
                             self._ingest = self._start_ingest()
+                if self.queries.storage_failures(INGEST_RETRY_SECONDS):
+                    self._restart_storage_failures()
             except Exception as err:  # the watch must outlive any one bad check
                 audit.error("query watch: %s", type(err).__name__)
+
+    def _restart_storage_failures(self) -> None:
+        """Queries that failed on a full or read-only disk start again, every
+        INGEST_RETRY_SECONDS, until writing works (as ingest does); the failure and each
+        restart are audited. Their subscribers got an ``error`` event and resume with
+        ``?after=`` (nothing stored is lost: the failed batch is replayed)."""
+        with self._lock:
+            due = self.queries.storage_failures(INGEST_RETRY_SECONDS)
+            if due and not self._stopping.is_set():
+                self.queries.restart(due, self.limits())
 
     def _start_ingest(self) -> Any:
         """The running ingest query, or None when its state forbids starting (halted)."""
@@ -396,6 +416,7 @@ class ServerService:
         if not (may_write or may_inject):
             raise Forbidden("WRITE or INJECT SP on this stream is needed to append")
         self.halt.refuse_input()
+        self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
         user = port.user_of(session)
         with self.assigner.lock(stream):
             assigned = None
@@ -414,6 +435,7 @@ class ServerService:
             report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
             report.rejected.sort(key=lambda r: r.line)
             report.assigned = assigned.last_seq
+        self.backlog.landed(report.accepted)
         self.metrics.appended(stream, report.accepted, len(report.rejected))
         future = sum(1 for r in report.rejected if r.reason == "future_timestamp")
         if future:  # an sp that would lock its channel: worth an administrator's look

@@ -28,6 +28,10 @@ from pydantic_settings import (
 )
 
 ENV_PREFIX = "STREAMSHIELD_"
+DEFAULT_BACKLOG = 50_000
+"""Elements (tuples and sps) landed and not yet read by secure ingest before appends are
+refused (:mod:`streamshield.server.ingest_backlog`): a few minutes of the soak's offered
+load; an ingest batch of that size is ~10 MB of JSON, small beside the JVM's 2 GB heap."""
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
@@ -77,6 +81,13 @@ class ServeSettings(BaseSettings):
         le=86400 * 366,
         description="Seconds an sp's ts may be ahead of the server's clock; later sps are "
         "rejected (future_timestamp), since one would lock its channel.",
+    )
+    max_ingest_backlog: int = Field(
+        DEFAULT_BACKLOG,
+        ge=0,
+        le=10**9,
+        description="Landed elements that may wait for secure ingest; beyond it an append "
+        "is answered 503 ingest_backlog with Retry-After and nothing lands (0: no bound).",
     )
     metrics_token: str | None = Field(
         None,

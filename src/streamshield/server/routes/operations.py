@@ -27,7 +27,6 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from streamshield.catalog.audit import AuditFilter, Event
-from streamshield.engine.queries import safe_error
 from streamshield.lang.continuous import ContinuousQuery, ShapeKind, parse_request, plan_shape
 from streamshield.lang.query_check import check_query
 from streamshield.lang.secured_plan import secured_plan
@@ -37,6 +36,7 @@ from streamshield.server.auth import Auth
 from streamshield.server.errors import Forbidden, Invalid, NotFound, Unauthorized
 from streamshield.server.metrics import progress_of, status_of
 from streamshield.server.models import ErrorBody
+from streamshield.server.queries import failure_class
 
 Status = Literal["running", "stopped", "failed"]
 ENGINES = {
@@ -348,7 +348,7 @@ def _failure(live: Any) -> tuple[str | None, str | None]:
             failure = live.handle.handle.exception()
         except Exception:
             failure = None
-        error_class = safe_error(failure) if failure is not None else "unknown"
+        error_class = failure_class(failure) if failure is not None else "unknown"
     if isinstance(failed_at, int | float):
         failed_at = iso(failed_at)
     elif isinstance(failed_at, datetime):
