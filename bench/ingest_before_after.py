@@ -5,9 +5,17 @@
 
 Arms: ``plain`` ingest; ``before``: ``engine/ingest.py`` as of ``--before`` (default
 054181a, the code before the issue-13 ingest work of 2026-11-24) with every sp pattern
-read by the grammar; ``after``: this tree. The arms' order rotates every repetition;
+read by the grammar (``--before-patterns fast``: with the fast pattern reader, for a
+base that has it); ``after``: this tree. The arms' order rotates every repetition;
 a configuration is tuples x tuples-per-sp x roles. Prints every run with its passes and
 the load average; the JSON has the times, plain/secure ratios and median passes.
+
+``--small B`` (B > 0) adds the small-batch case of the landing latency: B micro-batches
+of ``--small-tuples`` tuples (one provider, one sp per batch, 64 roles), each arm one
+``availableNow`` query reading one file a batch; it reports each arm's median batch
+time (Spark's ``triggerExecution`` and ``addBatch``, the first batch left out as
+warm-up). Only ``engine/ingest.py`` is swapped: both secure arms run this tree's
+``ingest_job``, labelled store and policy modules.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyspark.sql import functions as F
+
 from bench.run import plain_ingest
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import Ingest
+from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.lang import cql, wire
@@ -51,7 +61,11 @@ def old_module(revision: str):
     return module
 
 
-def secure(spark, cls, land: Path, out: Path, roles: int, fast: bool) -> tuple[float, dict]:
+def secure(
+    spark, cls, land: Path, out: Path, roles: int, fast: bool, batches: list | None = None
+) -> tuple[float, dict]:
+    """One secure ingest of ``land``; ``batches``: read one file a batch and append each
+    batch's durations (ms) from Spark's progress reports."""
     cql._simple_pattern = FAST if fast else (lambda text: None)
     wire._parsed_pattern.cache_clear()
     ingest = cls(spark, hierarchy(roles), {STREAM.name: STREAM})
@@ -64,8 +78,82 @@ def secure(spark, cls, land: Path, out: Path, roles: int, fast: bool) -> tuple[f
 
     job.on_counts = keep
     began = time.perf_counter()
-    job.start(available_now=True).awaitTermination()
+    query = job.start(available_now=True, max_files=1 if batches is not None else None)
+    query.awaitTermination()
+    if batches is not None:
+        batches += [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
     return time.perf_counter() - began, passes
+
+
+def plain_small(spark, land: Path, out: Path, batches: list) -> float:
+    """Plain ingest of ``land`` one file a batch (durations appended to ``batches``)."""
+    source = (
+        spark.readStream.schema(ELEMENT_SCHEMA)
+        .option("pathGlobFilter", "*.jsonl")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(land / "*"))
+        .filter(F.col("type") == "tuple")
+    )
+    values = F.from_json(F.col("values"), STREAM.ddl)
+    rows = source.select(
+        "stream", "provider", "seq", "tid", *(values[n].alias(n) for n in STREAM.names)
+    )
+    began = time.perf_counter()
+    query = (
+        rows.writeStream.format("parquet")
+        .option("checkpointLocation", str(out / "_checkpoint"))
+        .trigger(availableNow=True)
+        .start(str(out / "data"))
+    )
+    query.awaitTermination()
+    batches += [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
+    return time.perf_counter() - began
+
+
+def small_batches(spark, old, work: Path, args) -> dict:
+    """The small-batch case: each arm's median batch time over ``args.small`` batches."""
+    n = args.small * args.small_tuples
+    land = write_landing(work / "small", n, args.small_tuples, 64, providers=1, files=args.small)
+    spent: dict[str, dict[str, list[float]]] = {}
+    names = ["plain", "before", "after"]
+    for i in range(args.reps):
+        for name in names[i % 3 :] + names[: i % 3]:
+            batches: list[dict] = []
+            out = work / f"small-{name}{i}"
+            if name == "plain":
+                plain_small(spark, land, out, batches)
+            else:
+                module = Ingest if name == "after" else old.Ingest
+                fast = name == "after" or args.before_patterns == "fast"
+                secure(spark, module, land, out, 64, fast, batches)
+            arm = spent.setdefault(name, {"triggerExecution": [], "addBatch": []})
+            for key, values in arm.items():
+                values += [b[key] / 1000 for b in batches[1:]]  # the first: warm-up
+            load = round(os.getloadavg()[0], 1)
+            median = statistics.median(b["triggerExecution"] for b in batches[1:]) / 1000
+            shown = f"{len(batches)} batches, median {median:.3f} s"
+            print("small", i, name, shown, "load", load, flush=True)
+    result = {
+        "batches": args.small,
+        "tuples_per_batch": args.small_tuples,
+        **{
+            f"{name}_{key}_s": summary(values)
+            for name, arm in spent.items()
+            for key, values in arm.items()
+        },
+        "load": os.getloadavg(),
+    }
+    print("RESULT", json.dumps(result), flush=True)
+    return result
+
+
+def summary(values: list[float]) -> dict:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "n": len(values),
+    }
 
 
 def main() -> None:
@@ -73,6 +161,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--configs", default="100000x100x1,100000x100x500,10000x1x64")
     parser.add_argument("--before", default="054181a")
+    parser.add_argument("--before-patterns", choices=("grammar", "fast"), default="grammar")
+    parser.add_argument("--small", type=int, default=0, help="small batches (0: none)")
+    parser.add_argument("--small-tuples", type=int, default=1000)
     parser.add_argument("--out", default="/tmp/ingest-before-after.json")
     args = parser.parse_args()
     old = old_module(args.before)
@@ -80,11 +171,11 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="ingest-ab-"))
     warm = write_landing(work / "warm", 20000, 100, 1)
-    secure(spark, old.Ingest, warm, work / "w0", 1, False)
+    secure(spark, old.Ingest, warm, work / "w0", 1, args.before_patterns == "fast")
     secure(spark, Ingest, warm, work / "w1", 1, True)
     plain_ingest(spark, warm, work / "w2")
     results = []
-    for config in args.configs.split(","):
+    for config in filter(None, args.configs.split(",")):
         n, per_sp, roles = (int(x) for x in config.split("x"))
         land = write_landing(work / config, n, per_sp, roles)
         times: dict[str, list[float]] = {"plain": [], "before": [], "after": []}
@@ -95,9 +186,9 @@ def main() -> None:
                 out = work / f"{prefix}-{name}{i}"
                 if name == "plain":
                     return plain_ingest(spark, land, out), {}
-                return secure(
-                    spark, Ingest if name == "after" else old.Ingest, land, out, r, name == "after"
-                )
+                fast = name == "after" or args.before_patterns == "fast"
+                module = Ingest if name == "after" else old.Ingest
+                return secure(spark, module, land, out, r, fast)
 
             arms = {name: run for name in ("plain", "before", "after")}
             names = list(arms)
@@ -127,6 +218,8 @@ def main() -> None:
         }
         print("RESULT", json.dumps(result), flush=True)
         results.append(result)
+    if args.small:
+        results.append({"small": small_batches(spark, old, work, args)})
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     shutil.rmtree(work, ignore_errors=True)
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy, label_for
-from streamshield.policy.rules import compile_rules, evaluate
+from streamshield.policy.rules import compile_rules, evaluate, label_words
 from tests.unit.strategies import ATTRIBUTES, HIERARCHY, ROLES, TIDS, policies
 
 CODEC = RoleCodec(HIERARCHY)
@@ -33,6 +33,27 @@ def test_rules_agree_with_label_for(provider, server, mode, tid, stream, activat
     assert got.tuple_access.allows(query) == expected.tuple_access.allows(query)
     assert got.visible_attributes(query) == expected.visible_attributes(query)
     assert got == expected
+
+
+@given(
+    provider=policies(ts=5),
+    server=st.one_of(st.none(), policies(ts=1)),
+    mode=st.sampled_from(Combine),
+    tid=st.one_of(st.none(), tids),
+    stream=st.sampled_from(["HeartRate", "BodyTemperature"]),
+)
+def test_label_words_are_evaluate_in_label_column_order(provider, server, mode, tid, stream):
+    """The driver's fast path for constant policies stores exactly evaluate's words."""
+    srv = ServerPolicy(tuple(server), mode) if server else None
+    rules = compile_rules(Policy.of(provider), stream, ATTRIBUTES, CODEC, srv)
+    label = evaluate(rules, tid)
+    expected = [
+        word
+        for access in (label.tuple_access, *(label.attributes[a] for a in ATTRIBUTES))
+        for pair in zip(access.readers, access.denied, strict=True)
+        for word in pair
+    ]
+    assert label_words(rules, tid) == expected
 
 
 def test_unknown_role_fails_compilation() -> None:

@@ -3,15 +3,18 @@
 For every micro-batch:
 
 1. Each element gets its *gap*: how many sps of its channel precede it in this batch
-   (one window over the channel, ordered by ``seq``; order never comes from arrival).
-2. One job collects the batch's sps (few) and the tuples summarised per (channel, gap,
-   declared ts, declared csn) with their smallest and largest seq: a handful of rows
-   per policy, not per tuple.
+   (order never comes from arrival, only from ``seq``).
+2. One job collects the batch's sps (few) and the tuples summarised per (channel,
+   declared ts, declared csn) with their smallest and largest seq, aggregated where the
+   rows are (no shuffle or sort of the rows). The driver finds each summary's gap from
+   the sps' seqs; a channel with a declaration on both sides of one of its sps has its
+   gaps counted by a window over its elements instead (a second, rare job).
 3. The driver replays the reference :class:`PolicyTracker` over sps and summaries in
    seq order. That yields, per summary, the reason and policy, and per gap the seq
    from which a reset (Fig. 10, line 16) denies the rest of the segment. The reference
    code itself decides, so the engine cannot drift from the specification.
-4. Tuples join these small decision and policy tables (broadcast) and their labels are
+4. Tuples join these small decision and policy tables (broadcast; a decision names its
+   gap by the seqs of the sps around it) and their labels are
    computed natively from the policy's compiled rules (or taken from the table when
    the policy ignores the tuple id and was evaluated on the driver).
 5. Every tuple gets its Chinese-Wall level words ``_ss_lvl_*`` from the catalog's level
@@ -26,12 +29,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -55,8 +59,7 @@ from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy
-from streamshield.policy.rules import Layout, RuleSet, compile_rules
-from streamshield.policy.rules import evaluate as evaluate_rules
+from streamshield.policy.rules import Layout, RuleSet, compile_rules, label_words
 from streamshield.policy.shield import Reason
 
 ELEMENT_SCHEMA = StructType(
@@ -97,6 +100,7 @@ PASS = Reason.PASS.value
 Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
+_FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
 
 
 @dataclass
@@ -118,6 +122,7 @@ class Ingest:
         self._layout_lock = threading.Lock()  # a batch is labelled with one hierarchy
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
+        self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
 
@@ -166,9 +171,9 @@ class Ingest:
         self.passes = {}
         began = time.perf_counter()
         known = batch.filter(F.col("stream").isin(list(streams)))
-        gapped = self._with_gaps(self._mark_late(known, states)).cache()
-        self._cached.append(gapped)
-        sps, summaries = self._collect(gapped)
+        elements = self._elements(self._mark_late(known, states)).cache()
+        self._cached.append(elements)
+        sps, summaries = self._collect(elements)
         began = self.lap("read+gaps+summaries", began)
         decisions, policies = self._decide(sps, summaries, states)
         began = self.lap("decide (driver)", began)
@@ -176,7 +181,8 @@ class Ingest:
             self.registry.save(self._in_force.values())
         self._in_force.clear()
         self.lap("policy registry", began)
-        decided = self._join_decisions(gapped.filter(~F.col("is_sp")), decisions, policies)
+        tuples = elements.filter(~F.col("is_sp"))
+        decided = self._join_decisions(tuples, decisions, policies, sps)
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
@@ -205,14 +211,9 @@ class Ingest:
         )
 
     @staticmethod
-    def _with_gaps(elements: DataFrame) -> DataFrame:
-        """Every element with its gap: the number of sps of its channel up to it (one sort)."""
+    def _elements(elements: DataFrame) -> DataFrame:
+        """The columns labelling needs, row by row: no shuffle (order comes from seq later)."""
         is_sp = F.col("type") == "sp"
-        window = (
-            Window.partitionBy(*CHANNEL)
-            .orderBy("seq")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
         return elements.select(
             *CHANNEL,
             "seq",
@@ -223,43 +224,86 @@ class Ingest:
             "late",
             is_sp.alias("is_sp"),
             F.when(is_sp, F.to_json(F.struct(*SP_FIELDS))).alias("sp"),
-        ).withColumn("gap", F.sum(F.col("is_sp").cast("int")).over(window))
+        )
+
+    @staticmethod
+    def _with_gaps(elements: DataFrame) -> DataFrame:
+        """Every element with its gap: the number of sps of its channel up to it (one sort)."""
+        window = (
+            Window.partitionBy(*CHANNEL)
+            .orderBy("seq")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        return elements.withColumn("gap", F.sum(F.col("is_sp").cast("int")).over(window))
 
     def _collect(
-        self, gapped: DataFrame
-    ) -> tuple[dict[Channel, list[tuple[int, SpElement | None]]], list[Any]]:
-        """The batch's sps and its per-declaration tuple summaries, in one job."""
-        sp_rows = gapped.filter("is_sp").select(
+        self, elements: DataFrame
+    ) -> tuple[dict[Channel, list[tuple[int, SpElement | None]]], list[dict]]:
+        """The batch's sps and its tuple summaries per (channel, gap, declared ts, csn).
+
+        One job collects the sps and a summary per *declaration* (channel, ts, csn: its
+        smallest and largest seq), aggregated where the rows are, with no shuffle of the
+        rows and no sort. A declaration whose seqs no sp of its channel falls between
+        lies in one gap, which the driver counts from the sps' seqs. Only a channel with
+        a declaration on both sides of one of its sps (an sp re-sent or late in the
+        middle of a segment, a provider going back to an older declaration) has its
+        gaps counted by the window over its elements, in a second job.
+        """
+        sp_rows = elements.filter("is_sp").select(
             F.lit(True).alias("is_sp"),
             *CHANNEL,
             "seq",
             "sp",
-            *(F.lit(None).cast("long").alias(c) for c in ("gap", "p_ts", "p_csn", "first", "last")),
+            *(F.lit(None).cast("long").alias(c) for c in ("p_ts", "p_csn", "first", "last")),
         )
-        summaries = (
-            gapped.filter(~F.col("is_sp") & ~F.col("late"))
-            .groupBy(*CHANNEL, "gap", "p_ts", "p_csn")
+        declarations = (
+            elements.filter(~F.col("is_sp") & ~F.col("late"))
+            .groupBy(*CHANNEL, "p_ts", "p_csn")
             .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
             .select(
                 F.lit(False).alias("is_sp"),
                 *CHANNEL,
                 F.lit(None).cast("long").alias("seq"),
                 F.lit(None).cast("string").alias("sp"),
-                "gap",
                 "p_ts",
                 "p_csn",
                 "first",
                 "last",
             )
         )
-        rows = sp_rows.unionByName(summaries).collect()
+        rows = sp_rows.unionByName(declarations).collect()
         by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
         for row in rows:
             if row["is_sp"]:
                 element = _sp_element(row["sp"])
                 by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
         sps = {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
-        return sps, [row for row in rows if not row["is_sp"]]
+        seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
+        declared = [row.asDict() for row in rows if not row["is_sp"]]
+        summaries, split = gap_summaries(seqs, declared)
+        if split:
+            summaries += self._split_summaries(elements, split)
+        return sps, summaries
+
+    def _split_summaries(self, elements: DataFrame, channels: set[Channel]) -> list[dict]:
+        """Per-gap summaries of ``channels`` from the window over their elements."""
+        chosen = local_frame(
+            self.spark,
+            [(c.stream, c.provider) for c in channels],
+            _schema("_ss_stream string, _ss_provider string"),
+        )
+        on = F.col("stream").eqNullSafe(F.col("_ss_stream")) & F.col("provider").eqNullSafe(
+            F.col("_ss_provider")
+        )
+        mine = elements.join(F.broadcast(chosen), on, "left_semi")
+        rows = (
+            self._with_gaps(mine)
+            .filter(~F.col("is_sp") & ~F.col("late"))
+            .groupBy(*CHANNEL, "gap", "p_ts", "p_csn")
+            .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+            .collect()
+        )
+        return [row.asDict() for row in rows]
 
     def _decide(
         self,
@@ -327,16 +371,30 @@ class Ingest:
         return policy.policy_id
 
     def _join_decisions(
-        self, gapped: DataFrame, decisions: list[tuple], policies: Compiled
+        self,
+        tuples: DataFrame,
+        decisions: list[tuple],
+        policies: Compiled,
+        sps: Mapping[Channel, list[tuple[int, SpElement | None]]],
     ) -> DataFrame:
         """Tuples with their decision and their policy's rules or finished label words,
         in one broadcast join: the driver attaches each decision's compiled policy (a
-        handful of rows), so no tuple probes a second table for it."""
-        none = (None, None)
-        with_policy = [(*d, *policies.get((d[0], d[6]), none)) for d in decisions]
-        table = local_frame(self.spark, with_policy, _DECISIONS)
-        keys = [*CHANNEL, "gap", "p_ts", "p_csn"]
-        joined = gapped.join(F.broadcast(table), keys, "left")
+        handful of rows), so no tuple probes a second table for it.
+
+        A decision names its gap by the seqs of the sps around it (exclusive bounds), so
+        a tuple finds it by its declaration and its own seq, without a gap column: the
+        join keys are the channel and the declaration, the seq test picks the gap (one
+        candidate row unless the declaration spans sps of its channel)."""
+        table = local_frame(self.spark, _decision_rows(decisions, policies, sps), _DECISIONS)
+        on = (
+            (F.col("stream") == F.col("_ss_d_stream"))
+            & (F.col("provider") == F.col("_ss_d_provider"))
+            & (F.col("p_ts") == F.col("_ss_d_ts"))
+            & (F.col("p_csn") == F.col("_ss_d_csn"))
+            & (F.col("seq") > F.col("_ss_d_after"))
+            & (F.col("seq") < F.col("_ss_d_before"))
+        )
+        joined = tuples.join(F.broadcast(table), on, "left")
         # late tuples are out of order; a tuple after the gap's reset, or one the driver
         # never saw, has no policy
         reason = (
@@ -362,6 +420,24 @@ class Ingest:
         decision's policy. A passing tuple without words (never expected) reads 0: deny.
         Helper columns are ``_ss_``-named: no attribute may be (catalog.streams).
         """
+        first, second = self._label_columns(stream, per_tuple)
+        return decided.select(*first).select(*second)
+
+    def _label_columns(self, stream: str, per_tuple: bool) -> tuple[list[Column], list[Column]]:
+        """The two projections of :meth:`_label`, built once per stream definition, label
+        width, combine mode and ``per_tuple``: the expressions name columns only, never a
+        batch's values, and building them through py4j (hundreds of label columns at 500
+        roles) was most of the planning of a small ingest batch."""
+        schema = self.streams[stream]
+        mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
+        key = (schema, self.codec.width, mode, per_tuple)
+        if key not in self._projections:
+            self._projections[key] = self._build_label_columns(stream, per_tuple, mode)
+        return self._projections[key]
+
+    def _build_label_columns(
+        self, stream: str, per_tuple: bool, mode: Combine
+    ) -> tuple[list[Column], list[Column]]:
         schema = self.streams[stream]
         layout = self.layout(stream)
         passed = F.col("reason") == PASS
@@ -382,7 +458,6 @@ class Ingest:
                 passed & fixed.isNull(),
                 labels.accumulate(F.col("_ss_rules"), F.col("tid"), layout.size),
             )
-            mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
             computed = labels.label_columns(F.col("_ss_acc"), layout, mode)
             parsed.append(acc.alias("_ss_acc"))
         else:
@@ -391,9 +466,8 @@ class Ingest:
             F.when(passed, F.coalesce(fixed[i], column, zero)).otherwise(zero).alias(n)
             for i, (column, n) in enumerate(zip(computed, names, strict=True))
         ]
-        return decided.select(*meta, *parsed).select(
-            *meta, *(F.col("_ss_values")[name].alias(name) for name in schema.names), *label
-        )
+        values = [F.col("_ss_values")[name].alias(name) for name in schema.names]
+        return [*map(F.col, meta), *parsed], [*map(F.col, meta), *values, *label]
 
 
 def _fixed_words(rules: RuleSet) -> list[int] | None:
@@ -401,12 +475,7 @@ def _fixed_words(rules: RuleSet) -> list[int] | None:
     order) when every rule matches every tuple id, else None (evaluated per tuple)."""
     if any(not isinstance(rule.tuples, patterns.Any) for rule in rules.rules):
         return None
-    label = evaluate_rules(rules, None)
-    words: list[int] = []
-    for access in (label.tuple_access, *label.attributes.values()):
-        for readers, denied in zip(access.readers, access.denied, strict=True):
-            words += [readers, denied]
-    return words
+    return label_words(rules, None)
 
 
 def _schema(ddl: str) -> StructType:
@@ -422,13 +491,58 @@ def _schema(ddl: str) -> StructType:
 _DECISIONS = StructType(
     [
         *_schema(
-            "stream string, provider string, gap long, p_ts long, p_csn long, "
-            "d_reason string, policy_id string, reset_at long"
+            "_ss_d_stream string, _ss_d_provider string, _ss_d_after long, _ss_d_before long, "
+            "_ss_d_ts long, _ss_d_csn long, d_reason string, policy_id string, reset_at long"
         ).fields,
         StructField("_ss_rules", labels.RULES_TYPE),  # a policy naming tuple ids: per tuple
         StructField("_ss_fixed", ArrayType(LongType())),  # any other: finished label words
     ]
 )
+
+
+def gap_summaries(
+    sp_seqs: Mapping[Channel, list[int]], declarations: list[dict]
+) -> tuple[list[dict], set[Channel]]:
+    """Per-gap summaries from per-declaration ones, where the sps' seqs tell the gap.
+
+    ``declarations``: one dict per (stream, provider, p_ts, p_csn) with the ``first`` and
+    ``last`` seq of its tuples; ``sp_seqs``: each channel's sp seqs in order. A
+    declaration lies in one gap when no sp seq falls between its first and last tuple;
+    its gap is the number of sp seqs before its first. The channels where some
+    declaration does not are returned instead of summarised: their gaps need every
+    tuple's seq (the window). Equal to the window's summaries for every other channel
+    (a property test holds it).
+    """
+    summaries: list[dict] = []
+    split: set[Channel] = set()
+    for row in declarations:
+        channel = Channel(row["stream"], row["provider"])
+        seqs = sp_seqs.get(channel, [])
+        gap = bisect_left(seqs, row["first"])
+        if gap != bisect_left(seqs, row["last"]):
+            split.add(channel)
+        summaries.append({**row, "gap": gap})
+    kept = [s for s in summaries if Channel(s["stream"], s["provider"]) not in split]
+    return kept, split
+
+
+def _decision_rows(
+    decisions: list[tuple],
+    policies: Compiled,
+    sps: Mapping[Channel, list[tuple[int, SpElement | None]]],
+) -> list[tuple]:
+    """Rows of ``_DECISIONS``: a decision's gap becomes the seqs of the sps around it, and
+    its compiled policy (rules or finished words) rides along."""
+    none = (None, None)
+    seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
+    rows = []
+    for d in decisions:
+        stream, provider, gap, *rest = d
+        bounds = seqs.get(Channel(stream, provider), [])
+        after = bounds[gap - 1] if gap > 0 else _FIRST
+        before = bounds[gap] if gap < len(bounds) else _LAST
+        rows.append((stream, provider, after, before, *rest, *policies.get((stream, d[6]), none)))
+    return rows
 
 
 def _key(channel: Channel, gap: int, row: Any) -> tuple:

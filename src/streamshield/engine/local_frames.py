@@ -61,7 +61,10 @@ def local_frame(
     """A DataFrame of ``rows`` (tuples in schema order), built without Python workers."""
     columns = {
         field.name: pa.array(
-            [_as_python(row[i], field.dataType) for row in rows], type=arrow_type(field.dataType)
+            [row[i] for row in rows]
+            if type(field.dataType) in _SCALARS  # as they are: pyarrow reads them directly
+            else [_as_python(row[i], field.dataType) for row in rows],
+            type=arrow_type(field.dataType),
         )
         for i, field in enumerate(schema.fields)
     }

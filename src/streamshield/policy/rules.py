@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import or_
 
 from streamshield.policy.bitset import Words
 from streamshield.policy.encoding import EncodedAccess, EncodedLabel, RoleCodec
@@ -130,7 +131,7 @@ def accumulate(rules: RuleSet, tid: object) -> list[int]:
     acc = [0] * rules.layout.size
     for rule in rules.rules:
         if rule.tuples.matches(tid):
-            acc = [a | w for a, w in zip(acc, rule.words, strict=True)]
+            acc = list(map(or_, acc, rule.words))  # words are layout.size long
     return acc
 
 
@@ -140,6 +141,27 @@ def finish_word(parts: Sequence[int], mode: Combine) -> tuple[int, int]:
     srv_ok = srv & ~srv_deny
     combined = (mut & srv_ok if mode is Combine.INTERSECT else mut | srv_ok) if cover else mut
     return combined | imm, deny
+
+
+def label_words(rules: RuleSet, tid: object) -> list[int]:
+    """:func:`evaluate` flattened in the order of the stored label columns: per object
+    (the tuple, then each attribute) and word, its readers then its denied word.
+
+    The engine stores these words for a policy whose rules ignore the tuple id, once per
+    distinct policy on the driver: at one sp per tuple that is every tuple, so this
+    skips the per-word lists and label objects of :func:`evaluate` (a property test
+    holds the two equal)."""
+    acc, layout = accumulate(rules, tid), rules.layout
+    width, stride = layout.width, len(PARTS) * layout.width
+    intersect = rules.mode is Combine.INTERSECT
+    words: list[int] = []
+    for start in range(0, len(acc), stride):
+        for w in range(start, start + width):
+            mut, imm, deny, srv, srv_deny, cover = acc[w : start + stride : width]
+            srv_ok = srv & ~srv_deny
+            combined = (mut & srv_ok if intersect else mut | srv_ok) if cover else mut
+            words += (combined | imm, deny)
+    return words
 
 
 def evaluate(rules: RuleSet, tid: object) -> EncodedLabel:
