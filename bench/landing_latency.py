@@ -13,7 +13,9 @@ The first round warms the JVM and the query up and is not reported.
 query and Al's query (batch start times and durations, epoch milliseconds): the POST,
 the wait for ingest's next trigger, the ingest batch (and its secure passes), the wait
 until Al's query starts a batch on the new labelled file, that batch (its ``addBatch``
-includes delivery to the SSE queue) and the rest until the reader has the event.
+includes delivery to the SSE queue and then the result store's write) and the rest until
+the reader has the event (negative: the reader had the rows before the batch ended;
+``query batch start to the SSE reader`` is the query side's share of the latency).
 
 ``idle_cpu`` is what the server costs when nothing lands: after the rounds, the CPU
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
@@ -174,6 +176,7 @@ def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
             "wait for query batch": q["start"] - ingest_end,
             "query batch (incl. delivery)": q["triggerExecution"] / 1000,
             "to the SSE reader": end - query_end,
+            "query batch start to the SSE reader": end - q["start"],
         }
         stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
         stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}

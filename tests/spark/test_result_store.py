@@ -123,3 +123,32 @@ def test_everything_reads_stored_and_linked_batches_with_their_ids(spark, tmp_pa
     network.clear()  # the network's store pruned: the link reads as a pruned batch
     assert branch.stored(5, spark) is None
     assert [(r["batch"], r["k"]) for r in branch.everything(spark).collect()] == [(4, 9)]
+
+
+def test_a_listener_gets_the_rows_the_store_keeps_even_from_a_random_query(spark, tmp_path) -> None:
+    """Delivery comes before the write and both read one cached batch: a query calling
+    ``uuid()`` (users may) delivers exactly what the store keeps, computed once."""
+    store = ResultStore(tmp_path / "results")
+    delivered: dict[int, list[tuple]] = {}
+
+    def deliver(frame, batch: int) -> None:
+        delivered[batch] = sorted((r["k"], r["u"]) for r in frame.collect())
+
+    source = tmp_path / "in"
+    source.mkdir()
+    query = (
+        spark.readStream.schema("k bigint")
+        .json(str(source))
+        .selectExpr("k", "uuid() AS u")
+        .writeStream.option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .foreachBatch(StoringSink(store, deliver))
+        .start()
+    )
+    try:
+        _land(source, 1, [1, 2, 3])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert list(delivered) == store.batches() == [0]
+    kept = sorted((r["k"], r["u"]) for r in store.stored(0, spark).collect())
+    assert kept == delivered[0] and [k for k, _ in kept] == [1, 2, 3]

@@ -28,8 +28,8 @@ hers), and the rows each class did not get are counted while that job runs
 check and a drop-count aggregate cost a job's fixed overhead each (0.1-0.2 s on small
 batches) and a cache to share one read. Rights are read just before that job: the
 window between reading them and handing rows over is one job over the batch (in the
-server, over its stored Parquet files). A rights or roles lookup that fails or answers
-nonsense delivers nothing.
+server, over its cached rows, before they are stored). A rights or roles lookup that
+fails or answers nonsense delivers nothing.
 """
 
 from __future__ import annotations

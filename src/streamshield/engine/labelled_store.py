@@ -61,11 +61,14 @@ class LabelledStore:
         available_now: bool = False,
         levels: int = 0,
         feed: Callable[[DataFrame], DataFrame] | None = None,
+        trigger_seconds: float = 1.0,
     ) -> StreamingQuery:
         """A streaming query handing ``process`` each micro-batch of ``stream``'s new
         labelled rows (the engines that keep their own state per batch run on it);
         ``levels``: the level words to read (0 while levels are off); ``feed``: what
-        the rows pass first (a level processor's shepherd)."""
+        the rows pass first (a level processor's shepherd); ``trigger_seconds``: how
+        often it lists the stream's directory for new files (a new file waits half of
+        it on average)."""
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels)
@@ -75,7 +78,11 @@ class LabelledStore:
             (rows if feed is None else feed(rows)).writeStream.foreachBatch(bounded(process)),
             checkpoint,
         ).queryName(name)
-        trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
+        trigger = (
+            {"availableNow": True}
+            if available_now
+            else {"processingTime": f"{round(trigger_seconds * 1000)} milliseconds"}
+        )
         return writer.trigger(**trigger).start()
 
     def committed(self, batch_id: int) -> bool:

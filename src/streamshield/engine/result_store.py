@@ -20,6 +20,14 @@ by another reading batch 3 after a replay replaced it (the query's own delivery)
 the old file list, and fail on files gone or serve rows no longer stored. The file
 names carry the write's id, so each write of a batch is a plan of its own.
 
+Delivery comes before the write (:class:`StoringSink`): a subscriber has a batch's rows
+one Spark job after the batch starts, not after the Parquet write and a read back. A
+batch is *in flight* from just before its delivery until it is stored
+(:meth:`ResultStore.in_flight`), and a resuming subscriber's replay first waits for the
+batches in flight (:meth:`ResultStore.settle`): one delivered before she subscribed is
+then stored, so she gets it from the store; one delivered after reaches her live. Either
+way she gets it once, as when batches were stored first.
+
 A branch of a shared network stores a *link* instead of rows (``link``): the branches of
 a micro-batch are computed in one pass and written once, as one struct column per branch,
 to the network's own store, and each branch's batch directory holds ``link.json`` naming
@@ -35,7 +43,9 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -56,16 +66,48 @@ class ResultStore:
             raise ValueError("a result store keeps at least one batch")
         self.root, self.keep = Path(root), keep
         self._staging = self.root / "_staging"
+        self._flying: dict[int, int] = {}  # batch id -> deliveries of it not yet stored
+        self._landed = threading.Condition()
 
     def write(self, frame: DataFrame, batch_id: int) -> DataFrame:
         """Execute ``frame`` to the end, store it as batch ``batch_id``, return the stored rows."""
+        self.put(frame, batch_id)
+        return self.read(batch_id, frame)
+
+    def put(self, frame: DataFrame, batch_id: int) -> None:
+        """Execute ``frame`` to the end and store it as batch ``batch_id`` (no read back)."""
         staging = self._staging / str(batch_id)
         shutil.rmtree(staging, ignore_errors=True)
         frame.write.mode("overwrite").parquet(str(staging))
         for marker in staging.glob("*.crc"):
             marker.unlink()
         self._install(staging, batch_id)
-        return self.read(batch_id, frame)
+
+    @contextmanager
+    def in_flight(self, batch_id: int) -> Iterator[None]:
+        """Batch ``batch_id`` is being delivered before it is stored (or failing)."""
+        with self._landed:
+            self._flying[batch_id] = self._flying.get(batch_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._landed:
+                left = self._flying.pop(batch_id) - 1
+                if left:
+                    self._flying[batch_id] = left
+                self._landed.notify_all()
+
+    def settle(self, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """Waits until every batch in flight now is stored or has failed, so that
+        :meth:`batches` lists each batch delivered before the call; False when
+        ``give_up()`` said to stop waiting (checked every second)."""
+        with self._landed:
+            waiting = set(self._flying)
+            while waiting & set(self._flying):
+                if give_up():
+                    return False
+                self._landed.wait(1.0)
+        return True
 
     def link(
         self, batch_id: int, files: list[str], column: str, layout: Sequence[Sequence[str]] = ()
@@ -167,10 +209,16 @@ class ResultStore:
 
 
 class StoringSink:
-    """``foreachBatch`` function: store the batch, then hand the stored rows on.
+    """``foreachBatch`` function: hand the batch on, then store it.
 
     ``deliver`` runs only when ``wanted()`` says someone listens; the batch is stored and
-    so fully executed either way.
+    so fully executed either way, before Spark records it as done. While someone
+    listens the batch is cached, so that delivery and the stored copy are the same rows
+    (a query may call ``uuid()``: computed twice, they would differ) and the query's
+    plan runs once: delivery's job computes it, the write reads the cache.
+    Delivering first saves the listener the write (a Parquet job, its commit and
+    fsyncs) and the read back; a crash between the two replays the batch, which is
+    then stored under the same id (docs/reliability.md: a resuming subscriber skips it).
     """
 
     def __init__(
@@ -182,9 +230,16 @@ class StoringSink:
         self.store, self.deliver, self.wanted = store, deliver, wanted
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        stored = self.store.write(frame, batch_id)
-        if self.wanted():
-            self.deliver(stored, batch_id)
+        with self.store.in_flight(batch_id):  # before wanted(): see ResultStore.settle
+            if not self.wanted():
+                self.store.put(frame, batch_id)
+                return
+            rows = frame.persist()
+            try:
+                self.deliver(rows, batch_id)
+                self.store.put(rows, batch_id)
+            finally:
+                rows.unpersist()
 
     def link(
         self,

@@ -39,6 +39,7 @@ def spark_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config(CONSTRAINT_PROPAGATION, "false")
+        .config(LISTING_THRESHOLD, "1000000")
     )
     for key, value in {**THREAD_CAPS, **STATUS_RETENTION}.items():
         builder = builder.config(key, value)
@@ -97,6 +98,17 @@ cloud-auditing self-join (7 attributes a side, 3 label words) ``PruneFilters`` a
 208 s of a micro-batch's 219 s of planning deriving constraints it never used; off, the
 batch plans in under a second (docs/chinese-wall.md, "Why the joins were slow"). It only
 infers extra ``isnotnull`` filters, which change no result."""
+
+
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+"""Never list directories with a Spark job. Spark lists a directory's subdirectories
+with a job of one task per subdirectory once there are more than 32 (the default), and
+a file-stream source lists its whole directory at every trigger: a stream's labelled
+store holds one ``batch=<id>`` directory per ingest batch, so past 32 batches every poll
+of every query on it was a Spark job of one task per batch ever ingested (on 2 cores, a
+job of hundreds of tasks per poll, growing with the server's age). Listing on the driver
+costs a ``listStatus`` per directory, no job (docs/results.md, "Issue 13: the query
+side")."""
 
 
 def planning_session(spark: SparkSession) -> SparkSession:

@@ -84,6 +84,10 @@ _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 NETWORK_KEEP = 2 * DEFAULT_KEEP
 """Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
 which are among the network's newest unless the branch sat out many of them."""
+TRIGGER_SECONDS = 0.1
+"""How often a network looks for newly labelled files: a landing waits half of it on
+average before its rows are read (1 s cost 0.5 s of every landing's latency); an idle
+trigger lists the stream's directory (docs/results.md, "Issue 13: the query side")."""
 _INGEST = "_ss_ingest"
 """A row's ingest batch, added to a micro-batch only when some branch needs part of it."""
 
@@ -229,6 +233,7 @@ class SharedNetwork:
             available_now,
             self.levels,
             self.feed,
+            TRIGGER_SECONDS,
         )
         return self.handle
 

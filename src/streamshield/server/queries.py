@@ -5,9 +5,9 @@ stream, *out1* in paper 5's scenario). It runs with the roles active in the auth
 session at registration, so its secured views show exactly what those roles may read.
 Every micro-batch is written to the query's own
 :class:`~streamshield.engine.result_store.ResultStore` (so a stateful plan is executed
-and committed whether or not anyone listens), and the stored rows go to a
-:class:`~streamshield.engine.delivery.Delivery`, which applies SecFilter per subscriber
-with their rights of *now*.
+and committed whether or not anyone listens); while someone listens, its rows first go
+to a :class:`~streamshield.engine.delivery.Delivery`, which applies SecFilter per
+subscriber with their rights of *now*, and are written after (from the same cache).
 
 Every query goes through :class:`~streamshield.engine.cql_service.CqlService`, which
 parses the text again, routes it to the engine for its shape and applies the operator
