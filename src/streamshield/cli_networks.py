@@ -32,7 +32,9 @@ def network_list(output: str) -> None:
     if output == "json":
         click.echo(json.dumps(answer, indent=2))
         return
-    _show(switch_rows(answer), COLUMNS, output)
+    rows = switch_rows(answer)
+    with_levels = any(r["level"] != "-" for r in rows)  # a column only while levels are on
+    _show(rows, [c for c in COLUMNS if with_levels or c != "level"], output)
 
 
 def switch_rows(answer: dict) -> list[dict]:
