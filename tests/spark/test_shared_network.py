@@ -7,8 +7,11 @@ its query run alone returns; a branch whose switch is off runs no Spark job at a
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
+from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
@@ -181,3 +184,44 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
         assert branch.fused is not None
         fields = set(wide.schema[branch.fused.slot].dataType.fieldNames())
         assert fields and not fields & branch.projection.common, branch.name
+
+
+def test_a_batch_delivered_just_before_a_crash_is_stored_by_the_replay(pipeline, tmp_path) -> None:
+    """A crash between a branch's delivery and its store's write replays the micro-batch.
+    By then nobody may listen (the subscriber has not reconnected) and a switched-off
+    branch computes nothing, yet what she got must be stored: else a resuming subscriber
+    and every audit see a batch she holds and the store never had (found by bench.crash).
+    The crash is rebuilt as it leaves the disk: the network's last micro-batch not
+    committed, its branch's position before it, its batch owed and not stored."""
+    store = ResultStore(tmp_path / "results" / "cardio")
+    delivered = Rows()
+    listening = {"cardio"}
+    root = tmp_path / "net"
+
+    def storing(name: str) -> StoringSink:
+        return StoringSink(store, delivered, wanted=lambda: name in listening)
+
+    shared, _ = network(pipeline, root, ["cardio"], lambda n: n in listening, sink=storing)
+    shared.start(available_now=True).awaitTermination()
+    assert store.owed() == [] and delivered.rows, "stored batches owe nothing"
+    batches = store.batches()
+    last = batches[-1]
+    spark = pipeline.queries.spark
+    lost = Rows()
+    lost(store.stored(last, spark), last)
+    commits = sorted((root / "checkpoint" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()  # the micro-batch Spark never recorded as done
+    commits[-1].with_name(f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    shutil.rmtree(store.root / f"batch={last}")  # killed before the write
+    store.owe(last)
+    shared.ledger.advance("cardio", batches[-2] if len(batches) > 1 else NOTHING)
+
+    listening.clear()  # restarted: she has not reconnected yet
+    again, _ = network(pipeline, root, ["cardio"], lambda n: n in listening, sink=storing)
+    calls = delivered.calls
+    again.start(available_now=True).awaitTermination()
+    assert store.batches()[-1] == last and store.owed() == []
+    replayed = Rows()
+    replayed(store.stored(last, spark), last)
+    assert replayed.sorted() == lost.sorted() and lost.rows
+    assert delivered.calls == calls, "stored, not delivered twice"

@@ -42,3 +42,12 @@ class BranchLedger:
         if not branch or "/" in branch or branch.startswith("."):
             raise ValueError(f"{branch!r} is not a branch name")
         return self.root / f"{branch}.json"
+
+
+def owes(branch: object, after: int, upto: int) -> bool:
+    """Whether ``branch``'s sink delivered an output in ``(after, upto]`` and a crash came
+    before it was stored (engine/result_store.py, ``owed``): that output must then be
+    computed and stored again, even while the branch's switch is off, or its subscriber
+    would hold rows its store never has."""
+    owed = getattr(getattr(branch, "sink", None), "owed", None)
+    return owed is not None and any(after < i <= upto for i in owed())

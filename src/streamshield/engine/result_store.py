@@ -26,7 +26,11 @@ batch is *in flight* from just before its delivery until it is stored
 (:meth:`ResultStore.in_flight`), and a resuming subscriber's replay first waits for the
 batches in flight (:meth:`ResultStore.settle`): one delivered before she subscribed is
 then stored, so she gets it from the store; one delivered after reaches her live. Either
-way she gets it once, as when batches were stored first.
+way she gets it once, as when batches were stored first. A crash between the two
+replays the batch, and the replay must store it even if nobody listens by then (a shared
+network computes nothing for a branch whose switch is off): so before a delivery the
+store records on disk that it *owes* the batch (:meth:`ResultStore.owe`), until the
+batch is installed; a network computes an owed batch whatever its switch says.
 
 A branch of a shared network stores a *link* instead of rows (``link``): the branches of
 a micro-batch are computed in one pass and written once, as one struct column per branch,
@@ -51,12 +55,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.durable import replace_durably
+from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine.fused_branches import select_layout
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
 LINK = "link.json"
+OWED = "_owed"
+"""Batches delivered before they were stored: one empty file per batch id."""
 DEFAULT_KEEP = 200
 
 
@@ -82,6 +88,19 @@ class ResultStore:
         for marker in staging.glob("*.crc"):
             marker.unlink()
         self._install(staging, batch_id)
+
+    def owe(self, batch_id: int) -> None:
+        """Records, durably, that batch ``batch_id`` reaches subscribers before it is
+        stored: a replay after a crash must then store it whoever listens."""
+        (self.root / OWED).mkdir(parents=True, exist_ok=True)
+        write_atomic(self.root / OWED / str(batch_id), b"")
+
+    def owed(self) -> list[int]:
+        """Batches delivered and not stored (a crash came in between), oldest first."""
+        owed = self.root / OWED
+        if not owed.is_dir():
+            return []
+        return sorted(int(m.name) for m in owed.iterdir() if m.name.isdigit())
 
     @contextmanager
     def in_flight(self, batch_id: int) -> Iterator[None]:
@@ -136,7 +155,14 @@ class ResultStore:
         crash_point("result.before_rename")
         replace_durably(staging, target)
         crash_point("result.after_rename")
+        self._paid(batch_id)
         self._prune()
+
+    def _paid(self, batch_id: int) -> None:
+        """Batches up to ``batch_id`` are owed no more (they are installed, in order)."""
+        for owed in self.owed():
+            if owed <= batch_id:
+                (self.root / OWED / str(owed)).unlink(missing_ok=True)
 
     def read(self, batch_id: int, like: DataFrame) -> DataFrame:
         """One stored batch, with the schema of ``like`` (an empty batch has no inference)."""
@@ -229,6 +255,10 @@ class StoringSink:
     ) -> None:
         self.store, self.deliver, self.wanted = store, deliver, wanted
 
+    def owed(self) -> list[int]:
+        """Batches a crash caught between their delivery and their storing."""
+        return self.store.owed()
+
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         with self.store.in_flight(batch_id):  # before wanted(): see ResultStore.settle
             if not self.wanted():
@@ -236,7 +266,9 @@ class StoringSink:
                 return
             rows = frame.persist()
             try:
+                self.store.owe(batch_id)
                 self.deliver(rows, batch_id)
+                crash_point("result.delivered")
                 self.store.put(rows, batch_id)
             finally:
                 rows.unpersist()
@@ -253,7 +285,7 @@ class StoringSink:
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
         ``rows``: plans the link's rows as the network read them (for their schema),
         called only when someone listens."""
-        self.store.link(batch_id, files, column, layout)
+        self.store.link(batch_id, files, column, layout)  # stored first: nothing owed
         if self.wanted():
             self.deliver(self.store.read(batch_id, rows()), batch_id)
 

@@ -59,7 +59,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.branch_ledger import NOTHING, BranchLedger
+from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.fused_branches import FusedBranch, NotFused, one_pass, rows_of
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.levels import assert_within
@@ -204,7 +204,7 @@ class SharedNetwork:
         with self._batch:
             position = self._known_position()
             covered = self.ledger.covered(name)
-            if covered < position and not self._is_on(name):
+            if covered < position and not self._is_on(name) and not owes(branch, covered, position):
                 self.ledger.advance(name, position)  # switched off: it computes nothing
             elif covered < position:
                 self._catch_up(branch, covered, position)
@@ -272,7 +272,7 @@ class SharedNetwork:
             covered = self.ledger.covered(name)
             if covered >= newest:
                 continue  # a replayed micro-batch it has had
-            if not self._is_on(name):
+            if not self._is_on(name) and not owes(branch, covered, newest):
                 self.ledger.advance(name, newest)  # switched off: nothing is computed for it
                 continue
             on[name] = branch

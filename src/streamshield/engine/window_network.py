@@ -54,7 +54,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.branch_ledger import NOTHING, BranchLedger
+from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.shared_network import (
     BRANCH_THREADS,
@@ -88,6 +88,10 @@ class WindowBranch:
     node: WindowNode
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
+
+    @property
+    def sink(self) -> Callable[[DataFrame, int], None]:
+        return self.query.deliver
 
 
 @dataclass
@@ -186,7 +190,7 @@ class WindowNetwork:
                 self._state(node)  # a RANGE window over a stream without event time fails
             position = self._known_position()
             covered = self.ledger.covered(name)
-            if covered < position and not self._is_on(name):
+            if covered < position and not self._is_on(name) and not owes(branch, covered, position):
                 self.ledger.advance(name, position)  # switched off: it computes nothing
             elif covered < position:
                 self._catch_up(branch, covered, position)
@@ -237,9 +241,10 @@ class WindowNetwork:
             newest = max(ids)
             on: dict[str, WindowBranch] = {}
             for name, branch in self.branches.items():
-                if branch.failure is not None or self.ledger.covered(name) >= newest:
+                covered = self.ledger.covered(name)
+                if branch.failure is not None or covered >= newest:
                     continue  # failed, or a replayed micro-batch it has had
-                if not self._is_on(name):
+                if not self._is_on(name) and not owes(branch, covered, newest):
                     self.ledger.advance(name, newest)  # switched off: nothing computed
                     continue
                 on[name] = branch
