@@ -222,6 +222,21 @@ def _setting(name: str) -> str:
 )
 @click.option("--spark-ui/--no-spark-ui", default=None, help=_setting("spark_ui"))
 @click.option(
+    "--level-applications",
+    type=click.Choice(["in_process", "separate"]),
+    default=None,
+    help=_setting("level_applications"),
+)
+@click.option("--level-master", default=None, help=_setting("level_master"))
+@click.option(
+    "--level-conf",
+    "level_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Spark configuration of the levels' own applications (repeat; with "
+    "--level-applications separate) [env STREAMSHIELD_LEVEL_CONF as a JSON object].",
+)
+@click.option(
     "--jvm-class-cache/--no-jvm-class-cache", default=None, help=_setting("jvm_class_cache")
 )
 @click.option(
@@ -245,6 +260,9 @@ def serve(
     master: str | None,
     conf: tuple[str, ...],
     spark_ui: bool | None,
+    level_applications: str | None,
+    level_master: str | None,
+    level_conf: tuple[str, ...],
     jvm_class_cache: bool | None,
     log_level: str | None,
     cert: Path | None,
@@ -269,6 +287,8 @@ def serve(
         "catalog_url": catalog_url,
         "spark_master": master,
         "spark_ui": spark_ui,
+        "level_applications": level_applications,
+        "level_master": level_master,
         "jvm_class_cache": jvm_class_cache,
         "log_level": log_level,
         "tls_cert": cert,
@@ -280,6 +300,7 @@ def serve(
     }
     try:
         given["spark_conf"] = parse_conf(conf)
+        given["level_conf"] = parse_conf(level_conf, "--level-conf")
         settings = load(given, config)
     except ConfigError as err:
         raise click.UsageError(str(err)) from None
