@@ -13,6 +13,7 @@ application while the other level's runs on.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -100,6 +101,7 @@ def applications(server) -> dict[str, object]:
 
 def test_levels_run_in_applications_of_their_own_through_a_restart(spark, tmp_path) -> None:
     root = tmp_path / "root"
+    took = Took()
     server = start_server(root, spark, USERS, separate_levels=SEPARATE)
     try:
         with server.login("chief", ["ADMIN"]) as chief:
@@ -111,9 +113,11 @@ def test_levels_run_in_applications_of_their_own_through_a_restart(spark, tmp_pa
                 {user: role for user, (role, _level) in SESSIONS.items()},
             )
         clients = login(server, "ann"), login(server, "bob")
+        took("server start, levels and grants")
         for client, name in zip(clients, ("q_ann", "q_bob"), strict=True):
             body = {"name": name, "text": SQL, "output": f"{name}_out"}
             _ok(client.post("/queries", json=body), 201)
+            took(f"register {name} (its level's driver starts)")
         ann = clients[0]
         _ok(ann.post("/grants", json=_grant("q_ann_out", "VIEW OBJECT")))
         _ok(ann.post("/grants", json=_grant("q_ann_out", "SUBSCRIBE")))
@@ -133,13 +137,16 @@ def test_levels_run_in_applications_of_their_own_through_a_restart(spark, tmp_pa
             "bob on ann's": [31, 32],
         }
         received(subscribers, oracle(sent))
+        took("rows sent to every subscriber's last row")
         for client in clients:
             client.close()
         stop_server(server)
+        took("server stop (both applications with it)")
         assert all(app.process.poll() == 0 for app in apps.values())  # stopped with the server
 
         # A restart restores both queries, each into a new application of its level.
         server = serve_root(root, spark, separate_levels=SEPARATE)
+        took("server restart (both queries restored into new applications)")
         apps = applications(server)
         assert {q.name: q.status() for q in server.service.queries.all()} == {
             "q_ann": "running",
@@ -152,10 +159,12 @@ def test_levels_run_in_applications_of_their_own_through_a_restart(spark, tmp_pa
         later = {"company1": [3], "company2": [13], "companyB": [33]}
         send(server, later, 4)
         received(subscribers, oracle(later))  # once each: resumed from the checkpoints
+        took("rows sent after the restart to every subscriber's last row")
 
         # Stopping a level's last query stops its application; the other runs on.
         _ok(clients[1].post("/queries/q_bob/stop"))
         assert apps["q_bob"].process.wait(60) == 0
+        took("stop of a level's last query to its driver's exit")
         assert apps["q_ann"].process.poll() is None
         assert list(server.service.applications.active()) == [apps["q_ann"].name]
         for client in clients:
@@ -164,6 +173,18 @@ def test_levels_run_in_applications_of_their_own_through_a_restart(spark, tmp_pa
         if server.service.started:  # not stopped for the restart yet, or restarted
             stop_server(server)
     assert server.service.applications.active() == {}
+
+
+class Took:
+    """Phases' seconds, printed (``pytest -s``) for docs/chinese-wall.md's figures."""
+
+    def __init__(self) -> None:
+        self.since = time.monotonic()
+
+    def __call__(self, phase: str) -> None:
+        now = time.monotonic()
+        print(f"{phase}: {now - self.since:.1f} s")
+        self.since = now
 
 
 def _grant(stream: str, permission: str) -> dict:

@@ -66,7 +66,8 @@ class LiveQuery:
     store: ResultStore = field(repr=False)
     shape: Shape | None = field(default=None, repr=False)
     output: str = ""
-    handle: RegisteredQuery | None = field(default=None, repr=False)
+    handle: RegisteredQuery | ApplicationQuery | None = field(default=None, repr=False)
+    """The running query: in the server's application, or in its level's own."""
     closers: dict[str, Callable[[str, str], None]] = field(default_factory=dict, repr=False)
     error_class: str | None = None
     """Why the engine stopped the query (a Spark error class), until it is started again."""
