@@ -109,6 +109,8 @@ class LevelDriver:
         )
         self.own = LevelProcessor(self.level, self.root, self.spark)
         """Its directory's path checks (the processor CqlService makes has the same)."""
+        self.reported: set[str] = set()
+        """Failed queries whose failure the log has."""
 
     # -- requests --------------------------------------------------------------------------
 
@@ -164,6 +166,10 @@ class LevelDriver:
             context._jsc.sc().getExecutorIds()  # type: ignore[union-attr]
         )
         queries = {name: _state(query) for name, query in self.cql.queries.queries.items()}
+        for name, state in queries.items():
+            if state["error"] and name not in self.reported:  # its log says why, once
+                self.reported.add(name)
+                audit.error("query %s failed: %s", name, self._query(name).handle.exception())
         return {
             **self.ready(),
             "executors": sorted(str(i) for i in ids),
@@ -214,10 +220,7 @@ def _state(query: RegisteredQuery) -> dict[str, Any]:
     class: the message may quote values and stays in this application's log), and its
     last progress's figures."""
     active = query.active
-    error = None
-    if not active:
-        error = failure_class(query.handle.exception())
-        audit.error("query %s failed: %s", query.name, query.handle.exception())
+    error = None if active else failure_class(query.handle.exception())
     last = query.handle.lastProgress
     progress = {k: last[k] for k in PROGRESS if k in last} if last else None
     return {"active": active, "error": error, "progress": progress}
