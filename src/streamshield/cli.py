@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -194,6 +195,16 @@ def _setting(name: str) -> str:
     return f"{field.description} [env {ENV_PREFIX}{name.upper()}; default: {shown}]"
 
 
+def _conf_option(flag: str, what: str, setting: str) -> Callable:
+    """A repeatable ``KEY=VALUE`` option of a configuration dictionary setting."""
+    return click.option(
+        flag,
+        multiple=True,
+        metavar="KEY=VALUE",
+        help=f"{what} (repeat) [env STREAMSHIELD_{setting.upper()} as a JSON object].",
+    )
+
+
 @main.command(
     epilog="Example: streamshield serve --root /srv/ss --no-example "
     "--catalog-url postgresql+psycopg://ss@db/ss --conf spark.driver.memory=4g\n\n"
@@ -213,13 +224,7 @@ def _setting(name: str) -> str:
 @click.option("--port", type=int, default=None, help=_setting("port"))
 @click.option("--catalog-url", default=None, help=_setting("catalog_url"))
 @click.option("--master", default=None, help=_setting("spark_master"))
-@click.option(
-    "--conf",
-    "conf",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Spark configuration (repeat) [env STREAMSHIELD_SPARK_CONF as a JSON object].",
-)
+@_conf_option("--conf", "Spark configuration", "spark_conf")
 @click.option("--spark-ui/--no-spark-ui", default=None, help=_setting("spark_ui"))
 @click.option(
     "--level-applications",
@@ -228,13 +233,10 @@ def _setting(name: str) -> str:
     help=_setting("level_applications"),
 )
 @click.option("--level-master", default=None, help=_setting("level_master"))
-@click.option(
+@_conf_option(
     "--level-conf",
+    "Spark configuration of the levels' own applications (with --level-applications separate)",
     "level_conf",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Spark configuration of the levels' own applications (repeat; with "
-    "--level-applications separate) [env STREAMSHIELD_LEVEL_CONF as a JSON object].",
 )
 @click.option(
     "--jvm-class-cache/--no-jvm-class-cache", default=None, help=_setting("jvm_class_cache")
