@@ -20,6 +20,7 @@ import pytest
 from streamshield.catalog.security import SecurityCatalog
 from streamshield.catalog.throttle import ThrottlePolicy
 from streamshield.server.app import create_app
+from streamshield.server.application_query import SeparateLevels
 from streamshield.server.runner import Running, serve_in_thread
 from streamshield.server.service import ServerService
 from streamshield.server.tls import ensure_self_signed
@@ -50,7 +51,13 @@ class Server:
         return self.client(answer.json()["token"])
 
 
-def start_server(root: Path, session, users: dict[str, list[str]], **security_options) -> Server:
+def start_server(
+    root: Path,
+    session,
+    users: dict[str, list[str]],
+    separate_levels: SeparateLevels | None = None,
+    **security_options,
+) -> Server:
     security = SecurityCatalog(root / "catalog.db", **security_options)
     security.catalog.set_roles(list(ROLES), [])
     first, *others = users.items()
@@ -58,13 +65,19 @@ def start_server(root: Path, session, users: dict[str, list[str]], **security_op
     admin = security.login(first[0], PASSWORD, first[1])
     for name, roles in others:
         security.create_user(name, PASSWORD, roles, by=admin)
-    return serve_root(root, session, security)
+    return serve_root(root, session, security, separate_levels)
 
 
-def serve_root(root: Path, session, security: SecurityCatalog | None = None) -> Server:
-    """A server on ``root`` as it is (a restart when the root was served before)."""
+def serve_root(
+    root: Path,
+    session,
+    security: SecurityCatalog | None = None,
+    separate_levels: SeparateLevels | None = None,
+) -> Server:
+    """A server on ``root`` as it is (a restart when the root was served before);
+    ``separate_levels``: each level's queries in a Spark application of its own."""
     security = security or SecurityCatalog(root / "catalog.db")
-    service = ServerService(session, root, security)
+    service = ServerService(session, root, security, separate_levels)
     service.start()
     tls = ensure_self_signed(root / "tls")
     running = serve_in_thread(create_app(service, queue_size=4), "127.0.0.1", 0, tls)

@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
-from streamshield.engine.batch_errors import bounded
+from streamshield.engine.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
@@ -103,6 +103,28 @@ def safe_error(err: BaseException) -> str:
             return classes[0]
         seen = getattr(seen, "_cause", None) or seen.__cause__
     return type(err).__name__
+
+
+STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
+"""The error class of a query that failed because its storage could not be written: the
+server starts it again once writing works (``QueryRegistry.restart``)."""
+
+
+def failure_class(failure: BaseException | None) -> str:
+    """The error class a failed query shows: STORAGE_UNAVAILABLE when the disk was full
+    or read-only (the OS's words in the failure: a batch function's failure keeps them,
+    :func:`~streamshield.engine.batch_errors.compact`; Spark's own class there is a
+    generic TASK_WRITE_FAILED), a class the failure carries (``error_class``: a level
+    application's report, engine/level_application.py), else Spark's (:func:`safe_error`)."""
+    if failure is None:
+        return "STOPPED_UNEXPECTEDLY"
+    known = getattr(failure, "error_class", None)
+    if isinstance(known, str) and known:
+        return known
+    text = str(failure)
+    if any(cause in text for cause in STORAGE_CAUSES):
+        return STORAGE_UNAVAILABLE
+    return safe_error(failure)
 
 
 @dataclass

@@ -297,7 +297,8 @@ class ResultFollower:
     batches to result stores under its directory; the server, where delivery runs,
     follows them with this. A batch is installed by one rename, so a batch seen here is
     whole; a replayed batch (the same rows again) is not handed on twice, and a batch
-    pruned before it was seen is skipped.
+    pruned before it was seen is skipped. While ``wanted()`` is false (nobody listens) a
+    batch is passed over unread, as :class:`StoringSink` stores without delivering.
     """
 
     def __init__(
@@ -306,14 +307,19 @@ class ResultFollower:
         spark: SparkSession,
         deliver: Callable[[DataFrame, int], None],
         after: int = -1,
+        wanted: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store, self.spark, self.deliver, self.last = store, spark, deliver, after
+        self.wanted = wanted
 
     def poll(self) -> list[int]:
         """Deliver every batch stored since the last poll; their ids."""
         handed: list[int] = []
         for batch_id in self.store.batches():
             if batch_id <= self.last:
+                continue
+            if not self.wanted():
+                self.last = batch_id
                 continue
             frame = self.store.stored(batch_id, self.spark)
             if frame is not None:

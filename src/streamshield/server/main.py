@@ -44,12 +44,15 @@ def build_service(
     spark_conf: dict[str, str] | None = None,
     spark_ui: bool = False,
     spark_log_level: str = "ERROR",
+    separate_levels: Any = None,
 ):
     """The service: a Spark session (``spark``, else a new one) and the security catalog
     (``security``, default the SQLite file ``<root>/catalog.db``).
 
     ``example_roles``: store the example's role hierarchy first; the engine reads the
     hierarchy once, when the service is built, so it must be in place before.
+    ``separate_levels``: a :class:`~streamshield.server.application_query.SeparateLevels`
+    to run each level's queries in a Spark application of its own.
     """
     from streamshield.catalog.security import SecurityCatalog
     from streamshield.engine.session import spark_session
@@ -63,7 +66,7 @@ def build_service(
         security.catalog.set_roles(names, edges)
     spark = spark if spark is not None else spark_session(master, conf=spark_conf, ui=spark_ui)
     spark.sparkContext.setLogLevel(spark_log_level)
-    return ServerService(spark, root, security)
+    return ServerService(spark, root, security, separate_levels)
 
 
 class Stopper:
@@ -178,6 +181,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
                 security=security,
                 spark=spark,
                 spark_log_level="WARN" if settings.log_level in ("debug", "info") else "ERROR",
+                separate_levels=_separate_levels(settings),
             )
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
             service.backlog.limit = settings.max_ingest_backlog
@@ -242,6 +246,15 @@ def _spark(settings: ServeSettings) -> tuple[Any, Path | None]:
         option, pending = class_cache(cache_directory())
         conf = with_java_option(conf, option)
     return spark_session(settings.spark_master, conf=conf, ui=settings.spark_ui), pending
+
+
+def _separate_levels(settings: ServeSettings) -> Any:
+    """The levels' own applications as the settings choose them (None: in process)."""
+    if settings.level_applications != "separate":
+        return None
+    from streamshield.server.application_query import SeparateLevels
+
+    return SeparateLevels(settings.level_master or "local[1]", dict(settings.level_conf))
 
 
 def _started(spark_started: Future) -> tuple[Any, Path | None]:

@@ -34,6 +34,7 @@ from streamshield.engine import root_location
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery, Subscription
+from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
@@ -50,6 +51,7 @@ from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
+from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.ingest_backlog import IngestBacklog
@@ -78,7 +80,15 @@ RECOVERY_SECONDS = 30.0
 class ServerService:
     """Everything the API does, as methods taking the caller's session first."""
 
-    def __init__(self, spark: SparkSession, root: str | Path, security: Any) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str | Path,
+        security: Any,
+        separate_levels: SeparateLevels | None = None,
+    ) -> None:
+        """``separate_levels``: each level's queries run in a Spark application of its
+        own (``level_applications = "separate"``); None: in this one."""
         self.root = Path(root)
         root_location.check(self.root)  # a moved root would produce everything again
         self.spark = spark
@@ -90,7 +100,18 @@ class ServerService:
         self.cql = CqlService(
             self.pipeline.queries, self.pipeline.landing, self.catalog, job.ingest, job.state
         )
-        self.queries = QueryRegistry(self.cql)
+        self.applications: LevelApplications | None = None
+        if separate_levels is not None:
+            engine = self.pipeline.queries
+            self.applications = LevelApplications(
+                engine.hierarchy,
+                engine.streams,  # the live mapping: a later stream reaches later drivers
+                engine.root,
+                engine.labelled.root,
+                separate_levels.master,
+                separate_levels.conf,
+            )
+        self.queries = QueryRegistry(self.cql, self.applications)
         # Privacy switches: a shared network computes nothing for a query nobody receives.
         self.switches = Switchboard(self._query_sp_ignored)
         self.cql.switch = self.switches.is_on
@@ -145,18 +166,19 @@ class ServerService:
                     with self._lock:
                         if not self._stopping.is_set():
                             self._ingest = self._start_ingest()
-                if self.queries.storage_failures(INGEST_RETRY_SECONDS):
-                    self._restart_storage_failures()
+                if self.queries.restartable(INGEST_RETRY_SECONDS):
+                    self._restart_failed()
             except Exception as err:  # the watch must outlive any one bad check
                 audit.error("query watch: %s", type(err).__name__)
 
-    def _restart_storage_failures(self) -> None:
-        """Queries that failed on a full or read-only disk start again, every
-        INGEST_RETRY_SECONDS, until writing works (as ingest does); the failure and each
-        restart are audited. Their subscribers got an ``error`` event and resume with
-        ``?after=`` (nothing stored is lost: the failed batch is replayed)."""
+    def _restart_failed(self) -> None:
+        """Queries that failed on a full or read-only disk, or lost their level's own
+        application, start again every INGEST_RETRY_SECONDS until they run (as ingest
+        does); the failure and each restart are audited. Their subscribers got an
+        ``error`` event and resume with ``?after=`` (nothing stored is lost: the failed
+        batch is replayed)."""
         with self._lock:
-            due = self.queries.storage_failures(INGEST_RETRY_SECONDS)
+            due = self.queries.restartable(INGEST_RETRY_SECONDS)
             if due and not self._stopping.is_set():
                 self.queries.restart(due, self.limits())
 
@@ -205,6 +227,7 @@ class ServerService:
     def restore_queries(self) -> None:
         """Queries of a previous run: each with its owner's recorded roles that the owner
         still holds (none left: it stays stopped). Failures are audited, never widened."""
+        due = []
         for record in port.all_queries(self.security):
             stored = self.stored.load(record.name)
             if self.patterns.is_pattern(record.name) or self.patterns.stored(record.name):
@@ -221,10 +244,13 @@ class ServerService:
             if not roles:
                 audit.error("query %s: owner holds none of its roles: not restarted", record.name)
                 continue
-            try:
-                self.queries.start(record.name, self.limits())
-            except Exception as err:  # one broken query must not keep the server down
-                audit.error("query %s not restarted: %s", record.name, type(err).__name__)
+            due.append(record.name)
+        with self.queries.levels_started(due):
+            for name in due:
+                try:
+                    self.queries.start(name, self.limits())
+                except Exception as err:  # one broken query must not keep the server down
+                    audit.error("query %s not restarted: %s", name, type(err).__name__)
 
     def reconcile_owner(self, user: str) -> None:
         """After ``user`` was disabled, enabled or given other roles: each of her queries
@@ -280,6 +306,8 @@ class ServerService:
                 at_batch_boundary(query.handle.handle, left())
             self.queries.stop(query.name, "server stopping")
         self.patterns.stop_all()
+        if self.applications is not None:
+            self.applications.close()  # each went with its last query; none is left behind
         if self._ingest is not None:
             at_batch_boundary(self._ingest, left())
             self._ingest.stop()

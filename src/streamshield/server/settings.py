@@ -61,6 +61,22 @@ class ServeSettings(BaseSettings):
         default_factory=dict, description="Extra Spark configuration, key=value."
     )
     spark_ui: bool = Field(False, description="Start Spark's web UI (loopback only).")
+    level_applications: Literal["in_process", "separate"] = Field(
+        "in_process",
+        description="Where a Chinese-Wall level's queries run: in_process (the server's "
+        "Spark application, a session, pool and directory per level) or separate (a Spark "
+        "application of its own per level: its own driver JVM).",
+    )
+    level_master: str | None = Field(
+        None,
+        description="Spark master of the levels' own applications (with separate; "
+        "default local[1] inside each level's driver).",
+    )
+    level_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark configuration of the levels' own applications (with separate), "
+        "key=value.",
+    )
     jvm_class_cache: bool = Field(
         True,
         description="Keep a JVM class-data archive in ~/.cache/streamshield/jvm/ "
@@ -96,7 +112,7 @@ class ServeSettings(BaseSettings):
         "(administrators' session tokens always work).",
     )
 
-    @field_validator("spark_conf", mode="before")
+    @field_validator("spark_conf", "level_conf", mode="before")
     @classmethod
     def _conf_text(cls, value: Any) -> Any:
         """TOML numbers and booleans are Spark strings (``spark.ui.port = 4041``)."""
@@ -120,6 +136,8 @@ class ServeSettings(BaseSettings):
     def _pairs(self) -> ServeSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
+        if self.level_applications != "separate" and (self.level_master or self.level_conf):
+            raise ValueError("level_master and level_conf go with level_applications = separate")
         if self.spark_ui and not _loopback(self.host):
             raise ValueError(
                 "spark_ui: Spark's web UI has no authentication; enable it only with a "
@@ -192,13 +210,13 @@ def describe(err: ValidationError, path: Path | None = None) -> str:
     return f"invalid configuration{where}: " + "; ".join(problems)
 
 
-def parse_conf(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+def parse_conf(pairs: tuple[str, ...] | list[str], option: str = "--conf") -> dict[str, str]:
     """``--conf key=value`` options as a dict; a pair without ``=`` is a ConfigError."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--conf {pair[:60]!r}: expected key=value")
+            raise ConfigError(f"{option} {pair[:60]!r}: expected key=value")
         out[key.strip()] = value
     return out
 
