@@ -32,7 +32,8 @@ Results go to ``bench/results-sharing-scale.json`` and to their own section of
 ``--store``: each query's sink is the server's instead (``StoringSink``: every batch
 stored in the query's result store, nobody listening, so nothing delivered); in a shared
 network with ``--fused`` the branches' batches are then links into one write of the
-fused pass (engine/result_store.py). Results go to ``...-store.json``.
+fused pass, each row stored once (engine/fused_branches.py, engine/result_store.py).
+Results go to ``...-store.json``.
 """
 
 from __future__ import annotations
@@ -351,8 +352,9 @@ def markdown(result: dict, command: str) -> str:
         lines += [
             "",
             "The **fused arm** (what the server runs: one pass over the batch, written once,",
-            "what every branch shares stored once, each branch's batch a link), measured in",
-            "the same run, interleaved with the arm above:",
+            "each row once with a taken bit per branch and a mask bit per attribute test,",
+            "each branch's batch a link its rows are rebuilt from), measured in the same",
+            "run, interleaved with the arm above:",
             "",
             *_table(fused, result["sizes"], base),
         ]

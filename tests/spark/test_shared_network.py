@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamshield.engine.fused_branches import fused_pass
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
@@ -177,7 +178,19 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
     assert shared.store.batches(), "the fused pass is written once, in the network's store"
     wide = spark.read.parquet(*shared.store.files(shared.store.batches()[-1]))
     assert "_ss_common__ss_seq" in wide.columns, "what every branch shares is kept once"
-    for branch in shared.branches.values():
-        assert branch.fused is not None
-        fields = set(wide.schema[branch.fused.slot].dataType.fieldNames())
-        assert fields and not fields & branch.projection.common, branch.name
+    raw = set(pipeline.queries.streams[STREAM].names) | {"tid"}
+    words = {c for c in wide.columns if c.startswith(("_ss_taken", "_ss_mask"))}
+    assert words == {"_ss_taken0", "_ss_mask0"}, "bits, not a column per branch"
+    assert set(wide.columns) - words - raw == {
+        c for c in wide.columns if c.startswith("_ss_common_")
+    }, "each row once: its raw values, what every branch shares, the bits"
+    fused = [b.fused for b in shared.branches.values()]
+    assert all(f is not None for f in fused)
+    specs = fused_pass(tuple(f for f in fused if f is not None)).specs
+
+    def mask(name: str, column: str) -> tuple:
+        view = specs[shared.branches[name].fused.slot]["view"]  # type: ignore[union-attr]
+        return next(tuple(v[3:]) for v in view if v[0] == column)
+
+    assert mask("nurse_all", "patient_id") == mask("nurse_ids", "patient_id"), "one role: one bit"
+    assert mask("nurse_all", "patient_id") != mask("cardio", "patient_id")
