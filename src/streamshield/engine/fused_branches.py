@@ -193,6 +193,9 @@ class FusedPass:
     specs: Mapping[str, Mapping[str, Any]]
     """Per branch (its slot), how its rows are rebuilt (JSON: it is stored in links)."""
     _java: dict[str, Any] = field(default_factory=dict, repr=False)
+    _rebuilt: dict[str, tuple[Column, list[Column], list[Column]]] = field(
+        default_factory=dict, repr=False
+    )
 
     @classmethod
     def of(cls, branches: Sequence[FusedBranch]) -> FusedPass:
@@ -242,8 +245,11 @@ class FusedPass:
 
     def rows(self, wide: DataFrame, slot: str) -> DataFrame:
         """One branch's rows of :meth:`over` (or of its stored copy), as its own plan
-        would output them."""
-        return rebuild(wide, self.specs[slot])
+        would output them (its columns built on first use, then reused)."""
+        if slot not in self._rebuilt:
+            self._rebuilt[slot] = _rebuild_columns(self.specs[slot])
+        taken, view, items = self._rebuilt[slot]
+        return wide.filter(taken).select(*view).select(*items)
 
     def _jvm(self, batch: DataFrame) -> dict[str, Any]:
         """The Java column lists, built on first use (a Python list of N columns crosses
@@ -262,7 +268,13 @@ def fused_pass(branches: tuple[FusedBranch, ...]) -> FusedPass:
 
 def rebuild(wide: DataFrame, spec: Mapping[str, Any]) -> DataFrame:
     """A branch's rows out of a pass (or its stored copy): taken rows only, its view
-    columns as its secured view has them, then its SELECT items over those."""
+    columns as its secured view has them, then its SELECT items over those (so an item
+    never runs on a row its branch does not take, nor sees a value its masks hide)."""
+    taken, view, items = _rebuild_columns(spec)
+    return wide.filter(taken).select(*view).select(*items)
+
+
+def _rebuild_columns(spec: Mapping[str, Any]) -> tuple[Column, list[Column], list[Column]]:
     word, bit = spec["taken"]
     view = []
     for name, kind, source, mask_word, mask_bit in spec["view"]:
@@ -272,8 +284,8 @@ def rebuild(wide: DataFrame, spec: Mapping[str, Any]) -> DataFrame:
             view.append(F.when(_is_set(mask_word, mask_bit), F.col(source)).alias(name))
         else:
             view.append((~_is_set(mask_word, mask_bit)).alias(name))
-    rows = wide.filter(_is_set(word, bit)).select(*view)
-    return rows.select(*(F.expr(sql).alias(name) for name, sql in spec["items"]))
+    items = [F.expr(sql).alias(name) for name, sql in spec["items"]]
+    return _is_set(word, bit), view, items
 
 
 def select_layout(wide: DataFrame, slot: str, layout: Iterable[Sequence[str]]) -> DataFrame:
