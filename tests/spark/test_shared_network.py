@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from streamshield.engine.branch_ledger import NOTHING
+from streamshield.engine.fused_branches import fused_pass
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
@@ -38,6 +39,24 @@ BROKEN = ("SELECT patient_id FROM HeartRate WHERE beats_per_min > 'high'", "C")
 @pytest.fixture(scope="module")
 def pipeline(spark, tmp_path_factory):
     yield from hospital_pipeline(spark, tmp_path_factory.mktemp("shared"))
+
+
+class Every(Rows):
+    """Every column of every row (labels, masked flags, origin), but the channel's
+    hash, which is salted per query: a rebuilt branch row must equal its own plan's."""
+
+    def __call__(self, frame, batch_id) -> None:
+        self.calls += 1
+        keep = [c for c in frame.columns if c != "_ss_channel"]
+        self.columns = keep
+        self.rows += [tuple(r) for r in frame.select(*keep).collect()]
+
+    def users(self) -> Rows:
+        """The user columns only, as :class:`Rows` keeps them."""
+        users = Rows()
+        index = [i for i, c in enumerate(self.columns) if not c.startswith("_ss_")]
+        users.rows = [tuple(r[i] for i in index) for r in self.rows]
+        return users
 
 
 def network(
@@ -160,19 +179,21 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
         assert store.batches(), name
         for batch in store.batches():
             assert (store.root / f"batch={batch}" / LINK).is_file(), "a link, not a copy"
-        stored = Rows()
+        stored = Every()
         for batch in store.batches():
             frame = store.stored(batch, spark)
             if frame is not None:
                 stored(frame, batch)
+        everything = store.everything(spark)
+        assert everything is not None and everything.count() == len(stored.rows), name
         text, role = QUERIES[name]
-        alone = Rows()
+        alone = Every()
         query = pipeline.queries.register(text, [role], CallbackSink(alone), f"linked_{name}")
         query.process_all_available()
         pipeline.queries.stop(query.name)
         assert stored.sorted() == alone.sorted(), name
         if name in listening:
-            assert delivered[name].sorted() == alone.sorted() and alone.rows
+            assert delivered[name].sorted() == alone.users().sorted() and alone.rows
             assert tracker.getJobIdsForGroup(f"{shared.name}:{name}") != []
         else:
             assert delivered[name].calls == 0
@@ -180,10 +201,22 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
     assert shared.store.batches(), "the fused pass is written once, in the network's store"
     wide = spark.read.parquet(*shared.store.files(shared.store.batches()[-1]))
     assert "_ss_common__ss_seq" in wide.columns, "what every branch shares is kept once"
-    for branch in shared.branches.values():
-        assert branch.fused is not None
-        fields = set(wide.schema[branch.fused.slot].dataType.fieldNames())
-        assert fields and not fields & branch.projection.common, branch.name
+    raw = set(pipeline.queries.streams[STREAM].names) | {"tid"}
+    words = {c for c in wide.columns if c.startswith(("_ss_taken", "_ss_mask"))}
+    assert words == {"_ss_taken0", "_ss_mask0"}, "bits, not a column per branch"
+    assert set(wide.columns) - words - raw == {
+        c for c in wide.columns if c.startswith("_ss_common_")
+    }, "each row once: its raw values, what every branch shares, the bits"
+    fused = [b.fused for b in shared.branches.values()]
+    assert all(f is not None for f in fused)
+    specs = fused_pass(tuple(f for f in fused if f is not None)).specs
+
+    def mask(name: str, column: str) -> tuple:
+        view = specs[shared.branches[name].fused.slot]["view"]  # type: ignore[union-attr]
+        return next(tuple(v[3:]) for v in view if v[0] == column)
+
+    assert mask("nurse_all", "patient_id") == mask("nurse_ids", "patient_id"), "one role: one bit"
+    assert mask("nurse_all", "patient_id") != mask("cardio", "patient_id")
 
 
 def test_a_batch_delivered_just_before_a_crash_is_stored_by_the_replay(pipeline, tmp_path) -> None:

@@ -33,11 +33,13 @@ store records on disk that it *owes* the batch (:meth:`ResultStore.owe`), until 
 batch is installed; a network computes an owed batch whatever its switch says.
 
 A branch of a shared network stores a *link* instead of rows (``link``): the branches of
-a micro-batch are computed in one pass and written once, as one struct column per branch,
-to the network's own store, and each branch's batch directory holds ``link.json`` naming
-those files and its column. Reading it reads that column's rows: what the branch's own
-write would have stored, without a Spark job per branch. A link whose files the
-network's store has pruned reads as a pruned batch.
+a micro-batch are computed in one pass and written once to the network's own store, each
+row once with the bits saying which branches take it and what each may see of it
+(engine/fused_branches.py), and each branch's batch directory holds ``link.json`` naming
+those files and how its rows are rebuilt from them. Reading it rebuilds them: what the
+branch's own write would have stored, without a Spark job per branch. A link whose
+files the network's store has pruned reads as a pruned batch. (Links written before
+rows were stored once name a struct column per branch and still read.)
 """
 
 from __future__ import annotations
@@ -48,15 +50,16 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamshield.durable import replace_durably, write_atomic
-from streamshield.engine.fused_branches import select_layout
+from streamshield.engine.fused_branches import rebuild, select_layout
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
@@ -129,15 +132,25 @@ class ResultStore:
         return True
 
     def link(
-        self, batch_id: int, files: list[str], column: str, layout: Sequence[Sequence[str]] = ()
+        self,
+        batch_id: int,
+        files: list[str],
+        column: str,
+        layout: Mapping[str, Any] | Sequence[Sequence[str]] = (),
     ) -> None:
-        """Store batch ``batch_id`` as the rows of ``files`` (a shared network's one write
-        of all its branches) where struct ``column`` is not NULL, with the columns
-        ``layout`` names (engine/fused_branches.py; empty: the struct's fields): no job runs."""
+        """Store batch ``batch_id`` as branch ``column``'s rows of ``files`` (a shared
+        network's one write of all its branches): ``layout`` says how they are rebuilt
+        (:func:`~streamshield.engine.fused_branches.rebuild`'s spec; a sequence: the
+        columns of struct ``column`` and shared ones, as links were written before rows
+        were stored once). No job runs."""
         staging = self._staging / str(batch_id)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        target = {"files": files, "column": column, "layout": [list(c) for c in layout]}
+        target: dict[str, Any] = {"files": files, "column": column}
+        if isinstance(layout, Mapping):
+            target["rebuild"] = layout
+        else:
+            target["layout"] = [list(c) for c in layout]
         (staging / LINK).write_text(json.dumps(target))
         self._install(staging, batch_id)
 
@@ -188,11 +201,11 @@ class ResultStore:
                 continue
             target = json.loads(link.read_text())
             if target["files"] and all(Path(f).is_file() for f in target["files"]):
-                layout = tuple(tuple(c) for c in target.get("layout", ()))
-                linked.setdefault((target["column"], layout), []).extend(target["files"])
+                how = json.dumps({k: v for k, v in target.items() if k != "files"})
+                linked.setdefault(how, []).extend(target["files"])
         frames = [spark.read.parquet(*plain)] if plain else []
-        for (column, layout), files in linked.items():
-            frames.append(select_layout(spark.read.parquet(*files), column, layout))
+        for how, files in linked.items():
+            frames.append(_linked_rows(spark.read.parquet(*files), json.loads(how)))
         if not frames:
             return None
         batch = F.regexp_extract(F.input_file_name(), r"batch=(\d+)/[^/]*$", 1).cast("int")
@@ -218,10 +231,10 @@ class ResultStore:
         link = self._path(batch_id) / LINK
         if link.is_file():
             target = json.loads(link.read_text())
-            files, column = target["files"], target["column"]
+            files = target["files"]
             if not files or not all(Path(f).is_file() for f in files):
                 return None  # the network's store has pruned them
-            rows = select_layout(spark.read.parquet(*files), column, target.get("layout", ()))
+            rows = _linked_rows(spark.read.parquet(*files), target)
             return rows if like is None else rows.select(*like.columns)
         files = self.files(batch_id)
         if not files:
@@ -232,6 +245,13 @@ class ResultStore:
     def _prune(self) -> None:
         for old in self.batches()[: -self.keep]:
             shutil.rmtree(self._path(old), ignore_errors=True)
+
+
+def _linked_rows(wide: DataFrame, target: Mapping[str, Any]) -> DataFrame:
+    """A link's rows out of the network's write it names."""
+    if "rebuild" in target:
+        return rebuild(wide, target["rebuild"])
+    return select_layout(wide, target["column"], target.get("layout", ()))
 
 
 class StoringSink:
@@ -279,7 +299,7 @@ class StoringSink:
         files: list[str],
         column: str,
         rows: Callable[[], DataFrame],
-        layout: Sequence[Sequence[str]] = (),
+        layout: Mapping[str, Any] | Sequence[Sequence[str]] = (),
     ) -> None:
         """The batch stored as a link into a shared network's one write of all its
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;

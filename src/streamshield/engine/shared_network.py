@@ -46,7 +46,7 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +60,7 @@ from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
-from streamshield.engine.fused_branches import FusedBranch, NotFused, one_pass, rows_of
+from streamshield.engine.fused_branches import FusedBranch, NotFused, fused_pass
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
@@ -121,6 +121,8 @@ class Linked:
     files: list[str]
     rows: Callable[[], DataFrame]
     """Its rows of the pass, planned when called (only when someone listens)."""
+    spec: Mapping[str, Any]
+    """How its rows are rebuilt from the stored pass (kept in its link)."""
 
 
 class NotShared(ValueError):
@@ -315,7 +317,8 @@ class SharedNetwork:
         expression is not every branch's: if the pass fails, each runs its own plan."""
         if not fused:
             return {}, {}
-        wide = one_pass(batch, [b.fused for b in fused.values() if b.fused is not None])
+        passed = fused_pass(tuple(b.fused for b in fused.values() if b.fused is not None))
+        wide = passed.over(batch)
         linking = {n for n, b in fused.items() if callable(getattr(b.sink, "link", None))}
         files: list[str] = []
         try:
@@ -331,12 +334,16 @@ class SharedNetwork:
 
         def rows(branch: Branch) -> DataFrame:
             assert branch.fused is not None
-            out = rows_of(wide, branch.fused)
+            out = passed.rows(wide, branch.fused.slot)
             level = branch.admitted.level
             return out if level is None else assert_within(out, level)
 
         outputs = {n: rows(b) for n, b in fused.items() if n not in linking}
-        linked = {n: Linked(files, functools.partial(rows, fused[n])) for n in linking}
+        linked = {
+            n: Linked(files, functools.partial(rows, b), passed.specs[b.fused.slot])
+            for n, b in fused.items()
+            if n in linking and b.fused is not None
+        }
         return outputs, linked
 
     def _shared_inputs(
@@ -397,7 +404,7 @@ class SharedNetwork:
                 assert branch.fused is not None
                 fused, to = branch.fused, linked[branch.name]
                 link = branch.sink.link  # type: ignore[attr-defined]
-                link(output_id, to.files, fused.slot, to.rows, fused.layout)
+                link(output_id, to.files, fused.slot, to.rows, to.spec)
             else:
                 branch.sink(outputs[branch.name], output_id)
 
@@ -477,7 +484,8 @@ class SharedNetwork:
         try:
             slot = f"_ss_b{uuid.uuid4().hex[:12]}"
             fused = FusedBranch.of(slot, branch.projection, view, branch.text)
-            same = tuple(rows_of(one_pass(empty, [fused]), fused).columns) == columns
+            alone = fused_pass((fused,))
+            same = tuple(alone.rows(alone.over(empty), slot).columns) == columns
         except (NotFused, AnalysisException):  # not plain, or planned otherwise: its own plan
             return columns, None
         return columns, fused if same else None
