@@ -51,6 +51,7 @@ from streamshield.engine import labels
 from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
+from streamshield.engine.scan_summary import with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_element
 from streamshield.policy import patterns
@@ -189,8 +190,14 @@ class Ingest:
             level = assigned_level(assignment, stream) if assignment is not None else []
             per_tuple = any(s == stream and f is None for (s, _), (_, f) in policies.items())
             labelled = self._label(decided.filter(F.col("stream") == stream), stream, per_tuple)
-            out[stream] = labelled.select("*", *level) if level else labelled
+            labelled = labelled.select("*", *level) if level else labelled
+            out[stream] = self._summarised(labelled, stream)
         return out
+
+    def _summarised(self, labelled: DataFrame, stream: str) -> DataFrame:
+        """The scan summaries beside the labels, each file sorted by them (scan_summary)."""
+        objects = len(self.layout(stream).objects)
+        return with_scan_summary(labelled, objects, self.codec.width, self.codec.block_width)
 
     def lap(self, name: str, began: float) -> float:
         now = time.perf_counter()

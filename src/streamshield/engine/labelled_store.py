@@ -23,6 +23,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
+from streamshield.engine import scan_summary
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.labels import denied_column, reader_column
@@ -62,16 +63,17 @@ class LabelledStore:
         levels: int = 0,
         feed: Callable[[DataFrame], DataFrame] | None = None,
         trigger_seconds: float = 1.0,
+        summaries: bool = False,
     ) -> StreamingQuery:
         """A streaming query handing ``process`` each micro-batch of ``stream``'s new
         labelled rows (the engines that keep their own state per batch run on it);
         ``levels``: the level words to read (0 while levels are off); ``feed``: what
         the rows pass first (a level processor's shepherd); ``trigger_seconds``: how
         often it lists the stream's directory for new files (a new file waits half of
-        it on average)."""
+        it on average); ``summaries``: read the scan summaries too (secured views)."""
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
-        struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels)
+        struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels, summaries)
         source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
         rows = source.parquet(str(path))
         writer = at_checkpoint(
@@ -100,7 +102,10 @@ class LabelledStore:
                 continue  # renamed in place before a crash: complete
             staging = self.tmp / f"{batch_id}-{stream}"
             shutil.rmtree(staging, ignore_errors=True)
-            frame.write.mode("overwrite").parquet(str(staging))
+            writer = frame.write.mode("overwrite")
+            # small pages: the unit a secured scan's range test skips (scan_summary)
+            writer = writer.option("parquet.page.row.count.limit", scan_summary.PAGE_ROWS)
+            writer.parquet(str(staging))
             for marker in staging.glob("*.crc"):
                 marker.unlink()
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -145,11 +150,18 @@ _DDL_FIELDS: dict[str, tuple[StructField, ...]] = {}
 
 
 def labelled_schema(
-    spark: SparkSession, ddl: str, n_attributes: int, width: int, levels: int = 0
+    spark: SparkSession,
+    ddl: str,
+    n_attributes: int,
+    width: int,
+    levels: int = 0,
+    summaries: bool = False,
 ) -> StructType:
     """The schema of a labelled stream: metadata, attributes, then label words, then
     ``levels`` Chinese-Wall level words (files written before levels existed read
-    NULL there, and a NULL level is readable at no level)."""
+    NULL there, and a NULL level is readable at no level), then, with ``summaries``,
+    the scan summaries ingest writes (:mod:`~streamshield.engine.scan_summary`; NULL in
+    older files, which are then read as before)."""
     if ddl not in _DDL_FIELDS:
         _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
     attributes = list(_DDL_FIELDS[ddl])
@@ -160,4 +172,6 @@ def labelled_schema(
         for name in (reader_column, denied_column)
     ]
     words = [StructField(n, LongType()) for n in level_names(levels)]
-    return StructType([StructField(n, t) for n, t in META_FIELDS] + attributes + labels + words)
+    meta = [StructField(n, t) for n, t in META_FIELDS]
+    summary = list(scan_summary.FIELDS) if summaries else []
+    return StructType(meta + attributes + labels + words + summary)

@@ -352,7 +352,9 @@ class QueryService:
         path = self.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
         words = level.width if level is not None else 0
-        struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width, words)
+        struct = labelled_schema(
+            session, schema.ddl, len(schema.names), self.codec.width, words, summaries=True
+        )
         source = (
             session.readStream.schema(struct)
             .option("recursiveFileLookup", "true")

@@ -236,6 +236,7 @@ class SharedNetwork:
             self.levels,
             self.feed,
             TRIGGER_SECONDS,
+            summaries=True,
         )
         return self.handle
 
@@ -470,7 +471,12 @@ class SharedNetwork:
     def _schema(self) -> StructType:
         """The stream's labelled rows' schema (with its level words while levels are on)."""
         return labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
+            self.spark,
+            self.stream.ddl,
+            len(self.stream.names),
+            self.codec.width,
+            self.levels,
+            summaries=True,
         )
 
     def _analyse(self, branch: Branch) -> tuple[tuple[str, ...], FusedBranch | None]:
