@@ -52,6 +52,7 @@ from pyspark.sql import functions as F
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
+    INGEST,
     BranchedNetwork,
     BranchSink,
     NotShared,
@@ -289,10 +290,10 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         instant = self._last_batch()
         try:
             state = WindowState(self.spark, branch.query.window, scratch, self._event_time())
-            mine = history.withColumn("_ss_ingest", ingest_column())
+            mine = history.withColumn(INGEST, ingest_column())
             mine = mine.filter(branch.query.visible(history.columns))
-            before = mine.filter(F.col("_ss_ingest") <= covered).drop("_ss_ingest")
-            new = mine.filter(F.col("_ss_ingest") > covered).drop("_ss_ingest")
+            before = mine.filter(F.col(INGEST) <= covered).drop(INGEST)
+            new = mine.filter(F.col(INGEST) > covered).drop(INGEST)
             previous = before.withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
             relation = state.update(new, instant, previous)
             self._run_branch(branch, lambda b: b.query.emit(relation, instant), position)
