@@ -227,7 +227,7 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         listed = json.loads(_cli(home, "network", "list", "--output", "json").output)
         assert listed == _ok(joe.get("/networks"))
         table = _cli(home, "network", "list").output
-        assert "terminal" in table and "bob" in table and "(windows)" in table
+        assert "terminal" in table and "bob" in table and "windows" in table
         assert "queued" in _cli(home, "network", "sp", "shared", "nobody", "-").output
         refused = _cli(home, "network", "sp", "nope", "bob", "+", code=1)
         assert "Traceback" not in refused.output + refused.stderr

@@ -56,6 +56,6 @@ def test_a_window_network_says_so_in_its_stream_column() -> None:
     }
     rows = switch_rows(answer)
     assert [(r["stream"], r["kind"]) for r in rows] == [
-        ("vitals (windows)", "initial"),
-        ("vitals (windows)", "terminal"),
+        ("vitals windows", "initial"),
+        ("vitals windows", "terminal"),
     ]
