@@ -43,6 +43,7 @@ def _timed(poll: Callable, module: str) -> Callable:
 def pytest_collection_finish(session: object) -> None:
     from tests.server import conftest
 
+    original = conftest.poll  # the test modules hold it by name: each one is wrapped
     for name, module in list(sys.modules.items()):
-        if name.startswith("tests.server.") and getattr(module, "poll", None) is conftest.poll:
-            module.poll = _timed(conftest.poll, name.rsplit(".", 1)[-1])
+        if name.startswith("tests.server.") and getattr(module, "poll", None) is original:
+            module.poll = _timed(original, name.rsplit(".", 1)[-1])
