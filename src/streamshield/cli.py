@@ -253,6 +253,7 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 @click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
+@click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
 def serve(
     config: Path | None,
     root: Path | None,
@@ -273,6 +274,7 @@ def serve(
     round_seconds: float | None,
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
+    share_windows: bool | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
@@ -299,6 +301,7 @@ def serve(
         "round_seconds": round_seconds,
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
+        "share_windows": share_windows,
     }
     try:
         given["spark_conf"] = parse_conf(conf)

@@ -105,6 +105,12 @@ class ServeSettings(BaseSettings):
         description="Landed elements that may wait for secure ingest; beyond it an append "
         "is answered 503 ingest_backlog with Retry-After and nothing lands (0: no bound).",
     )
+    share_windows: bool = Field(
+        True,
+        description="Windowed queries over one stream run as branches of its window "
+        "network, one window node per shared window (false: each as a window query of "
+        "its own; docs/query-sharing.md).",
+    )
     metrics_token: str | None = Field(
         None,
         min_length=16,
