@@ -130,6 +130,14 @@ class QueryRegistry:
         with self._lock:
             return sorted(self._queries.values(), key=lambda q: q.name)
 
+    def public_name(self, internal: str) -> str | None:
+        """The name of the query whose engine name is ``internal``, without the registry's
+        lock: a network's micro-batch asks while holding its batch lock, and a
+        registration holds the registry's lock while it waits for that batch lock (to
+        join the network), so taking it here could deadlock. Copying the values is one
+        step under the GIL, so the snapshot is consistent."""
+        return next((q.name for q in tuple(self._queries.values()) if q.internal == internal), None)
+
     def running_shapes(self, owner: str, besides: str | None = None) -> list[Shape]:
         """Shapes of ``owner``'s running queries (what operator limits count)."""
         return [

@@ -658,7 +658,7 @@ class ServerService:
             raise Invalid(str(err), "sp") from None
 
     def _query_sp_ignored(self, sp: QuerySp, outcome: Outcome) -> None:
-        public = next((q.name for q in self.queries.all() if q.internal == sp.query), sp.query)
+        public = self.queries.public_name(sp.query) or sp.query  # never the registry lock
         audit.warning("query-scoped sp %s for %s: %s", sp.sign.value, public, outcome.value)
         try:
             port.record_query_sp(self.security, sp.user, public, sp.sign.value, outcome.value)
