@@ -236,6 +236,7 @@ def _setting(name: str) -> str:
 @click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
+@click.option("--retention", default=None, help=_setting("retention"))
 def serve(
     config: Path | None,
     root: Path | None,
@@ -253,6 +254,7 @@ def serve(
     round_seconds: float | None,
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
+    retention: str | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
@@ -277,6 +279,7 @@ def serve(
         "round_seconds": round_seconds,
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
+        "retention": retention,
     }
     try:
         given["spark_conf"] = parse_conf(conf)

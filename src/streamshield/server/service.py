@@ -60,6 +60,7 @@ from streamshield.server.patterns import PatternService
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
+from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.schemas import SchemaDef, SchemaStore
 from streamshield.server.subscriptions import LiveSubscriptions, Resume
 from streamshield.server.system_settings import SettingsRejected, validated
@@ -107,11 +108,14 @@ class ServerService:
         self.started = False  # ingest runs and the previous run's queries are restored
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.backlog = IngestBacklog()  # appends refused while ingest is too far behind
+        # Consumed landing files and labelled batches past it are pruned (off until set).
+        self.retention = RetentionWatch(self.root, self.root / "queries")
         self.metrics = ServerMetrics(
             self.queries.all,
             lambda: self._ingest,
             backlog=self.backlog.state,
             jvm=lambda: spark.sparkContext._jvm,
+            retention=lambda: self.retention.pruner,
         )
         self.pipeline.ingest.on_counts = self.metrics.labelled
         self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
@@ -128,6 +132,7 @@ class ServerService:
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
+        self.retention.start()
         self.started = True
 
     def _watch(self) -> None:
@@ -267,6 +272,7 @@ class ServerService:
         checkpoint on restart, but interrupting it costs a JVM stack trace for nothing)."""
         self.started = False
         self._stopping.set()
+        self.retention.stop()
         if self._watcher is not None:
             self._watcher.join(10)
             self._watcher = None
@@ -704,6 +710,7 @@ class ServerService:
             if internal is not None:
                 self.switches.forget(internal)
                 self.cql.forget(internal)
+                self.retention.drop(internal)  # nothing restarts it: it holds nothing back
 
     def subscribable(self, session: Any, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the
