@@ -33,3 +33,16 @@ def test_a_climb_after_warm_up_is_not_flat_and_a_plateau_is() -> None:
 def test_too_little_after_warm_up_has_no_verdict() -> None:
     assert after_warm_up(_samples([1.0] * 60), "rss_mb", 550)["flat"] is None
     assert after_warm_up(_samples([1.0] * 60), "threads", 0)["flat"] is None  # no such key
+
+
+def test_a_restarts_steps_are_read_from_the_servers_line() -> None:
+    from bench.restart_profile import steps
+
+    line = (
+        "ready after 12.3s (python start and imports 1.2s, catalog, TLS, imports, example "
+        "users 0.5s, spark session 8.0s, api 0.1s, ingest 1.0s, queries 2.0s, patterns 0.0s)"
+    )
+    [found] = steps(f"starting\n{line}\n")
+    assert found["ready_after"] == 12.3
+    assert found["steps"]["catalog, TLS, imports, example users"] == 0.5
+    assert sum(found["steps"].values()) == 12.8
