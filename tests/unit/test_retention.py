@@ -245,3 +245,21 @@ def test_old_shield_state_snapshots_go(tmp_path: Path) -> None:
     assert root.state.batches() == list(range(3, 14))  # the one batch 14 starts from, ten more
     assert report.pruned["shield_state"].files == 3
     assert root.check() == 14
+
+
+def test_metrics_show_what_is_kept_and_pruned(tmp_path: Path) -> None:
+    from streamshield.server.metrics import ServerMetrics
+
+    root = Root(tmp_path)
+    pruner = Pruner(tmp_path, 60)
+    metrics = ServerMetrics(lambda: [], lambda: None, retention=lambda: pruner)
+    assert b"streamshield_storage" not in metrics.exposition()  # nothing before a prune
+    pruner.run()
+    text = metrics.exposition().decode()
+    assert 'streamshield_storage_pruned_files_total{store="labelled"} 4.0' in text
+    assert 'streamshield_storage_pruned_files_total{store="landing"} 3.0' in text
+    assert 'streamshield_storage_kept_files{store="landing"} 1.0' in text
+    assert 'streamshield_storage_kept_bytes{store="labelled"} 0.0' in text
+    assert "streamshield_storage_retention_seconds 60.0" in text
+    assert "streamshield_storage_prune_held 0.0" in text
+    assert root.kept_batches() == []
