@@ -107,7 +107,7 @@ def test_durations_and_what_is_refused() -> None:
     assert parse_retention("2w") == 14 * 86400
     assert parse_retention("forever") is None
     for bad in ("0", 0, "0s", -5, "0.5", "soon", "7 days", True):
-        with pytest.raises(ValueError, match="not a duration|less than 1 second"):
+        with pytest.raises(ValueError, match=r"not a duration|less than 1 second"):
             parse_retention(bad)
     with pytest.raises(ValueError, match=r"less than 1 second.*forever"):
         parse_retention("0")
