@@ -254,6 +254,7 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
 @click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
+@click.option("--retention", default=None, help=_setting("retention"))
 def serve(
     config: Path | None,
     root: Path | None,
@@ -275,6 +276,7 @@ def serve(
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
     share_windows: bool | None,
+    retention: str | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
@@ -302,6 +304,7 @@ def serve(
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
         "share_windows": share_windows,
+        "retention": retention,
     }
     try:
         given["spark_conf"] = parse_conf(conf)

@@ -30,6 +30,14 @@ from streamshield.engine.labels import denied_column, reader_column
 from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
 
+READ_OPTIONS = {"recursiveFileLookup": "true", "ignoreMissingFiles": "true"}
+"""How every reader of a labelled stream reads it: batches are subdirectories, and a
+batch directory the retention prunes (engine/retention.py: only batches every reader
+has committed past) may vanish while a reader lists the stream. Spark fails a listing
+that finds a subdirectory gone unless told to ignore missing files; a reader never
+needs a pruned file, except a query starting while an old batch goes, which then
+starts without it (what is kept is what a new query reads)."""
+
 META_FIELDS = (
     ("stream", StringType()),
     ("provider", StringType()),
@@ -74,7 +82,7 @@ class LabelledStore:
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels, summaries)
-        source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
+        source = spark.readStream.schema(struct).options(**READ_OPTIONS)
         rows = source.parquet(str(path))
         writer = at_checkpoint(
             (rows if feed is None else feed(rows)).writeStream.foreachBatch(bounded(process)),

@@ -21,8 +21,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ from streamshield.server.patterns import PatternService
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
+from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.schemas import SchemaDef, SchemaStore
 from streamshield.server.subscriptions import LiveSubscriptions, Resume
 from streamshield.server.system_settings import SettingsRejected, validated
@@ -128,27 +129,36 @@ class ServerService:
         self.started = False  # ingest runs and the previous run's queries are restored
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.backlog = IngestBacklog()  # appends refused while ingest is too far behind
+        # Consumed landing files and labelled batches past it are pruned (off until set).
+        self.retention = RetentionWatch(self.root, self.root / "queries")
         self.metrics = ServerMetrics(
             self.queries.all,
             lambda: self._ingest,
             backlog=self.backlog.state,
             jvm=lambda: spark.sparkContext._jvm,
+            retention=lambda: self.retention.pruner,
         )
         self.pipeline.ingest.on_counts = self.metrics.labelled
         self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
 
     # -- life cycle ------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, phase: Callable[[str], AbstractContextManager[Any]] | None = None) -> None:
         """Starts the ingest job (continuous, processing-time trigger) and the queries the
-        catalog records, those recorded as running from their checkpoints."""
+        catalog records, those recorded as running from their checkpoints; ``phase``
+        times each step (``streamshield serve`` logs them: where a restart's time goes)."""
+        timed = phase or (lambda _name: nullcontext())
         self.halt = IngestHalt()
-        self._ingest = self._start_ingest()
-        self.restore_queries()
-        self.patterns.restore()
+        with timed("ingest"):
+            self._ingest = self._start_ingest()
+        with timed("queries"):
+            self.restore_queries()
+        with timed("patterns"):
+            self.patterns.restore()
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
+        self.retention.start()
         self.started = True
 
     def _watch(self) -> None:
@@ -293,6 +303,7 @@ class ServerService:
         checkpoint on restart, but interrupting it costs a JVM stack trace for nothing)."""
         self.started = False
         self._stopping.set()
+        self.retention.stop()
         if self._watcher is not None:
             self._watcher.join(10)
             self._watcher = None
@@ -746,6 +757,7 @@ class ServerService:
             if internal is not None:
                 self.switches.forget(internal)
                 self.cql.forget(internal)
+                self.retention.drop(internal)  # nothing restarts it: it holds nothing back
 
     def subscribable(self, session: Any, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the

@@ -27,11 +27,16 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from streamshield.engine.retention import parse_retention
+
 ENV_PREFIX = "STREAMSHIELD_"
 DEFAULT_BACKLOG = 50_000
 """Elements (tuples and sps) landed and not yet read by secure ingest before appends are
 refused (:mod:`streamshield.server.ingest_backlog`): a few minutes of the soak's offered
 load; an ingest batch of that size is ~10 MB of JSON, small beside the JVM's 2 GB heap."""
+DEFAULT_RETENTION = "7d"
+"""Spark's file sources remember the files they saw for 7 days (``maxFileAge``): keeping
+a week of consumed data costs a week of disk and lets a late query start a week back."""
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
@@ -111,6 +116,13 @@ class ServeSettings(BaseSettings):
         "network, one window node per shared window (false: each as a window query of "
         "its own; docs/query-sharing.md).",
     )
+    retention: float | None = Field(
+        DEFAULT_RETENTION,
+        description="How long consumed landing files and labelled batches are kept: 7d, "
+        "12h, 30m, 90s, or 'forever'. Only what secure ingest and every query's "
+        "checkpoint have committed past is pruned; a query registered later reads what is "
+        "kept (docs/administration.md).",
+    )
     metrics_token: str | None = Field(
         None,
         min_length=16,
@@ -132,6 +144,11 @@ class ServeSettings(BaseSettings):
                 for k, v in value.items()
             }
         return value
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        return parse_retention(value)
 
     @field_validator("log_level", mode="before")
     @classmethod
