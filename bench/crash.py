@@ -260,14 +260,18 @@ class Harness:
         return self.server.client(self.tokens[user], timeout=60)
 
     def call(self, user: str, method: str, path: str, **kwargs) -> httpx.Response:
-        """One API call; Unanswered when the server died under it."""
-        try:
-            with self.http(user) as http:
-                answer = http.request(method, path, **kwargs)
-        except (httpx.TransportError, OSError) as err:
-            raise Unanswered(str(err)) from None
-        if answer.status_code == 401:  # a session the catalog no longer has: log in again
-            self.tokens.pop(user, None)
+        """One API call; Unanswered when the server died under it. A session that has
+        expired (a run is longer than a session's life) is renewed once."""
+        for _attempt in range(2):
+            try:
+                with self.http(user) as http:
+                    answer = http.request(method, path, **kwargs)
+            except (httpx.TransportError, OSError) as err:
+                raise Unanswered(str(err)) from None
+            if answer.status_code != 401:
+                break
+            self.tokens.pop(user, None)  # expired, or a session the catalog no longer has
+        else:
             raise Unanswered("401")
         if answer.status_code >= 500 or answer.status_code == 503:
             raise Unanswered(f"{answer.status_code}")
