@@ -66,10 +66,29 @@ def test_the_conjunct_text_is_the_engines_test_word_by_word() -> None:
     assert at("[T, T]").conjunct_sql() == "coalesce((`_ss_lvl_0` & -32) = 0, false)"
 
 
-def test_an_aggregate_level_is_the_lub_and_null_when_a_contributor_has_none() -> None:
-    sql = combined("_ss_lvl_0", "_ss_r").sql(dialect="spark")
-    assert sql == "CASE WHEN COUNT(1) = COUNT(_ss_lvl_0) THEN BIT_OR(_ss_lvl_0) END"
-    assert combined("_ss_src_0", "_ss_r").sql(dialect="spark") == "BIT_OR(_ss_src_0)"
+def test_an_aggregate_level_is_one_bit_or_per_word_a_missing_word_counting_as_top() -> None:
+    """The form of ``Lattice.lub_group``: a NULL contributor makes the word -1, which
+    holds a bit no company of the cloud lattice has, so nothing dominates the group."""
+    sql = combined("_ss_lvl_0", "_ss_r", at("[1, B]")).sql(dialect="spark")
+    assert sql == "BIT_OR(COALESCE(_ss_lvl_0, -1))"
+    assert combined("_ss_src_0", "_ss_r", at("[1, B]")).sql(dialect="spark") == "BIT_OR(_ss_src_0)"
+    assert not at("[T, T]").reads(CLOUD.unknown)
+    # two words: a NULL in either marks both (the mark denies through the word with a
+    # spare bit, whichever holds the NULL)
+    wide = Lattice.of({"X": [f"x{i}" for i in range(70)], "Y": ["a", "b"]})
+    sql = combined("_ss_lvl_0", "_ss_r", QueryLevel(wide, wide.trusted)).sql(dialect="spark")
+    assert sql == (
+        "BIT_OR(CASE WHEN _ss_lvl_0 IS NULL OR _ss_lvl_1 IS NULL THEN -1 ELSE _ss_lvl_0 END)"
+    )
+
+
+def test_without_a_spare_bit_or_a_level_the_aggregate_keeps_the_null_guard() -> None:
+    """Every bit a company's: -1 would read as trusted, so a NULL contributor makes the
+    group's word NULL (readable by no level), as it did before the one-aggregate form."""
+    guard = "CASE WHEN COUNT(1) = COUNT(_ss_lvl_0) THEN BIT_OR(_ss_lvl_0) END"
+    full = Lattice.of({"X": [f"x{i}" for i in range(32)], "Y": [f"y{i}" for i in range(32)]})
+    assert combined("_ss_lvl_0", "_ss_r", QueryLevel(full, full.trusted)).sql("spark") == guard
+    assert combined("_ss_lvl_0", "_ss_r").sql(dialect="spark") == guard
 
 
 def test_admission_carries_the_level_to_the_rewrites() -> None:

@@ -303,6 +303,7 @@ class QueryService:
             self.statistics_k,
             statistics,
             sliding,
+            level,
         )
 
     def _label_columns(self) -> list[str]:
