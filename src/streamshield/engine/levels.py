@@ -156,8 +156,19 @@ def assert_within(frame: DataFrame, level: QueryLevel) -> DataFrame:
     dominated and the LUB of dominated levels is dominated); asserted natively per row,
     so a broken rewrite stops the query instead of delivering above its level. An
     output without level words (a shape that carries no labels) is delivered to no one
-    and left as it is."""
+    and left as it is.
+
+    Emitted where the output's level words are computed (aggregates, joins); a plain
+    selection copies words that passed the view's conjunct in the same plan, so its
+    engine paths do not call this (``lang.label_propagation.levels_copied``). The test
+    is one AND and compare per word and a branch: ``CASE WHEN (w & ~C) = 0 THEN true
+    ELSE raise_error END``; a NULL word takes the ELSE branch, so it fails the query too.
+    """
     if level_columns(frame.columns) != level_names(level.width):
         return frame
-    inside = readable_at(level, frame.columns)
-    return frame.filter(F.coalesce(F.assert_true(inside, LUB_ABOVE_LEVEL), F.lit(True)))
+    inside = [
+        F.col(n).bitwiseAND(F.lit(~a).cast("long")) == 0
+        for n, a in zip(level.columns, level.words, strict=True)
+    ]
+    held = F.when(reduce(Column.__and__, inside), F.lit(True))
+    return frame.filter(held.otherwise(F.raise_error(F.lit(LUB_ABOVE_LEVEL))))
