@@ -491,7 +491,8 @@ class SharedNetwork:
 
     def _output(self, branch: Branch, rows: DataFrame) -> DataFrame:
         """The branch's query over its secured view of ``rows`` (a plan: no job runs);
-        at a level, its rows' LUB is asserted dominated by it."""
+        at a level, its rows' LUB is asserted dominated by it unless the branch only
+        copies level words its view has just tested (``levels_copied``)."""
         session = rows.sparkSession
         branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
