@@ -480,7 +480,7 @@ class CqlService:
             frame = with_label(frame, sources)  # every pair comes from both streams
             frame.createOrReplaceTempView(view)
             try:
-                text = _with_pair_labels(tree, frame.columns, view, sides, words)
+                text = _with_pair_labels(tree, frame.columns, view, sides, words, level)
                 out = frame.sparkSession.sql(text)
                 deliver(out if level is None else assert_within(out, level), batch_id)
             finally:
@@ -623,6 +623,7 @@ def _with_pair_labels(
     view: str,
     sides: Sequence[JoinSide] = (),
     words: int = 0,
+    level: QueryLevel | None = None,
 ) -> str:
     """The query over ``view`` carrying the pair labels: plain selections keep the pair's
     tuple label, origins and provenance; aggregates AND the readers and OR the rest.
@@ -638,7 +639,7 @@ def _with_pair_labels(
     ]
     aggregate = is_aggregate(tree.sql(dialect="spark"))
     if aggregate:  # readers AND; denied, provenance and level (the LUB) OR
-        extra = [exp.alias_(combined(c, "_ss_r"), c) for c in tuple_labels]
+        extra = [exp.alias_(combined(c, "_ss_r", level), c) for c in tuple_labels]
     else:
         origins = [c for c in columns if c.startswith("_ss_") and c.endswith(_ORIGINS)]
         extra = [exp.column(c) for c in (*tuple_labels, *origins)]
