@@ -48,12 +48,13 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.scan_summary import with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
-from streamshield.lang.wire import WireFormatError, parse_element
+from streamshield.lang.wire import WireFormatError, parse_sp
 from streamshield.policy import patterns
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.encoding import RoleCodec
@@ -102,6 +103,7 @@ Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
+_COMPILED_LIMIT = 100_000  # compiled policies kept across batches (a few MB)
 
 
 @dataclass
@@ -124,6 +126,8 @@ class Ingest:
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
+        self._compiled: dict[tuple, tuple[list[tuple], list[int] | None] | None] = {}
+        """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
 
@@ -156,12 +160,13 @@ class Ingest:
             raise ValueError("the new role hierarchy changes the label layout")
         with self._layout_lock:
             self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
+            self._compiled.clear()  # role members may differ under the new hierarchy
 
     def label_batch(
         self, batch: DataFrame, states: dict[Channel, ChannelState]
     ) -> dict[str, DataFrame]:
         """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
-        with self._layout_lock:
+        with self._layout_lock, gc_paused():
             return self._label_batch(batch, states)
 
     def _label_batch(
@@ -181,9 +186,10 @@ class Ingest:
         if self.registry is not None:
             self.registry.save(self._in_force.values())
         self._in_force.clear()
-        self.lap("policy registry", began)
+        began = self.lap("policy registry", began)
         tuples = elements.filter(~F.col("is_sp"))
         decided = self._join_decisions(tuples, decisions, policies, sps)
+        began = self.lap("decision table", began)
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
@@ -192,6 +198,7 @@ class Ingest:
             labelled = self._label(decided.filter(F.col("stream") == stream), stream, per_tuple)
             labelled = labelled.select("*", *level) if level else labelled
             out[stream] = self._summarised(labelled, stream)
+        self.lap("label plan", began)
         return out
 
     def _summarised(self, labelled: DataFrame, stream: str) -> DataFrame:
@@ -278,7 +285,8 @@ class Ingest:
                 "last",
             )
         )
-        rows = sp_rows.unionByName(declarations).collect()
+        # Arrow batches from the JVM: no pickled Row object per sp (10k at one sp a tuple)
+        rows = sp_rows.unionByName(declarations).toArrow().to_pylist()
         by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
         for row in rows:
             if row["is_sp"]:
@@ -286,7 +294,7 @@ class Ingest:
                 by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
         sps = {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
         seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
-        declared = [row.asDict() for row in rows if not row["is_sp"]]
+        declared = [row for row in rows if not row["is_sp"]]
         summaries, split = gap_summaries(seqs, declared)
         if split:
             summaries += self._split_summaries(elements, split)
@@ -364,18 +372,38 @@ class Ingest:
         return [(*d[:-1], reset_at) for d in out]
 
     def _compile(self, stream: str, policy: Policy, policies: Compiled) -> str | None:
+        """The policy's id once its rules (or finished words) are in ``policies``; None
+        when it cannot be used (PolicyError: an unknown role).
+
+        Compiled once per distinct body: the id is a content hash of the sps' bodies
+        (not their ts), so a policy re-sent with a new ts, or the same policy on many
+        channels, reuses what an earlier batch compiled. The cache is keyed by everything
+        else the rules depend on (the stream's definition and server policy; the role
+        hierarchy clears it) and bounded."""
         key = (stream, policy.policy_id)
         if key not in policies:
-            try:
-                rules = compile_rules(
-                    policy, stream, self.streams[stream].names, self.codec, self.server.get(stream)
-                )
-            except PolicyError:
+            server = self.server.get(stream)
+            cache_key = (stream, policy.policy_id, self.streams[stream], server)
+            if cache_key not in self._compiled:
+                if len(self._compiled) >= _COMPILED_LIMIT:
+                    self._compiled.clear()
+                self._compiled[cache_key] = self._compile_body(stream, policy, server)
+            compiled = self._compiled[cache_key]
+            if compiled is None:
                 return None
-            fixed = _fixed_words(rules)  # then the rules need not travel with rows
-            policies[key] = ([] if fixed else labels.rule_rows(rules), fixed)
+            policies[key] = compiled
             self._in_force[policy.policy_id] = policy
         return policy.policy_id
+
+    def _compile_body(
+        self, stream: str, policy: Policy, server: ServerPolicy | None
+    ) -> tuple[list[tuple], list[int] | None] | None:
+        try:
+            rules = compile_rules(policy, stream, self.streams[stream].names, self.codec, server)
+        except PolicyError:
+            return None
+        fixed = _fixed_words(rules)  # then the rules need not travel with rows
+        return ([] if fixed else labels.rule_rows(rules), fixed)
 
     def _join_decisions(
         self,
@@ -557,9 +585,12 @@ def _key(channel: Channel, gap: int, row: Any) -> tuple:
 
 
 def _sp_element(text: str | None) -> SpElement | None:
-    """An sp back from its JSON; a malformed one is dropped (its policy stays incomplete)."""
+    """An sp back from its JSON; a malformed one is dropped (its policy stays incomplete).
+
+    The JSON is Spark's ``to_json`` of the sp's fields, which :func:`parse_sp` reads
+    without the general validator when it has the common shape (the same checks)."""
     try:
-        element = parse_element(text or "")
+        element = parse_sp(text or "")
     except WireFormatError:
         return None
     return element if isinstance(element, SpElement) else None
