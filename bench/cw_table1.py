@@ -77,6 +77,7 @@ CLOUD = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B", "C"]})
 LEVELS = list(level_names(CLOUD.width))
 ARMS = ("vanilla", "level")
 BEFORE = "before"
+BARE = "bare"
 
 # Overheads in percent as paper 2 section 6.1 states them in its text (min, max over its
 # three data sets). The body of Table 1 is not in the extracted text, only these ranges.
@@ -189,8 +190,17 @@ class Experiment:
         return QueryLevel(CLOUD, lvl(self.level))
 
 
+class BareLevel(QueryLevel):
+    """A level whose conjunct drops the NULL guards (the ``bare`` arm): ``(w & ~C) = 0``
+    without ``coalesce(..., false)``. In a Filter both reject a NULL word; measured to
+    see what the guard costs, not what the engine runs."""
+
+
 def readable(frame: DataFrame, at: QueryLevel | None) -> DataFrame:
     """The secured view's level conjunct (``None``: vanilla, no conjunct)."""
+    if isinstance(at, BareLevel):
+        (c,) = CLOUD.encode(at.level)
+        return frame.filter(F.col("_ss_lvl_0").bitwiseAND(F.lit(~c).cast("long")) == 0)
     return frame if at is None else frame.filter(dominated_by(CLOUD, at.level, frame.columns))
 
 
@@ -298,8 +308,22 @@ EXPERIMENTS = [
 ]
 
 
+def bare_lub(lattice: Lattice) -> list[Column]:
+    """The aggregate LUB without the NULL mark (the ``bare`` arm): ``bit_or(w)``, exact
+    only because the bare conjunct beneath has already dropped every NULL word."""
+    return [F.bit_or(F.col(n)).alias(n) for n in level_names(lattice.width)]
+
+
 def arm(e: Experiment, kind: str) -> Callable[[DataFrame], DataFrame]:
     at = None if kind == "vanilla" else e.query_level
+    if kind == BARE:
+        bare = BareLevel(CLOUD, lvl(e.level))
+        if e.number <= 4:
+            return lambda frame: e.build(frame, bare)
+        build = e.build
+        if e.number == 5:
+            build = lambda frame, at: window_aggregate(frame, at, bare_lub)  # noqa: E731
+        return lambda frame: assert_within(build(frame, bare), e.query_level)
     if kind == "level" and e.number > 4:  # a selection's engine path emits none
         return lambda frame: assert_within(e.build(frame, at), e.query_level)
     if kind == BEFORE:
@@ -461,16 +485,18 @@ def oracle_rows(e: Experiment, rows: list[dict]) -> list[tuple]:
     )
 
 
-def check(frame: DataFrame, e: Experiment) -> int:
-    """The level arm's rows against :func:`oracle_rows`; raises on any difference."""
+def check(frame: DataFrame, e: Experiment, kinds: tuple[str, ...] = ("level",)) -> int:
+    """Each arm of ``kinds``: its rows against :func:`oracle_rows`; raises on any
+    difference."""
     expected = oracle_rows(e, [r.asDict() for r in frame.collect()])
-    got = sorted(tuple(r) for r in arm(e, "level")(frame).collect())
-    if got != expected:
-        raise RuntimeError(
-            f"experiment {e.number}: the level-aware query returned {len(got)} rows, "
-            f"the lattice oracle {len(expected)} (or different ones)"
-        )
-    return len(got)
+    for kind in kinds:
+        got = sorted(tuple(r) for r in arm(e, kind)(frame).collect())
+        if got != expected:
+            raise RuntimeError(
+                f"experiment {e.number}: the {kind} arm returned {len(got)} rows, "
+                f"the lattice oracle {len(expected)} (or different ones)"
+            )
+    return len(expected)
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -493,14 +519,12 @@ def measure(args: argparse.Namespace) -> dict:
                 row: dict = {"experiment": e.number, "query": e.query, "level": e.level}
                 row |= {"tuples": n, "data": e.data}
                 if args.quick:  # the rows themselves, against the lattice; no warm-up
-                    row["checked_rows"] = check(read(), e)
+                    row["checked_rows"] = check(read(), e, args.arms[1:])
                     row["output_rows"] = {"level": row["checked_rows"]}
                 else:
-                    row["output_rows"] = {
-                        k: arm(e, k)(read()).count() for k in ("vanilla", "level")
-                    }
-                    if row["output_rows"]["vanilla"] != row["output_rows"]["level"]:
-                        raise RuntimeError(f"experiment {e.number}: vanilla and level differ")
+                    row["output_rows"] = {k: arm(e, k)(read()).count() for k in args.arms}
+                    if len(set(row["output_rows"].values())) != 1:
+                        raise RuntimeError(f"experiment {e.number}: the arms' rows differ")
                 row |= rounds(read, e, args.repeats, not args.quick, args.arms, args.cpu_per_sample)
                 results.append(row)
                 print(json.dumps(row), flush=True)
@@ -660,6 +684,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--before", action="store_true", help="also the level arm as built before (guard, assert)"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="also the level arm without its NULL guards"
+    )
     parser.add_argument("--render", action="store_true", help="only redo docs/plot from --json")
     parser.add_argument(
         "--json",
@@ -671,7 +698,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.join_sizes, args.repeats, args.cpu_per_sample = [1_000], [600], 1, 0
-    args.arms = (*ARMS, BEFORE) if args.before else ARMS
+    args.arms = (*ARMS, *([BEFORE] if args.before else []), *([BARE] if args.bare else []))
     args.argv = argv
     args.load = load()
     return args

@@ -20,6 +20,7 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
         [
             "--quick",
             "--before",
+            "--bare",
             "--json",
             str(tmp_path / "r.json"),
             "--plot",
@@ -30,8 +31,8 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     )
     rows = {r["experiment"]: r for r in result["rows"]}
     assert sorted(rows) == [1, 2, 3, 4, 5, 6]
-    # the bench compared every level-aware output with the lattice oracle (it raises on
-    # a difference); the counts have the shapes the paper's experiments ask for
+    # the bench compared every level-aware arm's output (level, before, bare) with the
+    # lattice oracle (it raises on a difference); the counts have the shapes the paper's experiments ask for
     n = result["sizes"][0]
     assert rows[1]["checked_rows"] == n  # Exp 1: 100% selectivity
     assert 0.35 * n < rows[2]["checked_rows"] < 0.65 * n  # Exp 2: ~50%
@@ -40,7 +41,7 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     assert rows[5]["checked_rows"] == n // 100  # one row per [ROWS 100]
     assert rows[6]["checked_rows"] > 0
     for r in rows.values():
-        assert all(t > 0 for k in ("vanilla_s", "level_s", "before_s") for t in r[k])
+        assert all(t > 0 for k in ("vanilla_s", "level_s", "before_s", "bare_s") for t in r[k])
         assert {"pct", "low", "high", "verdict"} <= set(r["level_cpu_overhead"])
         assert {"pct", "low", "high", "verdict"} <= set(r["before_cpu_overhead"])
     assert set(result["pooled"]["level"]) == {"1", "2", "3", "4", "5", "6"}
