@@ -32,7 +32,8 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     rows = {r["experiment"]: r for r in result["rows"]}
     assert sorted(rows) == [1, 2, 3, 4, 5, 6]
     # the bench compared every level-aware arm's output (level, before, bare) with the
-    # lattice oracle (it raises on a difference); the counts have the shapes the paper's experiments ask for
+    # lattice oracle (it raises on a difference); the counts have the shapes the
+    # paper's experiments ask for
     n = result["sizes"][0]
     assert rows[1]["checked_rows"] == n  # Exp 1: 100% selectivity
     assert 0.35 * n < rows[2]["checked_rows"] < 0.65 * n  # Exp 2: ~50%
