@@ -436,6 +436,8 @@ class Harness:
                 return None
             phase = "load"
             bound = self.random.uniform(1.0, 8.0) if point == RANDOM else DRIVE_SECONDS
+            if running and point != RANDOM:  # the set-up's server has run no batch yet:
+                bound = CATCH_UP_SECONDS  # its first ones are a cold JVM's (slow at load)
             deadline = time.monotonic() + bound
             while time.monotonic() < deadline and self.server and self.server.alive():
                 self.round()
