@@ -185,3 +185,13 @@ def test_jvm_class_archive_is_written_aside_then_kept(tmp_path) -> None:
     assert option.endswith(".jsa") and not pending.exists()
     conf = with_java_option({"spark.driver.extraJavaOptions": "-Dmine=1"}, option)
     assert conf["spark.driver.extraJavaOptions"] == f"{option} -Dmine=1"
+
+
+def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
+    from streamshield.engine.session import DRIVER_JAVA_OPTIONS, fixed_heap, with_java_option
+
+    assert fixed_heap({}) == "-Xms2g -XX:+AlwaysPreTouch"  # the default spark.driver.memory
+    mine = {"spark.driver.memory": "3g", DRIVER_JAVA_OPTIONS: "-XX:-AlwaysPreTouch"}
+    conf = with_java_option(mine, fixed_heap(mine))
+    # the operator's options come later on the JVM's command line, so they win
+    assert conf[DRIVER_JAVA_OPTIONS] == "-Xms3g -XX:+AlwaysPreTouch -XX:-AlwaysPreTouch"

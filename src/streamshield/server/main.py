@@ -254,11 +254,13 @@ def _spark(settings: ServeSettings) -> tuple[Any, Path | None]:
     from streamshield.engine.session import (
         cache_directory,
         class_cache,
+        fixed_heap,
         spark_session,
         with_java_option,
     )
 
     conf, pending = dict(settings.spark_conf), None
+    conf = with_java_option(conf, fixed_heap(conf))  # memory flat whatever the load
     if settings.jvm_class_cache:
         option, pending = class_cache(cache_directory())
         conf = with_java_option(conf, option)
