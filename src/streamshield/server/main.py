@@ -202,6 +202,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
             service.backlog.limit = settings.max_ingest_backlog
             service.cql.share_windows = settings.share_windows
+            service.cql.fuse = settings.fuse_branches
             service.retention.max_age = settings.retention
         if stopper.requested.is_set():
             return 0
