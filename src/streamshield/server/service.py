@@ -822,17 +822,21 @@ class ServerService:
     ) -> None:
         """The stored batches after ``after`` to a resuming subscriber, oldest first, each
         through SecFilter with her rights of now (as if it were live); batches no longer
-        stored are announced as a ``gap``. Batches are delivered before they are stored:
+        stored are announced as a ``gap`` (ids may skip: the store says what it pruned,
+        :meth:`ResultStore.since`). Batches are delivered before they are stored:
         the replay first waits for those in flight, which may have been delivered just
         before she subscribed (:meth:`ResultStore.settle`)."""
         if not await asyncio.to_thread(query.store.settle, lambda: queue.ended):
             return
-        stored = [b for b in query.store.batches() if b > after]
-        if stored and stored[0] > after + 1:  # every batch is stored: older ones were pruned
-            queue.notice("gap", {"first": after + 1, "last": stored[0] - 1})
+        gap, stored = query.store.since(after)
+        if gap:
+            queue.notice("gap", {"first": gap[0], "last": gap[1]})
         for batch in stored:
             if queue.ended or not self.may_still_subscribe(subscription.session, query.output):
                 return
+            if query.store.lost(batch):
+                queue.notice("gap", {"first": batch, "last": batch})
+                continue
             rows = await asyncio.to_thread(self._replayed_rows, query, subscription, batch)
             await resume.replayed(batch, rows)
 
