@@ -749,12 +749,24 @@ class ServerService:
         }
 
     def set_query_status(self, session: Any, name: str, running: bool) -> LiveQuery:
-        """SET QUERY STATUS (the catalog decides, quota included), then the engine."""
+        """SET QUERY STATUS (the catalog decides, quota included), then the engine. A
+        start whose level runs in its own Spark application starts that driver first,
+        outside the locks (as a registration does), and only for a caller allowed to
+        start the query: a JVM start holds up no other request."""
         self._visible(session, "query", name)
-        with self._lock:
+        warm = running and port.check(self.security, session, "SET QUERY STATUS", "query", name)
+        with (
+            self.queries.levels_started([name] if warm else [], ready=True) as startable,
+            self._lock,
+        ):
             if running:
                 query = self.queries.get(name)
                 if not query.running:
+                    if warm and name not in startable:
+                        raise Unavailable(
+                            "the level's own Spark application did not start; try again "
+                            "later (the server's log says why)"
+                        )
                     failed = query.error_class is not None
                     port.set_query_status(self.security, session, name, "running")
                     try:
