@@ -309,7 +309,7 @@ class SCJoin:
     # -- one micro-batch --------------------------------------------------------------
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        due = self._due(batch_id)
+        due = due_subscriptions(self.subscriptions, self.active, batch_id)
         windows = []
         with job_group(self.spark, self.name, "node:windows"):
             for i in range(2):
@@ -356,15 +356,6 @@ class SCJoin:
             if pairs is not None:
                 pairs.unpersist()
         return replace(stats, computed=tuple(s.name for s in due))
-
-    def _due(self, batch_id: int) -> list[Subscription]:
-        """The subscriptions this batch is computed for: switch on, or owing the batch
-        (delivered before a crash, never stored: computed whatever its switch says)."""
-        return [
-            s
-            for s in self.subscriptions
-            if switched_on(self.active, s.name) or owes(s, batch_id - 1, batch_id)
-        ]
 
     def _prepared(self, i: int, window: DataFrame) -> DataFrame:
         """A window with every column under its side's prefix, attributes in one struct."""
@@ -639,6 +630,17 @@ _POLICY_PAIR = StructType(
 _CLASS_PAIR = StructType(
     [StructField(SIDES[0] + "cls", LongType()), StructField(PARTNER, LongType())]
 )
+
+
+def due_subscriptions(
+    subscriptions: Iterable[Subscription], active: Callable[[str], bool], batch_id: int
+) -> list[Subscription]:
+    """The subscriptions batch ``batch_id`` is computed for: switch on (an error asking
+    it reads as off), or owing the batch (delivered before a crash, never stored: computed
+    whatever its switch says; a replay reuses the batch id)."""
+    return [
+        s for s in subscriptions if switched_on(active, s.name) or owes(s, batch_id - 1, batch_id)
+    ]
 
 
 def _new(batch_id: int) -> Column:
