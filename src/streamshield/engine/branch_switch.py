@@ -24,12 +24,19 @@ def switched_on(active: Callable[[str], bool], name: str) -> bool:
         return False
 
 
+_GROUP = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+"""The thread's local properties ``setJobGroup`` sets."""
+
+
 @contextmanager
 def job_group(spark: SparkSession, node: str, part: str) -> Iterator[None]:
-    """The enclosed Spark jobs run in the job group ``<node>:<part>`` (then none)."""
+    """The enclosed Spark jobs run in the job group ``<node>:<part>``; then the thread's
+    group is what it was (a streaming query's own, which its ``stop`` cancels, or none)."""
     context = spark.sparkContext
+    before = {key: context.getLocalProperty(key) for key in _GROUP}
     context.setJobGroup(f"{node}:{part}", f"{part} of {node}", False)
     try:
         yield
     finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
+        for key, value in before.items():
+            context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None: unset
