@@ -252,7 +252,8 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         ), "the pairs new at its first instant, against windows that took every tuple"
         opened = _switches(joe, "paired")
         assert opened["terminal"]["users"] == ["al"] and opened["initial"]["counter"] == 1
-        assert server.service.queries.get("paired").store.batches(), "stored once computed"
+        paired_store = server.service.queries.get("paired").store
+        poll(lambda: bool(paired_store.batches()), timeout=60)  # stored after its delivery
         entries = _ok(joe.get("/audit", params={"action": "query_sp"}))["entries"]
         assert [e["detail"]["outcome"] for e in entries] == ["unmatched-revoke"]
         assert _switches(joe, "shared")["terminal"]["users"] == ["bob"], "it changed nothing"
