@@ -629,23 +629,16 @@ class ServerService:
             self.switches.inject(QuerySp(internal, user, sign, time.time()))
 
     def networks(self, session: Any) -> list[dict]:
-        """The shared networks (of selections and of windows) with their privacy
-        switches, as the caller may see them: administrators everything, with the users
-        each terminal switch lets through; everyone else the switches governing their own
-        queries, other queries counted but not named, receivers counted but not named."""
+        """The shared networks (of selections, of windows, and shared joins) with their
+        privacy switches, as the caller may see them: administrators everything, with the
+        users each terminal switch lets through; everyone else the switches governing
+        their own queries, other queries counted but not named, receivers counted but not
+        named."""
         admin = port.check(self.security, session, "CHANGE SYSTEM", "system", "system")
         user = port.user_of(session)
         live = {q.internal: q for q in self.queries.all()}
-        every = [
-            (key, kind, network)
-            for kind, networks in (
-                ("selections", self.cql.networks),
-                ("windows", self.cql.window_networks),
-            )
-            for key, network in networks.items()
-        ]
         shown = []
-        for (stream, _level), kind, network in sorted(every, key=lambda n: (n[0], n[1])):
+        for stream, kind, network in sorted(self.cql.switched(), key=lambda n: (n[0], n[1])):
             mine = {n for n in network.branches if n in live and (admin or live[n].owner == user)}
             if not mine:
                 continue
