@@ -7,7 +7,13 @@ from bench.sharing_users import Case, DeliveryClock, Inbox
 
 
 def batch(span: float, delivery: float = 0.0, rows: int = 0) -> dict:
-    return {"span_s": span, "wall_s": span, "delivery_s": delivery, "rows_delivered": rows}
+    return {
+        "span_s": span,
+        "wall_s": span,
+        "delivery_s": delivery,
+        "collect_s": delivery / 2,
+        "rows_delivered": rows,
+    }
 
 
 def case(n: int, arm: str, nobody: float, listening: float) -> Case:
@@ -55,4 +61,5 @@ def test_the_inbox_is_bounded_and_the_clock_resets() -> None:
     clock = DeliveryClock()
     clock.add(0.5)
     clock.add(0.25)
-    assert clock.take() == (0.75, 2) and clock.take() == (0.0, 0)
+    clock.add_collect(0.5)
+    assert clock.take() == (0.75, 2, 0.5) and clock.take() == (0.0, 0, 0.0)
