@@ -100,7 +100,7 @@ class TimedDelivery(Delivery):
     def deliver_to(
         self, frame: DataFrame, batch_id: int, subscriptions: tuple[Subscription, ...]
     ) -> None:
-        started = time.perf_counter()
+        started = self.clock.began.at = time.perf_counter()
         try:
             super().deliver_to(frame, batch_id, subscriptions)
         finally:
@@ -109,13 +109,17 @@ class TimedDelivery(Delivery):
 
 @dataclass
 class DeliveryClock:
-    """Delivery seconds and calls summed over every user's query (thread-safe), and the
-    part of them spent in delivery's one Spark job (``collect_observed``: the job and the
-    rows' unpickling; the rest is planning on the driver and per-row Python)."""
+    """Delivery seconds and calls summed over every user's query (thread-safe): the
+    planning before delivery's one Spark job (rights, classes, conditions, on the
+    driver), that job (``collect_observed``: the job and the rows' unpickling), and the
+    rest is per-row Python (each row a dict, handed over)."""
 
     seconds: float = 0.0
     calls: int = 0
     collect: float = 0.0
+    plan: float = 0.0
+    began: threading.local = field(default_factory=threading.local, repr=False)
+    """When this thread's delivery started (``began.at``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, seconds: float) -> None:
@@ -123,14 +127,16 @@ class DeliveryClock:
             self.seconds += seconds
             self.calls += 1
 
-    def add_collect(self, seconds: float) -> None:
+    def add_collect(self, plan: float, seconds: float) -> None:
         with self._lock:
+            self.plan += plan
             self.collect += seconds
 
-    def take(self) -> tuple[float, int, float]:
+    def take(self) -> tuple[float, int, float, float]:
+        """Delivery seconds, calls, their planning and their collects, then zero."""
         with self._lock:
-            out = (self.seconds, self.calls, self.collect)
-            self.seconds, self.calls, self.collect = 0.0, 0, 0.0
+            out = (self.seconds, self.calls, self.plan, self.collect)
+            self.seconds, self.calls, self.plan, self.collect = 0.0, 0, 0.0, 0.0
         return out
 
     @contextmanager
@@ -144,7 +150,8 @@ class DeliveryClock:
             try:
                 return original(*args, **kwargs)
             finally:
-                self.add_collect(time.perf_counter() - started)
+                planned = started - getattr(self.began, "at", started)
+                self.add_collect(planned, time.perf_counter() - started)
 
         delivery_module.collect_observed = timed
         try:
@@ -273,12 +280,13 @@ def one_batch(server: Server, items: list[Element], measured: list) -> dict:
         query.process_all_available()
     done = time.time()
     figures = batch_figures(measured, since, sum(isinstance(e, TupleElement) for e in items))
-    delivery_s, calls, collect_s = server.clock.take()
+    delivery_s, calls, plan_s, collect_s = server.clock.take()
     return {
         "wall_s": done - figures.pop("first_start"),
         **figures,
         "delivery_s": delivery_s,
         "deliveries": calls,
+        "plan_s": plan_s,
         "collect_s": collect_s,
         "rows_delivered": server.delivered() - handed,
     }
@@ -343,6 +351,7 @@ def summarise(cases: list[Case], sizes: list[int]) -> dict:
                     "span_s": stats([b["span_s"] for b in rows]),
                     "wall_s": stats([b["wall_s"] for b in rows]),
                     "delivery_s": stats([b["delivery_s"] for b in rows]),
+                    "plan_s": stats([b["plan_s"] for b in rows]),
                     "collect_s": stats([b["collect_s"] for b in rows]),
                     "rows_delivered": stats([b["rows_delivered"] for b in rows]),
                     "register_s": stats([c.register_s for c in mine]),
@@ -386,8 +395,8 @@ def markdown(result: dict, command: str) -> str:
     for n in sizes:
         cells = []
         for key in ("fused/nobody", "fused/listening", "separate/nobody", "separate/listening"):
-            f = summary.get(key, {}).get(str(n)) or summary.get(key, {}).get(n)
-            if f is None:
+            f = _figures(summary, key, n)
+            if not f:
                 cells.append("-")
                 continue
             s = f["span_s"]
@@ -395,22 +404,42 @@ def markdown(result: dict, command: str) -> str:
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| users | fused: delivery s (listening) | separate: delivery s | rows delivered"
-        " per batch | register all s (fused / separate) |",
+        "Where a listening batch's delivery goes (median seconds per batch, summed over the",
+        "users' deliveries): planning on the driver (rights, classes, conditions), its",
+        "Spark job (`collect_observed`, the rows' unpickling included), and per-row Python",
+        "(the rest: a dict per row, handed over); register: all N queries.",
+        "",
+        "| users | fused: delivery (plan / job / rows) | separate: delivery (plan / job /"
+        " rows) | rows delivered per batch | register all s (fused / separate) |",
         "|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
-        fl = summary.get("fused/listening", {}).get(str(n)) or {}
-        sl = summary.get("separate/listening", {}).get(str(n)) or {}
-        fr = (summary.get("fused/nobody", {}).get(str(n)) or {}).get("register_s", {})
-        sr = (summary.get("separate/nobody", {}).get(str(n)) or {}).get("register_s", {})
-        rows = fl.get("rows_delivered", {}).get("median", "-")
+        fr = _figures(summary, "fused/nobody", n).get("register_s", {})
+        sr = _figures(summary, "separate/nobody", n).get("register_s", {})
+        listening = _figures(summary, "fused/listening", n) or _figures(
+            summary, "separate/listening", n
+        )
+        rows = round(listening["rows_delivered"]["median"]) if listening else "-"
         lines.append(
-            f"| {n} | {fl.get('delivery_s', {}).get('median', '-')} "
-            f"| {sl.get('delivery_s', {}).get('median', '-')} | {rows} "
+            f"| {n} | {_split(_figures(summary, 'fused/listening', n))} "
+            f"| {_split(_figures(summary, 'separate/listening', n))} | {rows} "
             f"| {fr.get('median', '-')} / {sr.get('median', '-')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _figures(summary: dict, key: str, n: int) -> dict:
+    """One arm and mode's figures for N users (JSON keys are strings once read back)."""
+    per_n = summary.get(key, {})
+    return per_n.get(n) or per_n.get(str(n)) or {}
+
+
+def _split(figures: dict) -> str:
+    """``total (plan / job / per-row Python)`` of a listening batch's delivery."""
+    if not figures:
+        return "-"
+    total, plan, job = (figures[k]["median"] for k in ("delivery_s", "plan_s", "collect_s"))
+    return f"{total} ({plan} / {job} / {round(total - plan - job, 3)})"
 
 
 def main() -> None:

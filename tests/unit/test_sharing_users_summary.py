@@ -11,6 +11,7 @@ def batch(span: float, delivery: float = 0.0, rows: int = 0) -> dict:
         "span_s": span,
         "wall_s": span,
         "delivery_s": delivery,
+        "plan_s": delivery / 4,
         "collect_s": delivery / 2,
         "rows_delivered": rows,
     }
@@ -51,6 +52,9 @@ def test_each_arm_and_mode_is_its_own_ratio_to_one_user() -> None:
     text = sharing_users.markdown(result, "python -m bench.sharing_users")
     assert text.startswith(sharing_users.HEADING)
     assert "| 4 | 0.6 [0.6-0.6] **1.5x** | 1.5 [1.5-1.5] **3.0x** |" in text
+    assert (
+        "| 4 | 0.5 (0.125 / 0.25 / 0.125) | 0.5 (0.125 / 0.25 / 0.125) | 400 | 0.4 / 0.4 |" in text
+    )
 
 
 def test_the_inbox_is_bounded_and_the_clock_resets() -> None:
@@ -61,5 +65,5 @@ def test_the_inbox_is_bounded_and_the_clock_resets() -> None:
     clock = DeliveryClock()
     clock.add(0.5)
     clock.add(0.25)
-    clock.add_collect(0.5)
-    assert clock.take() == (0.75, 2, 0.5) and clock.take() == (0.0, 0, 0.0)
+    clock.add_collect(0.125, 0.5)
+    assert clock.take() == (0.75, 2, 0.125, 0.5) and clock.take() == (0.0, 0, 0.0, 0.0)
