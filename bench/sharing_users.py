@@ -14,10 +14,13 @@ here every query goes through the server's own registration path, in process (no
   ``start`` wraps the delivery in the server's ``StoringSink`` and submits the query to
   ``CqlService`` with the server's settings (``fuse`` on).
 
-Two arms, interleaved: **fused** (the server's default: every user's selection a branch of
-the stream's network, computed in one pass written once, each branch's batch a link) and
-**separate** (``CqlService(share=False)``: each query its own streaming query, a full pass
-each: what N users cost before sharing). Per case, after registration:
+Three arms, interleaved: **fused** (the server's default: every user's selection a branch
+of the stream's network, computed in one pass written once, each branch's batch a link,
+every listening branch delivered by one Spark job), **fused-each** (the same, each
+listening branch delivered by a job of its own: ``SharedNetwork.deliver_together`` off,
+as before it existed) and **separate** (``CqlService(share=False)``: each query its own
+streaming query, a full pass each: what N users cost before sharing). Per case, after
+registration:
 
 1. **nobody listening**: every switch opened by hand (an sp by a user who does not
    subscribe, as ``POST /networks/sps`` would), so every branch computes and stores its
@@ -73,6 +76,7 @@ from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.result_store import ResultStore
 from streamshield.engine.session import spark_session
+from streamshield.engine.shared_network import SharedNetwork
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.network.switchboard import QuerySp, Switchboard
 from streamshield.policy.elements import Element, TupleElement
@@ -82,8 +86,16 @@ from streamshield.server.queries import LiveQuery, QueryRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Query sharing: N users through the server's path (issue 12 item 5)"
-ARMS = ("fused", "separate")
+ARMS = ("fused", "fused-each", "separate")
 MODES = ("nobody", "listening")
+SHOWN = (
+    "fused/nobody",
+    "fused/listening",
+    "fused-each/listening",
+    "separate/nobody",
+    "separate/listening",
+)
+"""The first table's columns (fused-each computes and stores as fused does)."""
 OPENER = "bench-open"
 """The user whose hand-injected ``+`` holds every switch open while nobody listens."""
 INBOX_BATCHES = 64
@@ -141,9 +153,18 @@ class DeliveryClock:
 
     @contextmanager
     def timing_collects(self) -> Iterator[None]:
-        """Times every delivery's ``collect_observed`` (profiling only: the delivery
-        module's name is rebound while measuring, the function itself is unchanged)."""
+        """Times every delivery's ``collect_observed``, and a network's delivery of all
+        its listening branches in one job as one delivery (profiling only: the names are
+        rebound while measuring, the functions themselves are unchanged)."""
         original = delivery_module.collect_observed
+        together = SharedNetwork._deliver_together
+
+        def timed_together(network, *args, **kwargs):
+            started = self.began.at = time.perf_counter()
+            done = together(network, *args, **kwargs)
+            if done:
+                self.add(time.perf_counter() - started)
+            return done
 
         def timed(*args, **kwargs):
             started = time.perf_counter()
@@ -154,10 +175,12 @@ class DeliveryClock:
                 self.add_collect(planned, time.perf_counter() - started)
 
         delivery_module.collect_observed = timed
+        SharedNetwork._deliver_together = timed_together  # type: ignore[method-assign]
         try:
             yield
         finally:
             delivery_module.collect_observed = original
+            SharedNetwork._deliver_together = together  # type: ignore[method-assign]
 
 
 @dataclass
@@ -297,7 +320,7 @@ def run_case(spark, tmp: Path, n: int, rep: int, arm: str, data: list[list[Eleme
     and warm-up batch, the timed batches, the listening warm-up, its timed batches)."""
     root = tmp / f"n{n}-rep{rep}-{arm}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    server = Server.over(pipeline, fused=arm == "fused")
+    server = Server.over(pipeline, fused=arm != "separate")
     case, timed = Case(n, rep, arm), (len(data) - 2) // 2
     started = time.perf_counter()
     try:
@@ -305,6 +328,8 @@ def run_case(spark, tmp: Path, n: int, rep: int, arm: str, data: list[list[Eleme
             text, roles = user_query(i)
             server.register(f"user{i:02d}", text, roles)
         case.register_s = time.perf_counter() - started
+        for network in pipeline.cql.networks.values():
+            network.deliver_together = arm == "fused"
         measured = server.measured()
         server.hold_open(Sign.GRANT)
         plan = [("nobody", b) for b in range(timed + 1)] + [
@@ -379,22 +404,25 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
         "N users (roles cycling C, GP, ND, E, D) each register",
         "`SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= k`",
         f"(k in {list(THRESHOLDS)}); {result['rows']} tuples per batch. **fused**: the",
-        "server's default, one network, one pass written once, a link per branch;",
-        "**separate**: each query its own streaming query (`share` off: a full pass each,",
-        "the before figure). **nobody**: every switch held open by hand, nothing",
-        "delivered; **listening**: every user subscribed to her own query, rows through",
-        "SecFilter into a bounded inbox. Batch span (first micro-batch reading the batch",
+        "server's default, one network, one pass written once, a link per branch, every",
+        "listening branch delivered by one job; **each**: the same but a delivery job per",
+        "listening branch (as before); **separate**: each query its own streaming query",
+        "(`share` off: a full pass each, the before figure). **nobody**: every switch held",
+        "open by hand, nothing delivered; **listening**: every user subscribed to her own",
+        "query, rows through SecFilter into a bounded inbox. Batch span (first micro-batch",
+        "reading the batch",
         "starting to the last ending), median [min-max] over",
         f"{result['reps']} interleaved reps x {result['batches']} batches; ratio to 1",
         "user of the same arm and mode; delivery s: summed over the users' deliveries",
         "(up to four run side by side).",
         "",
-        "| users | fused, nobody | fused, listening | separate, nobody | separate, listening |",
-        "|---:|---:|---:|---:|---:|",
+        "| users | fused, nobody | fused, listening | each, listening | separate, nobody "
+        "| separate, listening |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
         cells = []
-        for key in ("fused/nobody", "fused/listening", "separate/nobody", "separate/listening"):
+        for key in SHOWN:
             f = _figures(summary, key, n)
             if not f:
                 cells.append("-")
@@ -409,9 +437,9 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
         "Spark job (`collect_observed`, the rows' unpickling included), and per-row Python",
         "(the rest: a dict per row, handed over); register: all N queries.",
         "",
-        "| users | fused: delivery (plan / job / rows) | separate: delivery (plan / job /"
-        " rows) | rows delivered per batch | register all s (fused / separate) |",
-        "|---:|---:|---:|---:|---:|",
+        "| users | fused: delivery (plan / job / rows) | each: delivery | separate: delivery"
+        " | rows delivered per batch | register all s (fused / separate) |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
         fr = _figures(summary, "fused/nobody", n).get("register_s", {})
@@ -422,6 +450,7 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
         rows = round(listening["rows_delivered"]["median"]) if listening else "-"
         lines.append(
             f"| {n} | {_split(_figures(summary, 'fused/listening', n))} "
+            f"| {_split(_figures(summary, 'fused-each/listening', n))} "
             f"| {_split(_figures(summary, 'separate/listening', n))} | {rows} "
             f"| {fr.get('median', '-')} / {sr.get('median', '-')} |"
         )

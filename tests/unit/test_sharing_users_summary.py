@@ -51,9 +51,10 @@ def test_each_arm_and_mode_is_its_own_ratio_to_one_user() -> None:
     }
     text = sharing_users.markdown(result, "python -m bench.sharing_users")
     assert text.startswith(sharing_users.HEADING)
-    assert "| 4 | 0.6 [0.6-0.6] **1.5x** | 1.5 [1.5-1.5] **3.0x** |" in text
+    assert "| 4 | 0.6 [0.6-0.6] **1.5x** | 1.5 [1.5-1.5] **3.0x** | - | 1.2 [1.2-1.2]" in text
     assert (
-        "| 4 | 0.5 (0.125 / 0.25 / 0.125) | 0.5 (0.125 / 0.25 / 0.125) | 400 | 0.4 / 0.4 |" in text
+        "| 4 | 0.5 (0.125 / 0.25 / 0.125) | - | 0.5 (0.125 / 0.25 / 0.125) | 400 | 0.4 / 0.4 |"
+        in text
     )
 
 
