@@ -1,12 +1,13 @@
 """Every listening branch of a fused network delivered by one Spark job (issue 12 item 5).
 
 With the server's sinks (a result store, then SecFilter delivery), each listening branch
-used to read its link back and deliver in a job of its own: N listening users, N jobs.
-Now the network delivers them all in one job over its pass. Per-user semantics must not
-move: each subscriber gets exactly what her branch's own delivery gives her (her rights,
-her roles, her branch's rows and masks), never a row or value of another branch, even
-when she subscribes to two queries or to another user's query; a branch nobody receives
-runs no job.
+reads its link back and delivers in a job of its own: N listening users, N jobs. With
+``SharedNetwork.deliver_together`` the network delivers them all in one job over its
+pass (off by default: it measured no faster). Per-user semantics must not move: each
+subscriber gets exactly what her branch's own delivery gives her (her rights, her roles,
+her branch's rows and masks), never a row or value of another branch, even when she
+subscribes to two queries or to another user's query; a branch nobody receives runs no
+job.
 """
 
 from __future__ import annotations

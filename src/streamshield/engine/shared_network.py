@@ -133,9 +133,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
     """The streaming query of one stream's shared network and its branches."""
 
     SUMMARIES = True  # its secured views pre-filter by the scan summaries
-    deliver_together = True
-    """Every listening linked branch delivered by one Spark job (off: each by its own;
-    what ``bench.sharing_users`` compares)."""
+    deliver_together = False
+    """Every listening linked branch delivered by one Spark job instead of each by its
+    own. Off: measured at 64 listening users (``bench.sharing_users``, docs/results.md)
+    it saved nothing, as delivery's time there is the rows handed over (35 times one
+    user's), not its jobs; the tests keep it correct for when it pays."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
