@@ -14,11 +14,11 @@ here every query goes through the server's own registration path, in process (no
   ``start`` wraps the delivery in the server's ``StoringSink`` and submits the query to
   ``CqlService`` with the server's settings (``fuse`` on).
 
-Three arms, interleaved: **fused** (the server's default: every user's selection a branch
-of the stream's network, computed in one pass written once, each branch's batch a link,
-every listening branch delivered by one Spark job), **fused-each** (the same, each
-listening branch delivered by a job of its own: ``SharedNetwork.deliver_together`` off,
-as before it existed) and **separate** (``CqlService(share=False)``: each query its own
+Three arms, interleaved: **fused** (every user's selection a branch of the stream's
+network, computed in one pass written once, each branch's batch a link, every listening
+branch delivered by one Spark job: ``SharedNetwork.deliver_together`` on), **fused-each**
+(the server's default: the same, each listening branch delivered by a job of its own)
+and **separate** (``CqlService(share=False)``: each query its own
 streaming query, a full pass each: what N users cost before sharing). Per case, after
 registration:
 
@@ -403,10 +403,11 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
         "`CqlService` with `fuse` on; the `Switchboard` driven by the deliveries' `+`/`-`).",
         "N users (roles cycling C, GP, ND, E, D) each register",
         "`SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= k`",
-        f"(k in {list(THRESHOLDS)}); {result['rows']} tuples per batch. **fused**: the",
-        "server's default, one network, one pass written once, a link per branch, every",
-        "listening branch delivered by one job; **each**: the same but a delivery job per",
-        "listening branch (as before); **separate**: each query its own streaming query",
+        f"(k in {list(THRESHOLDS)}); {result['rows']} tuples per batch. **fused**: one",
+        "network, one pass written once, a link per branch, every listening branch",
+        "delivered by one job (`deliver_together` on); **each**: the same but a delivery",
+        "job per listening branch (the server's default); **separate**: each query its own",
+        "streaming query",
         "(`share` off: a full pass each, the before figure). **nobody**: every switch held",
         "open by hand, nothing delivered; **listening**: every user subscribed to her own",
         "query, rows through SecFilter into a bounded inbox. Batch span (first micro-batch",
