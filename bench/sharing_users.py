@@ -445,8 +445,8 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
     for n in sizes:
         fr = _figures(summary, "fused/nobody", n).get("register_s", {})
         sr = _figures(summary, "separate/nobody", n).get("register_s", {})
-        listening = _figures(summary, "fused/listening", n) or _figures(
-            summary, "separate/listening", n
+        listening = next(
+            (f for k in SHOWN if k.endswith("listening") and (f := _figures(summary, k, n))), {}
         )
         rows = round(listening["rows_delivered"]["median"]) if listening else "-"
         lines.append(
