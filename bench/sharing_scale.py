@@ -36,6 +36,10 @@ stored in the query's result store, nobody listening, so nothing delivered); in 
 network with ``--fused`` the branches' batches are then links into one write of the
 fused pass, each row stored once (engine/fused_branches.py, engine/result_store.py).
 Results go to ``...-store.json``.
+
+``bench.sharing_users`` measures the same users through the server's own path instead
+(``QueryRegistry``, the server's ``StoringSink`` and SecFilter ``Delivery``, switches
+driven by subscriptions), with nobody and everyone listening.
 """
 
 from __future__ import annotations
