@@ -133,12 +133,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
     """The streaming query of one stream's shared network and its branches."""
 
     SUMMARIES = True  # its secured views pre-filter by the scan summaries
-    deliver_together = True
+    deliver_together = False
     """Every listening linked branch delivered by one Spark job instead of each by its
-    own (a job per branch when it is off or the one job fails). Measured quietly,
-    interleaved, at 64 listening users (``bench.sharing_users``, docs/results.md "quiet,
-    one job vs a job each"): a batch 8.3 s against 12.1 s, delivery 7.8 s against
-    22.1 s summed over the users; a loaded run (load 13-28) had shown the reverse."""
+    own. Off: measured at 64 listening users (``bench.sharing_users``, docs/results.md)
+    it saved nothing, as delivery's time there is the rows handed over (35 times one
+    user's), not its jobs; the tests keep it correct for when it pays."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
