@@ -62,6 +62,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from bench.sharing_scale import (
     THRESHOLDS,
@@ -522,14 +523,14 @@ def main() -> None:
         "cases": [c.__dict__ for c in cases],
     }
     command = "python -m bench.sharing_users --queries " + " ".join(map(str, sizes))
-    for flag, value, default in (
-        ("--rows", args.rows, 20_000),
-        ("--batches", args.batches, 2),
-        ("--reps", args.reps, 2),
-        ("--seed", args.seed, 12),
-    ):
-        if value != default:
-            command += f" {flag} {value}"
+    command += changed_flags(
+        (
+            ("--rows", args.rows, 20_000),
+            ("--batches", args.batches, 2),
+            ("--reps", args.reps, 2),
+            ("--seed", args.seed, 12),
+        )
+    )
     if args.arms != list(ARMS):
         command += " --arms " + " ".join(args.arms)
     print(json.dumps(summary, indent=2))

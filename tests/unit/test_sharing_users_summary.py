@@ -68,3 +68,11 @@ def test_the_inbox_is_bounded_and_the_clock_resets() -> None:
     clock.add(0.25)
     clock.add_collect(0.125, 0.5)
     assert clock.take() == (0.75, 2, 0.125, 0.5) and clock.take() == (0.0, 0, 0.0, 0.0)
+
+
+def test_a_bench_command_names_only_the_flags_that_changed() -> None:
+    from bench.experiment_common import changed_flags
+
+    flags = [("--rows", 20_000, 20_000), ("--reps", 3, 2), ("--seed", 12, 12)]
+    assert changed_flags(flags) == " --reps 3"
+    assert changed_flags([]) == ""
