@@ -9,6 +9,12 @@ the JVM writes the columns, and a class's rows become dicts in one C++ pass over
 own column (``to_pylist``), only for the rows it gets, once for every subscriber and
 every output with that column.
 
+Making 10k dicts (and a ``_masked`` list each) triggers Python's cyclic collector every
+700 allocations, and now and then a full collection over a heap that holds every
+subscriber's queued batches (0.1 s at a time in ``bench.sharing_users``): the collector
+is held off while a column is made (:mod:`~streamshield.engine.gc_pause`; the rows hold
+no cycles).
+
 Values are what ``Row`` gave, with one difference by design: a timestamp is the naive
 wall-clock time of the Spark session's time zone (UTC: engine/session.py), whereas
 ``Row`` used the Python process's local zone. Maps become dicts, as in ``Row.asDict``.
@@ -28,6 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import types as T
 
+from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.observed_collect import collect_observed
 
 audit = logging.getLogger("streamshield.audit")
@@ -47,7 +54,8 @@ class CollectedRows:
     def dicts(self, position: int) -> Dicts:
         """The non-NULL structs of column ``position``, in row order."""
         if position not in self._dicts:
-            self._dicts[position] = self._made(position)
+            with gc_paused():  # a dict and a list a row: no cycles, but collections
+                self._dicts[position] = self._made(position)
         return self._dicts[position]
 
     def _made(self, position: int) -> Dicts:
