@@ -16,6 +16,12 @@ until Al's query starts a batch on the new labelled file, that batch (its ``addB
 includes delivery to the SSE queue and then the result store's write) and the rest until
 the reader has the event (negative: the reader had the rows before the batch ended;
 ``query batch start to the SSE reader`` is the query side's share of the latency).
+When the network pushed the batch (engine/shared_network.py, "Push": its branches are
+handed a batch as soon as ingest commits it, before the network's micro-batch lists it),
+the ``push`` stages say when the push started after the ingest batch's start, how long it
+took (the branch's delivery and result store) and when the reader had the rows after its
+start; ``pushed rounds`` counts the rounds whose rows came that way (the query batch
+stages of those rounds then time a micro-batch that had nothing left to do).
 
 ``idle_cpu`` is what the server costs when nothing lands: after the rounds, the CPU
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
@@ -117,6 +123,11 @@ def measure(
                             )
                         time.sleep(rng.uniform(0.1, 1.0))  # a random phase against the trigger
                     progress = reports(spark, server.service)
+                    progress["pushes"] = [
+                        {"batch": b, "start": start, "end": end}
+                        for network in server.service.cql.networks.values()
+                        for b, start, end in getattr(network, "pushed", ())
+                    ]
                     time.sleep(2.0)  # the last batch's tail (commits) is not idle time
                     idle_share = idle_cpu(spark, idle)
                 finally:
@@ -178,16 +189,29 @@ def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
             "to the SSE reader": end - query_end,
             "query batch start to the SSE reader": end - q["start"],
         }
+        pushes = [p for p in progress.get("pushes", ()) if i["start"] <= p["start"] <= end]
+        if pushes:
+            push = pushes[0]
+            stage |= {
+                "push start after ingest batch start": push["start"] - i["start"],
+                "push (delivery and result store)": push["end"] - push["start"],
+                "push start to the SSE reader": end - push["start"],
+            }
+        stage["pushed rounds"] = 1.0 if pushes else 0.0
         stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
         stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}
         stage |= {f"query {k}": q[k] / 1000 for k in q if k not in ("start", "triggerExecution")}
         stages.append(stage)
     if not stages:
         return {"rounds": 0}
-    keys = [k for k in stages[0] if all(k in s for s in stages)]
-    return {"rounds": len(stages)} | {
-        k: round(statistics.median(s[k] for s in stages), 3) for k in keys
+    keys = dict.fromkeys(k for s in stages for k in s if k != "pushed rounds")
+    medians = {
+        k: round(statistics.median(s[k] for s in stages if k in s), 3)
+        for k in keys
+        if all(k in s for s in stages) or k.startswith("push")
     }
+    pushed = int(sum(s["pushed rounds"] for s in stages))
+    return {"rounds": len(stages), "pushed rounds": pushed} | medians
 
 
 def main() -> None:

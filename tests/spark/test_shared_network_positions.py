@@ -10,8 +10,11 @@ nothing twice, and one failing branch stops alone.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from streamshield.engine import shared_network
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, QueryFailed
 from streamshield.examples import hospital
@@ -122,3 +125,46 @@ def test_a_replayed_micro_batch_hands_nothing_twice(pipeline) -> None:
     submit(pipeline, "cardio", cardio).process_all_available()  # Spark replays that batch
     assert cardio.rows == handed, "the replay handed nothing again"
     assert cardio.sorted() == alone(pipeline, "cardio")
+
+
+def test_a_committed_batch_is_pushed_once_before_the_network_lists_it(
+    pipeline, monkeypatch
+) -> None:
+    """Ingest's commit of a batch hands its rows to the branches at once (push), without
+    the network's micro-batch; that micro-batch, when it comes (here: after a restart),
+    hands nothing again (engine/shared_network.py, "Push")."""
+    first, second, third = parts()
+    land(pipeline, first)
+    monkeypatch.setattr(shared_network, "TRIGGER_SECONDS", 3600.0)  # no listing after the first
+    cardio = Arrivals()
+    submit(pipeline, "cardio", cardio).process_all_available()
+    network = pipeline.cql.networks[("HeartRate", "unlevelled")]
+    seen = len(cardio.rows)
+    land(pipeline, second)
+    assert cardio.arrived.wait(120), "the push handed the new batch over"
+    with network._batch:  # the push moves the branch's position after its sink returns
+        assert len(cardio.rows) > seen
+    newest = pipeline.queries.labelled.markers()[-1]
+    assert network.ledger.covered("cardio") == newest == cardio.batches[-1]
+    assert network.log.position() < newest, "no micro-batch of the network read it"
+    pipeline.cql.stop("cardio")  # the network stops before it ever listed that batch
+    monkeypatch.undo()
+    handed = list(cardio.rows)
+    submit(pipeline, "cardio", cardio).process_all_available()  # its micro-batch reads it
+    assert cardio.rows == handed, "what was pushed is not handed again"
+    land(pipeline, third)
+    pipeline.queries.queries["cardio"].process_all_available()
+    assert cardio.sorted() == alone(pipeline, "cardio")
+
+
+class Arrivals(Rows):
+    """Rows, with an event set by each batch handed over after the first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = threading.Event()
+
+    def __call__(self, frame, batch_id) -> None:
+        super().__call__(frame, batch_id)
+        if self.calls > 1:
+            self.arrived.set()

@@ -22,10 +22,20 @@ For every micro-batch:
    change applies to the batches labelled after it. Providers never choose it.
 
 Unknown streams' elements are ignored here: the landing zone rejects them first.
+
+A small batch of tuples under policies already in force is labelled in *one* pass
+(:meth:`Ingest.guess_batch`): the driver guesses that it holds no sp, no late tuple and
+only declarations that passed in the previous batch, decides those with the reference
+tracker on the batch's starting state (each must pass and leave the tracker as it was),
+and the write job itself checks the guess (``DataFrame.observe``: misses, and each
+channel's newest seq for its state). A wrong guess is thrown away before the batch is
+installed and the batch is labelled by the passes above; a right one writes exactly the
+rows they would have written (the same decisions, from the same tracker).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -35,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -100,6 +110,8 @@ PASS = Reason.PASS.value
 Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
+GUESSED_CHANNELS = 64
+"""At most this many channels in a one-pass guess (one observed aggregate each)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
 
 
@@ -125,6 +137,10 @@ class Ingest:
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
+        self._passed: dict[Channel, set[tuple[int, int]]] = {}
+        """The declarations (ts, csn) that passed per channel in the last batch labelled
+        by the passes, if it held no sp: what :meth:`guess_batch` expects next (only a
+        guess; a batch with sps, as policies change, makes no guess for the next)."""
 
     def release(self) -> None:
         """Drop what the last batch cached, once its output is written.
@@ -176,6 +192,10 @@ class Ingest:
         sps, summaries = self._collect(elements)
         began = self.lap("read+gaps+summaries", began)
         decisions, policies = self._decide(sps, summaries, states)
+        self._passed = defaultdict(set)
+        for stream, provider, _gap, ts, csn, reason, *_ in decisions if not sps else ():
+            if reason == PASS:  # a batch with sps predicts the next one badly: no guess
+                self._passed[Channel(stream, provider)].add((ts, csn))
         began = self.lap("decide (driver)", began)
         if self.registry is not None:
             self.registry.save(self._in_force.values())
@@ -183,6 +203,12 @@ class Ingest:
         self.lap("policy registry", began)
         tuples = elements.filter(~F.col("is_sp"))
         decided = self._join_decisions(tuples, decisions, policies, sps)
+        return self._per_stream(decided, streams, policies)
+
+    def _per_stream(
+        self, decided: DataFrame, streams: tuple[str, ...], policies: Compiled
+    ) -> dict[str, DataFrame]:
+        """Each stream's labelled rows, with its level words."""
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
@@ -191,6 +217,59 @@ class Ingest:
             labelled = self._label(decided.filter(F.col("stream") == stream), stream, per_tuple)
             out[stream] = labelled.select("*", *level) if level else labelled
         return out
+
+    def guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
+        """The batch labelled in one pass on a guess (see the module's docstring), or
+        None when there is nothing to guess from. ``states`` is not touched: once the
+        write has confirmed the guess (:meth:`Guess.holds`), :meth:`Guess.advance` moves
+        them on as the passes would have."""
+        with self._layout_lock:
+            return self._guess_batch(batch, states)
+
+    def _guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
+        self.passes = {}
+        began = time.perf_counter()
+        expected = sorted(c for c in self._passed if c in states)[:GUESSED_CHANNELS]
+        decisions: list[tuple] = []
+        policies: Compiled = {}
+        self._in_force.clear()
+        for channel in expected:
+            tracker = states[channel].tracker
+            for ts, csn in sorted(self._passed[channel]):
+                trial = copy.deepcopy(tracker)
+                reason, policy = trial.on_tuple(ts, csn)
+                if reason is not Reason.PASS or policy is None or trial != tracker:
+                    continue  # would not pass, or would change the tracker: not guessed
+                policy_id = self._compile(channel.stream, policy, policies)
+                if policy_id is not None:
+                    declared = {"p_ts": ts, "p_csn": csn}
+                    decisions.append((*_key(channel, 0, declared), PASS, policy_id, None))
+        channels = sorted({Channel(d[0], d[1]) for d in decisions})
+        if not channels:
+            self._in_force.clear()
+            return None
+        if self.registry is not None:
+            self.registry.save(self._in_force.values())
+        self._in_force.clear()
+        streams = tuple(self.streams)
+        known = batch.filter(F.col("stream").isin(list(streams)))
+        elements = self._elements(self._mark_late(known, states))
+        decided = self._join_decisions(elements, decisions, policies, {})
+        guessed = ~F.col("is_sp") & ~F.col("late") & F.col("d_reason").isNotNull()
+        missed = ~F.coalesce(guessed, F.lit(False))  # unknown (a NULL) is a miss
+        newest = [
+            F.max(
+                F.when(
+                    (F.col("stream") == c.stream) & (F.col("provider") == c.provider), F.col("seq")
+                )
+            ).alias(f"_ss_newest{i}")
+            for i, c in enumerate(channels)
+        ]
+        observation = Observation()
+        decided = decided.observe(observation, F.count_if(missed).alias("_ss_missed"), *newest)
+        frames = self._per_stream(decided.filter(~F.col("is_sp")), streams, policies)
+        self.lap("guess (driver)", began)
+        return Guess(frames, observation, channels)
 
     def lap(self, name: str, began: float) -> float:
         now = time.perf_counter()
@@ -468,6 +547,35 @@ class Ingest:
         ]
         values = [F.col("_ss_values")[name].alias(name) for name in schema.names]
         return [*map(F.col, meta), *parsed], [*map(F.col, meta), *values, *label]
+
+
+@dataclass
+class Guess:
+    """A batch labelled in one pass on a guess, checked by the job that writes it."""
+
+    frames: dict[str, DataFrame]
+    """Each stream's labelled rows, as the passes would label them if the guess holds."""
+    observation: Observation
+    """Over every element of the batch, by the first write: ``_ss_missed`` (sps, late
+    tuples and tuples of no guessed declaration) and each channel's newest seq."""
+    channels: list[Channel]
+
+    def holds(self) -> bool:
+        """After a write job ran: True when no element fell outside the guess."""
+        if not self.frames:  # no write ran: the observation would never arrive
+            return False
+        return int(self.observation.get["_ss_missed"]) == 0
+
+    def advance(self, states: dict[Channel, ChannelState]) -> None:
+        """Moves ``states`` on as the passes would have: trackers as they were (every
+        decision passed without changing them), each channel's processed seq to its
+        newest tuple."""
+        metrics = self.observation.get
+        for i, channel in enumerate(self.channels):
+            newest = metrics[f"_ss_newest{i}"]
+            if newest is not None:
+                state = states[channel]
+                state.last_seq = max(state.last_seq, int(newest))
 
 
 def _fixed_words(rules: RuleSet) -> list[int] | None:

@@ -38,15 +38,32 @@ checkpoint (:mod:`~streamshield.engine.source_log`), not computed by a job.
 
 A branch that fails (a Spark error in its own SQL) stops alone: its error is kept for its
 handle, and the network and the other branches go on.
+
+Push. A landing's rows used to reach a branch only when the network's file source next
+listed the stream's directory, after ingest had finished its micro-batch (its offsets
+committed), and then through a micro-batch of the network's own (listing, its offset log
+written). While its streaming query runs, a network also *listens* to the labelled store
+(:meth:`LabelledStore.listen`): once ingest has committed batch N (its marker written:
+the batch is final), a thread of the network reads each branch's stored rows after its
+position up to N, exactly the folders of those ingest batches (as a catch-up does), and
+hands them over under id N, moving the branch's position to N. The network's own
+micro-batch that later reads batch N finds every branch covering it and runs nothing;
+whichever comes first does the work, under the network's batch lock, so a batch is
+handed once either way. Exactly-once, replay and restart rest on the positions as before:
+a push is only a way of getting there sooner, and the streaming query (its checkpoint)
+stays what a restart resumes from. A switched-off branch is left to the streaming query.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +79,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.fused_branches import FusedBranch, NotFused, one_pass, rows_of
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.level_processor import POOL
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore
@@ -88,6 +106,8 @@ TRIGGER_SECONDS = 0.1
 """How often a network looks for newly labelled files: a landing waits half of it on
 average before its rows are read (1 s cost 0.5 s of every landing's latency); an idle
 trigger lists the stream's directory (docs/results.md, "Issue 13: the query side")."""
+PUSH_STOP_SECONDS = 60.0
+"""How long stopping a network waits for a push under way (it hands over one batch)."""
 _INGEST = "_ss_ingest"
 """A row's ingest batch, added to a micro-batch only when some branch needs part of it."""
 
@@ -168,6 +188,13 @@ class SharedNetwork:
         only moves under it, so a join never races a micro-batch."""
         self._position: int | None = None
         self._salt = uuid.uuid4().hex
+        self._pusher: ThreadPoolExecutor | None = None
+        """Runs pushes (one at a time, in order) while the streaming query runs."""
+        self.pushed: collections.deque[tuple[int, float, float]] = collections.deque(maxlen=100)
+        """The newest pushes that handed rows over: (ingest batch, start, end), epoch
+        seconds (the latency bench reads them)."""
+        self._pool: str | None = None
+        """The scheduler pool the network was started in (its level processor's)."""
 
     @property
     def branches(self) -> dict[str, Branch]:
@@ -223,6 +250,9 @@ class SharedNetwork:
         self.ledger.drop(name)
 
     def start(self, available_now: bool = False) -> StreamingQuery:
+        """Starts the streaming query; unless ``available_now``, the network also listens
+        to the labelled store for committed batches (push, see the module's docstring)."""
+        self._pool = self.spark.sparkContext.getLocalProperty(POOL)
         self.handle = self.labelled.per_batch(
             self.spark,
             self.stream,
@@ -235,11 +265,56 @@ class SharedNetwork:
             self.feed,
             TRIGGER_SECONDS,
         )
+        if not available_now:
+            self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+            self.labelled.listen(self._offer)
         return self.handle
 
     def stop(self) -> None:
+        """Stops listening and the streaming query, then waits (bounded) for a push under
+        way to hand its whole batch over, as a micro-batch under way does."""
+        self.labelled.unlisten(self._offer)
+        pusher, self._pusher = self._pusher, None
+        if pusher is not None:
+            pusher.shutdown(wait=False, cancel_futures=True)
         if self.handle is not None:
             self.handle.stop()
+        if pusher is not None and self._batch.acquire(timeout=PUSH_STOP_SECONDS):
+            self._batch.release()
+
+    def _offer(self, batch_id: int, streams: Sequence[str]) -> None:
+        """Ingest committed ``batch_id``: queue its push (this runs in ingest's micro-batch,
+        so it only hands the id on)."""
+        pusher = self._pusher
+        if pusher is None or self.stream.name not in streams:
+            return
+        with contextlib.suppress(RuntimeError):  # stopped meanwhile
+            pusher.submit(self._push, batch_id)
+
+    def _push(self, upto: int) -> None:
+        """Hands every switched-on branch its stored rows after its position up to ingest
+        batch ``upto`` (committed), under id ``upto``, unless the network's own
+        micro-batch did first. Never raises: what it does not do, that micro-batch does."""
+        try:
+            with self._batch:
+                handle = self.handle
+                if self._pusher is None or handle is None or not handle.isActive:
+                    return
+                on: dict[str, Branch] = {}
+                inputs: dict[str, DataFrame] = {}
+                for name, branch in self.branches.items():
+                    covered = self.ledger.covered(name)
+                    if branch.failure is not None or covered >= upto or not self._is_on(name):
+                        continue
+                    rows = self._history(covered, upto)
+                    if rows is not None:
+                        on[name], inputs[name] = branch, rows
+                if on:
+                    began = time.time()
+                    self._run_each(on, inputs, upto)
+                    self.pushed.append((upto, began, time.time()))
+        except Exception as err:  # the network's micro-batch will hand the batch over
+            audit.warning("push of batch %d to %s failed: %s", upto, self.name, err)
 
     def branch_handle(self, name: str) -> BranchHandle:
         return BranchHandle(self, name)
@@ -418,6 +493,8 @@ class SharedNetwork:
         its failure stops it alone."""
         sc = self.spark.sparkContext
         sc.setJobGroup(f"{self.name}:{branch.name}", f"branch {branch.name} of {self.name}", False)
+        if self._pool is not None:  # a fresh thread does not inherit the starting thread's
+            sc.setLocalProperty(POOL, self._pool)
         try:
             work(branch)
             self.ledger.advance(branch.name, output_id)
