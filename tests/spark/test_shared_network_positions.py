@@ -137,9 +137,11 @@ def test_a_committed_batch_is_pushed_once_before_the_network_lists_it(
     land(pipeline, first)
     monkeypatch.setattr(shared_network, "TRIGGER_SECONDS", 3600.0)  # no listing after the first
     cardio = Arrivals()
-    submit(pipeline, "cardio", cardio).process_all_available()
+    submit(pipeline, "cardio", cardio)  # the network's first micro-batch hands the first part
     network = pipeline.cql.networks[("HeartRate", "unlevelled")]
-    seen = len(cardio.rows)
+    assert cardio.started.wait(120)
+    with network._batch:
+        seen = len(cardio.rows)
     land(pipeline, second)
     assert cardio.arrived.wait(120), "the push handed the new batch over"
     with network._batch:  # the push moves the branch's position after its sink returns
@@ -158,13 +160,12 @@ def test_a_committed_batch_is_pushed_once_before_the_network_lists_it(
 
 
 class Arrivals(Rows):
-    """Rows, with an event set by each batch handed over after the first."""
+    """Rows, with an event set by the first batch handed over and one by the next."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.arrived = threading.Event()
+        self.started, self.arrived = threading.Event(), threading.Event()
 
     def __call__(self, frame, batch_id) -> None:
         super().__call__(frame, batch_id)
-        if self.calls > 1:
-            self.arrived.set()
+        (self.arrived if self.started.is_set() else self.started).set()
