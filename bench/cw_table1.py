@@ -13,7 +13,15 @@ batch jobs over Parquet into the no-op sink, in three arms:
   (``engine.levels.dominated_by``) beneath the selection, the LUB through the aggregate
   (``lub_aggregate``) and the join (``lub_join``), the level words carried to the output;
 * ``assert``: ``level`` plus the per-row ``assert_true`` that the output's LUB is
-  dominated by ``C`` (``engine.levels.assert_within``), so its own cost shows.
+  dominated by ``C`` (``engine.levels.assert_within``) where the engine emits it: after
+  the aggregate and the join; a selection's level words are copied from rows that
+  passed the view's conjunct (``lang.label_propagation.levels_copied``), so the engine
+  emits none there and for Experiments 1-4 this arm runs the ``level`` plan again (an
+  A/A pair: what two runs of one plan differ by);
+* ``before`` (``--before``): the level arm as the engine built it before issue 14's
+  item 7 work: the LUB through an aggregate with the NULL guard (``count(1)``,
+  ``count(w)``, ``bit_or(w)`` per word) and the assertion on every output, selections
+  included, in its ``coalesce(assert_true(...))`` form.
 
 Experiments (paper section 6.1): 1 = Q1 at [1, ⊥], every tuple at [1, ⊥] and selected;
 2 = Q2 at [1, ⊥], 50% selected; 3 = Q3 at [⊥, B] over five levels of 20% each; 4 = Q4
@@ -61,6 +69,7 @@ HEADING = "## Chinese-Wall Table 1: vanilla vs level-aware queries"
 CLOUD = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B", "C"]})
 LEVELS = list(level_names(CLOUD.width))
 ARMS = ("vanilla", "level", "assert")
+BEFORE = "before"
 
 # Overheads in percent as paper 2 section 6.1 states them in its text (min, max over its
 # three data sets). The body of Table 1 is not in the extracted text, only these ranges.
@@ -193,11 +202,31 @@ def selection(where: Callable[[], Column], vanilla_levels: list[str] | None = No
     return build
 
 
-def window_aggregate(frame: DataFrame, at: QueryLevel | None) -> DataFrame:
+def guarded_lub(lattice: Lattice) -> list[Column]:
+    """The aggregate LUB before the one-``bit_or`` form (the ``before`` arm): per word
+    ``CASE WHEN count(1) = count(w) THEN bit_or(w) END``."""
+    return [
+        F.when(F.count(F.lit(1)) == F.count(F.col(n)), F.bit_or(F.col(n))).alias(n)
+        for n in level_names(lattice.width)
+    ]
+
+
+def assert_before(frame: DataFrame, level: QueryLevel) -> DataFrame:
+    """``assert_within`` as it was (the ``before`` arm): on every output, as a Filter of
+    ``coalesce(assert_true(conjunct), true)``."""
+    inside = dominated_by(level.lattice, level.level, frame.columns)
+    return frame.filter(F.coalesce(F.assert_true(inside, "above"), F.lit(True)))
+
+
+def window_aggregate(
+    frame: DataFrame,
+    at: QueryLevel | None,
+    lub_of: Callable[[Lattice], list[Column]] = lub_aggregate,
+) -> DataFrame:
     """Q5: MIN/MAX(timestamp) per [ROWS 100] of successful serviceId 5 tuples; the
     level-aware output's level is the LUB of the window's tuples."""
     rows = readable(frame, at).filter((F.col("outcome") == "success") & (F.col("serviceId") == 5))
-    lub = [] if at is None else lub_aggregate(CLOUD.width)
+    lub = [] if at is None else lub_of(CLOUD)
     return rows.groupBy("serviceId", (F.col("timestamp") / 100).cast("long").alias("w")).agg(
         F.min("timestamp").alias("first"), F.max("timestamp").alias("last"), *lub
     )
@@ -262,8 +291,13 @@ EXPERIMENTS = [
 
 def arm(e: Experiment, kind: str) -> Callable[[DataFrame], DataFrame]:
     at = None if kind == "vanilla" else e.query_level
-    if kind == "assert":
+    if kind == "assert" and e.number > 4:  # a selection's engine path emits none
         return lambda frame: assert_within(e.build(frame, at), e.query_level)
+    if kind == BEFORE:
+        build = e.build
+        if e.number == 5:
+            build = lambda frame, at: window_aggregate(frame, at, guarded_lub)  # noqa: E731
+        return lambda frame: assert_before(build(frame, at), e.query_level)
     return lambda frame: e.build(frame, at)
 
 
@@ -297,14 +331,20 @@ def spread(xs: list[float]) -> dict:
     }
 
 
-def rounds(read: Callable[[], DataFrame], e: Experiment, repeats: int, warm: bool = True) -> dict:
-    builds = {kind: arm(e, kind) for kind in ARMS}
+def rounds(
+    read: Callable[[], DataFrame],
+    e: Experiment,
+    repeats: int,
+    warm: bool = True,
+    arms: tuple[str, ...] = ARMS,
+) -> dict:
+    builds = {kind: arm(e, kind) for kind in arms}
     cpu_time = jvm_cpu_seconds(read().sparkSession)
     for build in builds.values() if warm else ():  # JIT, file listing: not reported
         run_noop(build(read()), cpu_time)
-    wall: dict[str, list[float]] = {kind: [] for kind in ARMS}
-    cpu: dict[str, list[float]] = {kind: [] for kind in ARMS}
-    kinds = list(ARMS)
+    wall: dict[str, list[float]] = {kind: [] for kind in arms}
+    cpu: dict[str, list[float]] = {kind: [] for kind in arms}
+    kinds = list(arms)
     for i in range(repeats):
         for kind in kinds[i % len(kinds) :] + kinds[: i % len(kinds)]:
             w, c = run_noop(builds[kind](read()), cpu_time)
@@ -312,7 +352,7 @@ def rounds(read: Callable[[], DataFrame], e: Experiment, repeats: int, warm: boo
             cpu[kind].append(c)
     out: dict = {f"{kind}_s": [round(x, 3) for x in xs] for kind, xs in wall.items()}
     out |= {f"{kind}_cpu_s": [round(x, 3) for x in xs] for kind, xs in cpu.items()}
-    for kind in ARMS[1:]:
+    for kind in arms[1:]:
         for name, times in (("overhead_pct", wall), ("cpu_overhead_pct", cpu)):
             pct = [100 * (a / v - 1) for a, v in zip(times[kind], times["vanilla"], strict=True)]
             out[f"{kind}_{name}"] = spread(pct)
@@ -384,7 +424,7 @@ def measure(args: argparse.Namespace) -> dict:
     started = clock()
     results: list[dict] = []
     try:
-        for e in EXPERIMENTS:
+        for e in (e for e in EXPERIMENTS if e.number in args.experiments):
             sizes = args.join_sizes if e.number == 6 else args.sizes
             for n in sizes:
                 path = work / f"{e.data}-{n}"
@@ -405,7 +445,7 @@ def measure(args: argparse.Namespace) -> dict:
                     }
                     if row["output_rows"]["vanilla"] != row["output_rows"]["level"]:
                         raise RuntimeError(f"experiment {e.number}: vanilla and level differ")
-                row |= rounds(read, e, args.repeats, warm=not args.quick)
+                row |= rounds(read, e, args.repeats, not args.quick, args.arms)
                 results.append(row)
                 print(json.dumps(row), flush=True)
     finally:
@@ -416,6 +456,8 @@ def measure(args: argparse.Namespace) -> dict:
         "finished": clock(),
         "load_before_after": [args.load, load()],
         "rounds": args.repeats,
+        "experiments": args.experiments,
+        "arms": list(args.arms),
         "sizes": args.sizes,
         "join_sizes": args.join_sizes,
         "paper_sizes": PAPER_SIZES,
@@ -502,13 +544,22 @@ def markdown(result: dict) -> str:
         " + assert: wall % | paper % (text) |",
         "|---|---|---:|---:|---:|---|---|---|---|---|",
     ]
+    before = any(f"{BEFORE}_cpu_overhead_pct" in r for r in result["rows"])
+    if before:
+        lines[-2] = lines[-2][: -len(" paper % (text) |")] + " before: CPU % | paper % (text) |"
+        lines[-1] += "---|"
     for r in result["rows"]:
         lo, hi = result["paper_overhead_pct_from_text"][str(r["experiment"])]
         cells = []
-        for key in ("cpu_overhead_pct", "overhead_pct"):
-            for kind in ("level", "assert"):
-                o = r[f"{kind}_{key}"]
-                cells.append(f"{o['median']:+.1f} ({o['min']:+.1f}, {o['max']:+.1f})")
+        for kind, key in [
+            ("level", "cpu_overhead_pct"),
+            ("assert", "cpu_overhead_pct"),
+            ("level", "overhead_pct"),
+            ("assert", "overhead_pct"),
+            *([(BEFORE, "cpu_overhead_pct")] if before else []),
+        ]:
+            o = r[f"{kind}_{key}"]
+            cells.append(f"{o['median']:+.1f} ({o['min']:+.1f}, {o['max']:+.1f})")
         vanilla = (
             f"{statistics.median(r['vanilla_cpu_s']):.2f} / {statistics.median(r['vanilla_s']):.2f}"
         )
@@ -525,13 +576,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--sizes", type=int, nargs="+", default=PAPER_SIZES["1-5"])
     parser.add_argument("--join-sizes", type=int, nargs="+", default=PAPER_SIZES["6"])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds per row")
+    parser.add_argument(
+        "--experiments", type=int, nargs="+", default=[e.number for e in EXPERIMENTS]
+    )
+    parser.add_argument(
+        "--before", action="store_true", help="also the level arm as built before (guard, assert)"
+    )
     parser.add_argument("--render", action="store_true", help="only redo docs/plot from --json")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results-cw-table1.json"))
+    parser.add_argument(
+        "--json",
+        default=str(ROOT / "bench" / "results-cw-table1.json"),
+        help="where the results go ('-': nowhere); docs and plot only after all experiments",
+    )
     parser.add_argument("--plot", default=str(ROOT / "docs" / "img" / "cw-table1.png"))
     parser.add_argument("--results", default=str(ROOT / "docs" / "experiments.md"))
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.join_sizes, args.repeats = [1_000], [600], 1
+    args.arms = (*ARMS, BEFORE) if args.before else ARMS
     args.argv = argv
     args.load = load()
     return args
@@ -545,9 +607,11 @@ def main(argv: list[str] | None = None) -> dict:
         began = time.perf_counter()
         result = measure(args)
         result["bench_seconds"] = round(time.perf_counter() - began, 1)
-        Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    plot(result, Path(args.plot))
-    write_section(Path(args.results), markdown(result), HEADING)
+        if args.json != "-":
+            Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    if set(result.get("experiments", [1, 2, 3, 4, 5, 6])) == {e.number for e in EXPERIMENTS}:
+        plot(result, Path(args.plot))
+        write_section(Path(args.results), markdown(result), HEADING)
     print(markdown(result))
     return result
 

@@ -107,7 +107,7 @@ def measure(args: argparse.Namespace) -> dict:
     try:
         secured_dir, plain_dir = prepare(spark, work, args.tuples, args.copies)
         codec = RoleCodec(hierarchy(N_ROLES))
-        struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
+        struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width, summaries=True)
         plain_schema = spark.read.parquet(str(plain_dir)).schema
         rows = spark.read.schema(plain_schema).parquet(str(plain_dir)).count()
 
@@ -199,22 +199,22 @@ def reference_visible(codec: RoleCodec, roles: list[str]) -> Column:
 
 
 READING = """\
-What the secured scan reads (engine/secured_view.py): for a READ query with 64 roles,
-the tuple's reader and denied word of the READ block and those of each attribute the
-query uses (here `id` and `value`): 6 long columns beside the 2 data columns. It no
-longer reads `reason` (a string per row): ingest writes a tuple that did not pass with
-reader words that allow nobody, and tests/spark/conformance.py checks that on every
-differential and fuzzed input. Each mask tests its own attribute's label only; the tuple
-test is the Filter beneath the masks, where Catalyst also puts the pushed user predicate,
-after it (tests/security/error_exfiltration/test_hidden_rows_reach_no_expression.py).
-Before (the legacy arm): `reason` plus the same words, and every mask repeated the tuple
-test, so a pushed predicate on a masked attribute evaluated it again per row.
+What the secured scan reads (engine/secured_view.py, engine/scan_summary.py): for a READ
+query with 64 roles, the tuple's reader and denied word of the READ block, the row's
+`_ss_scan_same` flag (every attribute label is the tuple's) and, only where that flag is
+false, the reader and denied words of each attribute the query uses. A query whose roles
+leave bits out (the few-rows role) also reads `_ss_scan_lo` / `_ss_scan_hi`, the lowest and
+highest READ bit of the tuple's readers: ingest sorts each file by `lo` and writes pages
+of 2,000 rows, and the range test `lo <= max(query bit) AND hi >= min(query bit)` is pushed
+to Parquet, whose page statistics skip the pages no row of which the query's roles can
+read. The range test never decides (policy/reader_range.py; a property test and the
+conformance suite hold that it keeps every row the bitwise test passes), and files
+written before the summaries read NULL there and are scanned as before.
 
-What remains: the label words are read and decoded for every row (Spark's vectorized
-Parquet reader has no late materialisation), and a bitwise test cannot be pushed to
-Parquet, so a role that reads few rows still decodes all of them, and a user predicate
-on a masked attribute stays inside `CASE WHEN label THEN predicate ELSE false END`, which
-Parquet cannot use either. Both need a layout change at ingest, not in the view.
+What remains: the bitwise tests themselves run per row that is read, and a role high in
+the role order skips little (files are sorted by the lowest reader bit), and a user
+predicate on a masked attribute stays inside `CASE WHEN label THEN predicate ELSE false
+END`, which Parquet cannot use.
 """
 
 

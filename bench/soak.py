@@ -14,9 +14,12 @@ time from the call to her ``closed`` event, then grants it back and subscribes a
 
 Measured: tuples/s acknowledged; end-to-end latency (the tuple's send time to the moment
 a subscriber reads its row, selection rows only: an aggregate's row has no single send
-time), p50 and p99; revocation latency; RSS, open files and threads every
-``--sample-every`` seconds, and their growth after warm-up (median of the last third of
-the samples minus the median of the middle third).
+time), p50 and p99; revocation latency; RSS, open files, threads and what the landing
+zone and labelled store hold every ``--sample-every`` seconds, and their growth after
+warm-up (:func:`after_warm_up`): the least-squares slope over the samples after the
+warm-up, which ends at ``--warm-up`` seconds when told, else at the later of the first
+row delivered and a third of the run (JIT, Spark's pools and caches fill first). Under
+a minute of samples after it, the report says so instead of a slope.
 
 Every loop stops by itself: each thread runs until the common deadline (or the stop
 event), every request and read has a timeout.
@@ -57,7 +60,13 @@ RESOURCES = (
     "heap_retained_mb",
     "heap_committed_mb",
     "backlog",
+    "landing_mb",
+    "labelled_mb",
+    "stored_files",
 )
+FLAT_SHARE = 0.05
+"""A resource is flat after warm-up when its fitted change over that window is under
+this share of its median there (noise on a loaded machine is a few per cent)."""
 
 
 @dataclass
@@ -73,6 +82,10 @@ class Shape:
     owners: int = 4
     max_ingest_backlog: int = -1
     """The server's ``--max-ingest-backlog`` (-1: its default)."""
+    retention: str = ""
+    """The server's ``--retention`` (empty: its default, 7d: nothing is pruned)."""
+    warm_up: float = -1.0
+    """Seconds of warm-up (-1: detected, see :func:`warm_up_end`)."""
 
     def users(self) -> dict[str, list[str]]:
         users = {"joe": ["ADMIN"]}
@@ -148,6 +161,8 @@ class Soak:
         prepare_root(self.root, None, ROLES, self.shape.users())
         bound = self.shape.max_ingest_backlog
         options = ["--max-ingest-backlog", str(bound)] if bound >= 0 else []
+        if self.shape.retention:
+            options += ["--retention", self.shape.retention]
         options += self.serve
         self.server = ServerProcess(self.root, options=options)
         self.server.wait_ready()
@@ -329,6 +344,12 @@ class Soak:
                         out[f"heap_{kind}_mb"] = round(sample.value / 2**20, 1)
                 elif sample.name == "streamshield_ingest_backlog_elements":
                     out["backlog"] = int(sample.value)
+                elif sample.name == "streamshield_storage_kept_bytes":
+                    store = sample.labels.get("store")
+                    if store in ("landing", "labelled"):
+                        out[f"{store}_mb"] = round(sample.value / 2**20, 2)
+                elif sample.name == "streamshield_storage_kept_files":
+                    out["stored_files"] = out.get("stored_files", 0) + int(sample.value)
         return out
 
     def run(self) -> dict:
@@ -366,6 +387,7 @@ class Soak:
         f = self.figures
         acked = sum(n for _, n in f.acked)
         warm = [s for s in f.samples if s["t"] >= self.shape.seconds / 3]
+        end = warm_up_end(f.samples, self.shape.seconds, self.shape.warm_up)
         return {
             "shape": self.shape.__dict__,
             "tuples_acknowledged": acked,
@@ -379,9 +401,11 @@ class Soak:
                     "first": next((s[key] for s in f.samples if key in s), None),
                     "max": max((s[key] for s in f.samples if key in s), default=None),
                     "growth_after_warm_up": _growth([s[key] for s in warm if key in s]),
+                    "after_warm_up": after_warm_up(f.samples, key, end),
                 }
                 for key in RESOURCES
             },
+            "warm_up_seconds": end,
             "load_average": _percentiles([s["load1"] for s in f.samples if "load1" in s]),
             "samples": f.samples,
             "errors": f.errors,
@@ -449,6 +473,40 @@ def _percentiles(values: list[float]) -> dict:
     }
 
 
+def warm_up_end(samples: list[dict], seconds: float, told: float = -1.0) -> float:
+    """When warm-up ends: ``told`` seconds if given (>= 0), else the later of the first
+    sample with a row delivered and a third of the run."""
+    if told >= 0:
+        return told
+    first_rows = next((s["t"] for s in samples if s.get("rows")), seconds)
+    return round(max(first_rows, seconds / 3), 1)
+
+
+def after_warm_up(samples: list[dict], key: str, end: float) -> dict:
+    """The trend of ``key`` after warm-up: least-squares slope per minute, the fitted
+    change over the window, the median there, and ``flat`` when that change is under
+    :data:`FLAT_SHARE` of the median (None under a minute or five samples: too short)."""
+    points = [(s["t"], s[key]) for s in samples if s["t"] >= end and key in s]
+    if len(points) < 5 or points[-1][0] - points[0][0] < 60:
+        return {"samples": len(points), "flat": None}
+    ts, values = [p[0] for p in points], [float(p[1]) for p in points]
+    mean_t, mean_v = statistics.fmean(ts), statistics.fmean(values)
+    spread = sum((t - mean_t) ** 2 for t in ts)
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / spread if spread else 0.0
+    change = slope * (ts[-1] - ts[0])
+    median = statistics.median(values)
+    return {
+        "samples": len(points),
+        "minutes": round((ts[-1] - ts[0]) / 60, 2),
+        "slope_per_minute": round(slope * 60, 3),
+        "fitted_change": round(change, 2),
+        "median": round(median, 2),
+        "min": min(values),
+        "max": max(values),
+        "flat": abs(change) <= FLAT_SHARE * abs(median) if median else abs(change) < 1,
+    }
+
+
 def _growth(values: list[float]) -> float | None:
     """Median of the last half minus median of the first half (after warm-up)."""
     if len(values) < 4:
@@ -465,19 +523,24 @@ def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path
 
     samples = report["samples"]
     t = [s["t"] / 60 for s in samples]
-    figure, axes = plt.subplots(5, 1, figsize=(7, 10), sharex=True)
     panels = (
         (("rss_mb", "rss_jvm_mb", "rss_driver_mb"), "RSS (MB)"),
         (("heap_committed_mb", "heap_retained_mb"), "JVM heap (MB)"),
         (("open_files",), "open files"),
         (("threads", "threads_jvm", "threads_driver"), "threads"),
+        (("landing_mb", "labelled_mb"), "stored (MB)"),
         (("acked",), "tuples acknowledged"),
     )
+    panels = tuple(p for p in panels if any(k in s for k in p[0] for s in samples))
+    figure, axes = plt.subplots(len(panels), 1, figsize=(7, 2 * len(panels)), sharex=True)
+    warm = report.get("warm_up_seconds")
     names = {
         "rss_mb": "driver + JVM",
         "threads": "driver + JVM",
         "heap_committed_mb": "committed",
         "heap_retained_mb": "retained (old + survivors)",
+        "landing_mb": "landing zone",
+        "labelled_mb": "labelled store",
     }
     for axis, (keys, label) in zip(axes, panels, strict=True):
         for key in keys:
@@ -485,11 +548,13 @@ def plot(report: dict, out_dir: Path, stem: str = "soak-resources") -> list[Path
                 name = names.get(key, key.rsplit("_", 2)[1] if "_" in key else key)
                 points = [(x, s[key]) for x, s in zip(t, samples, strict=True) if key in s]
                 axis.plot(*zip(*points, strict=True), label=name)
+        if warm is not None:
+            axis.axvline(warm / 60, color="grey", linestyle=":", linewidth=1)
         if len(keys) > 1:
             axis.legend(fontsize="small", loc="upper left")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
-    axes[-1].set_xlabel("minutes")
+    axes[-1].set_xlabel("minutes (dotted: end of warm-up)" if warm is not None else "minutes")
     shape = report["shape"]
     figure.suptitle(
         f"soak: {shape['providers']} providers, {shape['queries']} queries, "

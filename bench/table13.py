@@ -58,6 +58,7 @@ MARK_BEGIN, MARK_END = "<!-- bench:table13 -->", "<!-- /bench:table13 -->"
 HEADING = "## Issue 13: every figure in one session"
 GROWTH_HEADING = "## Cost growth: 1M to 10M tuples, 1 to 500 roles (issue 13 item 5)"
 SCAN_ROLES, SCAN_PER_SP = 64, 100
+SECTIONS = ("scans", "ingest", "role_scans", "delivery", "latency")
 
 
 def ingest_configs(many: int) -> tuple[tuple[int, int], ...]:
@@ -140,7 +141,7 @@ def scan_arms(
 ) -> dict[str, dict[str, Callable[[], DataFrame]]]:
     """Case -> arm -> a fresh streaming query of the case's selection over that arm."""
     codec = RoleCodec(hierarchy(n_roles))
-    struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
+    struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width, summaries=True)
     schemas = {k: spark.read.parquet(str(d)).schema for k, d in dirs.items() if k != "secured"}
 
     def source(kind: str) -> DataFrame:
@@ -410,10 +411,22 @@ def readme_table(result: dict) -> str:
         " median (min-max) over interleaved rounds, ratios are plain time / secured time"
         " unless stated; details in docs/results.md):",
         "",
+        *remeasured_lines(result),
         *table_lines(result),
         MARK_END,
     ]
     return "\n".join(lines)
+
+
+def remeasured_lines(result: dict) -> list[str]:
+    """Which sections a later ``--sections`` run replaced, with its command and load."""
+    lines = [
+        f"Section `{name}` re-measured by `{r['command']}` ({r['started']} to"
+        f" {r.get('finished', '?')}, load average {r['load_before']} before,"
+        f" {r.get('load_after', '?')} after); the other rows are from the run above."
+        for name, r in result.get("remeasured", {}).items()
+    ]
+    return [*lines, ""] if lines else []
 
 
 def write_readme(path: Path, table: str) -> None:
@@ -440,6 +453,7 @@ def section(result: dict) -> str:
         " rounds per figure (scans and delivery after one untimed run of each arm, ingest"
         " after the smaller size); median (min-max).",
         "",
+        *remeasured_lines(result),
         *table_lines(result),
         "",
         "Sizes and what was scaled down:",
@@ -523,6 +537,7 @@ def growth_section(result: dict) -> str:
         " large: scans and delivery at the issue's sizes (1M and 10M rows), ingest scaled down"
         " (see the sizes above).",
         "",
+        *remeasured_lines(result),
         "| figure | small | large | growth |",
         "|---|---:|---:|---:|",
     ]
@@ -597,16 +612,32 @@ def measure(args: argparse.Namespace) -> dict:
             ),
         ),
     ]
+    if args.sections:  # re-measure some sections, keep the others from the last full run
+        wanted = args.sections.split(",")
+        base = json.loads(Path(args.json).read_text())
+        sections = [(name, run) for name, run in sections if name in wanted]
+        result = base | {"remeasured": {**base.get("remeasured", {}), **{n: {} for n in wanted}}}
+        for name in wanted:
+            result["remeasured"][name] = {
+                "command": "python -m bench.table13 " + " ".join(args.argv),
+                "started": clock(),
+                "load_before": load(),
+            }
     try:
         for name, run in sections:
             started = time.perf_counter()
             result[name] = run()
             result["load"][name] = load()
             result.setdefault("section_seconds", {})[name] = round(time.perf_counter() - started, 1)
+            if args.sections:
+                result["remeasured"][name] |= {"finished": clock(), "load_after": load()}
             if args.partial:  # what is measured so far survives a stopped run
                 Path(args.partial).write_text(json.dumps(result, indent=2, default=str) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.sections:
+        result["table"] = table_rows(result)
+        return result
     result["load"]["after"] = load()
     result["finished"] = clock()
     result["bench_seconds"] = round(time.perf_counter() - began, 1)
@@ -625,7 +656,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--results", default=str(ROOT / "docs" / "results.md"))
     parser.add_argument("--readme", default=str(ROOT / "README.md"))
     parser.add_argument("--partial", help="write the JSON so far here after every section")
+    parser.add_argument(
+        "--sections",
+        help="comma-separated sections to re-measure (scans, ingest, role_scans, delivery,"
+        " latency); the others are kept from --json, and the tables say which were re-run",
+    )
     args = parser.parse_args(argv)
+    if args.sections and not set(args.sections.split(",")) <= set(SECTIONS):
+        parser.error(f"--sections: choose from {', '.join(SECTIONS)}")
     args.argv = argv
     return args
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -194,6 +195,16 @@ def _setting(name: str) -> str:
     return f"{field.description} [env {ENV_PREFIX}{name.upper()}; default: {shown}]"
 
 
+def _conf_option(flag: str, what: str, setting: str) -> Callable:
+    """A repeatable ``KEY=VALUE`` option of a configuration dictionary setting."""
+    return click.option(
+        flag,
+        multiple=True,
+        metavar="KEY=VALUE",
+        help=f"{what} (repeat) [env STREAMSHIELD_{setting.upper()} as a JSON object].",
+    )
+
+
 @main.command(
     epilog="Example: streamshield serve --root /srv/ss --no-example "
     "--catalog-url postgresql+psycopg://ss@db/ss --conf spark.driver.memory=4g\n\n"
@@ -213,14 +224,20 @@ def _setting(name: str) -> str:
 @click.option("--port", type=int, default=None, help=_setting("port"))
 @click.option("--catalog-url", default=None, help=_setting("catalog_url"))
 @click.option("--master", default=None, help=_setting("spark_master"))
-@click.option(
-    "--conf",
-    "conf",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Spark configuration (repeat) [env STREAMSHIELD_SPARK_CONF as a JSON object].",
-)
+@_conf_option("--conf", "Spark configuration", "spark_conf")
 @click.option("--spark-ui/--no-spark-ui", default=None, help=_setting("spark_ui"))
+@click.option(
+    "--level-applications",
+    type=click.Choice(["in_process", "separate"]),
+    default=None,
+    help=_setting("level_applications"),
+)
+@click.option("--level-master", default=None, help=_setting("level_master"))
+@_conf_option(
+    "--level-conf",
+    "Spark configuration of the levels' own applications (with --level-applications separate)",
+    "level_conf",
+)
 @click.option(
     "--jvm-class-cache/--no-jvm-class-cache", default=None, help=_setting("jvm_class_cache")
 )
@@ -236,6 +253,8 @@ def _setting(name: str) -> str:
 @click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
+@click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
+@click.option("--retention", default=None, help=_setting("retention"))
 def serve(
     config: Path | None,
     root: Path | None,
@@ -245,6 +264,9 @@ def serve(
     master: str | None,
     conf: tuple[str, ...],
     spark_ui: bool | None,
+    level_applications: str | None,
+    level_master: str | None,
+    level_conf: tuple[str, ...],
     jvm_class_cache: bool | None,
     log_level: str | None,
     cert: Path | None,
@@ -253,6 +275,8 @@ def serve(
     round_seconds: float | None,
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
+    share_windows: bool | None,
+    retention: str | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
 
@@ -269,6 +293,8 @@ def serve(
         "catalog_url": catalog_url,
         "spark_master": master,
         "spark_ui": spark_ui,
+        "level_applications": level_applications,
+        "level_master": level_master,
         "jvm_class_cache": jvm_class_cache,
         "log_level": log_level,
         "tls_cert": cert,
@@ -277,9 +303,12 @@ def serve(
         "round_seconds": round_seconds,
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
+        "share_windows": share_windows,
+        "retention": retention,
     }
     try:
         given["spark_conf"] = parse_conf(conf)
+        given["level_conf"] = parse_conf(level_conf, "--level-conf")
         settings = load(given, config)
     except ConfigError as err:
         raise click.UsageError(str(err)) from None

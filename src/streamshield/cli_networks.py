@@ -1,7 +1,8 @@
 """Command line for shared query networks: ``streamshield client network ...`` over HTTPS.
 
 ``list`` shows each network's privacy switches with their state (counters, receivers,
-since when) and the level its queries run at (a stream has one network per level);
+since when) and the level its queries run at (a stream has one network of selections and
+one of windows per level; the window network's rows say ``<stream> windows``);
 ``sp`` injects a query-scoped sp by hand (administrators).
 """
 
@@ -39,15 +40,20 @@ def network_list(output: str) -> None:
 
 def switch_rows(answer: dict) -> list[dict]:
     """One row per privacy switch of ``GET /networks``, with the level of its queries
-    (``-`` while levels are off; a switch's queries share their network's level)."""
+    (``-`` while levels are off; a switch's queries share their network's level). A
+    window network's stream reads ``<stream> windows`` (a column more would not fit an
+    80-column terminal, and the two words wrap in a narrow stream column where a
+    parenthesis would be cut)."""
     rows = []
     for n in answer["networks"]:
         levels = n.get("levels") or {}
+        windows = n.get("kind") == "windows"
+        stream = f"{n['stream']} windows" if windows else n["stream"]
         for switch in n["switches"]:
             level = sorted({levels.get(q) or "-" for q in switch["queries"]}) or ["-"]
             rows.append(
                 {
-                    "stream": n["stream"],
+                    "stream": stream,
                     **switch,
                     "level": ",".join(level),
                     "queries": ",".join(switch["queries"]),

@@ -27,6 +27,7 @@ POINTS = {
     "ingest.before_marker": "a labelling batch's files are in place, its commit marker not",
     "ingest.after_marker": "the commit marker is written, the shield state snapshot not",
     "result.before_rename": "a query's output batch is staged, not renamed into place",
+    "result.delivered": "a query's batch reached its subscribers, not yet stored",
     "result.after_rename": "a query's output batch is in place, Spark has not committed it",
     "subscriber.serving": "rows of a batch are being handed to a subscriber",
     "catalog.schema": "a schema is in the catalog or its file is written, not both",

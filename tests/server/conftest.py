@@ -7,6 +7,7 @@ JVM; clients talk to it over HTTPS only, trusting exactly its self-signed certif
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import ssl
 import time
@@ -20,6 +21,7 @@ import pytest
 from streamshield.catalog.security import SecurityCatalog
 from streamshield.catalog.throttle import ThrottlePolicy
 from streamshield.server.app import create_app
+from streamshield.server.application_query import SeparateLevels
 from streamshield.server.runner import Running, serve_in_thread
 from streamshield.server.service import ServerService
 from streamshield.server.tls import ensure_self_signed
@@ -50,7 +52,13 @@ class Server:
         return self.client(answer.json()["token"])
 
 
-def start_server(root: Path, session, users: dict[str, list[str]], **security_options) -> Server:
+def start_server(
+    root: Path,
+    session,
+    users: dict[str, list[str]],
+    separate_levels: SeparateLevels | None = None,
+    **security_options,
+) -> Server:
     security = SecurityCatalog(root / "catalog.db", **security_options)
     security.catalog.set_roles(list(ROLES), [])
     first, *others = users.items()
@@ -58,13 +66,19 @@ def start_server(root: Path, session, users: dict[str, list[str]], **security_op
     admin = security.login(first[0], PASSWORD, first[1])
     for name, roles in others:
         security.create_user(name, PASSWORD, roles, by=admin)
-    return serve_root(root, session, security)
+    return serve_root(root, session, security, separate_levels)
 
 
-def serve_root(root: Path, session, security: SecurityCatalog | None = None) -> Server:
-    """A server on ``root`` as it is (a restart when the root was served before)."""
+def serve_root(
+    root: Path,
+    session,
+    security: SecurityCatalog | None = None,
+    separate_levels: SeparateLevels | None = None,
+) -> Server:
+    """A server on ``root`` as it is (a restart when the root was served before);
+    ``separate_levels``: each level's queries in a Spark application of its own."""
     security = security or SecurityCatalog(root / "catalog.db")
-    service = ServerService(session, root, security)
+    service = ServerService(session, root, security, separate_levels)
     service.start()
     tls = ensure_self_signed(root / "tls")
     running = serve_in_thread(create_app(service, queue_size=4), "127.0.0.1", 0, tls)
@@ -97,6 +111,12 @@ def poll(condition: Callable[[], object], timeout: float = 90.0, every: float = 
             return value
         time.sleep(every)
     raise AssertionError("condition not met in time")
+
+
+def audit_text(entries: list[dict]) -> str:
+    """Audit entries as JSON without their timestamps, for "this value never leaks" checks:
+    a timestamp's microseconds can spell a short secret by chance (a CI failure on "4242")."""
+    return json.dumps([{k: v for k, v in e.items() if k != "at"} for e in entries])
 
 
 BOREALIS_USERS = {

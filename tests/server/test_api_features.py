@@ -6,7 +6,6 @@ Each test tries to break one rule; it fails if that protection is removed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 
 from streamshield.policy.elements import Channel
 from streamshield.policy.operator_limits import OperatorLimits
-from tests.server.conftest import PASSWORD, Subscriber, poll, sp_line, tuple_line
+from tests.server.conftest import PASSWORD, Subscriber, audit_text, poll, sp_line, tuple_line
 
 pytestmark = pytest.mark.spark
 
@@ -213,7 +212,7 @@ def test_audit_shows_own_entries_and_drops_carry_ids_and_counts_only(server, wor
     assert not subscriber.rows()
     subscriber.close()
     everything = world.get("/audit", params={"limit": 1000}).json()["entries"]
-    assert SECRET not in json.dumps(everything) and "4242" not in json.dumps(everything)
+    assert SECRET not in audit_text(everything) and "4242" not in audit_text(everything)
     assert {"joe", "al", "ed", "mallory"} <= {e["actor"] for e in everything}
     own = al.get("/audit", params={"limit": 1000}).json()["entries"]
     assert own and {e["actor"] for e in own} == {"al"}

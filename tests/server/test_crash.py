@@ -14,9 +14,11 @@ from tests.db.conftest import pg_url  # noqa: F401  (the session's PostgreSQL)
 
 pytestmark = pytest.mark.spark
 
-SQLITE_POINTS = ["catalog.query", "ingest.before_marker", "result.after_rename"]
+SQLITE_POINTS = ["catalog.query", "ingest.before_marker", "result.after_rename", "result.delivered"]
 """A catalog change, a labelling batch before its commit marker, a query's output in
-place before Spark committed it: the windows where a bug was found or is likeliest."""
+place before Spark committed it, a batch delivered and not yet stored (the replay found
+its branch switched off and never stored it): the windows where a bug was found or is
+likeliest."""
 
 
 def _assert_survived(report: dict, points: list[str]) -> None:

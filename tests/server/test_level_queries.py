@@ -69,17 +69,21 @@ def _log(provider: str, first_seq: int, ids: list[int]) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def setup(server):
-    chief = server.login("chief", ["ADMIN"])
+def define_levels(
+    server, chief, channels: dict[str, str], clearances: dict[str, str], readers: dict[str, str]
+) -> None:
+    """The cloud-auditing lattice with MessageLog at [T, T]; each provider's channel at
+    its level (``channels``) with its policy for ``READERS``; ``clearances`` of users;
+    ``readers`` (user -> role) may see, read and register queries on MessageLog."""
     schema = {"name": "log", "attributes": [["id", "bigint"], ["msgType", "string"]], "tid": "id"}
     _ok(chief.post("/schemas", json=schema), 201)
     _ok(chief.post("/streams", json={"name": "MessageLog", "schema": "log"}), 201)
-    for role in ("CUSTOMER1", "CUSTOMER2", "INFO_PROVIDER"):
+    roles = sorted(set(readers.values()))
+    for role in (*roles, "INFO_PROVIDER"):
         _grant(chief, "VIEW CATALOG", "system", "system", role)
         _grant(chief, "VIEW OBJECT", "schema", "log", role)
         _grant(chief, "VIEW OBJECT", "stream", "MessageLog", role)
-    for role in ("CUSTOMER1", "CUSTOMER2"):
+    for role in roles:
         _grant(chief, "READ TUPLE", "stream", "MessageLog", role)
         _grant(chief, "ADD", "system", "system", role)
     _grant(chief, "WRITE", "stream", "MessageLog", "INFO_PROVIDER")
@@ -87,12 +91,24 @@ def setup(server):
     _ok(chief.post("/levels/coi", json={"name": "COI1", "companies": ["1", "2"]}), 201)
     _ok(chief.post("/levels/coi", json={"name": "COI2", "companies": ["A", "B", "C"]}), 201)
     _ok(chief.put("/levels/streams/MessageLog", json={"level": "[T, T]"}))
-    for provider, level in (("company1", "[1, _]"), ("company2", "[2, _]")):
+    for provider, level in channels.items():
         _ok(chief.put(f"/levels/streams/MessageLog/channels/{provider}", json={"level": level}))
-    _ok(chief.put("/users/ann/clearance", json={"level": "[T, T]"}))
-    _ok(chief.put("/users/bob/clearance", json={"level": "[1, _]"}))
-    for provider in ("company1", "company2"):  # each channel's policy first
+    for user, level in clearances.items():
+        _ok(chief.put(f"/users/{user}/clearance", json={"level": level}))
+    for provider in channels:  # each channel's policy first
         assert _send(server, provider, [sp_line("MessageLog", provider, 1, READERS)])["accepted"]
+
+
+@pytest.fixture(scope="module")
+def setup(server):
+    chief = server.login("chief", ["ADMIN"])
+    define_levels(
+        server,
+        chief,
+        {"company1": "[1, _]", "company2": "[2, _]"},
+        {"ann": "[T, T]", "bob": "[1, _]"},
+        {"ann": "CUSTOMER1", "bob": "CUSTOMER2"},
+    )
     ann = _session(server, "ann", ["CUSTOMER1"], "[T, T]")
     bob = _session(server, "bob", ["CUSTOMER2"], "[1, _]")
     _ok(ann.post("/queries", json={"name": "q_ann", "text": SQL, "output": "ann_out"}), 201)

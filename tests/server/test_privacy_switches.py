@@ -1,11 +1,14 @@
 """Privacy switches on a real server (issue 12, item 3).
 
-Al's two selections over one stream run as one shared network. Bob receives the second
-one (al shared its output with him). Revoking Bob's SUBSCRIBE ends his subscription; the
-server injects a ``-`` query-scoped sp, the query's switches close and its branch runs no
-Spark job while Al's first query goes on; when Bob may subscribe again and does, the
-branch resumes within a micro-batch and Bob gets the new rows. The switch state is shown
-by ``GET /networks`` as each caller may see it, and bad or unmatched sps open nothing.
+Al's two selections over one stream run as one shared network, her two windowed queries
+(``[ROWS 100]``: the new rows, and their count) as one window network sharing one window
+node. Bob receives the second selection and the new rows (al shared their outputs with
+him), Al the first selection and the count. Revoking Bob's SUBSCRIBE ends his
+subscriptions; the server injects ``-`` query-scoped sps, the queries' switches close and
+their branches run no Spark job while Al's queries go on, every row of them; when Bob may
+subscribe again and does, the branches resume within a micro-batch and Bob gets the new
+rows only. The switch state is shown by ``GET /networks`` as each caller may see it, and
+bad or unmatched sps open nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ SCHEMA = {"name": "v", "attributes": [["id", "bigint"], ["pid", "bigint"], ["hr"
 QUERIES = {
     "mine": "SELECT pid, hr FROM vitals WHERE pid >= 2",
     "shared": "SELECT pid, hr FROM vitals WHERE pid >= 2 AND hr > 0",
+}
+WINDOWED = {  # one window node (same window, same reader): a branch each
+    "count": "SELECT count(*) AS n FROM vitals [ROWS 100]",
+    "recent": "SELECT pid, hr FROM vitals [ROWS 100]",
 }
 
 
@@ -84,6 +91,12 @@ def _switches(client, query: str) -> dict[str, dict]:
     }
 
 
+def _count(subscriber: Subscriber) -> int | None:
+    """The newest count an aggregate's subscriber got (None: none yet)."""
+    rows = subscriber.rows()
+    return rows[-1]["n"] if rows else None
+
+
 def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, tmp_path):
     server = start_server(tmp_path, spark, USERS)
     try:
@@ -96,14 +109,19 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         _grants(joe, ("VIEW CATALOG",), "system", "system", "OTHER")
         _grants(joe, ("VIEW OBJECT", "READ TUPLE"), "stream", "vitals", "OTHER")  # the source
         al, bob = server.login("al", ["CUSTOMER1"]), server.login("bob", ["OTHER"])
-        for name, text in QUERIES.items():
+        for name, text in (QUERIES | WINDOWED).items():
             _ok(al.post("/queries", json={"name": name, "text": text}), 201)
         share = ("VIEW OBJECT", "SUBSCRIBE")
         _grants(al, share, "stream", "shared_out", "OTHER")
+        _grants(al, share, "stream", "recent_out", "OTHER")
         engine = server.service.cql
-        assert set(engine.branches) == {server.service.queries.get(n).internal for n in QUERIES}
+        internal = {n: server.service.queries.get(n).internal for n in QUERIES | WINDOWED}
+        assert set(engine.branches) == {internal[n] for n in QUERIES}
         one = {("vitals", "unlevelled")}
         assert set(engine.networks) == one, "both selections run in one network"
+        assert set(engine.window_branches) == {internal[n] for n in WINDOWED}
+        assert set(engine.window_networks) == one, "both windowed queries run in one network"
+        assert len(engine.window_networks[("vitals", "unlevelled")].nodes()) == 1
 
         # Nobody receives yet: every switch is closed (deny by default).
         closed = _switches(joe, "shared")
@@ -111,54 +129,82 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         assert closed["terminal"]["users"] == []
 
         mine, theirs = Subscriber(al, "mine"), Subscriber(bob, "shared_out")
-        assert mine.status == theirs.status == 200
+        counts, recent = Subscriber(al, "count"), Subscriber(bob, "recent_out")
+        assert mine.status == theirs.status == counts.status == recent.status == 200
         ward = server.login("ward", ["INFO_PROVIDER"])
         report = ward.post("/streams/vitals/elements", content=_elements(range(3, 11), True))
         _ok(report)
         poll(lambda: len(theirs.rows()) == 6 and len(mine.rows()) == 6, timeout=120)
+        poll(lambda: len(recent.rows()) == 8 and _count(counts) == 8, timeout=120)
         opened = _switches(joe, "shared")
         assert opened["terminal"]["open"] and opened["terminal"]["users"] == ["bob"]
         assert opened["initial"]["counter"] == 2, "al and bob receive a query behind it"
+        window = _switches(joe, "recent")
+        assert window["terminal"]["users"] == ["bob"] and window["in-network"]["open"]
+        assert window["initial"]["counter"] == 2, "al (count) and bob (recent) read the node"
 
-        # Revoke: Bob's subscription ends, a '-' closes the query's switches.
-        _grants(al, ("SUBSCRIBE",), "stream", "shared_out", "OTHER", revoke=True)
+        # Revoke: Bob's subscriptions end, '-' sps close the queries' switches.
+        for output in ("shared_out", "recent_out"):
+            _grants(al, ("SUBSCRIBE",), "stream", output, "OTHER", revoke=True)
         poll(lambda: any(e == "closed" for e, _ in theirs.events), timeout=60)
+        poll(lambda: any(e == "closed" for e, _ in recent.events), timeout=60)
+        refused = Subscriber(bob, "recent_out")
+        assert refused.status == 403, "no SUBSCRIBE: no new subscription either"
         tracker = spark.sparkContext.statusTracker()
-        network = engine.networks[("vitals", "unlevelled")].handle  # idle: round 1's jobs done
-        poll(lambda: not network.status["isTriggerActive"], timeout=60, every=0.05)
-        group, its_group = (
-            f"network-vitals:{server.service.queries.get(name).internal}"
-            for name in ("shared", "mine")
+        for running in (engine.networks, engine.window_networks):  # idle: round 1 is done
+            handle = running[("vitals", "unlevelled")].handle
+            poll(lambda h=handle: not h.status["isTriggerActive"], timeout=60, every=0.05)
+        group, its_group, window_group = (
+            f"network-vitals:{internal['shared']}",
+            f"network-vitals:{internal['mine']}",
+            f"windows-vitals:{internal['recent']}",
         )
-        before, its_before = (
-            set(tracker.getJobIdsForGroup(group)),
-            set(tracker.getJobIdsForGroup(its_group)),
+        before, its_before, window_before = (
+            set(tracker.getJobIdsForGroup(g)) for g in (group, its_group, window_group)
         )
+        recent_store = server.service.queries.get("recent").store
+        stored_before = recent_store.batches()
         _ok(ward.post("/streams/vitals/elements", content=_elements(range(11, 19))))
-        poll(lambda: len(mine.rows()) == 12, timeout=120)
+        poll(lambda: len(mine.rows()) == 12 and _count(counts) == 16, timeout=120)
         assert set(tracker.getJobIdsForGroup(group)) == before, "an off branch runs no job"
         assert set(tracker.getJobIdsForGroup(its_group)) > its_before, "the other one runs"
+        assert set(tracker.getJobIdsForGroup(window_group)) == window_before, "nor a window one"
+        assert recent_store.batches() == stored_before, "it computed and stored nothing"
+        assert len(recent.rows()) == 8, "bob got nothing after the revoke"
         # The sp took effect in band, at that micro-batch: closed, counters down.
         off = _switches(joe, "shared")
         assert not off["terminal"]["open"] and off["terminal"]["users"] == []
         assert off["initial"]["counter"] == 1, "only al receives a query behind it now"
         assert _switches(al, "shared")["terminal"]["receivers"] == 0
+        window = _switches(joe, "recent")
+        assert not window["terminal"]["open"] and not window["in-network"]["open"]
+        assert window["initial"]["counter"] == 1, "only al (count) reads the node now"
 
-        # Bob may subscribe again: the branch resumes within a micro-batch, new rows only.
-        _grants(al, ("SUBSCRIBE",), "stream", "shared_out", "OTHER")
-        again = Subscriber(bob, "shared_out")
-        assert again.status == 200
+        # Bob may subscribe again: the branches resume within a micro-batch, new rows only.
+        for output in ("shared_out", "recent_out"):
+            _grants(al, ("SUBSCRIBE",), "stream", output, "OTHER")
+        again, recent_again = Subscriber(bob, "shared_out"), Subscriber(bob, "recent_out")
+        assert again.status == recent_again.status == 200
         _ok(ward.post("/streams/vitals/elements", content=_elements(range(19, 27))))
-        poll(lambda: len(again.rows()) == 6, timeout=120)
+        poll(lambda: len(again.rows()) == 6 and len(recent_again.rows()) == 8, timeout=120)
         assert sorted(r["hr"] for r in again.rows()) == sorted(
             60 + s for s in range(19, 27) if 1 + s % 4 >= 2
         )
+        assert sorted(r["hr"] for r in recent_again.rows()) == [60 + s for s in range(19, 27)]
         assert set(tracker.getJobIdsForGroup(group)) != before
-        poll(lambda: len(mine.rows()) == 18, timeout=60)
+        assert set(tracker.getJobIdsForGroup(window_group)) != window_before
+        poll(lambda: len(mine.rows()) == 18 and _count(counts) == 24, timeout=60)
+        # Al kept access throughout: her count saw every round's rows, none twice.
+        totals = [r["n"] for r in counts.rows()]
+        assert totals == sorted(totals) and {8, 16, 24} <= set(totals), totals
+        assert len(recent.rows()) == 8, "the closed subscription got nothing more"
 
         # Who sees what: the owner her queries' switches without names; others nothing.
         seen = _ok(al.get("/networks"))["networks"]
-        assert [n["queries"] for n in seen] == [["mine", "shared"]]
+        assert [(n["kind"], n["queries"]) for n in seen] == [
+            ("selections", ["mine", "shared"]),
+            ("windows", ["count", "recent"]),
+        ]
         assert all(s["users"] is None for n in seen for s in n["switches"])
         assert _ok(bob.get("/networks"))["networks"] == []
 
@@ -181,11 +227,11 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         listed = json.loads(_cli(home, "network", "list", "--output", "json").output)
         assert listed == _ok(joe.get("/networks"))
         table = _cli(home, "network", "list").output
-        assert "terminal" in table and "bob" in table
+        assert "terminal" in table and "bob" in table and "windows" in table
         assert "queued" in _cli(home, "network", "sp", "shared", "nobody", "-").output
         refused = _cli(home, "network", "sp", "nope", "bob", "+", code=1)
         assert "Traceback" not in refused.output + refused.stderr
-        for subscriber in (mine, theirs, again):
+        for subscriber in (mine, theirs, again, counts, recent, recent_again):
             subscriber.close()
     finally:
         stop_server(server)

@@ -1,8 +1,12 @@
 """Queries never die and restarts resume: every shape, with and without subscribers.
 
-Each query writes every micro-batch to its own result store whoever listens, so a
-stateful plan is always executed to the end (it used to die with
-STATE_STORE_COMMIT_VALIDATION_FAILED when nobody subscribed). The result stores are
+Each query running on its own writes every micro-batch to its own result store whoever
+listens, so a stateful plan is always executed to the end (it used to die with
+STATE_STORE_COMMIT_VALIDATION_FAILED when nobody subscribed). Selections and windowed
+queries run as branches of their stream's networks, whose privacy switches compute a
+branch only while someone receives it: a window aggregate nobody subscribes to stores
+nothing, and once subscribed its first batch is its whole window (the window node is
+kept by the other branch, or rebuilt from the stream's history). The result stores are
 counted across a server restart: no output row is lost and none is written twice.
 """
 
@@ -127,20 +131,22 @@ def _expected_after(rounds: int) -> dict[str, object]:
     }
 
 
-def _settled(server, rounds: int) -> bool:
-    """Every query's store shows all ``rounds`` (exact counts checked by the caller)."""
+def _settled(server, rounds: int, received: tuple[str, ...] = ("rowsagg",)) -> bool:
+    """Every query's store shows all ``rounds`` (exact counts checked by the caller);
+    ``rowsagg`` only once in ``received`` (someone subscribes: its switch is on)."""
     counts = _expected_after(rounds)
     for name, expected in counts.items():
         if len(_stored(server, name)) < expected:
             return False
     readings = rounds * len(PIDS)
     agg = _latest(_stored(server, "agg"), "pid")
-    scalar = {n: _latest(_stored(server, n)).get(None, {}).get("n") for n in ("rowsagg", "stats")}
+    scalars = ("stats", *received)
+    scalar = {n: _latest(_stored(server, n)).get(None, {}).get("n") for n in scalars}
     slide = max((r["n"] for r in _stored(server, "slide")), default=0)
     return (
         len(agg) == len(PIDS)
         and all(row["n"] == rounds for row in agg.values())
-        and scalar == {"rowsagg": readings, "stats": readings}
+        and scalar == dict.fromkeys(scalars, readings)
         and slide == readings
     )
 
@@ -203,12 +209,18 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         late = None
         for round_no in range(1, ROUNDS_BEFORE + 1):
             _send(ward, "vitals", _vitals(round_no))
-            poll(lambda r=round_no: _settled(first, r), timeout=120)
+            poll(lambda r=round_no: _settled(first, r, received=()), timeout=120)
             if round_no == 2:  # arrives late: only what is computed from now on
                 late = Subscriber(al, "both")
         _check_exact(first, ROUNDS_BEFORE)
         statuses = {q: first.service.queries.get(q).status() for q in QUERIES}
         assert set(statuses.values()) == {"running"}, statuses
+        # A window branch nobody receives computes nothing (its switch is closed).
+        assert _stored(first, "rowsagg") == []
+        windows = first.service.cql.window_networks
+        assert [set(n.branches) for n in windows.values()] == [
+            {first.service.queries.get(q).internal for q in ("rows", "rowsagg")}
+        ], "both window queries are branches of one window network"
 
         readings = ROUNDS_BEFORE * len(PIDS)
         for subscriber in early["sel"] + early["rows"] + early["pairs"]:
@@ -230,17 +242,22 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         assert set(statuses.values()) == {"running"}, statuses
         al = second.login("al", ["CUSTOMER1"])
         late_agg = Subscriber(al, "agg")
-        # A selection runs in its stream's shared network, whose privacy switch computes
-        # it only while someone receives it (subscriptions end with the server).
-        sel_again = Subscriber(al, "sel")
+        # Selections and windowed queries run in their stream's networks, whose privacy
+        # switches compute a query only while someone receives it (subscriptions end
+        # with the server).
+        sel_again, rows_again = Subscriber(al, "sel"), Subscriber(al, "rows")
+        window_count = Subscriber(al, "rowsagg")  # its first batch: its whole window
         ward = second.login("ward", ["INFO_PROVIDER"])
         for round_no in range(ROUNDS_BEFORE + 1, ROUNDS + 1):
             _send(ward, "vitals", _vitals(round_no))
             poll(lambda r=round_no: _settled(second, r), timeout=120)
         _check_exact(second, ROUNDS)
         poll(lambda: {r["pid"]: r["n"] for r in late_agg.rows()} == dict.fromkeys(PIDS, ROUNDS))
-        late_agg.close()
-        sel_again.close()
+        counts = [r["n"] for r in window_count.rows()]
+        assert counts == sorted(counts) and counts[0] > ROUNDS_BEFORE * len(PIDS), counts
+        assert counts[-1] == ROUNDS * len(PIDS)
+        for subscriber in (late_agg, sel_again, rows_again, window_count):
+            subscriber.close()
     finally:
         stop_server(second)
 

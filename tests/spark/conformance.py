@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.engine import labels
+from streamshield.engine import labels, scan_summary
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.tracker_state import StateStore
 from streamshield.examples import hospital
@@ -17,6 +17,8 @@ from streamshield.examples.hospital_catalog import stream_definitions
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Element
 from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.privileges import Privilege
+from streamshield.policy.reader_range import reader_range
 from streamshield.policy.shield import Reason, SecurityShield
 
 STREAMS = {d.name: d for d in stream_definitions()}
@@ -25,6 +27,12 @@ LABELS_ALLOW_A_DENIED_TUPLE = "labels allow a denied tuple"
 """What an outcome says of a tuple that did not pass but whose labels allow the roles: the
 secured view reads labels only (not ``reason``), so ingest must write such a tuple with
 reader words that allow nobody; the reference never gives this reason."""
+
+SCAN_SUMMARY_DISAGREES = "scan summary disagrees with the label words"
+PREFILTER_DROPS_A_READABLE_TUPLE = "the range pre-filter drops a tuple the roles may read"
+"""Outcomes the reference never gives: a stored ``_ss_scan_*`` summary that is not what
+the row's words say, or a row the view's range test (a Parquet pre-filter) would skip
+although its tuple test passes."""
 
 Outcome = dict[tuple[str, str, int], tuple[str, frozenset[str], str | None]]
 
@@ -79,13 +87,35 @@ def any_reader(n_attributes: int, width: int) -> Column:
     return reduce(lambda a, b: a | b, words)
 
 
+def summary_disagrees(row, n_objects: int, codec: RoleCodec) -> bool:
+    """Whether a row's scan summaries differ from what its label words say (the pure
+    reference of policy.reader_range), when the row has them."""
+    if row[scan_summary.LO] is None:
+        return False  # read from files without summaries: nothing to check
+    words = [
+        (row[labels.reader_column(obj, w)], row[labels.denied_column(obj, w)])
+        for obj in range(n_objects)
+        for w in range(codec.width)
+    ]
+    read = tuple(words[w][0] for w in codec.block(Privilege.READ))
+    same = all(words[i] == words[i % codec.width] for i in range(len(words)))
+    summary = (row[scan_summary.LO], row[scan_summary.HI], row[scan_summary.SAME])
+    return summary != (*reader_range(read), same)
+
+
 def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
-    codec = RoleCodec(hospital.hierarchy())
+    """Per element, what the Spark labels give ``roles``; also checks, on every row, the
+    scan summaries against the label words and that the secured view's range test
+    (``scan_summary.prefilter``) keeps every row the tuple test passes."""
+    hierarchy = hospital.hierarchy()
+    codec = RoleCodec(hierarchy)
     query = codec.query(roles)
     out: Outcome = {}
     for stream, frames in labelled.items():
         names = STREAMS[stream].names
         for frame in frames:
+            summarised = scan_summary.LO in frame.columns
+            kept = scan_summary.prefilter(query, frame.columns, len(hierarchy.roles))
             rows = frame.select(
                 "stream",
                 "provider",
@@ -95,11 +125,25 @@ def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
                 labels.allows(0, query).alias("_visible"),
                 *(labels.allows(i, query).alias(f"_a{i}") for i in range(1, len(names) + 1)),
                 any_reader(len(names), codec.width).alias("_any_reader"),
+                F.coalesce(kept if kept is not None else F.lit(True), F.lit(False)).alias("_kept"),
+                *(c for c in frame.columns if c.startswith(("_ss_r", "_ss_d"))),
+                *(
+                    (scan_summary.LO, scan_summary.HI, scan_summary.SAME)
+                    if summarised
+                    else (F.lit(None).alias(scan_summary.LO),)
+                ),
             ).collect()
             for r in rows:
-                reason = r["reason"]
+                if summary_disagrees(r, len(names) + 1, codec):
+                    reason = SCAN_SUMMARY_DISAGREES
+                elif r["_visible"] and not r["_kept"]:
+                    reason = PREFILTER_DROPS_A_READABLE_TUPLE
+                else:
+                    reason = r["reason"]
                 attrs: frozenset[str] = frozenset()
-                if reason == Reason.PASS.value:
+                if reason in (SCAN_SUMMARY_DISAGREES, PREFILTER_DROPS_A_READABLE_TUPLE):
+                    pass
+                elif reason == Reason.PASS.value:
                     if r["_visible"]:
                         attrs = frozenset(n for i, n in enumerate(names, 1) if r[f"_a{i}"])
                     else:

@@ -85,9 +85,7 @@ def run_case(spark, root: Path, batches: list[list[Event]]) -> dict[str, tuple[C
         name: compile_spark(pattern, sources, delay=DELAY, key=KEY)
         for name, pattern in compiled.items()
     }
-    got = run_patterns(
-        spark, frames, root / "checkpoint", every, lambda n, b: _write(root, n, b)
-    )
+    got = run_patterns(spark, frames, root / "checkpoint", every, lambda n, b: _write(root, n, b))
     return {
         name: (_rows(got[name]), _rows(_expected(pattern, every, drops=oracle.stateful(pattern))))
         for name, pattern in compiled.items()

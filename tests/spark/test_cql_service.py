@@ -182,4 +182,3 @@ def test_delegation_without_grant_option_is_rejected_at_registration(
     with pytest.raises(QueryRejected) as err:
         pipeline.cql.submit(ON_RESULT.format(target=target), roles, CallbackSink(Collect()))
     assert err.value.rule == rule
-

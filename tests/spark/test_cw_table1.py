@@ -19,6 +19,7 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     result = cw_table1.main(
         [
             "--quick",
+            "--before",
             "--json",
             str(tmp_path / "r.json"),
             "--plot",
@@ -39,11 +40,27 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     assert rows[5]["checked_rows"] == n // 100  # one row per [ROWS 100]
     assert rows[6]["checked_rows"] > 0
     for r in rows.values():
-        assert all(t > 0 for k in ("vanilla_s", "level_s", "assert_s") for t in r[k])
+        assert all(t > 0 for k in ("vanilla_s", "level_s", "assert_s", "before_s") for t in r[k])
         assert {"median", "min", "max"} <= set(r["assert_overhead_pct"])
+        assert {"median", "min", "max"} <= set(r["before_cpu_overhead_pct"])
     assert json.loads((tmp_path / "r.json").read_text())["rows"] == result["rows"]
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     assert cw_table1.HEADING in results.read_text()
+    assert "before: CPU %" in results.read_text()
+
+
+def test_the_arms_plans_differ_where_the_engine_changed(spark: SparkSession) -> None:
+    """The before arm carries the old guard and assertion; the engine's own forms do
+    not: one bit_or per word, no assertion after a selection, one after the join."""
+    frame = cw_table1.dataset(spark, "cloud", 200)
+
+    def plan(number: int, kind: str) -> str:
+        built = cw_table1.arm(cw_table1.EXPERIMENTS[number - 1], kind)(frame)
+        return built._jdf.queryExecution().executedPlan().toString()
+
+    assert "count(" not in plan(5, "level") and "count(" in plan(5, "before")
+    assert "raise_error" not in plan(1, "assert") and "raise_error" in plan(1, "before")
+    assert "raise_error" in plan(5, "assert") and "raise_error" in plan(6, "assert")
 
 
 def test_the_check_fails_without_the_level_conjunct(spark: SparkSession) -> None:

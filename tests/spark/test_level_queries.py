@@ -307,8 +307,9 @@ def test_queries_of_one_level_share_a_processor_made_and_removed_on_demand(pipel
     # Each level's network over MessageLog is its own, under its own directory.
     assert cql.networks[(LOG, shared.name)] is not cql.networks[(LOG, alone.name)]
     assert cql.networks[(LOG, shared.name)].root == shared.root / "networks" / LOG
-    assert (shared.root / "windows" / "lp_win").is_dir()
-    assert not (alone.root / "windows").exists()
+    assert cql.window_networks[(LOG, shared.name)].root == shared.root / "window-networks" / LOG
+    assert (shared.root / "window-networks" / LOG).is_dir()
+    assert not (alone.root / "window-networks").exists()
     assert sorted(r["id"] for r in selection.rows) == readable(high, LOG, LOG_TUPLES)
     assert sorted(r["id"] for r in other.rows) == readable(low, LOG, LOG_TUPLES)
     cql.stop("lp_sel")
@@ -316,7 +317,7 @@ def test_queries_of_one_level_share_a_processor_made_and_removed_on_demand(pipel
     cql.stop("lp_win")
     cql.stop("lp_low")
     assert set(processors.active()) == before  # the last query took its processor along
-    assert (shared.root / "windows" / "lp_win").is_dir()  # storage stays for a restart
+    assert (shared.root / "window-networks" / LOG).is_dir()  # storage stays for a restart
 
 
 def test_a_processor_cannot_open_another_levels_storage(pipeline, tmp_path) -> None:

@@ -110,7 +110,9 @@ def test_groups_and_pairs_lub_through_an_aggregate(spark) -> None:
         lat = lattice(c["lattice"])
         rows += [(c["id"], *_padded(lat, lat.parse(t))) for t in members]
     rows += [(NULL_ID, *[0] * WIDTH), (NULL_ID, None, *[0] * (WIDTH - 1))]
-    frame = spark.createDataFrame(rows, _schema()).groupBy("id").agg(*levels.lub_aggregate(WIDTH))
+    wide = lattice("wide")  # the widest: every case's words, padded, are words of it
+    assert wide.width == WIDTH
+    frame = spark.createDataFrame(rows, _schema()).groupBy("id").agg(*levels.lub_aggregate(wide))
     names = levels.level_names(WIDTH)
     out = {r["id"]: tuple(r[n] for n in names) for r in frame.collect()}
     assert set(out) == {c["id"] for c, _ in groups} | {NULL_ID}
@@ -119,8 +121,25 @@ def test_groups_and_pairs_lub_through_an_aggregate(spark) -> None:
         words = out[c["id"]]
         assert words[lat.width :] == (0,) * (WIDTH - lat.width)
         assert lat.decode(words[: lat.width]) == lat.parse(c["lub"]), c
-    # bit_or alone would skip the NULL and report the other row's level, [⊥, ⊥]
-    assert out[NULL_ID][0] is None
+    # bit_or alone would skip the NULL and report the other row's level, [⊥, ⊥]; the
+    # NULL counts as every bit set in every word, as the pure lub_group says, and that
+    # is above every level, trusted included (word 0 of "wide" is all companies: the
+    # mark denies through word 2's spare bits)
+    assert out[NULL_ID] == wide.lub_group([(0,) * WIDTH, (None, 0, 0)]) == wide.unknown
+    assert not wide.words_dominated(out[NULL_ID], wide.trusted)
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "count(" not in plan  # one bit_or per word, no NULL guard beside it
+
+
+def test_an_aggregate_keeps_the_null_guard_where_no_bit_is_spare(spark) -> None:
+    """64 companies in one word: every bit set would be trusted, so a NULL contributor
+    makes the group's level NULL (read by no level), and a complete group is its LUB."""
+    full = Lattice.of({"X": [f"x{i}" for i in range(32)], "Y": [f"y{i}" for i in range(32)]})
+    top = full.encode(full.trusted)[0]
+    rows = [(1, top), (1, None), (2, top), (2, 0)]
+    frame = spark.createDataFrame(rows, "id bigint, _ss_lvl_0 bigint")
+    out = dict(frame.groupBy("id").agg(*levels.lub_aggregate(full)).collect())
+    assert out == {1: None, 2: -1}
 
 
 def test_dominated_by_checks_the_frames_level_columns(spark) -> None:

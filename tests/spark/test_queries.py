@@ -93,8 +93,7 @@ def test_aggregate_over_visible_rows_only(service, spark) -> None:
 
 def test_union_keeps_each_tuples_own_labels_and_source(service, spark) -> None:
     sql = (
-        "SELECT patient_id, ts FROM HeartRate UNION ALL "
-        "SELECT patient_id, ts FROM BodyTemperature"
+        "SELECT patient_id, ts FROM HeartRate UNION ALL SELECT patient_id, ts FROM BodyTemperature"
     )
     query, rows = run(service, spark, sql, ["C"], "union_c")
     assert query.labelled_output

@@ -178,7 +178,6 @@ def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path)
 def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     pipeline, _rest = parts
     cql = pipeline.cql
-    cql.share_windows = True  # opt-in for now (see CqlService)
     first, second = Rows(), Rows()
     one = cql.submit("SELECT patient_id FROM HeartRate [ROWS 2]", ["C"], CallbackSink(first))
     one.process_all_available()

@@ -2,8 +2,10 @@
 
     python -m tests.unit.fake_level_driver SPEC
 
-Replies as the real driver does (first a ready line, then one line per request); the
-request ``die`` exits without a reply, as a crashed driver would.
+Replies as the real driver does (first a ready line, then one line per request, each
+with every query's state as ``status`` gives it); the request ``die`` exits without a
+reply, as a crashed driver would, and ``fail`` ends a query with an error class, as a
+query failing inside it would.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 def main() -> int:
     spec = json.loads(Path(sys.argv[1]).read_text())
-    queries: set[str] = set()
+    queries: dict[str, dict] = {}
 
     def reply(body: dict) -> None:
         sys.stdout.write(json.dumps(body) + "\n")
@@ -53,10 +55,12 @@ def main() -> int:
                     }
                 )
                 continue
-            queries.add(request["name"])
+            queries[request["name"]] = {"active": True, "error": None, "progress": None}
+        if op == "fail":
+            queries[request["name"]].update(active=False, error="CAST_INVALID_INPUT")
         if op == "stop":
-            queries.discard(request["name"])
-        reply({"ok": True, "queries": sorted(queries)})
+            queries.pop(request["name"], None)
+        reply({"ok": True, "queries": queries, "columns": ["id", "_ss_lvl_0"]})
         if op == "shutdown":
             return 0
     return 0

@@ -40,3 +40,22 @@ def test_levels_off_show_a_dash() -> None:
         ]
     }
     assert [r["level"] for r in switch_rows(answer)] == ["-"]
+
+
+def test_a_window_network_says_so_in_its_stream_column() -> None:
+    answer = {
+        "networks": [
+            {"stream": "vitals", "kind": "selections", "queries": ["a"], "switches": []},
+            {
+                "stream": "vitals",
+                "kind": "windows",
+                "queries": ["w"],
+                "switches": [_switch("initial", ["w"]), _switch("terminal", ["w"])],
+            },
+        ]
+    }
+    rows = switch_rows(answer)
+    assert [(r["stream"], r["kind"]) for r in rows] == [
+        ("vitals windows", "initial"),
+        ("vitals windows", "terminal"),
+    ]

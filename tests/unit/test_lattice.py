@@ -135,6 +135,39 @@ def test_running_or_never_lowers_a_label(lat, data) -> None:
         assert lat.dominated(before, after) and lat.dominated(level, after)
 
 
+@given(lattices(), st.data())
+def test_a_group_lub_is_the_lub_and_a_missing_level_only_denies_more(lat, data) -> None:
+    """``lub_group`` (the pure form of the engine's ``bit_or(coalesce(w, -1))``): the
+    LUB of its contributors; with one missing (a NULL word), a level nothing dominates,
+    not even trusted, so a missing level never makes an aggregate more readable."""
+    members = data.draw(st.lists(levels(lat), min_size=1, max_size=6))
+    words = [lat.encode(level) for level in members]
+    group = lat.lub_group(words)
+    assert group is not None and lat.decode(group) == lat.lub(*members)
+    at = data.draw(st.integers(0, len(words)))
+    hole = data.draw(st.integers(0, lat.width - 1))
+    holed = tuple(None if i == hole else w for i, w in enumerate(words[0]))
+    for missing in (None, holed):
+        marked = lat.lub_group([*words[:at], missing, *words[at:]])
+        assert marked == lat.unknown
+        if marked is None:  # every bit a company's (exactly 64 per word): no mark
+            continue
+        assert not lat.words_dominated(marked, lat.trusted)
+        with pytest.raises(LatticeError):
+            lat.decode(marked)
+
+
+def test_a_lattice_without_a_spare_bit_has_no_mark_for_a_missing_level() -> None:
+    """64 companies in one 64-bit word: every bit set is trusted, a level, so a missing
+    word cannot be marked with it; the group has no level (the engine keeps NULL)."""
+    full = Lattice.of({"X": [f"x{i}" for i in range(32)], "Y": [f"y{i}" for i in range(32)]})
+    assert full.encode(full.trusted) == (-1,) and full.unknown is None
+    assert full.lub_group([full.encode(full.trusted), None]) is None
+    assert full.lub_group([]) is None  # Spark's bit_or over no rows is NULL too
+    spare = Lattice.of({"X": ["x0", "x1"]}, capacity=2)  # two words, one all spare
+    assert spare.unknown == (-1, -1) and not spare.words_dominated((-1, -1), spare.trusted)
+
+
 # --- text forms and errors ---------------------------------------------------------------
 
 

@@ -55,6 +55,11 @@ def test_groups(case) -> None:
     levels = [lat.parse(t) for t in case["group"]]
     assert lat.lub(*levels) == lat.parse(case["lub"])
     assert lat.glb(*levels) == lat.parse(case["glb"])
+    # the aggregate's form: one OR per word over the group, a missing level marked
+    words = [lat.encode(level) for level in levels]
+    assert lat.decode(lat.lub_group(words)) == lat.parse(case["lub"])
+    marked = lat.lub_group([*words, None])
+    assert marked == lat.unknown and not lat.words_dominated(marked, lat.trusted)
 
 
 @pytest.mark.parametrize("case", cases("parse"), ids=case_id)

@@ -98,7 +98,7 @@ def test_one_application_per_level_on_demand_gone_with_its_last_query(tmp_path, 
         assert first.results("q1") == first.root / "results" / "q1"
 
         assert apps.release("q1") is None  # q2 still runs there
-        assert first.status()["queries"] == ["q2"]
+        assert list(first.status()["queries"]) == ["q2"]
         assert apps.release("q2") == 0  # the last one: the driver exits cleanly
         assert first.process.poll() == 0
         assert set(apps.active()) == {processor_name(low)}

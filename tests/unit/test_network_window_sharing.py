@@ -9,12 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamshield.lang.windows import WindowKind, WindowSpec
+from streamshield.network.switch_state import AccessChange, SwitchState
+from streamshield.network.switches import SwitchKind
 from streamshield.network.window_sharing import (
     WindowNode,
     shares_across_rights,
     window_node,
     window_nodes,
+    window_switches,
 )
+from streamshield.policy.punctuation import Sign
 
 ROWS3, RANGE60, NOW = (
     WindowSpec(WindowKind.ROWS, 3),
@@ -112,3 +116,43 @@ def test_the_latest_rows_of_everyone_do_not_serve_a_reader_seeing_fewer() -> Non
     latest_of_everyone = batch[-1:]
     b_alone = [r for r in batch if "b" in r[1]][-1:]
     assert [r for r in latest_of_everyone if "b" in r[1]] != b_alone
+
+
+def test_switches_of_a_window_network_follow_its_nodes() -> None:
+    """PrS Algorithm 2 over stream -> node -> branch: a RANGE node serving C and GP has
+    one initial switch for both and an in-network switch per branch; ROWS nodes of two
+    visibilities are two nodes, each with its own initial switch and none in-network."""
+    nodes = window_nodes(
+        {
+            "range_c": (RANGE60, "C"),
+            "range_gp": (RANGE60, "GP"),
+            "rows_c": (ROWS3, "C"),
+            "rows_gp": (ROWS3, "GP"),
+        }
+    )
+    switches = window_switches("HeartRate", nodes)
+    kinds = {(s.kind, s.queries) for s in switches}
+    assert kinds == {
+        (SwitchKind.INITIAL, frozenset({"range_c", "range_gp"})),
+        (SwitchKind.IN_NETWORK, frozenset({"range_c"})),
+        (SwitchKind.IN_NETWORK, frozenset({"range_gp"})),
+        (SwitchKind.INITIAL, frozenset({"rows_c"})),
+        (SwitchKind.INITIAL, frozenset({"rows_gp"})),
+        *((SwitchKind.TERMINAL, frozenset({q})) for q in ("range_c", "range_gp")),
+        *((SwitchKind.TERMINAL, frozenset({q})) for q in ("rows_c", "rows_gp")),
+    }
+    assert len({s.id for s in switches}) == len(switches) == 9
+    assert window_switches("HeartRate", {}) == ()
+
+    # The counters the API shows: one receiver of range_c opens the shared node's input
+    # and range_c's own edge; range_gp's edge stays closed (deny by default).
+    state, dropped = SwitchState.restore(switches, {"range_c": ["ann"]})
+    assert not dropped
+    opened = {(s.kind, s.queries) for s in switches if state.is_open(s)}
+    assert opened == {
+        (SwitchKind.INITIAL, frozenset({"range_c", "range_gp"})),
+        (SwitchKind.IN_NETWORK, frozenset({"range_c"})),
+        (SwitchKind.TERMINAL, frozenset({"range_c"})),
+    }
+    state, _ = state.apply(AccessChange("range_c", "ann", Sign.DENY))
+    assert not any(state.is_open(s) for s in switches), "her revoke closes everything"

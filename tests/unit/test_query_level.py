@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from streamshield.catalog import SqliteCatalog, StreamDefinition
 from streamshield.landing import LandingZone, Reason
 from streamshield.lang.admission import admit
-from streamshield.lang.label_propagation import combined
+from streamshield.lang.label_propagation import combined, levels_copied
 from streamshield.lang.query_check import QueryRejected, check_level_name, check_query
 from streamshield.lang.rewrite_rules import Rewrite, secure
 from streamshield.lang.secured_plan import secured_plan
@@ -66,10 +66,29 @@ def test_the_conjunct_text_is_the_engines_test_word_by_word() -> None:
     assert at("[T, T]").conjunct_sql() == "coalesce((`_ss_lvl_0` & -32) = 0, false)"
 
 
-def test_an_aggregate_level_is_the_lub_and_null_when_a_contributor_has_none() -> None:
-    sql = combined("_ss_lvl_0", "_ss_r").sql(dialect="spark")
-    assert sql == "CASE WHEN COUNT(1) = COUNT(_ss_lvl_0) THEN BIT_OR(_ss_lvl_0) END"
-    assert combined("_ss_src_0", "_ss_r").sql(dialect="spark") == "BIT_OR(_ss_src_0)"
+def test_an_aggregate_level_is_one_bit_or_per_word_a_missing_word_counting_as_top() -> None:
+    """The form of ``Lattice.lub_group``: a NULL contributor makes the word -1, which
+    holds a bit no company of the cloud lattice has, so nothing dominates the group."""
+    sql = combined("_ss_lvl_0", "_ss_r", at("[1, B]")).sql(dialect="spark")
+    assert sql == "BIT_OR(COALESCE(_ss_lvl_0, -1))"
+    assert combined("_ss_src_0", "_ss_r", at("[1, B]")).sql(dialect="spark") == "BIT_OR(_ss_src_0)"
+    assert not at("[T, T]").reads(CLOUD.unknown)
+    # two words: a NULL in either marks both (the mark denies through the word with a
+    # spare bit, whichever holds the NULL)
+    wide = Lattice.of({"X": [f"x{i}" for i in range(70)], "Y": ["a", "b"]})
+    sql = combined("_ss_lvl_0", "_ss_r", QueryLevel(wide, wide.trusted)).sql(dialect="spark")
+    assert sql == (
+        "BIT_OR(CASE WHEN _ss_lvl_0 IS NULL OR _ss_lvl_1 IS NULL THEN -1 ELSE _ss_lvl_0 END)"
+    )
+
+
+def test_without_a_spare_bit_or_a_level_the_aggregate_keeps_the_null_guard() -> None:
+    """Every bit a company's: -1 would read as trusted, so a NULL contributor makes the
+    group's word NULL (readable by no level), as it did before the one-aggregate form."""
+    guard = "CASE WHEN COUNT(1) = COUNT(_ss_lvl_0) THEN BIT_OR(_ss_lvl_0) END"
+    full = Lattice.of({"X": [f"x{i}" for i in range(32)], "Y": [f"y{i}" for i in range(32)]})
+    assert combined("_ss_lvl_0", "_ss_r", QueryLevel(full, full.trusted)).sql("spark") == guard
+    assert combined("_ss_lvl_0", "_ss_r").sql(dialect="spark") == guard
 
 
 def test_admission_carries_the_level_to_the_rewrites() -> None:
@@ -202,3 +221,48 @@ def test_a_stored_query_keeps_its_level_and_one_without_runs_at_public(tmp_path:
         json.dumps({"name": "bad", "text": "x", "output": "o", "internal": "i", "level": 3})
     )
     assert store.load("bad") is None  # a damaged definition is not a guess
+
+
+@pytest.mark.parametrize(
+    ("sql", "copied"),
+    [
+        ("SELECT id, msgType FROM v WHERE id > 1", True),
+        ("SELECT * FROM v", True),
+        ("SELECT DISTINCT msgType FROM v", True),
+        ("SELECT m FROM (SELECT msgType AS m FROM v WHERE id > 1) t", True),
+        ("SELECT id FROM v UNION ALL SELECT id FROM v", True),
+        ("SELECT count(*) FROM v", False),  # bit_or: computed words
+        ("SELECT msgType FROM v GROUP BY msgType", False),
+        ("SELECT m FROM (SELECT max(id) AS m FROM v) t", False),
+        ("SELECT a.id FROM v a JOIN w b ON a.id = b.id", False),  # OR of two sides
+        ("SELECT id FROM v UNION SELECT id FROM v", False),
+        ("SELECT id, sum(id) OVER (ORDER BY id) FROM v", False),
+        ("SELECT 1", False),  # no view at all: nothing proves its words
+    ],
+)
+def test_only_a_selection_copies_its_level_words(sql, copied) -> None:
+    """Where the engine leaves the output assertion out: rows copied from the secured
+    view (its conjunct already tested their words); computed words keep it."""
+    assert levels_copied(sql) is copied
+
+
+def test_a_selection_of_the_rewrite_still_copies_and_an_aggregate_still_computes() -> None:
+    """The engine asks about the secured SQL: the rewrite appends the level words as
+    columns to a selection and as bit_or to an aggregate, which keeps the answer."""
+    hierarchy = RoleHierarchy.build(["AUD"])
+    labels = ("_ss_r0_0", "_ss_d0_0", *at("[1, B]").columns)
+    for sql, copied in (
+        ("SELECT id FROM MessageLog", True),
+        ("SELECT count(*) FROM MessageLog", False),
+    ):
+        admitted = admit(sql, ["AUD"], hierarchy, ["MessageLog"], at("[1, B]"))
+        rewrite = Rewrite(
+            ("MessageLog",),
+            {"MessageLog": "v"},
+            {"MessageLog": LOG.names},
+            labels,
+            level=at("[1, B]"),
+        )
+        text = secure(admitted.checked.tree, rewrite)
+        assert levels_copied(text) is copied, text
+        assert ("BIT_OR(COALESCE(_ss_lvl_0, -1))" in text) is not copied, text

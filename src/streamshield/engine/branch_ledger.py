@@ -42,3 +42,18 @@ class BranchLedger:
         if not branch or "/" in branch or branch.startswith("."):
             raise ValueError(f"{branch!r} is not a branch name")
         return self.root / f"{branch}.json"
+
+
+def owes(branch: object, after: int, upto: int) -> bool:
+    """Whether ``branch``'s sink delivered an output in ``(after, upto]`` and a crash came
+    before it was stored (engine/result_store.py, ``owed``): that output must then be
+    computed and stored again, even while the branch's switch is off, or its subscriber
+    would hold rows its store never has."""
+    return bool(owed_between(branch, after, upto))
+
+
+def owed_between(branch: object, after: int, upto: int) -> list[int]:
+    """The ids of :func:`owes`, oldest first: each must be stored again under its own id
+    (its subscriber may have had it under that id), not folded into a later output."""
+    owed = getattr(getattr(branch, "sink", None), "owed", None)
+    return [] if owed is None else [i for i in owed() if after < i <= upto]

@@ -6,9 +6,9 @@ can run its shape:
 
 - one stream, no window: Spark's native streaming SQL (:class:`QueryService`);
 - one stream, ``[RANGE t SLIDE s]`` aggregate: the same, grouped by Spark's ``window``;
-- one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a :class:`WindowQuery` per micro-batch,
-  or with ``share_windows`` a branch of the stream's window network (one window node per
-  shared window, engine/window_network.py);
+- one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a branch of the stream's window
+  network (one window node per shared window, engine/window_network.py), or with
+  ``share_windows`` off a :class:`WindowQuery` of its own;
 - two streams, windowed equi-join: one shared :class:`SCJoin` per join, one subscription
   per query, the user's SQL run over what the subscription may see;
 - ``ON RESULT``: a delegating query whose output becomes a derived stream (SPGen);
@@ -113,19 +113,19 @@ class CqlService:
         limits: OperatorLimits | None = None,
         join_mode: JoinMode = JoinMode.ADAPTIVE,
         share: bool = True,
-        share_windows: bool = False,
+        share_windows: bool = True,
     ) -> None:
         """``share``: selections over one stream run as branches of the stream's shared
         network (engine/shared_network.py) rather than each as a streaming query;
         ``share_windows``: windowed queries as branches of its window network
-        (engine/window_network.py). Off by default until the server's window tests
-        (tests/server/test_query_lifecycle.py) have passed with it on a quiet machine."""
+        (engine/window_network.py) rather than each as a window query of its own (the
+        server's ``share_windows`` setting turns it off)."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
         self.share, self.share_windows = share, share_windows
         self.switch: Callable[[str], bool] = lambda _query: True
-        """Whether anyone may receive a query's output now (its privacy switch): a shared
-        network computes nothing for a query whose switch is off."""
+        """Whether anyone may receive a query's output now (its privacy switch): a network
+        (of selections or of windows) computes nothing for a query whose switch is off."""
         self.processors = LevelProcessors(queries.spark, queries.root)
         """One query processor per level (engine/level_processor.py): its session, pool,
         storage and shepherd; every query runs in its level's."""
@@ -140,10 +140,6 @@ class CqlService:
         self.window_networks: dict[tuple[str, str], WindowNetwork] = {}
         """Window networks keyed by (stream, level processor), as ``networks``."""
         self.window_branches: dict[str, tuple[str, str]] = {}
-        self.window_switch: Callable[[str], bool] = lambda _query: True
-        """A window branch's privacy switch. Always on in the server for now: a window
-        query's result store holds every batch whether or not anyone listens (its
-        clients read it back); a network runs no job for a branch whose switch is off."""
         self.write_level: Callable[[str, QueryLevel], None] | None = None
         """Records that a derived stream is at its query's level (the security catalog's
         ``write_at``); without it, a delegating query at a level is refused."""
@@ -379,7 +375,7 @@ class CqlService:
                 self.queries.codec,
                 self.queries.provenance,
                 processor.path("window-networks", stream),
-                active=lambda query: self.window_switch(query),
+                active=lambda query: self.switch(query),
                 name=f"windows-{stream}" + ("" if level is None else f"-{processor.name}"),
                 levels=level.width if level is not None else 0,
             )
@@ -484,7 +480,7 @@ class CqlService:
             frame = with_label(frame, sources)  # every pair comes from both streams
             frame.createOrReplaceTempView(view)
             try:
-                text = _with_pair_labels(tree, frame.columns, view, sides, words)
+                text = _with_pair_labels(tree, frame.columns, view, sides, words, level)
                 out = frame.sparkSession.sql(text)
                 deliver(out if level is None else assert_within(out, level), batch_id)
             finally:
@@ -627,6 +623,7 @@ def _with_pair_labels(
     view: str,
     sides: Sequence[JoinSide] = (),
     words: int = 0,
+    level: QueryLevel | None = None,
 ) -> str:
     """The query over ``view`` carrying the pair labels: plain selections keep the pair's
     tuple label, origins and provenance; aggregates AND the readers and OR the rest.
@@ -642,7 +639,7 @@ def _with_pair_labels(
     ]
     aggregate = is_aggregate(tree.sql(dialect="spark"))
     if aggregate:  # readers AND; denied, provenance and level (the LUB) OR
-        extra = [exp.alias_(combined(c, "_ss_r"), c) for c in tuple_labels]
+        extra = [exp.alias_(combined(c, "_ss_r", level), c) for c in tuple_labels]
     else:
         origins = [c for c in columns if c.startswith("_ss_") and c.endswith(_ORIGINS)]
         extra = [exp.column(c) for c in (*tuple_labels, *origins)]

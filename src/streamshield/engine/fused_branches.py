@@ -1,37 +1,55 @@
-"""Every branch of a shared network computed in one pass over a micro-batch (issue 12,
-item 5).
+"""Every branch of a shared network computed in one pass over a micro-batch, each row
+stored once whatever the number of branches (issue 12, item 5).
 
 Why: a branch planned on its own is its own Spark job and its own planning per
 micro-batch. On one cached batch, 16 prebuilt branch plans cost ~7x one branch in jobs
 alone, and building them as much again (``bench/branch_passes.py``); one projection
-computing every branch's output as a column of the same row costs ~2x one. So the
-branches a network runs together are put side by side in one projection.
+computing every branch's output as a column of the same row costs ~2x one. And when
+that row carried each branch's own struct of (masked) output columns, the row written
+grew with the branches: 64 branches cost 7x one (docs/query-sharing.md). So the pass
+writes each row once, with what it takes to rebuild every branch's rows from it:
 
-How: a branch is its secured view (:class:`~streamshield.engine.secured_view.
-SecuredProjection`: the tuple test, the masks, the origin and provenance columns) and
-its query's secured SQL over that view. When that SQL is a plain ``SELECT items FROM
-view [WHERE condition]`` (what every selection and projection a network shares becomes),
-its star is the view's columns and its column references are renamed to the branch's own
-copy of the view's columns, so that each branch's view and query sit next to the
-others': branch ``b``'s output is
-``CASE WHEN test_b AND condition_b THEN struct(items_b) END`` in column ``b``, and the
-branch's rows are the rows where that column is not NULL, its fields being the columns
-its own plan would output.
+* the labelled (raw) columns some branch shows, once;
+* the columns every branch shares (label words, origin, provenance; ``_ss_common_*``),
+  once;
+* per branch a *taken* bit (its tuple test AND its WHERE) and per attribute a *mask*
+  bit (its attribute test), packed in long words (``_ss_taken<w>``, ``_ss_mask<w>``)
+  as the label words are. Bits are per distinct test, not per branch: branches of equal
+  visibility (:attr:`SecuredProjection.visibility`) share their mask bits and, with the
+  same WHERE, their taken bit, so 64 users in 5 roles with 4 thresholds need 20 taken
+  bits and 15 mask bits: one word each.
+
+A branch's rows are *rebuilt* from that row only when someone listens
+(:func:`rebuild`): the rows whose taken bit is set, each view column as its secured view
+has it (a masked value is NULL where its mask bit is clear, a hidden flag is the clear
+bit, a shared column as stored), then the branch's SELECT items over those columns. The
+network's store is the engine's own, like the labelled store it is read from (which
+holds the same raw values and labels): no user reads it but through a branch's rebuild.
+
+Computed items (an expression in the SELECT list, such as label propagation's
+``_ss_masked``, or a user's ``rate * 2``) are computed at rebuild, not in the pass: over
+the rebuilt view columns of taken rows only, so an expression never sees a row its
+branch's tuple test or WHERE rejected, nor a value its masks hide, exactly as over its
+own secured view. An expression whose value is not a function of its row (``rand()``,
+``uuid()``, ``current_timestamp()``) would differ between two rebuilds, so a branch with
+one runs its own plan. A computed item that fails fails only its branch's reading.
 
 Security stays per branch: the same tuple test, masks and WHERE as its own plan. The
-tuple test comes first in the conjunction, and Spark evaluates ``AND`` left to right and
-stops at the first false operand (generated and interpreted code alike), so the query's
-condition never runs on a row the test rejects, as with the Filter beneath the masks of
-a plan of its own; items are computed only for the branch's rows. Anything else (a
-join, grouping, ordering, DISTINCT, a subquery) is not fused and the branch runs its own
-plan.
+tuple test comes first in the taken conjunction, and Spark evaluates ``AND`` left to
+right and stops at the first false operand (generated and interpreted code alike), so
+the query's condition never runs on a row the test rejects, as with the Filter beneath
+the masks of a plan of its own. Anything but a plain ``SELECT items FROM view [WHERE
+condition]`` (a join, grouping, ordering, DISTINCT, a subquery) is not fused and the
+branch runs its own plan.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlglot
 from pyspark.sql import Column, DataFrame
@@ -40,39 +58,73 @@ from sqlglot import exp
 
 from streamshield.engine.secured_view import SecuredProjection
 
-FIELD, COMMON = "field", "common"
+COMMON, MASKED, FLAG = "common", "masked", "flag"
+FIELD = "field"
+"""A field of a branch's own struct: the layout of links written before rows were stored
+once (read by :func:`select_layout`)."""
 COMMON_PREFIX = "_ss_common_"
 """A column every branch of the pass shares (a label word, the origin, provenance), kept
-once per row instead of once per branch: the one write of the pass grows with the
-branches' own columns, not with N copies of every row's labels."""
+once per row instead of once per branch."""
+TAKEN, MASK = "_ss_taken", "_ss_mask"
+"""The bit words: ``_ss_taken<w>`` (which branches take the row), ``_ss_mask<w>`` (which
+attribute tests hold for it)."""
 _ONLY = {"expressions", "from_", "where", "kind", "hint"}
 """The parts a fused query may have (a SELECT list, its one view, a WHERE)."""
+_VOLATILE = {
+    "RAND",
+    "RANDN",
+    "RANDOM",
+    "RANDSTR",
+    "UNIFORM",
+    "UUID",
+    "SHUFFLE",
+    "MONOTONICALLY_INCREASING_ID",
+    "SPARK_PARTITION_ID",
+    "INPUT_FILE_NAME",
+    "INPUT_FILE_BLOCK_START",
+    "INPUT_FILE_BLOCK_LENGTH",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_DATE",
+    "CURRENT_TIMEZONE",
+    "NOW",
+    "LOCALTIMESTAMP",
+    "UNIX_TIMESTAMP",
+    "CURDATE",
+}
+"""Functions whose value is not one of the row: computed at each rebuild, they would
+differ between a delivery and a subscriber's replay."""
 
 
 class NotFused(ValueError):
     """The branch's SQL is not a plain selection over its view: it runs its own plan."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FusedBranch:
-    """One branch's part of the network's single projection, built once when it joins."""
+    """One branch's part of the network's single pass, built once when it joins."""
 
     slot: str
-    """The column holding its output (a struct; NULL on rows that are not its)."""
-    view: tuple[Column, ...]
-    """Its secured view's columns, renamed to ``<column>__<slot>``, and its tuple test."""
-    output: Column
-    """``CASE WHEN test AND condition THEN struct(items) END``, over ``view``."""
-    layout: tuple[tuple[str, str, str], ...] = ()
-    """Its output columns in order, each ``(name, kind, source)``: a field of its struct
-    (``kind`` FIELD) or a column every branch shares (COMMON, named ``source``)."""
-    common: tuple[tuple[str, Column], ...] = ()
-    """The common columns it reads: the pass's column name and its expression (aliased)."""
-    taken: Column | None = None
-    """``slot IS NOT NULL``: the rows that are its."""
-    selection: tuple[Column, ...] = ()
-    """Its rows' columns out of the pass, built once (a Column per column per micro-batch
-    cost ~6 ms of Py4J each: 2 s a batch for 16 branches)."""
+    """Its name in the pass (and in its links)."""
+    taken_key: tuple[str, str]
+    """Its visibility's tag and its WHERE: branches with equal keys share a taken bit."""
+    taken: Column
+    """Its tuple test AND its WHERE, over ``staged``'s columns."""
+    staged: tuple[tuple[str, Column], ...]
+    """Columns computed over the batch first: its tuple test, the view columns its WHERE
+    reads and the attribute tests its view needs (named after its visibility's tag, so
+    equal visibilities stage each once)."""
+    masks: tuple[tuple[str, str], ...]
+    """``(mask key, staged column)`` per attribute test its rebuild reads."""
+    raw: tuple[str, ...]
+    """The labelled columns its rebuild shows."""
+    common: tuple[tuple[str, Column], ...]
+    """The shared columns it reads: the pass's column name and its expression (aliased)."""
+    view: tuple[tuple[str, str, str, str], ...]
+    """``(view column, kind, source, mask key)`` per view column its items read: a
+    shared column (COMMON, ``source`` the pass's), a masked value (MASKED, ``source``
+    the raw column) or a hidden flag (FLAG)."""
+    items: tuple[tuple[str, str], ...]
+    """Its output columns in order: ``(name, SQL over the view columns)``."""
 
     @classmethod
     def of(
@@ -86,81 +138,225 @@ class FusedBranch:
         the branch's secured SQL over its view (NotFused when it is not plain)."""
         if len(view_columns) != len(projection.columns):
             raise NotFused("the view's columns are not known")
-        items, condition = _plain_select(sql, {c.lower(): c for c in view_columns}, slot)
-        renamed = tuple(
-            column.alias(_own(name, slot))
-            for column, name in zip(projection.columns, view_columns, strict=True)
-        )
-        test = f"{slot}__test"
-        layout, own, common = [], [], {}
-        for name, item, source in items:
-            if source is not None and source in projection.common:
-                layout.append((name, COMMON, f"{COMMON_PREFIX}{source}"))
-                name_in_pass = f"{COMMON_PREFIX}{source}"
-                common[name_in_pass] = F.col(_own(source, slot)).alias(name_in_pass)
+        tag = _tag(projection, slot)
+        view = {c.lower(): c for c in view_columns}
+        items, condition, read, where_reads = _plain_select(sql, view, tag)
+        expressions = dict(zip(view_columns, projection.columns, strict=True))
+        masked = {name: (raw, obj) for name, raw, obj in projection.masked}
+        flags = dict(projection.flags)
+        test = f"_ss_test__{tag}"
+        staged: dict[str, Column] = {test: projection.condition.alias(test)}
+        for name in where_reads:
+            staged[_own(name, tag)] = expressions[name].alias(_own(name, tag))
+        parts, masks, raw, common = [], {}, [], {}
+        for name in read:
+            if name in projection.common:
+                source = f"{COMMON_PREFIX}{name}"
+                common[source] = expressions[name].alias(source)
+                parts.append((name, COMMON, source, ""))
+                continue
+            if name in masked:
+                source, obj = masked[name]
+                raw.append(source)
+            elif name in flags:
+                source, obj = "", flags[name]
             else:
-                layout.append((name, FIELD, name))
-                own.append(F.expr(item))
-        fields = F.struct(*own) if own else F.struct(F.lit(True).alias("_ss_taken"))
-        selected = F.col(test) if condition is None else F.col(test) & F.expr(condition)
+                raise NotFused(f"view column {name!r} cannot be rebuilt from a stored row")
+            key, column = f"{tag}:{obj}", f"_ss_m__{tag}_{obj}"
+            staged[column] = projection.tests[obj].alias(column)
+            masks[key] = column
+            parts.append((name, MASKED if source else FLAG, source, key))
+        taken = F.col(test) if condition is None else F.col(test) & F.expr(condition)
         return cls(
             slot,
-            (*renamed, projection.condition.alias(test)),
-            F.when(selected, fields).alias(slot),
-            tuple(layout),
+            (tag, condition or ""),
+            taken,
+            tuple(staged.items()),
+            tuple(masks.items()),
+            tuple(dict.fromkeys(raw)),
             tuple(common.items()),
-            F.col(slot).isNotNull(),
-            layout_columns(slot, layout),
+            tuple(parts),
+            tuple(items),
         )
 
 
-def one_pass(batch: DataFrame, branches: Iterable[FusedBranch]) -> DataFrame:
-    """Every branch's output as a column of one row per batch row a branch takes, and
-    the columns they share once (a plan from parts built at join: no job runs here)."""
-    branches = list(branches)
-    staged = batch.select(*(c for b in branches for c in b.view))
-    common: dict[str, Column] = {}
-    for branch in branches:  # equal for every branch: the first one's copy serves all
-        for name, column in branch.common:
-            common.setdefault(name, column)
-    wide = staged.select(*(b.output for b in branches), *common.values())
-    tests = [b.taken if b.taken is not None else F.col(b.slot).isNotNull() for b in branches]
-    return wide.filter(functools.reduce(lambda a, b: a | b, tests))
+@dataclass(eq=False)
+class FusedPass:
+    """The pass of one set of branches, built once for that set (the same branches
+    micro-batch after micro-batch reuse its columns, its Java column lists and each
+    branch's rebuild)."""
 
-
-def rows_of(wide: DataFrame, branch: FusedBranch) -> DataFrame:
-    """One branch's rows of :func:`one_pass`, with its own plan's columns."""
-    if branch.taken is None or not branch.selection:
-        return select_layout(wide, branch.slot, branch.layout)
-    return wide.filter(branch.taken).select(*branch.selection)
-
-
-def layout_columns(slot: str, layout: Iterable[Sequence[str]]) -> tuple[Column, ...]:
-    """The columns ``layout`` names (``(name, kind, source)``) out of a pass."""
-    return tuple(
-        (F.col(slot).getField(source) if kind == FIELD else F.col(source)).alias(name)
-        for name, kind, source in layout
+    staged: tuple[Column, ...]
+    wide: tuple[Column, ...]
+    taken: Column
+    """Some branch takes the row."""
+    specs: Mapping[str, Mapping[str, Any]]
+    """Per branch (its slot), how its rows are rebuilt (JSON: it is stored in links)."""
+    _java: dict[str, Any] = field(default_factory=dict, repr=False)
+    _rebuilt: dict[str, tuple[Column, list[Column], list[Column]]] = field(
+        default_factory=dict, repr=False
     )
+
+    @classmethod
+    def of(cls, branches: Sequence[FusedBranch]) -> FusedPass:
+        staged: dict[str, Column] = {}
+        common: dict[str, Column] = {}
+        raw: dict[str, None] = {}
+        taken_bits: dict[tuple[str, str], Column] = {}
+        mask_bits: dict[str, str] = {}
+        for branch in branches:  # equal names are equal columns: the first one serves all
+            for name, column in branch.staged:
+                staged.setdefault(name, column)
+            for name, column in branch.common:
+                common.setdefault(name, column)
+            raw.update(dict.fromkeys(branch.raw))
+            taken_bits.setdefault(branch.taken_key, branch.taken)
+            for key, column in branch.masks:
+                mask_bits.setdefault(key, column)
+        taken_index = {key: i for i, key in enumerate(taken_bits)}
+        mask_index = {key: i for i, key in enumerate(mask_bits)}
+        taken_words = _words(TAKEN, list(taken_bits.values()))
+        mask_words = _words(MASK, [F.col(column) for column in mask_bits.values()])
+        specs = {
+            b.slot: {
+                "taken": _bit(TAKEN, taken_index[b.taken_key]),
+                "view": [
+                    [name, kind, source, *(_bit(MASK, mask_index[key]) if key else ("", 0))]
+                    for name, kind, source, key in b.view
+                ],
+                "items": [list(item) for item in b.items],
+            }
+            for b in branches
+        }
+        first = (*(F.col(c) for c in raw), *common.values(), *staged.values())
+        kept = (*(F.col(c) for c in (*raw, *common)), *taken_words, *mask_words)
+        some = functools.reduce(
+            lambda a, b: a | b, (F.col(w) != 0 for w in _names(TAKEN, len(taken_bits)))
+        )
+        return cls(first, kept, some, specs)
+
+    def over(self, batch: DataFrame) -> DataFrame:
+        """Every row some branch takes, stored once with the bits that say whose it is
+        and what each may see (a plan from parts built once: no job runs here)."""
+        java = self._jvm(batch)
+        staged = _with_jdf(batch, batch._jdf.select(java["staged"]))
+        wide = _with_jdf(staged, staged._jdf.select(java["wide"]))
+        return wide.filter(self.taken)
+
+    def rows(self, wide: DataFrame, slot: str) -> DataFrame:
+        """One branch's rows of :meth:`over` (or of its stored copy), as its own plan
+        would output them (its columns built on first use, then reused)."""
+        if slot not in self._rebuilt:
+            self._rebuilt[slot] = _rebuild_columns(self.specs[slot])
+        taken, view, items = self._rebuilt[slot]
+        return wide.filter(taken).select(*view).select(*items)
+
+    def _jvm(self, batch: DataFrame) -> dict[str, Any]:
+        """The Java column lists, built on first use (a Python list of N columns crosses
+        Py4J one element at a time: once per set of branches, not per batch)."""
+        if not self._java:
+            sc = batch.sparkSession.sparkContext
+            self._java.update(staged=_java_seq(sc, self.staged), wide=_java_seq(sc, self.wide))
+        return self._java
+
+
+@functools.lru_cache(maxsize=8)
+def fused_pass(branches: tuple[FusedBranch, ...]) -> FusedPass:
+    """The pass of this set of branches (in this order), built once."""
+    return FusedPass.of(branches)
+
+
+def rebuild(wide: DataFrame, spec: Mapping[str, Any]) -> DataFrame:
+    """A branch's rows out of a pass (or its stored copy): taken rows only, its view
+    columns as its secured view has them, then its SELECT items over those (so an item
+    never runs on a row its branch does not take, nor sees a value its masks hide)."""
+    taken, view, items = _rebuild_columns(spec)
+    return wide.filter(taken).select(*view).select(*items)
+
+
+def _rebuild_columns(spec: Mapping[str, Any]) -> tuple[Column, list[Column], list[Column]]:
+    word, bit = spec["taken"]
+    view = []
+    for name, kind, source, mask_word, mask_bit in spec["view"]:
+        if kind == COMMON:
+            view.append(F.col(source).alias(name))
+        elif kind == MASKED:
+            view.append(F.when(_is_set(mask_word, mask_bit), F.col(source)).alias(name))
+        else:
+            view.append((~_is_set(mask_word, mask_bit)).alias(name))
+    items = [F.expr(sql).alias(name) for name, sql in spec["items"]]
+    return _is_set(word, bit), view, items
 
 
 def select_layout(wide: DataFrame, slot: str, layout: Iterable[Sequence[str]]) -> DataFrame:
-    """The rows of ``wide`` (a pass, or its stored copy) that are ``slot``'s, as the
-    columns ``layout`` names (``(name, kind, source)``; an empty layout: every field)."""
+    """A link written before rows were stored once: the rows of ``wide`` that are
+    ``slot``'s (a struct column), as the columns ``layout`` names (``(name, kind,
+    source)``: a field of the struct or a shared column; empty: every field)."""
     rows = wide.filter(F.col(slot).isNotNull())
-    columns = layout_columns(slot, layout)
+    columns = [
+        (F.col(slot).getField(source) if kind == FIELD else F.col(source)).alias(name)
+        for name, kind, source in layout
+    ]
     return rows.select(*columns) if columns else rows.select(f"{slot}.*")
 
 
-def _own(column: str, slot: str) -> str:
-    return f"{column}__{slot}"
+def _tag(projection: SecuredProjection, slot: str) -> str:
+    """Equal for projections of equal visibility (their tests are equal), else the slot."""
+    if projection.visibility is None:
+        return slot
+    return "v" + hashlib.sha256(repr(projection.visibility).encode()).hexdigest()[:16]
+
+
+def _bit(prefix: str, index: int) -> tuple[str, int]:
+    return f"{prefix}{index // 64}", index % 64
+
+
+def _names(prefix: str, bits: int) -> list[str]:
+    return [f"{prefix}{w}" for w in range((bits + 63) // 64)]
+
+
+def _words(prefix: str, tests: Sequence[Column]) -> list[Column]:
+    """``tests`` as bits of long words (bit ``i`` of word ``i // 64`` set where test
+    ``i`` is TRUE)."""
+    words = []
+    for w, name in enumerate(_names(prefix, len(tests))):
+        chunk = tests[64 * w : 64 * (w + 1)]
+        parts = [
+            F.when(test, F.lit(-(1 << 63) if b == 63 else 1 << b).cast("long")).otherwise(
+                F.lit(0).cast("long")
+            )
+            for b, test in enumerate(chunk)
+        ]
+        words.append(functools.reduce(lambda a, b: a.bitwiseOR(b), parts).alias(name))
+    return words
+
+
+def _is_set(word: str, bit: int) -> Column:
+    return F.shiftright(F.col(word), bit).bitwiseAND(F.lit(1)) == 1
+
+
+def _java_seq(sc: Any, columns: Sequence[Column]) -> Any:
+    from pyspark.sql.classic.column import _to_java_column, _to_seq
+
+    return _to_seq(sc, list(columns), _to_java_column)
+
+
+def _with_jdf(like: DataFrame, jdf: Any) -> DataFrame:
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
+
+    return ClassicFrame(jdf, like.sparkSession)
+
+
+def _own(column: str, tag: str) -> str:
+    return f"{column}__{tag}"
 
 
 def _plain_select(
-    sql: str, view: dict[str, str], slot: str
-) -> tuple[list[tuple[str, str, str | None]], str | None]:
-    """The SELECT items and the WHERE of ``sql``, with every column reference renamed to
-    the branch's copy of the view. Each item: its output name, its SQL, and the view
-    column it is when it is nothing but one (else None)."""
+    sql: str, view: dict[str, str], tag: str
+) -> tuple[list[tuple[str, str]], str | None, list[str], list[str]]:
+    """The SELECT items of ``sql`` over the view's column names, its WHERE over the
+    columns staged for ``tag`` (``<column>__<tag>``), the view columns the items read
+    and those the WHERE reads."""
     try:
         tree = sqlglot.parse_one(sql, dialect="spark")
     except sqlglot.errors.ParseError as err:
@@ -177,13 +373,14 @@ def _plain_select(
     if any(n.is_star and n.parent is not tree for n in _below(tree)):
         raise NotFused("a star inside an expression")
 
-    def own(column: exp.Column) -> exp.Column:
-        real = view.get(column.name.lower())
-        if real is None:
-            raise NotFused(f"column {column.name!r} is not in the view")
-        return exp.column(_own(real, slot), quoted=True)
+    def renamed(node: exp.Expression, read: dict[str, None], suffix: str) -> exp.Expression:
+        def own(column: exp.Column) -> exp.Column:
+            real = view.get(column.name.lower())
+            if real is None:
+                raise NotFused(f"column {column.name!r} is not in the view")
+            read[real] = None
+            return exp.column(_own(real, suffix) if suffix else real, quoted=True)
 
-    def renamed(node: exp.Expression) -> exp.Expression:
         return node.copy().transform(lambda n: own(n) if isinstance(n, exp.Column) else n)
 
     named: list[tuple[str, exp.Expression]] = []
@@ -196,16 +393,28 @@ def _plain_select(
     names = [name.lower() for name, _ in named]
     if not all(names) or len(set(names)) != len(names):
         raise NotFused("an output column without a name of its own")
-    items = [
-        (
-            n,
-            exp.alias_(renamed(v), n, quoted=True).sql(dialect="spark"),
-            view.get(v.name.lower()) if isinstance(v, exp.Column) else None,
-        )
-        for n, v in named
-    ]
+    if any(_volatile(value) for _, value in named):
+        raise NotFused("a SELECT item whose value is not the row's")
+    read: dict[str, None] = {}
+    items = [(n, renamed(v, read, "").sql(dialect="spark")) for n, v in named]
     where = tree.args.get("where")
-    return items, None if where is None else renamed(where.this).sql(dialect="spark")
+    where_reads: dict[str, None] = {}
+    condition = None if where is None else renamed(where.this, where_reads, tag)
+    return (
+        items,
+        None if condition is None else condition.sql(dialect="spark"),
+        list(read),
+        list(where_reads),
+    )
+
+
+def _volatile(node: exp.Expression) -> bool:
+    for n in node.walk():
+        if isinstance(n, exp.Func):
+            name = n.name if isinstance(n, exp.Anonymous) else n.sql_name()
+            if name.upper() in _VOLATILE:
+                return True
+    return False
 
 
 def _below(tree: exp.Select) -> Iterable[exp.Expression]:

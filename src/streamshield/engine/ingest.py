@@ -58,11 +58,13 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
+from streamshield.engine.scan_summary import with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
-from streamshield.lang.wire import WireFormatError, parse_element
+from streamshield.lang.wire import WireFormatError, parse_sp
 from streamshield.policy import patterns
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.encoding import RoleCodec
@@ -113,6 +115,7 @@ _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 GUESSED_CHANNELS = 64
 """At most this many channels in a one-pass guess (one observed aggregate each)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
+_COMPILED_LIMIT = 100_000  # compiled policies kept across batches (a few MB)
 
 
 @dataclass
@@ -135,6 +138,8 @@ class Ingest:
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
+        self._compiled: dict[tuple, tuple[list[tuple], list[int] | None] | None] = {}
+        """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
         self._passed: dict[Channel, set[tuple[int, int]]] = {}
@@ -171,12 +176,13 @@ class Ingest:
             raise ValueError("the new role hierarchy changes the label layout")
         with self._layout_lock:
             self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
+            self._compiled.clear()  # role members may differ under the new hierarchy
 
     def label_batch(
         self, batch: DataFrame, states: dict[Channel, ChannelState]
     ) -> dict[str, DataFrame]:
         """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
-        with self._layout_lock:
+        with self._layout_lock, gc_paused():
             return self._label_batch(batch, states)
 
     def _label_batch(
@@ -200,22 +206,26 @@ class Ingest:
         if self.registry is not None:
             self.registry.save(self._in_force.values())
         self._in_force.clear()
-        self.lap("policy registry", began)
+        began = self.lap("policy registry", began)
         tuples = elements.filter(~F.col("is_sp"))
         decided = self._join_decisions(tuples, decisions, policies, sps)
-        return self._per_stream(decided, streams, policies)
+        began = self.lap("decision table", began)
+        out = self._per_stream(decided, streams, policies)
+        self.lap("label plan", began)
+        return out
 
     def _per_stream(
         self, decided: DataFrame, streams: tuple[str, ...], policies: Compiled
     ) -> dict[str, DataFrame]:
-        """Each stream's labelled rows, with its level words."""
+        """Each stream's labelled rows, with its level words and scan summaries."""
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
             level = assigned_level(assignment, stream) if assignment is not None else []
             per_tuple = any(s == stream and f is None for (s, _), (_, f) in policies.items())
             labelled = self._label(decided.filter(F.col("stream") == stream), stream, per_tuple)
-            out[stream] = labelled.select("*", *level) if level else labelled
+            labelled = labelled.select("*", *level) if level else labelled
+            out[stream] = self._summarised(labelled, stream)
         return out
 
     def guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
@@ -223,7 +233,7 @@ class Ingest:
         None when there is nothing to guess from. ``states`` is not touched: once the
         write has confirmed the guess (:meth:`Guess.holds`), :meth:`Guess.advance` moves
         them on as the passes would have."""
-        with self._layout_lock:
+        with self._layout_lock, gc_paused():
             return self._guess_batch(batch, states)
 
     def _guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
@@ -270,6 +280,11 @@ class Ingest:
         frames = self._per_stream(decided.filter(~F.col("is_sp")), streams, policies)
         self.lap("guess (driver)", began)
         return Guess(frames, observation, channels)
+
+    def _summarised(self, labelled: DataFrame, stream: str) -> DataFrame:
+        """The scan summaries beside the labels, each file sorted by them (scan_summary)."""
+        objects = len(self.layout(stream).objects)
+        return with_scan_summary(labelled, objects, self.codec.width, self.codec.block_width)
 
     def lap(self, name: str, began: float) -> float:
         now = time.perf_counter()
@@ -350,7 +365,8 @@ class Ingest:
                 "last",
             )
         )
-        rows = sp_rows.unionByName(declarations).collect()
+        # Arrow batches from the JVM: no pickled Row object per sp (10k at one sp a tuple)
+        rows = sp_rows.unionByName(declarations).toArrow().to_pylist()
         by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
         for row in rows:
             if row["is_sp"]:
@@ -358,7 +374,7 @@ class Ingest:
                 by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
         sps = {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
         seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
-        declared = [row.asDict() for row in rows if not row["is_sp"]]
+        declared = [row for row in rows if not row["is_sp"]]
         summaries, split = gap_summaries(seqs, declared)
         if split:
             summaries += self._split_summaries(elements, split)
@@ -436,18 +452,38 @@ class Ingest:
         return [(*d[:-1], reset_at) for d in out]
 
     def _compile(self, stream: str, policy: Policy, policies: Compiled) -> str | None:
+        """The policy's id once its rules (or finished words) are in ``policies``; None
+        when it cannot be used (PolicyError: an unknown role).
+
+        Compiled once per distinct body: the id is a content hash of the sps' bodies
+        (not their ts), so a policy re-sent with a new ts, or the same policy on many
+        channels, reuses what an earlier batch compiled. The cache is keyed by everything
+        else the rules depend on (the stream's definition and server policy; the role
+        hierarchy clears it) and bounded."""
         key = (stream, policy.policy_id)
         if key not in policies:
-            try:
-                rules = compile_rules(
-                    policy, stream, self.streams[stream].names, self.codec, self.server.get(stream)
-                )
-            except PolicyError:
+            server = self.server.get(stream)
+            cache_key = (stream, policy.policy_id, self.streams[stream], server)
+            if cache_key not in self._compiled:
+                if len(self._compiled) >= _COMPILED_LIMIT:
+                    self._compiled.clear()
+                self._compiled[cache_key] = self._compile_body(stream, policy, server)
+            compiled = self._compiled[cache_key]
+            if compiled is None:
                 return None
-            fixed = _fixed_words(rules)  # then the rules need not travel with rows
-            policies[key] = ([] if fixed else labels.rule_rows(rules), fixed)
+            policies[key] = compiled
             self._in_force[policy.policy_id] = policy
         return policy.policy_id
+
+    def _compile_body(
+        self, stream: str, policy: Policy, server: ServerPolicy | None
+    ) -> tuple[list[tuple], list[int] | None] | None:
+        try:
+            rules = compile_rules(policy, stream, self.streams[stream].names, self.codec, server)
+        except PolicyError:
+            return None
+        fixed = _fixed_words(rules)  # then the rules need not travel with rows
+        return ([] if fixed else labels.rule_rows(rules), fixed)
 
     def _join_decisions(
         self,
@@ -658,9 +694,12 @@ def _key(channel: Channel, gap: int, row: Any) -> tuple:
 
 
 def _sp_element(text: str | None) -> SpElement | None:
-    """An sp back from its JSON; a malformed one is dropped (its policy stays incomplete)."""
+    """An sp back from its JSON; a malformed one is dropped (its policy stays incomplete).
+
+    The JSON is Spark's ``to_json`` of the sp's fields, which :func:`parse_sp` reads
+    without the general validator when it has the common shape (the same checks)."""
     try:
-        element = parse_element(text or "")
+        element = parse_sp(text or "")
     except WireFormatError:
         return None
     return element if isinstance(element, SpElement) else None

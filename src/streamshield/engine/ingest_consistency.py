@@ -33,6 +33,7 @@ from pathlib import Path
 
 from streamshield.durable import fsync_dir
 from streamshield.engine.labelled_store import LabelledStore
+from streamshield.engine.retention import read_record
 from streamshield.engine.tracker_state import ShieldStateError, StateStore
 
 BATCH_DIR = "batch="
@@ -60,7 +61,13 @@ def check(checkpoint: Path, store: LabelledStore, state: StateStore) -> int | No
                 "empty shield state"
             )
         return 0
-    missing = sorted(set(range(upcoming)) - set(markers))
+    try:  # batches the retention pruned on purpose (engine/retention.py): not lost
+        pruned = read_record(store.root)
+    except ValueError as err:
+        raise IngestOutOfStep(str(err)) from None
+    pruned_markers = pruned.get("markers", -1)
+    pruned_streams: dict[str, int] = pruned.get("streams", {})
+    missing = sorted(set(range(pruned_markers + 1, upcoming)) - set(markers))
     if missing:
         raise IngestOutOfStep(
             f"the labelled store lacks the commit markers of batches {_span(missing)} that "
@@ -73,8 +80,8 @@ def check(checkpoint: Path, store: LabelledStore, state: StateStore) -> int | No
                 f"{what} hold batches {_span(beyond)} beyond batch {upcoming} that the "
                 f"ingest checkpoint runs next (checkpoint deleted or rolled back)"
             )
-    for batch_id in range(upcoming):
-        _check_marker(store, batch_id)
+    for batch_id in range(pruned_markers + 1, upcoming):
+        _check_marker(store, batch_id, pruned_streams)
     if upcoming > 0:
         state.read(upcoming - 1)  # ShieldStateError: missing, truncated, altered
     return upcoming
@@ -136,12 +143,15 @@ def _check_source_log(checkpoint: Path, batch_id: int) -> None:
         raise IngestOutOfStep("the ingest checkpoint's file source log is missing or truncated")
 
 
-def _check_marker(store: LabelledStore, batch_id: int) -> None:
+def _check_marker(store: LabelledStore, batch_id: int, pruned: dict[str, int]) -> None:
+    """Every file the marker lists is there, except in a stream pruned past the batch."""
     try:
         listing = store.marker(batch_id)
     except ValueError as err:
         raise IngestOutOfStep(f"the labelled store's {err}") from None
     for stream, files in listing.items():
+        if batch_id <= pruned.get(stream, -1):
+            continue
         present = set(store.files(stream, batch_id))
         if not set(files) <= present:
             raise IngestOutOfStep(

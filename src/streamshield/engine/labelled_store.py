@@ -29,6 +29,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
+from streamshield.engine import scan_summary
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.labels import denied_column, reader_column
@@ -39,6 +40,13 @@ log = logging.getLogger("streamshield.engine")
 Listener = Callable[[int, Sequence[str]], None]
 """Told ``(batch id, streams)`` once a batch is committed; must only hand it on (it runs
 in ingest's own micro-batch)."""
+READ_OPTIONS = {"recursiveFileLookup": "true", "ignoreMissingFiles": "true"}
+"""How every reader of a labelled stream reads it: batches are subdirectories, and a
+batch directory the retention prunes (engine/retention.py: only batches every reader
+has committed past) may vanish while a reader lists the stream. Spark fails a listing
+that finds a subdirectory gone unless told to ignore missing files; a reader never
+needs a pruned file, except a query starting while an old batch goes, which then
+starts without it (what is kept is what a new query reads)."""
 
 META_FIELDS = (
     ("stream", StringType()),
@@ -102,17 +110,18 @@ class LabelledStore:
         levels: int = 0,
         feed: Callable[[DataFrame], DataFrame] | None = None,
         trigger_seconds: float = 1.0,
+        summaries: bool = False,
     ) -> StreamingQuery:
         """A streaming query handing ``process`` each micro-batch of ``stream``'s new
         labelled rows (the engines that keep their own state per batch run on it);
         ``levels``: the level words to read (0 while levels are off); ``feed``: what
         the rows pass first (a level processor's shepherd); ``trigger_seconds``: how
         often it lists the stream's directory for new files (a new file waits half of
-        it on average)."""
+        it on average); ``summaries``: read the scan summaries too (secured views)."""
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
-        struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels)
-        source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
+        struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels, summaries)
+        source = spark.readStream.schema(struct).options(**READ_OPTIONS)
         rows = source.parquet(str(path))
         writer = at_checkpoint(
             (rows if feed is None else feed(rows)).writeStream.foreachBatch(bounded(process)),
@@ -157,7 +166,10 @@ class LabelledStore:
                 staging = self.tmp / f"{batch_id}-{stream}"
                 staged.append((stream, staging, target))
                 shutil.rmtree(staging, ignore_errors=True)
-                frame.write.mode("overwrite").parquet(str(staging))
+                writer = frame.write.mode("overwrite")
+                # small pages: the unit a secured scan's range test skips (scan_summary)
+                writer = writer.option("parquet.page.row.count.limit", scan_summary.PAGE_ROWS)
+                writer.parquet(str(staging))
                 for marker in staging.glob("*.crc"):
                     marker.unlink()
             refused = check is not None and not check()
@@ -216,11 +228,18 @@ _DDL_FIELDS: dict[str, tuple[StructField, ...]] = {}
 
 
 def labelled_schema(
-    spark: SparkSession, ddl: str, n_attributes: int, width: int, levels: int = 0
+    spark: SparkSession,
+    ddl: str,
+    n_attributes: int,
+    width: int,
+    levels: int = 0,
+    summaries: bool = False,
 ) -> StructType:
     """The schema of a labelled stream: metadata, attributes, then label words, then
     ``levels`` Chinese-Wall level words (files written before levels existed read
-    NULL there, and a NULL level is readable at no level)."""
+    NULL there, and a NULL level is readable at no level), then, with ``summaries``,
+    the scan summaries ingest writes (:mod:`~streamshield.engine.scan_summary`; NULL in
+    older files, which are then read as before)."""
     if ddl not in _DDL_FIELDS:
         _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
     attributes = list(_DDL_FIELDS[ddl])
@@ -231,4 +250,6 @@ def labelled_schema(
         for name in (reader_column, denied_column)
     ]
     words = [StructField(n, LongType()) for n in level_names(levels)]
-    return StructType([StructField(n, t) for n, t in META_FIELDS] + attributes + labels + words)
+    meta = [StructField(n, t) for n, t in META_FIELDS]
+    summary = list(scan_summary.FIELDS) if summaries else []
+    return StructType(meta + attributes + labels + words + summary)

@@ -244,6 +244,7 @@ class LevelApplication:
         self._replies.put(None)
 
     def _next(self, timeout: float) -> dict[str, Any]:
+        """The next reply, an error reply raised as its refusal (:func:`refusal`)."""
         try:
             line = self._replies.get(timeout=timeout)
         except queue.Empty:  # a late answer would pair with the next request: end it
@@ -255,16 +256,16 @@ class LevelApplication:
             raise ApplicationError(
                 f"{self.name}: the application exited ({self.process.returncode}); see {self.log}"
             )
-        return json.loads(line)
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise refusal(reply)
+        return reply
 
     def wait_ready(self, timeout: float = START_SECONDS) -> dict[str, Any]:
         """The driver's first line: its application id, master, pid (once started)."""
         with self._lock:
             if self.ready is None:
-                reply = self._next(timeout)
-                if not reply.get("ok"):
-                    raise refusal(reply)
-                self.ready = reply
+                self.ready = self._next(timeout)
             return self.ready
 
     def request(self, op: str, timeout: float = REQUEST_SECONDS, **fields: Any) -> dict[str, Any]:
@@ -277,10 +278,7 @@ class LevelApplication:
                 self.process.stdin.flush()
             except (BrokenPipeError, ValueError):
                 raise ApplicationError(f"{self.name}: the application is gone") from None
-            reply = self._next(timeout)
-        if not reply.get("ok"):
-            raise refusal(reply)
-        return reply
+            return self._next(timeout)
 
     def submit(self, name: str, text: str, roles: tuple[str, ...] | list[str]) -> dict[str, Any]:
         """Start ``text`` as query ``name`` with ``roles`` at the application's level;
@@ -347,13 +345,20 @@ class LevelApplications:
         self._owner: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def results(self, level: QueryLevel, query: str) -> Path:
+        """Where ``level``'s application stores ``query``'s batches (running or not)."""
+        return (
+            self.queries_root / LEVELS_DIRECTORY / processor_name(level) / RESULTS_DIRECTORY / query
+        )
+
     def acquire(self, level: QueryLevel, query: str) -> LevelApplication:
-        """The application of ``level`` (started now if it has no query), with ``query``.
-        Starting does not wait for the driver: its first request does."""
+        """The application of ``level`` (started now if it has no query, or if its
+        driver exited: the queries it ran fail and are started again into the new one),
+        with ``query``. Starting does not wait for the driver: its first request does."""
         name = processor_name(level)
         with self._lock:
             application = self._applications.get(name)
-            if application is None:
+            if application is None or application.process.poll() is not None:
                 spec = ApplicationSpec.of(
                     level,
                     self.hierarchy,
@@ -365,7 +370,7 @@ class LevelApplications:
                 )
                 application = LevelApplication(spec, self.driver)
                 self._applications[name] = application
-                self._queries[name] = set()
+                self._queries.setdefault(name, set())
             self._queries[name].add(query)
             self._owner[query] = name
             return application

@@ -24,16 +24,24 @@ ready. End of stdin stops it like ``shutdown``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.level_application import ApplicationError, ApplicationSpec
 from streamshield.engine.level_processor import LevelProcessor, LevelStorageError
-from streamshield.engine.queries import CallbackSink, QueryFailed, QueryService, RegisteredQuery
+from streamshield.engine.queries import (
+    CallbackSink,
+    QueryFailed,
+    QueryService,
+    RegisteredQuery,
+    failure_class,
+)
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import (
     cache_directory,
@@ -45,7 +53,11 @@ from streamshield.engine.source_ids import SourceIds
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.query_check import QueryRejected
 
+audit = logging.getLogger("streamshield.audit")
 SPARK_LOCAL = "spark-local"
+STOP_AT_BOUNDARY_SECONDS = 10.0
+PROGRESS = ("batchId", "timestamp", "inputRowsPerSecond", "processedRowsPerSecond", "durationMs")
+"""What of a query's last progress the server is told (its metrics and status read these)."""
 
 
 class _Refused:
@@ -97,6 +109,8 @@ class LevelDriver:
         )
         self.own = LevelProcessor(self.level, self.root, self.spark)
         """Its directory's path checks (the processor CqlService makes has the same)."""
+        self.reported: set[str] = set()
+        """Failed queries whose failure the log has."""
 
     # -- requests --------------------------------------------------------------------------
 
@@ -138,7 +152,11 @@ class LevelDriver:
         return {"ok": True, "batches": ResultStore(self.own.path("results", name)).batches()}
 
     def stop(self, name: str) -> dict[str, Any]:
-        if name in self.cql.queries.queries:
+        """Stops ``name`` between two micro-batches (bounded wait), as the server does
+        in-process; an unknown name is already stopped."""
+        query = self.cql.queries.queries.get(name)
+        if query is not None:
+            at_batch_boundary(query.handle, STOP_AT_BOUNDARY_SECONDS)
             self.cql.stop(name)
         return {"ok": True}
 
@@ -147,10 +165,11 @@ class LevelDriver:
         ids = context._jvm.scala.jdk.javaapi.CollectionConverters.asJava(  # type: ignore[union-attr]
             context._jsc.sc().getExecutorIds()  # type: ignore[union-attr]
         )
-        queries = {
-            name: {"active": query.active, "error": query.error()}
-            for name, query in self.cql.queries.queries.items()
-        }
+        queries = {name: _state(query) for name, query in self.cql.queries.queries.items()}
+        for name, state in queries.items():
+            if state["error"] and name not in self.reported:  # its log says why, once
+                self.reported.add(name)
+                audit.error("query %s failed: %s", name, self._query(name).handle.exception())
         return {
             **self.ready(),
             "executors": sorted(str(i) for i in ids),
@@ -194,6 +213,17 @@ class LevelDriver:
             return {"ok": False, "type": "failed", "error": "query_failed", "message": str(err)}
         except Exception as err:  # the driver outlives one bad request
             return {"ok": False, "type": "error", "error": type(err).__name__}
+
+
+def _state(query: RegisteredQuery) -> dict[str, Any]:
+    """A query's state as the server needs it: whether it runs, why it failed (an error
+    class: the message may quote values and stays in this application's log), and its
+    last progress's figures."""
+    active = query.active
+    error = None if active else failure_class(query.handle.exception())
+    last = query.handle.lastProgress
+    progress = {k: last[k] for k in PROGRESS if k in last} if last else None
+    return {"active": active, "error": error, "progress": progress}
 
 
 def _nowhere(_frame: Any, _batch: int) -> None:

@@ -9,9 +9,11 @@ module only spells it in Catalyst:
 * LUB: ``bit_or`` per word over an aggregate's contributors, ``bitwiseOR`` of the two
   sides' words in a join, exactly :meth:`Lattice.lub_words`.
 
-NULL is never a level. A NULL word is not dominated by anything (deny), and a LUB
-with a NULL contributor is NULL: ``bit_or`` alone would skip the NULL and so *lower*
-the label of the result, the one thing a LUB must never do.
+NULL is never a level. A NULL word is not dominated by anything (deny), and an
+aggregate with a NULL contributor gets :attr:`Lattice.unknown` (every bit set, which
+no level dominates; NULL in a lattice that has no spare bit for it): ``bit_or`` alone
+would skip the NULL and so *lower* the label of the result, the one thing a LUB must
+never do. A join pair with a NULL side stays NULL (``bitwiseOR``).
 """
 
 from __future__ import annotations
@@ -83,15 +85,34 @@ def lub_join(left: Sequence[Column], right: Sequence[Column]) -> list[Column]:
     ]
 
 
-def lub_aggregate(width: int) -> list[Column]:
-    """The level words of an aggregate's group: ``bit_or`` over its rows, NULL if any
-    contributor's word is NULL (a missing label never lowers the result)."""
-    out = []
-    for name in level_names(width):
-        word = F.col(name)
-        complete = F.count(F.lit(1)) == F.count(word)
-        out.append(F.when(complete, F.bit_or(word)).alias(name))
-    return out
+def lub_aggregate(lattice: Lattice) -> list[Column]:
+    """The level words of an aggregate's group: one ``bit_or`` per word over its rows,
+    a contributor without a level (a NULL word) counting as every bit set, exactly
+    :meth:`Lattice.lub_group`. A NULL can then only raise the group's level to one
+    that nothing dominates (:attr:`Lattice.unknown`), never lower it, at the cost of
+    one aggregate function per word (the query's own are beside it in the same
+    buffer and shuffle).
+
+    A row missing any word marks every word: the mark denies only through a word
+    with a bit no company holds, which may be another word than the NULL one. In a
+    lattice without such a bit (every bit a company's: :attr:`Lattice.unknown` is
+    None) the mark would read as ``T`` everywhere, so there the group keeps the exact
+    NULL guard instead: ``CASE WHEN count(1) = count(w) THEN bit_or(w) END``."""
+    names = level_names(lattice.width)
+    words = [F.col(n) for n in names]
+    if lattice.unknown is None:
+        complete = [F.count(F.lit(1)) == F.count(w) for w in words]
+        return [
+            F.when(ok, F.bit_or(w)).alias(n)
+            for ok, w, n in zip(complete, words, names, strict=True)
+        ]
+    top = F.lit(-1).cast("long")
+    if len(words) == 1:
+        marked = [F.coalesce(words[0], top)]
+    else:
+        missing = reduce(Column.__or__, (w.isNull() for w in words))
+        marked = [F.when(missing, top).otherwise(w) for w in words]
+    return [F.bit_or(m).alias(n) for m, n in zip(marked, names, strict=True)]
 
 
 def assigned_level(assignment: LevelAssignment, stream: str) -> list[Column]:
@@ -135,8 +156,19 @@ def assert_within(frame: DataFrame, level: QueryLevel) -> DataFrame:
     dominated and the LUB of dominated levels is dominated); asserted natively per row,
     so a broken rewrite stops the query instead of delivering above its level. An
     output without level words (a shape that carries no labels) is delivered to no one
-    and left as it is."""
+    and left as it is.
+
+    Emitted where the output's level words are computed (aggregates, joins); a plain
+    selection copies words that passed the view's conjunct in the same plan, so its
+    engine paths do not call this (``lang.label_propagation.levels_copied``). The test
+    is one AND and compare per word and a branch: ``CASE WHEN (w & ~C) = 0 THEN true
+    ELSE raise_error END``; a NULL word takes the ELSE branch, so it fails the query too.
+    """
     if level_columns(frame.columns) != level_names(level.width):
         return frame
-    inside = readable_at(level, frame.columns)
-    return frame.filter(F.coalesce(F.assert_true(inside, LUB_ABOVE_LEVEL), F.lit(True)))
+    inside = [
+        F.col(n).bitwiseAND(F.lit(~a).cast("long")) == 0
+        for n, a in zip(level.columns, level.words, strict=True)
+    ]
+    held = F.when(reduce(Column.__and__, inside), F.lit(True))
+    return frame.filter(held.otherwise(F.raise_error(F.lit(LUB_ABOVE_LEVEL))))

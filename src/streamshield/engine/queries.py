@@ -25,10 +25,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
-from streamshield.engine.batch_errors import bounded
+from streamshield.engine.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.error_conditions import is_condition
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import READ_OPTIONS, LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.levels import assert_within
@@ -38,6 +38,7 @@ from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.secured_view import secured_view, statistics_view
 from streamshield.engine.source_ids import SourceIds
 from streamshield.lang.admission import AdmittedQuery, admit
+from streamshield.lang.label_propagation import levels_copied
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.rewrite_rules import Rewrite, Sliding, runs_on_statistics, secure
 from streamshield.policy.encoding import RoleCodec
@@ -103,6 +104,28 @@ def safe_error(err: BaseException) -> str:
             return classes[0]
         seen = getattr(seen, "_cause", None) or seen.__cause__
     return type(err).__name__
+
+
+STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
+"""The error class of a query that failed because its storage could not be written: the
+server starts it again once writing works (``QueryRegistry.restart``)."""
+
+
+def failure_class(failure: BaseException | None) -> str:
+    """The error class a failed query shows: STORAGE_UNAVAILABLE when the disk was full
+    or read-only (the OS's words in the failure: a batch function's failure keeps them,
+    :func:`~streamshield.engine.batch_errors.compact`; Spark's own class there is a
+    generic TASK_WRITE_FAILED), a class the failure carries (``error_class``: a level
+    application's report, engine/level_application.py), else Spark's (:func:`safe_error`)."""
+    if failure is None:
+        return "STOPPED_UNEXPECTEDLY"
+    known = getattr(failure, "error_class", None)
+    if isinstance(known, str) and known:
+        return known
+    text = str(failure)
+    if any(cause in text for cause in STORAGE_CAUSES):
+        return STORAGE_UNAVAILABLE
+    return safe_error(failure)
 
 
 @dataclass
@@ -224,7 +247,7 @@ class QueryService:
         # the user's error: a QueryRejected naming the column or class, before anything runs.
         sql = admitted.request.sql
         result = planned(lambda: session.sql(text), sql)
-        if level is not None:
+        if level is not None and not levels_copied(text):
             result = assert_within(result, level)
         checkpoint = (
             processor.path("checkpoints", "queries", name)
@@ -303,6 +326,7 @@ class QueryService:
             self.statistics_k,
             statistics,
             sliding,
+            level,
         )
 
     def _label_columns(self) -> list[str]:
@@ -330,12 +354,10 @@ class QueryService:
         path = self.labelled.path(stream)
         path.mkdir(parents=True, exist_ok=True)
         words = level.width if level is not None else 0
-        struct = labelled_schema(session, schema.ddl, len(schema.names), self.codec.width, words)
-        source = (
-            session.readStream.schema(struct)
-            .option("recursiveFileLookup", "true")
-            .parquet(str(path))
+        struct = labelled_schema(
+            session, schema.ddl, len(schema.names), self.codec.width, words, summaries=True
         )
+        source = session.readStream.schema(struct).options(**READ_OPTIONS).parquet(str(path))
         if statistics:
             view = statistics_view(source, schema, self.codec, roles, level=level)
         else:

@@ -26,14 +26,20 @@ batch is *in flight* from just before its delivery until it is stored
 (:meth:`ResultStore.in_flight`), and a resuming subscriber's replay first waits for the
 batches in flight (:meth:`ResultStore.settle`): one delivered before she subscribed is
 then stored, so she gets it from the store; one delivered after reaches her live. Either
-way she gets it once, as when batches were stored first.
+way she gets it once, as when batches were stored first. A crash between the two
+replays the batch, and the replay must store it even if nobody listens by then (a shared
+network computes nothing for a branch whose switch is off): so before a delivery the
+store records on disk that it *owes* the batch (:meth:`ResultStore.owe`), until the
+batch is installed; a network computes an owed batch whatever its switch says.
 
 A branch of a shared network stores a *link* instead of rows (``link``): the branches of
-a micro-batch are computed in one pass and written once, as one struct column per branch,
-to the network's own store, and each branch's batch directory holds ``link.json`` naming
-those files and its column. Reading it reads that column's rows: what the branch's own
-write would have stored, without a Spark job per branch. A link whose files the
-network's store has pruned reads as a pruned batch.
+a micro-batch are computed in one pass and written once to the network's own store, each
+row once with the bits saying which branches take it and what each may see of it
+(engine/fused_branches.py), and each branch's batch directory holds ``link.json`` naming
+those files and how its rows are rebuilt from them. Reading it rebuilds them: what the
+branch's own write would have stored, without a Spark job per branch. A link whose
+files the network's store has pruned reads as a pruned batch. (Links written before
+rows were stored once name a struct column per branch and still read.)
 """
 
 from __future__ import annotations
@@ -44,19 +50,22 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.durable import replace_durably
-from streamshield.engine.fused_branches import select_layout
+from streamshield.durable import replace_durably, write_atomic
+from streamshield.engine.fused_branches import rebuild, select_layout
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
 LINK = "link.json"
+OWED = "_owed"
+"""Batches delivered before they were stored: one empty file per batch id."""
 DEFAULT_KEEP = 200
 
 
@@ -82,6 +91,19 @@ class ResultStore:
         for marker in staging.glob("*.crc"):
             marker.unlink()
         self._install(staging, batch_id)
+
+    def owe(self, batch_id: int) -> None:
+        """Records, durably, that batch ``batch_id`` reaches subscribers before it is
+        stored: a replay after a crash must then store it whoever listens."""
+        (self.root / OWED).mkdir(parents=True, exist_ok=True)
+        write_atomic(self.root / OWED / str(batch_id), b"")
+
+    def owed(self) -> list[int]:
+        """Batches delivered and not stored (a crash came in between), oldest first."""
+        owed = self.root / OWED
+        if not owed.is_dir():
+            return []
+        return sorted(int(m.name) for m in owed.iterdir() if m.name.isdigit())
 
     @contextmanager
     def in_flight(self, batch_id: int) -> Iterator[None]:
@@ -110,15 +132,25 @@ class ResultStore:
         return True
 
     def link(
-        self, batch_id: int, files: list[str], column: str, layout: Sequence[Sequence[str]] = ()
+        self,
+        batch_id: int,
+        files: list[str],
+        column: str,
+        layout: Mapping[str, Any] | Sequence[Sequence[str]] = (),
     ) -> None:
-        """Store batch ``batch_id`` as the rows of ``files`` (a shared network's one write
-        of all its branches) where struct ``column`` is not NULL, with the columns
-        ``layout`` names (engine/fused_branches.py; empty: the struct's fields): no job runs."""
+        """Store batch ``batch_id`` as branch ``column``'s rows of ``files`` (a shared
+        network's one write of all its branches): ``layout`` says how they are rebuilt
+        (:func:`~streamshield.engine.fused_branches.rebuild`'s spec; a sequence: the
+        columns of struct ``column`` and shared ones, as links were written before rows
+        were stored once). No job runs."""
         staging = self._staging / str(batch_id)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        target = {"files": files, "column": column, "layout": [list(c) for c in layout]}
+        target: dict[str, Any] = {"files": files, "column": column}
+        if isinstance(layout, Mapping):
+            target["rebuild"] = layout
+        else:
+            target["layout"] = [list(c) for c in layout]
         (staging / LINK).write_text(json.dumps(target))
         self._install(staging, batch_id)
 
@@ -136,7 +168,14 @@ class ResultStore:
         crash_point("result.before_rename")
         replace_durably(staging, target)
         crash_point("result.after_rename")
+        self._paid(batch_id)
         self._prune()
+
+    def _paid(self, batch_id: int) -> None:
+        """Batches up to ``batch_id`` are owed no more (they are installed, in order)."""
+        for owed in self.owed():
+            if owed <= batch_id:
+                (self.root / OWED / str(owed)).unlink(missing_ok=True)
 
     def read(self, batch_id: int, like: DataFrame) -> DataFrame:
         """One stored batch, with the schema of ``like`` (an empty batch has no inference)."""
@@ -162,11 +201,11 @@ class ResultStore:
                 continue
             target = json.loads(link.read_text())
             if target["files"] and all(Path(f).is_file() for f in target["files"]):
-                layout = tuple(tuple(c) for c in target.get("layout", ()))
-                linked.setdefault((target["column"], layout), []).extend(target["files"])
+                how = json.dumps({k: v for k, v in target.items() if k != "files"})
+                linked.setdefault(how, []).extend(target["files"])
         frames = [spark.read.parquet(*plain)] if plain else []
-        for (column, layout), files in linked.items():
-            frames.append(select_layout(spark.read.parquet(*files), column, layout))
+        for how, files in linked.items():
+            frames.append(_linked_rows(spark.read.parquet(*files), json.loads(how)))
         if not frames:
             return None
         batch = F.regexp_extract(F.input_file_name(), r"batch=(\d+)/[^/]*$", 1).cast("int")
@@ -192,10 +231,10 @@ class ResultStore:
         link = self._path(batch_id) / LINK
         if link.is_file():
             target = json.loads(link.read_text())
-            files, column = target["files"], target["column"]
+            files = target["files"]
             if not files or not all(Path(f).is_file() for f in files):
                 return None  # the network's store has pruned them
-            rows = select_layout(spark.read.parquet(*files), column, target.get("layout", ()))
+            rows = _linked_rows(spark.read.parquet(*files), target)
             return rows if like is None else rows.select(*like.columns)
         files = self.files(batch_id)
         if not files:
@@ -206,6 +245,13 @@ class ResultStore:
     def _prune(self) -> None:
         for old in self.batches()[: -self.keep]:
             shutil.rmtree(self._path(old), ignore_errors=True)
+
+
+def _linked_rows(wide: DataFrame, target: Mapping[str, Any]) -> DataFrame:
+    """A link's rows out of the network's write it names."""
+    if "rebuild" in target:
+        return rebuild(wide, target["rebuild"])
+    return select_layout(wide, target["column"], target.get("layout", ()))
 
 
 class StoringSink:
@@ -229,6 +275,10 @@ class StoringSink:
     ) -> None:
         self.store, self.deliver, self.wanted = store, deliver, wanted
 
+    def owed(self) -> list[int]:
+        """Batches a crash caught between their delivery and their storing."""
+        return self.store.owed()
+
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         with self.store.in_flight(batch_id):  # before wanted(): see ResultStore.settle
             if not self.wanted():
@@ -236,7 +286,9 @@ class StoringSink:
                 return
             rows = frame.persist()
             try:
+                self.store.owe(batch_id)
                 self.deliver(rows, batch_id)
+                crash_point("result.delivered")
                 self.store.put(rows, batch_id)
             finally:
                 rows.unpersist()
@@ -247,13 +299,13 @@ class StoringSink:
         files: list[str],
         column: str,
         rows: Callable[[], DataFrame],
-        layout: Sequence[Sequence[str]] = (),
+        layout: Mapping[str, Any] | Sequence[Sequence[str]] = (),
     ) -> None:
         """The batch stored as a link into a shared network's one write of all its
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
         ``rows``: plans the link's rows as the network read them (for their schema),
         called only when someone listens."""
-        self.store.link(batch_id, files, column, layout)
+        self.store.link(batch_id, files, column, layout)  # stored first: nothing owed
         if self.wanted():
             self.deliver(self.store.read(batch_id, rows()), batch_id)
 
@@ -265,7 +317,8 @@ class ResultFollower:
     batches to result stores under its directory; the server, where delivery runs,
     follows them with this. A batch is installed by one rename, so a batch seen here is
     whole; a replayed batch (the same rows again) is not handed on twice, and a batch
-    pruned before it was seen is skipped.
+    pruned before it was seen is skipped. While ``wanted()`` is false (nobody listens) a
+    batch is passed over unread, as :class:`StoringSink` stores without delivering.
     """
 
     def __init__(
@@ -274,14 +327,19 @@ class ResultFollower:
         spark: SparkSession,
         deliver: Callable[[DataFrame, int], None],
         after: int = -1,
+        wanted: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store, self.spark, self.deliver, self.last = store, spark, deliver, after
+        self.wanted = wanted
 
     def poll(self) -> list[int]:
         """Deliver every batch stored since the last poll; their ids."""
         handed: list[int] = []
         for batch_id in self.store.batches():
             if batch_id <= self.last:
+                continue
+            if not self.wanted():
+                self.last = batch_id
                 continue
             frame = self.store.stored(batch_id, self.spark)
             if frame is not None:

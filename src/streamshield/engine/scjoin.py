@@ -60,7 +60,7 @@ from streamshield.catalog.streams import StreamDefinition, check_name
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import READ_OPTIONS, LabelledStore, labelled_schema
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.levels import level_names, lub_join
 from streamshield.engine.local_frames import local_frame
@@ -227,9 +227,7 @@ class SCJoin:
             path = self.store.path(side.stream.name)
             path.mkdir(parents=True, exist_ok=True)
             source = (
-                self.spark.readStream.schema(structs[i])
-                .option("recursiveFileLookup", "true")
-                .parquet(str(path))
+                self.spark.readStream.schema(structs[i]).options(**READ_OPTIONS).parquet(str(path))
             )
             if self.feed is not None:
                 source = self.feed(source)

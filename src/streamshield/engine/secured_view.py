@@ -10,13 +10,13 @@ so the filter and the masks sit beneath every user expression.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels
+from streamshield.engine import labels, scan_summary
 from streamshield.engine.levels import readable_at
 from streamshield.lang.label_propagation import hidden_column
 from streamshield.lang.statistics_rewrite import full_column, stats_column
@@ -25,6 +25,11 @@ from streamshield.policy.privileges import Privilege
 from streamshield.policy.query_level import QueryLevel
 
 LABEL_PREFIX = "_ss_"
+
+
+def _is_label(column: str) -> bool:
+    """A label column an output carries (not a scan summary: it describes stored rows)."""
+    return column.startswith(LABEL_PREFIX) and not column.startswith(scan_summary.PREFIX)
 
 
 def secured_view(
@@ -76,6 +81,18 @@ class SecuredProjection:
     """The columns whose values do not depend on the roles (labels, origin, provenance
     constants): equal for every branch of a shared network over the same rows, so its
     one pass stores them once (engine/fused_branches.py)."""
+    visibility: tuple[object, ...] | None = None
+    """What its tests depend on (READ words, GRANT words, level words): projections of
+    equal visibility over the same rows have equal tuple and attribute tests, so a
+    shared network's pass computes them once for all such branches."""
+    tests: Mapping[int, Column] = field(default_factory=dict)
+    """Object number -> its attribute test (TRUE or FALSE, never NULL)."""
+    masked: tuple[tuple[str, str, int], ...] = ()
+    """``(view column, labelled column, object)``: the labelled value where the
+    object's test holds, NULL elsewhere (how a pass that stores each row once rebuilds
+    this view's masked values)."""
+    flags: tuple[tuple[str, int], ...] = ()
+    """``(view column, object)``: TRUE where the object's test fails (hidden flags)."""
 
     @classmethod
     def of(
@@ -94,24 +111,34 @@ class SecuredProjection:
         read = codec.query(roles)
         delegable = codec.query(roles, Privilege.GRANT) if grant else None
 
-        def allows(obj: int) -> Column:
+        def own(obj: int) -> Column:
             allowed = labels.allows(obj, read)
             return allowed if delegable is None else allowed & labels.allows(obj, delegable)
 
-        # Each mask tests only its attribute's label: the tuple test is the Filter below
-        # it, and every user predicate lands in that Filter *after* it (see tuple_test).
+        def allows(obj: int) -> Column:
+            """An attribute's test; where the row's attribute labels are its tuple's
+            (``_ss_scan_same``), the tuple's test, without reading the attribute's words."""
+            return scan_summary.attribute_test(own(obj), own(0), labelled_columns)
+
+        # Each mask tests its attribute's label (or the tuple's, the same words): the
+        # tuple test is the Filter below it, and every user predicate lands in that
+        # Filter *after* it (see tuple_test).
+        tests = {obj: allows(obj) for obj in range(1, len(schema.names) + 1)}
         masked = [
-            F.when(allows(obj), F.col(name)).alias(name)
+            F.when(tests[obj], F.col(name)).alias(name)
             for obj, name in enumerate(schema.names, start=1)
         ]
         extra: list[Column | str] = []
+        flags: tuple[tuple[str, int], ...] = ()
         if keep_labels:  # per attribute: hidden from these roles (its value above is NULL)
-            extra += [c for c in labelled_columns if c.startswith(LABEL_PREFIX)]
+            extra += [c for c in labelled_columns if _is_label(c)]
             extra += [
-                (~F.coalesce(allows(obj), F.lit(False))).alias(hidden_column(name))
+                (~F.coalesce(tests[obj], F.lit(False))).alias(hidden_column(name))
                 for obj, name in enumerate(schema.names, start=1)
             ]
-        tid_visible = allows(schema.names.index(schema.tid) + 1)
+            flags = tuple((hidden_column(n), obj) for obj, n in enumerate(schema.names, 1))
+        tid_obj = schema.names.index(schema.tid) + 1
+        tid_visible = tests[tid_obj]
         origin = [
             F.sha2(F.concat_ws("\x1f", F.lit(salt), "stream", "provider"), 256).alias(
                 "_ss_channel"
@@ -122,7 +149,20 @@ class SecuredProjection:
         ]
         columns = (*origin, *masked, *(F.col(c) if isinstance(c, str) else c for c in extra))
         common = {"_ss_channel", "_ss_seq", "_ss_policy", *(c for c in extra if isinstance(c, str))}
-        return cls(tuple_test(allows(0), level, labelled_columns), columns, frozenset(common))
+        visibility = (
+            tuple(read),
+            None if delegable is None else tuple(delegable),
+            None if level is None else tuple(level.words),
+        )
+        parts = (
+            *((n, n, obj) for obj, n in enumerate(schema.names, 1)),
+            ("_ss_tid", "tid", tid_obj),
+        )
+        condition = tuple_test(own(0), level, labelled_columns)
+        skip = scan_summary.prefilter(read, labelled_columns, len(codec.hierarchy.roles))
+        if skip is not None:  # a range test Parquet can skip pages with; never decides
+            condition = skip & condition
+        return cls(condition, columns, frozenset(common), visibility, tests, parts, flags)
 
     def apply(self, labelled: DataFrame) -> DataFrame:
         return labelled.filter(self.condition).select(*self.columns)
@@ -185,7 +225,7 @@ def statistics_view(
             F.when(tuple_stats & labels.allows(obj, stats), F.col(name)).alias(stats_column(obj)),
             readable.alias(full_column(obj)),
         ]
-    extra = [c for c in labelled.columns if c.startswith(LABEL_PREFIX)]
+    extra = [c for c in labelled.columns if _is_label(c)]
     view = visible.select(*columns, *extra)
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)

@@ -37,21 +37,31 @@ Which ingest batches a micro-batch holds is read from the file source's log in t
 checkpoint (:mod:`~streamshield.engine.source_log`), not computed by a job.
 
 A branch that fails (a Spark error in its own SQL) stops alone: its error is kept for its
-handle, and the network and the other branches go on.
+handle, and the network and the other branches go on. (This bookkeeping, shared with the
+window network, is engine/branched_network.py.)
 
 Push. A landing's rows used to reach a branch only when the network's file source next
 listed the stream's directory, after ingest had finished its micro-batch (its offsets
 committed), and then through a micro-batch of the network's own (listing, its offset log
 written). While its streaming query runs, a network also *listens* to the labelled store
 (:meth:`LabelledStore.listen`): once ingest has committed batch N (its marker written:
-the batch is final), a thread of the network reads each branch's stored rows after its
-position up to N, exactly the folders of those ingest batches (as a catch-up does), and
-hands them over under id N, moving the branch's position to N. The network's own
+the batch is final), a thread of the network reads each due branch's stored rows after
+its position up to N, exactly the folders of those ingest batches (as a catch-up does),
+and hands them over under id N, moving the branch's position to N. The network's own
 micro-batch that later reads batch N finds every branch covering it and runs nothing;
 whichever comes first does the work, under the network's batch lock, so a batch is
 handed once either way. Exactly-once, replay and restart rest on the positions as before:
 a push is only a way of getting there sooner, and the streaming query (its checkpoint)
-stays what a restart resumes from. A switched-off branch is left to the streaming query.
+stays what a restart resumes from. Which branches are due is decided as for a
+micro-batch (``_due``): a switched-off branch moves on without computing anything, unless
+it owes a batch.
+
+An owed batch is stored again under its own id. A push's output id is an ingest batch,
+not a micro-batch of the network, so after a crash between a push's delivery and its
+store's write the network's next micro-batch may read that batch together with later
+ones. Folded into one later output, the subscriber who had the owed id would be handed
+its rows again under the later id; so a branch owing ids before a batch's newest first
+computes each owed id's rows alone (:meth:`SharedNetwork._settle_owed`).
 """
 
 from __future__ import annotations
@@ -59,11 +69,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import logging
-import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,19 +81,25 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.branch_ledger import NOTHING, BranchLedger
-from streamshield.engine.fused_branches import FusedBranch, NotFused, one_pass, rows_of
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
-from streamshield.engine.level_processor import POOL
+from streamshield.engine.branch_ledger import owed_between, owes
+from streamshield.engine.branched_network import (
+    INGEST,
+    BranchedNetwork,
+    BranchSink,
+    NotShared,
+    audit,
+    ingest_column,
+)
+from streamshield.engine.fused_branches import FusedBranch, NotFused, fused_pass
+from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore
 from streamshield.engine.secured_view import SecuredProjection
-from streamshield.engine.source_log import SourceLog
 from streamshield.lang.admission import AdmittedQuery
+from streamshield.lang.label_propagation import levels_copied
 from streamshield.network.from_query import operator_tree
 from streamshield.network.merge import merge
 from streamshield.network.operators import Operator, Project, Select
@@ -94,22 +108,12 @@ from streamshield.network.switches import Switch, place_switches
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
 
-audit = logging.getLogger("streamshield.audit")
-BranchSink = Callable[[DataFrame, int], None]
-BRANCH_THREADS = 4
-"""Branches of one micro-batch run at once (their jobs share the cores, not a queue)."""
 _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 NETWORK_KEEP = 2 * DEFAULT_KEEP
 """Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
 which are among the network's newest unless the branch sat out many of them."""
-TRIGGER_SECONDS = 0.1
-"""How often a network looks for newly labelled files: a landing waits half of it on
-average before its rows are read (1 s cost 0.5 s of every landing's latency); an idle
-trigger lists the stream's directory (docs/results.md, "Issue 13: the query side")."""
 PUSH_STOP_SECONDS = 60.0
 """How long stopping a network waits for a push under way (it hands over one batch)."""
-_INGEST = "_ss_ingest"
-"""A row's ingest batch, added to a micro-batch only when some branch needs part of it."""
 
 
 @dataclass
@@ -141,14 +145,14 @@ class Linked:
     files: list[str]
     rows: Callable[[], DataFrame]
     """Its rows of the pass, planned when called (only when someone listens)."""
+    spec: Mapping[str, Any]
+    """How its rows are rebuilt from the stored pass (kept in its link)."""
 
 
-class NotShared(ValueError):
-    """The query's plan is not a selection over this network's stream."""
-
-
-class SharedNetwork:
+class SharedNetwork(BranchedNetwork[Branch]):
     """The streaming query of one stream's shared network and its branches."""
+
+    SUMMARIES = True  # its secured views pre-filter by the scan summaries
 
     def __init__(
         self,
@@ -171,35 +175,19 @@ class SharedNetwork:
         Off by default: while each branch's sink runs its own jobs, the pass (and the job
         that keeps a failing branch's error its own) costs more than the planning it saves
         (docs/query-sharing.md); it is the first half of serving a network in one job."""
-        self.levels, self.feed, self.fuse = levels, feed, fuse
-        self.spark, self.labelled, self.stream = spark, labelled, stream
-        self.codec, self.provenance, self.root = codec, provenance, Path(root)
-        self.active = active
-        self.name = name or f"network-{stream.name}"
-        self.ledger = BranchLedger(self.root / "branches")
-        self.log = SourceLog(self.root / "checkpoint")
+        name = name or f"network-{stream.name}"
+        super().__init__(
+            spark, labelled, stream, codec, provenance, root, active, name, levels, feed
+        )
+        self.fuse = fuse
         self.store = ResultStore(self.root / "results", keep=NETWORK_KEEP)
         """The fused pass of each micro-batch, written once; branches' stores link to it."""
-        self.handle: StreamingQuery | None = None
-        self._branches: dict[str, Branch] = {}
-        self._lock = threading.Lock()
-        self._batch = threading.RLock()
-        """Held through a micro-batch and through a branch's catch-up: a branch's position
-        only moves under it, so a join never races a micro-batch."""
-        self._position: int | None = None
         self._salt = uuid.uuid4().hex
         self._pusher: ThreadPoolExecutor | None = None
         """Runs pushes (one at a time, in order) while the streaming query runs."""
         self.pushed: collections.deque[tuple[int, float, float]] = collections.deque(maxlen=100)
         """The newest pushes that handed rows over: (ingest batch, start, end), epoch
         seconds (the latency bench reads them)."""
-        self._pool: str | None = None
-        """The scheduler pool the network was started in (its level processor's)."""
-
-    @property
-    def branches(self) -> dict[str, Branch]:
-        with self._lock:
-            return dict(self._branches)
 
     def add(
         self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
@@ -212,10 +200,7 @@ class SharedNetwork:
             raise NotShared("only selections and projections over this stream are shared")
         if any(not isinstance(node, Select | Project) for node in _nodes(tree)):
             raise NotShared("only selections and projections are shared for now")
-        if (admitted.level.width if admitted.level is not None else 0) != self.levels:
-            raise NotShared("the network reads level words of another width")
-        if name in self.branches:
-            raise ValueError(f"a branch named {name!r} exists")
+        self._check_joinable(name, admitted)
         view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
         projection = SecuredProjection.of(
             self._schema().fieldNames(),
@@ -228,47 +213,25 @@ class SharedNetwork:
         ).with_columns(label_literals(self.provenance.label(self.stream.name)))
         branch = Branch(name, admitted, tree, view, sql(view), sink, projection)
         branch.columns, branch.fused = self._analyse(branch)
-        with self._batch:
-            position = self._known_position()
-            covered = self.ledger.covered(name)
-            if covered < position and not self._is_on(name):
-                self.ledger.advance(name, position)  # switched off: it computes nothing
-            elif covered < position:
-                self._catch_up(branch, covered, position)
-            with self._lock:
-                self._branches[name] = branch
+        self._join(branch)
         return branch
 
-    def remove(self, name: str) -> None:
-        """The branch leaves (its position is kept: joining again resumes from it)."""
-        with self._lock:
-            self._branches.pop(name, None)
+    def switches(self) -> tuple[Switch, ...]:
+        """Where the privacy switches of the merged network of every branch sit (PrS
+        Algorithm 2): what the API shows; the micro-batch decides from the same state."""
+        trees = {name: _as_tree(b.tree, self.stream) for name, b in self.branches.items()}
+        return place_switches(merge(trees)) if trees else ()
 
-    def forget(self, name: str) -> None:
-        """The query is gone for good: its position too."""
-        self.remove(name)
-        self.ledger.drop(name)
+    # -- push ---------------------------------------------------------------------------------
 
     def start(self, available_now: bool = False) -> StreamingQuery:
         """Starts the streaming query; unless ``available_now``, the network also listens
         to the labelled store for committed batches (push, see the module's docstring)."""
-        self._pool = self.spark.sparkContext.getLocalProperty(POOL)
-        self.handle = self.labelled.per_batch(
-            self.spark,
-            self.stream,
-            self.codec.width,
-            self._process,
-            self.root / "checkpoint",
-            self.name,
-            available_now,
-            self.levels,
-            self.feed,
-            TRIGGER_SECONDS,
-        )
+        handle = super().start(available_now)
         if not available_now:
             self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
             self.labelled.listen(self._offer)
-        return self.handle
+        return handle
 
     def stop(self) -> None:
         """Stops listening and the streaming query, then waits (bounded) for a push under
@@ -277,8 +240,7 @@ class SharedNetwork:
         pusher, self._pusher = self._pusher, None
         if pusher is not None:
             pusher.shutdown(wait=False, cancel_futures=True)
-        if self.handle is not None:
-            self.handle.stop()
+        super().stop()
         if pusher is not None and self._batch.acquire(timeout=PUSH_STOP_SECONDS):
             self._batch.release()
 
@@ -292,9 +254,9 @@ class SharedNetwork:
             pusher.submit(self._push, batch_id)
 
     def _push(self, upto: int) -> None:
-        """Hands every switched-on branch its stored rows after its position up to ingest
-        batch ``upto`` (committed), under id ``upto``, unless the network's own
-        micro-batch did first. Never raises: what it does not do, that micro-batch does."""
+        """Hands every due branch its stored rows after its position up to ingest batch
+        ``upto`` (committed), under id ``upto``, unless the network's own micro-batch did
+        first. Never raises: what it does not do, that micro-batch does."""
         try:
             with self._batch:
                 handle = self.handle
@@ -302,12 +264,11 @@ class SharedNetwork:
                     return
                 on: dict[str, Branch] = {}
                 inputs: dict[str, DataFrame] = {}
-                for name, branch in self.branches.items():
-                    covered = self.ledger.covered(name)
-                    if branch.failure is not None or covered >= upto or not self._is_on(name):
-                        continue
+                for name, (branch, covered) in self._settle_owed(self._due(upto), upto).items():
                     rows = self._history(covered, upto)
-                    if rows is not None:
+                    if rows is None:
+                        self.ledger.advance(name, upto)  # nothing stored in between
+                    else:
                         on[name], inputs[name] = branch, rows
                 if on:
                     began = time.time()
@@ -316,47 +277,44 @@ class SharedNetwork:
         except Exception as err:  # the network's micro-batch will hand the batch over
             audit.warning("push of batch %d to %s failed: %s", upto, self.name, err)
 
-    def branch_handle(self, name: str) -> BranchHandle:
-        return BranchHandle(self, name)
-
-    def switches(self) -> tuple[Switch, ...]:
-        """Where the privacy switches of the merged network of every branch sit (PrS
-        Algorithm 2): what the API shows; the micro-batch decides from the same state."""
-        trees = {name: _as_tree(b.tree, self.stream) for name, b in self.branches.items()}
-        return place_switches(merge(trees)) if trees else ()
+    def _settle_owed(
+        self, due: dict[str, tuple[Branch, int]], newest: int
+    ) -> dict[str, tuple[Branch, int]]:
+        """The due branches (``_due(newest)``) with their positions, once each has
+        computed, alone and under its own id, every output it owes before ``newest`` (see
+        the module's docstring). A branch that failed doing so is left out, and so is a
+        switched-off one that owes nothing more (it moves on, as in ``_due``)."""
+        out: dict[str, tuple[Branch, int]] = {}
+        for name, (branch, covered) in due.items():
+            owed = owed_between(branch, covered, newest - 1)
+            for owed_id in owed:
+                self._hand_history(branch, covered, owed_id)
+                if branch.failure is not None:
+                    break
+                covered = owed_id
+            if branch.failure is not None:
+                continue
+            if owed and not self._is_on(name) and not owes(branch, covered, newest):
+                self.ledger.advance(name, newest)  # switched off: nothing more is computed
+                continue
+            out[name] = (branch, covered)
+        return out
 
     # -- one micro-batch ---------------------------------------------------------------------
 
-    def _process(self, batch: DataFrame, batch_id: int) -> None:
-        with self._batch:
-            ids = self.log.ingest_ids(batch_id)
-            if ids is None:  # the log is not what we read: ask Spark (one job)
-                ids = _ingest_ids_of(batch)
-            if ids:
-                self._process_ids(batch, ids)
-                self._position = max(self._position or NOTHING, max(ids))
-
-    def _process_ids(self, batch: DataFrame, ids: frozenset[int]) -> None:
+    def _process_ids(self, batch: DataFrame, _batch_id: int, ids: frozenset[int]) -> None:
         newest, oldest = max(ids), min(ids)
         expected = self._known_position()  # where a branch that has had every batch stands
         on: dict[str, Branch] = {}
         behind: dict[str, int] = {}
-        for name, branch in self.branches.items():
-            if branch.failure is not None:
-                continue
-            covered = self.ledger.covered(name)
-            if covered >= newest:
-                continue  # a replayed micro-batch it has had
-            if not self._is_on(name):
-                self.ledger.advance(name, newest)  # switched off: nothing is computed for it
-                continue
+        for name, (branch, covered) in self._settle_owed(self._due(newest), newest).items():
             on[name] = branch
             if covered != expected:
                 behind[name] = covered  # needs part of this batch, or batches before it
         if not on:
             return  # every switch off: not even the scan's rows are read
         if behind:  # which rows come from which ingest batch, before anything is cached
-            batch = batch.withColumn(_INGEST, _ingest_column())
+            batch = batch.withColumn(INGEST, ingest_column())
         together = {n: b for n, b in on.items() if n not in behind}
         fused = {n: b for n, b in together.items() if b.fused is not None and self.fuse}
         alone = {n: b for n, b in on.items() if n not in fused}
@@ -390,7 +348,8 @@ class SharedNetwork:
         expression is not every branch's: if the pass fails, each runs its own plan."""
         if not fused:
             return {}, {}
-        wide = one_pass(batch, [b.fused for b in fused.values() if b.fused is not None])
+        passed = fused_pass(tuple(b.fused for b in fused.values() if b.fused is not None))
+        wide = passed.over(batch)
         linking = {n for n, b in fused.items() if callable(getattr(b.sink, "link", None))}
         files: list[str] = []
         try:
@@ -406,12 +365,16 @@ class SharedNetwork:
 
         def rows(branch: Branch) -> DataFrame:
             assert branch.fused is not None
-            out = rows_of(wide, branch.fused)
+            out = passed.rows(wide, branch.fused.slot)
             level = branch.admitted.level
-            return out if level is None else assert_within(out, level)
+            return out if level is None or levels_copied(branch.text) else assert_within(out, level)
 
         outputs = {n: rows(b) for n, b in fused.items() if n not in linking}
-        linked = {n: Linked(files, functools.partial(rows, fused[n])) for n in linking}
+        linked = {
+            n: Linked(files, functools.partial(rows, b), passed.specs[b.fused.slot])
+            for n, b in fused.items()
+            if n in linking and b.fused is not None
+        }
         return outputs, linked
 
     def _shared_inputs(
@@ -429,7 +392,7 @@ class SharedNetwork:
             if node in frames:
                 return frames[node]
             if isinstance(node, str):
-                out = batch.drop(_INGEST) if _INGEST in batch.columns else batch
+                out = batch.drop(INGEST) if INGEST in batch.columns else batch
             elif isinstance(node, Select):
                 condition = self._condition(node)
                 parent = frame(node.inputs[0])
@@ -447,7 +410,7 @@ class SharedNetwork:
     def _own_input(self, batch: DataFrame, covered: int, oldest: int) -> DataFrame:
         """A branch behind the network: the batch's rows after its position, and the ingest
         batches between its position and this batch (read from the store)."""
-        rows = batch.filter(F.col(_INGEST) > covered).drop(_INGEST)
+        rows = batch.filter(F.col(INGEST) > covered).drop(INGEST)
         history = self._history(covered, oldest - 1)
         return rows if history is None else history.unionByName(rows)
 
@@ -472,76 +435,27 @@ class SharedNetwork:
                 assert branch.fused is not None
                 fused, to = branch.fused, linked[branch.name]
                 link = branch.sink.link  # type: ignore[attr-defined]
-                link(output_id, to.files, fused.slot, to.rows, fused.layout)
+                link(output_id, to.files, fused.slot, to.rows, to.spec)
             else:
                 branch.sink(outputs[branch.name], output_id)
 
         self._each(on, hand, output_id)
 
-    def _each(self, on: dict[str, Branch], work: Callable[[Branch], None], output_id: int) -> None:
-        # Branches run side by side (Spark schedules jobs of several threads at once), so N
-        # small jobs keep every core busy instead of queueing behind each other.
-        if not on:
-            return
-        with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
-            futures = [pool.submit(self._run_branch, b, work, output_id) for b in on.values()]
-            for future in futures:
-                future.result()
-
-    def _run_branch(self, branch: Branch, work: Callable[[Branch], None], output_id: int) -> None:
-        """Runs one branch's work in its job group (how tests see which branch did work);
-        its failure stops it alone."""
-        sc = self.spark.sparkContext
-        sc.setJobGroup(f"{self.name}:{branch.name}", f"branch {branch.name} of {self.name}", False)
-        if self._pool is not None:  # a fresh thread does not inherit the starting thread's
-            sc.setLocalProperty(POOL, self._pool)
-        try:
-            work(branch)
-            self.ledger.advance(branch.name, output_id)
-        except Exception as err:  # its own error, kept for its handle; the others go on
-            branch.failure = err
-            audit.error("branch %s of %s failed: %s", branch.name, self.name, err)
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
-
     # -- joining ------------------------------------------------------------------------------
 
-    def _known_position(self) -> int:
-        """The newest ingest batch the network has read: from memory once it has run a
-        micro-batch, else from its checkpoint (a fresh network has read nothing)."""
-        if self._position is not None:
-            return self._position
-        position = self.log.position()
-        return NOTHING if position is None else position
-
     def _catch_up(self, branch: Branch, covered: int, position: int) -> None:
-        history = self._history(covered, position)
+        settled = self._settle_owed({branch.name: (branch, covered)}, position)
+        if branch.name in settled:
+            self._hand_history(branch, settled[branch.name][1], position)
+
+    def _hand_history(self, branch: Branch, covered: int, upto: int) -> None:
+        """The branch's output of the stored ingest batches ``covered < id <= upto``,
+        handed over under id ``upto``."""
+        history = self._history(covered, upto)
         if history is None:
-            self.ledger.advance(branch.name, position)  # nothing stored in between
+            self.ledger.advance(branch.name, upto)  # nothing stored in between
         else:
-            self._run_each({branch.name: branch}, {branch.name: history}, position)
-
-    def _history(self, after: int, upto: int) -> DataFrame | None:
-        """The stored rows of ingest batches ``after < id <= upto`` (None when none)."""
-        if upto <= after:
-            return None
-        folders = [
-            folder
-            for folder in sorted(self.labelled.path(self.stream.name).glob("batch=*"))
-            if folder.name[6:].isdigit()
-            and after < int(folder.name[6:]) <= upto
-            and any(folder.glob("*.parquet"))
-        ]
-        if not folders:
-            return None
-        stored = self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
-        return stored if self.feed is None else self.feed(stored)  # the shepherd, as live
-
-    def _schema(self) -> StructType:
-        """The stream's labelled rows' schema (with its level words while levels are on)."""
-        return labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
-        )
+            self._run_each({branch.name: branch}, {branch.name: history}, upto)
 
     def _analyse(self, branch: Branch) -> tuple[tuple[str, ...], FusedBranch | None]:
         """Plans the branch's SQL over an empty labelled batch in a private session, so
@@ -554,26 +468,22 @@ class SharedNetwork:
         try:
             slot = f"_ss_b{uuid.uuid4().hex[:12]}"
             fused = FusedBranch.of(slot, branch.projection, view, branch.text)
-            same = tuple(rows_of(one_pass(empty, [fused]), fused).columns) == columns
+            alone = fused_pass((fused,))
+            same = tuple(alone.rows(alone.over(empty), slot).columns) == columns
         except (NotFused, AnalysisException):  # not plain, or planned otherwise: its own plan
             return columns, None
         return columns, fused if same else None
 
-    def _is_on(self, name: str) -> bool:
-        try:
-            return bool(self.active(name))
-        except Exception:  # an unknown switch state is off (deny by default)
-            return False
-
     def _output(self, branch: Branch, rows: DataFrame) -> DataFrame:
         """The branch's query over its secured view of ``rows`` (a plan: no job runs);
-        at a level, its rows' LUB is asserted dominated by it."""
+        at a level, its rows' LUB is asserted dominated by it unless the branch only
+        copies level words its view has just tested (``levels_copied``)."""
         session = rows.sparkSession
         branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
             out = session.sql(branch.text)
             level = branch.admitted.level
-            return out if level is None else assert_within(out, level)
+            return out if level is None or levels_copied(branch.text) else assert_within(out, level)
         finally:  # the plan holds the view's rows; the name is not needed any more
             session.catalog.dropTempView(branch.view)
 
@@ -606,61 +516,3 @@ def _nodes(tree: Operator | str) -> list[Operator]:
 def _as_tree(tree: Operator | str, stream: StreamDefinition) -> Operator:
     """``SELECT * FROM s`` is the bare stream: as a node, the projection to everything."""
     return Project(frozenset(stream.names), (stream.name,)) if isinstance(tree, str) else tree
-
-
-def _ingest_column() -> Column:
-    """A row's ingest batch, from the path of the file it was read from."""
-    return F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1).cast("long")
-
-
-def _ingest_ids_of(batch: DataFrame) -> frozenset[int]:
-    """The ingest batches of a micro-batch, asked of Spark (a job: only when the source
-    log cannot tell)."""
-    rows = batch.select(_ingest_column().alias(_INGEST)).distinct().collect()
-    return frozenset(r[0] for r in rows if r[0] is not None)
-
-
-class BranchHandle:
-    """What a registered query's handle offers, for one branch of a shared network.
-
-    The network's streaming query is shared, so stopping a branch only takes it out of
-    the network, and a branch's failure is its own; progress is the network's.
-    """
-
-    def __init__(self, network: SharedNetwork, name: str) -> None:
-        self.network, self.branch_name = network, name
-
-    def _branch(self) -> Branch | None:
-        return self.network.branches.get(self.branch_name)
-
-    @property
-    def isActive(self) -> bool:
-        branch, handle = self._branch(), self.network.handle
-        return (
-            branch is not None and branch.failure is None and handle is not None and handle.isActive
-        )
-
-    def exception(self) -> BaseException | None:
-        branch = self._branch()
-        if branch is not None and branch.failure is not None:
-            return branch.failure
-        handle = self.network.handle
-        return None if handle is None else handle.exception()
-
-    def processAllAvailable(self) -> None:
-        handle = self.network.handle
-        if handle is not None and handle.isActive:
-            handle.processAllAvailable()
-        branch = self._branch()
-        if branch is not None and branch.failure is not None:
-            raise branch.failure
-
-    def stop(self) -> None:
-        self.network.remove(self.branch_name)
-
-    def __getattr__(self, attribute: str) -> Any:
-        """Progress, status, id and name are the network's."""
-        handle = self.network.handle
-        if handle is None:
-            raise AttributeError(attribute)
-        return getattr(handle, attribute)

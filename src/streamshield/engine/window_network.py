@@ -26,8 +26,9 @@ comes back on, so the window it then serves is the true one; what arrived meanwh
 never emitted, as for selections). A RANGE node is rebuilt too when it gains a branch:
 the new branch's clock may need rows the others no longer do.
 
-Positions. As in engine/shared_network.py, each branch records the newest ingest batch
-it has covered (engine/branch_ledger.py). A branch joining a network that has run reads
+Positions. As in engine/shared_network.py (the bookkeeping both share is
+engine/branched_network.py), each branch records the newest ingest batch it has covered
+(engine/branch_ledger.py). A branch joining a network that has run reads
 its window over the stream's stored history at once (catch-up: the rows of ingest
 batches it has covered form its window before, the others arrive now), exactly what a
 window query of its own would emit at its first micro-batch; a replayed micro-batch is
@@ -38,42 +39,41 @@ checkpoint survives every branch joining or leaving.
 from __future__ import annotations
 
 import hashlib
-import logging
 import shutil
-import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.branch_ledger import NOTHING, BranchLedger
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
-from streamshield.engine.shared_network import (
-    BRANCH_THREADS,
-    BranchHandle,
+from streamshield.engine.branch_ledger import NOTHING
+from streamshield.engine.branched_network import (
+    INGEST,
+    BranchedNetwork,
+    BranchSink,
     NotShared,
-    _ingest_ids_of,
+    ingest_column,
 )
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.window_query import WindowQuery
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.windows import WindowKind
-from streamshield.network.window_sharing import WindowNode, window_node, window_nodes
+from streamshield.network.switches import Switch
+from streamshield.network.window_sharing import (
+    WindowNode,
+    window_node,
+    window_nodes,
+    window_switches,
+)
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
 
-audit = logging.getLogger("streamshield.audit")
-BranchSink = Callable[[DataFrame, int], None]
 _BEFORE = -1
 """The arrival of rows a rebuilt node held before this micro-batch (no batch has it)."""
 
@@ -89,6 +89,10 @@ class WindowBranch:
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
 
+    @property
+    def sink(self) -> Callable[[DataFrame, int], None]:
+        return self.query.deliver
+
 
 @dataclass
 class _Served:
@@ -98,7 +102,7 @@ class _Served:
     members: frozenset[str]
 
 
-class WindowNetwork:
+class WindowNetwork(BranchedNetwork[WindowBranch]):
     """The streaming query of one stream's window network, its nodes and branches."""
 
     def __init__(
@@ -115,33 +119,21 @@ class WindowNetwork:
     ) -> None:
         """``levels``: the level words its scan reads (0 while levels are off); every
         branch has a level of that width (queries at different levels never share)."""
-        self.spark, self.labelled, self.stream = spark, labelled, stream
-        self.codec, self.provenance, self.root = codec, provenance, Path(root)
-        self.active, self.levels = active, levels
-        self.name = name or f"windows-{stream.name}"
-        self.ledger = BranchLedger(self.root / "branches")
-        self.log = SourceLog(self.root / "checkpoint")
-        self.handle: StreamingQuery | None = None
-        self._branches: dict[str, WindowBranch] = {}
+        name = name or f"windows-{stream.name}"
+        super().__init__(spark, labelled, stream, codec, provenance, root, active, name, levels)
         self._states: dict[WindowNode, WindowState] = {}
         self._served: dict[WindowNode, _Served] = {}
-        self._lock = threading.Lock()
-        self._batch = threading.RLock()
-        """Held through a micro-batch and through a branch's catch-up."""
-        self._last: int | None = None
-        """The newest micro-batch run by this process (None: none yet)."""
-        self._position: int | None = None
-
-    @property
-    def branches(self) -> dict[str, WindowBranch]:
-        with self._lock:
-            return dict(self._branches)
 
     def nodes(self) -> dict[WindowNode, frozenset[str]]:
         """The window nodes of the current branches and the branches each serves."""
         return window_nodes(
             {n: (b.query.window, b.node.visibility) for n, b in self.branches.items()}
         )
+
+    def switches(self) -> tuple[Switch, ...]:
+        """Where the privacy switches of the current branches sit (PrS Algorithm 2 over
+        stream -> window node -> branch: network/window_sharing.py)."""
+        return window_switches(self.stream.name, self.nodes())
 
     def add(
         self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
@@ -157,10 +149,7 @@ class WindowNetwork:
             or len(shape.windows) != 1
         ):
             raise NotShared("only one window over this network's stream is shared")
-        if (admitted.level.width if admitted.level is not None else 0) != self.levels:
-            raise NotShared("the network reads level words of another width")
-        if name in self.branches:
-            raise ValueError(f"a branch named {name!r} exists")
+        self._check_joinable(name, admitted)
         window = shape.windows[0][2]
         node = window_node(window, self._visibility(admitted))
         query = WindowQuery(
@@ -184,68 +173,15 @@ class WindowNetwork:
         with self._batch:
             if window.kind is not WindowKind.NOW:  # a NOW node keeps no state
                 self._state(node)  # a RANGE window over a stream without event time fails
-            position = self._known_position()
-            covered = self.ledger.covered(name)
-            if covered < position and not self._is_on(name):
-                self.ledger.advance(name, position)  # switched off: it computes nothing
-            elif covered < position:
-                self._catch_up(branch, covered, position)
-            with self._lock:
-                self._branches[name] = branch
+            self._join(branch)
         return branch
-
-    def remove(self, name: str) -> None:
-        """The branch leaves (its position is kept: joining again resumes from it)."""
-        with self._lock:
-            self._branches.pop(name, None)
-
-    def forget(self, name: str) -> None:
-        self.remove(name)
-        self.ledger.drop(name)
-
-    def start(self, available_now: bool = False) -> StreamingQuery:
-        self.handle = self.labelled.per_batch(
-            self.spark,
-            self.stream,
-            self.codec.width,
-            self._process,
-            self.root / "checkpoint",
-            self.name,
-            available_now,
-            self.levels,
-        )
-        return self.handle
-
-    def stop(self) -> None:
-        if self.handle is not None:
-            self.handle.stop()
-
-    def branch_handle(self, name: str) -> BranchHandle:
-        """A registered query's handle on its branch (stop: the branch leaves)."""
-        return BranchHandle(self, name)  # type: ignore[arg-type]
 
     # -- one micro-batch ---------------------------------------------------------------------
 
-    def _process(self, batch: DataFrame, batch_id: int) -> None:
-        with self._batch:
-            self._last = batch_id
-            ids = self.log.ingest_ids(batch_id)
-            if ids is None:  # the log is not what we read: ask Spark (one job)
-                ids = _ingest_ids_of(batch)
-            if not ids:
-                return
-            newest = max(ids)
-            on: dict[str, WindowBranch] = {}
-            for name, branch in self.branches.items():
-                if branch.failure is not None or self.ledger.covered(name) >= newest:
-                    continue  # failed, or a replayed micro-batch it has had
-                if not self._is_on(name):
-                    self.ledger.advance(name, newest)  # switched off: nothing computed
-                    continue
-                on[name] = branch
-            if on:  # every switch off: not even the scan's rows are read
-                self._run(on, batch, batch_id, ids)
-            self._position = max(self._position or NOTHING, newest)
+    def _process_ids(self, batch: DataFrame, batch_id: int, ids: frozenset[int]) -> None:
+        on = {name: branch for name, (branch, _covered) in self._due(max(ids)).items()}
+        if on:  # every switch off: not even the scan's rows are read
+            self._run(on, batch, batch_id, ids)
 
     def _run(
         self, on: dict[str, WindowBranch], batch: DataFrame, batch_id: int, ids: frozenset[int]
@@ -343,29 +279,6 @@ class WindowNetwork:
 
         return clock
 
-    def _each(
-        self, on: dict[str, WindowBranch], work: Callable[[WindowBranch], None], covered: int
-    ) -> None:
-        with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
-            futures = [pool.submit(self._run_branch, b, work, covered) for b in on.values()]
-            for future in futures:
-                future.result()
-
-    def _run_branch(
-        self, branch: WindowBranch, work: Callable[[WindowBranch], None], covered: int
-    ) -> None:
-        """One branch's work in its job group; its failure stops it alone."""
-        try:
-            with self._job_group(branch.name):
-                work(branch)
-            self.ledger.advance(branch.name, covered)
-        except Exception as err:  # its own error, kept for its handle; the others go on
-            branch.failure = err
-            audit.error("branch %s of %s failed: %s", branch.name, self.name, err)
-
-    def _job_group(self, part: str) -> _JobGroup:
-        return _JobGroup(self.spark, f"{self.name}:{part}", f"{part} of {self.name}")
-
     # -- joining ------------------------------------------------------------------------------
 
     def _catch_up(self, branch: WindowBranch, covered: int, position: int) -> None:
@@ -381,22 +294,15 @@ class WindowNetwork:
         instant = self._last_batch()
         try:
             state = WindowState(self.spark, branch.query.window, scratch, self._event_time())
-            ingest = F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1).cast("long")
-            mine = history.withColumn("_ss_ingest", ingest)
+            mine = history.withColumn(INGEST, ingest_column())
             mine = mine.filter(branch.query.visible(history.columns))
-            before = mine.filter(F.col("_ss_ingest") <= covered).drop("_ss_ingest")
-            new = mine.filter(F.col("_ss_ingest") > covered).drop("_ss_ingest")
+            before = mine.filter(F.col(INGEST) <= covered).drop(INGEST)
+            new = mine.filter(F.col(INGEST) > covered).drop(INGEST)
             previous = before.withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
             relation = state.update(new, instant, previous)
             self._run_branch(branch, lambda b: b.query.emit(relation, instant), position)
         finally:  # a failure is the branch's own, on its handle, as in a micro-batch
             shutil.rmtree(scratch, ignore_errors=True)
-
-    def _known_position(self) -> int:
-        if self._position is not None:
-            return self._position
-        position = self.log.position()
-        return NOTHING if position is None else position
 
     def _last_batch(self) -> int:
         """The network's newest micro-batch (a joining branch's first instant)."""
@@ -405,21 +311,6 @@ class WindowNetwork:
         commits = self.root / "checkpoint" / "commits"
         done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
         return max(done, default=0)
-
-    def _history(self, after: int, upto: int) -> DataFrame | None:
-        """The stored rows of ingest batches ``after < id <= upto`` (None when none)."""
-        if upto <= after:
-            return None
-        folders = [
-            folder
-            for folder in sorted(self.labelled.path(self.stream.name).glob("batch=*"))
-            if folder.name[6:].isdigit()
-            and after < int(folder.name[6:]) <= upto
-            and any(folder.glob("*.parquet"))
-        ]
-        if not folders:
-            return None
-        return self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
 
     # -- parts --------------------------------------------------------------------------------
 
@@ -434,11 +325,6 @@ class WindowNetwork:
         event_time = self.stream.event_time
         return None if event_time is None else (event_time, self.stream.types[event_time])
 
-    def _schema(self) -> StructType:
-        return labelled_schema(
-            self.spark, self.stream.ddl, len(self.stream.names), self.codec.width, self.levels
-        )
-
     def _empty(self) -> DataFrame:
         return self.spark.createDataFrame([], self._schema())
 
@@ -447,25 +333,6 @@ class WindowNetwork:
         level = admitted.level
         mask = tuple(self.codec.query(admitted.roles))
         return mask, None if level is None else (level.text, tuple(level.words))
-
-    def _is_on(self, name: str) -> bool:
-        try:
-            return bool(self.active(name))
-        except Exception:  # an unknown switch state is off (deny by default)
-            return False
-
-
-class _JobGroup:
-    """Runs the enclosed Spark jobs in one job group (how tests see who did work)."""
-
-    def __init__(self, spark: SparkSession, group: str, description: str) -> None:
-        self.context, self.group, self.description = spark.sparkContext, group, description
-
-    def __enter__(self) -> None:
-        self.context.setJobGroup(self.group, self.description, False)
-
-    def __exit__(self, *_exc: object) -> None:
-        self.context.setLocalProperty("spark.jobGroup.id", None)
 
 
 def _clocks(rows: DataFrame, branches: list[WindowBranch], time: Column) -> dict[str, int | None]:

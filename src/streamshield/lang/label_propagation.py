@@ -10,6 +10,7 @@ labels and :func:`propagate_labels` says so.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import sqlglot
@@ -24,7 +25,7 @@ from streamshield.lang.recipient_labels import (
     slot_of,
     widest,
 )
-from streamshield.policy.query_level import LEVEL_PREFIX
+from streamshield.policy.query_level import LEVEL_PREFIX, QueryLevel
 
 RESERVED = "_ss_"
 HIDDEN_PREFIX = "_ss_hide_"
@@ -56,6 +57,39 @@ def is_aggregate(sql: str) -> bool:
     """Whether the outer SELECT aggregates (decides the streaming output mode)."""
     tree = sqlglot.parse_one(sql, read="spark")
     return isinstance(tree, exp.Select) and _is_aggregate(tree)
+
+
+def levels_copied(sql: str | exp.Expression) -> bool:
+    """Whether every output row of ``sql`` (a query's secured SQL, or its checked tree)
+    is one row of its stream's secured view with the view's level words copied, not combined:
+    a selection, also over derived tables that do not aggregate and as UNION ALL of
+    such. Its output's level words then are words that passed the view's level conjunct
+    (``coalesce((w & ~C) = 0, false)``, the lowest Filter of the same plan), so asserting
+    them dominated by ``C`` (``engine.levels.assert_within``) would re-test that conjunct
+    row by row: the engine emits no assertion there. Aggregates (``bit_or``) and joins
+    (``|``) compute their level words, so they keep it; anything not recognised here
+    keeps it too. Text is parsed once (engines ask per micro-batch)."""
+    return _copied_text(sql) if isinstance(sql, str) else _copied(sql)
+
+
+@functools.lru_cache(maxsize=1024)
+def _copied_text(sql: str) -> bool:
+    return _copied(sqlglot.parse_one(sql, read="spark"))
+
+
+def _copied(tree: exp.Expression) -> bool:
+    if isinstance(tree, exp.Union):
+        return not tree.args.get("distinct") and _copied(tree.this) and _copied(tree.expression)
+    if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
+        return False
+    if _is_aggregate(tree):
+        return False
+    source = tree.args.get("from_")
+    if source is None:
+        return False
+    if isinstance(source.this, exp.Subquery):
+        return _copied(source.this.this)
+    return isinstance(source.this, exp.Table)
 
 
 def hidden_column(attribute: str) -> str:
@@ -119,6 +153,7 @@ def propagate_labels(
     attributes: Sequence[str] = (),
     sources: Mapping[str, Sequence[str]] | None = None,
     words: int = 0,
+    level: QueryLevel | None = None,
 ) -> str:
     """``sql`` with the label columns appended to its outer SELECT (Spark dialect).
 
@@ -137,11 +172,14 @@ def propagate_labels(
     block's width) add the dependency slots of :mod:`~streamshield.lang.recipient_labels`,
     which delivery checks against each recipient's own roles; a SELECT over a view not
     in ``sources`` is refused (LabelsNotPropagated) rather than left without them.
+
+    ``level``: the query's level, whose lattice says how an aggregate combines the level
+    words (:func:`combined`).
     """
     tree = sqlglot.parse_one(sql, read="spark")
-    return propagate_tree(tree, label_columns, readers_prefix, attributes, sources, words).sql(
-        dialect="spark"
-    )
+    return propagate_tree(
+        tree, label_columns, readers_prefix, attributes, sources, words, level
+    ).sql(dialect="spark")
 
 
 def propagate_tree(
@@ -151,6 +189,7 @@ def propagate_tree(
     attributes: Sequence[str] = (),
     sources: Mapping[str, Sequence[str]] | None = None,
     words: int = 0,
+    level: QueryLevel | None = None,
 ) -> exp.Expression:
     """:func:`propagate_labels` on a tree (a new one; ``tree`` is not changed)."""
     if uses_reserved_names(tree):
@@ -158,7 +197,7 @@ def propagate_tree(
     tree = tree.copy()
     slots = _Slots({k.lower(): tuple(v) for k, v in sources.items()}, words) if sources else None
     layout = slots.layout(tree) if slots else None
-    return _propagate(tree, label_columns, readers_prefix, attributes, slots, layout)[0]
+    return _propagate(tree, label_columns, readers_prefix, attributes, slots, layout, level)[0]
 
 
 class _Slots:
@@ -258,12 +297,13 @@ def _propagate(
     attributes: Sequence[str] = (),
     slots: _Slots | None = None,
     layout: tuple[int, tuple[int, ...]] | None = None,
+    level: QueryLevel | None = None,
 ) -> tuple[exp.Expression, bool]:
     """The labelled tree, and whether its rows still have one origin each."""
     if isinstance(tree, exp.Union):
         if tree.args.get("distinct") or tree.args.get("by_name"):
             raise LabelsNotPropagated("only UNION ALL keeps each tuple's labels")
-        args = (label_columns, readers_prefix, attributes, slots, layout)
+        args = (label_columns, readers_prefix, attributes, slots, layout, level)
         left, left_origin = _propagate(tree.this, *args)
         right, right_origin = _propagate(tree.expression, *args)
         if left_origin != right_origin:
@@ -283,7 +323,7 @@ def _propagate(
         # dependency slots (the whole query's attributes, see _Slots) are computed inside.
         inner_layout = (layout[0], ()) if layout is not None else None
         inner, origin = _propagate(
-            derived.this, label_columns, readers_prefix, (), slots, inner_layout
+            derived.this, label_columns, readers_prefix, (), slots, inner_layout, level
         )
         derived.set("this", inner)
         if slots is not None and inner_layout is not None:
@@ -301,7 +341,7 @@ def _propagate(
     extra: list[exp.Expression] = []
     for column in label_columns:
         if aggregate:
-            extra.append(exp.alias_(combined(column, readers_prefix), column))
+            extra.append(exp.alias_(combined(column, readers_prefix, level), column))
         else:
             extra.append(exp.column(column))
     if not aggregate and origin:  # where each row came from, for re-punctuating the output
@@ -309,16 +349,26 @@ def _propagate(
     return tree.select(*extra, *masked, *dependency, append=True), origin and not aggregate
 
 
-def combined(column: str, readers_prefix: str) -> exp.Expression:
-    """A label column over a group. Level words (``_ss_lvl_*``) are the LUB, ``bit_or``,
-    NULL when any contributor's word is NULL: ``bit_or`` alone skips NULLs and would
-    *lower* the group's level (the guard of ``engine.levels.lub_aggregate``)."""
+def combined(column: str, readers_prefix: str, level: QueryLevel | None = None) -> exp.Expression:
+    """A label column over a group. Level words (``_ss_lvl_*``) are the LUB, one
+    ``bit_or`` per word with a contributor's missing word counted as every bit set
+    (``Lattice.lub_group``, the form of ``engine.levels.lub_aggregate``): ``bit_or``
+    alone skips NULLs and would *lower* the group's level. Without the query's
+    ``level``, or in a lattice with no spare bit to mark a missing word
+    (``Lattice.unknown`` is None), the exact guard instead: NULL when any contributor's
+    word is NULL (two more aggregate functions per word)."""
     if column.startswith(LEVEL_PREFIX):
         word = exp.column(column)
-        complete = exp.EQ(
-            this=exp.Count(this=exp.Literal.number(1)), expression=exp.Count(this=word.copy())
-        )
-        return exp.Case().when(complete, exp.func("bit_or", word))
+        if level is None or level.lattice.unknown is None:
+            complete = exp.EQ(
+                this=exp.Count(this=exp.Literal.number(1)), expression=exp.Count(this=word.copy())
+            )
+            return exp.Case().when(complete, exp.func("bit_or", word))
+        top = exp.Literal.number(-1)
+        if level.width == 1:
+            return exp.func("bit_or", exp.func("coalesce", word, top))
+        missing = exp.or_(*(exp.column(n).is_(exp.null()) for n in level.columns))
+        return exp.func("bit_or", exp.Case().when(missing, top).else_(word))
     return exp.func(_combine(column, readers_prefix), exp.column(column))
 
 

@@ -44,6 +44,7 @@ from streamshield.lang.query_check import QueryRejected, check_level_name
 from streamshield.lang.query_check import bind_views as _bind
 from streamshield.lang.statistics_rewrite import statistics_supported, statistics_tree
 from streamshield.lang.windows import WindowSpec
+from streamshield.policy.query_level import QueryLevel
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Rewrite:
     statistics: bool = False
     """The query runs over a statistics view (decided with :func:`runs_on_statistics`)."""
     sliding: Sliding | None = None
+    level: QueryLevel | None = None
+    """The query's level: its lattice says how aggregates combine the level words."""
     view_attributes: Mapping[str, tuple[str, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +114,7 @@ def statistics_only(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
         rewrite.block_width,
         rewrite.statistics_k,
         rewrite.provenance,
+        rewrite.level,
     )
     if out is None:  # runs_on_statistics said it would apply: never run it unlabelled
         raise QueryRejected("query_shape", "this aggregate cannot run on statistics")
@@ -131,6 +135,7 @@ def propagate_labels(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
             single,
             rewrite.view_attributes,
             rewrite.block_width,
+            rewrite.level,
         )
     except LabelsNotPropagated:
         return tree

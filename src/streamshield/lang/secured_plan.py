@@ -48,8 +48,10 @@ def secured_plan(
         conjuncts.append(f"{level.conjunct_sql()} /* level(t) dominated by {level.text} */")
         labels.insert(
             1,
-            f"level: LUB (OR) of the inputs' levels, asserted dominated by {level.text}; "
-            "a recipient gets a row only if her session level dominates it",
+            f"level: LUB (OR) of the inputs' levels, asserted dominated by {level.text} "
+            "where an aggregate or a join computes it (a selection's rows keep the level "
+            "the view's conjunct tested); a recipient gets a row only if her session "
+            "level dominates it",
         )
     where = " AND ".join(conjuncts)
     views = ", ".join(

@@ -37,6 +37,7 @@ import sqlglot
 from sqlglot import exp
 
 from streamshield.lang.label_propagation import combined, uses_reserved_names
+from streamshield.policy.query_level import QueryLevel
 
 _AGGREGATES = (
     exp.Count,
@@ -104,6 +105,7 @@ def rewrite_statistics(
     block_width: int,
     k: int,
     provenance: Sequence[str] = (),
+    level: QueryLevel | None = None,
 ) -> str | None:
     """``sql`` over a statistics view, with release condition and output labels (Spark SQL).
 
@@ -113,7 +115,7 @@ def rewrite_statistics(
     statistics-only rows do not exist.
     """
     out = statistics_tree(
-        sqlglot.parse_one(sql, read="spark"), attributes, block_width, k, provenance
+        sqlglot.parse_one(sql, read="spark"), attributes, block_width, k, provenance, level
     )
     return None if out is None else out.sql(dialect="spark")
 
@@ -130,6 +132,7 @@ def statistics_tree(
     block_width: int,
     k: int,
     provenance: Sequence[str] = (),
+    level: QueryLevel | None = None,
 ) -> exp.Expression | None:
     """:func:`rewrite_statistics` on a tree (a new one; ``tree`` is not changed)."""
     if k < 1:
@@ -163,7 +166,7 @@ def statistics_tree(
         only = sorted(set(objects) - raw_used)
         if only:
             labels += _column_slot(i, only, sorted(raw_used), block_width, k)
-    sources = [exp.alias_(combined(c, "_ss_r"), c) for c in provenance]
+    sources = [exp.alias_(combined(c, "_ss_r", level), c) for c in provenance]
     return tree.select(*labels, *sources, append=True, dialect="spark")
 
 

@@ -130,19 +130,46 @@ def _to_element(raw: _Tuple | _Sp) -> Element:
     channel = Channel(raw.stream, raw.provider)
     if isinstance(raw, _Tuple):
         return TupleElement(channel, raw.seq, raw.tid, raw.policy.ts, raw.policy.csn, raw.values)
-    ddp = DataDescription(
-        streams=_pattern(raw.ddp.streams, "ddp.streams"),
-        tuples=_pattern(raw.ddp.tuples, "ddp.tuples"),
-        attributes=_pattern(raw.ddp.attributes, "ddp.attributes"),
+    return _sp_of(
+        channel,
+        raw.seq,
+        raw.ts,
+        raw.sn,
+        (raw.ddp.streams, raw.ddp.tuples, raw.ddp.attributes),
+        (raw.srp.roles, raw.srp.grant_option, raw.srp.privilege),
+        raw.sign,
+        raw.immutable,
     )
+
+
+def _sp_of(
+    channel: Channel,
+    seq: int,
+    ts: int,
+    sn: int,
+    ddp: tuple[str, str, str],
+    srp: tuple[str, bool, str],
+    sign: str,
+    immutable: bool,
+) -> SpElement:
+    """An sp from fields already checked for type and range: the one place both readers
+    (the validator and :func:`parse_sp`'s fast path) build it, so the patterns' and the
+    sp's own checks, and their messages, are the same for both."""
+    streams, tuples, attributes = ddp
+    ddp_value = DataDescription(
+        streams=_pattern(streams, "ddp.streams"),
+        tuples=_pattern(tuples, "ddp.tuples"),
+        attributes=_pattern(attributes, "ddp.attributes"),
+    )
+    roles, grant_option, privilege = srp
     try:
-        srp = SecurityRestriction(
-            _pattern(raw.srp.roles, "srp.roles"), raw.srp.grant_option, Privilege(raw.srp.privilege)
+        srp_value = SecurityRestriction(
+            _pattern(roles, "srp.roles"), grant_option, Privilege(privilege)
         )
-        sp = SecurityPunctuation(ddp, srp, Sign(raw.sign), raw.immutable, raw.ts, raw.sn)
+        sp = SecurityPunctuation(ddp_value, srp_value, Sign(sign), immutable, ts, sn)
     except ValueError as err:
         raise WireFormatError(str(err)) from None
-    return SpElement(channel, raw.seq, sp)
+    return SpElement(channel, seq, sp)
 
 
 def _describe(err: _ValidationError) -> str:
@@ -168,6 +195,83 @@ def parse_element(line: str, line_no: int | None = None) -> Element:
         return _to_element(raw)
     except WireFormatError as err:
         raise WireFormatError(err.problem, line_no) from None
+
+
+_SP_KEYS = frozenset(
+    ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
+)
+_DDP_KEYS = frozenset(("streams", "tuples", "attributes"))
+_SRP_KEYS = frozenset(("roles", "grant_option"))
+_SRP_KEYS_PRIVILEGE = frozenset(("roles", "grant_option", "privilege"))
+_PRIVILEGES = frozenset(("read", "statistics"))
+
+
+def parse_sp(line: str) -> Element:
+    """One element like :func:`parse_element`, faster for the common shape of an sp.
+
+    Secure ingest reads back every sp of a batch on the driver (at one sp per tuple,
+    10k a batch). An ASCII line without escapes that ``json.loads`` reads as exactly the
+    fields of an sp, each of its exact JSON type and range (``StrictInt``: no bool, no
+    float; strings non-empty where required; ``privilege`` absent or a known one), is
+    built without the general validator; anything else, well-formed or not, goes through
+    :func:`parse_element`, so a malformed or forged sp fails with the validator's own
+    error. Past the checks both paths share :func:`_sp_of`. A property test holds the
+    two equal, results and errors, on random and hostile lines.
+    """
+    fields = _common_sp(line)
+    if fields is None:
+        return parse_element(line)
+    return _sp_of(*fields)
+
+
+def _common_sp(line: str) -> tuple | None:
+    """The arguments of :func:`_sp_of` when ``line`` is an sp of the common shape."""
+    if not line.isascii() or "\\" in line:
+        return None  # escapes and non-ASCII text: the validator reads strings
+    try:
+        raw = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if type(raw) is not dict or raw.keys() != _SP_KEYS or raw["type"] != "sp":
+        return None
+    stream, provider, seq, ts, sn = (raw[k] for k in ("stream", "provider", "seq", "ts", "sn"))
+    ddp, srp, sign, immutable = raw["ddp"], raw["srp"], raw["sign"], raw["immutable"]
+    if not (
+        type(stream) is str
+        and type(provider) is str
+        and stream
+        and provider
+        and type(seq) is int
+        and type(ts) is int
+        and type(sn) is int
+        and seq >= 0
+        and ts > 0
+        and sn >= 1
+        and type(sign) is str
+        and sign in ("+", "-")
+        and type(immutable) is bool
+        and type(ddp) is dict
+        and ddp.keys() == _DDP_KEYS
+        and all(type(v) is str for v in ddp.values())
+        and type(srp) is dict
+        and srp.keys() in (_SRP_KEYS, _SRP_KEYS_PRIVILEGE)
+        and type(srp["roles"]) is str
+        and type(srp["grant_option"]) is bool
+    ):
+        return None
+    privilege = srp.get("privilege", "read")
+    if type(privilege) is not str or privilege not in _PRIVILEGES:
+        return None
+    return (
+        Channel(stream, provider),
+        seq,
+        ts,
+        sn,
+        (ddp["streams"], ddp["tuples"], ddp["attributes"]),
+        (srp["roles"], srp["grant_option"], privilege),
+        sign,
+        immutable,
+    )
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Element]:

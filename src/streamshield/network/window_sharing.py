@@ -21,15 +21,25 @@ branch's window may depend on tuples it cannot read.
   time. Every branch's window is a subset of the node's, computed from tuples it may
   read only; so one RANGE node serves every right.
 
+Switches: a window network is the DAG stream -> window node -> branch (a branch runs its
+query over its cut of the node as one unit), so PrS Algorithm 2 puts an initial switch
+on each node's input (governing the node's branches), an in-network switch on each edge
+out of a node serving several branches, and a terminal switch at each branch's output.
+
 Pure Python: no pyspark (tests/unit/test_purity.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from streamshield.lang.windows import WindowKind, WindowSpec
+from streamshield.network.merge import Network
+from streamshield.network.operators import Operator
+from streamshield.network.switches import Switch, place_switches
 
 
 @dataclass(frozen=True)
@@ -68,3 +78,63 @@ def window_nodes(
     for name, (window, visibility) in branches.items():
         nodes.setdefault(window_node(window, visibility), set()).add(name)
     return {node: frozenset(names) for node, names in nodes.items()}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class WindowVertex(Operator):
+    """A window node as a vertex of the network (``node``: its window and, for a node of
+    one visibility, a digest of it: two ROWS nodes of one size are two vertices)."""
+
+    kind: ClassVar[str] = "window"
+    arity: ClassVar[tuple[int, int | None]] = (1, 1)
+    node: str
+    inputs: tuple[str | Operator, ...]
+
+    def __post_init__(self) -> None:
+        self._check_inputs()
+
+    @property
+    def parameters(self) -> str:
+        return self.node
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BranchVertex(Operator):
+    """A branch's own plan over its cut of a node (its WHERE, aggregate, secured view),
+    which the network runs as one unit: one vertex, switched as a whole."""
+
+    kind: ClassVar[str] = "branch"
+    arity: ClassVar[tuple[int, int | None]] = (1, 1)
+    query: str
+    inputs: tuple[str | Operator, ...]
+
+    def __post_init__(self) -> None:
+        self._check_inputs()
+
+    @property
+    def parameters(self) -> str:
+        return repr(self.query)
+
+
+def window_switches(stream: str, nodes: Mapping[WindowNode, frozenset[str]]) -> tuple[Switch, ...]:
+    """PrS Algorithm 2 over the window network of ``nodes`` (each with the branches it
+    serves) reading ``stream``."""
+    roots: dict[str, Operator] = {}
+    for node, members in nodes.items():
+        vertex = WindowVertex(_spelled(node), (stream,))
+        roots.update({m: BranchVertex(m, (vertex,)) for m in members})
+    if not roots:
+        return ()
+    vertices = frozenset(v for root in roots.values() for v in root.nodes())
+    edges = frozenset((i, v) for v in vertices for i in v.inputs)
+    return place_switches(Network(roots, vertices, edges))
+
+
+def _spelled(node: WindowNode) -> str:
+    window = node.window
+    text = (
+        window.kind.value if window.kind is WindowKind.NOW else f"{window.kind.value} {window.size}"
+    )
+    if node.visibility is None:
+        return text
+    return f"{text} #{hashlib.sha256(repr(node.visibility).encode()).hexdigest()[:12]}"

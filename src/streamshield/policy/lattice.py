@@ -275,6 +275,35 @@ class Lattice:
         """LUB on words: OR (joins, aggregates)."""
         return union(a, b)
 
+    @property
+    def unknown(self) -> Words | None:
+        """The level words of a group with a contributor that has no level (a NULL word,
+        e.g. a file written before levels existed): every bit of every word set, the
+        top of every word and beyond, so it can only deny more, never lower a label.
+
+        Dominated by no level (not even ``T`` everywhere) as long as some word has a bit
+        that no company holds: no ``C`` allows that bit. When every bit of every word is
+        a company's (the capacity is reached), every bit set *is* ``T`` everywhere; then
+        there is no such mark and this is ``None`` (the engine keeps a NULL instead)."""
+        top = self.encode(self.trusted)
+        if all(word == -1 for word in top):
+            return None
+        return (-1,) * self.width
+
+    def lub_group(self, contributors: Iterable[Words | None]) -> Words | None:
+        """The level words of an aggregate over ``contributors``: their OR (their LUB);
+        :attr:`unknown` as soon as one has no level (``None``) or a ``None`` word, so a
+        missing level never lowers the group's. The pure reference of the engine's
+        ``bit_or(coalesce(w, -1))`` per word (``engine.levels.lub_aggregate``). No
+        contributor at all (a global aggregate over no rows): ``None``, as Spark's
+        ``bit_or`` of nothing is NULL; a NULL level reaches no one."""
+        out: Words | None = None
+        for words in contributors:
+            if words is None or any(w is None for w in words):
+                return self.unknown
+            out = tuple(words) if out is None else union(out, tuple(words))
+        return out
+
     def glb_words(self, a: Words, b: Words) -> Words:
         """GLB on words: AND of the canonical forms (not of ``a`` and ``b`` as they are)."""
         return intersect(self.encode(self.decode(a)), self.encode(self.decode(b)))

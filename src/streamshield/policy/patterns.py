@@ -120,7 +120,13 @@ class OneOf:
         return any(literal.matches(value) for literal in self.values)
 
     def text(self) -> str:
-        return "{" + ", ".join(sorted(lit.text() for lit in self.values)) + "}"
+        """Sorted, so equal sets read the same; kept once built: policy ids and the policy
+        registry ask for it per sp (a set of roles at one sp per tuple)."""
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = "{" + ", ".join(sorted(lit.text() for lit in self.values)) + "}"
+            object.__setattr__(self, "_text", text)  # not a field: eq, hash, repr ignore it
+        return text
 
 
 @dataclass(frozen=True)

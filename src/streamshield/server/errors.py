@@ -64,6 +64,12 @@ class TooMany(ApiError):
     status, code = 429, "too_many_requests"
 
 
+class Unavailable(ApiError):
+    """A part the request needs is not there now (a level's own Spark application)."""
+
+    status, code = 503, "unavailable"
+
+
 @dataclass(frozen=True)
 class ErrorResponse:
     status: int

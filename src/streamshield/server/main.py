@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -44,12 +45,15 @@ def build_service(
     spark_conf: dict[str, str] | None = None,
     spark_ui: bool = False,
     spark_log_level: str = "ERROR",
+    separate_levels: Any = None,
 ):
     """The service: a Spark session (``spark``, else a new one) and the security catalog
     (``security``, default the SQLite file ``<root>/catalog.db``).
 
     ``example_roles``: store the example's role hierarchy first; the engine reads the
     hierarchy once, when the service is built, so it must be in place before.
+    ``separate_levels``: a :class:`~streamshield.server.application_query.SeparateLevels`
+    to run each level's queries in a Spark application of its own.
     """
     from streamshield.catalog.security import SecurityCatalog
     from streamshield.engine.session import spark_session
@@ -63,7 +67,7 @@ def build_service(
         security.catalog.set_roles(names, edges)
     spark = spark if spark is not None else spark_session(master, conf=spark_conf, ui=spark_ui)
     spark.sparkContext.setLogLevel(spark_log_level)
-    return ServerService(spark, root, security)
+    return ServerService(spark, root, security, separate_levels)
 
 
 class Stopper:
@@ -97,6 +101,10 @@ class Timings:
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.phases: list[tuple[str, float]] = []
+        before = process_age()  # the interpreter's start and the imports up to here
+        if before is not None:
+            self.started -= before
+            self.phases.append(("python start and imports", before))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -109,6 +117,17 @@ class Timings:
     def summary(self) -> str:
         parts = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in self.phases)
         return f"ready after {time.monotonic() - self.started:.1f}s ({parts})"
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux /proc; None elsewhere)."""
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _fresh(security: Any) -> bool:
@@ -178,9 +197,12 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
                 security=security,
                 spark=spark,
                 spark_log_level="WARN" if settings.log_level in ("debug", "info") else "ERROR",
+                separate_levels=_separate_levels(settings),
             )
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
             service.backlog.limit = settings.max_ingest_backlog
+            service.cql.share_windows = settings.share_windows
+            service.retention.max_age = settings.retention
         if stopper.requested.is_set():
             return 0
         with timings.phase("api"):
@@ -209,8 +231,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             echo("existing catalog: the example is not loaded again")
         if stopper.requested.is_set():
             return 0
-        with timings.phase("ingest and queries"):
-            service.start()
+        service.start(timings.phase)
         if settings.example and "ward" in passwords:
             provider = WardProvider(service, passwords["ward"], settings.round_seconds)
             provider.start()
@@ -242,6 +263,15 @@ def _spark(settings: ServeSettings) -> tuple[Any, Path | None]:
         option, pending = class_cache(cache_directory())
         conf = with_java_option(conf, option)
     return spark_session(settings.spark_master, conf=conf, ui=settings.spark_ui), pending
+
+
+def _separate_levels(settings: ServeSettings) -> Any:
+    """The levels' own applications as the settings choose them (None: in process)."""
+    if settings.level_applications != "separate":
+        return None
+    from streamshield.server.application_query import SeparateLevels
+
+    return SeparateLevels(settings.level_master or "local[1]", dict(settings.level_conf))
 
 
 def _started(spark_started: Future) -> tuple[Any, Path | None]:

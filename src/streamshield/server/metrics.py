@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 STATUSES = ("running", "stopped", "failed")
@@ -79,11 +79,13 @@ class ServerMetrics:
         ingest: Callable[[], Any],
         backlog: Callable[[], dict[str, Any]] | None = None,
         jvm: Callable[[], Any] | None = None,
+        retention: Callable[[], Any] | None = None,
     ) -> None:
         """``queries``: the live queries (:class:`~streamshield.server.queries.LiveQuery`);
         ``ingest``: the ingest job's StreamingQuery or None; ``backlog``: the ingest
         backlog's state (:class:`~streamshield.server.ingest_backlog.IngestBacklog`);
-        ``jvm``: the py4j JVM view whose heap is reported."""
+        ``jvm``: the py4j JVM view whose heap is reported; ``retention``: the storage
+        root's :class:`~streamshield.engine.retention.Pruner` (its last report)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.elements = Counter(
             "streamshield_ingest_elements",
@@ -112,6 +114,8 @@ class ServerMetrics:
         self._lock = threading.Lock()
         self.registry.register(_LiveState(queries, ingest, self.rates, self.lags))
         self.registry.register(_Resources(backlog, jvm))
+        if retention is not None:
+            self.registry.register(_Retention(retention))
 
     def appended(self, stream: str, accepted: int, rejected: int) -> None:
         if accepted:
@@ -319,6 +323,66 @@ class _Resources(Collector):
             for kind, value in heap.items():
                 family.add_metric([kind], float(value))
             yield family
+
+
+class _Retention(Collector):
+    """What the landing zone, the labelled store and the shield state hold after the last
+    prune, and what pruning removed since the server started (docs/administration.md)."""
+
+    def __init__(self, pruner: Callable[[], Any]) -> None:
+        self._pruner = pruner
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        pruner = self._pruner()
+        report = pruner.last
+        if report is None:
+            return
+        families = {
+            ("kept", "files"): GaugeMetricFamily(
+                "streamshield_storage_kept_files",
+                "Files kept per store after the last prune.",
+                labels=["store"],
+            ),
+            ("kept", "bytes"): GaugeMetricFamily(
+                "streamshield_storage_kept_bytes",
+                "Bytes kept per store after the last prune.",
+                labels=["store"],
+            ),
+            ("pruned", "files"): CounterMetricFamily(
+                "streamshield_storage_pruned_files",
+                "Files the retention pruned per store since the server started.",
+                labels=["store"],
+            ),
+            ("pruned", "bytes"): CounterMetricFamily(
+                "streamshield_storage_pruned_bytes",
+                "Bytes the retention pruned per store since the server started.",
+                labels=["store"],
+            ),
+        }
+        for store, figures in report.kept.items():
+            families[("kept", "files")].add_metric([store], float(figures.files))
+            families[("kept", "bytes")].add_metric([store], float(figures.bytes))
+        for store, figures in pruner.total_pruned.items():
+            families[("pruned", "files")].add_metric([store], float(figures.files))
+            families[("pruned", "bytes")].add_metric([store], float(figures.bytes))
+        held = GaugeMetricFamily(
+            "streamshield_storage_prune_held",
+            "1 when the last prune held something back (a checkpoint unreadable or "
+            "still starting, ingest with nothing committed; the server log says which).",
+        )
+        held.add_metric([], float(bool(report.held)))
+        retention = GaugeMetricFamily(
+            "streamshield_storage_retention_seconds",
+            "How long consumed data is kept (absent: forever).",
+        )
+        yield from families.values()
+        yield held
+        if pruner.max_age is not None:
+            retention.add_metric([], float(pruner.max_age))
+            yield retention
 
 
 def jvm_heap(jvm: Any) -> dict[str, int]:

@@ -23,23 +23,33 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.batch_errors import STORAGE_CAUSES
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
-from streamshield.engine.queries import CallbackSink, RegisteredQuery, safe_error
+from streamshield.engine.level_application import ApplicationError, LevelApplications
+from streamshield.engine.queries import (
+    STORAGE_UNAVAILABLE,
+    CallbackSink,
+    RegisteredQuery,
+    failure_class,
+)
 from streamshield.engine.result_store import ResultStore, StoringSink
-from streamshield.lang.admission import AdmittedQuery
+from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import Shape
+from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.query_level import QueryLevel
-from streamshield.server.errors import Conflict, Invalid, NotFound
+from streamshield.server.application_query import LEVEL_APPLICATION_LOST, ApplicationQuery
+from streamshield.server.errors import Conflict, Invalid, NotFound, Unavailable
 
 audit = logging.getLogger("streamshield.audit")
 STOP_AT_BOUNDARY_SECONDS = 10.0
+RESTARTED = (STORAGE_UNAVAILABLE, LEVEL_APPLICATION_LOST)
+"""Failures the server starts a query again after (the cause may pass by itself)."""
 
 
 @dataclass
@@ -56,7 +66,8 @@ class LiveQuery:
     store: ResultStore = field(repr=False)
     shape: Shape | None = field(default=None, repr=False)
     output: str = ""
-    handle: RegisteredQuery | None = field(default=None, repr=False)
+    handle: RegisteredQuery | ApplicationQuery | None = field(default=None, repr=False)
+    """The running query: in the server's application, or in its level's own."""
     closers: dict[str, Callable[[str, str], None]] = field(default_factory=dict, repr=False)
     error_class: str | None = None
     """Why the engine stopped the query (a Spark error class), until it is started again."""
@@ -89,24 +100,6 @@ class LiveQuery:
             close(reason, event)
 
 
-STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
-"""The error class of a query that failed because its storage could not be written: the
-server starts it again once writing works (:meth:`QueryRegistry.restart_storage_failures`)."""
-
-
-def failure_class(failure: BaseException | None) -> str:
-    """The error class a failed query shows: STORAGE_UNAVAILABLE when the disk was full
-    or read-only (the OS's words in the failure: a batch function's failure keeps them,
-    :func:`~streamshield.engine.batch_errors.compact`; Spark's own class there is a
-    generic TASK_WRITE_FAILED), else Spark's class (:func:`safe_error`)."""
-    if failure is None:
-        return "STOPPED_UNEXPECTEDLY"
-    text = str(failure)
-    if any(cause in text for cause in STORAGE_CAUSES):
-        return STORAGE_UNAVAILABLE
-    return safe_error(failure)
-
-
 class QueryRegistry:
     """Starts, stops and removes API queries on one :class:`CqlService`.
 
@@ -115,8 +108,11 @@ class QueryRegistry:
     limits or miss each other's running shapes.
     """
 
-    def __init__(self, cql: CqlService) -> None:
+    def __init__(self, cql: CqlService, applications: LevelApplications | None = None) -> None:
+        """``applications``: where queries that have a level run (``level_applications =
+        "separate"``); None runs every query in the server's own application."""
         self._cql = cql
+        self._applications = applications
         self._queries: dict[str, LiveQuery] = {}
         self._lock = threading.RLock()
 
@@ -133,6 +129,14 @@ class QueryRegistry:
     def all(self) -> list[LiveQuery]:
         with self._lock:
             return sorted(self._queries.values(), key=lambda q: q.name)
+
+    def public_name(self, internal: str) -> str | None:
+        """The name of the query whose engine name is ``internal``, without the registry's
+        lock: a network's micro-batch asks while holding its batch lock, and a
+        registration holds the registry's lock while it waits for that batch lock (to
+        join the network), so taking it here could deadlock. Copying the values is one
+        step under the GIL, so the snapshot is consistent."""
+        return next((q.name for q in tuple(self._queries.values()) if q.internal == internal), None)
 
     def running_shapes(self, owner: str, besides: str | None = None) -> list[Shape]:
         """Shapes of ``owner``'s running queries (what operator limits count)."""
@@ -168,6 +172,9 @@ class QueryRegistry:
             admitted, query.admitted = query.admitted, None
             if admitted is None or admitted.roles != query.roles or admitted.level != query.level:
                 admitted = None  # admitted for other roles: admit the text anew
+            if self._applications is not None and query.level is not None:
+                self._start_in_application(query, admitted, running, limits)
+                return self._started(query)
             result = self._cql.submit(
                 admitted or query.text,
                 query.roles,
@@ -182,14 +189,86 @@ class QueryRegistry:
                 raise Invalid("the text is not a continuous query")
             query.handle = result
             query.shape = self._cql.shapes.get(query.internal, query.shape)
+        return self._started(query)
+
+    @staticmethod
+    def _started(query: LiveQuery) -> LiveQuery:
         audit.info(
             "query %s (%s) started for %s with roles %s",
-            name,
+            query.name,
             query.internal,
             query.owner,
             query.roles,
         )
         return query
+
+    def _start_in_application(
+        self,
+        query: LiveQuery,
+        admitted: AdmittedQuery | None,
+        running: list[Shape],
+        limits: OperatorLimits,
+    ) -> None:
+        """Hands ``query`` to its level's own application after the server's checks
+        (admission with its roles at its level, operator limits); its results are the
+        application's store for it, followed into its Delivery here."""
+        assert self._applications is not None and query.level is not None
+        engine = self._cql.queries
+        if admitted is None:
+            request = admit(
+                query.text, query.roles, engine.hierarchy, list(engine.streams), query.level
+            )
+            if not isinstance(request, AdmittedQuery):
+                raise Invalid("the text is not a continuous query")
+            admitted = request
+        if admitted.delegating:
+            raise QueryRejected(
+                "level_application",
+                "ON RESULT writes to the server's catalog: it runs only with "
+                "level_applications = in_process",
+            )
+        limits.check(admitted.shape, admitted.effective, running)
+        query.store = ResultStore(self._applications.results(query.level, query.internal))
+        try:
+            query.handle = ApplicationQuery.start(
+                self._applications,
+                query.level,
+                query.internal,
+                query.text,
+                query.roles,
+                query.store,
+                query.delivery,
+                engine.spark,
+            )
+        except ApplicationError as err:
+            audit.error("query %s: its level's application failed: %s", query.name, err)
+            raise Unavailable(
+                "the level's own Spark application did not start or answer; try again "
+                "later (the server's log says why)"
+            ) from None
+        query.shape = admitted.shape
+
+    @contextmanager
+    def levels_started(self, names: Sequence[str]) -> Iterator[None]:
+        """Around starting ``names`` one by one (a restart's queries): their levels' own
+        applications start side by side first, since a driver's JVM start is most of a
+        start; one left without a started query afterwards is stopped again."""
+        applications, warmed = self._applications, []
+        for query in (self.get(name) for name in names):
+            if applications is None or query.level is None:
+                continue
+            try:
+                applications.acquire(query.level, query.internal)
+                warmed.append(query)
+            except Exception as err:  # its own start tries again and says why
+                audit.error("query %s: its level's application: %s", query.name, err)
+        try:
+            yield
+        finally:
+            for query in warmed:
+                if applications is not None and not isinstance(query.handle, ApplicationQuery):
+                    with suppress(ApplicationError):
+                        applications.release(query.internal)
 
     def stop(self, name: str, reason: str = "query stopped") -> LiveQuery:
         """Stops the engine query at a batch boundary; its subscribers get ``closed``.
@@ -233,34 +312,42 @@ class QueryRegistry:
                 audit.error("recording the failure of %s failed: %s", query.name, err)
         return [query for query, _ in failed]
 
-    def storage_failures(self, after: float) -> list[str]:
-        """Queries failed for their storage at least ``after`` seconds ago."""
+    def restartable(self, after: float) -> list[str]:
+        """Queries failed at least ``after`` seconds ago for a cause that passes (their
+        storage, their level's application: :data:`RESTARTED`)."""
         now = time.time()
         return [
             q.name
             for q in self.all()
-            if q.error_class == STORAGE_UNAVAILABLE and now - (q.failed_at or now) >= after
+            if q.error_class in RESTARTED and now - (q.failed_at or now) >= after
         ]
 
     def restart(self, names: list[str], limits: OperatorLimits) -> list[str]:
-        """Starts again queries failed for their storage (the names started). One that
-        fails again is marked again (by :meth:`check_failures`, or here when its start
-        fails) and retried later: it recovers once space returns."""
+        """Starts again queries failed for a cause that passes (the names started). One
+        that fails again is marked again (by :meth:`check_failures`, or here with its
+        cause when its start fails) and retried later: it recovers once space returns or
+        its level's application starts."""
         started = []
         for name in names:
+            cause = self.get(name).error_class or STORAGE_UNAVAILABLE
             try:
                 self.start(name, limits)
                 started.append(name)
-                audit.info("query %s restarted after a storage failure", name)
-            except Exception as err:  # still unwritable: the next round tries again
+                audit.info("query %s restarted after %s", name, cause)
+            except Exception as err:  # still failing: the next round tries again
                 with self._lock:
                     query = self.get(name)
-                    query.error_class, query.failed_at = STORAGE_UNAVAILABLE, time.time()
+                    query.error_class, query.failed_at = cause, time.time()
                 audit.error("query %s not restarted yet: %s", name, type(err).__name__)
         return started
 
     def _forget(self, query: LiveQuery) -> None:
-        """Stops the engine query (a shared join only with its last subscriber)."""
+        """Stops the engine query (a shared join only with its last subscriber; a
+        level's application with its last query)."""
+        if isinstance(query.handle, ApplicationQuery):
+            query.handle.stop()
+            query.handle = None
+            return
         try:
             self._cql.stop(query.internal)
         except KeyError:  # already gone from the engine's books (failed and cleaned up)

@@ -21,8 +21,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from streamshield.engine import root_location
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery, Subscription
+from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
@@ -50,6 +51,7 @@ from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
+from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.ingest_backlog import IngestBacklog
@@ -60,6 +62,7 @@ from streamshield.server.patterns import PatternService
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
+from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.schemas import SchemaDef, SchemaStore
 from streamshield.server.subscriptions import LiveSubscriptions, Resume
 from streamshield.server.system_settings import SettingsRejected, validated
@@ -78,7 +81,15 @@ RECOVERY_SECONDS = 30.0
 class ServerService:
     """Everything the API does, as methods taking the caller's session first."""
 
-    def __init__(self, spark: SparkSession, root: str | Path, security: Any) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str | Path,
+        security: Any,
+        separate_levels: SeparateLevels | None = None,
+    ) -> None:
+        """``separate_levels``: each level's queries run in a Spark application of its
+        own (``level_applications = "separate"``); None: in this one."""
         self.root = Path(root)
         root_location.check(self.root)  # a moved root would produce everything again
         self.spark = spark
@@ -90,7 +101,18 @@ class ServerService:
         self.cql = CqlService(
             self.pipeline.queries, self.pipeline.landing, self.catalog, job.ingest, job.state
         )
-        self.queries = QueryRegistry(self.cql)
+        self.applications: LevelApplications | None = None
+        if separate_levels is not None:
+            engine = self.pipeline.queries
+            self.applications = LevelApplications(
+                engine.hierarchy,
+                engine.streams,  # the live mapping: a later stream reaches later drivers
+                engine.root,
+                engine.labelled.root,
+                separate_levels.master,
+                separate_levels.conf,
+            )
+        self.queries = QueryRegistry(self.cql, self.applications)
         # Privacy switches: a shared network computes nothing for a query nobody receives.
         self.switches = Switchboard(self._query_sp_ignored)
         self.cql.switch = self.switches.is_on
@@ -107,27 +129,36 @@ class ServerService:
         self.started = False  # ingest runs and the previous run's queries are restored
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.backlog = IngestBacklog()  # appends refused while ingest is too far behind
+        # Consumed landing files and labelled batches past it are pruned (off until set).
+        self.retention = RetentionWatch(self.root, self.root / "queries")
         self.metrics = ServerMetrics(
             self.queries.all,
             lambda: self._ingest,
             backlog=self.backlog.state,
             jvm=lambda: spark.sparkContext._jvm,
+            retention=lambda: self.retention.pruner,
         )
         self.pipeline.ingest.on_counts = self.metrics.labelled
         self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
 
     # -- life cycle ------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, phase: Callable[[str], AbstractContextManager[Any]] | None = None) -> None:
         """Starts the ingest job (continuous, processing-time trigger) and the queries the
-        catalog records, those recorded as running from their checkpoints."""
+        catalog records, those recorded as running from their checkpoints; ``phase``
+        times each step (``streamshield serve`` logs them: where a restart's time goes)."""
+        timed = phase or (lambda _name: nullcontext())
         self.halt = IngestHalt()
-        self._ingest = self._start_ingest()
-        self.restore_queries()
-        self.patterns.restore()
+        with timed("ingest"):
+            self._ingest = self._start_ingest()
+        with timed("queries"):
+            self.restore_queries()
+        with timed("patterns"):
+            self.patterns.restore()
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
+        self.retention.start()
         self.started = True
 
     def _watch(self) -> None:
@@ -145,18 +176,19 @@ class ServerService:
                     with self._lock:
                         if not self._stopping.is_set():
                             self._ingest = self._start_ingest()
-                if self.queries.storage_failures(INGEST_RETRY_SECONDS):
-                    self._restart_storage_failures()
+                if self.queries.restartable(INGEST_RETRY_SECONDS):
+                    self._restart_failed()
             except Exception as err:  # the watch must outlive any one bad check
                 audit.error("query watch: %s", type(err).__name__)
 
-    def _restart_storage_failures(self) -> None:
-        """Queries that failed on a full or read-only disk start again, every
-        INGEST_RETRY_SECONDS, until writing works (as ingest does); the failure and each
-        restart are audited. Their subscribers got an ``error`` event and resume with
-        ``?after=`` (nothing stored is lost: the failed batch is replayed)."""
+    def _restart_failed(self) -> None:
+        """Queries that failed on a full or read-only disk, or lost their level's own
+        application, start again every INGEST_RETRY_SECONDS until they run (as ingest
+        does); the failure and each restart are audited. Their subscribers got an
+        ``error`` event and resume with ``?after=`` (nothing stored is lost: the failed
+        batch is replayed)."""
         with self._lock:
-            due = self.queries.storage_failures(INGEST_RETRY_SECONDS)
+            due = self.queries.restartable(INGEST_RETRY_SECONDS)
             if due and not self._stopping.is_set():
                 self.queries.restart(due, self.limits())
 
@@ -205,6 +237,7 @@ class ServerService:
     def restore_queries(self) -> None:
         """Queries of a previous run: each with its owner's recorded roles that the owner
         still holds (none left: it stays stopped). Failures are audited, never widened."""
+        due = []
         for record in port.all_queries(self.security):
             stored = self.stored.load(record.name)
             if self.patterns.is_pattern(record.name) or self.patterns.stored(record.name):
@@ -221,10 +254,13 @@ class ServerService:
             if not roles:
                 audit.error("query %s: owner holds none of its roles: not restarted", record.name)
                 continue
-            try:
-                self.queries.start(record.name, self.limits())
-            except Exception as err:  # one broken query must not keep the server down
-                audit.error("query %s not restarted: %s", record.name, type(err).__name__)
+            due.append(record.name)
+        with self.queries.levels_started(due):
+            for name in due:
+                try:
+                    self.queries.start(name, self.limits())
+                except Exception as err:  # one broken query must not keep the server down
+                    audit.error("query %s not restarted: %s", name, type(err).__name__)
 
     def reconcile_owner(self, user: str) -> None:
         """After ``user`` was disabled, enabled or given other roles: each of her queries
@@ -267,6 +303,7 @@ class ServerService:
         checkpoint on restart, but interrupting it costs a JVM stack trace for nothing)."""
         self.started = False
         self._stopping.set()
+        self.retention.stop()
         if self._watcher is not None:
             self._watcher.join(10)
             self._watcher = None
@@ -280,6 +317,8 @@ class ServerService:
                 at_batch_boundary(query.handle.handle, left())
             self.queries.stop(query.name, "server stopping")
         self.patterns.stop_all()
+        if self.applications is not None:
+            self.applications.close()  # each went with its last query; none is left behind
         if self._ingest is not None:
             at_batch_boundary(self._ingest, left())
             self._ingest.stop()
@@ -551,15 +590,23 @@ class ServerService:
             self.switches.inject(QuerySp(internal, user, sign, time.time()))
 
     def networks(self, session: Any) -> list[dict]:
-        """The shared networks with their privacy switches, as the caller may see them:
-        administrators everything, with the users each terminal switch lets through;
-        everyone else the switches governing their own queries, other queries counted
-        but not named, receivers counted but not named."""
+        """The shared networks (of selections and of windows) with their privacy
+        switches, as the caller may see them: administrators everything, with the users
+        each terminal switch lets through; everyone else the switches governing their own
+        queries, other queries counted but not named, receivers counted but not named."""
         admin = port.check(self.security, session, "CHANGE SYSTEM", "system", "system")
         user = port.user_of(session)
         live = {q.internal: q for q in self.queries.all()}
+        every = [
+            (key, kind, network)
+            for kind, networks in (
+                ("selections", self.cql.networks),
+                ("windows", self.cql.window_networks),
+            )
+            for key, network in networks.items()
+        ]
         shown = []
-        for (stream, _level), network in sorted(self.cql.networks.items(), key=lambda kv: kv[0]):
+        for (stream, _level), kind, network in sorted(every, key=lambda n: (n[0], n[1])):
             mine = {n for n in network.branches if n in live and (admin or live[n].owner == user)}
             if not mine:
                 continue
@@ -576,7 +623,13 @@ class ServerService:
             queries = sorted(live[n].name for n in mine)
             levels = {live[n].name: _level_text(live[n]) for n in mine}
             shown.append(
-                {"stream": stream, "queries": queries, "levels": levels, "switches": views}
+                {
+                    "stream": stream,
+                    "kind": kind,
+                    "queries": queries,
+                    "levels": levels,
+                    "switches": views,
+                }
             )
         return shown
 
@@ -616,7 +669,7 @@ class ServerService:
             raise Invalid(str(err), "sp") from None
 
     def _query_sp_ignored(self, sp: QuerySp, outcome: Outcome) -> None:
-        public = next((q.name for q in self.queries.all() if q.internal == sp.query), sp.query)
+        public = self.queries.public_name(sp.query) or sp.query  # never the registry lock
         audit.warning("query-scoped sp %s for %s: %s", sp.sign.value, public, outcome.value)
         try:
             port.record_query_sp(self.security, sp.user, public, sp.sign.value, outcome.value)
@@ -704,6 +757,7 @@ class ServerService:
             if internal is not None:
                 self.switches.forget(internal)
                 self.cql.forget(internal)
+                self.retention.drop(internal)  # nothing restarts it: it holds nothing back
 
     def subscribable(self, session: Any, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the

@@ -27,11 +27,16 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from streamshield.engine.retention import parse_retention
+
 ENV_PREFIX = "STREAMSHIELD_"
 DEFAULT_BACKLOG = 50_000
 """Elements (tuples and sps) landed and not yet read by secure ingest before appends are
 refused (:mod:`streamshield.server.ingest_backlog`): a few minutes of the soak's offered
 load; an ingest batch of that size is ~10 MB of JSON, small beside the JVM's 2 GB heap."""
+DEFAULT_RETENTION = "7d"
+"""Spark's file sources remember the files they saw for 7 days (``maxFileAge``): keeping
+a week of consumed data costs a week of disk and lets a late query start a week back."""
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
@@ -61,6 +66,22 @@ class ServeSettings(BaseSettings):
         default_factory=dict, description="Extra Spark configuration, key=value."
     )
     spark_ui: bool = Field(False, description="Start Spark's web UI (loopback only).")
+    level_applications: Literal["in_process", "separate"] = Field(
+        "in_process",
+        description="Where a Chinese-Wall level's queries run: in_process (the server's "
+        "Spark application, a session, pool and directory per level) or separate (a Spark "
+        "application of its own per level: its own driver JVM).",
+    )
+    level_master: str | None = Field(
+        None,
+        description="Spark master of the levels' own applications (with separate; "
+        "default local[1] inside each level's driver).",
+    )
+    level_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark configuration of the levels' own applications (with separate), "
+        "key=value.",
+    )
     jvm_class_cache: bool = Field(
         True,
         description="Keep a JVM class-data archive in ~/.cache/streamshield/jvm/ "
@@ -89,6 +110,19 @@ class ServeSettings(BaseSettings):
         description="Landed elements that may wait for secure ingest; beyond it an append "
         "is answered 503 ingest_backlog with Retry-After and nothing lands (0: no bound).",
     )
+    share_windows: bool = Field(
+        True,
+        description="Windowed queries over one stream run as branches of its window "
+        "network, one window node per shared window (false: each as a window query of "
+        "its own; docs/query-sharing.md).",
+    )
+    retention: float | None = Field(
+        DEFAULT_RETENTION,
+        description="How long consumed landing files and labelled batches are kept: 7d, "
+        "12h, 30m, 90s, or 'forever'. Only what secure ingest and every query's "
+        "checkpoint have committed past is pruned; a query registered later reads what is "
+        "kept (docs/administration.md).",
+    )
     metrics_token: str | None = Field(
         None,
         min_length=16,
@@ -96,7 +130,7 @@ class ServeSettings(BaseSettings):
         "(administrators' session tokens always work).",
     )
 
-    @field_validator("spark_conf", mode="before")
+    @field_validator("spark_conf", "level_conf", mode="before")
     @classmethod
     def _conf_text(cls, value: Any) -> Any:
         """TOML numbers and booleans are Spark strings (``spark.ui.port = 4041``)."""
@@ -111,6 +145,11 @@ class ServeSettings(BaseSettings):
             }
         return value
 
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        return parse_retention(value)
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
@@ -120,6 +159,8 @@ class ServeSettings(BaseSettings):
     def _pairs(self) -> ServeSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
+        if self.level_applications != "separate" and (self.level_master or self.level_conf):
+            raise ValueError("level_master and level_conf go with level_applications = separate")
         if self.spark_ui and not _loopback(self.host):
             raise ValueError(
                 "spark_ui: Spark's web UI has no authentication; enable it only with a "
@@ -192,13 +233,13 @@ def describe(err: ValidationError, path: Path | None = None) -> str:
     return f"invalid configuration{where}: " + "; ".join(problems)
 
 
-def parse_conf(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+def parse_conf(pairs: tuple[str, ...] | list[str], option: str = "--conf") -> dict[str, str]:
     """``--conf key=value`` options as a dict; a pair without ``=`` is a ConfigError."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--conf {pair[:60]!r}: expected key=value")
+            raise ConfigError(f"{option} {pair[:60]!r}: expected key=value")
         out[key.strip()] = value
     return out
 

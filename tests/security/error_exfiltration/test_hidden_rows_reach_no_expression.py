@@ -21,7 +21,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.fused_branches import FusedBranch, one_pass, rows_of
+from streamshield.engine.fused_branches import FusedBranch, fused_pass
 from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.secured_view import SecuredProjection, secured_view, statistics_view
 from streamshield.examples import hospital
@@ -76,7 +76,8 @@ def vitals(spark: SparkSession, tmp_path_factory) -> tuple[Path, RoleCodec]:
 
 def _fused(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict]:
     """The query as a branch of a shared network's one pass (engine/fused_branches.py),
-    beside a branch of C that reads every row without failing."""
+    beside a branch of C that reads every row without failing: its WHERE in the pass,
+    its SELECT items computed when its rows are rebuilt from the pass."""
     path, codec = vitals
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
     frame = spark.read.schema(struct).parquet(str(path))
@@ -87,9 +88,10 @@ def _fused(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict
         return FusedBranch.of(slot, projection, columns, text.replace("Vitals", "`v`", 1))
 
     mine, other = branch("mine", sql, roles), branch("other", "SELECT pid FROM Vitals", ["C"])
-    wide = one_pass(frame, [other, mine])
-    assert len(rows_of(wide, other).collect()) == 2
-    return [r.asDict() for r in rows_of(wide, mine).collect()]
+    one = fused_pass((other, mine))
+    wide = one.over(frame)
+    assert len(one.rows(wide, "other").collect()) == 2
+    return [r.asDict() for r in one.rows(wide, "mine").collect()]
 
 
 def _run(spark: SparkSession, vitals, sql: str, roles: list[str], statistics: bool = False):

@@ -1,0 +1,92 @@
+"""Per-tuple summaries of the label that let a secured scan skip and shortcut work.
+
+Written by ingest next to the label words (:func:`with_scan_summary`), read by the
+secured view (:func:`prefilter`, :func:`attribute_test`). Neither replaces a label
+test; each only lets Spark avoid work the label test would have thrown away:
+
+* ``_ss_scan_lo`` / ``_ss_scan_hi``: the lowest and highest bit of the tuple's READ
+  reader words (:mod:`streamshield.policy.reader_range`); each file is sorted by ``lo``,
+  so a query's range test on them is pushed to Parquet and its page statistics skip
+  pages no row of which the query's roles can read;
+* ``_ss_scan_same``: every attribute's reader and denied words equal the tuple's (no sp
+  names attributes: the common case), so on a row the tuple test passed, each attribute
+  test passes too and a mask need not read its attribute's words.
+
+Files written before these columns existed read NULL there: the range test lets NULL
+through and a NULL ``same`` falls back to the attribute's own test, so such files are
+read exactly as before (tests/spark/test_scan_summary.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, IntegerType, StructField
+
+from streamshield.engine.labels import denied_column, reader_column
+from streamshield.policy.bitset import WORD_BITS, Words
+from streamshield.policy.reader_range import NO_READER, bit_range
+
+LO, HI, SAME = "_ss_scan_lo", "_ss_scan_hi", "_ss_scan_same"
+PREFIX = "_ss_scan_"
+"""Not label columns: a query's output never carries them (secured_view drops them)."""
+FIELDS = (
+    StructField(LO, IntegerType()),
+    StructField(HI, IntegerType()),
+    StructField(SAME, BooleanType()),
+)
+PAGE_ROWS = 2000
+"""Rows per Parquet page of a labelled file: the unit the range test skips. Parquet's
+default (20,000) makes a whole ingest batch one page, which nothing skips."""
+
+
+def summary_columns(objects: int, width: int, block_width: int) -> list[Column]:
+    """``lo``, ``hi`` and ``same`` from the label columns of ``objects`` objects (the
+    tuple, then each attribute) of ``width`` words, the READ block being the first
+    ``block_width``."""
+    lows, highs = [], []
+    for w in range(block_width):
+        word = F.col(reader_column(0, w))
+        # trailing zeros: bits set below the lowest one; only -2**63 has no r - 1
+        low = F.coalesce(
+            F.bit_count(F.bitwise_not(word).bitwiseAND(F.try_subtract(word, F.lit(1)))), F.lit(63)
+        )
+        lows.append(F.when(word != 0, low + WORD_BITS * w))
+        highs.append(F.when(word != 0, F.length(F.bin(word)) - 1 + WORD_BITS * w))
+    lo = F.coalesce(*lows, F.lit(NO_READER[0])).cast("int")
+    hi = F.coalesce(*reversed(highs), F.lit(NO_READER[1])).cast("int")
+    same = F.lit(True)
+    for obj in range(1, objects):
+        for w in range(width):
+            for name in (reader_column, denied_column):
+                same = same & F.col(name(obj, w)).eqNullSafe(F.col(name(0, w)))
+    return [lo.alias(LO), hi.alias(HI), same.alias(SAME)]
+
+
+def with_scan_summary(labelled: DataFrame, objects: int, width: int, block_width: int) -> DataFrame:
+    """Labelled rows with their summaries, each partition (one file) sorted by ``lo``."""
+    summary = summary_columns(objects, width, block_width)
+    return labelled.select("*", *summary).sortWithinPartitions(LO)
+
+
+def prefilter(query: Words, columns: Iterable[str], roles: int) -> Column | None:
+    """The range test of a READ ``query`` (NULL passes: files without summaries), or None
+    when the frame has no summary or the query spans every role (it would skip nothing)."""
+    span = bit_range(query)
+    if span is None or LO not in set(columns):
+        return None
+    qlo, qhi = span
+    if qlo == 0 and qhi >= roles - 1:
+        return None
+    lo, hi = F.col(LO), F.col(HI)
+    return (lo.isNull() | (lo <= F.lit(qhi))) & (hi.isNull() | (hi >= F.lit(qlo)))
+
+
+def attribute_test(own: Column, tuple_allows: Column, columns: Iterable[str]) -> Column:
+    """An attribute's mask test: its own label's, or, where every attribute label is the
+    tuple's, the tuple's (the same test, without reading the attribute's words)."""
+    if SAME not in set(columns):
+        return own
+    return (F.col(SAME) & tuple_allows) | own
