@@ -21,7 +21,8 @@ handed a batch as soon as ingest commits it, before the network's micro-batch li
 the ``push`` stages say when the push started after the ingest batch's start, how long it
 took (the branch's delivery and result store) and when the reader had the rows after its
 start; ``pushed rounds`` counts the rounds whose rows came that way (the query batch
-stages of those rounds then time a micro-batch that had nothing left to do).
+stages are then left out of the round: its micro-batch, if any, had nothing to do). A
+stage is the median over the rounds that have it.
 
 ``idle_cpu`` is what the server costs when nothing lands: after the rounds, the CPU
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
@@ -175,41 +176,45 @@ def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
         end = span["posted"] + span["latency_s"]
         ingest = [b for b in progress["streamshield-ingest"] if span["posted"] <= b["start"] <= end]
         query = [b for b in progress["al_q"] if span["posted"] <= b["start"] <= end]
-        if not ingest or not query:
+        if not ingest:
             continue
-        i, q = ingest[0], query[-1]
-        ingest_end = i["start"] + i["triggerExecution"] / 1000
-        query_end = q["start"] + q["triggerExecution"] / 1000
+        i = ingest[0]
+        pushes = [p for p in progress.get("pushes", ()) if i["start"] <= p["start"] <= end]
+        if not query and not pushes:
+            continue
         stage = {
             "POST (landing)": span["post_s"],
             "wait for ingest trigger": i["start"] - span["posted"] - span["post_s"],
             "ingest batch": i["triggerExecution"] / 1000,
-            "wait for query batch": q["start"] - ingest_end,
-            "query batch (incl. delivery)": q["triggerExecution"] / 1000,
-            "to the SSE reader": end - query_end,
-            "query batch start to the SSE reader": end - q["start"],
+            "ingest batch start to the SSE reader": end - i["start"],
         }
-        pushes = [p for p in progress.get("pushes", ()) if i["start"] <= p["start"] <= end]
-        if pushes:
+        if pushes:  # the rows came by a push: the network's micro-batch did not run for them
             push = pushes[0]
             stage |= {
                 "push start after ingest batch start": push["start"] - i["start"],
                 "push (delivery and result store)": push["end"] - push["start"],
                 "push start to the SSE reader": end - push["start"],
             }
+        else:
+            q = query[-1]
+            ingest_end = i["start"] + i["triggerExecution"] / 1000
+            query_end = q["start"] + q["triggerExecution"] / 1000
+            stage |= {
+                "wait for query batch": q["start"] - ingest_end,
+                "query batch (incl. delivery)": q["triggerExecution"] / 1000,
+                "to the SSE reader": end - query_end,
+                "query batch start to the SSE reader": end - q["start"],
+            }
+            timed = (k for k in q if k not in ("start", "triggerExecution"))
+            stage |= {f"query {k}": q[k] / 1000 for k in timed}
         stage["pushed rounds"] = 1.0 if pushes else 0.0
         stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
         stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}
-        stage |= {f"query {k}": q[k] / 1000 for k in q if k not in ("start", "triggerExecution")}
         stages.append(stage)
     if not stages:
         return {"rounds": 0}
     keys = dict.fromkeys(k for s in stages for k in s if k != "pushed rounds")
-    medians = {
-        k: round(statistics.median(s[k] for s in stages if k in s), 3)
-        for k in keys
-        if all(k in s for s in stages) or k.startswith("push")
-    }
+    medians = {k: round(statistics.median(s[k] for s in stages if k in s), 3) for k in keys}
     pushed = int(sum(s["pushed rounds"] for s in stages))
     return {"rounds": len(stages), "pushed rounds": pushed} | medians
 
