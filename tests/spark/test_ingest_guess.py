@@ -32,20 +32,20 @@ def batches() -> list[list]:
         for f in feeds:
             f.elements = []
 
-    cut(a.sp(10).tuple(10).tuple(10))  # sps: the passes, and no guess for the next
-    cut(a.tuple(10).tuple(10))  # the passes: (10, 1) passed
+    cut(a.sp(10).tuple(10).tuple(10))  # sps: the passes; (10, 1) passed
+    cut(a.tuple(10).tuple(10))  # guessed right (after a batch with sps too)
     cut(a.tuple(10).tuple(10).tuple(10))  # guessed right
     cut(a.tuple(10).tuple(9).tuple(10))  # a stale declaration: wrong; the tracker resets
     cut(a.tuple(10))  # nothing passes on a reset tracker: no guess
-    cut(a.sp(20, "GP").tuple(20))  # a new policy
-    cut(a.tuple(20).tuple(20))  # the passes again
+    cut(a.sp(20, "GP").tuple(20))  # nothing passed last time: no guess; a new policy
+    cut(a.tuple(20).tuple(20))  # guessed right
     cut(a.tuple(20))  # guessed right
     values = {"patient_id": 120, "beats_per_min": 1.0, "ts": a.seq}
     resent = TupleElement(a.channel, a.seq, 120, 20, 1, values)  # late: out of order
     cut(a.tuple(20))
     out[-1].insert(0, resent)
     cut(a.tuple(20), b.sp(30).tuple(30))  # an sp, and a channel never guessed: wrong
-    cut(a.tuple(20))  # after sps: no guess
+    cut(a.tuple(20))  # both channels guessed, one has tuples: right
     return out
 
 
@@ -82,10 +82,10 @@ def test_right_guesses_write_what_the_passes_write_and_wrong_ones_nothing(
 
     monkeypatch.setattr(Guess, "holds", spy)
     guessed = ingest(spark, tmp_path / "guessed", parts)
-    assert verdicts == [True, False, True, False, False]
+    assert verdicts == [True, True, False, True, True, False, False, True]
     monkeypatch.setattr(ingest_job, "GUESS_BYTES", -1)  # never guess: the passes only
     passes = ingest(spark, tmp_path / "passes", parts)
-    assert len(verdicts) == 5, "no guess without the guess"
+    assert len(verdicts) == 8, "no guess without the guess"
     assert stored(spark, guessed) == stored(spark, passes)
     assert guessed.state.load(len(parts)) == passes.state.load(len(parts))
     reasons = spark.read.parquet(str(guessed.store.path("HeartRate"))).select("reason")

@@ -114,6 +114,9 @@ SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sig
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 GUESSED_CHANNELS = 64
 """At most this many channels in a one-pass guess (one observed aggregate each)."""
+GUESSED_DECLARATIONS = 256
+"""No guess after a batch whose tuples passed under more declarations than this (each is
+tried on a copy of its channel's tracker on the driver)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
 _COMPILED_LIMIT = 100_000  # compiled policies kept across batches (a few MB)
 
@@ -144,8 +147,8 @@ class Ingest:
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
         self._passed: dict[Channel, set[tuple[int, int]]] = {}
         """The declarations (ts, csn) that passed per channel in the last batch labelled
-        by the passes, if it held no sp: what :meth:`guess_batch` expects next (only a
-        guess; a batch with sps, as policies change, makes no guess for the next)."""
+        by the passes: what :meth:`guess_batch` expects next (only a guess, checked
+        against the tracker; empty past :data:`GUESSED_DECLARATIONS`)."""
 
     def release(self) -> None:
         """Drop what the last batch cached, once its output is written.
@@ -199,9 +202,11 @@ class Ingest:
         began = self.lap("read+gaps+summaries", began)
         decisions, policies = self._decide(sps, summaries, states)
         self._passed = defaultdict(set)
-        for stream, provider, _gap, ts, csn, reason, *_ in decisions if not sps else ():
-            if reason == PASS:  # a batch with sps predicts the next one badly: no guess
+        for stream, provider, _gap, ts, csn, reason, *_ in decisions:
+            if reason == PASS:  # after sps too: the guess tries each on the tracker first
                 self._passed[Channel(stream, provider)].add((ts, csn))
+        if sum(map(len, self._passed.values())) > GUESSED_DECLARATIONS:
+            self._passed = {}  # a policy per few tuples: each batch brings new ones
         began = self.lap("decide (driver)", began)
         if self.registry is not None:
             self.registry.save(self._in_force.values())
