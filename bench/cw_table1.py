@@ -5,19 +5,17 @@ section 6.1) runs its queries Q1-Q6 (section 4) over the MessageLog stream in a 
 STREAM and in its CW-DSMS and reports the overhead of the security additions. We run the
 same six experiments over the same labelled data (a ``_ss_lvl_0`` word per tuple, the
 encoding secure ingest stamps: COI1 = {1, 2}, COI2 = {A, B, C}, one word) as Spark
-batch jobs over Parquet into the no-op sink, in three arms:
+batch jobs over Parquet into the no-op sink, in two arms (three with ``--before``):
 
 * ``vanilla``: the query without the level conjunct and without LUB (for Experiments 3
   and 4, as in the paper, with its explicit ``level = [0,B]`` condition instead);
 * ``level``: what the engine runs at the query's level ``C``: the dominance conjunct
   (``engine.levels.dominated_by``) beneath the selection, the LUB through the aggregate
-  (``lub_aggregate``) and the join (``lub_join``), the level words carried to the output;
-* ``assert``: ``level`` plus the per-row ``assert_true`` that the output's LUB is
-  dominated by ``C`` (``engine.levels.assert_within``) where the engine emits it: after
-  the aggregate and the join; a selection's level words are copied from rows that
-  passed the view's conjunct (``lang.label_propagation.levels_copied``), so the engine
-  emits none there and for Experiments 1-4 this arm runs the ``level`` plan again (an
-  A/A pair: what two runs of one plan differ by);
+  (``lub_aggregate``) and the join (``lub_join``), the level words carried to the
+  output, and after the aggregate and the join the per-row assertion that the output's
+  LUB is dominated by ``C`` (``engine.levels.assert_within``), where the engine emits
+  it (a selection's words are copied from rows that passed the view's conjunct,
+  ``lang.label_propagation.levels_copied``, so it emits none there);
 * ``before`` (``--before``): the level arm as the engine built it before issue 14's
   item 7 work: the LUB through an aggregate with the NULL guard (``count(1)``,
   ``count(w)``, ``bit_or(w)`` per word) and the assertion on every output, selections
@@ -31,10 +29,17 @@ S[ROWS 100] (50% selectivity each side) with the LUB. A [ROWS 100] window is a
 tumbling block of 100 stream positions (``ts DIV 100``): batch Spark has no sliding
 count window without a global sort; see docs/experiments.md.
 
-The arms alternate in one Spark session (the order rotates each round) after one untimed
-run of each; per round, overhead = arm time / vanilla time - 1, reported as median and
-min-max over the rounds with the machine load. ``--quick`` (tiny sizes, one round) only
-proves that it runs and checks the level arm's rows against the pure lattice; it
+Measurement (a 2% target on a shared 2-core machine): one sample is ``reps`` runs of
+one arm back to back, ``reps`` chosen per row so that a sample costs about
+``--cpu-per-sample`` seconds of the driver JVM's CPU (calibrated on vanilla after one
+untimed run of each arm); the arms alternate within a round and the one that goes first
+alternates between rounds; a GC runs before every sample, outside it. Each round gives
+one pair (arm, vanilla); the overhead is the geometric mean of the pairs' ratios with
+a 95% bootstrap interval (``bench.paired_ratio``), per row and pooled per experiment
+over its sizes, and the verdict says whether the target (2% for Experiments 1-5, 5%
+for the join) is met (the whole interval under it), not met (all above) or not
+resolved (the interval straddles it). ``--quick`` (tiny sizes, one round of one run)
+only proves that it runs and checks the level arm's rows against the pure lattice; it
 asserts nothing about speed.
 """
 
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -56,6 +62,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.experiment_common import clock
+from bench.paired_ratio import overhead
 from bench.plots import plt
 from bench.revocation_latency import write_section
 from bench.secured_scan import load
@@ -68,8 +75,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Chinese-Wall Table 1: vanilla vs level-aware queries"
 CLOUD = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B", "C"]})
 LEVELS = list(level_names(CLOUD.width))
-ARMS = ("vanilla", "level", "assert")
+ARMS = ("vanilla", "level")
 BEFORE = "before"
+BARE = "bare"
 
 # Overheads in percent as paper 2 section 6.1 states them in its text (min, max over its
 # three data sets). The body of Table 1 is not in the extracted text, only these ranges.
@@ -82,6 +90,8 @@ PAPER = {
     6: (0.081, 0.218),
 }
 PAPER_SIZES = {"1-5": [2_000_000, 5_000_000, 10_000_000], "6": [100_000, 250_000, 500_000]}
+TARGET_PCT = {1: 2.0, 2: 2.0, 3: 2.0, 4: 2.0, 5: 2.0, 6: 5.0}
+"""Issue 14's targets: within 2% of vanilla for Experiments 1-5, 5% for the join."""
 
 
 def lvl(text: str) -> Level:
@@ -180,8 +190,17 @@ class Experiment:
         return QueryLevel(CLOUD, lvl(self.level))
 
 
+class BareLevel(QueryLevel):
+    """A level whose conjunct drops the NULL guards (the ``bare`` arm): ``(w & ~C) = 0``
+    without ``coalesce(..., false)``. In a Filter both reject a NULL word; measured to
+    see what the guard costs, not what the engine runs."""
+
+
 def readable(frame: DataFrame, at: QueryLevel | None) -> DataFrame:
     """The secured view's level conjunct (``None``: vanilla, no conjunct)."""
+    if isinstance(at, BareLevel):
+        (c,) = CLOUD.encode(at.level)
+        return frame.filter(F.col("_ss_lvl_0").bitwiseAND(F.lit(~c).cast("long")) == 0)
     return frame if at is None else frame.filter(dominated_by(CLOUD, at.level, frame.columns))
 
 
@@ -289,9 +308,23 @@ EXPERIMENTS = [
 ]
 
 
+def bare_lub(lattice: Lattice) -> list[Column]:
+    """The aggregate LUB without the NULL mark (the ``bare`` arm): ``bit_or(w)``, exact
+    only because the bare conjunct beneath has already dropped every NULL word."""
+    return [F.bit_or(F.col(n)).alias(n) for n in level_names(lattice.width)]
+
+
 def arm(e: Experiment, kind: str) -> Callable[[DataFrame], DataFrame]:
     at = None if kind == "vanilla" else e.query_level
-    if kind == "assert" and e.number > 4:  # a selection's engine path emits none
+    if kind == BARE:
+        bare = BareLevel(CLOUD, lvl(e.level))
+        if e.number <= 4:
+            return lambda frame: e.build(frame, bare)
+        build = e.build
+        if e.number == 5:
+            build = lambda frame, at: window_aggregate(frame, at, bare_lub)  # noqa: E731
+        return lambda frame: assert_within(build(frame, bare), e.query_level)
+    if kind == "level" and e.number > 4:  # a selection's engine path emits none
         return lambda frame: assert_within(e.build(frame, at), e.query_level)
     if kind == BEFORE:
         build = e.build
@@ -331,31 +364,84 @@ def spread(xs: list[float]) -> dict:
     }
 
 
+def ticked(times: list[float]) -> list[float]:
+    """A CPU reading under one clock tick (10 ms; tiny ``--quick`` runs) counts as half
+    a tick, so that a ratio exists; real samples are seconds."""
+    return [max(t, 0.005) for t in times]
+
+
+def sample(
+    build: Callable[[DataFrame], DataFrame],
+    read: Callable[[], DataFrame],
+    reps: int,
+    cpu: Callable[[], float],
+) -> tuple[float, float]:
+    """``reps`` runs of one arm back to back (wall, CPU summed), after a GC outside the
+    sample, so that one sample's garbage is not collected on the next one's time."""
+    read().sparkSession.sparkContext._jvm.java.lang.System.gc()
+    wall = used = 0.0
+    for _ in range(reps):
+        w, c = run_noop(build(read()), cpu)
+        wall, used = wall + w, used + c
+    return wall, used
+
+
+def calibrate(
+    vanilla: Callable[[DataFrame], DataFrame],
+    read: Callable[[], DataFrame],
+    cpu: Callable[[], float],
+    per_sample: float,
+) -> int:
+    """Runs per sample for about ``per_sample`` s of CPU (one warm vanilla run timed)."""
+    _, once = run_noop(vanilla(read()), cpu)
+    return max(1, math.ceil(per_sample / max(once, 0.01)))
+
+
 def rounds(
     read: Callable[[], DataFrame],
     e: Experiment,
     repeats: int,
     warm: bool = True,
     arms: tuple[str, ...] = ARMS,
+    per_sample: float = 0.0,
 ) -> dict:
+    """``repeats`` interleaved rounds of one sample per arm (the order rotates each
+    round, so each arm goes first as often); the overheads against vanilla."""
     builds = {kind: arm(e, kind) for kind in arms}
     cpu_time = jvm_cpu_seconds(read().sparkSession)
     for build in builds.values() if warm else ():  # JIT, file listing: not reported
         run_noop(build(read()), cpu_time)
+    reps = calibrate(builds["vanilla"], read, cpu_time, per_sample) if per_sample > 0 else 1
     wall: dict[str, list[float]] = {kind: [] for kind in arms}
     cpu: dict[str, list[float]] = {kind: [] for kind in arms}
     kinds = list(arms)
     for i in range(repeats):
         for kind in kinds[i % len(kinds) :] + kinds[: i % len(kinds)]:
-            w, c = run_noop(builds[kind](read()), cpu_time)
+            w, c = sample(builds[kind], read, reps, cpu_time)
             wall[kind].append(w)
             cpu[kind].append(c)
-    out: dict = {f"{kind}_s": [round(x, 3) for x in xs] for kind, xs in wall.items()}
+    out: dict = {"reps": reps}
+    out |= {f"{kind}_s": [round(x, 3) for x in xs] for kind, xs in wall.items()}
     out |= {f"{kind}_cpu_s": [round(x, 3) for x in xs] for kind, xs in cpu.items()}
     for kind in arms[1:]:
-        for name, times in (("overhead_pct", wall), ("cpu_overhead_pct", cpu)):
-            pct = [100 * (a / v - 1) for a, v in zip(times[kind], times["vanilla"], strict=True)]
-            out[f"{kind}_{name}"] = spread(pct)
+        for name, times in (("overhead", wall), ("cpu_overhead", cpu)):
+            o = overhead(ticked(times[kind]), ticked(times["vanilla"]))
+            out[f"{kind}_{name}"] = o.as_dict() | {"verdict": o.verdict(TARGET_PCT[e.number])}
+    return out
+
+
+def pooled(rows: list[dict], kind: str = "level") -> dict[str, dict]:
+    """Per experiment: the CPU overhead of ``kind`` over every round of every size, the
+    bootstrap resampling within each size, and its verdict against the target."""
+    out = {}
+    for number in sorted({r["experiment"] for r in rows}):
+        mine = [r for r in rows if r["experiment"] == number]
+        arm_s = [x for r in mine for x in r[f"{kind}_cpu_s"]]
+        base = [x for r in mine for x in r["vanilla_cpu_s"]]
+        sizes = [r["tuples"] for r in mine for _ in r["vanilla_cpu_s"]]
+        o = overhead(ticked(arm_s), ticked(base), strata=sizes)
+        target = TARGET_PCT[number]
+        out[str(number)] = o.as_dict() | {"target": target, "verdict": o.verdict(target)}
     return out
 
 
@@ -405,16 +491,18 @@ def oracle_rows(e: Experiment, rows: list[dict]) -> list[tuple]:
     )
 
 
-def check(frame: DataFrame, e: Experiment) -> int:
-    """The level arm's rows against :func:`oracle_rows`; raises on any difference."""
+def check(frame: DataFrame, e: Experiment, kinds: tuple[str, ...] = ("level",)) -> int:
+    """Each arm of ``kinds``: its rows against :func:`oracle_rows`; raises on any
+    difference."""
     expected = oracle_rows(e, [r.asDict() for r in frame.collect()])
-    got = sorted(tuple(r) for r in arm(e, "assert")(frame).collect())
-    if got != expected:
-        raise RuntimeError(
-            f"experiment {e.number}: the level-aware query returned {len(got)} rows, "
-            f"the lattice oracle {len(expected)} (or different ones)"
-        )
-    return len(got)
+    for kind in kinds:
+        got = sorted(tuple(r) for r in arm(e, kind)(frame).collect())
+        if got != expected:
+            raise RuntimeError(
+                f"experiment {e.number}: the {kind} arm returned {len(got)} rows, "
+                f"the lattice oracle {len(expected)} (or different ones)"
+            )
+    return len(expected)
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -437,15 +525,13 @@ def measure(args: argparse.Namespace) -> dict:
                 row: dict = {"experiment": e.number, "query": e.query, "level": e.level}
                 row |= {"tuples": n, "data": e.data}
                 if args.quick:  # the rows themselves, against the lattice; no warm-up
-                    row["checked_rows"] = check(read(), e)
+                    row["checked_rows"] = check(read(), e, args.arms[1:])
                     row["output_rows"] = {"level": row["checked_rows"]}
                 else:
-                    row["output_rows"] = {
-                        k: arm(e, k)(read()).count() for k in ("vanilla", "level")
-                    }
-                    if row["output_rows"]["vanilla"] != row["output_rows"]["level"]:
-                        raise RuntimeError(f"experiment {e.number}: vanilla and level differ")
-                row |= rounds(read, e, args.repeats, not args.quick, args.arms)
+                    row["output_rows"] = {k: arm(e, k)(read()).count() for k in args.arms}
+                    if len(set(row["output_rows"].values())) != 1:
+                        raise RuntimeError(f"experiment {e.number}: the arms' rows differ")
+                row |= rounds(read, e, args.repeats, not args.quick, args.arms, args.cpu_per_sample)
                 results.append(row)
                 print(json.dumps(row), flush=True)
     finally:
@@ -456,6 +542,7 @@ def measure(args: argparse.Namespace) -> dict:
         "finished": clock(),
         "load_before_after": [args.load, load()],
         "rounds": args.repeats,
+        "cpu_per_sample_s": args.cpu_per_sample,
         "experiments": args.experiments,
         "arms": list(args.arms),
         "sizes": args.sizes,
@@ -463,29 +550,27 @@ def measure(args: argparse.Namespace) -> dict:
         "paper_sizes": PAPER_SIZES,
         "paper_overhead_pct_from_text": {str(k): list(v) for k, v in PAPER.items()},
         "rows": results,
+        "pooled": {kind: pooled(results, kind) for kind in args.arms[1:]},
     }
 
 
+def _ci(o: dict) -> str:
+    return f"{o['pct']:+.1f} [{o['low']:+.1f}, {o['high']:+.1f}]"
+
+
 def plot(result: dict, path: Path) -> Path:
-    """Grouped bars per experiment: the paper's stated range and ours per size."""
+    """Per experiment: the paper's stated range, our CPU overhead per size and pooled
+    (bars: the 95% interval), the target, and the pooled verdict above each group."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(11, 4.6))
-    sizes_seen: list[str] = []
-    per: dict[tuple[int, str], dict] = {}
-    for r in result["rows"]:
-        tag = f"{r['tuples'] / 1e6:g}M" if r["experiment"] != 6 else f"{r['tuples'] / 1e3:g}K"
-        idx = [x["tuples"] for x in result["rows"] if x["experiment"] == r["experiment"]].index(
-            r["tuples"]
-        )
-        label = f"size {idx + 1}"
-        if label not in sizes_seen:
-            sizes_seen.append(label)
-        per[(r["experiment"], label)] = r | {"tag": tag}
-    series = (
-        ["paper (text range)"]
-        + [f"level, {s}" for s in sizes_seen]
-        + [f"level + assert, {sizes_seen[-1]}"]
-    )
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    rows, pool = result["rows"], result["pooled"]["level"]
+    per = {
+        (r["experiment"], i): r
+        for e in range(1, 7)
+        for i, r in enumerate([x for x in rows if x["experiment"] == e])
+    }
+    n_sizes = max(i for _, i in per) + 1
+    series = ["paper (text range)", *[f"size {i + 1}" for i in range(n_sizes)], "pooled"]
     width = 0.8 / len(series)
     for j, name in enumerate(series):
         xs, ys, lo, hi = [], [], [], []
@@ -494,31 +579,40 @@ def plot(result: dict, path: Path) -> Path:
                 a, b = PAPER[e]
                 y, low, high = b, a, b
             else:
-                kind = "assert" if "assert" in name else "level"
-                r = per.get((e, name.rsplit(", ", 1)[1]))
-                if r is None:
+                o = (
+                    pool.get(str(e))
+                    if name == "pooled"
+                    else per.get((e, int(name.split()[1]) - 1), {}).get("level_cpu_overhead")
+                )
+                if o is None:
                     continue
-                o = r[f"{kind}_cpu_overhead_pct"]
-                y, low, high = o["median"], o["min"], o["max"]
+                y, low, high = o["pct"], o["low"], o["high"]
             xs.append(e - 0.4 + width * (j + 0.5))
             ys.append(y)
             lo.append(y - low)
             hi.append(high - y)
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name)
+    for e in range(1, 7):
+        if str(e) in pool:
+            highs = [pool[str(e)]["high"]] + [
+                r["level_cpu_overhead"]["high"] for (x, _), r in per.items() if x == e
+            ]
+            ax.text(e, max(*highs, PAPER[e][1], 0) + 0.3, pool[str(e)]["verdict"], ha="center")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.axhline(2, color="grey", linestyle="--", linewidth=0.8, label="target 2% (Exp 1-5)")
     ax.axhline(5, color="grey", linestyle=":", linewidth=0.8, label="target 5% (Exp 6)")
     ax.set_xticks(range(1, 7))
     ax.set_xticklabels([f"Exp {e}" for e in range(1, 7)])
-    ax.set_ylabel("CPU-time overhead vs vanilla, %\n(median, min-max bars)")
+    ax.set_ylabel("CPU-time overhead vs vanilla, %\n(geometric mean, 95% bootstrap bars)")
     sizes = ", ".join(f"{s / 1e6:g}M" for s in result["sizes"])
     joins = ", ".join(f"{s / 1e3:g}K" for s in result["join_sizes"])
     ax.set_title(
-        f"Chinese-Wall Table 1 on Spark: sizes 1-3 = {sizes} tuples (Exp 6: {joins}); "
-        f"{result['rounds']} interleaved rounds",
+        f"Chinese-Wall Table 1 on Spark: sizes = {sizes} tuples (Exp 6: {joins}); "
+        f"{result['rounds']} interleaved rounds of ~{result['cpu_per_sample_s']:g} CPU s "
+        "per sample",
         fontsize=10,
     )
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=3)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -527,45 +621,53 @@ def plot(result: dict, path: Path) -> Path:
 
 
 def markdown(result: dict) -> str:
+    kinds = list(result["arms"][1:])
     lines = [
         HEADING,
         "",
         f"`{result['command']}`, started {result['started']}, finished {result['finished']}",
         f"({result.get('bench_seconds', '?')} s); load average (1, 5, 15 min) before / after:",
         f"{result['load_before_after'][0]} / {result['load_before_after'][1]} (2 cores shared",
-        f"with other engineers' Spark jobs). {result['rounds']} interleaved rounds per row after",
-        "one untimed run of each arm; overhead = arm time / vanilla time - 1 within a round,",
-        "for CPU time (the driver JVM's, all threads: what the query cost) and wall time",
-        "(dominated by the other jobs on the machine).",
-        "Paper: the ranges its section 6.1 text states (min-max over its three data sets).",
+        f"with other engineers' Spark jobs). {result['rounds']} interleaved rounds per row",
+        "(the arm that goes first alternates) after one untimed run of each arm; a sample is",
+        f"`reps` runs of one arm back to back, about {result['cpu_per_sample_s']:g} s of the",
+        "driver JVM's CPU (all threads: what the query cost). Overhead: geometric mean of the",
+        "rounds' arm / vanilla ratios with its 95% bootstrap interval (`bench.paired_ratio`);",
+        "pooled: every round of every size, resampled within each size. Verdict: met = the",
+        "whole interval at or under the target (2% for Exps 1-5, 5% for the join), not met =",
+        "all above it, not resolved = it straddles the target. Paper: the ranges its section",
+        "6.1 text states (min-max over its three data sets).",
         "",
-        "| exp | query at level | tuples | output rows | vanilla CPU s / wall s (median) |"
-        " level: CPU overhead % median (min, max) | + assert: CPU % | level: wall % |"
-        " + assert: wall % | paper % (text) |",
-        "|---|---|---:|---:|---:|---|---|---|---|---|",
+        "| exp | query at level | target | pooled CPU overhead % [95% CI] | verdict |"
+        " paper % (text) |",
+        "|---|---|---:|---|---|---|",
     ]
-    before = any(f"{BEFORE}_cpu_overhead_pct" in r for r in result["rows"])
-    if before:
-        lines[-2] = lines[-2][: -len(" paper % (text) |")] + " before: CPU % | paper % (text) |"
-        lines[-1] += "---|"
-    for r in result["rows"]:
-        lo, hi = result["paper_overhead_pct_from_text"][str(r["experiment"])]
-        cells = []
-        for kind, key in [
-            ("level", "cpu_overhead_pct"),
-            ("assert", "cpu_overhead_pct"),
-            ("level", "overhead_pct"),
-            ("assert", "overhead_pct"),
-            *([(BEFORE, "cpu_overhead_pct")] if before else []),
-        ]:
-            o = r[f"{kind}_{key}"]
-            cells.append(f"{o['median']:+.1f} ({o['min']:+.1f}, {o['max']:+.1f})")
-        vanilla = (
-            f"{statistics.median(r['vanilla_cpu_s']):.2f} / {statistics.median(r['vanilla_s']):.2f}"
-        )
+    for number, o in result["pooled"]["level"].items():
+        e = EXPERIMENTS[int(number) - 1]
+        lo, hi = result["paper_overhead_pct_from_text"][number]
         lines.append(
-            f"| {r['experiment']} | {r['query']} at {r['level']} | {r['tuples']} | "
-            f"{r['output_rows']['level']} | {vanilla} | {' | '.join(cells)} | {lo}-{hi} |"
+            f"| {number} | {e.query} at {e.level} | {o['target']:g}% | {_ci(o)} |"
+            f" **{o['verdict']}** | {lo}-{hi} |"
+        )
+    head = (
+        "| exp | tuples | output rows | reps x rounds | vanilla CPU s per run (wall s) |"
+        " level: CPU % [95% CI] | level: wall % [95% CI] |"
+    )
+    rule = "|---|---:|---:|---:|---:|---|---|"
+    for kind in kinds[1:]:
+        head += f" {kind}: CPU % [95% CI] |"
+        rule += "---|"
+    lines += ["", "Per size:", "", head, rule]
+    for r in result["rows"]:
+        reps = r.get("reps", 1)
+        per_run = statistics.median(r["vanilla_cpu_s"]) / reps
+        wall = statistics.median(r["vanilla_s"]) / reps
+        cells = [_ci(r["level_cpu_overhead"]), _ci(r["level_overhead"])]
+        cells += [_ci(r[f"{kind}_cpu_overhead"]) for kind in kinds[1:]]
+        lines.append(
+            f"| {r['experiment']} | {r['tuples']} | {r['output_rows']['level']} |"
+            f" {reps} x {len(r['vanilla_cpu_s'])} | {per_run:.3f} ({wall:.3f}) |"
+            f" {' | '.join(cells)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -575,12 +677,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs")
     parser.add_argument("--sizes", type=int, nargs="+", default=PAPER_SIZES["1-5"])
     parser.add_argument("--join-sizes", type=int, nargs="+", default=PAPER_SIZES["6"])
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds per row")
+    parser.add_argument("--repeats", type=int, default=10, help="interleaved rounds per row")
+    parser.add_argument(
+        "--cpu-per-sample",
+        type=float,
+        default=1.5,
+        help="JVM CPU seconds one sample aims at (that many runs of the arm back to back)",
+    )
     parser.add_argument(
         "--experiments", type=int, nargs="+", default=[e.number for e in EXPERIMENTS]
     )
     parser.add_argument(
         "--before", action="store_true", help="also the level arm as built before (guard, assert)"
+    )
+    parser.add_argument(
+        "--bare", action="store_true", help="also the level arm without its NULL guards"
     )
     parser.add_argument("--render", action="store_true", help="only redo docs/plot from --json")
     parser.add_argument(
@@ -592,8 +703,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--results", default=str(ROOT / "docs" / "experiments.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.sizes, args.join_sizes, args.repeats = [1_000], [600], 1
-    args.arms = (*ARMS, BEFORE) if args.before else ARMS
+        args.sizes, args.join_sizes, args.repeats, args.cpu_per_sample = [1_000], [600], 1, 0
+    args.arms = (*ARMS, *([BEFORE] if args.before else []), *([BARE] if args.bare else []))
     args.argv = argv
     args.load = load()
     return args

@@ -79,7 +79,7 @@ def _privacy_switches(out: Path, measure: bool) -> None:
 def _cw_table1(out: Path, measure: bool) -> None:
     paths = ["--plot", str(out / "img" / "cw-table1.png"), "--results", str(out / "experiments.md")]
     if measure:
-        cw_table1.main(["--repeats", "7", *paths])
+        cw_table1.main(paths)
     else:
         cw_table1.main(["--render", "--json", str(RESULTS / "results-cw-table1.json"), *paths])
 

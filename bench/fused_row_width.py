@@ -17,6 +17,7 @@ from pathlib import Path
 from pyspark.sql.types import DataType, StructType
 
 from bench.sharing_scale import Sink, user_query
+from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.fused_branches import FusedBranch, fused_pass
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.session import spark_session
@@ -39,15 +40,15 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     root = Path(tempfile.mkdtemp(prefix="ss-width-"))
     queries = Pipeline(spark, hospital_catalog(root / "catalog.db"), root).queries
-    network = SharedNetwork(
+    parts = NetworkParts(
         spark,
         queries.labelled,
         queries.streams["HeartRate"],
         queries.codec,
         queries.provenance,
         root / "network",
-        fuse=True,
     )
+    network = SharedNetwork(parts, fuse=True)
     empty = spark.createDataFrame([], network._schema())
     for n in sorted(set(args.queries)):
         while len(network.branches) < n:

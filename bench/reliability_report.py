@@ -42,6 +42,29 @@ def crash_rows() -> list[str]:
     return rows
 
 
+def runs_on_record() -> str:
+    """Every crash run kept in ``bench/`` (the latest above, earlier ones beside it),
+    including the run that found a bug: a reader sees the whole record, not the best run."""
+    lines = []
+    for db in ("sqlite", "postgresql"):
+        reports = [
+            (path.name, json.loads(path.read_text()))
+            for path in sorted(BENCH.glob(f"results-crash-{db}*.json"))
+        ]
+        if not reports:
+            continue
+        kills = sum(r["kills"] for _, r in reports)
+        survived = sum(r["survived"] for _, r in reports)
+        with_violations = [
+            f"`{name}` ({len(r['violations'])})" for name, r in reports if r["violations"]
+        ]
+        lines.append(
+            f"* {db}: {len(reports)} runs on record, {kills} kills, {survived} survived"
+            + (f"; runs with violations: {', '.join(with_violations)}" if with_violations else "")
+        )
+    return "\n".join(lines)
+
+
 def crash_table() -> str:
     rows = crash_rows()
     if not rows:
@@ -52,6 +75,11 @@ def crash_table() -> str:
             "| kill to caught up (median / max) | tuples acknowledged | violations |",
             "|---|---:|---:|---|---:|---:|---:|---:|",
             *rows,
+            "",
+            "The latest run per catalog above; all runs kept in `bench/` "
+            "(a violation is a lost, duplicated or leaked row, or a harness error):",
+            "",
+            runs_on_record(),
         ]
     )
 

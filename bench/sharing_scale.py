@@ -29,6 +29,8 @@ per N is the median over reps and batches, with min and max, and its ratio to N=
 Results go to ``bench/results-sharing-scale.json`` and to their own section of
 ``docs/results.md``.
 
+``--shared``: the N queries are submitted to ``CqlService`` as the server submits them
+(one network over HeartRate; ``--fused`` sets its ``fuse`` setting, on in the server).
 ``--store``: each query's sink is the server's instead (``StoringSink``: every batch
 stored in the query's result store, nobody listening, so nothing delivered); in a shared
 network with ``--fused`` the branches' batches are then links into one write of the
@@ -57,10 +59,8 @@ from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, RegisteredQuery
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import spark_session
-from streamshield.engine.shared_network import SharedNetwork
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
-from streamshield.lang.rewrite_rules import secure
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,34 +192,24 @@ def stored_rows(sink: StoringSink, spark) -> int:
 
 def shared_network(
     pipeline: Pipeline,
-    root: Path,
     n: int,
     sinks: list,
+    root: Path,
     fuse: bool = False,
     store: bool = False,
 ) -> Network:
-    """N users' queries as branches of one network over HeartRate (``--shared``)."""
-    queries = pipeline.queries
-    network = SharedNetwork(
-        queries.spark,
-        queries.labelled,
-        queries.streams["HeartRate"],
-        queries.codec,
-        queries.provenance,
-        root / "network",
-        fuse=fuse,
-    )
+    """N users' queries as branches of one network over HeartRate (``--shared``),
+    registered as the server registers them (``CqlService.submit``: admission, routing,
+    the stream's network, its ``fuse`` setting), everyone's switch on."""
+    pipeline.cql.fuse = fuse
     for i in range(n):
         text, roles = user_query(i)
-        admitted = queries.admit(text, roles)
-
-        def sql(view: str, admitted=admitted) -> str:
-            return secure(admitted.checked.tree, queries.rewrite({"HeartRate": view}))
-
         sink = storing(root, f"user{i:02d}") if store else Sink()
         sinks.append(sink)
-        network.add(f"user{i:02d}", admitted, sql, sink)
-    return Network(network.name, network.start())
+        pipeline.cql.submit(text, roles, CallbackSink(sink), name=f"user{i:02d}")
+    (network,) = pipeline.cql.networks.values()
+    assert network.handle is not None and len(network.branches) == n
+    return Network(network.name, network.handle)
 
 
 def run_case(
@@ -238,7 +228,7 @@ def run_case(
     started = time.perf_counter()
     try:
         if shared:
-            queries.append(shared_network(pipeline, root, n, sinks, fuse, store))
+            queries.append(shared_network(pipeline, n, sinks, root, fuse, store))
         for i in range(0 if shared else n):
             text, roles = user_query(i)
             sink = storing(root, f"user{i:02d}") if store else Sink()
@@ -502,8 +492,8 @@ def shared_markdown(text: str) -> str:
         "This is the **before** figure: every query reads,\n"
         "  label-checks and filters the whole batch on its own, so the work grows with N\n"
         "  and the span with it once the 2 cores are busy.",
-        "This is the **after** figure of the engine prototype (the API does not route\n"
-        "  queries into networks yet); compare the before section above.",
+        "This is the **after** figure, the queries registered through `CqlService` as\n"
+        "  the server registers them; compare the before section above.",
     )
 
 

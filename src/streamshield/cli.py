@@ -254,6 +254,7 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
 @click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
+@click.option("--fuse-branches/--no-fuse-branches", default=None, help=_setting("fuse_branches"))
 @click.option("--retention", default=None, help=_setting("retention"))
 def serve(
     config: Path | None,
@@ -276,6 +277,7 @@ def serve(
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
     share_windows: bool | None,
+    fuse_branches: bool | None,
     retention: str | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
@@ -304,6 +306,7 @@ def serve(
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
         "share_windows": share_windows,
+        "fuse_branches": fuse_branches,
         "retention": retention,
     }
     try:

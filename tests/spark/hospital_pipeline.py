@@ -2,22 +2,60 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.pipeline import Pipeline
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog
+from streamshield.lang.rewrite_rules import secure
+from streamshield.policy.elements import Element
 
 
-def hospital_pipeline(spark, root: Path) -> Iterator[Pipeline]:
-    """Yields the pipeline with the example's elements labelled; stops its queries after."""
+def hospital_pipeline(
+    spark, root: Path, elements: Sequence[Element] | None = None
+) -> Iterator[Pipeline]:
+    """Yields the pipeline with ``elements`` (default: all the example's) labelled; stops
+    its queries after."""
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    assert not pipeline.landing.append(hospital.elements()).rejected
-    pipeline.ingest_available()
+    land(pipeline, hospital.elements() if elements is None else elements)
     yield pipeline
     for query in list(pipeline.queries.list()):
         pipeline.cql.stop(query.name)
+
+
+def land(pipeline: Pipeline, elements: Sequence[Element]) -> None:
+    """Lands ``elements`` (all accepted) and labels them."""
+    if elements:
+        assert not pipeline.landing.append(list(elements)).rejected
+        pipeline.ingest_available()
+
+
+def network_parts(pipeline: Pipeline, stream: str, root: Path, **options) -> NetworkParts:
+    """What a network over ``stream`` of the pipeline is built from (``options``: the
+    switch, the name, ...)."""
+    engine = pipeline.queries
+    return NetworkParts(
+        engine.spark,
+        engine.labelled,
+        engine.streams[stream],
+        engine.codec,
+        engine.provenance,
+        root,
+        **options,
+    )
+
+
+def secured(pipeline: Pipeline, stream: str, text: str, role: str) -> tuple:
+    """The query admitted with ``role``, and its secured SQL over a view of ``stream``."""
+    engine = pipeline.queries
+    admitted = engine.admit(text, [role])
+
+    def sql(view: str) -> str:
+        return secure(admitted.checked.tree, engine.rewrite({stream: view}))
+
+    return admitted, sql
 
 
 class Rows:

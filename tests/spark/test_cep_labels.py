@@ -112,6 +112,21 @@ def write(root, number: int, rows: list[dict]) -> None:
             (root / type_ / f"{number}.json").write_text("\n".join(lines) + "\n")
 
 
+def static_frames(spark, root, rows: list[dict]) -> dict:
+    """The labelled events of each type, read once (not streamed) from ``rows``."""
+    for type_ in STREAMS:
+        (root / type_).mkdir()
+    write(root, 0, rows)
+    frames = {}
+    for type_, schema in STREAMS.items():
+        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
+        raw = spark.read.schema(struct).json(str(root / type_))
+        frames[type_] = labelled_events(
+            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
+        )
+    return frames
+
+
 def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None:
     root = tmp_path / "store"
     for type_ in STREAMS:
@@ -268,16 +283,7 @@ def test_aggregate_rows_carry_the_labels_of_all_their_matches(spark, tmp_path) -
         event("Temp", 5, "L5", 95, 4),
         event("Smoke", 5, "L5", 7, 9, at="[1, B]"),  # the only L5 smoke: above [1, A]
     ]
-    for type_ in STREAMS:
-        (tmp_path / type_).mkdir()
-    write(tmp_path, 0, rows)
-    frames = {}
-    for type_, schema in STREAMS.items():
-        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
-        raw = spark.read.schema(struct).json(str(tmp_path / type_))
-        frames[type_] = labelled_events(
-            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
-        )
+    frames = static_frames(spark, tmp_path, rows)
     text = (
         "PATTERN SEQ(Temp a, Smoke b) WHERE a.room = b.room WITHIN 1 MINUTE "
         "RETURN a.room, count(*) AS n, avg(a.celsius) AS mean GROUP BY a.room"
@@ -328,16 +334,7 @@ def test_a_not_match_reaches_only_who_could_read_every_absent_event(spark, tmp_p
         event("Smoke", 3, "L2", 5, 2, at=public, tuple=OWNER),  # low may not read it
         event("Temp", 4, "L2", 71, 5, at=public),  # L2: the smoke blocks the match
     ]
-    for type_ in STREAMS:
-        (tmp_path / type_).mkdir()
-    write(tmp_path, 0, rows)
-    frames = {}
-    for type_, schema in STREAMS.items():
-        struct = labelled_schema(spark, schema.ddl, len(schema.names), CODEC.width, LATTICE.width)
-        raw = spark.read.schema(struct).json(str(tmp_path / type_))
-        frames[type_] = labelled_events(
-            raw, schema, CODEC, OWNER, AT, PROVENANCE.label(type_), LAYOUT
-        )
+    frames = static_frames(spark, tmp_path, rows)
     pattern = compile_pattern(
         "PATTERN SEQ(Temp a, NOT Smoke x, Temp b) WHERE a.room = b.room AND x.room = a.room "
         "WITHIN 1 MINUTE RETURN a.room, b.celsius",

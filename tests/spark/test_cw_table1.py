@@ -20,6 +20,7 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
         [
             "--quick",
             "--before",
+            "--bare",
             "--json",
             str(tmp_path / "r.json"),
             "--plot",
@@ -30,8 +31,9 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     )
     rows = {r["experiment"]: r for r in result["rows"]}
     assert sorted(rows) == [1, 2, 3, 4, 5, 6]
-    # the bench compared every level-aware output with the lattice oracle (it raises on
-    # a difference); the counts have the shapes the paper's experiments ask for
+    # the bench compared every level-aware arm's output (level, before, bare) with the
+    # lattice oracle (it raises on a difference); the counts have the shapes the
+    # paper's experiments ask for
     n = result["sizes"][0]
     assert rows[1]["checked_rows"] == n  # Exp 1: 100% selectivity
     assert 0.35 * n < rows[2]["checked_rows"] < 0.65 * n  # Exp 2: ~50%
@@ -40,13 +42,14 @@ def test_quick_runs_and_checks_every_experiment(spark: SparkSession, tmp_path: P
     assert rows[5]["checked_rows"] == n // 100  # one row per [ROWS 100]
     assert rows[6]["checked_rows"] > 0
     for r in rows.values():
-        assert all(t > 0 for k in ("vanilla_s", "level_s", "assert_s", "before_s") for t in r[k])
-        assert {"median", "min", "max"} <= set(r["assert_overhead_pct"])
-        assert {"median", "min", "max"} <= set(r["before_cpu_overhead_pct"])
+        assert all(t > 0 for k in ("vanilla_s", "level_s", "before_s", "bare_s") for t in r[k])
+        assert {"pct", "low", "high", "verdict"} <= set(r["level_cpu_overhead"])
+        assert {"pct", "low", "high", "verdict"} <= set(r["before_cpu_overhead"])
+    assert set(result["pooled"]["level"]) == {"1", "2", "3", "4", "5", "6"}
     assert json.loads((tmp_path / "r.json").read_text())["rows"] == result["rows"]
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     assert cw_table1.HEADING in results.read_text()
-    assert "before: CPU %" in results.read_text()
+    assert "before: CPU %" in results.read_text() and "| verdict |" in results.read_text()
 
 
 def test_the_arms_plans_differ_where_the_engine_changed(spark: SparkSession) -> None:
@@ -59,8 +62,8 @@ def test_the_arms_plans_differ_where_the_engine_changed(spark: SparkSession) -> 
         return built._jdf.queryExecution().executedPlan().toString()
 
     assert "count(" not in plan(5, "level") and "count(" in plan(5, "before")
-    assert "raise_error" not in plan(1, "assert") and "raise_error" in plan(1, "before")
-    assert "raise_error" in plan(5, "assert") and "raise_error" in plan(6, "assert")
+    assert "raise_error" not in plan(1, "level") and "raise_error" in plan(1, "before")
+    assert "raise_error" in plan(5, "level") and "raise_error" in plan(6, "level")
 
 
 def test_the_check_fails_without_the_level_conjunct(spark: SparkSession) -> None:

@@ -11,13 +11,12 @@ import shutil
 
 import pytest
 
-from streamshield.engine.branch_ledger import NOTHING
+from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.fused_branches import fused_pass
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
-from streamshield.lang.rewrite_rules import secure
-from tests.spark.hospital_pipeline import Rows, hospital_pipeline
+from tests.spark.hospital_pipeline import Rows, hospital_pipeline, network_parts, secured
 
 pytestmark = pytest.mark.spark
 
@@ -62,26 +61,11 @@ class Every(Rows):
 def network(
     pipeline, root, names, active=lambda _n: True, queries=QUERIES, sink=Rows
 ) -> tuple[SharedNetwork, dict]:
-    engine = pipeline.queries
-    shared = SharedNetwork(
-        engine.spark,
-        engine.labelled,
-        engine.streams[STREAM],
-        engine.codec,
-        engine.provenance,
-        root,
-        active,
-        name=f"network-{root.parent.name}",
-        fuse=True,  # the one pass: tests/spark/test_shared_network_positions runs without
-    )
+    parts = network_parts(pipeline, STREAM, root, active=active, name=f"network-{root.parent.name}")
+    shared = SharedNetwork(parts, fuse=True)  # the one pass, as the server runs it
     sinks = {}
     for name in names:
-        text, role = queries[name]
-        admitted = pipeline.queries.admit(text, [role])
-
-        def sql(view: str, admitted=admitted) -> str:
-            return secure(admitted.checked.tree, engine.rewrite({STREAM: view}))
-
+        admitted, sql = secured(pipeline, STREAM, *queries[name])
         sinks[name] = sink(name)
         shared.add(name, admitted, sql, sinks[name])
     return shared, sinks
@@ -258,3 +242,41 @@ def test_a_batch_delivered_just_before_a_crash_is_stored_by_the_replay(pipeline,
     replayed(store.stored(last, spark), last)
     assert replayed.sorted() == lost.sorted() and lost.rows
     assert delivered.calls == calls, "stored, not delivered twice"
+
+
+def test_a_replay_after_some_branches_linked_the_pass_keeps_their_batches(
+    pipeline, tmp_path
+) -> None:
+    """A crash after one branch linked a micro-batch's pass and before another did: the
+    replay computes the pass again for the second only. Written over the first pass, it
+    would delete the files the first branch's link names, and its stored batch (what a
+    resuming subscriber reads) would be gone. The crash is rebuilt as it leaves the disk:
+    the last micro-batch not committed, the second branch's position and store before it."""
+    root, spark = tmp_path / "net", pipeline.queries.spark
+    stores = {n: ResultStore(tmp_path / "results" / n) for n in ("cardio", "gp")}
+
+    def storing(name: str) -> StoringSink:
+        return StoringSink(stores[name], Rows())
+
+    network(pipeline, root, list(stores), sink=storing)[0].start(True).awaitTermination()
+    last = stores["gp"].batches()[-1]
+    before = {}
+    for name, store in stores.items():
+        before[name] = Rows()
+        before[name](store.stored(last, spark), last)
+    assert before["cardio"].rows and before["gp"].rows
+    commits = sorted((root / "checkpoint" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()  # the micro-batch Spark never recorded as done
+    commits[-1].with_name(f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    shutil.rmtree(stores["gp"].root / f"batch={last}")  # gp had not linked it yet
+    older = [b for b in stores["gp"].batches() if b < last]
+    BranchLedger(root / "branches").advance("gp", max(older, default=NOTHING))
+
+    again, _ = network(pipeline, root, list(stores), sink=storing)
+    again.start(available_now=True).awaitTermination()
+    for name, store in stores.items():
+        frame = store.stored(last, spark)
+        assert frame is not None, f"{name}'s stored batch {last} is gone"
+        after = Rows()
+        after(frame, last)
+        assert after.sorted() == before[name].sorted(), name

@@ -21,9 +21,8 @@ from streamshield.engine.queries import CallbackSink, QueryFailed
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.examples import hospital
-from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.rewrite_rules import secure
-from tests.spark.hospital_pipeline import Rows
+from tests.spark.hospital_pipeline import Rows, hospital_pipeline, land
 
 pytestmark = pytest.mark.spark
 
@@ -35,10 +34,7 @@ QUERIES = {
 
 @pytest.fixture
 def pipeline(spark, tmp_path):
-    pipeline = Pipeline(spark, hospital_catalog(tmp_path / "catalog.db"), tmp_path)
-    yield pipeline
-    for query in list(pipeline.queries.list()):
-        pipeline.cql.stop(query.name)
+    yield from hospital_pipeline(spark, tmp_path, [])
 
 
 def parts() -> list[list]:
@@ -46,11 +42,6 @@ def parts() -> list[list]:
     18 elements come first; every channel stays in order)."""
     elements = hospital.elements()
     return [elements[:6], elements[6:12], elements[12:]]
-
-
-def land(pipeline: Pipeline, part: list) -> None:
-    assert not pipeline.landing.append(part).rejected
-    pipeline.ingest_available()
 
 
 def submit(pipeline: Pipeline, name: str, sink) -> object:

@@ -13,6 +13,7 @@ off must run no Spark job.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -22,11 +23,9 @@ from streamshield.engine.queries import CallbackSink
 from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.examples import hospital
-from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
-from streamshield.lang.rewrite_rules import secure
 from streamshield.policy.elements import Channel, SpElement, TupleElement
-from tests.spark.hospital_pipeline import Rows
+from tests.spark.hospital_pipeline import Rows, hospital_pipeline, land, network_parts, secured
 
 pytestmark = pytest.mark.spark
 
@@ -52,19 +51,9 @@ OFF = {"off"}
 def parts(spark, tmp_path_factory):
     """A pipeline with the first part of the hospital's elements ingested, and a function
     that lands and ingests the rest (HeartRate: policy 1 and two minutes, then the rest)."""
-    root = tmp_path_factory.mktemp("windows")
-    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
     elements = hospital.elements()
-    assert not pipeline.landing.append(elements[:9]).rejected
-    pipeline.ingest_available()
-
-    def rest() -> None:
-        assert not pipeline.landing.append(elements[9:] + _hidden_newer()).rejected
-        pipeline.ingest_available()
-
-    yield pipeline, rest
-    for query in list(pipeline.queries.list()):
-        pipeline.cql.stop(query.name)
+    for pipeline in hospital_pipeline(spark, tmp_path_factory.mktemp("windows"), elements[:9]):
+        yield pipeline, functools.partial(land, pipeline, elements[9:] + _hidden_newer())
 
 
 def _hidden_newer() -> list:
@@ -79,20 +68,10 @@ def _hidden_newer() -> list:
     return out
 
 
-def _sql(pipeline: Pipeline, text: str, role: str) -> tuple:
-    engine = pipeline.queries
-    admitted = engine.admit(text, [role])
-
-    def sql(view: str) -> str:
-        return secure(admitted.checked.tree, engine.rewrite({STREAM: view}))
-
-    return admitted, sql
-
-
 def _alone(pipeline: Pipeline, root, name: str, sink: Rows) -> WindowQuery:
     """The query as a window query of its own (a streaming query, its own state)."""
     text, role = QUERIES[name]
-    admitted, sql = _sql(pipeline, text, role)
+    admitted, sql = secured(pipeline, STREAM, text, role)
     engine = pipeline.queries
     return WindowQuery(
         engine.spark,
@@ -113,19 +92,11 @@ def _alone(pipeline: Pipeline, root, name: str, sink: Rows) -> WindowQuery:
 def _network(
     pipeline: Pipeline, root, names, sinks: dict[str, Rows], active: Callable[[str], bool]
 ) -> WindowNetwork:
-    engine = pipeline.queries
     network = WindowNetwork(
-        engine.spark,
-        engine.labelled,
-        engine.streams[STREAM],
-        engine.codec,
-        engine.provenance,
-        root,
-        active,
-        name=f"windows-{root.name}",
+        network_parts(pipeline, STREAM, root, active=active, name=f"windows-{root.name}")
     )
     for name in names:
-        admitted, sql = _sql(pipeline, *QUERIES[name])
+        admitted, sql = secured(pipeline, STREAM, *QUERIES[name])
         network.add(name, admitted, sql, sinks[name])
     return network
 

@@ -5,7 +5,9 @@
 Replies as the real driver does (first a ready line, then one line per request, each
 with every query's state as ``status`` gives it); the request ``die`` exits without a
 reply, as a crashed driver would, and ``fail`` ends a query with an error class, as a
-query failing inside it would.
+query failing inside it would. The level named by ``FAKE_LEVEL_DRIVER_GATED`` starts
+only once the file ``FAKE_LEVEL_DRIVER_GATE`` exists (a slow start); the one named by
+``FAKE_LEVEL_DRIVER_DEAD`` exits before its ready line (a start that fails).
 """
 
 from __future__ import annotations
@@ -13,12 +15,19 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 
 def main() -> int:
     spec = json.loads(Path(sys.argv[1]).read_text())
     queries: dict[str, dict] = {}
+    if spec["level"] == os.environ.get("FAKE_LEVEL_DRIVER_DEAD"):
+        return 4  # a driver that never starts (its JVM would not come up)
+    if spec["level"] == os.environ.get("FAKE_LEVEL_DRIVER_GATED"):
+        gate = Path(os.environ["FAKE_LEVEL_DRIVER_GATE"])
+        while not gate.exists():  # a slow JVM start, as long as the test wants
+            time.sleep(0.02)
 
     def reply(body: dict) -> None:
         sys.stdout.write(json.dumps(body) + "\n")

@@ -11,6 +11,7 @@ The real thing through the server over TLS: tests/server/test_level_applications
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -120,6 +121,60 @@ def test_a_failing_query_or_a_dead_driver_fails_and_the_lost_one_restarts(tmp_pa
     assert registry.restart(registry.restartable(0), UNLIMITED) == ["ok"]
     assert ok.status() == "running" and ok.handle.application is not first
     assert ok.handle.application.process.poll() is None
+
+
+def test_a_slow_driver_start_holds_up_no_other_start(tmp_path, routed, monkeypatch) -> None:
+    """A registration waits for its level's driver outside the registry's lock (as the
+    server does, outside its own too): another level's query starts meanwhile."""
+    registry, apps = routed
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("FAKE_LEVEL_DRIVER_GATE", str(gate))
+    monkeypatch.setenv("FAKE_LEVEL_DRIVER_GATED", at("[1, B]").text)
+    registry.add(live(tmp_path, "slow", "[1, B]"))
+    registry.add(live(tmp_path, "fast", "[2, _]"))
+    done: dict = {}
+
+    def register() -> None:
+        with registry.levels_started(["slow"], ready=True) as startable:
+            done["startable"] = startable
+            done["query"] = registry.start("slow", UNLIMITED)
+
+    thread = threading.Thread(target=register, daemon=True)
+    thread.start()
+    _until(lambda: len(apps.active()) == 1)  # the slow level's driver is starting
+    assert registry.start("fast", UNLIMITED).status() == "running"
+    assert thread.is_alive() and "startable" not in done  # still starting, not in the way
+    gate.touch()
+    thread.join(30)
+    assert done["startable"] == ["slow"] and done["query"].status() == "running"
+    assert len(apps.active()) == 2
+
+
+def test_a_driver_that_does_not_start_is_left_out_and_let_go(tmp_path, routed, monkeypatch) -> None:
+    registry, apps = routed
+    monkeypatch.setenv("FAKE_LEVEL_DRIVER_DEAD", at("[1, B]").text)
+    registry.add(live(tmp_path, "q", "[1, B]"))
+    with registry.levels_started(["q"], ready=True) as startable:
+        assert startable == []  # its start would only start another driver: not tried
+    assert apps.active() == {} and registry.get("q").status() == "stopped"
+
+
+def test_a_lost_query_restarts_into_the_driver_started_for_it(tmp_path, routed) -> None:
+    """The watch starts the new driver outside the locks; the failed run's handle is let
+    go first, so the restart does not stop the driver just started for it."""
+    registry, _apps = routed
+    registry.add(live(tmp_path, "ok", "[1, B]"))
+    ok = registry.start("ok", UNLIMITED)
+    first = ok.handle.application
+    first.process.kill()
+    _until(lambda: not ok.handle.active)
+    registry.check_failures(lambda *_: None)
+    with registry.levels_started(registry.restartable(0), ready=True) as due:
+        warmed = _apps.of(ok.internal)
+        assert due == ["ok"] and warmed is not first and warmed.ready is not None
+        assert registry.restart(due, UNLIMITED) == ["ok"]
+    assert ok.status() == "running" and ok.handle.application is warmed
+    assert warmed.process.poll() is None
 
 
 def _until(condition, timeout: float = 30.0) -> None:

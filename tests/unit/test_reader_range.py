@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from streamshield.policy.bitset import WORD_BITS
 from streamshield.policy.encoding import EncodedAccess
-from streamshield.policy.reader_range import NO_READER, bit_range, may_meet, reader_range
+from streamshield.policy.reader_range import (
+    NO_READER,
+    bit_range,
+    label_summary,
+    may_meet,
+    reader_range,
+)
 
 SIGNED = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 SPARSE = st.one_of(
@@ -63,3 +70,44 @@ def test_files_without_summaries_are_left_to_the_tuple_test() -> None:
 def test_a_tuple_nobody_may_read_meets_no_query() -> None:
     assert reader_range((0, 0)) == NO_READER
     assert not any(may_meet(*NO_READER, q) for q in ((1, 0), (0, -1), (-1, -1)))
+
+
+def label(width: int, objects: int):
+    """Finished label words in stored order, attributes often equal to the tuple's."""
+    one = st.lists(words(2 * width).map(list), min_size=1, max_size=1)
+    return one.flatmap(
+        lambda first: st.lists(
+            st.one_of(st.just(first[0]), words(2 * width).map(list)),
+            min_size=objects - 1,
+            max_size=objects - 1,
+        ).map(lambda rest: [w for obj in [first[0], *rest] for w in obj])
+    )
+
+
+@given(
+    st.tuples(st.integers(1, 3), st.integers(1, 4)).flatmap(
+        lambda wo: st.tuples(st.just(wo), label(*wo), st.integers(1, wo[0]))
+    )
+)
+def test_a_policy_summary_is_what_each_of_its_rows_would_compute(case) -> None:
+    """Ingest summarises a policy once on the driver; the per-row expressions
+    (scan_summary.summary_columns) read the same words: READ reader words of the tuple
+    for the range, and every attribute's reader and denied word against the tuple's."""
+    (width, objects), ws, block = case
+    readers = tuple(ws[2 * w] for w in range(block))
+    same = all(
+        ws[2 * (o * width + w) + k] == ws[2 * w + k]
+        for o in range(1, objects)
+        for w in range(width)
+        for k in (0, 1)
+    )
+    assert label_summary(ws, objects, width, block) == (*reader_range(readers), same)
+
+
+def test_a_denied_tuple_summarises_as_no_reader_and_same() -> None:
+    assert label_summary([0] * 12, 3, 2, 1) == (*NO_READER, True)
+
+
+def test_a_summary_refuses_words_of_another_layout() -> None:
+    with pytest.raises(ValueError):
+        label_summary([0] * 11, 3, 2, 1)

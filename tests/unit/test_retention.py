@@ -201,6 +201,29 @@ def test_a_removed_querys_checkpoint_holds_nothing_back(tmp_path: Path) -> None:
     assert not (tmp_path / "store" / "checkpoints" / "queries" / "api_gone").exists()
 
 
+def test_a_new_retention_applies_at_once_and_stop_is_prompt(tmp_path: Path) -> None:
+    root = Root(tmp_path)
+    root.reader("q", through=3)
+    queries = tmp_path / "queries"
+    queries.mkdir()
+    (queries / "q.json").write_text(json.dumps({"internal": "q"}))
+    watch = RetentionWatch(tmp_path, queries, None)  # keeps everything: a minute's sleep
+    watch.start()
+    try:
+        assert watch.interval == 60
+        watch.max_age = 60  # not a minute later: now
+        deadline = time.monotonic() + 10
+        while watch.pruner.last is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert watch.pruner.last is not None
+        assert watch.interval == 30
+    finally:
+        began = time.monotonic()
+        watch.stop()
+    assert time.monotonic() - began < 5  # not the rest of the interval
+    assert root.kept_batches() == [] and root.check() == root.batches
+
+
 def test_a_quarantined_checkpoint_is_no_reader(tmp_path: Path) -> None:
     root = Root(tmp_path)
     aside = tmp_path / "quarantine" / "20260101T000000Z" / "checkpoints-ingest"

@@ -115,6 +115,27 @@ def test_serve_refuses_a_bad_config_with_exit_code_2_and_one_line(tmp_path) -> N
     assert result.exit_code == 2 and "key=value" in result.output
 
 
+def test_fused_branches_are_on_unless_an_option_or_the_environment_turns_them_off(
+    monkeypatch,
+) -> None:
+    """The server runs its shared networks' plain selections in one pass by default
+    (engine/fused_branches.py); ``--no-fuse-branches`` reaches the server's settings."""
+    assert load({}).fuse_branches is True
+    monkeypatch.setenv("STREAMSHIELD_FUSE_BRANCHES", "false")
+    assert load({}).fuse_branches is False
+    monkeypatch.delenv("STREAMSHIELD_FUSE_BRANCHES")
+    started: list[ServeSettings] = []
+
+    def run_server(settings: ServeSettings, _echo) -> int:
+        started.append(settings)
+        return 0
+
+    monkeypatch.setattr("streamshield.server.main.run_server", run_server)
+    for flag, fused in (("--no-fuse-branches", False), ("--fuse-branches", True)):
+        assert CliRunner().invoke(main, ["serve", flag]).exit_code == 0
+        assert started.pop().fuse_branches is fused
+
+
 def test_every_setting_is_documented_in_help_and_readme() -> None:
     help_text = CliRunner().invoke(main, ["serve", "--help"]).output
     readme = (Path(__file__).parents[2] / "README.md").read_text()
@@ -185,3 +206,13 @@ def test_jvm_class_archive_is_written_aside_then_kept(tmp_path) -> None:
     assert option.endswith(".jsa") and not pending.exists()
     conf = with_java_option({"spark.driver.extraJavaOptions": "-Dmine=1"}, option)
     assert conf["spark.driver.extraJavaOptions"] == f"{option} -Dmine=1"
+
+
+def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
+    from streamshield.engine.session import DRIVER_JAVA_OPTIONS, fixed_heap, with_java_option
+
+    assert fixed_heap({}) == "-Xms2g -XX:+AlwaysPreTouch"  # the default spark.driver.memory
+    mine = {"spark.driver.memory": "3g", DRIVER_JAVA_OPTIONS: "-XX:-AlwaysPreTouch"}
+    conf = with_java_option(mine, fixed_heap(mine))
+    # the operator's options come later on the JVM's command line, so they win
+    assert conf[DRIVER_JAVA_OPTIONS] == "-Xms3g -XX:+AlwaysPreTouch -XX:-AlwaysPreTouch"

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -65,9 +66,35 @@ class Branch(Protocol):
     name: str
     admitted: AdmittedQuery
     failure: BaseException | None
+    columns: tuple[str, ...]
+    """Its output columns, labels included (empty: not known before it runs)."""
 
 
 B = TypeVar("B", bound=Branch)
+
+
+@dataclass(frozen=True)
+class NetworkParts:
+    """What a network over one stream is built from: the same for every kind of network
+    (a selection network, a window network), so each takes this one value instead of
+    repeating the list.
+
+    ``active(branch)``: its privacy switch (an error reads as off). ``name``: the
+    network's streaming query and job-group prefix (default ``<kind>-<stream>``).
+    ``levels``: the level words the scan reads (0 while levels are off); every branch has
+    a level of that width. ``feed``: what the scanned rows pass first (a level
+    processor's shepherd)."""
+
+    spark: SparkSession
+    labelled: LabelledStore
+    stream: StreamDefinition
+    codec: RoleCodec
+    provenance: ProvenanceCodec
+    root: Path
+    active: Callable[[str], bool] = lambda _name: True
+    name: str | None = None
+    levels: int = 0
+    feed: Callable[[DataFrame], DataFrame] | None = None
 
 
 class BranchedNetwork(Generic[B]):
@@ -76,26 +103,16 @@ class BranchedNetwork(Generic[B]):
 
     SUMMARIES = False
     """Whether the scan reads the labelled rows' scan summaries (engine/scan_summary.py)."""
+    KIND = "network"
+    """The default name's prefix (``<KIND>-<stream>``)."""
+    FOLDER = "networks"
+    """Where a query processor keeps this kind's networks (``<FOLDER>/<stream>``)."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        labelled: LabelledStore,
-        stream: StreamDefinition,
-        codec: RoleCodec,
-        provenance: ProvenanceCodec,
-        root: Path,
-        active: Callable[[str], bool],
-        name: str,
-        levels: int = 0,
-        feed: Callable[[DataFrame], DataFrame] | None = None,
-    ) -> None:
-        """``active(branch)``: its privacy switch (an error reads as off). ``levels``: the
-        level words the scan reads (0 while levels are off); every branch has a level of
-        that width. ``feed``: what the scanned rows pass first (a level's shepherd)."""
-        self.spark, self.labelled, self.stream = spark, labelled, stream
-        self.codec, self.provenance, self.root = codec, provenance, Path(root)
-        self.active, self.name, self.levels, self.feed = active, name, levels, feed
+    def __init__(self, parts: NetworkParts) -> None:
+        self.spark, self.labelled, self.stream = parts.spark, parts.labelled, parts.stream
+        self.codec, self.provenance, self.root = parts.codec, parts.provenance, Path(parts.root)
+        self.active, self.levels, self.feed = parts.active, parts.levels, parts.feed
+        self.name = parts.name or f"{self.KIND}-{parts.stream.name}"
         self.ledger = BranchLedger(self.root / "branches")
         self.log = SourceLog(self.root / "checkpoint")
         self.handle: StreamingQuery | None = None
@@ -112,6 +129,13 @@ class BranchedNetwork(Generic[B]):
         branch's thread takes it explicitly, a fresh thread does not inherit it."""
 
     # -- what a subclass says -----------------------------------------------------------------
+
+    def add(
+        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
+    ) -> B:
+        """A query joins as a branch (NotShared if it cannot): ``sql(view)`` is its
+        secured SQL over its rows offered as ``view``, ``sink`` takes each output."""
+        raise NotImplementedError
 
     def _process_ids(self, batch: DataFrame, batch_id: int, ids: frozenset[int]) -> None:
         """One micro-batch holding the rows of ingest batches ``ids`` (not empty)."""

@@ -36,6 +36,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.branch_ledger import BranchLedger
+from streamshield.engine.branched_network import NetworkParts, NotShared
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
@@ -52,7 +53,7 @@ from streamshield.engine.queries import (
     Sink,
 )
 from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
-from streamshield.engine.shared_network import NotShared, SharedNetwork
+from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.spgen import SpGen
 from streamshield.engine.tracker_state import StateStore
 from streamshield.engine.window_network import WindowNetwork
@@ -114,15 +115,18 @@ class CqlService:
         join_mode: JoinMode = JoinMode.ADAPTIVE,
         share: bool = True,
         share_windows: bool = True,
+        fuse: bool = True,
     ) -> None:
         """``share``: selections over one stream run as branches of the stream's shared
         network (engine/shared_network.py) rather than each as a streaming query;
         ``share_windows``: windowed queries as branches of its window network
-        (engine/window_network.py) rather than each as a window query of its own (the
-        server's ``share_windows`` setting turns it off)."""
+        (engine/window_network.py) rather than each as a window query of its own;
+        ``fuse``: a shared network computes its plain selections in one pass, stored
+        once (engine/fused_branches.py). The server's ``share_windows`` and
+        ``fuse_branches`` settings turn them off."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
-        self.share, self.share_windows = share, share_windows
+        self.share, self.share_windows, self.fuse = share, share_windows, fuse
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections or of windows) computes nothing for a query whose switch is off."""
@@ -140,6 +144,11 @@ class CqlService:
         self.window_networks: dict[tuple[str, str], WindowNetwork] = {}
         """Window networks keyed by (stream, level processor), as ``networks``."""
         self.window_branches: dict[str, tuple[str, str]] = {}
+        self._kinds: dict[type, tuple[dict, dict[str, tuple[str, str]]]] = {
+            SharedNetwork: (self.networks, self.branches),
+            WindowNetwork: (self.window_networks, self.window_branches),
+        }
+        """Per kind of network, the running ones and which branch runs in which."""
         self.write_level: Callable[[str, QueryLevel], None] | None = None
         """Records that a derived stream is at its query's level (the security catalog's
         ``write_at``); without it, a delegating query at a level is refused."""
@@ -205,25 +214,17 @@ class CqlService:
     def _stop(self, name: str) -> None:
         self.shapes.pop(name, None)
         self.window_queries.pop(name, None)
-        window_key = self.window_branches.pop(name, None)
-        if window_key is not None:
-            self.queries.stop(name)  # the branch leaves its window network
-            windows = self.window_networks[window_key]
-            if not windows.branches:  # the last one: the network stops too
-                if windows.handle is not None:
-                    at_batch_boundary(windows.handle, NETWORK_STOP_SECONDS)
-                windows.stop()
-                del self.window_networks[window_key]
-            return
-        key = self.branches.pop(name, None)
-        if key is not None:
+        for networks, branches in self._kinds.values():
+            key = branches.pop(name, None)
+            if key is None:
+                continue
             self.queries.stop(name)  # the branch leaves its network
-            network = self.networks[key]
+            network = networks[key]
             if not network.branches:  # the last one: the network stops too
                 if network.handle is not None:
                     at_batch_boundary(network.handle, NETWORK_STOP_SECONDS)
                 network.stop()
-                del self.networks[key]
+                del networks[key]
             return
         if name not in self.subscriptions:
             self.queries.stop(name)
@@ -240,7 +241,7 @@ class CqlService:
         """A removed query's engine records: its branch positions in any network (of
         any level: the query's level may have changed since it ran)."""
         root = self.queries.root
-        for kind in ("networks", "window-networks"):
+        for kind in (SharedNetwork.FOLDER, WindowNetwork.FOLDER):
             for networks in (root / kind, *root.glob(f"levels/*/{kind}")):
                 for stream in self.streams:
                     BranchLedger(networks / stream / "branches").drop(name)
@@ -279,7 +280,9 @@ class CqlService:
     ) -> RegisteredQuery:
         shape = admitted.shape
         if shape.kind is ShapeKind.STREAM:
-            shared = self._shared_query(admitted, sink, name, processor) if self.share else None
+            shared = None
+            if self.share and not shape.aggregate:
+                shared = self._branch(SharedNetwork, admitted, sink, name, processor)
             return shared or self.queries.register(
                 admitted, admitted.roles, sink, name, processor=processor
             )
@@ -294,41 +297,46 @@ class CqlService:
                 admitted, admitted.roles, sink, name, sliding=sliding, processor=processor
             )
         if shape.kind is ShapeKind.WINDOW_RELATION:
-            windows = self.share and self.share_windows
-            shared = self._window_branch(admitted, sink, name, processor) if windows else None
+            shared = None
+            if self.share and self.share_windows:
+                shared = self._branch(WindowNetwork, admitted, sink, name, processor)
             return shared or self._window_query(admitted, sink, name, processor)
         return self._join_query(admitted, sink, name, processor)
 
-    def _shared_query(
-        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
+    def _branch(
+        self,
+        kind: type[SharedNetwork] | type[WindowNetwork],
+        admitted: AdmittedQuery,
+        sink: Sink,
+        name: str,
+        processor: LevelProcessor,
     ) -> RegisteredQuery | None:
-        """The query as a branch of its stream's shared network; None when its plan is not
-        one a network shares (it then runs on its own)."""
-        if isinstance(sink, MemorySink) or len(admitted.streams) != 1 or admitted.shape.aggregate:
+        """The query as a branch of its stream's network of ``kind`` (selections or
+        windows), one per stream and level processor (levels never share one); None
+        when its plan is not one that network shares (it then runs on its own)."""
+        if isinstance(sink, MemorySink) or len(admitted.streams) != 1:
             return None
         stream = admitted.streams[0]
         key = (stream, processor.name)
-        network = self.networks.get(key)
+        networks, branches = self._kinds[kind]
+        network = networks.get(key)
         fresh = network is None
-        level = admitted.level
         if network is None:
-            network = SharedNetwork(
+            level = admitted.level
+            parts = NetworkParts(
                 processor.session,
                 self.queries.labelled,
                 self.streams[stream],
                 self.queries.codec,
                 self.queries.provenance,
-                processor.path("networks", stream),
+                processor.path(kind.FOLDER, stream),
                 active=lambda query: self.switch(query),
-                name=f"network-{stream}" + ("" if level is None else f"-{processor.name}"),
+                name=f"{kind.KIND}-{stream}" + ("" if level is None else f"-{processor.name}"),
                 levels=level.width if level is not None else 0,
                 feed=processor.shepherd,
             )
-
-        def sql(view: str) -> str:
-            rewrite = self.queries.rewrite({stream: view}, level=level)
-            return secure(admitted.checked.tree, rewrite)
-
+            network = SharedNetwork(parts, self.fuse) if kind is SharedNetwork else kind(parts)
+        sql = self._secured(admitted, stream)
         try:
             branch = planned(
                 lambda: network.add(name, admitted, sql, _deliverer(sink)), admitted.request.sql
@@ -336,77 +344,26 @@ class CqlService:
         except NotShared:
             return None
         if fresh:
-            self.networks[key] = network
+            networks[key] = network
             with processor.pool():
                 network.start()
-        self.branches[name] = key
-        query = RegisteredQuery(
-            name,
-            admitted.request.sql,
-            admitted.roles,
-            admitted.streams,
-            any(c.startswith("_ss_r0_") for c in branch.columns),
-            network.branch_handle(name),  # type: ignore[arg-type]
-            self.queries.spark,
-            sink,
-            branch.columns,
-            admitted.level,
-        )
-        self.queries.queries[name] = query
-        return query
+        branches[name] = key
+        handle = network.branch_handle(name)
+        return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]
 
-    def _window_branch(
-        self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
-    ) -> RegisteredQuery | None:
-        """The query as a branch of its stream's window network; None when it cannot be
-        one (it then runs as a window query of its own)."""
-        if isinstance(sink, MemorySink) or len(admitted.streams) != 1:
-            return None
-        stream = admitted.streams[0]
-        key = (stream, processor.name)
-        network = self.window_networks.get(key)
-        fresh = network is None
-        level = admitted.level
-        if network is None:
-            network = WindowNetwork(
-                processor.session,
-                self.queries.labelled,
-                self.streams[stream],
-                self.queries.codec,
-                self.queries.provenance,
-                processor.path("window-networks", stream),
-                active=lambda query: self.switch(query),
-                name=f"windows-{stream}" + ("" if level is None else f"-{processor.name}"),
-                levels=level.width if level is not None else 0,
-            )
+    def _secured(self, admitted: AdmittedQuery, stream: str) -> Callable[[str], str]:
+        """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py)."""
 
         def sql(view: str) -> str:
-            rewrite = self.queries.rewrite({stream: view}, level=level)
+            rewrite = self.queries.rewrite({stream: view}, level=admitted.level)
             return secure(admitted.checked.tree, rewrite)
 
-        deliver = _deliverer(sink)
-        try:
-            planned(lambda: network.add(name, admitted, sql, deliver), admitted.request.sql)
-        except NotShared:
-            return None
-        if fresh:
-            self.window_networks[key] = network
-            with processor.pool():
-                network.start()
-        self.window_branches[name] = key
-        handle = network.branch_handle(name)
-        return self._record(name, admitted, handle, sink)  # type: ignore[arg-type]
+        return sql
 
     def _window_query(
         self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
     ) -> RegisteredQuery:
         _item, stream, window = admitted.shape.windows[0]
-        level = admitted.level
-
-        def sql(view: str) -> str:
-            rewrite = self.queries.rewrite({stream: view}, level=level)
-            return secure(admitted.checked.tree, rewrite)
-
         query = WindowQuery(
             processor.session,
             self.queries.labelled,
@@ -414,13 +371,13 @@ class CqlService:
             self.queries.codec,
             admitted.roles,
             window,
-            sql,
+            self._secured(admitted, stream),
             admitted.shape.aggregate,
             _deliverer(sink),
             processor.path("windows", name),
             name,
             self.queries.provenance,
-            level,
+            admitted.level,
         )
         planned(query.analyse, admitted.request.sql)
         with processor.pool():
@@ -506,18 +463,26 @@ class CqlService:
         session.sql(_with_pair_labels(tree, [], view))
 
     def _record(
-        self, name: str, admitted: AdmittedQuery, handle: StreamingQuery, sink: Sink
+        self,
+        name: str,
+        admitted: AdmittedQuery,
+        handle: StreamingQuery,
+        sink: Sink,
+        columns: tuple[str, ...] = (),
     ) -> RegisteredQuery:
+        """``columns``: its output's, labels included, where the engine planned them
+        (unknown columns count as labelled)."""
         query = RegisteredQuery(
             name,
             admitted.request.sql,
             admitted.roles,
             admitted.streams,
-            True,
+            not columns or any(c.startswith("_ss_r0_") for c in columns),
             handle,
             self.queries.spark,
             sink,
-            level=admitted.level,
+            columns,
+            admitted.level,
         )
         self.queries.queries[name] = query
         return query

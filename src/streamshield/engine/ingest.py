@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    IntegerType,
     LongType,
     StringType,
     StructField,
@@ -62,7 +63,7 @@ from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.scan_summary import with_scan_summary
+from streamshield.engine.scan_summary import HI, LO, SAME, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_sp
 from streamshield.policy import patterns
@@ -70,6 +71,7 @@ from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
+from streamshield.policy.reader_range import NO_READER, label_summary
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.policy.rules import Layout, RuleSet, compile_rules, label_words
 from streamshield.policy.shield import Reason
@@ -108,8 +110,10 @@ ELEMENT_SCHEMA = StructType(
 log = logging.getLogger("streamshield.engine")
 CHANNEL = ["stream", "provider"]
 PASS = Reason.PASS.value
-# per (stream, policy id): rule rows, and the finished label words when they ignore the tid
-Compiled = dict[tuple[str, str], tuple[list[tuple], list[int] | None]]
+# A compiled policy: its rule rows, and when they ignore the tid its finished label words
+# and their scan summary (lo, hi, same)
+Body = tuple[list[tuple], list[int] | None, tuple[int, int, bool] | None]
+Compiled = dict[tuple[str, str], Body]  # per (stream, policy id)
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 GUESSED_CHANNELS = 64
@@ -141,7 +145,7 @@ class Ingest:
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
-        self._compiled: dict[tuple, tuple[list[tuple], list[int] | None] | None] = {}
+        self._compiled: dict[tuple, Body | None] = {}
         """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
@@ -227,10 +231,16 @@ class Ingest:
         out = {}
         for stream in streams:
             level = assigned_level(assignment, stream) if assignment is not None else []
-            per_tuple = any(s == stream and f is None for (s, _), (_, f) in policies.items())
-            labelled = self._label(decided.filter(F.col("stream") == stream), stream, per_tuple)
-            labelled = labelled.select("*", *level) if level else labelled
-            out[stream] = self._summarised(labelled, stream)
+            per_tuple = any(s == stream and f is None for (s, _), (_, f, _) in policies.items())
+            rows = decided.filter(F.col("stream") == stream)
+            if per_tuple:
+                labelled = self._label(rows, stream, per_tuple)
+                labelled = labelled.select("*", *level) if level else labelled
+                out[stream] = self._summarised(labelled, stream)
+            else:
+                ordered = rows.select("*", *_decided_summary()).sortWithinPartitions(LO)
+                labelled = self._label(ordered, stream, per_tuple, keep=SUMMARY_NAMES)
+                out[stream] = labelled.select("*", *level) if level else labelled
         return out
 
     def guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
@@ -287,7 +297,9 @@ class Ingest:
         return Guess(frames, observation, channels)
 
     def _summarised(self, labelled: DataFrame, stream: str) -> DataFrame:
-        """The scan summaries beside the labels, each file sorted by them (scan_summary)."""
+        """The scan summaries computed from each row's label words, each file sorted by
+        them (scan_summary): only for a stream with a policy naming tuple ids, whose words
+        differ per tuple; every other stream's rows take their policy's summary."""
         objects = len(self.layout(stream).objects)
         return with_scan_summary(labelled, objects, self.codec.width, self.codec.block_width)
 
@@ -482,13 +494,17 @@ class Ingest:
 
     def _compile_body(
         self, stream: str, policy: Policy, server: ServerPolicy | None
-    ) -> tuple[list[tuple], list[int] | None] | None:
+    ) -> Body | None:
         try:
             rules = compile_rules(policy, stream, self.streams[stream].names, self.codec, server)
         except PolicyError:
             return None
         fixed = _fixed_words(rules)  # then the rules need not travel with rows
-        return ([] if fixed else labels.rule_rows(rules), fixed)
+        if fixed is None:
+            return (labels.rule_rows(rules), None, None)
+        objects = len(rules.layout.objects)
+        summary = label_summary(fixed, objects, self.codec.width, self.codec.block_width)
+        return ([], fixed, summary)
 
     def _join_decisions(
         self,
@@ -529,7 +545,9 @@ class Ingest:
             "policy_id", F.when(F.col("reason") == F.col("d_reason"), F.col("policy_id"))
         )
 
-    def _label(self, decided: DataFrame, stream: str, per_tuple: bool) -> DataFrame:
+    def _label(
+        self, decided: DataFrame, stream: str, per_tuple: bool, keep: tuple[str, ...] = ()
+    ) -> DataFrame:
         """The labelled rows of one stream, from two projections.
 
         The first parses the tuple's values once (``_ss_values``): selecting each
@@ -538,10 +556,11 @@ class Ingest:
         policy of this batch names tuple ids, so its rules are folded per tuple there too
         (a higher-order function); otherwise every label word is a finished word of the
         decision's policy. A passing tuple without words (never expected) reads 0: deny.
-        Helper columns are ``_ss_``-named: no attribute may be (catalog.streams).
+        Helper columns are ``_ss_``-named: no attribute may be (catalog.streams);
+        ``keep``: columns of ``decided`` carried through as they are.
         """
         first, second = self._label_columns(stream, per_tuple)
-        return decided.select(*first).select(*second)
+        return decided.select(*first, *keep).select(*second, *keep)
 
     def _label_columns(self, stream: str, per_tuple: bool) -> tuple[list[Column], list[Column]]:
         """The two projections of :meth:`_label`, built once per stream definition, label
@@ -645,8 +664,32 @@ _DECISIONS = StructType(
         ).fields,
         StructField("_ss_rules", labels.RULES_TYPE),  # a policy naming tuple ids: per tuple
         StructField("_ss_fixed", ArrayType(LongType())),  # any other: finished label words
+        StructField("_ss_d_lo", IntegerType()),  # and their scan summary
+        StructField("_ss_d_hi", IntegerType()),
+        StructField("_ss_d_same", BooleanType()),
     ]
 )
+SUMMARY_NAMES = (LO, HI, SAME)
+
+
+def _decided_summary() -> list[Column]:
+    """The scan summary of each decided tuple, from its policy's (``_ss_d_*``) rather
+    than from its label words: the words of a tuple are its policy's finished words when
+    it passes and all zeros otherwise (see :meth:`Ingest._build_label_columns`), and
+    zeros summarise as no reader, attributes the same. Only for streams whose policies
+    all ignore the tuple id (a passing tuple then always has its policy's words)."""
+    passed = F.col("reason") == PASS
+    return [
+        F.when(passed, F.coalesce(F.col("_ss_d_lo"), F.lit(NO_READER[0])))
+        .otherwise(F.lit(NO_READER[0]))
+        .alias(LO),
+        F.when(passed, F.coalesce(F.col("_ss_d_hi"), F.lit(NO_READER[1])))
+        .otherwise(F.lit(NO_READER[1]))
+        .alias(HI),
+        F.when(passed, F.coalesce(F.col("_ss_d_same"), F.lit(True)))
+        .otherwise(F.lit(True))
+        .alias(SAME),
+    ]
 
 
 def gap_summaries(
@@ -682,7 +725,7 @@ def _decision_rows(
 ) -> list[tuple]:
     """Rows of ``_DECISIONS``: a decision's gap becomes the seqs of the sps around it, and
     its compiled policy (rules or finished words) rides along."""
-    none = (None, None)
+    none = (None, None, None)
     seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
     rows = []
     for d in decisions:
@@ -690,7 +733,8 @@ def _decision_rows(
         bounds = seqs.get(Channel(stream, provider), [])
         after = bounds[gap - 1] if gap > 0 else _FIRST
         before = bounds[gap] if gap < len(bounds) else _LAST
-        rows.append((stream, provider, after, before, *rest, *policies.get((stream, d[6]), none)))
+        rules, fixed, summary = policies.get((stream, d[6]), none)
+        rows.append((stream, provider, after, before, *rest, rules, fixed, *(summary or none)))
     return rows
 
 

@@ -50,6 +50,7 @@ import os
 import re
 import shutil
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,7 +59,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.durable import replace_durably, write_atomic
+from streamshield.durable import fsync_dir, fsync_tree, replace_durably, write_atomic
 from streamshield.engine.fused_branches import rebuild, select_layout
 from streamshield.faults import crash_point
 
@@ -91,6 +92,28 @@ class ResultStore:
         for marker in staging.glob("*.crc"):
             marker.unlink()
         self._install(staging, batch_id)
+
+    def add(self, frame: DataFrame, batch_id: int) -> list[str]:
+        """Execute ``frame`` and store it as one more write of batch ``batch_id``, beside
+        the writes stored under that id before; the files of this write (a shared
+        network's pass). A replayed pass must not replace an earlier one: branches that
+        had the batch before the crash link that one's files, while those that had not
+        link this one's, whose bits mean other branches."""
+        staging = self._staging / f"{batch_id}.{uuid.uuid4().hex}"
+        frame.write.mode("overwrite").parquet(str(staging))
+        for marker in staging.glob("*.crc"):
+            marker.unlink()
+        names = sorted(p.name for p in staging.glob("*.parquet"))
+        target = self._path(batch_id)
+        if not target.exists():
+            self._install(staging, batch_id)
+        else:  # each write's files carry its own id: they never clash
+            fsync_tree(staging)
+            for name in names:
+                os.replace(staging / name, target / name)
+            fsync_dir(target)
+            shutil.rmtree(staging, ignore_errors=True)
+        return [str(target / name) for name in names]
 
     def owe(self, batch_id: int) -> None:
         """Records, durably, that batch ``batch_id`` reaches subscribers before it is

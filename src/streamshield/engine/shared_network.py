@@ -74,11 +74,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -88,12 +87,12 @@ from streamshield.engine.branched_network import (
     INGEST,
     BranchedNetwork,
     BranchSink,
+    NetworkParts,
     NotShared,
     audit,
     ingest_column,
 )
 from streamshield.engine.fused_branches import FusedBranch, NotFused, fused_pass
-from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore
@@ -105,8 +104,6 @@ from streamshield.network.merge import merge
 from streamshield.network.operators import Operator, Project, Select
 from streamshield.network.predicates import Comparison
 from streamshield.network.switches import Switch, place_switches
-from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.provenance import ProvenanceCodec
 
 _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 NETWORK_KEEP = 2 * DEFAULT_KEEP
@@ -130,6 +127,10 @@ class Branch:
     sink: BranchSink
     projection: SecuredProjection
     """Its secured view (roles, masks, provenance), built once when it joins."""
+    asserted: bool
+    """Whether its rows' LUB is asserted dominated by its level: at a level, unless it
+    only copies level words its view has just tested (``levels_copied``: a SQL parse,
+    so decided once when it joins, not per micro-batch)."""
     columns: tuple[str, ...] = ()
     """Its output columns (labels included), from planning it at join."""
     fused: FusedBranch | None = field(default=None, repr=False)
@@ -154,31 +155,14 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
     SUMMARIES = True  # its secured views pre-filter by the scan summaries
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        labelled: LabelledStore,
-        stream: StreamDefinition,
-        codec: RoleCodec,
-        provenance: ProvenanceCodec,
-        root: Path,
-        active: Callable[[str], bool] = lambda _name: True,
-        name: str | None = None,
-        levels: int = 0,
-        feed: Callable[[DataFrame], DataFrame] | None = None,
-        fuse: bool = False,
-    ) -> None:
-        """``levels``: the level words its scan reads (0 while levels are off); each
-        branch filters them at its own query's level in its own secured view.
-        ``feed``: what the scanned rows pass first (its level processor's shepherd).
-        ``fuse``: the branches that can are computed in one pass (engine/fused_branches.py).
-        Off by default: while each branch's sink runs its own jobs, the pass (and the job
-        that keeps a failing branch's error its own) costs more than the planning it saves
-        (docs/query-sharing.md); it is the first half of serving a network in one job."""
-        name = name or f"network-{stream.name}"
-        super().__init__(
-            spark, labelled, stream, codec, provenance, root, active, name, levels, feed
-        )
+    def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
+        """Each branch filters the level words the scan reads (``parts.levels``) at its
+        own query's level, in its own secured view. ``fuse``: the branches that can are
+        computed in one pass (engine/fused_branches.py) and stored once in the network's
+        store, each branch's batch a link into it; the server turns it on (its
+        ``fuse_branches`` setting). Off here: a network whose sinks take no link pays
+        for the pass and its cache, and each sink's own jobs (docs/query-sharing.md)."""
+        super().__init__(parts)
         self.fuse = fuse
         self.store = ResultStore(self.root / "results", keep=NETWORK_KEEP)
         """The fused pass of each micro-batch, written once; branches' stores link to it."""
@@ -211,7 +195,9 @@ class SharedNetwork(BranchedNetwork[Branch]):
             salt=self._salt,
             level=admitted.level,  # the branch's own level, next to its roles' test
         ).with_columns(label_literals(self.provenance.label(self.stream.name)))
-        branch = Branch(name, admitted, tree, view, sql(view), sink, projection)
+        text = sql(view)
+        asserted = admitted.level is not None and not levels_copied(text)
+        branch = Branch(name, admitted, tree, view, text, sink, projection, asserted)
         branch.columns, branch.fused = self._analyse(branch)
         self._join(branch)
         return branch
@@ -350,12 +336,18 @@ class SharedNetwork(BranchedNetwork[Branch]):
             return {}, {}
         passed = fused_pass(tuple(b.fused for b in fused.values() if b.fused is not None))
         wide = passed.over(batch)
-        linking = {n for n, b in fused.items() if callable(getattr(b.sink, "link", None))}
+        # A link is read back without the level assertion (``Branch.asserted``): such a
+        # branch hands over its asserted rows itself.
+        linking = {
+            n
+            for n, b in fused.items()
+            if callable(getattr(b.sink, "link", None)) and not b.asserted
+        }
         files: list[str] = []
         try:
             if linking:
-                wide = self.store.write(wide, output_id)
-                files = self.store.files(output_id)
+                files = self.store.add(wide, output_id)
+                wide = wide.sparkSession.read.schema(wide.schema).parquet(*files)
             elif len(fused) > 1:
                 wide = wide.persist()
                 cached.append(wide)
@@ -365,9 +357,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
         def rows(branch: Branch) -> DataFrame:
             assert branch.fused is not None
-            out = passed.rows(wide, branch.fused.slot)
-            level = branch.admitted.level
-            return out if level is None or levels_copied(branch.text) else assert_within(out, level)
+            return _within(branch, passed.rows(wide, branch.fused.slot))
 
         outputs = {n: rows(b) for n, b in fused.items() if n not in linking}
         linked = {
@@ -481,9 +471,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         session = rows.sparkSession
         branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
-            out = session.sql(branch.text)
-            level = branch.admitted.level
-            return out if level is None or levels_copied(branch.text) else assert_within(out, level)
+            return _within(branch, session.sql(branch.text))
         finally:  # the plan holds the view's rows; the name is not needed any more
             session.catalog.dropTempView(branch.view)
 
@@ -507,6 +495,14 @@ class SharedNetwork(BranchedNetwork[Branch]):
         if (numeric and kind not in _NUMERIC) or (not numeric and kind != "string"):
             return None  # Spark would cast: leave it to the branch's own WHERE
         return atom.op.apply(F.col(attribute), F.lit(atom.value))  # type: ignore[return-value]
+
+
+def _within(branch: Branch, out: DataFrame) -> DataFrame:
+    """The branch's output, its level asserted where it must be (``Branch.asserted``)."""
+    if not branch.asserted:
+        return out
+    assert branch.admitted.level is not None
+    return assert_within(out, branch.admitted.level)
 
 
 def _nodes(tree: Operator | str) -> list[Operator]:

@@ -44,21 +44,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
-from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
     INGEST,
     BranchedNetwork,
     BranchSink,
+    NetworkParts,
     NotShared,
     ingest_column,
 )
-from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.window_query import WindowQuery
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.admission import AdmittedQuery
@@ -71,8 +69,6 @@ from streamshield.network.window_sharing import (
     window_nodes,
     window_switches,
 )
-from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.provenance import ProvenanceCodec
 
 _BEFORE = -1
 """The arrival of rows a rebuilt node held before this micro-batch (no batch has it)."""
@@ -88,6 +84,8 @@ class WindowBranch:
     node: WindowNode
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
+    columns: tuple[str, ...] = ()
+    """Not known before it runs (a window query plans over its window's rows)."""
 
     @property
     def sink(self) -> Callable[[DataFrame, int], None]:
@@ -105,22 +103,13 @@ class _Served:
 class WindowNetwork(BranchedNetwork[WindowBranch]):
     """The streaming query of one stream's window network, its nodes and branches."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        labelled: LabelledStore,
-        stream: StreamDefinition,
-        codec: RoleCodec,
-        provenance: ProvenanceCodec,
-        root: Path,
-        active: Callable[[str], bool] = lambda _name: True,
-        name: str | None = None,
-        levels: int = 0,
-    ) -> None:
-        """``levels``: the level words its scan reads (0 while levels are off); every
-        branch has a level of that width (queries at different levels never share)."""
-        name = name or f"windows-{stream.name}"
-        super().__init__(spark, labelled, stream, codec, provenance, root, active, name, levels)
+    KIND = "windows"
+    FOLDER = "window-networks"
+
+    def __init__(self, parts: NetworkParts) -> None:
+        """Queries at different levels never share one: every branch has a level of
+        ``parts.levels``' width."""
+        super().__init__(parts)
         self._states: dict[WindowNode, WindowState] = {}
         self._served: dict[WindowNode, _Served] = {}
 

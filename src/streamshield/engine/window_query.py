@@ -87,6 +87,9 @@ class WindowQuery:
         )
         self.view = f"ss_{uuid.uuid4().hex}_{stream.name}"
         self.text = sql(self.view)
+        self.asserted = level is not None and not levels_copied(self.text)
+        """Whether its output's LUB is asserted dominated by its level (a SQL parse:
+        decided once, not per micro-batch)."""
         self.salt = uuid.uuid4().hex
 
     def analyse(self) -> None:
@@ -134,7 +137,8 @@ class WindowQuery:
         view.createOrReplaceTempView(self.view)
         try:
             out = session.sql(self.text)
-            if self.level is not None and not levels_copied(self.text):
+            if self.asserted:
+                assert self.level is not None
                 out = assert_within(out, self.level)
             self.deliver(out.drop(ARRIVAL) if ARRIVAL in out.columns else out, batch_id)
         finally:

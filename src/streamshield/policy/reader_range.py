@@ -16,6 +16,8 @@ bit ``b`` of word ``w`` is ``64 * w + b`` (the codec's role order).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from streamshield.policy.bitset import WORD_BITS, Words
 
 _MASK = (1 << WORD_BITS) - 1
@@ -52,3 +54,23 @@ def may_meet(lo: int | None, hi: int | None, query: Words) -> bool:
     if lo is None or hi is None:
         return True
     return lo <= span[1] and hi >= span[0]
+
+
+def label_summary(
+    words: Sequence[int], objects: int, width: int, block_width: int
+) -> tuple[int, int, bool]:
+    """``(lo, hi, same)`` of a finished label (the stored word order: per object, the
+    tuple first, and word, its readers then its denied word), as the scan summary
+    columns would compute them row by row.
+
+    Ingest computes it once per distinct policy on the driver instead of per tuple: a
+    policy whose rules ignore the tuple id gives every tuple of its segment the same
+    words, so the same summary (and all-zero words, a denied tuple, give
+    ``(*NO_READER, True)``)."""
+    stride = 2 * width
+    if len(words) != objects * stride:
+        raise ValueError("label words do not match the layout")
+    lo, hi = reader_range(tuple(words[2 * w] for w in range(block_width)))
+    flat = list(words)
+    same = all(flat[o * stride : (o + 1) * stride] == flat[:stride] for o in range(1, objects))
+    return lo, hi, same

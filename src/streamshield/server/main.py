@@ -202,6 +202,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
             service.backlog.limit = settings.max_ingest_backlog
             service.cql.share_windows = settings.share_windows
+            service.cql.fuse = settings.fuse_branches
             service.retention.max_age = settings.retention
         if stopper.requested.is_set():
             return 0
@@ -254,11 +255,13 @@ def _spark(settings: ServeSettings) -> tuple[Any, Path | None]:
     from streamshield.engine.session import (
         cache_directory,
         class_cache,
+        fixed_heap,
         spark_session,
         with_java_option,
     )
 
     conf, pending = dict(settings.spark_conf), None
+    conf = with_java_option(conf, fixed_heap(conf))  # memory flat whatever the load
     if settings.jvm_class_cache:
         option, pending = class_cache(cache_directory())
         conf = with_java_option(conf, option)

@@ -94,6 +94,13 @@ class Registered:
             close(reason, event)
 
 
+SEPARATE_LEVELS = (
+    "event patterns do not run in a level's own Spark application "
+    "(level_applications = separate): they would run in the server's shared one; "
+    "use level_applications = in_process for patterns at a level"
+)
+
+
 class PatternService:
     """Registers, runs and delivers event patterns; one per server."""
 
@@ -161,6 +168,13 @@ class PatternService:
             if str(record.status) != "running" or not roles:
                 continue
             try:
+                self._refuse_in_separate_levels(level)
+            except Conflict:
+                registered.running.status = Status.STOPPED
+                registered.running.reason = f"not restarted: {SEPARATE_LEVELS}"
+                audit.error("pattern %s not restarted: %s", name, SEPARATE_LEVELS)
+                continue
+            try:
                 registered.running.start()
             except PatternRefused as refused:
                 registered.running.status = Status.STOPPED
@@ -215,6 +229,8 @@ class PatternService:
     def register(self, session: Any, name: str, text: str, key: str | None = None) -> dict:
         """Parse, check against the event types, validate against the session's operators,
         then record it as a query object and start it at the session's level."""
+        level = port.session_query_level(self.server.security, session)
+        self._refuse_in_separate_levels(level)
         edition = self.book.current()
         pattern = self._compiled(text, edition.access)
         _check_key(pattern, key, edition.access)
@@ -223,7 +239,6 @@ class PatternService:
             validate(pattern, edition.access, edition.hierarchy, roles, key=key)
         except PatternRefused as refused:
             raise Forbidden(f"pattern refused: {refused}") from None
-        level = port.session_query_level(self.server.security, session)
         with self._lock:
             if name in self.patterns:
                 raise Conflict(f"pattern {name} exists")
@@ -239,6 +254,14 @@ class PatternService:
             self.patterns[name] = registered
             self._save()
         return self.describe(registered)
+
+    def _refuse_in_separate_levels(self, level: QueryLevel | None) -> None:
+        """A pattern runs in the level's processor inside the server's own Spark
+        application; with ``level_applications = separate`` the operator asked that a
+        level's work run only in the level's own application, which patterns cannot do
+        yet. Refused (409), never run in the shared application instead."""
+        if level is not None and getattr(self.server, "applications", None) is not None:
+            raise Conflict(SEPARATE_LEVELS, "level_applications")
 
     def _compiled(self, text: str, access: AccessObject) -> Pattern:
         try:
@@ -404,6 +427,8 @@ class PatternService:
 
     def set_status(self, session: Any, name: str, running: bool) -> dict:
         registered = self._get(session, name)
+        if running:
+            self._refuse_in_separate_levels(registered.level)
         port.set_query_status(
             self.server.security, session, name, "running" if running else "stopped"
         )

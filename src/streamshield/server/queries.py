@@ -249,23 +249,41 @@ class QueryRegistry:
         query.shape = admitted.shape
 
     @contextmanager
-    def levels_started(self, names: Sequence[str]) -> Iterator[None]:
-        """Around starting ``names`` one by one (a restart's queries): their levels' own
-        applications start side by side first, since a driver's JVM start is most of a
-        start; one left without a started query afterwards is stopped again."""
-        applications, warmed = self._applications, []
-        for query in (self.get(name) for name in names):
+    def levels_started(self, names: Sequence[str], ready: bool = False) -> Iterator[list[str]]:
+        """Around starting ``names`` (a registration, a restart's queries): their levels'
+        own applications start side by side first, since a driver's JVM start is most
+        of a start; one left without a started query afterwards is stopped again.
+
+        ``ready``: also wait here until each driver has started, and yield only the
+        names that may start now (a name whose application did not start is left out:
+        its start would only start another driver). The caller holds neither this
+        registry's lock nor the server's while it waits, so a slow driver start blocks
+        no other registration; each start then finds its driver running and only hands
+        it the query. Without ``ready`` every name is yielded (restore at start-up)."""
+        applications, warmed, startable = self._applications, [], list(names)
+        with self._lock:
+            queries = [self._queries[name] for name in names if name in self._queries]
+        for query in queries:
             if applications is None or query.level is None:
                 continue
+            with self._lock:  # a failed run's handle: let go of its application first,
+                if isinstance(query.handle, ApplicationQuery) and not query.running:
+                    self._forget(query)  # or its start would stop the one started here
             try:
-                applications.acquire(query.level, query.internal)
-                warmed.append(query)
+                application = applications.acquire(query.level, query.internal)
+                warmed.append((query, application))
             except Exception as err:  # its own start tries again and says why
                 audit.error("query %s: its level's application: %s", query.name, err)
+        for query, application in warmed if ready else ():
+            try:
+                application.wait_ready()
+            except ApplicationError as err:
+                audit.error("query %s: its level's application: %s", query.name, err)
+                startable.remove(query.name)
         try:
-            yield
+            yield startable
         finally:
-            for query in warmed:
+            for query, _ in warmed:
                 if applications is not None and not isinstance(query.handle, ApplicationQuery):
                     with suppress(ApplicationError):
                         applications.release(query.internal)

@@ -41,6 +41,9 @@ class RetentionWatch:
         self.root, self.queries = Path(root), Path(queries)
         self.pruner = Pruner(root, max_age, clock, starting_grace, ignore=self._orphan)
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        """Set by :meth:`stop` and by a new retention: the thread does not sleep out an
+        interval chosen for the old one (a minute, for a week's retention)."""
         self._thread: threading.Thread | None = None
 
     @property
@@ -49,7 +52,10 @@ class RetentionWatch:
 
     @max_age.setter
     def max_age(self, seconds: float | None) -> None:
+        """A new retention applies at once: the thread prunes now, then every
+        :attr:`interval` of the new retention."""
         self.pruner.max_age = seconds
+        self._wake.set()
 
     @property
     def interval(self) -> float:
@@ -58,11 +64,13 @@ class RetentionWatch:
 
     def start(self) -> None:
         self._stop.clear()
+        self._wake.clear()
         self._thread = threading.Thread(target=self._run, name="retention", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(30)
             self._thread = None
@@ -72,7 +80,11 @@ class RetentionWatch:
         return self.pruner.run()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while True:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.prune()
             except Exception as err:  # the next round tries again; nothing was half-lost

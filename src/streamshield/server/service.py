@@ -53,7 +53,7 @@ from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
 from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
@@ -187,8 +187,11 @@ class ServerService:
         does); the failure and each restart are audited. Their subscribers got an
         ``error`` event and resume with ``?after=`` (nothing stored is lost: the failed
         batch is replayed)."""
-        with self._lock:
-            due = self.queries.restartable(INGEST_RETRY_SECONDS)
+        due = self.queries.restartable(INGEST_RETRY_SECONDS)
+        # Levels' own drivers start outside the locks (a JVM start holds up no request).
+        with self.queries.levels_started(due, ready=True) as startable, self._lock:
+            still = set(self.queries.restartable(INGEST_RETRY_SECONDS))
+            due = [name for name in startable if name in still]
             if due and not self._stopping.is_set():
                 self.queries.restart(due, self.limits())
 
@@ -535,16 +538,52 @@ class ServerService:
             crash_point("catalog.query")
             query = self._live(stored, user, admitted.roles, admitted.streams)
             query.level, query.admitted = level, admitted
+            separate = self.applications is not None and level is not None
             try:
                 self.queries.add(query)
-                self.queries.start(name, self.limits())
+                if not separate:
+                    self.queries.start(name, self.limits())
             except BaseException:
-                self.queries.remove_quietly(name)
-                port.remove_query(self.security, session, name)
-                self.stored.discard(name)
+                self._unregister(session, query)
                 raise
-            self.stored.commit(name)
+            if not separate:
+                self.stored.commit(name)
+                return query
+        return self._start_in_own_application(session, query)
+
+    def _start_in_own_application(self, session: Any, query: LiveQuery) -> LiveQuery:
+        """The start of a registered query whose level runs in its own Spark
+        application: the level's driver starts (or is found running) outside the
+        locks, so a slow JVM start holds up no other request; the start itself (the
+        checks again, the hand-over to the running driver) is under them. A query
+        removed meanwhile is not started; one that fails to start is unregistered."""
+        name = query.name
+        try:
+            with (
+                self.queries.levels_started([name], ready=True) as startable,
+                self._lock,
+            ):
+                if self._maybe(name) is not query:
+                    raise Conflict("the query was removed while it started", "removed")
+                if name not in startable:
+                    raise Unavailable(
+                        "the level's own Spark application did not start; try again "
+                        "later (the server's log says why)"
+                    )
+                self.queries.start(name, self.limits())
+                self.stored.commit(name)
+        except BaseException:
+            with self._lock:
+                if self._maybe(name) is query:
+                    self._unregister(session, query)
+            raise
         return query
+
+    def _unregister(self, session: Any, query: LiveQuery) -> None:
+        """Undoes a registration whose start failed: registry, catalog, staged text."""
+        self.queries.remove_quietly(query.name)
+        port.remove_query(self.security, session, query.name)
+        self.stored.discard(query.name)
 
     @staticmethod
     def _output_name(name: str, request: ContinuousQuery, output: str | None) -> str:

@@ -116,6 +116,13 @@ class ServeSettings(BaseSettings):
         "network, one window node per shared window (false: each as a window query of "
         "its own; docs/query-sharing.md).",
     )
+    fuse_branches: bool = Field(
+        True,
+        description="A shared network computes the plain selections of its branches in one "
+        "pass over each micro-batch, each row stored once and each branch's batch a link "
+        "into it (false: each branch runs its own plan and stores its own rows; "
+        "docs/query-sharing.md).",
+    )
     retention: float | None = Field(
         DEFAULT_RETENTION,
         description="How long consumed landing files and labelled batches are kept: 7d, "

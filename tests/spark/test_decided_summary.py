@@ -1,0 +1,146 @@
+"""Scan summaries taken from the policy, not from each row's words (engine/ingest.py).
+
+Ingest summarises each distinct policy once on the driver (policy.reader_range.
+label_summary) and gives every passing tuple its policy's ``lo``/``hi``/``same``, and
+every other tuple the summary of zero words. This tries to make the two disagree: 130
+roles (bit 63 and words past the first), a policy changing twice mid-batch, an
+attribute-level deny, tuples before any sp, an sp naming an unknown role (a reset), an
+incomplete policy, a late tuple in a second batch, and in the same batches a second
+stream whose policy names tuple ids (summarised row by row). Every row's summary must be
+what its words say, every file sorted by ``lo``, and a role no policy names reads
+nothing through the secured view.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from bench.workload import STREAM, hierarchy
+from pyspark.sql import SparkSession
+
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine import scan_summary
+from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.secured_view import secured_view
+from streamshield.lang.wire import to_line
+from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
+from streamshield.policy.encoding import RoleCodec
+from streamshield.policy.patterns import ANY, Literal, OneOf, Range
+from streamshield.policy.punctuation import (
+    DataDescription,
+    SecurityPunctuation,
+    SecurityRestriction,
+    Sign,
+)
+from streamshield.policy.shield import Reason
+from tests.spark.conformance import summary_disagrees
+
+pytestmark = pytest.mark.spark
+
+N_ROLES = 130
+CODEC = RoleCodec(hierarchy(N_ROLES))
+OTHER = StreamDefinition("Others", (("id", "bigint"),), "id")  # small: its fold is per row
+STREAMS = {STREAM.name: STREAM, OTHER.name: OTHER}
+
+
+def sp(channel, seq, ts, sn, roles, sign=Sign.GRANT, tuples=ANY, attributes=ANY) -> SpElement:
+    restriction = SecurityRestriction(roles if not isinstance(roles, str) else Literal(roles))
+    punctuation = SecurityPunctuation(
+        DataDescription(ANY, tuples, attributes), restriction, sign=sign, ts=ts, sn=sn
+    )
+    return SpElement(channel, seq, punctuation)
+
+
+def tup(channel, seq, ts, csn) -> TupleElement:
+    """Tuple ids and ``id`` are ``seq`` (provider ``b``: 1000 + ``seq``)."""
+    tid = seq + (1000 if channel.provider == "b" else 0)
+    return TupleElement(channel, seq, tid, ts, csn, {"id": tid, "value": seq / 2, "ts": seq})
+
+
+def batches() -> list[list[Element]]:
+    a, b = Channel(STREAM.name, "a"), Channel(STREAM.name, "b")
+    c = Channel(OTHER.name, "c")
+    first = [
+        tup(a, 1, 1, 1),  # before any sp: no policy
+        sp(a, 2, 1, 1, "r064"),
+        *(tup(a, s, 1, 1) for s in range(3, 7)),
+        sp(a, 7, 2, 1, OneOf(frozenset({Literal("r000"), Literal("r129")}))),
+        sp(a, 8, 2, 2, "r129", Sign.DENY, attributes=Literal("value")),
+        *(tup(a, s, 2, 2) for s in range(9, 13)),
+        sp(a, 13, 3, 1, "nobody"),  # an unknown role: invalid, a reset
+        *(tup(a, s, 3, 1) for s in (14, 15)),
+        sp(a, 16, 4, 1, "r063"),
+        *(tup(a, s, 4, 2) for s in (17, 18)),  # declares two sps, one came: incomplete
+        sp(b, 1, 1, 1, "r063"),  # bit 63: a negative word
+        *(tup(b, s, 1, 1) for s in range(2, 6)),
+        sp(c, 1, 1, 1, "r100", tuples=Range(0, 4)),  # names tuple ids: row by row
+        sp(c, 2, 1, 2, "r001"),
+        *(tup(c, s, 1, 2) for s in range(3, 9)),
+    ]
+    second = [
+        tup(a, 5, 2, 2),  # late: seq 5 was processed
+        sp(a, 19, 5, 1, "r065"),
+        *(tup(a, s, 5, 1) for s in range(20, 23)),
+        *(tup(c, s, 1, 2) for s in (9, 10)),
+    ]
+    return [first, second]
+
+
+@pytest.fixture(scope="module")
+def store(spark: SparkSession, tmp_path_factory) -> LabelledStore:
+    """The batches labelled and written as ingest writes them."""
+    root = tmp_path_factory.mktemp("decided-summary")
+    ingest = Ingest(spark, hierarchy(N_ROLES), STREAMS)
+    store = LabelledStore(root / "labelled")
+    states: dict = {}
+    for index, batch in enumerate(batches()):
+        path = root / f"batch-{index}.jsonl"
+        path.write_text("\n".join(to_line(e) for e in batch) + "\n")
+        frames = ingest.label_batch(spark.read.schema(ELEMENT_SCHEMA).json(str(path)), states)
+        try:
+            store.write_batch(index, frames)
+        finally:
+            ingest.release()
+    return store
+
+
+def labelled(spark: SparkSession, path: Path, stream: StreamDefinition = STREAM):
+    struct = labelled_schema(spark, stream.ddl, len(stream.names), CODEC.width, summaries=True)
+    return spark.read.schema(struct).option("recursiveFileLookup", "true").parquet(str(path))
+
+
+def test_every_row_summary_is_what_its_words_say(spark, store) -> None:
+    reasons, sames = set(), set()
+    for name, stream in STREAMS.items():
+        rows = labelled(spark, store.path(name), stream).collect()
+        assert rows, name
+        for row in rows:
+            assert not summary_disagrees(row, len(stream.names) + 1, CODEC), (name, row["seq"])
+            reasons.add(row["reason"])
+            sames.add(row[scan_summary.SAME])
+        for file in store.path(name).rglob("*.parquet"):
+            lows = pq.read_table(file, columns=[scan_summary.LO]).column(0).to_pylist()
+            assert lows == sorted(lows), file
+    assert {Reason.PASS.value, Reason.NO_POLICY.value, Reason.OUT_OF_ORDER.value} <= reasons
+    assert Reason.INVALID_POLICY.value in reasons
+    assert sames == {True, False}, "the attribute-level deny makes attributes differ"
+
+
+def test_who_reads_what(spark, store) -> None:
+    """Each role reads the tuples of the policies naming it, and nothing else."""
+    frame = labelled(spark, store.path(STREAM.name))
+
+    def ids(roles: list[str]) -> set[int]:
+        view = secured_view(frame, STREAM, CODEC, roles).select("id")
+        return {r["id"] for r in view.collect()}
+
+    assert ids(["r050"]) == set(), "no policy names r050"
+    assert ids(["r064"]) == set(range(3, 7))
+    assert ids(["r063"]) == set(range(1002, 1006)), "a's r063 policy is incomplete"
+    assert ids(["r065"]) == set(range(20, 23))
+    both = secured_view(frame, STREAM, CODEC, ["r129"]).select("id", "value").collect()
+    assert {r["id"] for r in both} == set(range(9, 13))
+    assert all(r["value"] is None for r in both), "r129 is denied value"
