@@ -663,26 +663,54 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple]:
 def _batch_rows(batch: Path, columns: tuple[str, ...]) -> list[tuple]:
     """A stored batch's rows, read with pyarrow (not through the server's code): its own
     files, or, for a branch of a shared network, its rows of the files its link names
-    (engine/result_store.py: where its struct is not NULL, each column a field of that
-    struct or a column the branches share); a link to pruned files reads as nothing."""
+    (engine/result_store.py); a link to pruned files reads as nothing."""
     link = batch / "link.json"
     if not link.is_file():
         return [r for p in sorted(batch.glob("*.parquet")) for r in _rows(p, columns)]
     target = json.loads(link.read_text())
-    slot = target["column"]
-    where = {name: (kind, source) for name, kind, source in target.get("layout", [])}
     out = []
     for file in target["files"]:
         if not Path(file).is_file():
             return []
-        table = pq.read_table(file).to_pylist()
-        for row in table:
-            mine = row[slot]
-            if mine is None:
-                continue
-            kind_source = [where.get(c, ("field", c)) for c in columns]
-            out.append(tuple(mine[s] if k == "field" else row[s] for k, s in kind_source))
+        for row in pq.read_table(file).to_pylist():
+            mine = _linked_row(row, target)
+            if mine is not None:
+                out.append(tuple(mine[c] for c in columns))
     return out
+
+
+def _is_set(word: int | None, bit: int) -> bool:
+    return word is not None and (word >> bit) & 1 == 1
+
+
+def _linked_row(row: dict, target: dict) -> dict | None:
+    """One row of a network's write as a branch's link rebuilds it, or None when the
+    branch does not take it: a fused pass (``rebuild``: the taken bit, the view's columns
+    shared, masked (a value only where its mask bit says it is readable) or flags, then
+    the SELECT items that name a column; computed ones, such as ``_masked``, are left out)
+    or an older link (a struct per branch)."""
+    spec = target.get("rebuild")
+    if spec is None:
+        mine = row[target["column"]]
+        if mine is None:
+            return None
+        got = dict(mine)  # a struct's fields under their own names
+        for name, kind, source in target.get("layout", []):
+            got[name] = mine[source] if kind == "field" else row[source]
+        return got
+    if not _is_set(row[spec["taken"][0]], spec["taken"][1]):
+        return None
+    view = {}
+    for name, kind, source, mask_word, mask_bit in spec["view"]:
+        readable = _is_set(row.get(mask_word), mask_bit) if mask_word else True
+        if kind == "common":
+            view[name] = row[source]
+        elif kind == "masked":
+            view[name] = row[source] if readable else None
+        else:
+            view[name] = not readable
+    plain = ((name, sql.strip().strip("`")) for name, sql in spec["items"])
+    return {name: view[column] for name, column in plain if column in view}  # computed: left out
 
 
 # -- the command -----------------------------------------------------------------------------

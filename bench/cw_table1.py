@@ -127,7 +127,13 @@ TWO = ["[1, ⊥]", "[⊥, B]"]
 
 
 def dataset(spark: SparkSession, kind: str, n: int) -> DataFrame:
-    """MessageLog(serviceId, msgType, sender, receiver, timestamp, outcome) with levels.
+    """``n`` tuples of the MessageLog data set ``kind`` (:func:`message_log`)."""
+    return message_log(spark.range(n), kind)
+
+
+def message_log(ids: DataFrame, kind: str) -> DataFrame:
+    """MessageLog(serviceId, msgType, sender, receiver, timestamp, outcome) with levels,
+    one tuple per ``id`` of ``ids`` (its position: a batch range or a paced stream).
 
     ``company``: every tuple at [1, ⊥], Company1 sending to CompanyB, all ``success``
     (Experiment 1); ``company50``: the same, half ``failure`` (Experiment 2);
@@ -136,7 +142,7 @@ def dataset(spark: SparkSession, kind: str, n: int) -> DataFrame:
     (Experiments 3, 4); ``cloud``: [1, ⊥] or [⊥, B], all successful, serviceId 5
     (Experiment 5); ``join``: [1, ⊥] or [⊥, B], half Company1's sends to CompanyB, half
     CompanyB's replies to Company1, serviceId 0-9 (Experiment 6)."""
-    base = spark.range(n).withColumn("timestamp", F.col("id"))
+    base = ids.withColumn("timestamp", F.col("id"))
     if kind in ("company", "company50"):
         out = {
             "serviceId": F.lit(5),

@@ -23,7 +23,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,6 +186,12 @@ def run_noop(frame: DataFrame, checkpoint: Path) -> float:
 
 def clock() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def changed_flags(flags: Iterable[tuple[str, object, object]]) -> str:
+    """`` --flag value`` for each (flag, value, default) whose value is not its default:
+    the part of a bench's command line a reader needs to run it again."""
+    return "".join(f" {flag} {value}" for flag, value, default in flags if value != default)
 
 
 def link_copies(source: Path, target: Path, copies: int) -> Path:

@@ -20,34 +20,21 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from bench.ingest_before_after import old_module
+from bench.ingest_before_after import old_module, timed_job
 from bench.run import plain_ingest
 from bench.workload import STREAM, hierarchy, write_landing
 from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 
 SORT = DataFrame.sortWithinPartitions
 
 
 def secure(spark, cls, landing: Path, out: Path, roles: int) -> tuple[float, dict]:
-    ingest = cls(spark, hierarchy(roles), {STREAM.name: STREAM})
-    job = IngestJob(ingest, landing, out)
-    passes: dict[str, float] = {}
-
-    def keep(stream: str, accepted: int, denied: int) -> None:
-        for name, seconds in ingest.passes.items():
-            passes[name] = passes.get(name, 0.0) + seconds
-
-    job.on_counts = keep
-    began = time.perf_counter()
-    job.start(available_now=True).awaitTermination()
-    total = time.perf_counter() - began
+    total, passes = timed_job(cls(spark, hierarchy(roles), {STREAM.name: STREAM}), landing, out)
     passes["other"] = total - sum(passes.values())
     return total, passes
 

@@ -68,7 +68,12 @@ def secure(
     batch's durations (ms) from Spark's progress reports."""
     cql._simple_pattern = FAST if fast else (lambda text: None)
     wire._parsed_pattern.cache_clear()
-    ingest = cls(spark, hierarchy(roles), {STREAM.name: STREAM})
+    return timed_job(cls(spark, hierarchy(roles), {STREAM.name: STREAM}), land, out, batches)
+
+
+def timed_job(ingest, land: Path, out: Path, batches: list | None = None) -> tuple[float, dict]:
+    """One available-now ingest job of ``land``: its wall time and each pass's seconds
+    summed over its batches (``batches``: one file a batch, durations appended)."""
     job = IngestJob(ingest, land, out)
     passes: dict[str, float] = {}
 

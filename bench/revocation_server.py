@@ -50,6 +50,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from streamshield.catalog.security import SecurityCatalog
 from streamshield.engine.session import spark_session
@@ -582,12 +583,10 @@ def _seconds(progress: dict) -> float:
 
 
 def command(args: argparse.Namespace) -> str:
-    text = ".venv/bin/python -m bench.revocation_server"
-    for name, default in DEFAULTS.items():
-        value = getattr(args, name.replace("-", "_"))
-        if value != default:
-            text += f" --{name} {value}"
-    return text
+    return ".venv/bin/python -m bench.revocation_server" + changed_flags(
+        (f"--{name}", getattr(args, name.replace("-", "_")), default)
+        for name, default in DEFAULTS.items()
+    )
 
 
 def _row(label: str, figure: dict) -> str:

@@ -36,6 +36,10 @@ stored in the query's result store, nobody listening, so nothing delivered); in 
 network with ``--fused`` the branches' batches are then links into one write of the
 fused pass, each row stored once (engine/fused_branches.py, engine/result_store.py).
 Results go to ``...-store.json``.
+
+``bench.sharing_users`` measures the same users through the server's own path instead
+(``QueryRegistry``, the server's ``StoringSink`` and SecFilter ``Delivery``, switches
+driven by subscriptions), with nobody and everyone listening.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from pathlib import Path
 
 from pyspark.sql.streaming import StreamingQuery
 
+from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, RegisteredQuery
@@ -448,14 +453,14 @@ def main() -> None:
     command += " --fused" if True in arms else ""
     command += " --only-fused" if arms == (True,) else ""
     command += " --store" if args.store else ""
-    for flag, value, default in (
-        ("--rows", args.rows, 20_000),
-        ("--batches", args.batches, 2),
-        ("--reps", args.reps, 3),
-        ("--seed", args.seed, 12),
-    ):
-        if value != default:
-            command += f" {flag} {value}"
+    command += changed_flags(
+        (
+            ("--rows", args.rows, 20_000),
+            ("--batches", args.batches, 2),
+            ("--reps", args.reps, 3),
+            ("--seed", args.seed, 12),
+        )
+    )
     summary = {
         n: {k: v for k, v in f.items() if k != "output_rows_per_query"} for n, f in per_n.items()
     }

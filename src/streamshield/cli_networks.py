@@ -2,7 +2,8 @@
 
 ``list`` shows each network's privacy switches with their state (counters, receivers,
 since when) and the level its queries run at (a stream has one network of selections and
-one of windows per level; the window network's rows say ``<stream> windows``);
+one of windows per level; the window network's rows say ``<stream> windows``, a shared
+join's ``<left> JOIN <right>``);
 ``sp`` injects a query-scoped sp by hand (administrators).
 """
 

@@ -328,7 +328,7 @@ def test_a_user_without_rights_is_not_offered_admin_pages_and_is_refused(
     page.wait_for_selector("#nav a")
     assert page.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail"]
     assert page.locator("#register").count() == 0  # no ADD: no register form
-    assert "No stream is visible" in page.text_content("main")
+    page.wait_for_selector("main:has-text('No stream is visible')")  # the catalog has loaded
     # Forced: the page asks the API, which refuses; the console shows the refusal.
     console.open("#/users")
     page.wait_for_selector("#users-error")
@@ -437,6 +437,7 @@ def test_logout_ends_the_session_on_the_server(console, console_server, ward) ->
 
 def test_an_ended_session_goes_back_to_login_with_a_message(console, console_server, ward) -> None:
     console.login("al", ["CUSTOMER1"])
+    console.page.wait_for_selector("#streams")  # loaded: its own call cannot be the one refused
     with console_server.client(console.tokens[-1]) as al:
         assert al.post("/logout").status_code == 200  # e.g. expiry, or a logout elsewhere
     console.page.click("#nav a:text('My audit trail')")

@@ -182,6 +182,13 @@ def test_levels_run_in_applications_of_their_own_through_a_restart(spark, tmp_pa
         took("stop of a level's last query to its driver's exit")
         assert apps["q_ann"].process.poll() is None
         assert list(server.service.applications.active()) == [apps["q_ann"].name]
+
+        # Starting it again starts a new driver for its level (outside the server's locks).
+        _ok(clients[1].post("/queries/q_bob/start", timeout=START_SECONDS))
+        took("start of a stopped level query (its level's driver starts)")
+        restarted = applications(server)["q_bob"]
+        assert restarted.wait_ready()["pid"] not in {*first.values(), *again.values()}
+        assert len(server.service.applications.active()) == 2
         for client in clients:
             client.close()
     finally:

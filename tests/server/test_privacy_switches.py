@@ -7,8 +7,11 @@ him), Al the first selection and the count. Revoking Bob's SUBSCRIBE ends his
 subscriptions; the server injects ``-`` query-scoped sps, the queries' switches close and
 their branches run no Spark job while Al's queries go on, every row of them; when Bob may
 subscribe again and does, the branches resume within a micro-batch and Bob gets the new
-rows only. The switch state is shown by ``GET /networks`` as each caller may see it, and
-bad or unmatched sps open nothing.
+rows only. Al's self-join of the stream (a shared SCJoin, one subscription) has no
+receiver until the end: its windows take every tuple but it computes and stores no pair;
+once she subscribes, its next micro-batch gives her exactly the pairs new then. The
+switch state is shown by ``GET /networks`` as each caller may see it, and bad or
+unmatched sps open nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ WINDOWED = {  # one window node (same window, same reader): a branch each
     "count": "SELECT count(*) AS n FROM vitals [ROWS 100]",
     "recent": "SELECT pid, hr FROM vitals [ROWS 100]",
 }
+PAIRED = (  # a shared join (SCJoin): the stream with itself, on the patient
+    "SELECT a.pid AS pid, a.hr AS left_hr, b.hr AS right_hr "
+    "FROM vitals [ROWS 10] a JOIN vitals [ROWS 10] b ON a.pid = b.pid"
+)
 
 
 def _ok(answer, status: int = 200) -> dict:
@@ -111,22 +118,32 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         al, bob = server.login("al", ["CUSTOMER1"]), server.login("bob", ["OTHER"])
         for name, text in (QUERIES | WINDOWED).items():
             _ok(al.post("/queries", json={"name": name, "text": text}), 201)
+        joins = {"roles": {"CUSTOMER1": {"operators": ["join"], "max_queries": None}}}
+        _ok(joe.put("/system/settings", json={"values": {"operator_limits": joins}}))
+        _ok(al.post("/queries", json={"name": "paired", "text": PAIRED}), 201)
         share = ("VIEW OBJECT", "SUBSCRIBE")
         _grants(al, share, "stream", "shared_out", "OTHER")
         _grants(al, share, "stream", "recent_out", "OTHER")
         engine = server.service.cql
-        internal = {n: server.service.queries.get(n).internal for n in QUERIES | WINDOWED}
+        internal = {
+            n: server.service.queries.get(n).internal for n in [*QUERIES, *WINDOWED, "paired"]
+        }
         assert set(engine.branches) == {internal[n] for n in QUERIES}
         one = {("vitals", "unlevelled")}
         assert set(engine.networks) == one, "both selections run in one network"
         assert set(engine.window_branches) == {internal[n] for n in WINDOWED}
         assert set(engine.window_networks) == one, "both windowed queries run in one network"
         assert len(engine.window_networks[("vitals", "unlevelled")].nodes()) == 1
+        [join] = engine.joins.values()
+        assert set(join.branches) == {internal["paired"]}, "the join's one branch"
 
         # Nobody receives yet: every switch is closed (deny by default).
         closed = _switches(joe, "shared")
         assert closed["terminal"]["open"] is False and closed["terminal"]["receivers"] == 0
         assert closed["terminal"]["users"] == []
+        paired = _switches(joe, "paired")
+        assert set(paired) == {"initial", "terminal"}, "one input (a self-join), one query"
+        assert not paired["initial"]["open"] and not paired["terminal"]["open"]
 
         mine, theirs = Subscriber(al, "mine"), Subscriber(bob, "shared_out")
         counts, recent = Subscriber(al, "count"), Subscriber(bob, "recent_out")
@@ -171,6 +188,11 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         assert set(tracker.getJobIdsForGroup(window_group)) == window_before, "nor a window one"
         assert recent_store.batches() == stored_before, "it computed and stored nothing"
         assert len(recent.rows()) == 8, "bob got nothing after the revoke"
+        # The join nobody receives: its windows took both rounds, no pair was computed.
+        poll(lambda: sum(s.new_rows[0] for s in join.stats) == 16, timeout=120)
+        assert tracker.getJobIdsForGroup(f"{join.name}:{internal['paired']}") == []
+        assert all(s.computed == () and s.joined_rows == 0 for s in join.stats)
+        assert server.service.queries.get("paired").store.batches() == []
         # The sp took effect in band, at that micro-batch: closed, counters down.
         off = _switches(joe, "shared")
         assert not off["terminal"]["open"] and off["terminal"]["users"] == []
@@ -201,9 +223,10 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
 
         # Who sees what: the owner her queries' switches without names; others nothing.
         seen = _ok(al.get("/networks"))["networks"]
-        assert [(n["kind"], n["queries"]) for n in seen] == [
-            ("selections", ["mine", "shared"]),
-            ("windows", ["count", "recent"]),
+        assert [(n["stream"], n["kind"], n["queries"]) for n in seen] == [
+            ("vitals", "selections", ["mine", "shared"]),
+            ("vitals", "windows", ["count", "recent"]),
+            ("vitals JOIN vitals", "joins", ["paired"]),
         ]
         assert all(s["users"] is None for n in seen for s in n["switches"])
         assert _ok(bob.get("/networks"))["networks"] == []
@@ -215,8 +238,22 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         assert joe.post("/networks/sps", json=sp | {"sign": "x"}).status_code == 422
         assert joe.post("/networks/sps", json=sp | {"user": ""}).status_code == 422
         _ok(joe.post("/networks/sps", json=sp | {"user": "nobody", "sign": "-"}))
+        pairs = Subscriber(al, "paired")  # its switch opens at the join's next batch
+        assert pairs.status == 200
         _ok(ward.post("/streams/vitals/elements", content=_elements(range(27, 31))))
         poll(lambda: len(again.rows()) == 9, timeout=120)  # a micro-batch applied the sp
+        # The window holds seqs 21-30 (hr 81-90); new are 27-30: per patient with k
+        # tuples there, m of them new, k*k - (k-m)*(k-m) pairs; 16 in all.
+        poll(lambda: len(pairs.rows()) >= 16, timeout=120)
+        got = sorted((r["left_hr"], r["right_hr"]) for r in pairs.rows())
+        window = [60 + s for s in range(21, 31)]
+        assert got == sorted(
+            (a, b) for a in window for b in window if a % 4 == b % 4 and max(a, b) >= 87
+        ), "the pairs new at its first instant, against windows that took every tuple"
+        opened = _switches(joe, "paired")
+        assert opened["terminal"]["users"] == ["al"] and opened["initial"]["counter"] == 1
+        paired_store = server.service.queries.get("paired").store
+        poll(lambda: bool(paired_store.batches()), timeout=60)  # stored after its delivery
         entries = _ok(joe.get("/audit", params={"action": "query_sp"}))["entries"]
         assert [e["detail"]["outcome"] for e in entries] == ["unmatched-revoke"]
         assert _switches(joe, "shared")["terminal"]["users"] == ["bob"], "it changed nothing"
@@ -231,7 +268,7 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(spark, 
         assert "queued" in _cli(home, "network", "sp", "shared", "nobody", "-").output
         refused = _cli(home, "network", "sp", "nope", "bob", "+", code=1)
         assert "Traceback" not in refused.output + refused.stderr
-        for subscriber in (mine, theirs, again, counts, recent, recent_again):
+        for subscriber in (mine, theirs, again, counts, recent, recent_again, pairs):
             subscriber.close()
     finally:
         stop_server(server)

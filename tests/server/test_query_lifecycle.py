@@ -2,12 +2,13 @@
 
 Each query running on its own writes every micro-batch to its own result store whoever
 listens, so a stateful plan is always executed to the end (it used to die with
-STATE_STORE_COMMIT_VALIDATION_FAILED when nobody subscribed). Selections and windowed
-queries run as branches of their stream's networks, whose privacy switches compute a
-branch only while someone receives it: a window aggregate nobody subscribes to stores
-nothing, and once subscribed its first batch is its whole window (the window node is
-kept by the other branch, or rebuilt from the stream's history). The result stores are
-counted across a server restart: no output row is lost and none is written twice.
+STATE_STORE_COMMIT_VALIDATION_FAILED when nobody subscribed). Selections, windowed
+queries and joins run as branches of their stream's networks or of a shared join, whose
+privacy switches compute a branch only while someone receives it: a window aggregate
+nobody subscribes to stores nothing, and once subscribed its first batch is its whole
+window (the window node is kept by the other branch, or rebuilt from the stream's
+history). The result stores are counted across a server restart: no output row is lost
+and none is written twice.
 """
 
 from __future__ import annotations
@@ -242,10 +243,10 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         assert set(statuses.values()) == {"running"}, statuses
         al = second.login("al", ["CUSTOMER1"])
         late_agg = Subscriber(al, "agg")
-        # Selections and windowed queries run in their stream's networks, whose privacy
-        # switches compute a query only while someone receives it (subscriptions end
-        # with the server).
+        # Selections, windowed queries and joins run as switched branches, computed only
+        # while someone receives them (subscriptions end with the server).
         sel_again, rows_again = Subscriber(al, "sel"), Subscriber(al, "rows")
+        pairs_again = Subscriber(al, "pairs")
         window_count = Subscriber(al, "rowsagg")  # its first batch: its whole window
         ward = second.login("ward", ["INFO_PROVIDER"])
         for round_no in range(ROUNDS_BEFORE + 1, ROUNDS + 1):
@@ -256,7 +257,7 @@ def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, t
         counts = [r["n"] for r in window_count.rows()]
         assert counts == sorted(counts) and counts[0] > ROUNDS_BEFORE * len(PIDS), counts
         assert counts[-1] == ROUNDS * len(PIDS)
-        for subscriber in (late_agg, sel_again, rows_again, window_count):
+        for subscriber in (late_agg, sel_again, rows_again, pairs_again, window_count):
             subscriber.close()
     finally:
         stop_server(second)

@@ -152,3 +152,44 @@ def test_a_listener_gets_the_rows_the_store_keeps_even_from_a_random_query(spark
     assert list(delivered) == store.batches() == [0]
     kept = sorted((r["k"], r["u"]) for r in store.stored(0, spark).collect())
     assert kept == delivered[0] and [k for k, _ in kept] == [1, 2, 3]
+
+
+def _linked(store: ResultStore, batch_id: int, files: list[str]) -> None:
+    store.link(batch_id, files, "q", {"columns": []})
+
+
+def test_skipped_ids_are_not_a_gap_and_pruned_ones_are(tmp_path) -> None:
+    """A network branch stores each micro-batch under the newest ingest id it covers (and
+    nothing while its switch is off): ids skip without anything being lost. CI once saw
+    a resumed subscriber told that batch 3 was pruned when batch 4 had covered it."""
+    network = tmp_path / "network.parquet"
+    network.write_bytes(b"")
+    store = ResultStore(tmp_path / "results", keep=3)
+    for batch_id in (2, 4, 7):
+        _linked(store, batch_id, [str(network)])
+    assert store.since(-1) == (None, [2, 4, 7])
+    assert store.since(2) == (None, [4, 7])
+    _linked(store, 9, [str(network)])  # batch 2 goes
+    assert store.since(-1) == ((0, 2), [4, 7, 9])
+    assert store.since(1) == ((2, 2), [4, 7, 9])
+    assert store.since(3) == (None, [4, 7, 9])
+    assert ResultStore(store.root, keep=3).since(3) == (None, [4, 7, 9])  # kept on disk
+
+
+def test_a_link_whose_network_files_were_pruned_is_lost(tmp_path) -> None:
+    store = ResultStore(tmp_path / "results")
+    kept, gone = tmp_path / "kept.parquet", tmp_path / "gone.parquet"
+    kept.write_bytes(b"")
+    _linked(store, 1, [str(kept)])
+    _linked(store, 2, [str(gone)])
+    assert not store.lost(1) and store.lost(2)
+
+
+def test_a_store_written_before_pruning_was_recorded_reads_as_pruned_when_full(
+    tmp_path,
+) -> None:
+    store = ResultStore(tmp_path / "results", keep=2)
+    for batch_id in (5, 6):
+        (store.root / f"batch={batch_id}").mkdir(parents=True)
+    assert store.since(1) == ((2, 4), [5, 6])
+    assert ResultStore(store.root, keep=3).since(1) == (None, [5, 6])

@@ -213,7 +213,9 @@ def as_tuple(row) -> tuple:
     )
 
 
-def make_join(spark, store, root, window: WindowSpec, mode: JoinMode, name: str) -> SCJoin:
+def make_join(
+    spark, store, root, window: WindowSpec, mode: JoinMode, name: str, active=lambda _n: True
+) -> SCJoin:
     return SCJoin(
         spark,
         store,
@@ -223,12 +225,14 @@ def make_join(spark, store, root, window: WindowSpec, mode: JoinMode, name: str)
         root / name,
         mode,
         name=name,
+        active=active,
     )
 
 
-def oracle_outputs(
+def oracle_batches(
     scenario: Scenario, window: WindowSpec, groups: list[str], consumers
 ) -> dict[tuple, list[list]]:
+    """Per consumer, what the oracle delivers at each instant (empty ones included)."""
     oracle = JoinOracle(CODEC, OracleSide(WARD, "k", window), OracleSide(LAB, "k", window))
     expected: dict = {roles: [] for roles in consumers}
     for instant, group in enumerate(groups):
@@ -236,6 +240,13 @@ def oracle_outputs(
         pairs = oracle.step(new["Ward"], new["Lab"], instant)
         for roles in consumers:
             expected[roles].append(oracle.deliver(pairs, roles))
+    return expected
+
+
+def oracle_outputs(
+    scenario: Scenario, window: WindowSpec, groups: list[str], consumers
+) -> dict[tuple, list[list]]:
+    expected = oracle_batches(scenario, window, groups, consumers)
     return {roles: [b for b in batches if b] for roles, batches in expected.items()}
 
 
@@ -400,3 +411,108 @@ def test_one_shared_join_gives_each_consumer_only_its_own(scenario, runs, mode) 
     c = [row for batch in case.collectors[("C",)].nonempty() for row in batch]
     assert all(a[2] is not None for a, _b, _r, _d in c)
     assert case.join.last_stats.joined_rows == 2, "the join ran once for all consumers"
+
+
+# -- privacy switches: a subscription is a switched branch (issue 12, item 3) ----------------
+
+SWITCHED_WINDOW = rows(10)  # keeps round 1's tuples, so round 2 joins against them
+SWITCHED = {"kept": ("C",), "toggled": ("GP",)}  # one join: toggled is off in round 1
+DARK = {"dark_c": ("C",), "dark_gp": ("GP",)}  # another: every subscription off in round 1
+OFF_IN = {"toggled": {1}, "dark_c": {1}, "dark_gp": {1}}
+"""The rounds in which a subscription's privacy switch is off (on in every other)."""
+
+
+@dataclass
+class Switched:
+    """Two joins run round by round with switches (``OFF_IN``), and the Spark jobs each
+    job group of theirs started in each round."""
+
+    cases: dict[str, Case]
+    collectors: dict[str, Collector]  # by subscription name
+    jobs: list[dict[str, set[int]]]  # per round: job group -> the jobs it started
+
+
+@pytest.fixture(scope="module")
+def switched(spark, tmp_path_factory, scenario) -> Switched:
+    """Both joins run each round at the same time, apart from the module's other joins:
+    Spark keeps only the newest 100 jobs' status, which every join of ``runs`` at once
+    would push out before a round's job groups are read."""
+    root = tmp_path_factory.mktemp("scjoin-switched")
+    now = [0]
+
+    def active(name: str) -> bool:
+        return now[0] not in OFF_IN.get(name, ())
+
+    cases, collectors = {}, {}
+    for name, subscribers in (("switched", SWITCHED), ("dark", DARK)):
+        join = make_join(
+            spark,
+            LabelledStore(root / name / "store"),
+            root,
+            SWITCHED_WINDOW,
+            JoinMode.ADAPTIVE,
+            name,
+            active,
+        )
+        for sub, roles in subscribers.items():
+            collectors[sub] = Collector()
+            join.subscribe(roles, collectors[sub], name=sub)
+        cases[name] = Case(join, root / name / "store", {})
+    tracker = spark.sparkContext.statusTracker()
+    groups = [
+        f"{name}:{part}"
+        for name, subscribers in (("switched", SWITCHED), ("dark", DARK))
+        for part in (*subscribers, "node:windows", "node:pairs")
+    ]
+    seen = {g: set(tracker.getJobIdsForGroup(g)) for g in groups}
+    jobs = []
+    for r, group in enumerate(ROUNDS):
+        now[0] = r
+        for case in cases.values():
+            scenario.feed(case.store_root, group)
+        for query in [case.join.start(available_now=True) for case in cases.values()]:
+            query.awaitTermination()
+        ids = {g: set(tracker.getJobIdsForGroup(g)) for g in groups}
+        jobs.append({g: ids[g] - seen[g] for g in groups})
+        seen = ids
+    return Switched(cases, collectors, jobs)
+
+
+def test_a_switched_off_subscription_runs_no_job_and_the_other_is_unchanged(
+    scenario, switched
+) -> None:
+    """Toggled is off in round 1: no job in its group, no callback; kept gets every
+    round exactly; toggled, on again, gets round 2's new pairs at once, exactly, and never
+    round 1's (pairs new at an instant nobody may receive are never computed)."""
+    expected = oracle_batches(scenario, SWITCHED_WINDOW, ROUNDS, SWITCHED.values())
+    kept, toggled = switched.collectors["kept"], switched.collectors["toggled"]
+    assert [kept.batches.get(r, []) for r in range(N_ROUNDS)] == expected[SWITCHED["kept"]]
+    assert sorted(toggled.batches) == [0, 2], "no callback while its switch is off"
+    assert toggled.batches[2] == expected[SWITCHED["toggled"]][2], "resumed in one batch"
+    assert toggled.batches[0] == expected[SWITCHED["toggled"]][0]
+    assert expected[SWITCHED["toggled"]][1] and expected[SWITCHED["toggled"]][2], "too few"
+    off, on = switched.jobs[1]["switched:toggled"], switched.jobs[1]["switched:kept"]
+    assert off == set() and on, "an off subscription runs no Spark job"
+    assert switched.jobs[2]["switched:toggled"], "on again: it runs"
+    join = switched.cases["switched"].join
+    assert [s.computed for s in join.stats] == [("kept", "toggled"), ("kept",), ("kept", "toggled")]
+
+
+def test_with_every_subscription_off_no_pair_is_computed_but_the_windows_move_on(
+    scenario, switched
+) -> None:
+    """Round 1 with both switches off: the windows take its tuples (their job group
+    runs), the pairs' and the subscriptions' run nothing; at round 2 both get exactly the
+    pairs new then, joined against windows that hold round 1's tuples."""
+    expected = oracle_batches(scenario, SWITCHED_WINDOW, ROUNDS, DARK.values())
+    for name, roles in DARK.items():
+        got = switched.collectors[name].batches
+        assert sorted(got) == [0, 2], name
+        assert [got[0], got[2]] == [expected[roles][0], expected[roles][2]], name
+        assert switched.jobs[1][f"dark:{name}"] == set(), name
+    assert switched.jobs[1]["dark:node:pairs"] == set(), "no pair computed for nobody"
+    assert switched.jobs[1]["dark:node:windows"], "the windows took round 1's tuples"
+    assert switched.jobs[2]["dark:node:pairs"]
+    dark, lit = switched.cases["dark"].join.stats, switched.cases["switched"].join.stats
+    assert dark[1].computed == () and dark[1].joined_rows == 0
+    assert [s.window_sizes for s in dark] == [s.window_sizes for s in lit]

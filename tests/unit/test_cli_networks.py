@@ -59,3 +59,17 @@ def test_a_window_network_says_so_in_its_stream_column() -> None:
         ("vitals windows", "initial"),
         ("vitals windows", "terminal"),
     ]
+
+
+def test_a_shared_join_names_both_streams() -> None:
+    answer = {
+        "networks": [
+            {
+                "stream": "vitals JOIN rooms",
+                "kind": "joins",
+                "queries": ["pairs"],
+                "switches": [_switch("initial", ["pairs"]), _switch("terminal", ["pairs"])],
+            },
+        ]
+    }
+    assert [r["stream"] for r in switch_rows(answer)] == ["vitals JOIN rooms"] * 2

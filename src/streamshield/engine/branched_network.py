@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -36,6 +36,7 @@ from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
+from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.level_processor import POOL
 from streamshield.engine.source_log import SourceLog
@@ -265,17 +266,10 @@ class BranchedNetwork(Generic[B]):
             branch.failure = err
             audit.error("branch %s of %s failed: %s", branch.name, self.name, err)
 
-    @contextmanager
-    def _job_group(self, part: str) -> Iterator[None]:
-        """The enclosed Spark jobs run in the job group ``<network>:<part>``."""
-        context = self.spark.sparkContext
-        context.setJobGroup(f"{self.name}:{part}", f"{part} of {self.name}", False)
-        if self._pool is not None:
-            context.setLocalProperty(POOL, self._pool)
-        try:
-            yield
-        finally:
-            context.setLocalProperty("spark.jobGroup.id", None)
+    def _job_group(self, part: str) -> AbstractContextManager[None]:
+        """The enclosed Spark jobs run in the job group ``<network>:<part>``, in the network's
+        scheduler pool."""
+        return job_group(self.spark, self.name, part, self._pool)
 
     # -- positions and history ----------------------------------------------------------------
 
@@ -315,10 +309,7 @@ class BranchedNetwork(Generic[B]):
         )
 
     def _is_on(self, name: str) -> bool:
-        try:
-            return bool(self.active(name))
-        except Exception:  # an unknown switch state is off (deny by default)
-            return False
+        return switched_on(self.active, name)
 
 
 def ingest_column() -> Column:

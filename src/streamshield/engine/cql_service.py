@@ -10,7 +10,8 @@ can run its shape:
   network (one window node per shared window, engine/window_network.py), or with
   ``share_windows`` off a :class:`WindowQuery` of its own;
 - two streams, windowed equi-join: one shared :class:`SCJoin` per join, one subscription
-  per query, the user's SQL run over what the subscription may see;
+  per query (a branch with its privacy switch), the user's SQL run over what the
+  subscription may see;
 - ``ON RESULT``: a delegating query whose output becomes a derived stream (SPGen);
 - ``INSERT SP ... INTO STREAM``: sps landed on the caller's channel of that stream.
 
@@ -23,9 +24,10 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
@@ -79,12 +81,23 @@ from streamshield.lang.recipient_labels import (
     widest,
 )
 from streamshield.lang.rewrite_rules import Sliding, secure
+from streamshield.network.switches import Switch
 from streamshield.policy.delegation import may_delegate
 from streamshield.policy.elements import Channel, SpElement
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.policy import PolicyError, role_members
 from streamshield.policy.query_level import LEVEL_PREFIX, QueryLevel
 from streamshield.policy.roles import UnknownRoleError
+
+
+class Switched(Protocol):
+    """What the API reads of a node kind with privacy switches: its branches (by query
+    name) and where its switches sit."""
+
+    @property
+    def branches(self) -> Mapping[str, object]: ...
+
+    def switches(self) -> tuple[Switch, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,8 @@ class CqlService:
         self.share, self.share_windows, self.fuse = share, share_windows, fuse
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
-        (of selections or of windows) computes nothing for a query whose switch is off."""
+        (of selections, of windows, or a shared join) computes nothing for a query whose
+        switch is off."""
         self.processors = LevelProcessors(queries.spark, queries.root)
         """One query processor per level (engine/level_processor.py): its session, pool,
         storage and shepherd; every query runs in its level's."""
@@ -423,8 +437,10 @@ class CqlService:
                 sides[1],
                 processor.path("joins", digest),
                 self.join_mode,
+                name=f"join-{digest}",  # its job groups: join-<digest>:<query>
                 level=level,
                 feed=processor.shepherd,
+                active=lambda query: self.switch(query),
             )
             self.joins[ident] = join
         deliver = _deliverer(sink)
@@ -443,12 +459,25 @@ class CqlService:
             finally:
                 frame.sparkSession.catalog.dropTempView(view)
 
-        self.subscriptions[name] = (ident, join.subscribe(roles, consume))
+        subscription = join.subscribe(roles, consume, name=name, sink=deliver)
+        self.subscriptions[name] = (ident, subscription)
         if fresh:
             with processor.pool():
                 self.join_handles[ident] = join.start()
         handle = self.join_handles[ident]
         return self._record(name, admitted, handle, sink)
+
+    def switched(self) -> list[tuple[str, str, Switched]]:
+        """Every running node kind with privacy switches, as ``(what it reads, kind,
+        it)``: a stream's networks of selections and of windows (keyed by stream and
+        level processor), and each shared join (reading ``<left> JOIN <right>``)."""
+        found: list[tuple[str, str, Switched]] = [
+            (stream, kind, network)
+            for kind, networks in (("selections", self.networks), ("windows", self.window_networks))
+            for (stream, _processor), network in list(networks.items())
+        ]
+        found += [(" JOIN ".join(j.streams), "joins", j) for j in list(self.joins.values())]
+        return found
 
     def _analyse_join(self, tree: exp.Select, sides: Sequence[JoinSide]) -> None:
         """Plans the user's SQL over an empty join output (one struct per alias) in a

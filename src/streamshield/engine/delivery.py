@@ -39,7 +39,7 @@ import operator
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -77,6 +77,23 @@ Deliver = Callable[..., None]
 Key = tuple[Words, Words, "Words | None"]  # rights, roles mask, level: one filter each
 DropHook = Callable[[str, int, int, tuple[str, ...]], None]
 """``on_drop(user, batch_id, count, policy_ids)``: what a subscriber did not get, no values."""
+
+
+@dataclass(frozen=True, eq=False)
+class Planned:
+    """One batch's delivery, planned (:meth:`Delivery.plan`): its job's parts and whom
+    each part's rows go to."""
+
+    classes: dict[Key, list[Subscription]]
+    live: list[Key]
+    """The classes that may read something, in the order of ``picks``."""
+    picks: list[Column]
+    """Per live class, the struct of what it gets (NULL: not its row)."""
+    metrics: list[Column]
+    """Per class, its drop count and the dropped rows' policy ids."""
+    wanted: Column | None
+    """Some live class gets the row (None: no class may read anything)."""
+    tag: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,8 +180,33 @@ class Delivery:
         if not subscriptions:
             return
         arrived = time.monotonic()
-        aggregate_rows = self._aggregate and TUPLE_ORIGIN not in frame.columns
+        planned = self.plan(frame.columns, subscriptions)
         frame = _needed(frame)
+        rows: list[Row] = []
+        counts: dict[str, Any] | None = None
+        if planned.wanted is not None:  # one job: every class's rows and the drops
+            rows, counts = collect_observed(
+                frame, planned.metrics, lambda f: f.filter(planned.wanted).select(*planned.picks)
+            )
+        if planned.metrics and counts is None:  # nobody may read, or the filter folded away
+            counts = frame.agg(*planned.metrics).collect()[0].asDict(recursive=False)
+        self.finish(planned, rows, range(len(planned.picks)), counts, batch_id, arrived)
+
+    def plan(
+        self,
+        columns: list[str],
+        subscriptions: tuple[Subscription, ...],
+        col: Callable[[str], Column] = F.col,
+        taken: Column | None = None,
+        tag: str = "",
+    ) -> Planned:
+        """What one batch's delivery to ``subscriptions`` needs of its job, rights read
+        now: a condition per class of equal (rights, roles, level), the struct each live
+        class gets, and the drop counts. ``columns``: the output's columns; ``col``:
+        where each is (the frame's own by default); ``taken``: which rows of that frame
+        are this output's at all (None: every row), so that several outputs can be
+        delivered by one job over one frame; ``tag`` keeps their names apart."""
+        aggregate_rows = self._aggregate and TUPLE_ORIGIN not in columns
         readable = self._readable(subscriptions, aggregate_rows)
         classes: dict[Key, list[Subscription]] = {}
         for subscription in subscriptions:
@@ -174,47 +216,55 @@ class Delivery:
                 self._level(subscription),
             )
             classes.setdefault(key, []).append(subscription)
-        labels = OutputLabels.of(frame.columns)
+        labels = OutputLabels.of(columns, col)
         own = self._own_mask()
-        conditions = {
-            key: delivered(frame.columns, key[0])
+        checks = {
+            key: delivered(columns, key[0], col)
             & (F.lit(True) if key[1] == own else labels.row_visible(key[1]))
-            & recipient_level(frame.columns, key[2])
+            & recipient_level(columns, key[2], col)
             for key in classes
         }
+        conditions = checks if taken is None else {k: taken & c for k, c in checks.items()}
         live = [k for k in classes if not is_empty(k[0]) and not is_empty(k[1])]
-        metrics = (
-            _drop_metrics(frame, list(classes), conditions) if self._on_drop is not None else []
-        )
-        rows: list[Row] = []
-        counts: dict[str, Any] | None = None
-        if live:  # one job: every class's rows, one struct column each, and the drops
-            wanted = reduce(operator.or_, (conditions[k] for k in live))
-            picks = [
-                F.when(
-                    conditions[k],
-                    F.struct(*(labels.unchecked() if k[1] == own else labels.payload(k[1]))),
-                ).alias(f"_ss_to{i}")
-                for i, k in enumerate(live)
-            ]
-            rows, counts = collect_observed(
-                frame, metrics, lambda f: f.filter(wanted).select(*picks)
-            )
-        if metrics and counts is None:  # nobody may read, or the filter folded away
-            counts = frame.agg(*metrics).collect()[0].asDict(recursive=False)
-        for i, key in enumerate(live):
-            mine = [row[i] for row in rows if row[i] is not None]
+        metrics = []
+        if self._on_drop is not None:
+            policy = col(POLICY_COLUMN) if POLICY_COLUMN in columns else F.lit(None)
+            missed = {k: ~c if taken is None else taken & ~c for k, c in checks.items()}
+            metrics = _drop_metrics(policy, list(classes), missed, tag)
+        picks = [
+            F.when(
+                conditions[k],
+                F.struct(*(labels.unchecked() if k[1] == own else labels.payload(k[1]))),
+            ).alias(f"_ss_{tag}to{i}")
+            for i, k in enumerate(live)
+        ]
+        wanted = reduce(operator.or_, (conditions[k] for k in live)) if live else None
+        return Planned(classes, live, picks, metrics, wanted, tag)
+
+    def finish(
+        self,
+        planned: Planned,
+        rows: list[Row],
+        positions: Sequence[int],
+        counts: dict[str, Any] | None,
+        batch_id: int,
+        arrived: float,
+    ) -> None:
+        """Hands each subscriber her class's rows (``positions``: where each live class's
+        column is in ``rows``) and reports what each did not get."""
+        for position, key in zip(positions, planned.live, strict=True):
+            mine = [row[position] for row in rows if row[position] is not None]
             # One list for the whole class (subscribers of one class get equal rows): a
             # copy per subscriber made the driver's memory grow with the number of
             # subscribers times the batch (50 copies in the soak). Receivers must not
             # mutate it (the SSE queue only serialises it).
             handed = [r.asDict(recursive=True) for r in mine]
-            for subscription in classes[key]:
+            for subscription in planned.classes[key]:
                 self._hand_over(subscription, handed, batch_id)
                 if mine and self.on_handover is not None:
                     self.on_handover(time.monotonic() - arrived)
         if counts:
-            self._report_drops(batch_id, classes, counts)
+            self._report_drops(batch_id, planned, counts)
 
     def _own_mask(self) -> Words | None:
         """The query's own mask now, or None (no recipient is exempt from the checks)."""
@@ -266,32 +316,63 @@ class Delivery:
         except Exception as err:  # one subscriber must not stop the others
             audit.error("delivery to %s failed (%s)", subscription.user, type(err).__name__)
 
-    def _report_drops(
-        self, batch_id: int, classes: dict[Key, list[Subscription]], counts: dict[str, Any]
-    ) -> None:
+    def _report_drops(self, batch_id: int, planned: Planned, counts: dict[str, Any]) -> None:
         """Rows each subscriber did not get, and the policy ids of those rows."""
         assert self._on_drop is not None
-        for i, key in enumerate(classes):
-            dropped = int(counts[f"_ss_d{i}"] or 0)
+        tag = planned.tag
+        for i, key in enumerate(planned.classes):
+            dropped = int(counts[f"_ss_{tag}d{i}"] or 0)
             if not dropped:
                 continue
-            ids = tuple(sorted(p for p in counts[f"_ss_p{i}"] or () if p))
-            for subscription in classes[key]:
+            ids = tuple(sorted(p for p in counts[f"_ss_{tag}p{i}"] or () if p))
+            for subscription in planned.classes[key]:
                 try:
                     self._on_drop(subscription.user, batch_id, dropped, ids)
                 except Exception as err:  # auditing must not stop delivery
                     audit.error("drop hook failed (%s)", type(err).__name__)
 
 
-def _drop_metrics(frame: DataFrame, keys: list[Key], conditions: dict[Key, Column]) -> list[Column]:
-    """Per class, the rows it does not get and their policy ids: aggregates over every
-    row of the batch, computed while the delivered rows are collected."""
-    policy = F.col(POLICY_COLUMN) if POLICY_COLUMN in frame.columns else F.lit(None)
+def deliver_together(
+    frame: DataFrame,
+    parts: Sequence[tuple[Delivery, Planned]],
+    batch_id: int,
+    arrived: float,
+) -> None:
+    """Several outputs' deliveries in one Spark job over one frame (each planned over it
+    with its own ``col`` and ``taken``: :meth:`Delivery.plan`): a row some class of some
+    output may have is collected once, with one column per (output, class), and every
+    output's drops are counted by the same job. Each subscriber still gets only what her
+    own output's checks let through: her class's column is NULL on every other row."""
+    metrics = [m for _, planned in parts for m in planned.metrics]
+    picks = [c for _, planned in parts for c in planned.picks]
+    wanted = [planned.wanted for _, planned in parts if planned.wanted is not None]
+    rows: list[Row] = []
+    counts: dict[str, Any] | None = None
+    if wanted:
+        some = reduce(operator.or_, wanted)
+        rows, counts = collect_observed(frame, metrics, lambda f: f.filter(some).select(*picks))
+    if metrics and counts is None:  # nobody may read, or the filter folded away
+        counts = frame.agg(*metrics).collect()[0].asDict(recursive=False)
+    offset = 0
+    for delivery, planned in parts:  # the job is done: nothing below may fail the others
+        positions = range(offset, offset + len(planned.picks))
+        offset += len(planned.picks)
+        try:
+            delivery.finish(planned, rows, positions, counts, batch_id, arrived)
+        except Exception as err:
+            audit.error("handing over one output's rows failed (%s)", type(err).__name__)
+
+
+def _drop_metrics(
+    policy: Column, keys: list[Key], missed: dict[Key, Column], tag: str
+) -> list[Column]:
+    """Per class, the rows it does not get (``missed``) and their policy ids: aggregates
+    over every row of the batch, computed while the delivered rows are collected."""
     out = []
     for i, key in enumerate(keys):
-        out.append(F.count_if(~conditions[key]).alias(f"_ss_d{i}"))
-        dropped_policy = F.when(~conditions[key], policy.cast("string"))
-        out.append(F.collect_set(dropped_policy).alias(f"_ss_p{i}"))
+        out.append(F.count_if(missed[key]).alias(f"_ss_{tag}d{i}"))
+        dropped_policy = F.when(missed[key], policy.cast("string"))
+        out.append(F.collect_set(dropped_policy).alias(f"_ss_{tag}p{i}"))
     return out
 
 
@@ -310,7 +391,9 @@ def _denying(what: str, lookup: Callable[[Subscription], Any], subscription: Sub
         return ()
 
 
-def recipient_level(columns: list[str], level: Words | None) -> Column:
+def recipient_level(
+    columns: list[str], level: Words | None, col: Callable[[str], Column] = F.col
+) -> Column:
     """Rows whose level words the recipient's level ``level`` dominates (None: levels
     are off, no test). Words of another width than hers, or none, deliver nothing."""
     if level is None:
@@ -318,7 +401,7 @@ def recipient_level(columns: list[str], level: Words | None) -> Column:
     words = level_columns(columns)
     if not level or len(words) != len(level):
         return F.lit(False)
-    return dominated_words([F.col(w) for w in words], level)
+    return dominated_words([col(w) for w in words], level)
 
 
 def _needed(frame: DataFrame) -> DataFrame:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,6 +196,7 @@ class FusedPass:
     _rebuilt: dict[str, tuple[Column, list[Column], list[Column]]] = field(
         default_factory=dict, repr=False
     )
+    _outputs: dict[tuple[str, int], _Output] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, branches: Sequence[FusedBranch]) -> FusedPass:
@@ -251,6 +252,28 @@ class FusedPass:
         taken, view, items = self._rebuilt[slot]
         return wide.filter(taken).select(*view).select(*items)
 
+    def outputs(self, wide: DataFrame, slots: Sequence[str]) -> Outputs:
+        """Several branches' rows of :meth:`over` (or of its stored copy) side by side, one
+        row per row of ``wide``: per branch a struct of its own output columns, NULL
+        where it does not take the row, and the columns every branch shares once (what
+        one delivery job for every listening branch reads; NotFused if an item cannot be
+        placed so). As in :meth:`rows`, an item runs only on rows its branch takes (it is
+        evaluated inside ``CASE WHEN taken``), over its own masked view columns."""
+        parts = []
+        for index, slot in enumerate(slots):
+            if (slot, index) not in self._outputs:
+                self._outputs[slot, index] = _Output.of(self.specs[slot], f"__o{index}")
+            parts.append(self._outputs[slot, index])
+        views = [c for part in parts for c in part.view]
+        structs = [part.struct for part in parts if part.struct is not None]
+        frame = wide.select("*", *views).select("*", *structs)
+        return Outputs(
+            frame,
+            {slot: part.taken for slot, part in zip(slots, parts, strict=True)},
+            {slot: part.col for slot, part in zip(slots, parts, strict=True)},
+            {slot: part.columns for slot, part in zip(slots, parts, strict=True)},
+        )
+
     def _jvm(self, batch: DataFrame) -> dict[str, Any]:
         """The Java column lists, built on first use (a Python list of N columns crosses
         Py4J one element at a time: once per set of branches, not per batch)."""
@@ -258,6 +281,81 @@ class FusedPass:
             sc = batch.sparkSession.sparkContext
             self._java.update(staged=_java_seq(sc, self.staged), wide=_java_seq(sc, self.wide))
         return self._java
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Branches' output rows side by side over one frame (:meth:`FusedPass.outputs`),
+    per branch slot: which rows are its own, where each of its output columns is, and
+    their names in order."""
+
+    frame: DataFrame
+    taken: Mapping[str, Column]
+    col: Mapping[str, Callable[[str], Column]]
+    columns: Mapping[str, list[str]]
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One branch's part of :meth:`FusedPass.outputs`, built once per slot and place."""
+
+    taken: Column
+    view: tuple[Column, ...]
+    """Its view columns, named ``<view column><suffix>``."""
+    struct: Column | None
+    """Its own output columns (NULL where it does not take the row); None: it has none."""
+    shared: Mapping[str, str]
+    """Output columns that are a shared column as stored: output name -> pass column."""
+    columns: list[str]
+    name: str
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], suffix: str) -> _Output:
+        word, bit = spec["taken"]
+        taken = _is_set(word, bit)
+        kinds = {name: (kind, source) for name, kind, source, _w, _b in spec["view"]}
+        view = tuple(c.alias(f"{name}{suffix}") for name, c in _view_columns(spec))
+        shared: dict[str, str] = {}
+        own: list[Column] = []
+        for name, sql in spec["items"]:
+            source = shared_source(sql, kinds)
+            if source is not None:
+                shared[name] = source
+            else:
+                own.append(F.expr(suffixed(sql, kinds, suffix)).alias(name))
+        struct_name = f"_ss_out{suffix}"
+        struct = F.when(taken, F.struct(*own)).alias(struct_name) if own else None
+        return cls(taken, view, struct, shared, [n for n, _ in spec["items"]], struct_name)
+
+    def col(self, name: str) -> Column:
+        """Where output column ``name`` is in the side-by-side frame."""
+        if name in self.shared:
+            return F.col(self.shared[name])
+        return F.col(self.name).getField(name)
+
+
+def shared_source(sql: str, kinds: Mapping[str, tuple[str, str]]) -> str | None:
+    """The pass's column an item is, as stored, when it is a shared view column (``kinds``:
+    view column -> (kind, source)); None when the item is the branch's own."""
+    tree = sqlglot.parse_one(sql, dialect="spark")
+    if isinstance(tree, exp.Column) and not tree.table:
+        kind, source = kinds.get(tree.name, ("", ""))
+        return source if kind == COMMON else None
+    return None
+
+
+def suffixed(sql: str, kinds: Mapping[str, tuple[str, str]], suffix: str) -> str:
+    """An item over the view columns renamed ``<column><suffix>`` (NotFused when it reads
+    anything but a view column)."""
+
+    def own(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Column):
+            return node
+        if node.name not in kinds or node.table:
+            raise NotFused(f"item column {node.name!r} is not a view column")
+        return exp.column(f"{node.name}{suffix}", quoted=True)
+
+    return sqlglot.parse_one(sql, dialect="spark").transform(own).sql(dialect="spark")
 
 
 @functools.lru_cache(maxsize=8)
@@ -276,16 +374,24 @@ def rebuild(wide: DataFrame, spec: Mapping[str, Any]) -> DataFrame:
 
 def _rebuild_columns(spec: Mapping[str, Any]) -> tuple[Column, list[Column], list[Column]]:
     word, bit = spec["taken"]
+    view = [column.alias(name) for name, column in _view_columns(spec)]
+    items = [F.expr(sql).alias(name) for name, sql in spec["items"]]
+    return _is_set(word, bit), view, items
+
+
+def _view_columns(spec: Mapping[str, Any]) -> list[tuple[str, Column]]:
+    """A branch's view columns as its secured view has them, from the stored row: a
+    shared column as stored, a masked value where its mask bit is set (else NULL), a
+    hidden flag where it is clear."""
     view = []
     for name, kind, source, mask_word, mask_bit in spec["view"]:
         if kind == COMMON:
-            view.append(F.col(source).alias(name))
+            view.append((name, F.col(source)))
         elif kind == MASKED:
-            view.append(F.when(_is_set(mask_word, mask_bit), F.col(source)).alias(name))
+            view.append((name, F.when(_is_set(mask_word, mask_bit), F.col(source))))
         else:
-            view.append((~_is_set(mask_word, mask_bit)).alias(name))
-    items = [F.expr(sql).alias(name) for name, sql in spec["items"]]
-    return _is_set(word, bit), view, items
+            view.append((name, ~_is_set(mask_word, mask_bit)))
+    return view
 
 
 def select_layout(wide: DataFrame, slot: str, layout: Iterable[Sequence[str]]) -> DataFrame:

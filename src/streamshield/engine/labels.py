@@ -8,7 +8,7 @@ this module only spells them in Catalyst. Per tuple it is one ``aggregate`` over
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -166,13 +166,16 @@ def allows(obj: int, query: Words) -> Column:
     return allows_words(words, query)
 
 
-def allows_words(words: Mapping[int, tuple[str, str]], query: Words) -> Column:
+def allows_words(
+    words: Mapping[int, tuple[str, str]], query: Words, col: Callable[[str], Column] = F.col
+) -> Column:
     """:func:`allows` over any label columns: ``words`` maps a word index to its (readers,
-    denied) column names. A word the query needs but ``words`` lacks denies."""
+    denied) column names, ``col`` a name to its column. A word the query needs but
+    ``words`` lacks denies."""
     if any(q and w not in words for w, q in enumerate(query)):
         return F.lit(False)
-    meets = [(F.col(words[w][0]).bitwiseAND(F.lit(q)) != 0) for w, q in enumerate(query) if q]
-    misses = [(F.col(words[w][1]).bitwiseAND(F.lit(q)) == 0) for w, q in enumerate(query) if q]
+    meets = [(col(words[w][0]).bitwiseAND(F.lit(q)) != 0) for w, q in enumerate(query) if q]
+    misses = [(col(words[w][1]).bitwiseAND(F.lit(q)) == 0) for w, q in enumerate(query) if q]
     if not meets:
         return F.lit(False)
     condition = _any(meets)

@@ -8,6 +8,8 @@ later only widens the codec. Operators OR these columns (aggregates and joins), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -58,18 +60,19 @@ def with_derived_provenance(
     return with_label(output, words)
 
 
-def delivered(columns: list[str], readable: Words) -> Column:
+def delivered(columns: list[str], readable: Words, col: Callable[[str], Column] = F.col) -> Column:
     """Whether a row may be delivered to rights ``readable``: its sources are a non-empty
     subset of them (strong semantic). No provenance column, or a NULL word, denies.
+    ``col``: a column name to its column (the frame's own by default).
     """
     names = provenance_columns(columns)
     if not names or names != [provenance_column(w) for w in range(len(names))]:
         return F.lit(False)  # no label, or a word missing: unknown sources
     padded = (tuple(readable) + (0,) * len(names))[: len(names)]
     inside = [
-        F.col(n).bitwiseAND(F.lit(~r).cast("long")) == 0 for n, r in zip(names, padded, strict=True)
+        col(n).bitwiseAND(F.lit(~r).cast("long")) == 0 for n, r in zip(names, padded, strict=True)
     ]
-    some = [F.col(n) != 0 for n in names]
+    some = [col(n) != 0 for n in names]
     condition = _all(inside) & _any(some)
     return F.coalesce(condition, F.lit(False))
 

@@ -15,7 +15,7 @@ frame: an output without a tuple label reaches no one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column
@@ -41,9 +41,12 @@ class OutputLabels:
     columns: dict[int, tuple[Pairs, ...]] = field(default_factory=dict)
     masked: bool = False
     """Whether the output names its owner's masked columns (``_ss_masked``)."""
+    col: Callable[[str], Column] = field(default=F.col, compare=False)
+    """A column name to its column: the frame's own, or where another plan holds it (the
+    deliveries of a network's branches in one job)."""
 
     @classmethod
-    def of(cls, columns: Sequence[str]) -> OutputLabels:
+    def of(cls, columns: Sequence[str], col: Callable[[str], Column] = F.col) -> OutputLabels:
         present = set(columns)
         tuple_words = {
             w: (reader_column(0, w), denied_column(0, w))
@@ -67,6 +70,7 @@ class OutputLabels:
             tuple(_complete(row[j]) for j in sorted(row)),
             {i: tuple(_complete(d[j]) for j in sorted(d)) for i, d in by_column.items()},
             MASKED in present,
+            col,
         )
 
     def row_visible(self, mask: Words) -> Column:
@@ -75,18 +79,18 @@ class OutputLabels:
             i >= len(self.user) for i in self.columns
         ):  # no tuple label, or slots of columns that are not there: unknown output
             return F.lit(False)
-        condition = allows_words(self.tuple_words, mask)
+        condition = allows_words(self.tuple_words, mask, self.col)
         for pairs in self.row:
-            condition = condition & allows_words(pairs, mask)
+            condition = condition & allows_words(pairs, mask, self.col)
         return condition
 
     def unchecked(self) -> list[Column]:
         """The user columns and the owner's ``_masked`` as they are (the query's own roles);
         ``_masked`` is there whenever another recipient's rows could have it, so that one
         output has one shape, whoever receives it."""
-        values = [F.col(_quoted(name)) for name in self.user]
+        values = [self._value(name) for name in self.user]
         if self.masked:
-            return [*values, F.col(MASKED).alias("_masked")]
+            return [*values, self.col(MASKED).alias("_masked")]
         if self.columns:
             return [*values, F.array().cast("array<string>").alias("_masked")]
         return values
@@ -98,19 +102,25 @@ class OutputLabels:
         for i, name in enumerate(self.user):
             slots = self.columns.get(i, ())
             if not slots:
-                values.append(F.col(_quoted(name)))
+                values.append(self._value(name))
                 continue
-            shown = allows_words(slots[0], mask)
+            shown = allows_words(slots[0], mask, self.col)
             for pairs in slots[1:]:
-                shown = shown & allows_words(pairs, mask)
-            values.append(F.when(shown, F.col(_quoted(name))).alias(name))
+                shown = shown & allows_words(pairs, mask, self.col)
+            values.append(F.when(shown, self._value(name)).alias(name))
             hidden.append(F.when(~shown, F.lit(name)))
         none = F.array().cast("array<string>")
-        owner = F.coalesce(F.col(MASKED), none) if self.masked else none
+        owner = F.coalesce(self.col(MASKED), none) if self.masked else none
         if not hidden:  # an output without masks has no _masked (as it always had)
             return [*values, owner.alias("_masked")] if self.masked else values
         mine = F.filter(F.array(*hidden), lambda x: x.isNotNull())
         return [*values, F.array_union(owner, mine).alias("_masked")]
+
+    def _value(self, name: str) -> Column:
+        """A user column under its own name (a field of a struct keeps the field's)."""
+        if self.col is F.col:
+            return F.col(_quoted(name))
+        return self.col(name).alias(name)
 
 
 def _complete(pairs: Pairs) -> Pairs:

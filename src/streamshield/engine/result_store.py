@@ -67,6 +67,8 @@ _BATCH = re.compile(r"^batch=(\d+)$")
 LINK = "link.json"
 OWED = "_owed"
 """Batches delivered before they were stored: one empty file per batch id."""
+PRUNED = "_pruned"
+"""The newest batch id the store has pruned (written before the batches go)."""
 DEFAULT_KEEP = 200
 
 
@@ -183,6 +185,8 @@ class ResultStore:
 
     def _install(self, staging: Path, batch_id: int) -> None:
         target = self._path(batch_id)
+        if not (self.root / PRUNED).exists() and not self.batches():
+            write_atomic(self.root / PRUNED, b"-1")  # a new store: nothing pruned yet
         if target.exists():  # a replay: the same batch again, never a second copy
             old = self._staging / f"{batch_id}.replaced"
             shutil.rmtree(old, ignore_errors=True)
@@ -242,6 +246,34 @@ class ResultStore:
         found = (_BATCH.match(p.name) for p in self.root.iterdir())
         return sorted(int(m.group(1)) for m in found if m)
 
+    def since(self, after: int) -> tuple[tuple[int, int] | None, list[int]]:
+        """What a subscriber who had batch ``after`` is owed: the ids pruned since (first,
+        last; None: none) and the stored batches after it, oldest first."""
+        stored = self.batches()
+        pruned = self.pruned_through()  # read second: covers batches pruned meanwhile
+        gap = (after + 1, pruned) if pruned > after else None
+        return gap, [b for b in stored if b > max(after, pruned)]
+
+    def pruned_through(self) -> int:
+        """The newest batch id pruned here (-1: none). Whether a batch was pruned is
+        never read from missing ids: a network branch stores each micro-batch under the
+        newest ingest id it covers, and stores nothing while its switch is off, so its
+        ids skip. A store written before this record was kept reads as pruned below its
+        oldest batch once it holds ``keep`` of them (a new store records -1 at once)."""
+        marker = self.root / PRUNED
+        if marker.is_file():
+            return int(marker.read_text())
+        stored = self.batches()
+        return stored[0] - 1 if len(stored) >= self.keep else -1
+
+    def lost(self, batch_id: int) -> bool:
+        """Whether batch ``batch_id`` is a link whose files the network's store pruned
+        (it reads as nothing, and a subscriber is told so)."""
+        link = self._path(batch_id) / LINK
+        if not link.is_file():
+            return False
+        return not all(Path(f).is_file() for f in json.loads(link.read_text())["files"])
+
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -266,8 +298,13 @@ class ResultStore:
         return reader.parquet(*files)
 
     def _prune(self) -> None:
-        for old in self.batches()[: -self.keep]:
-            shutil.rmtree(self._path(old), ignore_errors=True)
+        old = self.batches()[: -self.keep]
+        if not old:
+            return
+        if old[-1] > self.pruned_through():  # recorded first: a crash never hides a gap
+            write_atomic(self.root / PRUNED, str(old[-1]).encode())
+        for batch_id in old:
+            shutil.rmtree(self._path(batch_id), ignore_errors=True)
 
 
 def _linked_rows(wide: DataFrame, target: Mapping[str, Any]) -> DataFrame:

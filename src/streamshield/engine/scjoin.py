@@ -35,6 +35,20 @@ The join runs once per batch for all subscribers: its result is cached for the
 duration of the batch and each subscriber's callback gets its own filtered and masked
 view, valid only during the callback. No Python runs per row.
 
+Privacy switches (issue 12, item 3; network/join_switches.py). The join is one node kind
+of the shared networks: each subscription is a branch named after its query, with a
+privacy switch (``active(name)``; an error reads as off). A subscription whose switch is
+off runs no Spark job at that batch, and with every switch off the pairs are not
+computed at all: the pairs of an instant nobody may receive are never computed (PrS
+section 5), not computed later. The windows still take every batch's tuples (the
+input's bookkeeping, not output), so a subscription switched on again gets, at its first
+batch, exactly the pairs new at that instant, joined against the windows it would have
+had. One exception, as in the other networks: a subscription that *owes* the batch (its
+sink delivered it, then a crash came before it was stored: ``owed()``) computes it
+whatever its switch says. The windows, class counts and pairs run in the job groups
+``<join>:node:windows`` and ``<join>:node:pairs``, each subscription's delivery in
+``<join>:<subscription>``.
+
 Levels (paper 2, Algorithm 1). A join built for a query level ``C`` admits into its
 windows only tuples whose level ``C`` dominates (before the window, so ``[ROWS n]`` is
 the n latest such tuples), and a pair's level is the LUB of its two tuples' levels,
@@ -58,6 +72,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition, check_name
 from streamshield.engine.batch_errors import bounded
+from streamshield.engine.branch_ledger import owes
+from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import READ_OPTIONS, LabelledStore, labelled_schema
@@ -69,6 +85,8 @@ from streamshield.engine.session import planning_session
 from streamshield.engine.snapshots import Snapshots
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
+from streamshield.network.join_switches import join_switches
+from streamshield.network.switches import Switch
 from streamshield.policy.bitset import Words
 from streamshield.policy.encoding import EncodedAccess, RoleCodec
 from streamshield.policy.join_policy import JoinClass, Strategy, compatible_pairs, plan
@@ -115,10 +133,16 @@ class JoinSide:
 
 @dataclass(frozen=True)
 class Subscription:
+    """One consumer of the join: a branch named ``name`` (its privacy switch's and job
+    group's name); ``sink``, when given, is what hands its rows on, asked ``owed()``
+    (batches a crash caught between their delivery and their storing)."""
+
     roles: tuple[str, ...]
     query: Words
     callback: Callable[[DataFrame, int], None] = field(repr=False)
     salt: str = field(repr=False, default_factory=lambda: uuid.uuid4().hex)
+    name: str = field(default_factory=lambda: f"sub-{uuid.uuid4().hex[:8]}")
+    sink: object = field(repr=False, default=None)
 
 
 @dataclass(frozen=True)
@@ -133,6 +157,7 @@ class JoinStats:
     classes: tuple[int, int] = (0, 0)  # FP: label classes with a compatible partner
     compatible: int = 0  # FP: compatible class pairs
     joined_rows: int = 0  # pairs some consumer may see, before per-consumer filtering
+    computed: tuple[str, ...] = ()  # the subscriptions computed (switch on, or owed)
 
     @property
     def pairs(self) -> dict[Strategy, int]:
@@ -158,9 +183,10 @@ class SCJoin:
         name: str | None = None,
         level: QueryLevel | None = None,
         feed: Callable[[DataFrame], DataFrame] | None = None,
+        active: Callable[[str], bool] = lambda _subscription: True,
     ) -> None:
         """``feed``: what each input's rows pass before anything else (its level
-        processor's shepherd)."""
+        processor's shepherd); ``active(name)``: subscription ``name``'s privacy switch."""
         if left.alias.lower() == right.alias.lower():
             raise ValueError("the two sides of a join need different aliases")
         if left.stream.types[left.key] != right.stream.types[right.key]:
@@ -168,7 +194,7 @@ class SCJoin:
         # Its own session: the streaming query and every batch plan in it are planned
         # without constraint propagation (engine/session.py), however ``spark`` is set.
         self.spark, self.store, self.codec = planning_session(spark), store, codec
-        self.level, self.feed = level, feed
+        self.level, self.feed, self.active = level, feed, active
         self.levels = level.width if level is not None else 0
         self.sides = (left, right)
         self.mode = mode
@@ -185,21 +211,52 @@ class SCJoin:
     # -- consumers --------------------------------------------------------------------
 
     def subscribe(
-        self, roles: Iterable[str], callback: Callable[[DataFrame, int], None]
+        self,
+        roles: Iterable[str],
+        callback: Callable[[DataFrame, int], None],
+        name: str | None = None,
+        sink: object = None,
     ) -> Subscription:
         """Deliver, per batch, what these roles may see of the new joined pairs.
 
+        ``name``: the subscription's branch (its switch and job group; the query's name).
         Unknown roles raise here (registration), never widen or narrow silently.
         """
         roles = tuple(sorted(set(roles)))
         if not roles:
             raise ValueError("a subscription needs at least one role")
-        subscription = Subscription(roles, self.codec.query(roles), callback)
+        subscription = Subscription(roles, self.codec.query(roles), callback, sink=sink)
+        if name is not None:
+            subscription = replace(subscription, name=name)
+        if subscription.name in self.branches:
+            raise ValueError(f"a subscription named {subscription.name!r} exists")
         self.subscriptions = [*self.subscriptions, subscription]
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self.subscriptions = [s for s in self.subscriptions if s is not subscription]
+
+    @property
+    def branches(self) -> dict[str, Subscription]:
+        """The subscriptions by name (the join's branches, as a network's)."""
+        return {s.name: s for s in self.subscriptions}
+
+    @property
+    def streams(self) -> tuple[str, str]:
+        return (self.sides[0].stream.name, self.sides[1].stream.name)
+
+    def switches(self) -> tuple[Switch, ...]:
+        """Where the privacy switches of the join and its subscriptions sit (PrS
+        Algorithm 2, network/join_switches.py): what the API shows."""
+        left, right = self.sides
+        node = (
+            f"{left.stream.name} {left.alias} {left.window.text()} JOIN "
+            f"{right.stream.name} {right.alias} {right.window.text()} "
+            f"ON {left.alias}.{left.key} = {right.alias}.{right.key}; {self.mode.value}"
+        )
+        if self.level is not None:
+            node += f"; {self.level.text}"
+        return join_switches(self.streams, node, self.branches)
 
     @property
     def last_stats(self) -> JoinStats | None:
@@ -252,13 +309,16 @@ class SCJoin:
     # -- one micro-batch --------------------------------------------------------------
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        subscriptions = list(self.subscriptions)
+        due = due_subscriptions(self.subscriptions, self.active, batch_id)
         windows = []
-        for i in range(2):
-            fresh = batch.filter(F.col("_ss_side") == i).select(f"_ss_in{i}.*")
-            fresh = fresh.filter(tuple_test(F.col("reason") == PASS, self.level, fresh.columns))
-            windows.append(self._prepared(i, self.windows[i].update(fresh, batch_id)))
-        counts, new_counts = self._policy_counts(windows, batch_id)
+        with job_group(self.spark, self.name, "node:windows"):
+            for i in range(2):
+                fresh = batch.filter(F.col("_ss_side") == i).select(f"_ss_in{i}.*")
+                test = tuple_test(F.col("reason") == PASS, self.level, fresh.columns)
+                windows.append(
+                    self._prepared(i, self.windows[i].update(fresh.filter(test), batch_id))
+                )
+            counts, new_counts = self._policy_counts(windows, batch_id)
         strategies = self._plan(counts, batch_id)
         stats = JoinStats(
             batch_id,
@@ -267,18 +327,35 @@ class SCJoin:
             (counts[0], counts[1]),
             strategies,
         )
-        if subscriptions and any(new_counts) and strategies:
-            queries = list({s.query: None for s in subscriptions})
-            pairs, stats = self._join(windows, strategies, queries, batch_id, stats)
-            pairs = pairs.persist()
-            try:
-                stats = replace(stats, joined_rows=pairs.count())
-                for subscription in subscriptions:
-                    subscription.callback(self._deliver(pairs, subscription), batch_id)
-            finally:
-                pairs.unpersist()
+        if due and any(new_counts) and strategies:
+            stats = self._hand_over(due, windows, strategies, batch_id, stats)
         self.choices.save(batch_id, [[pl, pr, s.value] for (pl, pr), s in strategies.items()])
         self.stats.append(stats)
+
+    def _hand_over(
+        self,
+        due: list[Subscription],
+        windows: Sequence[DataFrame],
+        strategies: dict[tuple[str, str], Strategy],
+        batch_id: int,
+        stats: JoinStats,
+    ) -> JoinStats:
+        """The pairs some due subscription may see, computed once and cached while each
+        due subscription's callback takes its own view (in its own job group)."""
+        queries = list({s.query: None for s in due})
+        pairs: DataFrame | None = None
+        try:
+            with job_group(self.spark, self.name, "node:pairs"):
+                joined, stats = self._join(windows, strategies, queries, batch_id, stats)
+                pairs = joined.persist()
+                stats = replace(stats, joined_rows=pairs.count())
+            for subscription in due:
+                with job_group(self.spark, self.name, subscription.name):
+                    subscription.callback(self._deliver(pairs, subscription), batch_id)
+        finally:
+            if pairs is not None:
+                pairs.unpersist()
+        return replace(stats, computed=tuple(s.name for s in due))
 
     def _prepared(self, i: int, window: DataFrame) -> DataFrame:
         """A window with every column under its side's prefix, attributes in one struct."""
@@ -553,6 +630,17 @@ _POLICY_PAIR = StructType(
 _CLASS_PAIR = StructType(
     [StructField(SIDES[0] + "cls", LongType()), StructField(PARTNER, LongType())]
 )
+
+
+def due_subscriptions(
+    subscriptions: Iterable[Subscription], active: Callable[[str], bool], batch_id: int
+) -> list[Subscription]:
+    """The subscriptions batch ``batch_id`` is computed for: switch on (an error asking
+    it reads as off), or owing the batch (delivered before a crash, never stored: computed
+    whatever its switch says; a replay reuses the batch id)."""
+    return [
+        s for s in subscriptions if switched_on(active, s.name) or owes(s, batch_id - 1, batch_id)
+    ]
 
 
 def _new(batch_id: int) -> Column:

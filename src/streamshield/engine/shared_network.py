@@ -69,6 +69,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -89,13 +90,13 @@ from streamshield.engine.branched_network import (
     BranchSink,
     NetworkParts,
     NotShared,
-    audit,
     ingest_column,
 )
-from streamshield.engine.fused_branches import FusedBranch, NotFused, fused_pass
+from streamshield.engine.delivery import Delivery, deliver_together
+from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
-from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore
+from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
 from streamshield.engine.secured_view import SecuredProjection
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.label_propagation import levels_copied
@@ -105,6 +106,10 @@ from streamshield.network.operators import Operator, Project, Select
 from streamshield.network.predicates import Comparison
 from streamshield.network.switches import Switch, place_switches
 
+audit = logging.getLogger("streamshield.audit")
+DELIVERY = "(delivery)"
+"""The job group part of the one job delivering every listening branch (no query's name:
+names are identifiers)."""
 _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 NETWORK_KEEP = 2 * DEFAULT_KEEP
 """Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
@@ -148,12 +153,21 @@ class Linked:
     """Its rows of the pass, planned when called (only when someone listens)."""
     spec: Mapping[str, Any]
     """How its rows are rebuilt from the stored pass (kept in its link)."""
+    passed: FusedPass | None = field(default=None, repr=False)
+    wide: DataFrame | None = field(default=None, repr=False)
+    """The pass and its stored copy, read: where every listening branch's delivery
+    reads in one job."""
 
 
 class SharedNetwork(BranchedNetwork[Branch]):
     """The streaming query of one stream's shared network and its branches."""
 
     SUMMARIES = True  # its secured views pre-filter by the scan summaries
+    deliver_together = False
+    """Every listening linked branch delivered by one Spark job instead of each by its
+    own. Off: measured at 64 listening users (``bench.sharing_users``, docs/results.md)
+    it saved nothing, as delivery's time there is the rows handed over (35 times one
+    user's), not its jobs; the tests keep it correct for when it pays."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
@@ -361,7 +375,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
         outputs = {n: rows(b) for n, b in fused.items() if n not in linking}
         linked = {
-            n: Linked(files, functools.partial(rows, b), passed.specs[b.fused.slot])
+            n: Linked(files, functools.partial(rows, b), passed.specs[b.fused.slot], passed, wide)
             for n, b in fused.items()
             if n in linking and b.fused is not None
         }
@@ -419,8 +433,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
         linked: dict[str, Linked] | None = None,
     ) -> None:
         linked = linked or {}
+        together = self._deliver_together(on, linked, output_id)
 
         def hand(branch: Branch) -> None:
+            if branch.name in together:
+                return  # its link stored and its rows delivered, with the others
             if branch.name in linked:
                 assert branch.fused is not None
                 fused, to = branch.fused, linked[branch.name]
@@ -430,6 +447,54 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 branch.sink(outputs[branch.name], output_id)
 
         self._each(on, hand, output_id)
+
+    def _deliver_together(
+        self, on: dict[str, Branch], linked: dict[str, Linked], output_id: int
+    ) -> set[str]:
+        """Every listening linked branch's batch stored (its link) and delivered, all in
+        one Spark job (job group ``<network>:(delivery)``) instead of one per branch: the
+        pass read once, each branch's rows rebuilt beside the others', each subscriber
+        checked by her own branch's delivery (SecFilter) on her own branch's rows only.
+        The names done; none when fewer than two listen, or when that job fails: each
+        then stores and delivers on its own, so that one branch's failing expression
+        fails it alone."""
+        listening: dict[str, tuple[StoringSink, Delivery]] = {}
+        for name, to in linked.items():
+            sink = on[name].sink
+            if not isinstance(sink, StoringSink) or not isinstance(sink.deliver, Delivery):
+                continue  # not the server's sink: it delivers its own way
+            if to.passed is not None and sink.wanted() and sink.deliver.subscriptions:
+                listening[name] = (sink, sink.deliver)
+        if len(listening) < 2 or not self.deliver_together:
+            return set()
+        arrived = time.monotonic()
+        first = linked[next(iter(listening))]
+        assert first.passed is not None and first.wide is not None
+        slots = {name: on[name].fused.slot for name in listening}  # type: ignore[union-attr]
+        try:
+            with self._job_group(DELIVERY):
+                outputs = first.passed.outputs(first.wide, list(slots.values()))
+                parts = []
+                for i, (name, (sink, delivery)) in enumerate(listening.items()):
+                    slot, to = slots[name], linked[name]
+                    sink.store.link(output_id, to.files, slot, to.spec)  # stored first
+                    planned = delivery.plan(
+                        outputs.columns[slot],
+                        delivery.subscriptions,
+                        outputs.col[slot],
+                        outputs.taken[slot],
+                        f"b{i}",
+                    )
+                    parts.append((delivery, planned))
+                deliver_together(outputs.frame, parts, output_id, arrived)
+        except Exception as err:  # each on its own: a failing branch fails alone
+            audit.warning(
+                "network %s: one delivery job failed (%s); each branch delivers alone",
+                self.name,
+                type(err).__name__,
+            )
+            return set()
+        return set(listening)
 
     # -- joining ------------------------------------------------------------------------------
 

@@ -299,7 +299,7 @@ def create_app(
     @app.post(
         "/queries/{name}/start",
         response_model=QueryStatus,
-        responses=errors(*AUTHED, 403, 404, 409, 422),
+        responses=errors(*AUTHED, 403, 404, 409, 422, 503),
     )
     def start(name: str, who: Auth) -> dict:
         query = service.set_query_status(who.session, name, running=True)

@@ -512,9 +512,11 @@ class PatternService:
 
     def rows(self, session: Any, token: str, name: str, after: int) -> dict:
         """The rows of the stored batches after batch ``after`` that the caller may have
-        now (at most READ_BATCHES batches a read; ``last`` says where to go on)."""
+        now (at most READ_BATCHES batches a read; ``last`` says where to go on; ``gap``:
+        the batches after ``after`` pruned before they were read)."""
         registered = self.receivable(session, name)
-        batches = [b for b in registered.store.batches() if b > after][:READ_BATCHES]
+        gap, stored = registered.store.since(after)
+        batches = stored[:READ_BATCHES]
         got: list[dict] = []
 
         def collect(rows: list[dict], batch: int) -> None:
@@ -525,9 +527,10 @@ class PatternService:
             frame = registered.store.stored(batch, self.server.spark)
             if frame is not None:
                 registered.delivery.replay(frame, batch, reader)
-        last = batches[-1] if batches else after
+        last = batches[-1] if batches else max(after, gap[1] if gap else after)
         status = str(registered.running.observed())
-        return {"name": name, "status": status, "rows": got, "last": last}
+        missing = {"first": gap[0], "last": gap[1]} if gap else None
+        return {"name": name, "status": status, "rows": got, "last": last, "gap": missing}
 
     def check_ended(self) -> None:
         """Ends the live subscriptions of patterns no longer running (a rule change, a

@@ -629,23 +629,16 @@ class ServerService:
             self.switches.inject(QuerySp(internal, user, sign, time.time()))
 
     def networks(self, session: Any) -> list[dict]:
-        """The shared networks (of selections and of windows) with their privacy
-        switches, as the caller may see them: administrators everything, with the users
-        each terminal switch lets through; everyone else the switches governing their own
-        queries, other queries counted but not named, receivers counted but not named."""
+        """The shared networks (of selections, of windows, and shared joins) with their
+        privacy switches, as the caller may see them: administrators everything, with the
+        users each terminal switch lets through; everyone else the switches governing
+        their own queries, other queries counted but not named, receivers counted but not
+        named."""
         admin = port.check(self.security, session, "CHANGE SYSTEM", "system", "system")
         user = port.user_of(session)
         live = {q.internal: q for q in self.queries.all()}
-        every = [
-            (key, kind, network)
-            for kind, networks in (
-                ("selections", self.cql.networks),
-                ("windows", self.cql.window_networks),
-            )
-            for key, network in networks.items()
-        ]
         shown = []
-        for (stream, _level), kind, network in sorted(every, key=lambda n: (n[0], n[1])):
+        for stream, kind, network in sorted(self.cql.switched(), key=lambda n: (n[0], n[1])):
             mine = {n for n in network.branches if n in live and (admin or live[n].owner == user)}
             if not mine:
                 continue
@@ -749,12 +742,24 @@ class ServerService:
         }
 
     def set_query_status(self, session: Any, name: str, running: bool) -> LiveQuery:
-        """SET QUERY STATUS (the catalog decides, quota included), then the engine."""
+        """SET QUERY STATUS (the catalog decides, quota included), then the engine. A
+        start whose level runs in its own Spark application starts that driver first,
+        outside the locks (as a registration does), and only for a caller allowed to
+        start the query: a JVM start holds up no other request."""
         self._visible(session, "query", name)
-        with self._lock:
+        warm = running and port.check(self.security, session, "SET QUERY STATUS", "query", name)
+        with (
+            self.queries.levels_started([name] if warm else [], ready=True) as startable,
+            self._lock,
+        ):
             if running:
                 query = self.queries.get(name)
                 if not query.running:
+                    if warm and name not in startable:
+                        raise Unavailable(
+                            "the level's own Spark application did not start; try again "
+                            "later (the server's log says why)"
+                        )
                     failed = query.error_class is not None
                     port.set_query_status(self.security, session, name, "running")
                     try:
@@ -822,17 +827,21 @@ class ServerService:
     ) -> None:
         """The stored batches after ``after`` to a resuming subscriber, oldest first, each
         through SecFilter with her rights of now (as if it were live); batches no longer
-        stored are announced as a ``gap``. Batches are delivered before they are stored:
+        stored are announced as a ``gap`` (ids may skip: the store says what it pruned,
+        :meth:`ResultStore.since`). Batches are delivered before they are stored:
         the replay first waits for those in flight, which may have been delivered just
         before she subscribed (:meth:`ResultStore.settle`)."""
         if not await asyncio.to_thread(query.store.settle, lambda: queue.ended):
             return
-        stored = [b for b in query.store.batches() if b > after]
-        if stored and stored[0] > after + 1:  # every batch is stored: older ones were pruned
-            queue.notice("gap", {"first": after + 1, "last": stored[0] - 1})
+        gap, stored = query.store.since(after)
+        if gap:
+            queue.notice("gap", {"first": gap[0], "last": gap[1]})
         for batch in stored:
             if queue.ended or not self.may_still_subscribe(subscription.session, query.output):
                 return
+            if query.store.lost(batch):
+                queue.notice("gap", {"first": batch, "last": batch})
+                continue
             rows = await asyncio.to_thread(self._replayed_rows, query, subscription, batch)
             await resume.replayed(batch, rows)
 

@@ -1,12 +1,12 @@
 """Shared query networks and their privacy switches (issue 12, item 3).
 
-``GET /networks`` shows, per network (a stream's selections, or its windowed queries,
-run as one), the privacy switches placed in it (PrS Algorithm 2) with their state:
-initial and in-network switches an access counter, terminal switches the users they let
-the query's output through to, all closed until someone receives. Administrators see
-every network and the users of each terminal switch; everyone else sees only the switches
-governing their own queries, with other queries counted, not named, and receivers
-counted, not named.
+``GET /networks`` shows, per network (a stream's selections, its windowed queries, or
+the queries sharing one join of two streams, run as one), the privacy switches placed in
+it (PrS Algorithm 2) with their state: initial and in-network switches an access
+counter, terminal switches the users they let the query's output through to, all closed
+until someone receives. Administrators see every network and the users of each terminal
+switch; everyone else sees only the switches governing their own queries, with other
+queries counted, not named, and receivers counted, not named.
 
 ``POST /networks/sps`` lets an administrator inject a query-scoped sp by hand (what the
 server's authorization part does on every subscription change): applied at the next
@@ -45,9 +45,11 @@ class SwitchView(BaseModel):
 
 class NetworkView(BaseModel):
     stream: str
-    kind: Literal["selections", "windows"] = "selections"
-    """What the network shares: the stream's selections (and projections), or its
-    windowed queries (window nodes, each branch a query over its node)."""
+    """The stream it reads; a join: ``<left> JOIN <right>``."""
+    kind: Literal["selections", "windows", "joins"] = "selections"
+    """What the network shares: the stream's selections (and projections), its windowed
+    queries (window nodes, each branch a query over its node), or one windowed join of
+    two streams (its windows and pairs, each branch a query over the pairs)."""
     queries: list[str]
     levels: dict[str, str | None] = {}
     """The security level each listed query runs at (null while levels are off): the

@@ -64,6 +64,11 @@ class PatternRemoved(BaseModel):
     removed: str
 
 
+class BatchGap(BaseModel):
+    first: int
+    last: int
+
+
 class PatternRows(BaseModel):
     """The rows of the stored batches after a batch id that the caller may have now."""
 
@@ -74,6 +79,11 @@ class PatternRows(BaseModel):
         "rights and level"
     )
     last: int = Field(description="The newest batch id read: pass it as ``after`` next time")
+    gap: BatchGap | None = Field(
+        None,
+        description="Batches after ``after`` no longer stored (pruned): their rows are gone. "
+        "Ids may skip without a gap; only this says rows are missing",
+    )
 
 
 def router(service: Any, queue_size: int = DEFAULT_QUEUE) -> APIRouter:

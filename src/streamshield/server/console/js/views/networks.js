@@ -1,5 +1,5 @@
 // Shared operator networks and their privacy switches (GET /networks), one graph per
-// network (a stream's selections, or its windowed queries) and security level (a query runs at its session's Chinese-Wall level; a
+// network (a stream's selections, its windowed queries, or a join of two streams) and security level (a query runs at its session's Chinese-Wall level; a
 // network's queries may run at several): the input stream, the switches PrS placed
 // (initial, in-network, terminal) and the queries at that level they govern, each switch
 // on or off with its counter and since when. A switch shared by queries of several
@@ -50,7 +50,13 @@ function network(net) {
   return h(
     "section",
     { class: "card", "data-network": net.stream, "data-kind": net.kind || "selections" },
-    h("h2", {}, "Stream ", h("code", {}, net.stream), net.kind === "windows" ? ": windowed queries" : ""),
+    h(
+      "h2",
+      {},
+      net.kind === "joins" ? "Streams " : "Stream ",
+      h("code", {}, net.stream),
+      net.kind === "windows" ? ": windowed queries" : net.kind === "joins" ? ": a shared join" : "",
+    ),
     byLevel(net).map(([level, part]) =>
       h(
         "figure",

@@ -1,0 +1,129 @@
+"""Every listening branch of a fused network delivered by one Spark job (issue 12 item 5).
+
+With the server's sinks (a result store, then SecFilter delivery), each listening branch
+reads its link back and delivers in a job of its own: N listening users, N jobs. With
+``SharedNetwork.deliver_together`` the network delivers them all in one job over its
+pass (off by default: it measured no faster). Per-user semantics must not move: each
+subscriber gets exactly what her branch's own delivery gives her (her rights, her roles,
+her branch's rows and masks), never a row or value of another branch, even when she
+subscribes to two queries or to another user's query; a branch nobody receives runs no
+job.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from streamshield.engine import shared_network
+from streamshield.engine.delivery import Delivery
+from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.engine.shared_network import SharedNetwork
+from tests.spark.hospital_pipeline import hospital_pipeline, network_parts, secured
+
+pytestmark = pytest.mark.spark
+
+STREAM = "HeartRate"
+QUERIES = {
+    "cardio": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
+    "gp": (
+        "SELECT patient_id, ts FROM HeartRate WHERE patient_id >= 120 AND beats_per_min > 60",
+        "GP",
+    ),
+    "nurse": ("SELECT * FROM HeartRate", "ND"),
+    "off": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
+}
+USERS = {"al": ("C",), "gus": ("GP",), "nina": ("ND",)}
+SUBSCRIBED = {"cardio": ["al", "gus"], "gp": ["gus"], "nurse": ["nina"], "off": []}
+"""Gus reads Al's cardiologist query too: with his own roles, so with masks."""
+
+
+@pytest.fixture(scope="module")
+def pipeline(spark, tmp_path_factory):
+    yield from hospital_pipeline(spark, tmp_path_factory.mktemp("fused_delivery"))
+
+
+def run(pipeline, root, together: bool) -> tuple[SharedNetwork, dict, list]:
+    """The four queries as one fused network with the server's sinks, everyone in
+    ``SUBSCRIBED`` listening; what each (user, query) got, and the drops reported."""
+    engine = pipeline.queries
+    got: dict[tuple[str, str], list] = {}
+    drops: list[tuple] = []
+    parts = network_parts(
+        pipeline, STREAM, root, active=lambda n: bool(SUBSCRIBED[n]), name=f"net-{root.parent.name}"
+    )
+    network = SharedNetwork(parts, fuse=True)
+    network.deliver_together = together
+    for name, (text, role) in QUERIES.items():
+        delivery = Delivery(
+            lambda _user: ({STREAM}, set()),
+            engine.provenance,
+            roles=lambda s: engine.codec.query(USERS[s.user]),
+            on_drop=lambda user, _b, count, ids, name=name: drops.append((name, user, count, ids)),
+        )
+        delivery.query_mask = lambda role=role: engine.codec.query([role])
+        for user in SUBSCRIBED[name]:
+            rows = got.setdefault((user, name), [])
+            delivery.subscribe(user, lambda batch, rows=rows: rows.extend(batch))
+        sink = StoringSink(
+            ResultStore(root / "results" / name),
+            delivery,
+            wanted=lambda d=delivery: bool(d.subscriptions),
+        )
+        admitted, sql = secured(pipeline, STREAM, text, role)
+        network.add(name, admitted, sql, sink)
+    network.start(available_now=True).awaitTermination()
+    return network, got, drops
+
+
+@pytest.fixture(scope="module")
+def each(pipeline, tmp_path_factory) -> tuple[SharedNetwork, dict, list]:
+    """The same network delivering each branch in a job of its own (as before)."""
+    return run(pipeline, tmp_path_factory.mktemp("each"), together=False)
+
+
+def test_one_job_delivers_every_listening_branch_as_each_alone(pipeline, each, tmp_path) -> None:
+    tracker = pipeline.queries.spark.sparkContext.statusTracker()
+    apart, alone, alone_drops = each
+    one, together, together_drops = run(pipeline, tmp_path / "one", together=True)
+
+    def key(row: dict) -> str:
+        return repr(sorted(row.items()))
+
+    for subscription, rows in alone.items():
+        assert rows, subscription
+        assert sorted(map(key, together[subscription])) == sorted(map(key, rows)), subscription
+    assert sorted(together_drops, key=repr) == sorted(alone_drops, key=repr)
+    assert any(count for _q, _u, count, _ids in together_drops), "some rows were withheld"
+    # Never another branch's rows or columns: Al's cardiologist query has no ts (Gus's
+    # does), Gus's has no heart rate; Gus reads fewer of Al's rows than Al (his roles);
+    # Nina (ND) never a ts value.
+    assert all("ts" not in r for r in together["al", "cardio"]) and together["al", "cardio"]
+    assert all("beats_per_min" not in r and "ts" in r for r in together["gus", "gp"])
+    assert all(r["patient_id"] >= 120 for r in together["al", "cardio"] + together["gus", "gp"])
+    assert len(together["gus", "cardio"]) < len(together["al", "cardio"])
+    assert all(r.get("ts") is None for r in together["nina", "nurse"])
+    # One job for all of them; none in any branch's own group, none for the off branch.
+    assert tracker.getJobIdsForGroup(f"{one.name}:(delivery)") != []
+    for name in QUERIES:
+        assert tracker.getJobIdsForGroup(f"{one.name}:{name}") == [], name
+    assert tracker.getJobIdsForGroup(f"{apart.name}:(delivery)") == []
+    assert tracker.getJobIdsForGroup(f"{apart.name}:cardio") != []
+    assert tracker.getJobIdsForGroup(f"{apart.name}:off") == []
+    for name in ("cardio", "gp", "nurse"):  # stored before delivered: a link each
+        assert ResultStore(tmp_path / "one" / "results" / name).batches(), name
+
+
+def test_when_the_one_job_fails_each_branch_delivers_alone(
+    pipeline, each, tmp_path, monkeypatch
+) -> None:
+    """A failing expression of one branch must not cost the others their rows."""
+    _, alone, _ = each
+
+    def failing(*_args, **_kwargs) -> None:
+        raise RuntimeError("one branch's item failed")
+
+    monkeypatch.setattr(shared_network, "deliver_together", failing)
+    network, got, _ = run(pipeline, tmp_path / "one", together=True)
+    assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in alone.items()}
+    tracker = pipeline.queries.spark.sparkContext.statusTracker()
+    assert tracker.getJobIdsForGroup(f"{network.name}:cardio") != [], "delivered alone"
