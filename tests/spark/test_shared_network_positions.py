@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 
 from streamshield.engine import branched_network
+from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, QueryFailed
 from streamshield.engine.result_store import ResultStore, StoringSink
@@ -174,13 +175,15 @@ def test_an_owed_pushed_batch_is_stored_again_under_its_own_id(pipeline, tmp_pat
     engine = pipeline.queries
     store, delivered = ResultStore(tmp_path / "results"), Rows()
     shared = SharedNetwork(
-        engine.spark,
-        engine.labelled,
-        engine.streams["HeartRate"],
-        engine.codec,
-        engine.provenance,
-        tmp_path / "net",
-        lambda _name: False,  # restarted: she has not reconnected, the switch is closed
+        NetworkParts(
+            engine.spark,
+            engine.labelled,
+            engine.streams["HeartRate"],
+            engine.codec,
+            engine.provenance,
+            tmp_path / "net",
+            lambda _name: False,  # restarted: she has not reconnected, the switch is closed
+        )
     )
     shared.ledger.advance("cardio", ids[0])
     store.owe(ids[1])
