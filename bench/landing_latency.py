@@ -28,7 +28,9 @@ stage is the median over the rounds that have it.
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
-``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S]`` prints it.
+``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--no-push]
+[--no-guess]`` prints it; ``--no-push`` and ``--no-guess`` switch off the network's push
+and ingest's one-pass guess, to measure each apart.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
+from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
+from streamshield.engine.shared_network import SharedNetwork
 from streamshield.server.service import ServerService
 
 QUERY = f"SELECT id, symbol, price FROM {STREAM} WHERE price >= 0"
@@ -147,6 +151,8 @@ def measure(
         "min_s": min(latencies),
         "max_s": max(latencies),
         "idle_cpu": idle_share,
+        "push": SharedNetwork.push,
+        "guess": IngestJob.guess,
         "profile": profile(spans, progress),
     }
 
@@ -224,7 +230,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
+    parser.add_argument("--no-push", action="store_true", help="SharedNetwork.push off")
+    parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
     args = parser.parse_args()
+    SharedNetwork.push = not args.no_push
+    IngestJob.guess = not args.no_guess
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

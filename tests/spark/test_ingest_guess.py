@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine import ingest_job
 from streamshield.engine.ingest import Guess, Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.examples import hospital
@@ -83,7 +82,7 @@ def test_right_guesses_write_what_the_passes_write_and_wrong_ones_nothing(
     monkeypatch.setattr(Guess, "holds", spy)
     guessed = ingest(spark, tmp_path / "guessed", parts)
     assert verdicts == [True, True, False, True, True, False, False, True]
-    monkeypatch.setattr(ingest_job, "GUESS_BYTES", -1)  # never guess: the passes only
+    monkeypatch.setattr(IngestJob, "guess", False)  # the guess off: the passes only
     passes = ingest(spark, tmp_path / "passes", parts)
     assert len(verdicts) == 8, "no guess without the guess"
     assert stored(spark, guessed) == stored(spark, passes)

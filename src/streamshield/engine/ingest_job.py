@@ -49,6 +49,10 @@ def _size(uri: str) -> int:
 class IngestJob:
     """Runs secure ingest from ``landing`` into ``<root>/labelled`` with state under ``root``."""
 
+    guess = True
+    """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
+    every batch by the passes (``bench.landing_latency --no-guess`` measures both)."""
+
     def __init__(self, ingest: Ingest, landing: str | Path, root: str | Path) -> None:
         self.ingest = ingest
         self.landing = Path(landing)
@@ -110,7 +114,7 @@ class IngestJob:
         there is no guess, a replay (part of the batch is in place) or a wrong guess
         (nothing was installed, ``states`` untouched)."""
         streams = tuple(self.ingest.streams)
-        if not self.store.untouched(batch_id, streams) or not self._small(batch):
+        if not (self.guess and self.store.untouched(batch_id, streams) and self._small(batch)):
             return None
         guess = self.ingest.guess_batch(batch, states)
         if guess is None:

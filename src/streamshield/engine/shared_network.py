@@ -168,6 +168,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
     own. Off: measured at 64 listening users (``bench.sharing_users``, docs/results.md)
     it saved nothing, as delivery's time there is the rows handed over (35 times one
     user's), not its jobs; the tests keep it correct for when it pays."""
+    push = True
+    """A committed labelled batch handed to the branches at once (see the module's
+    docstring); off: only the network's own micro-batches hand rows over
+    (``bench.landing_latency --no-push`` measures both)."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
@@ -228,7 +232,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         """Starts the streaming query; unless ``available_now``, the network also listens
         to the labelled store for committed batches (push, see the module's docstring)."""
         handle = super().start(available_now)
-        if not available_now:
+        if self.push and not available_now:
             self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
             self.labelled.listen(self._offer)
         return handle
