@@ -45,9 +45,10 @@ listed the stream's directory, after ingest had finished its micro-batch (its of
 committed), and then through a micro-batch of the network's own (listing, its offset log
 written). While its streaming query runs, a network also *listens* to the labelled store
 (:meth:`LabelledStore.listen`): once ingest has committed batch N (its marker written:
-the batch is final), a thread of the network reads each due branch's stored rows after
-its position up to N, exactly the folders of those ingest batches (as a catch-up does),
-and hands them over under id N, moving the branch's position to N. The network's own
+the batch is final), a thread of the network reads the stored ingest batches after the
+branches' position up to N (those folders exactly, as a catch-up does), computes the due
+branches' outputs as a micro-batch would (one fused pass stored once, each branch's
+batch a link into it), and hands them over under id N, moving the positions to N. The network's own
 micro-batch that later reads batch N finds every branch covering it and runs nothing;
 whichever comes first does the work, under the network's batch lock, so a batch is
 handed once either way. Exactly-once, replay and restart rest on the positions as before:
@@ -260,24 +261,27 @@ class SharedNetwork(BranchedNetwork[Branch]):
     def _push(self, upto: int) -> None:
         """Hands every due branch its stored rows after its position up to ingest batch
         ``upto`` (committed), under id ``upto``, unless the network's own micro-batch did
-        first. Never raises: what it does not do, that micro-batch does."""
+        first: computed as a micro-batch computes them (:meth:`_compute`: one fused pass
+        for the branches at the same position), over the stored batches after that
+        position. Never raises: what it does not do, that micro-batch does."""
         try:
             with self._batch:
                 handle = self.handle
                 if self._pusher is None or handle is None or not handle.isActive:
                     return
-                on: dict[str, Branch] = {}
-                inputs: dict[str, DataFrame] = {}
-                for name, (branch, covered) in self._settle_owed(self._due(upto), upto).items():
-                    rows = self._history(covered, upto)
-                    if rows is None:
-                        self.ledger.advance(name, upto)  # nothing stored in between
-                    else:
-                        on[name], inputs[name] = branch, rows
-                if on:
-                    began = time.time()
-                    self._run_each(on, inputs, upto)
-                    self.pushed.append((upto, began, time.time()))
+                due = self._settle_owed(self._due(upto), upto)
+                if not due:
+                    return
+                # where most branches stand (after a push or a micro-batch: all of them)
+                (position, _), *_ = collections.Counter(c for _, c in due.values()).most_common()
+                began = time.time()
+                batch = self._history(position, upto)
+                if batch is None:  # no rows after it: each branch from its own history
+                    for branch, covered in due.values():
+                        self._hand_history(branch, covered, upto)
+                else:
+                    self._compute(batch, due, position, position + 1, upto)
+                self.pushed.append((upto, began, time.time()))
         except Exception as err:  # the network's micro-batch will hand the batch over
             audit.warning("push of batch %d to %s failed: %s", upto, self.name, err)
 
@@ -307,11 +311,26 @@ class SharedNetwork(BranchedNetwork[Branch]):
     # -- one micro-batch ---------------------------------------------------------------------
 
     def _process_ids(self, batch: DataFrame, _batch_id: int, ids: frozenset[int]) -> None:
-        newest, oldest = max(ids), min(ids)
-        expected = self._known_position()  # where a branch that has had every batch stands
+        newest = max(ids)
+        due = self._settle_owed(self._due(newest), newest)
+        # where a branch that has had every batch stands
+        self._compute(batch, due, self._known_position(), min(ids), newest)
+
+    def _compute(
+        self,
+        batch: DataFrame,
+        due: dict[str, tuple[Branch, int]],
+        expected: int,
+        oldest: int,
+        newest: int,
+    ) -> None:
+        """The due branches' outputs of ``batch`` (the stored rows of ingest batches
+        ``oldest`` to ``newest``), handed over under id ``newest``. The branches that
+        stand at ``expected`` share the batch (the fused pass, or the merged network's
+        shared operators); any other computes its own rows from its position."""
         on: dict[str, Branch] = {}
         behind: dict[str, int] = {}
-        for name, (branch, covered) in self._settle_owed(self._due(newest), newest).items():
+        for name, (branch, covered) in due.items():
             on[name] = branch
             if covered != expected:
                 behind[name] = covered  # needs part of this batch, or batches before it
