@@ -124,7 +124,7 @@ class TimedDelivery(Delivery):
 class DeliveryClock:
     """Delivery seconds and calls summed over every user's query (thread-safe): the
     planning before delivery's one Spark job (rights, classes, conditions, on the
-    driver), that job (``collect_observed``: the job and the rows' unpickling), and the
+    driver), that job (``collect_rows``: the job and the rows as Arrow columns), and the
     rest is per-row Python (each row a dict, handed over)."""
 
     seconds: float = 0.0
@@ -154,10 +154,10 @@ class DeliveryClock:
 
     @contextmanager
     def timing_collects(self) -> Iterator[None]:
-        """Times every delivery's ``collect_observed``, and a network's delivery of all
+        """Times every delivery's ``collect_rows``, and a network's delivery of all
         its listening branches in one job as one delivery (profiling only: the names are
         rebound while measuring, the functions themselves are unchanged)."""
-        original = delivery_module.collect_observed
+        original = delivery_module.collect_rows
         together = SharedNetwork._deliver_together
 
         def timed_together(network, *args, **kwargs):
@@ -175,12 +175,12 @@ class DeliveryClock:
                 planned = started - getattr(self.began, "at", started)
                 self.add_collect(planned, time.perf_counter() - started)
 
-        delivery_module.collect_observed = timed
+        delivery_module.collect_rows = timed
         SharedNetwork._deliver_together = timed_together  # type: ignore[method-assign]
         try:
             yield
         finally:
-            delivery_module.collect_observed = original
+            delivery_module.collect_rows = original
             SharedNetwork._deliver_together = together  # type: ignore[method-assign]
 
 
@@ -436,7 +436,7 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
         "",
         "Where a listening batch's delivery goes (median seconds per batch, summed over the",
         "users' deliveries): planning on the driver (rights, classes, conditions), its",
-        "Spark job (`collect_observed`, the rows' unpickling included), and per-row Python",
+        "Spark job (`collect_rows`, the rows' transfer included), and per-row Python",
         "(the rest: a dict per row, handed over); register: all N queries.",
         "",
         "| users | fused: delivery (plan / job / rows) | each: delivery | separate: delivery"

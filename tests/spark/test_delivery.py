@@ -15,7 +15,8 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine.delivery import Delivery
+from streamshield.engine import delivery as delivery_module
+from streamshield.engine.delivery import Delivery, _class_plan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.labelled_store import labelled_schema
@@ -305,11 +306,11 @@ def test_provenance_beyond_64_sources_is_checked_word_by_word(spark) -> None:
     assert received == {"both": [1, 2], "high": [2], "low": [], "same_bits_elsewhere": []}
 
 
-def test_one_job_per_batch_for_every_class_and_its_drop_report(spark) -> None:
-    """Three recipient classes (rights and masks differ) and a drop report: one Spark job
-    reads the batch once; each class still gets only its own rows, masked its own way."""
+def two_streams(spark) -> DataFrame:
+    """Six rows every role reads: even ones from HeartRate (policy p0), odd ones from
+    BodyTemperature (p1)."""
     hr, bt = PROVENANCE.label(HR)[0], PROVENANCE.label(BT)[0]
-    frame = (
+    return (
         spark.range(6)
         .select(
             F.col("id").alias("v"),
@@ -320,6 +321,42 @@ def test_one_job_per_batch_for_every_class_and_its_drop_report(spark) -> None:
         )
         .transform(readable_by_everyone)
     )
+
+
+def test_class_plans_outlive_the_batch_but_never_a_change_of_rights(spark, monkeypatch) -> None:
+    """A class's columns are built once and reused batch after batch (building them is
+    Py4J-bound), yet a subscriber whose rights change is checked with the new ones in
+    the very next batch: the plan is keyed by the rights themselves."""
+    built: list[tuple] = []
+
+    def class_plan(*args):
+        built.append(args[5])
+        return _class_plan(*args)
+
+    monkeypatch.setattr(delivery_module, "_class_plan", class_plan)
+    frame = two_streams(spark)
+    rights = {"hr": Rights(frozenset({HR})), "bt": Rights(frozenset({BT}))}
+    inboxes = {user: Inbox() for user in rights}
+    delivery = Delivery(rights.get, PROVENANCE, roles=everyone, on_drop=lambda *_d: None)
+    for user, inbox in inboxes.items():
+        delivery.subscribe(user, inbox)
+
+    def deliver(batch: int) -> dict[str, list[int]]:
+        delivery(frame, batch)
+        return {user: sorted(r["v"] for r in inbox.take()) for user, inbox in inboxes.items()}
+
+    assert deliver(1) == {"hr": [0, 2, 4], "bt": [1, 3, 5]} and len(built) == 2
+    assert deliver(2) == {"hr": [0, 2, 4], "bt": [1, 3, 5]} and len(built) == 2, "reused"
+    rights["bt"] = Rights(frozenset({HR}))  # revoke BodyTemperature, grant HeartRate
+    assert deliver(3) == {"hr": [0, 2, 4], "bt": [0, 2, 4]} and len(built) == 2, "hr's plan"
+    rights["hr"] = Rights(frozenset())  # revoke everything
+    assert deliver(4) == {"hr": [], "bt": [0, 2, 4]} and len(built) == 3
+
+
+def test_one_job_per_batch_for_every_class_and_its_drop_report(spark) -> None:
+    """Three recipient classes (rights and masks differ) and a drop report: one Spark job
+    reads the batch once; each class still gets only its own rows, masked its own way."""
+    frame = two_streams(spark)
     rights = {"hr": Rights(frozenset({HR})), "bt": Rights(frozenset({BT})), "no": None}
     inboxes = {user: Inbox() for user in rights}
     drops: list[tuple] = []

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+from streamshield.engine import delivery as delivery_module
 from streamshield.engine import shared_network
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.collected_rows import collect_rows
+from streamshield.engine.delivery import Delivery, _class_plan
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
 from tests.spark.hospital_pipeline import hospital_pipeline, network_parts, secured
@@ -31,10 +33,18 @@ QUERIES = {
     ),
     "nurse": ("SELECT * FROM HeartRate", "ND"),
     "off": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
+    "twin": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
 }
-USERS = {"al": ("C",), "gus": ("GP",), "nina": ("ND",)}
-SUBSCRIBED = {"cardio": ["al", "gus"], "gp": ["gus"], "nurse": ["nina"], "off": []}
-"""Gus reads Al's cardiologist query too: with his own roles, so with masks."""
+USERS = {"al": ("C",), "cara": ("C",), "gus": ("GP",), "nina": ("ND",)}
+SUBSCRIBED = {
+    "cardio": ["al", "gus"],
+    "gp": ["gus"],
+    "nurse": ["nina"],
+    "off": [],
+    "twin": ["cara"],
+}
+"""Gus reads Al's cardiologist query too: with his own roles, so with masks. Cara asks
+Al's question with Al's roles: their rows are built once and handed over as one list."""
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +91,26 @@ def each(pipeline, tmp_path_factory) -> tuple[SharedNetwork, dict, list]:
     return run(pipeline, tmp_path_factory.mktemp("each"), together=False)
 
 
-def test_one_job_delivers_every_listening_branch_as_each_alone(pipeline, each, tmp_path) -> None:
+def test_one_job_delivers_every_listening_branch_as_each_alone(
+    pipeline, each, tmp_path, monkeypatch
+) -> None:
     tracker = pipeline.queries.spark.sparkContext.statusTracker()
     apart, alone, alone_drops = each
+    jobs: list[list[str]] = []  # each delivery job's columns
+    plans: list[str] = []  # each class plan built
+
+    def collect(frame, metrics, then):
+        jobs.append(then(frame).columns)
+        return collect_rows(frame, metrics, then)
+
+    def class_plan(*args):
+        plans.append(args[3])
+        return _class_plan(*args)
+
+    monkeypatch.setattr(delivery_module, "collect_rows", collect)
+    monkeypatch.setattr(delivery_module, "_class_plan", class_plan)
     one, together, together_drops = run(pipeline, tmp_path / "one", together=True)
+    monkeypatch.undo()
 
     def key(row: dict) -> str:
         return repr(sorted(row.items()))
@@ -102,6 +128,14 @@ def test_one_job_delivers_every_listening_branch_as_each_alone(pipeline, each, t
     assert all(r["patient_id"] >= 120 for r in together["al", "cardio"] + together["gus", "gp"])
     assert len(together["gus", "cardio"]) < len(together["al", "cardio"])
     assert all(r.get("ts") is None for r in together["nina", "nurse"])
+    # Cara's branch has Al's rows, built once: one column for both (four, not five, in
+    # every job: Al and Cara, Gus on Al's query, Gus's own, Nina's), one list for both.
+    assert jobs and {len(columns) for columns in jobs} == {4}, jobs
+    assert together["cara", "twin"] is not together["al", "cardio"]  # her own record
+    assert sorted(map(key, together["cara", "twin"])) == sorted(map(key, together["al", "cardio"]))
+    # A plan per distinct class over each distinct output (Cara's delivery reuses the
+    # one Al's built; ``test_delivery`` shows they outlive the batch).
+    assert len(plans) == 4, plans
     # One job for all of them; none in any branch's own group, none for the off branch.
     assert tracker.getJobIdsForGroup(f"{one.name}:(delivery)") != []
     for name in QUERIES:

@@ -34,6 +34,7 @@ fails or answers nonsense delivers nothing.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import operator
 import threading
@@ -44,11 +45,11 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.engine.collected_rows import CollectedRows, collect_rows
 from streamshield.engine.levels import dominated_words, level_columns
-from streamshield.engine.observed_collect import collect_observed
 from streamshield.engine.provenance import delivered, provenance_columns
 from streamshield.engine.recipient_check import OutputLabels
 from streamshield.lang.recipient_labels import slot_of
@@ -79,21 +80,53 @@ DropHook = Callable[[str, int, int, tuple[str, ...]], None]
 """``on_drop(user, batch_id, count, policy_ids)``: what a subscriber did not get, no values."""
 
 
+@dataclass(frozen=True)
+class ClassPlan:
+    """What one class of recipients needs of a delivery job: built once per distinct
+    (output columns, rights, roles, level, exemption) and reused batch after batch, and
+    by every output of one job whose rows are the same (equal names: equal columns)."""
+
+    condition: Column
+    """The row is this class's (its output's rows, and her checks pass)."""
+    pick: Column
+    """The struct the class gets (NULL: not its row), named :attr:`name`."""
+    name: str
+    metrics: tuple[Column, ...]
+    """Its drop count and the dropped rows' policy ids (none: drops are not reported)."""
+    drops: tuple[str, str]
+    """The names of :attr:`metrics`."""
+
+
 @dataclass(frozen=True, eq=False)
 class Planned:
     """One batch's delivery, planned (:meth:`Delivery.plan`): its job's parts and whom
     each part's rows go to."""
 
     classes: dict[Key, list[Subscription]]
+    parts: dict[Key, ClassPlan]
     live: list[Key]
     """The classes that may read something, in the order of ``picks``."""
-    picks: list[Column]
-    """Per live class, the struct of what it gets (NULL: not its row)."""
-    metrics: list[Column]
-    """Per class, its drop count and the dropped rows' policy ids."""
-    wanted: Column | None
-    """Some live class gets the row (None: no class may read anything)."""
-    tag: str = ""
+
+    @property
+    def picks(self) -> list[Column]:
+        return [self.parts[k].pick for k in self.live]
+
+    @property
+    def metrics(self) -> list[Column]:
+        return [m for part in self.parts.values() for m in part.metrics]
+
+    @property
+    def wanted(self) -> Column | None:
+        """Some live class gets the row (None: no class may read anything)."""
+        conditions = [self.parts[k].condition for k in self.live]
+        return reduce(operator.or_, conditions) if conditions else None
+
+
+PlanMemo = dict[tuple, ClassPlan]
+"""Class plans of one output frame layout (its columns, ``col`` and ``taken``): whoever
+owns that layout owns the memo, so a plan is never reused over another layout."""
+_MEMO_LIMIT = 256
+"""Class plans kept per memo: rights and roles change rarely; more is churn."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,6 +166,8 @@ class Delivery:
         gets the output as it is (it *is* her own query's); set by whoever runs it."""
         self._aggregate, self._on_drop = aggregate, on_drop
         self._subscriptions: dict[str, Subscription] = {}
+        self._memos: dict[tuple[str, ...], PlanMemo] = {}
+        """Class plans per output layout (the frame's own columns)."""
         self._lock = threading.Lock()
         self.on_handover: Callable[[float], None] | None = None
         """Told the seconds from a batch's arrival here to each hand-over (metrics)."""
@@ -180,17 +215,20 @@ class Delivery:
         if not subscriptions:
             return
         arrived = time.monotonic()
-        planned = self.plan(frame.columns, subscriptions)
+        if len(self._memos) > _MEMO_LIMIT:
+            self._memos.clear()
+        memo = self._memos.setdefault(tuple(frame.columns), {})
+        planned = self.plan(frame.columns, subscriptions, memo=memo)
         frame = _needed(frame)
-        rows: list[Row] = []
-        counts: dict[str, Any] | None = None
-        if planned.wanted is not None:  # one job: every class's rows and the drops
-            rows, counts = collect_observed(
-                frame, planned.metrics, lambda f: f.filter(planned.wanted).select(*planned.picks)
+        rows, counts = CollectedRows(), None
+        wanted, metrics = planned.wanted, planned.metrics
+        if wanted is not None:  # one job: every class's rows and the drops
+            rows, counts = collect_rows(
+                frame, metrics, lambda f: f.filter(wanted).select(*planned.picks)
             )
-        if planned.metrics and counts is None:  # nobody may read, or the filter folded away
-            counts = frame.agg(*planned.metrics).collect()[0].asDict(recursive=False)
-        self.finish(planned, rows, range(len(planned.picks)), counts, batch_id, arrived)
+        if metrics and counts is None:  # nobody may read, or the filter folded away
+            counts = frame.agg(*metrics).collect()[0].asDict(recursive=False)
+        self.finish(planned, rows, range(len(planned.live)), counts, batch_id, arrived)
 
     def plan(
         self,
@@ -199,13 +237,21 @@ class Delivery:
         col: Callable[[str], Column] = F.col,
         taken: Column | None = None,
         tag: str = "",
+        memo: PlanMemo | None = None,
     ) -> Planned:
         """What one batch's delivery to ``subscriptions`` needs of its job, rights read
         now: a condition per class of equal (rights, roles, level), the struct each live
         class gets, and the drop counts. ``columns``: the output's columns; ``col``:
         where each is (the frame's own by default); ``taken``: which rows of that frame
         are this output's at all (None: every row), so that several outputs can be
-        delivered by one job over one frame; ``tag`` keeps their names apart."""
+        delivered by one job over one frame; ``tag`` keeps their names apart.
+
+        ``memo``: class plans already built over this very layout (its owner's: the
+        same ``columns``, ``col``, ``taken`` and ``tag``); building a class's columns
+        costs a few hundred Py4J calls, and 64 outputs' classes rebuilt every batch cost
+        more than the job that uses them. A class's plan is named after everything it
+        depends on, so that equal classes of several outputs with equal rows are one
+        column of one job."""
         aggregate_rows = self._aggregate and TUPLE_ORIGIN not in columns
         readable = self._readable(subscriptions, aggregate_rows)
         classes: dict[Key, list[Subscription]] = {}
@@ -216,35 +262,29 @@ class Delivery:
                 self._level(subscription),
             )
             classes.setdefault(key, []).append(subscription)
-        labels = OutputLabels.of(columns, col)
+        memo = {} if memo is None else memo
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
         own = self._own_mask()
-        checks = {
-            key: delivered(columns, key[0], col)
-            & (F.lit(True) if key[1] == own else labels.row_visible(key[1]))
-            & recipient_level(columns, key[2], col)
-            for key in classes
-        }
-        conditions = checks if taken is None else {k: taken & c for k, c in checks.items()}
+        labels: list[OutputLabels] = []  # built only when a class is new
+
+        def part(key: Key) -> ClassPlan:
+            exempt = key[1] == own
+            signature = (tuple(columns), key, exempt, aggregate_rows, self._on_drop is not None)
+            if signature not in memo:
+                if not labels:
+                    labels.append(OutputLabels.of(columns, col))
+                memo[signature] = _class_plan(columns, col, taken, tag, labels[0], signature)
+            return memo[signature]
+
+        parts = {key: part(key) for key in classes}
         live = [k for k in classes if not is_empty(k[0]) and not is_empty(k[1])]
-        metrics = []
-        if self._on_drop is not None:
-            policy = col(POLICY_COLUMN) if POLICY_COLUMN in columns else F.lit(None)
-            missed = {k: ~c if taken is None else taken & ~c for k, c in checks.items()}
-            metrics = _drop_metrics(policy, list(classes), missed, tag)
-        picks = [
-            F.when(
-                conditions[k],
-                F.struct(*(labels.unchecked() if k[1] == own else labels.payload(k[1]))),
-            ).alias(f"_ss_{tag}to{i}")
-            for i, k in enumerate(live)
-        ]
-        wanted = reduce(operator.or_, (conditions[k] for k in live)) if live else None
-        return Planned(classes, live, picks, metrics, wanted, tag)
+        return Planned(classes, parts, live)
 
     def finish(
         self,
         planned: Planned,
-        rows: list[Row],
+        rows: CollectedRows,
         positions: Sequence[int],
         counts: dict[str, Any] | None,
         batch_id: int,
@@ -253,14 +293,13 @@ class Delivery:
         """Hands each subscriber her class's rows (``positions``: where each live class's
         column is in ``rows``) and reports what each did not get."""
         for position, key in zip(positions, planned.live, strict=True):
-            mine = [row[position] for row in rows if row[position] is not None]
-            # One list for the whole class (subscribers of one class get equal rows): a
-            # copy per subscriber made the driver's memory grow with the number of
-            # subscribers times the batch (50 copies in the soak). Receivers must not
-            # mutate it (the SSE queue only serialises it).
-            handed = [r.asDict(recursive=True) for r in mine]
+            # One list for every subscriber with equal rows: a copy per subscriber made
+            # the driver's memory grow with the number of subscribers times the batch (50
+            # copies in the soak). Receivers must not mutate it (the SSE queue only
+            # serialises it).
+            mine = rows.dicts(position)
             for subscription in planned.classes[key]:
-                self._hand_over(subscription, handed, batch_id)
+                self._hand_over(subscription, mine, batch_id)
                 if mine and self.on_handover is not None:
                     self.on_handover(time.monotonic() - arrived)
         if counts:
@@ -319,13 +358,13 @@ class Delivery:
     def _report_drops(self, batch_id: int, planned: Planned, counts: dict[str, Any]) -> None:
         """Rows each subscriber did not get, and the policy ids of those rows."""
         assert self._on_drop is not None
-        tag = planned.tag
-        for i, key in enumerate(planned.classes):
-            dropped = int(counts[f"_ss_{tag}d{i}"] or 0)
+        for key, subscriptions in planned.classes.items():
+            count, policies = planned.parts[key].drops
+            dropped = int(counts[count] or 0)
             if not dropped:
                 continue
-            ids = tuple(sorted(p for p in counts[f"_ss_{tag}p{i}"] or () if p))
-            for subscription in planned.classes[key]:
+            ids = tuple(sorted(p for p in counts[policies] or () if p))
+            for subscription in subscriptions:
                 try:
                     self._on_drop(subscription.user, batch_id, dropped, ids)
                 except Exception as err:  # auditing must not stop delivery
@@ -340,40 +379,67 @@ def deliver_together(
 ) -> None:
     """Several outputs' deliveries in one Spark job over one frame (each planned over it
     with its own ``col`` and ``taken``: :meth:`Delivery.plan`): a row some class of some
-    output may have is collected once, with one column per (output, class), and every
-    output's drops are counted by the same job. Each subscriber still gets only what her
-    own output's checks let through: her class's column is NULL on every other row."""
-    metrics = [m for _, planned in parts for m in planned.metrics]
-    picks = [c for _, planned in parts for c in planned.picks]
-    wanted = [planned.wanted for _, planned in parts if planned.wanted is not None]
-    rows: list[Row] = []
-    counts: dict[str, Any] | None = None
-    if wanted:
-        some = reduce(operator.or_, wanted)
-        rows, counts = collect_observed(frame, metrics, lambda f: f.filter(some).select(*picks))
-    if metrics and counts is None:  # nobody may read, or the filter folded away
-        counts = frame.agg(*metrics).collect()[0].asDict(recursive=False)
-    offset = 0
+    output may have is collected once, with one column per distinct class plan (equal
+    classes of outputs with equal rows share theirs, and their subscribers one list of
+    rows), and every output's drops are counted by the same job. Each subscriber still
+    gets only what her own output's checks let through: her class's column is NULL on
+    every other row."""
+    picks: dict[str, ClassPlan] = {}
+    metrics: dict[str, ClassPlan] = {}
+    for _, planned in parts:
+        for key in planned.live:
+            picks.setdefault(planned.parts[key].name, planned.parts[key])
+        for plan in planned.parts.values():
+            if plan.metrics:
+                metrics.setdefault(plan.drops[0], plan)
+    observed = [m for plan in metrics.values() for m in plan.metrics]
+    rows, counts = CollectedRows(), None
+    if picks:
+        some = reduce(operator.or_, (plan.condition for plan in picks.values()))
+        columns = [plan.pick for plan in picks.values()]
+        rows, counts = collect_rows(frame, observed, lambda f: f.filter(some).select(*columns))
+    if observed and counts is None:  # nobody may read, or the filter folded away
+        counts = frame.agg(*observed).collect()[0].asDict(recursive=False)
+    where = {name: i for i, name in enumerate(picks)}
     for delivery, planned in parts:  # the job is done: nothing below may fail the others
-        positions = range(offset, offset + len(planned.picks))
-        offset += len(planned.picks)
+        positions = [where[planned.parts[key].name] for key in planned.live]
         try:
             delivery.finish(planned, rows, positions, counts, batch_id, arrived)
         except Exception as err:
             audit.error("handing over one output's rows failed (%s)", type(err).__name__)
 
 
-def _drop_metrics(
-    policy: Column, keys: list[Key], missed: dict[Key, Column], tag: str
-) -> list[Column]:
-    """Per class, the rows it does not get (``missed``) and their policy ids: aggregates
-    over every row of the batch, computed while the delivered rows are collected."""
-    out = []
-    for i, key in enumerate(keys):
-        out.append(F.count_if(missed[key]).alias(f"_ss_{tag}d{i}"))
-        dropped_policy = F.when(missed[key], policy.cast("string"))
-        out.append(F.collect_set(dropped_policy).alias(f"_ss_{tag}p{i}"))
-    return out
+def _class_plan(
+    columns: list[str],
+    col: Callable[[str], Column],
+    taken: Column | None,
+    tag: str,
+    labels: OutputLabels,
+    signature: tuple,
+) -> ClassPlan:
+    """One class's condition, struct and drop metrics over ``columns`` (named by a
+    digest of ``signature``: what they depend on besides the layout)."""
+    _, key, exempt, _, drops = signature
+    check = (
+        delivered(columns, key[0], col)
+        & (F.lit(True) if exempt else labels.row_visible(key[1]))
+        & recipient_level(columns, key[2], col)
+    )
+    digest = hashlib.sha256(repr(signature).encode()).hexdigest()[:16]
+    name = f"_ss_{tag}to{digest}"
+    condition = check if taken is None else taken & check
+    payload = labels.unchecked() if exempt else labels.payload(key[1])
+    pick = F.when(condition, F.struct(*payload)).alias(name)
+    names = (f"_ss_{tag}d{digest}", f"_ss_{tag}p{digest}")
+    if not drops:
+        return ClassPlan(condition, pick, name, (), names)
+    missed = ~check if taken is None else taken & ~check
+    policy = col(POLICY_COLUMN) if POLICY_COLUMN in columns else F.lit(None)
+    metrics = (
+        F.count_if(missed).alias(names[0]),
+        F.collect_set(F.when(missed, policy.cast("string"))).alias(names[1]),
+    )
+    return ClassPlan(condition, pick, name, metrics, names)
 
 
 def _denying(what: str, lookup: Callable[[Subscription], Any], subscription: Subscription) -> Any:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -252,6 +253,17 @@ class FusedPass:
         taken, view, items = self._rebuilt[slot]
         return wide.filter(taken).select(*view).select(*items)
 
+    def alike(self, slots: Sequence[str]) -> dict[str, str]:
+        """Each of ``slots`` to the first of them whose rows are the same as its own (an
+        equal rebuild: the same taken bit, view columns and items; users asking the same
+        question with the same visibility), so that their rows are built once."""
+        first: dict[str, str] = {}
+        out = {}
+        for slot in slots:
+            spec = json.dumps(self.specs[slot], sort_keys=True)
+            out[slot] = first.setdefault(spec, slot)
+        return out
+
     def outputs(self, wide: DataFrame, slots: Sequence[str]) -> Outputs:
         """Several branches' rows of :meth:`over` (or of its stored copy) side by side, one
         row per row of ``wide``: per branch a struct of its own output columns, NULL
@@ -272,6 +284,7 @@ class FusedPass:
             {slot: part.taken for slot, part in zip(slots, parts, strict=True)},
             {slot: part.col for slot, part in zip(slots, parts, strict=True)},
             {slot: part.columns for slot, part in zip(slots, parts, strict=True)},
+            {slot: part.memo for slot, part in zip(slots, parts, strict=True)},
         )
 
     def _jvm(self, batch: DataFrame) -> dict[str, Any]:
@@ -293,6 +306,9 @@ class Outputs:
     taken: Mapping[str, Column]
     col: Mapping[str, Callable[[str], Column]]
     columns: Mapping[str, list[str]]
+    memo: Mapping[str, dict]
+    """Per branch, a memo for what is built over its place in this layout (delivery's
+    class plans: ``Delivery.plan``), kept as long as the layout is."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +324,7 @@ class _Output:
     """Output columns that are a shared column as stored: output name -> pass column."""
     columns: list[str]
     name: str
+    memo: dict = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any], suffix: str) -> _Output:

@@ -16,25 +16,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.serializers import CPickleSerializer
 from pyspark.sql import Column, DataFrame, Row
+
+Collected = TypeVar("Collected")
 
 
 def collect_observed(
     frame: DataFrame,
     metrics: list[Column],
     then: Callable[[DataFrame], DataFrame],
-) -> tuple[list[Row], dict[str, Any] | None]:
-    """``then(frame observed)`` collected, and ``metrics`` (aggregates, named by their
-    aliases) over every row of ``frame``, computed by the same job; None when Spark
-    planned the observation away."""
+    collect: Callable[[DataFrame], Collected] = DataFrame.collect,  # type: ignore[assignment]
+) -> tuple[Collected, dict[str, Any] | None]:
+    """``then(frame observed)`` collected (by ``collect``: rows by default), and
+    ``metrics`` (aggregates, named by their aliases) over every row of ``frame``,
+    computed by the same job; None when Spark planned the observation away."""
     if not metrics:
-        return then(frame).collect(), {}
+        return collect(then(frame)), {}
     name = "ss_observe_" + uuid.uuid4().hex
     picked = then(frame.observe(name, *metrics))
-    rows = picked.collect()
+    rows = collect(picked)
     found = picked._jdf.queryExecution().observedMetrics().get(name)
     if not found.isDefined():
         return rows, None

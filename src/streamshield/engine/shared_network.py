@@ -164,11 +164,12 @@ class SharedNetwork(BranchedNetwork[Branch]):
     """The streaming query of one stream's shared network and its branches."""
 
     SUMMARIES = True  # its secured views pre-filter by the scan summaries
-    deliver_together = False
+    deliver_together = True
     """Every listening linked branch delivered by one Spark job instead of each by its
-    own. Off: measured at 64 listening users (``bench.sharing_users``, docs/results.md)
-    it saved nothing, as delivery's time there is the rows handed over (35 times one
-    user's), not its jobs; the tests keep it correct for when it pays."""
+    own (a job per branch when it is off, when fewer than two listen, or when the one job
+    fails), each distinct class plan once (equal questions with equal rights are one
+    column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
+    docs/results.md."""
     push = True
     """A committed labelled batch handed to the branches at once (see the module's
     docstring); off: only the network's own micro-batches hand rows over
@@ -494,19 +495,22 @@ class SharedNetwork(BranchedNetwork[Branch]):
         first = linked[next(iter(listening))]
         assert first.passed is not None and first.wide is not None
         slots = {name: on[name].fused.slot for name in listening}  # type: ignore[union-attr]
+        rows_of = first.passed.alike(list(slots.values()))  # equal rows: built once
+        built = list(dict.fromkeys(rows_of.values()))
         try:
             with self._job_group(DELIVERY):
-                outputs = first.passed.outputs(first.wide, list(slots.values()))
+                outputs = first.passed.outputs(first.wide, built)
                 parts = []
-                for i, (name, (sink, delivery)) in enumerate(listening.items()):
-                    slot, to = slots[name], linked[name]
-                    sink.store.link(output_id, to.files, slot, to.spec)  # stored first
+                for name, (sink, delivery) in listening.items():
+                    slot, to = rows_of[slots[name]], linked[name]
+                    sink.store.link(output_id, to.files, slots[name], to.spec)  # stored first
                     planned = delivery.plan(
                         outputs.columns[slot],
                         delivery.subscriptions,
                         outputs.col[slot],
                         outputs.taken[slot],
-                        f"b{i}",
+                        f"b{built.index(slot)}",
+                        outputs.memo[slot],
                     )
                     parts.append((delivery, planned))
                 deliver_together(outputs.frame, parts, output_id, arrived)

@@ -1,0 +1,146 @@
+"""A delivery job's rows, collected as Arrow columns; a class's rows made dicts once.
+
+Delivery hands each subscriber a list of dicts. Collected the classic way, every row
+comes over as a pickled ``Row`` with one struct per recipient class, each unpickled,
+converted field by field (``StructType.fromInternal``) and made a dict again
+(``Row.asDict``): at 64 listening users that Python was ~90% of a delivery's time and
+the Spark job ~10% (py-spy, ``bench.sharing_users``). Collected as Arrow record batches,
+the JVM writes the columns, and a class's rows become dicts in one C++ pass over its
+own column (``to_pylist``), only for the rows it gets, once for every subscriber and
+every output with that column.
+
+Values are what ``Row`` gave, with one difference by design: a timestamp is the naive
+wall-clock time of the Spark session's time zone (UTC: engine/session.py), whereas
+``Row`` used the Python process's local zone. Maps become dicts, as in ``Row.asDict``.
+A frame Arrow cannot carry (a type without an Arrow form, a zoned timestamp inside a
+map) is collected the classic way. (An interval, which classic rows cannot carry at all,
+is handed over as Arrow's ``MonthDayNano``.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import types as T
+
+from streamshield.engine.observed_collect import collect_observed
+
+audit = logging.getLogger("streamshield.audit")
+
+Dicts = list[dict[str, Any]]
+
+
+class CollectedRows:
+    """One job's rows: a column per recipient class, each made a list of dicts once
+    (subscribers of one class, and equal classes of several outputs, share it;
+    receivers must not mutate it)."""
+
+    def __init__(self, table: pa.Table | None = None, rows: list[Row] | None = None) -> None:
+        self._table, self._rows = table, rows
+        self._dicts: dict[int, Dicts] = {}
+
+    def dicts(self, position: int) -> Dicts:
+        """The non-NULL structs of column ``position``, in row order."""
+        if position not in self._dicts:
+            self._dicts[position] = self._made(position)
+        return self._dicts[position]
+
+    def _made(self, position: int) -> Dicts:
+        if self._table is not None:
+            column = pc.drop_null(self._table.column(position))
+            chunks = [_naive(chunk) for chunk in column.chunks]
+            return pa.chunked_array(chunks).to_pylist(maps_as_pydicts="lossy") if chunks else []
+        rows = self._rows or []
+        return [row[position].asDict(recursive=True) for row in rows if row[position] is not None]
+
+
+def collect_rows(
+    frame: DataFrame, metrics: list[Column], then: Callable[[DataFrame], DataFrame]
+) -> tuple[CollectedRows, dict[str, Any] | None]:
+    """``then(frame)``'s rows and ``metrics`` over every row of ``frame`` in one job
+    (:func:`~streamshield.engine.observed_collect.collect_observed`), as Arrow columns
+    when every type in them gives the value classic rows give; classic rows otherwise."""
+    if all(_as_classic(field.dataType) for field in then(frame).schema.fields):
+        try:
+            table, counts = collect_observed(frame, metrics, then, _arrow_table)
+            return CollectedRows(table=table), counts
+        except Exception as err:  # whatever it was, the classic collect runs the job again
+            audit.warning("rows collected without Arrow (%s)", type(err).__name__)
+    rows, counts = collect_observed(frame, metrics, then)
+    return CollectedRows(rows=rows), counts
+
+
+def _arrow_table(frame: DataFrame) -> pa.Table:
+    """Every row of ``frame``, its schema kept when it has none. Not
+    ``DataFrame.toArrow``: it casts to a schema whose nested fields are not nullable and
+    so fails on a NULL struct of non-nullable fields (a class's column on a row that is
+    not its own)."""
+    return pa.Table.from_batches(frame._collect_as_arrow(empty_list_if_zero_records=False))
+
+
+def _naive(array: pa.Array) -> pa.Array:
+    """``array`` with every zoned timestamp in it, at any depth, as its naive wall time."""
+    kind = array.type
+    if not _zoned(kind):
+        return array
+    if pa.types.is_timestamp(kind):
+        return pc.local_timestamp(array)
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(kind):
+        children = [_naive(child) for child in array.flatten()]
+        names = [kind.field(i).name for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(children, names=names, mask=mask)
+    assert pa.types.is_list(kind)  # _as_classic let nothing else through
+    return pa.ListArray.from_arrays(array.offsets, _naive(array.values), mask=mask)
+
+
+def _zoned(kind: pa.DataType) -> bool:
+    """Whether ``kind`` holds a timestamp with a time zone anywhere."""
+    if pa.types.is_timestamp(kind):
+        return kind.tz is not None
+    if pa.types.is_struct(kind):
+        return any(_zoned(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _zoned(kind.value_type)
+    if pa.types.is_map(kind):
+        return _zoned(kind.key_type) or _zoned(kind.item_type)
+    return False
+
+
+_PLAIN = (
+    T.NullType,
+    T.BooleanType,
+    T.ByteType,
+    T.ShortType,
+    T.IntegerType,
+    T.LongType,
+    T.FloatType,
+    T.DoubleType,
+    T.DecimalType,
+    T.StringType,
+    T.DateType,
+    T.TimestampType,
+    T.TimestampNTZType,
+    T.CalendarIntervalType,  # classic rows cannot carry it at all
+)
+
+
+def _as_classic(kind: T.DataType, in_map: bool = False) -> bool:
+    """Whether Arrow gives ``kind``'s values as classic rows do (after :func:`_naive`):
+    plain types, and arrays, structs and maps of them, but not a zoned timestamp in a
+    map (left alone by :func:`_naive`), nor a variant (Arrow gives its bytes), nor
+    binary (``bytes``, not ``bytearray``)."""
+    if isinstance(kind, T.ArrayType):
+        return _as_classic(kind.elementType, in_map)
+    if isinstance(kind, T.StructType):
+        return all(_as_classic(f.dataType, in_map) for f in kind.fields)
+    if isinstance(kind, T.MapType):
+        return _as_classic(kind.keyType, True) and _as_classic(kind.valueType, True)
+    if isinstance(kind, T.TimestampType):
+        return not in_map
+    return isinstance(kind, _PLAIN)
