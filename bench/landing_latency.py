@@ -16,12 +16,21 @@ until Al's query starts a batch on the new labelled file, that batch (its ``addB
 includes delivery to the SSE queue and then the result store's write) and the rest until
 the reader has the event (negative: the reader had the rows before the batch ended;
 ``query batch start to the SSE reader`` is the query side's share of the latency).
+When the network pushed the batch (engine/shared_network.py, "Push": its branches are
+handed a batch as soon as ingest commits it, before the network's micro-batch lists it),
+the ``push`` stages say when the push started after the ingest batch's start, how long it
+took (the branch's delivery and result store) and when the reader had the rows after its
+start; ``pushed rounds`` counts the rounds whose rows came that way (the query batch
+stages are then left out of the round: its micro-batch, if any, had nothing to do). A
+stage is the median over the rounds that have it.
 
 ``idle_cpu`` is what the server costs when nothing lands: after the rounds, the CPU
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
-``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S]`` prints it.
+``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--no-push]
+[--no-guess]`` prints it; ``--no-push`` and ``--no-guess`` switch off the network's push
+and ingest's one-pass guess, to measure each apart.
 """
 
 from __future__ import annotations
@@ -48,7 +57,9 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
+from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
+from streamshield.engine.shared_network import SharedNetwork
 from streamshield.server.service import ServerService
 
 QUERY = f"SELECT id, symbol, price FROM {STREAM} WHERE price >= 0"
@@ -117,6 +128,11 @@ def measure(
                             )
                         time.sleep(rng.uniform(0.1, 1.0))  # a random phase against the trigger
                     progress = reports(spark, server.service)
+                    progress["pushes"] = [
+                        {"batch": b, "start": start, "end": end}
+                        for network in server.service.cql.networks.values()
+                        for b, start, end in getattr(network, "pushed", ())
+                    ]
                     time.sleep(2.0)  # the last batch's tail (commits) is not idle time
                     idle_share = idle_cpu(spark, idle)
                 finally:
@@ -135,6 +151,8 @@ def measure(
         "min_s": min(latencies),
         "max_s": max(latencies),
         "idle_cpu": idle_share,
+        "push": SharedNetwork.push,
+        "guess": IngestJob.guess,
         "profile": profile(spans, progress),
     }
 
@@ -164,30 +182,47 @@ def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
         end = span["posted"] + span["latency_s"]
         ingest = [b for b in progress["streamshield-ingest"] if span["posted"] <= b["start"] <= end]
         query = [b for b in progress["al_q"] if span["posted"] <= b["start"] <= end]
-        if not ingest or not query:
+        if not ingest:
             continue
-        i, q = ingest[0], query[-1]
-        ingest_end = i["start"] + i["triggerExecution"] / 1000
-        query_end = q["start"] + q["triggerExecution"] / 1000
+        i = ingest[0]
+        pushes = [p for p in progress.get("pushes", ()) if i["start"] <= p["start"] <= end]
+        if not query and not pushes:
+            continue
         stage = {
             "POST (landing)": span["post_s"],
             "wait for ingest trigger": i["start"] - span["posted"] - span["post_s"],
             "ingest batch": i["triggerExecution"] / 1000,
-            "wait for query batch": q["start"] - ingest_end,
-            "query batch (incl. delivery)": q["triggerExecution"] / 1000,
-            "to the SSE reader": end - query_end,
-            "query batch start to the SSE reader": end - q["start"],
+            "ingest batch start to the SSE reader": end - i["start"],
         }
+        if pushes:  # the rows came by a push: the network's micro-batch did not run for them
+            push = pushes[0]
+            stage |= {
+                "push start after ingest batch start": push["start"] - i["start"],
+                "push (delivery and result store)": push["end"] - push["start"],
+                "push start to the SSE reader": end - push["start"],
+            }
+        else:
+            q = query[-1]
+            ingest_end = i["start"] + i["triggerExecution"] / 1000
+            query_end = q["start"] + q["triggerExecution"] / 1000
+            stage |= {
+                "wait for query batch": q["start"] - ingest_end,
+                "query batch (incl. delivery)": q["triggerExecution"] / 1000,
+                "to the SSE reader": end - query_end,
+                "query batch start to the SSE reader": end - q["start"],
+            }
+            timed = (k for k in q if k not in ("start", "triggerExecution"))
+            stage |= {f"query {k}": q[k] / 1000 for k in timed}
+        stage["pushed rounds"] = 1.0 if pushes else 0.0
         stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
         stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}
-        stage |= {f"query {k}": q[k] / 1000 for k in q if k not in ("start", "triggerExecution")}
         stages.append(stage)
     if not stages:
         return {"rounds": 0}
-    keys = [k for k in stages[0] if all(k in s for s in stages)]
-    return {"rounds": len(stages)} | {
-        k: round(statistics.median(s[k] for s in stages), 3) for k in keys
-    }
+    keys = dict.fromkeys(k for s in stages for k in s if k != "pushed rounds")
+    medians = {k: round(statistics.median(s[k] for s in stages if k in s), 3) for k in keys}
+    pushed = int(sum(s["pushed rounds"] for s in stages))
+    return {"rounds": len(stages), "pushed rounds": pushed} | medians
 
 
 def main() -> None:
@@ -195,7 +230,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
+    parser.add_argument("--no-push", action="store_true", help="SharedNetwork.push off")
+    parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
     args = parser.parse_args()
+    SharedNetwork.push = not args.no_push
+    IngestJob.guess = not args.no_guess
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

@@ -49,5 +49,11 @@ def owes(branch: object, after: int, upto: int) -> bool:
     before it was stored (engine/result_store.py, ``owed``): that output must then be
     computed and stored again, even while the branch's switch is off, or its subscriber
     would hold rows its store never has."""
+    return bool(owed_between(branch, after, upto))
+
+
+def owed_between(branch: object, after: int, upto: int) -> list[int]:
+    """The ids of :func:`owes`, oldest first: each must be stored again under its own id
+    (its subscriber may have had it under that id), not folded into a later output."""
     owed = getattr(getattr(branch, "sink", None), "owed", None)
-    return owed is not None and any(after < i <= upto for i in owed())
+    return [] if owed is None else [i for i in owed() if after < i <= upto]

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from streamshield.engine.level_processor import POOL
+
 
 def switched_on(active: Callable[[str], bool], name: str) -> bool:
     """Whether branch ``name``'s switch is on; an exception reads as off."""
@@ -29,12 +31,17 @@ _GROUP = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCa
 
 
 @contextmanager
-def job_group(spark: SparkSession, node: str, part: str) -> Iterator[None]:
-    """The enclosed Spark jobs run in the job group ``<node>:<part>``; then the thread's
-    group is what it was (a streaming query's own, which its ``stop`` cancels, or none)."""
+def job_group(spark: SparkSession, node: str, part: str, pool: str | None = None) -> Iterator[None]:
+    """The enclosed Spark jobs run in the job group ``<node>:<part>`` (and in scheduler
+    pool ``pool`` when given: a fresh thread, such as a pushed batch's, does not inherit
+    its node's pool); then the thread's group and pool are what they were (a streaming
+    query's own group, which its ``stop`` cancels, or none)."""
     context = spark.sparkContext
-    before = {key: context.getLocalProperty(key) for key in _GROUP}
+    keys = (*_GROUP, POOL) if pool is not None else _GROUP
+    before = {key: context.getLocalProperty(key) for key in keys}
     context.setJobGroup(f"{node}:{part}", f"{part} of {node}", False)
+    if pool is not None:
+        context.setLocalProperty(POOL, pool)
     try:
         yield
     finally:

@@ -38,6 +38,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.level_processor import POOL
 from streamshield.engine.source_log import SourceLog
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.switches import Switch
@@ -124,6 +125,9 @@ class BranchedNetwork(Generic[B]):
         self._position: int | None = None
         self._last: int | None = None
         """The newest micro-batch run by this process (None: none yet)."""
+        self._pool: str | None = None
+        """The scheduler pool the network was started in (its level processor's): a
+        branch's thread takes it explicitly, a fresh thread does not inherit it."""
 
     # -- what a subclass says -----------------------------------------------------------------
 
@@ -193,6 +197,7 @@ class BranchedNetwork(Generic[B]):
     # -- the streaming query ------------------------------------------------------------------
 
     def start(self, available_now: bool = False) -> StreamingQuery:
+        self._pool = self.spark.sparkContext.getLocalProperty(POOL)
         self.handle = self.labelled.per_batch(
             self.spark,
             self.stream,
@@ -262,8 +267,9 @@ class BranchedNetwork(Generic[B]):
             audit.error("branch %s of %s failed: %s", branch.name, self.name, err)
 
     def _job_group(self, part: str) -> AbstractContextManager[None]:
-        """The enclosed Spark jobs run in the job group ``<network>:<part>``."""
-        return job_group(self.spark, self.name, part)
+        """The enclosed Spark jobs run in the job group ``<network>:<part>``, in the network's
+        scheduler pool."""
+        return job_group(self.spark, self.name, part, self._pool)
 
     # -- positions and history ----------------------------------------------------------------
 

@@ -22,10 +22,20 @@ For every micro-batch:
    change applies to the batches labelled after it. Providers never choose it.
 
 Unknown streams' elements are ignored here: the landing zone rejects them first.
+
+A small batch of tuples under policies already in force is labelled in *one* pass
+(:meth:`Ingest.guess_batch`): the driver guesses that it holds no sp, no late tuple and
+only declarations that passed in the previous batch, decides those with the reference
+tracker on the batch's starting state (each must pass and leave the tracker as it was),
+and the write job itself checks the guess (``DataFrame.observe``: misses, and each
+channel's newest seq for its state). A wrong guess is thrown away before the batch is
+installed and the batch is labelled by the passes above; a right one writes exactly the
+rows they would have written (the same decisions, from the same tracker).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -35,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -106,6 +116,11 @@ Body = tuple[list[tuple], list[int] | None, tuple[int, int, bool] | None]
 Compiled = dict[tuple[str, str], Body]  # per (stream, policy id)
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
+GUESSED_CHANNELS = 64
+"""At most this many channels in a one-pass guess (one observed aggregate each)."""
+GUESSED_DECLARATIONS = 256
+"""No guess after a batch whose tuples passed under more declarations than this (each is
+tried on a copy of its channel's tracker on the driver)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
 _COMPILED_LIMIT = 100_000  # compiled policies kept across batches (a few MB)
 
@@ -134,6 +149,10 @@ class Ingest:
         """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
+        self._passed: dict[Channel, set[tuple[int, int]]] = {}
+        """The declarations (ts, csn) that passed per channel in the last batch labelled
+        by the passes: what :meth:`guess_batch` expects next (only a guess, checked
+        against the tracker; empty past :data:`GUESSED_DECLARATIONS`)."""
 
     def release(self) -> None:
         """Drop what the last batch cached, once its output is written.
@@ -186,6 +205,12 @@ class Ingest:
         sps, summaries = self._collect(elements)
         began = self.lap("read+gaps+summaries", began)
         decisions, policies = self._decide(sps, summaries, states)
+        self._passed = defaultdict(set)
+        for stream, provider, _gap, ts, csn, reason, *_ in decisions:
+            if reason == PASS:  # after sps too: the guess tries each on the tracker first
+                self._passed[Channel(stream, provider)].add((ts, csn))
+        if sum(map(len, self._passed.values())) > GUESSED_DECLARATIONS:
+            self._passed = {}  # a policy per few tuples: each batch brings new ones
         began = self.lap("decide (driver)", began)
         if self.registry is not None:
             self.registry.save(self._in_force.values())
@@ -194,6 +219,14 @@ class Ingest:
         tuples = elements.filter(~F.col("is_sp"))
         decided = self._join_decisions(tuples, decisions, policies, sps)
         began = self.lap("decision table", began)
+        out = self._per_stream(decided, streams, policies)
+        self.lap("label plan", began)
+        return out
+
+    def _per_stream(
+        self, decided: DataFrame, streams: tuple[str, ...], policies: Compiled
+    ) -> dict[str, DataFrame]:
+        """Each stream's labelled rows, with its level words and scan summaries."""
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
@@ -208,8 +241,60 @@ class Ingest:
                 ordered = rows.select("*", *_decided_summary()).sortWithinPartitions(LO)
                 labelled = self._label(ordered, stream, per_tuple, keep=SUMMARY_NAMES)
                 out[stream] = labelled.select("*", *level) if level else labelled
-        self.lap("label plan", began)
         return out
+
+    def guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
+        """The batch labelled in one pass on a guess (see the module's docstring), or
+        None when there is nothing to guess from. ``states`` is not touched: once the
+        write has confirmed the guess (:meth:`Guess.holds`), :meth:`Guess.advance` moves
+        them on as the passes would have."""
+        with self._layout_lock, gc_paused():
+            return self._guess_batch(batch, states)
+
+    def _guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
+        self.passes = {}
+        began = time.perf_counter()
+        expected = sorted(c for c in self._passed if c in states)[:GUESSED_CHANNELS]
+        decisions: list[tuple] = []
+        policies: Compiled = {}
+        self._in_force.clear()
+        for channel in expected:
+            tracker = states[channel].tracker
+            for ts, csn in sorted(self._passed[channel]):
+                trial = copy.deepcopy(tracker)
+                reason, policy = trial.on_tuple(ts, csn)
+                if reason is not Reason.PASS or policy is None or trial != tracker:
+                    continue  # would not pass, or would change the tracker: not guessed
+                policy_id = self._compile(channel.stream, policy, policies)
+                if policy_id is not None:
+                    declared = {"p_ts": ts, "p_csn": csn}
+                    decisions.append((*_key(channel, 0, declared), PASS, policy_id, None))
+        channels = sorted({Channel(d[0], d[1]) for d in decisions})
+        if not channels:
+            self._in_force.clear()
+            return None
+        if self.registry is not None:
+            self.registry.save(self._in_force.values())
+        self._in_force.clear()
+        streams = tuple(self.streams)
+        known = batch.filter(F.col("stream").isin(list(streams)))
+        elements = self._elements(self._mark_late(known, states))
+        decided = self._join_decisions(elements, decisions, policies, {})
+        guessed = ~F.col("is_sp") & ~F.col("late") & F.col("d_reason").isNotNull()
+        missed = ~F.coalesce(guessed, F.lit(False))  # unknown (a NULL) is a miss
+        newest = [
+            F.max(
+                F.when(
+                    (F.col("stream") == c.stream) & (F.col("provider") == c.provider), F.col("seq")
+                )
+            ).alias(f"_ss_newest{i}")
+            for i, c in enumerate(channels)
+        ]
+        observation = Observation()
+        decided = decided.observe(observation, F.count_if(missed).alias("_ss_missed"), *newest)
+        frames = self._per_stream(decided.filter(~F.col("is_sp")), streams, policies)
+        self.lap("guess (driver)", began)
+        return Guess(frames, observation, channels)
 
     def _summarised(self, labelled: DataFrame, stream: str) -> DataFrame:
         """The scan summaries computed from each row's label words, each file sorted by
@@ -522,6 +607,35 @@ class Ingest:
         ]
         values = [F.col("_ss_values")[name].alias(name) for name in schema.names]
         return [*map(F.col, meta), *parsed], [*map(F.col, meta), *values, *label]
+
+
+@dataclass
+class Guess:
+    """A batch labelled in one pass on a guess, checked by the job that writes it."""
+
+    frames: dict[str, DataFrame]
+    """Each stream's labelled rows, as the passes would label them if the guess holds."""
+    observation: Observation
+    """Over every element of the batch, by the first write: ``_ss_missed`` (sps, late
+    tuples and tuples of no guessed declaration) and each channel's newest seq."""
+    channels: list[Channel]
+
+    def holds(self) -> bool:
+        """After a write job ran: True when no element fell outside the guess."""
+        if not self.frames:  # no write ran: the observation would never arrive
+            return False
+        return int(self.observation.get["_ss_missed"]) == 0
+
+    def advance(self, states: dict[Channel, ChannelState]) -> None:
+        """Moves ``states`` on as the passes would have: trackers as they were (every
+        decision passed without changing them), each channel's processed seq to its
+        newest tuple."""
+        metrics = self.observation.get
+        for i, channel in enumerate(self.channels):
+            newest = metrics[f"_ss_newest{i}"]
+            if newest is not None:
+                state = states[channel]
+                state.last_seq = max(state.last_seq, int(newest))
 
 
 def _fixed_words(rules: RuleSet) -> list[int] | None:

@@ -13,9 +13,11 @@ does not start while the checkpoint, the labelled store and the shield state dis
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
@@ -27,13 +29,29 @@ from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.tracker_state import ShieldStateError, StateStore
+from streamshield.engine.tracker_state import ChannelState, ShieldStateError, StateStore
+from streamshield.policy.elements import Channel
 
 log = logging.getLogger("streamshield.engine")
+GUESS_BYTES = 8 << 20
+"""Landed bytes up to which a batch is labelled in one pass (a guess, engine/ingest.py):
+a wrong guess costs its write, and each stream's write reads the files again (no cache)."""
+
+
+def _size(uri: str) -> int:
+    """Bytes of an input file (``file:`` URI or path); unknown counts as large."""
+    try:
+        return os.path.getsize(urlparse(uri).path if uri.startswith("file:") else uri)
+    except OSError:
+        return GUESS_BYTES + 1
 
 
 class IngestJob:
     """Runs secure ingest from ``landing`` into ``<root>/labelled`` with state under ``root``."""
+
+    guess = True
+    """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
+    every batch by the passes (``bench.landing_latency --no-guess`` measures both)."""
 
     def __init__(self, ingest: Ingest, landing: str | Path, root: str | Path) -> None:
         self.ingest = ingest
@@ -64,7 +82,8 @@ class IngestJob:
         """Moves this job's checkpoint, labelled store and shield state aside, so the next
         start relabels from the beginning (:func:`ingest_consistency.quarantine`)."""
         aside = ingest_consistency.quarantine(self.root)
-        self.store = LabelledStore(self.root / ingest_consistency.LABELLED)
+        store, self.store = self.store, LabelledStore(self.root / ingest_consistency.LABELLED)
+        self.store.adopt_listeners(store)
         self.state = StateStore(self.root / ingest_consistency.SHIELD_STATE)
         return aside
 
@@ -75,31 +94,77 @@ class IngestJob:
             log.error("secure ingest stopped before batch %d: %s", batch_id, err)
             raise
         try:
-            frames = self.ingest.label_batch(batch, states)
-            observed: dict[str, Observation] = {}
-            if self.on_counts is not None:
-                for stream, frame in frames.items():
-                    observed[stream] = Observation()  # a fresh name each: names are per session
-                    frames[stream] = frame.observe(
-                        observed[stream],
-                        F.count(F.lit(1)).alias("tuples"),
-                        F.count_if(F.col("reason") == PASS).alias("accepted"),
-                    )
             began = time.perf_counter()
-            written = self.store.write_batch(batch_id, frames)
-            began = self.ingest.lap("label+write", began)
+            written = self._guessed(batch, batch_id, states)
+            if written is None:  # no guess, or a wrong one: the passes label the batch
+                guessing = time.perf_counter() - began
+                written = self._write(batch_id, self.ingest.label_batch(batch, states))
+                self.ingest.passes["no guess or a wrong one"] = guessing
+            began = time.perf_counter()
             self.state.save(batch_id, states)
             self.ingest.lap("shield state", began)
-            self._report({s: observed[s] for s in written if s in observed})
+            self._report(written)
         finally:
             self.ingest.release()
 
-    def _report(self, observed: dict[str, Observation]) -> None:
+    def _guessed(
+        self, batch: DataFrame, batch_id: int, states: dict[Channel, ChannelState]
+    ) -> dict[str, Observation | None] | None:
+        """The batch labelled and written in one pass (Ingest.guess_batch), or None when
+        there is no guess, a replay (part of the batch is in place) or a wrong guess
+        (nothing was installed, ``states`` untouched)."""
+        streams = tuple(self.ingest.streams)
+        if not (self.guess and self.store.untouched(batch_id, streams) and self._small(batch)):
+            return None
+        guess = self.ingest.guess_batch(batch, states)
+        if guess is None:
+            return None
+        written = self._write(batch_id, guess.frames, guess.holds)
+        if written is None:
+            log.info("batch %d was not as guessed: labelled by the passes", batch_id)
+            return None
+        guess.advance(states)
+        return written
+
+    @staticmethod
+    def _small(batch: DataFrame) -> bool:
+        """A wrong guess costs a write thrown away: only small batches are guessed."""
+        try:
+            files = batch.inputFiles()
+        except Exception:  # not a plain file scan: no guess
+            return False
+        return sum(_size(f) for f in files) <= GUESS_BYTES
+
+    def _write(
+        self,
+        batch_id: int,
+        frames: dict[str, DataFrame],
+        check: Callable[[], bool] | None = None,
+    ) -> dict[str, Observation | None] | None:
+        """Writes the batch (None: ``check`` refused it); each written stream with the
+        observation of its counts (None: nobody counts)."""
+        observed: dict[str, Observation] = {}
+        if self.on_counts is not None:
+            for stream, frame in frames.items():
+                observed[stream] = Observation()  # a fresh name each: names are per session
+                frames[stream] = frame.observe(
+                    observed[stream],
+                    F.count(F.lit(1)).alias("tuples"),
+                    F.count_if(F.col("reason") == PASS).alias("accepted"),
+                )
+        began = time.perf_counter()
+        written = self.store.write_batch(batch_id, frames, check)
+        self.ingest.lap("label+write", began)
+        return None if written is None else {s: observed.get(s) for s in written}
+
+    def _report(self, observed: dict[str, Observation | None]) -> None:
         """Only for streams whose rows were written: an observation of a frame no action
         ran on would wait forever."""
         if self.on_counts is None:
             return
         for stream, observation in observed.items():
+            if observation is None:
+                continue
             try:
                 counts = observation.get
                 tuples, accepted = int(counts["tuples"]), int(counts["accepted"])

@@ -8,13 +8,19 @@ files of the batch (start-up checks them: :mod:`~streamshield.engine.ingest_cons
 A replayed batch (crash before the marker) keeps the directories already
 renamed (they are complete, and ingest is deterministic for a batch) and writes only
 the missing ones: nothing is read twice or lost.
+
+Readers in the same process may :meth:`~LabelledStore.listen`: they are told each batch
+id once its marker is written (the batch is then final), so a shared network reads the
+new batch at once instead of waiting for its file source's next listing.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +36,10 @@ from streamshield.engine.labels import denied_column, reader_column
 from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
 
+log = logging.getLogger("streamshield.engine")
+Listener = Callable[[int, Sequence[str]], None]
+"""Told ``(batch id, streams)`` once a batch is committed; must only hand it on (it runs
+in ingest's own micro-batch)."""
 READ_OPTIONS = {"recursiveFileLookup": "true", "ignoreMissingFiles": "true"}
 """How every reader of a labelled stream reads it: batches are subdirectories, and a
 batch directory the retention prunes (engine/retention.py: only batches every reader
@@ -54,6 +64,35 @@ class LabelledStore:
         self.commits = self.root / "_commits"
         self.tmp = self.root / "_tmp"
         self.commits.mkdir(parents=True, exist_ok=True)
+        self._listeners: list[Listener] = []
+        self._listening = threading.Lock()
+
+    def listen(self, listener: Listener) -> None:
+        """``listener`` is told every batch committed from now on (see :data:`Listener`)."""
+        with self._listening:
+            self._listeners.append(listener)
+
+    def unlisten(self, listener: Listener) -> None:
+        with self._listening:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def adopt_listeners(self, other: LabelledStore) -> None:
+        """Takes over ``other``'s listeners (ingest's store replaced by a fresh one)."""
+        with other._listening:
+            listeners = list(other._listeners)
+        for listener in listeners:
+            self.listen(listener)
+
+    def _published(self, batch_id: int, streams: Sequence[str]) -> None:
+        """Tells the listeners; never raises: the batch is committed whatever they do."""
+        with self._listening:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(batch_id, streams)
+            except Exception as err:
+                log.warning("a listener of batch %d failed (%s)", batch_id, type(err).__name__)
 
     def path(self, stream: str) -> Path:
         """Read it with ``recursiveFileLookup`` (batches are subdirectories)."""
@@ -98,31 +137,62 @@ class LabelledStore:
     def committed(self, batch_id: int) -> bool:
         return (self.commits / str(batch_id)).exists()
 
-    def write_batch(self, batch_id: int, frames: dict[str, DataFrame]) -> list[str]:
+    def untouched(self, batch_id: int, streams: Sequence[str]) -> bool:
+        """No part of batch ``batch_id`` is in place yet (not a replay after a crash)."""
+        if self.committed(batch_id):
+            return False
+        return not any((self.path(s) / f"batch={batch_id}").exists() for s in streams)
+
+    def write_batch(
+        self,
+        batch_id: int,
+        frames: dict[str, DataFrame],
+        check: Callable[[], bool] | None = None,
+    ) -> list[str] | None:
         """Write every stream's labelled rows of one batch, each all or nothing; returns
-        the streams written now (a replayed batch's earlier writes are kept as they are)."""
+        the streams written now (a replayed batch's earlier writes are kept as they are).
+
+        Every stream is staged before any is put in place; ``check`` (asked then) may
+        refuse the staged rows: they are dropped, nothing is installed, and None says so."""
         written: list[str] = []
         if self.committed(batch_id):
             return written
-        for stream, frame in frames.items():
-            target = self.path(stream) / f"batch={batch_id}"
-            if target.exists():
-                continue  # renamed in place before a crash: complete
-            staging = self.tmp / f"{batch_id}-{stream}"
-            shutil.rmtree(staging, ignore_errors=True)
-            writer = frame.write.mode("overwrite")
-            # small pages: the unit a secured scan's range test skips (scan_summary)
-            writer = writer.option("parquet.page.row.count.limit", scan_summary.PAGE_ROWS)
-            writer.parquet(str(staging))
-            for marker in staging.glob("*.crc"):
-                marker.unlink()
+        staged: list[tuple[str, Path, Path]] = []
+        try:
+            for stream, frame in frames.items():
+                target = self.path(stream) / f"batch={batch_id}"
+                if target.exists():
+                    continue  # renamed in place before a crash: complete
+                staging = self.tmp / f"{batch_id}-{stream}"
+                staged.append((stream, staging, target))
+                shutil.rmtree(staging, ignore_errors=True)
+                writer = frame.write.mode("overwrite")
+                # small pages: the unit a secured scan's range test skips (scan_summary)
+                writer = writer.option("parquet.page.row.count.limit", scan_summary.PAGE_ROWS)
+                writer.parquet(str(staging))
+                for marker in staging.glob("*.crc"):
+                    marker.unlink()
+            refused = check is not None and not check()
+        except BaseException:
+            self._drop(staged)
+            raise
+        if refused:
+            self._drop(staged)
+            return None
+        for stream, staging, target in staged:
             target.parent.mkdir(parents=True, exist_ok=True)
             replace_durably(staging, target)
             written.append(stream)
         crash_point("ingest.before_marker")
         self._mark(batch_id, list(frames))
         crash_point("ingest.after_marker")
+        self._published(batch_id, list(frames))
         return written
+
+    @staticmethod
+    def _drop(staged: list[tuple[str, Path, Path]]) -> None:
+        for _stream, staging, _target in staged:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _mark(self, batch_id: int, streams: list[str]) -> None:
         """The marker lists each stream's files of the batch, so start-up can tell a

@@ -39,23 +39,52 @@ checkpoint (:mod:`~streamshield.engine.source_log`), not computed by a job.
 A branch that fails (a Spark error in its own SQL) stops alone: its error is kept for its
 handle, and the network and the other branches go on. (This bookkeeping, shared with the
 window network, is engine/branched_network.py.)
+
+Push. A landing's rows used to reach a branch only when the network's file source next
+listed the stream's directory, after ingest had finished its micro-batch (its offsets
+committed), and then through a micro-batch of the network's own (listing, its offset log
+written). While its streaming query runs, a network also *listens* to the labelled store
+(:meth:`LabelledStore.listen`): once ingest has committed batch N (its marker written:
+the batch is final), a thread of the network reads the stored ingest batches after the
+branches' position up to N (those folders exactly, as a catch-up does), computes the due
+branches' outputs as a micro-batch would (one fused pass stored once, each branch's
+batch a link into it), and hands them over under id N, moving the positions to N. The network's own
+micro-batch that later reads batch N finds every branch covering it and runs nothing;
+whichever comes first does the work, under the network's batch lock, so a batch is
+handed once either way. Exactly-once, replay and restart rest on the positions as before:
+a push is only a way of getting there sooner, and the streaming query (its checkpoint)
+stays what a restart resumes from. Which branches are due is decided as for a
+micro-batch (``_due``): a switched-off branch moves on without computing anything, unless
+it owes a batch.
+
+An owed batch is stored again under its own id. A push's output id is an ingest batch,
+not a micro-batch of the network, so after a crash between a push's delivery and its
+store's write the network's next micro-batch may read that batch together with later
+ones. Folded into one later output, the subscriber who had the owed id would be handed
+its rows again under the later id; so a branch owing ids before a batch's newest first
+computes each owed id's rows alone (:meth:`SharedNetwork._settle_owed`).
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.branch_ledger import owed_between, owes
 from streamshield.engine.branched_network import (
     INGEST,
     BranchedNetwork,
@@ -86,6 +115,8 @@ _NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 NETWORK_KEEP = 2 * DEFAULT_KEEP
 """Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
 which are among the network's newest unless the branch sat out many of them."""
+PUSH_STOP_SECONDS = 60.0
+"""How long stopping a network waits for a push under way (it hands over one batch)."""
 
 
 @dataclass
@@ -139,6 +170,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
     fails), each distinct class plan once (equal questions with equal rights are one
     column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
     docs/results.md."""
+    push = True
+    """A committed labelled batch handed to the branches at once (see the module's
+    docstring); off: only the network's own micro-batches hand rows over
+    (``bench.landing_latency --no-push`` measures both)."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
@@ -152,6 +187,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self.store = ResultStore(self.root / "results", keep=NETWORK_KEEP)
         """The fused pass of each micro-batch, written once; branches' stores link to it."""
         self._salt = uuid.uuid4().hex
+        self._pusher: ThreadPoolExecutor | None = None
+        """Runs pushes (one at a time, in order) while the streaming query runs."""
+        self.pushed: collections.deque[tuple[int, float, float]] = collections.deque(maxlen=100)
+        """The newest pushes that handed rows over: (ingest batch, start, end), epoch
+        seconds (the latency bench reads them)."""
 
     def add(
         self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
@@ -188,14 +228,110 @@ class SharedNetwork(BranchedNetwork[Branch]):
         trees = {name: _as_tree(b.tree, self.stream) for name, b in self.branches.items()}
         return place_switches(merge(trees)) if trees else ()
 
+    # -- push ---------------------------------------------------------------------------------
+
+    def start(self, available_now: bool = False) -> StreamingQuery:
+        """Starts the streaming query; unless ``available_now``, the network also listens
+        to the labelled store for committed batches (push, see the module's docstring)."""
+        handle = super().start(available_now)
+        if self.push and not available_now:
+            self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+            self.labelled.listen(self._offer)
+        return handle
+
+    def stop(self) -> None:
+        """Stops listening and the streaming query, then waits (bounded) for a push under
+        way to hand its whole batch over, as a micro-batch under way does."""
+        self.labelled.unlisten(self._offer)
+        pusher, self._pusher = self._pusher, None
+        if pusher is not None:
+            pusher.shutdown(wait=False, cancel_futures=True)
+        super().stop()
+        if pusher is not None and self._batch.acquire(timeout=PUSH_STOP_SECONDS):
+            self._batch.release()
+
+    def _offer(self, batch_id: int, streams: Sequence[str]) -> None:
+        """Ingest committed ``batch_id``: queue its push (this runs in ingest's micro-batch,
+        so it only hands the id on)."""
+        pusher = self._pusher
+        if pusher is None or self.stream.name not in streams:
+            return
+        with contextlib.suppress(RuntimeError):  # stopped meanwhile
+            pusher.submit(self._push, batch_id)
+
+    def _push(self, upto: int) -> None:
+        """Hands every due branch its stored rows after its position up to ingest batch
+        ``upto`` (committed), under id ``upto``, unless the network's own micro-batch did
+        first: computed as a micro-batch computes them (:meth:`_compute`: one fused pass
+        for the branches at the same position), over the stored batches after that
+        position. Never raises: what it does not do, that micro-batch does."""
+        try:
+            with self._batch:
+                handle = self.handle
+                if self._pusher is None or handle is None or not handle.isActive:
+                    return
+                due = self._settle_owed(self._due(upto), upto)
+                if not due:
+                    return
+                # where most branches stand (after a push or a micro-batch: all of them)
+                (position, _), *_ = collections.Counter(c for _, c in due.values()).most_common()
+                began = time.time()
+                batch = self._history(position, upto)
+                if batch is None:  # no rows after it: each branch from its own history
+                    for branch, covered in due.values():
+                        self._hand_history(branch, covered, upto)
+                else:
+                    self._compute(batch, due, position, position + 1, upto)
+                self.pushed.append((upto, began, time.time()))
+        except Exception as err:  # the network's micro-batch will hand the batch over
+            audit.warning("push of batch %d to %s failed: %s", upto, self.name, err)
+
+    def _settle_owed(
+        self, due: dict[str, tuple[Branch, int]], newest: int
+    ) -> dict[str, tuple[Branch, int]]:
+        """The due branches (``_due(newest)``) with their positions, once each has
+        computed, alone and under its own id, every output it owes before ``newest`` (see
+        the module's docstring). A branch that failed doing so is left out, and so is a
+        switched-off one that owes nothing more (it moves on, as in ``_due``)."""
+        out: dict[str, tuple[Branch, int]] = {}
+        for name, (branch, covered) in due.items():
+            owed = owed_between(branch, covered, newest - 1)
+            for owed_id in owed:
+                self._hand_history(branch, covered, owed_id)
+                if branch.failure is not None:
+                    break
+                covered = owed_id
+            if branch.failure is not None:
+                continue
+            if owed and not self._is_on(name) and not owes(branch, covered, newest):
+                self.ledger.advance(name, newest)  # switched off: nothing more is computed
+                continue
+            out[name] = (branch, covered)
+        return out
+
     # -- one micro-batch ---------------------------------------------------------------------
 
     def _process_ids(self, batch: DataFrame, _batch_id: int, ids: frozenset[int]) -> None:
-        newest, oldest = max(ids), min(ids)
-        expected = self._known_position()  # where a branch that has had every batch stands
+        newest = max(ids)
+        due = self._settle_owed(self._due(newest), newest)
+        # where a branch that has had every batch stands
+        self._compute(batch, due, self._known_position(), min(ids), newest)
+
+    def _compute(
+        self,
+        batch: DataFrame,
+        due: dict[str, tuple[Branch, int]],
+        expected: int,
+        oldest: int,
+        newest: int,
+    ) -> None:
+        """The due branches' outputs of ``batch`` (the stored rows of ingest batches
+        ``oldest`` to ``newest``), handed over under id ``newest``. The branches that
+        stand at ``expected`` share the batch (the fused pass, or the merged network's
+        shared operators); any other computes its own rows from its position."""
         on: dict[str, Branch] = {}
         behind: dict[str, int] = {}
-        for name, (branch, covered) in self._due(newest).items():
+        for name, (branch, covered) in due.items():
             on[name] = branch
             if covered != expected:
                 behind[name] = covered  # needs part of this batch, or batches before it
@@ -390,11 +526,18 @@ class SharedNetwork(BranchedNetwork[Branch]):
     # -- joining ------------------------------------------------------------------------------
 
     def _catch_up(self, branch: Branch, covered: int, position: int) -> None:
-        history = self._history(covered, position)
+        settled = self._settle_owed({branch.name: (branch, covered)}, position)
+        if branch.name in settled:
+            self._hand_history(branch, settled[branch.name][1], position)
+
+    def _hand_history(self, branch: Branch, covered: int, upto: int) -> None:
+        """The branch's output of the stored ingest batches ``covered < id <= upto``,
+        handed over under id ``upto``."""
+        history = self._history(covered, upto)
         if history is None:
-            self.ledger.advance(branch.name, position)  # nothing stored in between
+            self.ledger.advance(branch.name, upto)  # nothing stored in between
         else:
-            self._run_each({branch.name: branch}, {branch.name: history}, position)
+            self._run_each({branch.name: branch}, {branch.name: history}, upto)
 
     def _analyse(self, branch: Branch) -> tuple[tuple[str, ...], FusedBranch | None]:
         """Plans the branch's SQL over an empty labelled batch in a private session, so

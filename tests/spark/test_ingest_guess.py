@@ -1,0 +1,91 @@
+"""A small batch under policies already in force is labelled in one pass, on a guess the
+write job checks (engine/ingest.py): a right guess writes exactly what the passes write,
+a wrong one (an sp, a stale declaration, a late tuple, a new channel) installs nothing
+and the passes label the batch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from streamshield.engine.ingest import Guess, Ingest
+from streamshield.engine.ingest_job import IngestJob
+from streamshield.examples import hospital
+from streamshield.lang.wire import to_line
+from streamshield.policy.elements import TupleElement
+from tests.spark.conformance import STREAMS
+from tests.spark.test_ingest_gaps import Feed
+
+pytestmark = pytest.mark.spark
+
+
+def batches() -> list[list]:
+    """One landing file each: tuples after an sp batch, then guesses that must fail."""
+    a, b = Feed("p1"), Feed("p2")
+    out: list[list] = []
+
+    def cut(*feeds: Feed) -> None:
+        out.append([e for f in feeds for e in f.elements])
+        for f in feeds:
+            f.elements = []
+
+    cut(a.sp(10).tuple(10).tuple(10))  # sps: the passes; (10, 1) passed
+    cut(a.tuple(10).tuple(10))  # guessed right (after a batch with sps too)
+    cut(a.tuple(10).tuple(10).tuple(10))  # guessed right
+    cut(a.tuple(10).tuple(9).tuple(10))  # a stale declaration: wrong; the tracker resets
+    cut(a.tuple(10))  # nothing passes on a reset tracker: no guess
+    cut(a.sp(20, "GP").tuple(20))  # nothing passed last time: no guess; a new policy
+    cut(a.tuple(20).tuple(20))  # guessed right
+    cut(a.tuple(20))  # guessed right
+    values = {"patient_id": 120, "beats_per_min": 1.0, "ts": a.seq}
+    resent = TupleElement(a.channel, a.seq, 120, 20, 1, values)  # late: out of order
+    cut(a.tuple(20))
+    out[-1].insert(0, resent)
+    cut(a.tuple(20), b.sp(30).tuple(30))  # an sp, and a channel never guessed: wrong
+    cut(a.tuple(20))  # both channels guessed, one has tuples: right
+    return out
+
+
+def ingest(spark, root: Path, parts: list[list]) -> IngestJob:
+    landing = root / "landing" / "HeartRate"
+    landing.mkdir(parents=True)
+    for i, part in enumerate(parts):
+        path = landing / f"part-{i:04d}.jsonl"
+        path.write_text("\n".join(to_line(e) for e in part) + "\n")
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the source takes them in order
+    labelling = Ingest(spark, hospital.hierarchy(), STREAMS, hospital.server_policies())
+    job = IngestJob(labelling, root / "landing", root / "store")
+    job.start(available_now=True, max_files=1).awaitTermination()
+    return job
+
+
+def stored(spark, job: IngestJob) -> list[tuple]:
+    frame = spark.read.option("recursiveFileLookup", "true").parquet(
+        str(job.store.path("HeartRate"))
+    )
+    return sorted(tuple(r) for r in frame.select(*sorted(frame.columns)).collect())
+
+
+def test_right_guesses_write_what_the_passes_write_and_wrong_ones_nothing(
+    spark, tmp_path, monkeypatch
+) -> None:
+    parts = batches()
+    verdicts: list[bool] = []
+    holds = Guess.holds
+
+    def spy(self) -> bool:
+        verdicts.append(holds(self))
+        return verdicts[-1]
+
+    monkeypatch.setattr(Guess, "holds", spy)
+    guessed = ingest(spark, tmp_path / "guessed", parts)
+    assert verdicts == [True, True, False, True, True, False, False, True]
+    monkeypatch.setattr(IngestJob, "guess", False)  # the guess off: the passes only
+    passes = ingest(spark, tmp_path / "passes", parts)
+    assert len(verdicts) == 8, "no guess without the guess"
+    assert stored(spark, guessed) == stored(spark, passes)
+    assert guessed.state.load(len(parts)) == passes.state.load(len(parts))
+    reasons = spark.read.parquet(str(guessed.store.path("HeartRate"))).select("reason")
+    assert {r[0] for r in reasons.collect()} == {"pass", "out of order", "no policy"}
