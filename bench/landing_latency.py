@@ -28,9 +28,10 @@ stage is the median over the rounds that have it.
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
-``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--no-push]
-[--no-guess]`` prints it; ``--no-push`` and ``--no-guess`` switch off the network's push
-and ingest's one-pass guess, to measure each apart.
+``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
+[--no-guess]`` prints it; ``--push`` switches on the network's push (off by default:
+it measured no gain), ``--no-guess`` switches off ingest's one-pass guess, to measure
+each apart.
 """
 
 from __future__ import annotations
@@ -230,10 +231,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
-    parser.add_argument("--no-push", action="store_true", help="SharedNetwork.push off")
+    parser.add_argument("--push", action="store_true", help="SharedNetwork.push on")
     parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
     args = parser.parse_args()
-    SharedNetwork.push = not args.no_push
+    SharedNetwork.push = args.push
     IngestJob.guess = not args.no_guess
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")

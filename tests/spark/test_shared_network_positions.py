@@ -132,6 +132,7 @@ def test_a_committed_batch_is_pushed_once_before_the_network_lists_it(
     hands nothing again (engine/shared_network.py, "Push")."""
     first, second, third = parts()
     land(pipeline, first)
+    monkeypatch.setattr(SharedNetwork, "push", True)  # off by default (it saved nothing)
     monkeypatch.setattr(branched_network, "TRIGGER_SECONDS", 3600.0)  # no listing after the first
     cardio = Arrivals()
     submit(pipeline, "cardio", cardio)  # the network's first micro-batch hands the first part

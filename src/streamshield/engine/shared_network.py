@@ -170,10 +170,12 @@ class SharedNetwork(BranchedNetwork[Branch]):
     fails), each distinct class plan once (equal questions with equal rights are one
     column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
     docs/results.md."""
-    push = True
+    push = False
     """A committed labelled batch handed to the branches at once (see the module's
-    docstring); off: only the network's own micro-batches hand rows over
-    (``bench.landing_latency --no-push`` measures both)."""
+    docstring). Off: measured quietly and interleaved (``bench.landing_latency``,
+    docs/results.md, session 14) it saved nothing (p50 1.65 s with it, 1.68 s without),
+    as the network's 0.1 s trigger already starts right after ingest commits; so only the
+    network's own micro-batches hand rows over, the path the crash bench proved."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
