@@ -40,7 +40,7 @@ import operator
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -49,7 +49,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.engine.collected_rows import CollectedRows, collect_rows
-from streamshield.engine.drop_report import DropLayout, Missed
 from streamshield.engine.levels import dominated_words, level_columns
 from streamshield.engine.provenance import delivered, provenance_columns
 from streamshield.engine.recipient_check import OutputLabels
@@ -92,8 +91,10 @@ class ClassPlan:
     pick: Column
     """The struct the class gets (NULL: not its row), named :attr:`name`."""
     name: str
-    drops: Missed | None
-    """The rows it does not get, counted with their policy ids (None: not reported)."""
+    metrics: tuple[Column, ...]
+    """Its drop count and the dropped rows' policy ids (none: drops are not reported)."""
+    drops: tuple[str, str]
+    """The names of :attr:`metrics`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,8 +112,8 @@ class Planned:
         return [self.parts[k].pick for k in self.live]
 
     @property
-    def drops(self) -> list[Missed]:
-        return [part.drops for part in self.parts.values() if part.drops is not None]
+    def metrics(self) -> list[Column]:
+        return [m for part in self.parts.values() for m in part.metrics]
 
     @property
     def wanted(self) -> Column | None:
@@ -220,16 +221,14 @@ class Delivery:
         planned = self.plan(frame.columns, subscriptions, memo=memo)
         frame = _needed(frame)
         rows, counts = CollectedRows(), None
-        wanted, layout = planned.wanted, DropLayout.of(planned.drops)
-        metrics = layout.metrics()
+        wanted, metrics = planned.wanted, planned.metrics
         if wanted is not None:  # one job: every class's rows and the drops
             rows, counts = collect_rows(
                 frame, metrics, lambda f: f.filter(wanted).select(*planned.picks)
             )
         if metrics and counts is None:  # nobody may read, or the filter folded away
             counts = frame.agg(*metrics).collect()[0].asDict(recursive=False)
-        drops = layout.read(counts or {})
-        self.finish(planned, rows, range(len(planned.live)), drops, batch_id, arrived)
+        self.finish(planned, rows, range(len(planned.live)), counts, batch_id, arrived)
 
     def plan(
         self,
@@ -287,13 +286,12 @@ class Delivery:
         planned: Planned,
         rows: CollectedRows,
         positions: Sequence[int],
-        drops: Mapping[str, tuple[int, tuple[str, ...]]],
+        counts: dict[str, Any] | None,
         batch_id: int,
         arrived: float,
     ) -> None:
         """Hands each subscriber her class's rows (``positions``: where each live class's
-        column is in ``rows``) and reports what each did not get (``drops``: per class's
-        drop name, :meth:`DropLayout.read`)."""
+        column is in ``rows``) and reports what each did not get."""
         for position, key in zip(positions, planned.live, strict=True):
             # One list for every subscriber with equal rows: a copy per subscriber made
             # the driver's memory grow with the number of subscribers times the batch (50
@@ -304,8 +302,8 @@ class Delivery:
                 self._hand_over(subscription, mine, batch_id)
                 if mine and self.on_handover is not None:
                     self.on_handover(time.monotonic() - arrived)
-        if self._on_drop is not None:
-            self._report_drops(batch_id, planned, drops)
+        if counts:
+            self._report_drops(batch_id, planned, counts)
 
     def _own_mask(self) -> Words | None:
         """The query's own mask now, or None (no recipient is exempt from the checks)."""
@@ -357,16 +355,15 @@ class Delivery:
         except Exception as err:  # one subscriber must not stop the others
             audit.error("delivery to %s failed (%s)", subscription.user, type(err).__name__)
 
-    def _report_drops(
-        self, batch_id: int, planned: Planned, drops: Mapping[str, tuple[int, tuple[str, ...]]]
-    ) -> None:
+    def _report_drops(self, batch_id: int, planned: Planned, counts: dict[str, Any]) -> None:
         """Rows each subscriber did not get, and the policy ids of those rows."""
         assert self._on_drop is not None
         for key, subscriptions in planned.classes.items():
-            missed = planned.parts[key].drops
-            dropped, ids = drops.get(missed.count, (0, ())) if missed else (0, ())
+            count, policies = planned.parts[key].drops
+            dropped = int(counts[count] or 0)
             if not dropped:
                 continue
+            ids = tuple(sorted(p for p in counts[policies] or () if p))
             for subscription in subscriptions:
                 try:
                     self._on_drop(subscription.user, batch_id, dropped, ids)
@@ -388,11 +385,14 @@ def deliver_together(
     gets only what her own output's checks let through: her class's column is NULL on
     every other row."""
     picks: dict[str, ClassPlan] = {}
+    metrics: dict[str, ClassPlan] = {}
     for _, planned in parts:
         for key in planned.live:
             picks.setdefault(planned.parts[key].name, planned.parts[key])
-    layout = DropLayout.of(missed for _, planned in parts for missed in planned.drops)
-    observed = layout.metrics()
+        for plan in planned.parts.values():
+            if plan.metrics:
+                metrics.setdefault(plan.drops[0], plan)
+    observed = [m for plan in metrics.values() for m in plan.metrics]
     rows, counts = CollectedRows(), None
     if picks:
         some = reduce(operator.or_, (plan.condition for plan in picks.values()))
@@ -400,12 +400,11 @@ def deliver_together(
         rows, counts = collect_rows(frame, observed, lambda f: f.filter(some).select(*columns))
     if observed and counts is None:  # nobody may read, or the filter folded away
         counts = frame.agg(*observed).collect()[0].asDict(recursive=False)
-    drops = layout.read(counts or {})
     where = {name: i for i, name in enumerate(picks)}
     for delivery, planned in parts:  # the job is done: nothing below may fail the others
         positions = [where[planned.parts[key].name] for key in planned.live]
         try:
-            delivery.finish(planned, rows, positions, drops, batch_id, arrived)
+            delivery.finish(planned, rows, positions, counts, batch_id, arrived)
         except Exception as err:
             audit.error("handing over one output's rows failed (%s)", type(err).__name__)
 
@@ -431,11 +430,16 @@ def _class_plan(
     condition = check if taken is None else taken & check
     payload = labels.unchecked() if exempt else labels.payload(key[1])
     pick = F.when(condition, F.struct(*payload)).alias(name)
+    names = (f"_ss_{tag}d{digest}", f"_ss_{tag}p{digest}")
     if not drops:
-        return ClassPlan(condition, pick, name, None)
+        return ClassPlan(condition, pick, name, (), names)
     missed = ~check if taken is None else taken & ~check
     policy = col(POLICY_COLUMN) if POLICY_COLUMN in columns else F.lit(None)
-    return ClassPlan(condition, pick, name, Missed(f"_ss_{tag}d{digest}", missed, policy))
+    metrics = (
+        F.count_if(missed).alias(names[0]),
+        F.collect_set(F.when(missed, policy.cast("string"))).alias(names[1]),
+    )
+    return ClassPlan(condition, pick, name, metrics, names)
 
 
 def _denying(what: str, lookup: Callable[[Subscription], Any], subscription: Subscription) -> Any:
