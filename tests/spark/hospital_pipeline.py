@@ -12,6 +12,19 @@ from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.rewrite_rules import secure
 from streamshield.policy.elements import Element
 
+WARD_QUERIES = {
+    "cardio": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
+    "gp": (
+        "SELECT patient_id, ts FROM HeartRate WHERE patient_id >= 120 AND beats_per_min > 60",
+        "GP",
+    ),
+    "nurse_all": ("SELECT * FROM HeartRate", "ND"),
+    "nurse_ids": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
+}
+"""Queries of the ward's shared-network tests (text, role): a cardiologist's and a GP's
+overlapping selections (the GP's reads a hidden column), a nurse's whole stream and her
+ids."""
+
 
 def hospital_pipeline(
     spark, root: Path, elements: Sequence[Element] | None = None

@@ -20,20 +20,22 @@ from streamshield.engine.collected_rows import collect_rows
 from streamshield.engine.delivery import Delivery, _class_plan
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
-from tests.spark.hospital_pipeline import hospital_pipeline, network_parts, secured
+from tests.spark.hospital_pipeline import (
+    WARD_QUERIES,
+    hospital_pipeline,
+    network_parts,
+    secured,
+)
 
 pytestmark = pytest.mark.spark
 
 STREAM = "HeartRate"
 QUERIES = {
-    "cardio": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
-    "gp": (
-        "SELECT patient_id, ts FROM HeartRate WHERE patient_id >= 120 AND beats_per_min > 60",
-        "GP",
-    ),
-    "nurse": ("SELECT * FROM HeartRate", "ND"),
-    "off": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
-    "twin": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
+    "cardio": WARD_QUERIES["cardio"],
+    "gp": WARD_QUERIES["gp"],
+    "nurse": WARD_QUERIES["nurse_all"],
+    "off": WARD_QUERIES["nurse_ids"],
+    "twin": WARD_QUERIES["cardio"],
 }
 USERS = {"al": ("C",), "cara": ("C",), "gus": ("GP",), "nina": ("ND",)}
 SUBSCRIBED = {

@@ -16,19 +16,19 @@ from streamshield.engine.fused_branches import fused_pass
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
-from tests.spark.hospital_pipeline import Rows, hospital_pipeline, network_parts, secured
+from tests.spark.hospital_pipeline import (
+    WARD_QUERIES,
+    Rows,
+    hospital_pipeline,
+    network_parts,
+    secured,
+)
 
 pytestmark = pytest.mark.spark
 
 STREAM = "HeartRate"
 QUERIES = {
-    "cardio": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "C"),
-    "gp": (
-        "SELECT patient_id, ts FROM HeartRate WHERE patient_id >= 120 AND beats_per_min > 60",
-        "GP",
-    ),
-    "nurse_all": ("SELECT * FROM HeartRate", "ND"),
-    "nurse_ids": ("SELECT patient_id FROM HeartRate WHERE patient_id >= 120", "ND"),
+    **WARD_QUERIES,
     "chosen_by_hidden": ("SELECT patient_id FROM HeartRate WHERE ts > 0", "ND"),
 }
 BROKEN = ("SELECT patient_id FROM HeartRate WHERE beats_per_min > 'high'", "C")
