@@ -266,21 +266,23 @@ class FusedPass:
 
     def outputs(self, wide: DataFrame, slots: Sequence[str]) -> Outputs:
         """Several branches' rows of :meth:`over` (or of its stored copy) side by side, one
-        row per row of ``wide``: per branch a struct of its own output columns, NULL
-        where it does not take the row, and the columns every branch shares once (what
-        one delivery job for every listening branch reads; NotFused if an item cannot be
-        placed so). As in :meth:`rows`, an item runs only on rows its branch takes (it is
-        evaluated inside ``CASE WHEN taken``), over its own masked view columns."""
+        row per row of ``wide``: per branch its view columns and, where each of its output
+        columns is, the shared column or its item over those view columns (what one
+        delivery job for every listening branch reads; NotFused if an item cannot be
+        placed so). An item is computed only where the job picks it, inside a ``CASE
+        WHEN`` whose condition starts with its branch's taken bit, so, as in
+        :meth:`rows`, it runs only on rows its branch takes, over its own masked view
+        columns. No struct per branch is built: the 16 branches' structs of
+        ``bench.sharing_users`` made every row of the job 16 structs wider, for nothing
+        the pick does not rebuild anyway."""
         parts = []
         for index, slot in enumerate(slots):
             if (slot, index) not in self._outputs:
                 self._outputs[slot, index] = _Output.of(self.specs[slot], f"__o{index}")
             parts.append(self._outputs[slot, index])
         views = [c for part in parts for c in part.view]
-        structs = [part.struct for part in parts if part.struct is not None]
-        frame = wide.select("*", *views).select("*", *structs)
         return Outputs(
-            frame,
+            wide.select("*", *views),
             {slot: part.taken for slot, part in zip(slots, parts, strict=True)},
             {slot: part.col for slot, part in zip(slots, parts, strict=True)},
             {slot: part.columns for slot, part in zip(slots, parts, strict=True)},
@@ -303,6 +305,7 @@ class Outputs:
     their names in order."""
 
     frame: DataFrame
+    """The pass's rows (``wide``) with every branch's view columns added."""
     taken: Mapping[str, Column]
     col: Mapping[str, Callable[[str], Column]]
     columns: Mapping[str, list[str]]
@@ -318,37 +321,27 @@ class _Output:
     taken: Column
     view: tuple[Column, ...]
     """Its view columns, named ``<view column><suffix>``."""
-    struct: Column | None
-    """Its own output columns (NULL where it does not take the row); None: it has none."""
-    shared: Mapping[str, str]
-    """Output columns that are a shared column as stored: output name -> pass column."""
+    items: Mapping[str, Column]
+    """Each output column: a shared column as stored, or its item over :attr:`view`."""
     columns: list[str]
-    name: str
     memo: dict = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any], suffix: str) -> _Output:
         word, bit = spec["taken"]
-        taken = _is_set(word, bit)
         kinds = {name: (kind, source) for name, kind, source, _w, _b in spec["view"]}
         view = tuple(c.alias(f"{name}{suffix}") for name, c in _view_columns(spec))
-        shared: dict[str, str] = {}
-        own: list[Column] = []
+        items: dict[str, Column] = {}
         for name, sql in spec["items"]:
             source = shared_source(sql, kinds)
-            if source is not None:
-                shared[name] = source
-            else:
-                own.append(F.expr(suffixed(sql, kinds, suffix)).alias(name))
-        struct_name = f"_ss_out{suffix}"
-        struct = F.when(taken, F.struct(*own)).alias(struct_name) if own else None
-        return cls(taken, view, struct, shared, [n for n, _ in spec["items"]], struct_name)
+            items[name] = (
+                F.col(source) if source is not None else F.expr(suffixed(sql, kinds, suffix))
+            )
+        return cls(_is_set(word, bit), view, items, [n for n, _ in spec["items"]])
 
     def col(self, name: str) -> Column:
-        """Where output column ``name`` is in the side-by-side frame."""
-        if name in self.shared:
-            return F.col(self.shared[name])
-        return F.col(self.name).getField(name)
+        """Output column ``name`` over :attr:`Outputs.frame`."""
+        return self.items[name]
 
 
 def shared_source(sql: str, kinds: Mapping[str, tuple[str, str]]) -> str | None:

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.fused_branches import FusedBranch, fused_pass
+from streamshield.engine.fused_branches import FusedBranch, FusedPass, fused_pass
 from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.secured_view import SecuredProjection, secured_view, statistics_view
 from streamshield.examples import hospital
@@ -74,10 +75,9 @@ def vitals(spark: SparkSession, tmp_path_factory) -> tuple[Path, RoleCodec]:
     return path, codec
 
 
-def _fused(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict]:
+def _pass(spark: SparkSession, vitals, sql: str, roles: list[str]) -> tuple[FusedPass, DataFrame]:
     """The query as a branch of a shared network's one pass (engine/fused_branches.py),
-    beside a branch of C that reads every row without failing: its WHERE in the pass,
-    its SELECT items computed when its rows are rebuilt from the pass."""
+    beside a branch of C that reads every row without failing, and the pass's rows."""
     path, codec = vitals
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
     frame = spark.read.schema(struct).parquet(str(path))
@@ -87,11 +87,33 @@ def _fused(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict
         columns = projection.apply(frame).columns
         return FusedBranch.of(slot, projection, columns, text.replace("Vitals", "`v`", 1))
 
-    mine, other = branch("mine", sql, roles), branch("other", "SELECT pid FROM Vitals", ["C"])
-    one = fused_pass((other, mine))
-    wide = one.over(frame)
+    one = fused_pass((branch("other", "SELECT pid FROM Vitals", ["C"]), branch("mine", sql, roles)))
+    return one, one.over(frame)
+
+
+def _fused(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict]:
+    """The query's rows rebuilt from the pass: its WHERE in the pass, its SELECT items
+    computed when its rows are rebuilt."""
+    one, wide = _pass(spark, vitals, sql, roles)
     assert len(one.rows(wide, "other").collect()) == 2
     return [r.asDict() for r in one.rows(wide, "mine").collect()]
+
+
+def _together(spark: SparkSession, vitals, sql: str, roles: list[str]) -> list[dict]:
+    """The query's rows as the one delivery job of every listening branch reads them
+    (:meth:`FusedPass.outputs`: its items over its view columns beside the other
+    branch's, each picked only where its branch takes the row, as ``Delivery.plan``'s
+    class columns are)."""
+    one, wide = _pass(spark, vitals, sql, roles)
+    outputs = one.outputs(wide, ["other", "mine"])
+
+    def pick(slot: str) -> Column:
+        fields = [outputs.col[slot](c).alias(c) for c in outputs.columns[slot]]
+        return F.when(outputs.taken[slot], F.struct(*fields)).alias(slot)
+
+    rows = outputs.frame.select(pick("other"), pick("mine")).collect()
+    assert len([r for r in rows if r["other"] is not None]) == 2
+    return [r["mine"].asDict() for r in rows if r["mine"] is not None]
 
 
 def _run(spark: SparkSession, vitals, sql: str, roles: list[str], statistics: bool = False):
@@ -135,3 +157,12 @@ def test_a_tuple_ingest_denied_is_hidden_by_its_labels(spark, vitals) -> None:
     assert sorted(r["pid"] for r in rows) == [1, 2]
     [stats] = _run(spark, vitals, "SELECT count(*) AS n FROM Vitals", ["C"], statistics=True)
     assert stats["n"] == 2
+
+
+@pytest.mark.parametrize("sql", [SQL[2]])
+def test_nor_in_the_one_delivery_job_of_a_shared_network(spark, vitals, sql: str) -> None:
+    """Every listening branch's items computed side by side in one job: an item runs
+    only where its own branch takes the row, never on a row another branch took."""
+    with pytest.raises(PySparkException):  # the control: C reads row 2, and it fails
+        _together(spark, vitals, sql, ["C"])
+    assert [r["pid"] for r in _together(spark, vitals, sql, ["ND"])] == [1]
