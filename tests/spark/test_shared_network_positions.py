@@ -62,7 +62,8 @@ def alone(pipeline: Pipeline, name: str, run: str = "") -> list[tuple]:
 
 
 def networks(pipeline) -> list[str]:
-    """Running networks (each runs in its level processor's session, not the test's)."""
+    """The streaming queries of the running networks (each runs in its level processor's
+    session, not the test's; a stream's networks share its scan)."""
     handles = [n.handle for n in pipeline.cql.networks.values() if n.handle is not None]
     return [h.name for h in handles if h.isActive]
 
@@ -75,7 +76,7 @@ def test_join_leave_and_rejoin_give_every_row_exactly_once(pipeline, spark) -> N
     land(pipeline, second)
     joined = submit(pipeline, "cardio", cardio)  # joins a running network: catches up
     joined.process_all_available()
-    assert networks(pipeline) == ["network-HeartRate"], "both queries run in one network"
+    assert networks(pipeline) == ["scan-HeartRate"], "both queries run in one network"
     assert cardio.rows, "the late joiner got the stream's history"
     pipeline.cql.stop("cardio")  # leaves; the network goes on for the nurse
     seen = len(cardio.rows)
@@ -215,3 +216,41 @@ class Arrivals(Rows):
     def __call__(self, frame, batch_id) -> None:
         super().__call__(frame, batch_id)
         (self.arrived if self.started.is_set() else self.started).set()
+
+
+WINDOW = "SELECT count(*) AS n FROM HeartRate [ROWS 2]"
+
+
+def test_selections_and_windows_of_one_stream_share_one_scan(pipeline) -> None:
+    """One streaming query reads HeartRate for its selection network and its window
+    network (engine/stream_scan.py): each still gets every batch once, a network joining
+    the running scan catches up, and the scan stops with the last of them."""
+    first, second, third = parts()
+    land(pipeline, first)
+    nurse, counts = Rows(), Rows()
+    submit(pipeline, "nurse", nurse).process_all_available()
+    land(pipeline, second)
+    window = pipeline.cql.submit(WINDOW, ["C"], CallbackSink(counts), name="counts")
+    window.process_all_available()  # joins the running scan: catches up with the history
+    key = ("HeartRate", "unlevelled")
+    selections, windows = pipeline.cql.networks[key], pipeline.cql.window_networks[key]
+    assert selections.scan is windows.scan is pipeline.cql.scans[key]
+    assert selections.handle is windows.handle, "one streaming query for both"
+    session = selections.spark
+    reading = [q.name for q in session.streams.active if "HeartRate" in (q.name or "")]
+    assert reading == ["scan-HeartRate"], reading
+    assert counts.rows, "the window network had the history"
+
+    pipeline.cql.stop("nurse")  # the selection network stops; the scan goes on
+    assert key not in pipeline.cql.networks and windows.handle.isActive
+    handed = len(counts.rows)
+    land(pipeline, third)
+    window.process_all_available()
+    assert len(counts.rows) > handed, "the window network still gets the stream's batches"
+    assert nurse.sorted() == alone(pipeline, "nurse"), "the selection got every row once"
+    pipeline.cql.stop("counts")
+    assert pipeline.cql.scans == {} and not windows.handle.isActive, "stopped with the last"
+    pipeline.cql.share_windows = False  # the same window as a streaming query of its own
+    own = Rows()
+    pipeline.cql.submit(WINDOW, ["C"], CallbackSink(own), name="own").process_all_available()
+    assert own.rows[-1] == counts.rows[-1], "the same window over the whole stream"

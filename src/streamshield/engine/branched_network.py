@@ -40,6 +40,7 @@ from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
 from streamshield.engine.level_processor import POOL
 from streamshield.engine.source_log import SourceLog
+from streamshield.engine.stream_scan import StreamScan
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.switches import Switch
 from streamshield.policy.encoding import RoleCodec
@@ -84,7 +85,8 @@ class NetworkParts:
     network's streaming query and job-group prefix (default ``<kind>-<stream>``).
     ``levels``: the level words the scan reads (0 while levels are off); every branch has
     a level of that width. ``feed``: what the scanned rows pass first (a level
-    processor's shepherd)."""
+    processor's shepherd). ``scan``: the stream's one streaming query, shared with its
+    other networks (engine/stream_scan.py); None: the network runs its own."""
 
     spark: SparkSession
     labelled: LabelledStore
@@ -96,6 +98,7 @@ class NetworkParts:
     name: str | None = None
     levels: int = 0
     feed: Callable[[DataFrame], DataFrame] | None = None
+    scan: StreamScan | None = None
 
 
 class BranchedNetwork(Generic[B]):
@@ -115,7 +118,8 @@ class BranchedNetwork(Generic[B]):
         self.active, self.levels, self.feed = parts.active, parts.levels, parts.feed
         self.name = parts.name or f"{self.KIND}-{parts.stream.name}"
         self.ledger = BranchLedger(self.root / "branches")
-        self.log = SourceLog(self.root / "checkpoint")
+        self.scan = parts.scan
+        self.log = SourceLog(self.root / "checkpoint") if self.scan is None else self.scan.log
         self.handle: StreamingQuery | None = None
         self._branches: dict[str, B] = {}
         self._lock = threading.Lock()
@@ -198,6 +202,9 @@ class BranchedNetwork(Generic[B]):
 
     def start(self, available_now: bool = False) -> StreamingQuery:
         self._pool = self.spark.sparkContext.getLocalProperty(POOL)
+        if self.scan is not None:  # the stream's one scan: started with its first network
+            self.handle = self.scan.attach(self, available_now)
+            return self.handle
         self.handle = self.labelled.per_batch(
             self.spark,
             self.stream,
@@ -214,8 +221,14 @@ class BranchedNetwork(Generic[B]):
         return self.handle
 
     def stop(self) -> None:
-        if self.handle is not None:
+        if self.scan is not None:
+            self.scan.detach(self)  # the scan stops with its last network
+        elif self.handle is not None:
             self.handle.stop()
+
+    def reads(self) -> list[str]:
+        """The columns of the stream's labelled rows a micro-batch hands this network."""
+        return self._schema().fieldNames()
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         with self._batch:

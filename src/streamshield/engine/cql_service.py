@@ -38,7 +38,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.branch_ledger import BranchLedger
-from streamshield.engine.branched_network import NetworkParts, NotShared
+from streamshield.engine.branched_network import TRIGGER_SECONDS, NetworkParts, NotShared
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
@@ -57,6 +57,7 @@ from streamshield.engine.queries import (
 from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.spgen import SpGen
+from streamshield.engine.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.tracker_state import StateStore
 from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
@@ -158,6 +159,9 @@ class CqlService:
         self.window_networks: dict[tuple[str, str], WindowNetwork] = {}
         """Window networks keyed by (stream, level processor), as ``networks``."""
         self.window_branches: dict[str, tuple[str, str]] = {}
+        self.scans: dict[tuple[str, str], StreamScan] = {}
+        """The one streaming query of each (stream, level processor), feeding both its
+        networks (engine/stream_scan.py)."""
         self._kinds: dict[type, tuple[dict, dict[str, tuple[str, str]]]] = {
             SharedNetwork: (self.networks, self.branches),
             WindowNetwork: (self.window_networks, self.window_branches),
@@ -239,6 +243,9 @@ class CqlService:
                     at_batch_boundary(network.handle, NETWORK_STOP_SECONDS)
                 network.stop()
                 del networks[key]
+                scan = self.scans.get(key)
+                if scan is not None and not scan.networks:
+                    del self.scans[key]
             return
         if name not in self.subscriptions:
             self.queries.stop(name)
@@ -337,6 +344,25 @@ class CqlService:
         fresh = network is None
         if network is None:
             level = admitted.level
+            suffix = "" if level is None else f"-{processor.name}"
+            scan = self.scans.get(key)
+            if scan is None:
+                scan = StreamScan(
+                    processor.session,
+                    self.queries.labelled,
+                    self.streams[stream],
+                    self.queries.codec.width,
+                    scan_checkpoint(
+                        [
+                            processor.path(SharedNetwork.FOLDER, stream, "checkpoint"),
+                            processor.path(WindowNetwork.FOLDER, stream, "checkpoint"),
+                        ]
+                    ),
+                    f"scan-{stream}{suffix}",
+                    level.width if level is not None else 0,
+                    processor.shepherd,
+                    TRIGGER_SECONDS,
+                )
             parts = NetworkParts(
                 processor.session,
                 self.queries.labelled,
@@ -345,9 +371,10 @@ class CqlService:
                 self.queries.provenance,
                 processor.path(kind.FOLDER, stream),
                 active=lambda query: self.switch(query),
-                name=f"{kind.KIND}-{stream}" + ("" if level is None else f"-{processor.name}"),
+                name=f"{kind.KIND}-{stream}{suffix}",
                 levels=level.width if level is not None else 0,
                 feed=processor.shepherd,
+                scan=scan,
             )
             network = SharedNetwork(parts, self.fuse) if kind is SharedNetwork else kind(parts)
         sql = self._secured(admitted, stream)
@@ -359,6 +386,7 @@ class CqlService:
             return None
         if fresh:
             networks[key] = network
+            self.scans[key] = network.scan  # type: ignore[assignment]
             with processor.pool():
                 network.start()
         branches[name] = key

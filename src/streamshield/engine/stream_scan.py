@@ -1,0 +1,144 @@
+"""One streaming query per stream for every network over it (issue 12, item 2: a
+stream's selections and windows share its scan).
+
+Why: the selection network (engine/shared_network.py) and the window network
+(engine/window_network.py) of one stream each ran a streaming query of their own over
+the same labelled store: two listings of the stream's directory every trigger, two offset
+logs, two plannings and two reads of every new file, for rows that are the same. Both
+networks' streaming plans are the bare scan (all they compute happens per micro-batch,
+in ``foreachBatch``), so one scan can feed both: each micro-batch is handed to every
+attached network in turn, each reading it with its own schema (the selection network
+reads the scan summaries too), under its own batch lock, positions and branch ledger,
+exactly as its own streaming query handed it over.
+
+Positions stay per network and per branch (engine/branch_ledger.py), so whatever the
+scan's checkpoint has read, a network's branch takes exactly the ingest batches it has
+not covered: a network attaching to a running scan catches its branches up to the scan's
+position as it did to its own, and a batch it has had already (its old checkpoint was
+ahead of the scan's) is skipped.
+
+Micro-batch ids must only grow for a network: its branches' result stores and its window
+states are kept by batch id, and a stored id is a batch already had. So the scan resumes
+from whichever of the networks' own checkpoints (from before they shared a scan) has
+committed the newest micro-batch (:func:`scan_checkpoint`), the selection network's when
+none has; the other network's ids jump ahead, and its window nodes, whose stored versions
+then do not precede the new ids, are rebuilt from the stream's history, as when a branch
+comes back on.
+
+A network's failure in a micro-batch still fails the micro-batch (and so the streaming
+query, for the restart to replay it), but only after every other network has had the
+batch: each network's branches fail alone, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.labelled_store import LabelledStore
+from streamshield.engine.source_log import SourceLog
+
+
+class Attached(Protocol):
+    """What the scan needs of a network: its name, the columns it reads, its batches."""
+
+    name: str
+    levels: int
+
+    def reads(self) -> list[str]: ...
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None: ...
+
+
+def scan_checkpoint(candidates: list[Path]) -> Path:
+    """Of the networks' checkpoints, the one that committed the newest micro-batch (the
+    first when none has committed any)."""
+
+    def newest(checkpoint: Path) -> int:
+        commits = checkpoint / "commits"
+        return max((int(p.name) for p in commits.glob("*") if p.name.isdigit()), default=-1)
+
+    return max(candidates, key=newest)
+
+
+class StreamScan:
+    """The one streaming query of a stream (per level processor) and the networks it
+    feeds."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        labelled: LabelledStore,
+        stream: StreamDefinition,
+        width: int,
+        checkpoint: Path,
+        name: str,
+        levels: int = 0,
+        feed: Callable[[DataFrame], DataFrame] | None = None,
+        trigger_seconds: float = 1.0,
+    ) -> None:
+        self.spark, self.labelled, self.stream, self.width = spark, labelled, stream, width
+        self.checkpoint, self.name, self.levels, self.feed = checkpoint, name, levels, feed
+        self.trigger_seconds = trigger_seconds
+        self.log = SourceLog(checkpoint)
+        """The scan's source log: every attached network reads its batches' ingest ids and
+        its position here."""
+        self.handle: StreamingQuery | None = None
+        self._networks: list[Attached] = []
+        self._lock = threading.Lock()
+
+    @property
+    def networks(self) -> tuple[Attached, ...]:
+        with self._lock:
+            return tuple(self._networks)
+
+    def attach(self, network: Attached, available_now: bool = False) -> StreamingQuery:
+        """``network`` gets every micro-batch from now on; the scan starts with its first
+        network (or again, when it had stopped)."""
+        if network.levels != self.levels:
+            raise ValueError(f"{network.name} reads level words of another width")
+        with self._lock:
+            if network not in self._networks:
+                self._networks.append(network)
+            if self.handle is None or not self.handle.isActive:
+                self.handle = self.labelled.per_batch(
+                    self.spark,
+                    self.stream,
+                    self.width,
+                    self._process,
+                    self.checkpoint,
+                    self.name,
+                    available_now,
+                    self.levels,
+                    self.feed,
+                    self.trigger_seconds,
+                    summaries=True,  # whichever network needs them: the others drop them
+                )
+            return self.handle
+
+    def detach(self, network: Attached) -> None:
+        """``network`` gets no more micro-batches; the scan stops with its last one."""
+        with self._lock:
+            if network in self._networks:
+                self._networks.remove(network)
+            handle = None if self._networks else self.handle
+        if handle is not None:
+            handle.stop()
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        failure: BaseException | None = None
+        for network in self.networks:
+            try:
+                columns = [F.col(f"`{name}`") for name in network.reads()]
+                network._process(batch.select(*columns), batch_id)
+            except BaseException as err:  # the others still get the batch
+                failure = failure or err
+        if failure is not None:
+            raise failure
