@@ -254,3 +254,18 @@ def test_selections_and_windows_of_one_stream_share_one_scan(pipeline) -> None:
     own = Rows()
     pipeline.cql.submit(WINDOW, ["C"], CallbackSink(own), name="own").process_all_available()
     assert own.rows[-1] == counts.rows[-1], "the same window over the whole stream"
+
+
+def test_a_selection_joining_a_running_scan_gets_what_landed_just_before(pipeline) -> None:
+    """While the stream's scan runs for a window, each part lands and a new selection
+    joins at once: the scan may be handing that part out as it joins, and the selection
+    must still get every row once (StreamScan.joining)."""
+    counts = Rows()
+    pipeline.cql.submit(WINDOW, ["C"], CallbackSink(counts), name="counts")
+    for i, part in enumerate(parts()):
+        land(pipeline, part)
+        rows = Rows()
+        text, role = QUERIES["nurse"]
+        query = pipeline.cql.submit(text, [role], CallbackSink(rows), name=f"nurse{i}")
+        query.process_all_available()
+        assert rows.sorted() == alone(pipeline, "nurse", str(i)), f"joined after part {i}"

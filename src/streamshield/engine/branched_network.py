@@ -291,7 +291,7 @@ class BranchedNetwork(Generic[B]):
         micro-batch, else from its checkpoint (a fresh network has read nothing)."""
         if self._position is not None:
             return self._position
-        position = self.log.position()
+        position = self.log.position() if self.scan is None else self.scan.position()
         return NOTHING if position is None else position
 
     def _history(self, after: int, upto: int) -> DataFrame | None:

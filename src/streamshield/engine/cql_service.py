@@ -378,17 +378,21 @@ class CqlService:
             )
             network = SharedNetwork(parts, self.fuse) if kind is SharedNetwork else kind(parts)
         sql = self._secured(admitted, stream)
-        try:
-            branch = planned(
-                lambda: network.add(name, admitted, sql, _deliverer(sink)), admitted.request.sql
-            )
-        except NotShared:
-            return None
-        if fresh:
-            networks[key] = network
-            self.scans[key] = network.scan  # type: ignore[assignment]
-            with processor.pool():
-                network.start()
+        scan = network.scan
+        assert scan is not None
+        with scan.joining():  # no micro-batch between its catch-up and its first batch
+            try:
+                branch = planned(
+                    lambda: network.add(name, admitted, sql, _deliverer(sink)),
+                    admitted.request.sql,
+                )
+            except NotShared:
+                return None
+            if fresh:
+                networks[key] = network
+                self.scans[key] = scan
+                with processor.pool():
+                    network.start()
         branches[name] = key
         handle = network.branch_handle(name)
         return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]

@@ -25,6 +25,17 @@ none has; the other network's ids jump ahead, and its window nodes, whose stored
 then do not precede the new ids, are rebuilt from the stream's history, as when a branch
 comes back on.
 
+Joining a running scan. A network's (or a branch's) catch-up reads the stream's history
+up to the scan's position, and the scan's micro-batches hand it everything after. So the
+position a fresh network starts from must be exactly what the scan has handed out: the
+ingest batches of every micro-batch dispatched so far (dispatched is not yet committed:
+Spark writes the commit after ``foreachBatch`` returns), and no micro-batch may be
+dispatched between that reading and the network's attaching. A network joins under
+:meth:`StreamScan.joining`, which holds off dispatching; a micro-batch already planned
+then waits and is handed to the new network too (its branches, at the position before
+it, take its rows). Without it, a row ingested just before a query joined a stream whose
+scan was already running for a window was lost to the new selection.
+
 A network's failure in a micro-batch still fails the micro-batch (and so the streaming
 query, for the restart to replay it), but only after every other network has had the
 batch: each network's branches fail alone, as before.
@@ -32,8 +43,9 @@ batch: each network's branches fail alone, as before.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -42,6 +54,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.source_log import SourceLog
 
@@ -55,6 +68,8 @@ class Attached(Protocol):
     def reads(self) -> list[str]: ...
 
     def _process(self, batch: DataFrame, batch_id: int) -> None: ...
+
+    def _known_position(self) -> int: ...
 
 
 def scan_checkpoint(candidates: list[Path]) -> Path:
@@ -93,11 +108,31 @@ class StreamScan:
         self.handle: StreamingQuery | None = None
         self._networks: list[Attached] = []
         self._lock = threading.Lock()
+        self._dispatch = threading.RLock()
+        """Held while a micro-batch is handed to the networks, and while one joins."""
+        self._dispatched: int | None = None
+        """The newest ingest batch of every micro-batch handed out by this process."""
 
     @property
     def networks(self) -> tuple[Attached, ...]:
         with self._lock:
             return tuple(self._networks)
+
+    @contextlib.contextmanager
+    def joining(self) -> Iterator[None]:
+        """No micro-batch is handed out while held: a network reads :meth:`position`,
+        catches up and attaches inside."""
+        with self._dispatch:
+            yield
+
+    def position(self) -> int | None:
+        """The newest ingest batch the scan has handed out (its checkpoint's, before this
+        process dispatched any; None: the checkpoint is unreadable)."""
+        with self._dispatch:
+            committed = self.log.position()
+            if self._dispatched is None or committed is None:
+                return committed
+            return max(committed, self._dispatched)
 
     def attach(self, network: Attached, available_now: bool = False) -> StreamingQuery:
         """``network`` gets every micro-batch from now on; the scan starts with its first
@@ -133,12 +168,15 @@ class StreamScan:
             handle.stop()
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        failure: BaseException | None = None
-        for network in self.networks:
-            try:
-                columns = [F.col(f"`{name}`") for name in network.reads()]
-                network._process(batch.select(*columns), batch_id)
-            except BaseException as err:  # the others still get the batch
-                failure = failure or err
-        if failure is not None:
-            raise failure
+        with self._dispatch:
+            failure: BaseException | None = None
+            for network in self.networks:
+                try:
+                    columns = [F.col(f"`{name}`") for name in network.reads()]
+                    network._process(batch.select(*columns), batch_id)
+                except BaseException as err:  # the others still get the batch
+                    failure = failure or err
+            if failure is not None:
+                raise failure
+            for network in self.networks:  # each read the batch's ingest ids (log or Spark)
+                self._dispatched = max(self._dispatched or NOTHING, network._known_position())
