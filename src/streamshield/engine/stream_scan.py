@@ -127,12 +127,13 @@ class StreamScan:
 
     def position(self) -> int | None:
         """The newest ingest batch the scan has handed out (its checkpoint's, before this
-        process dispatched any; None: the checkpoint is unreadable)."""
-        with self._dispatch:
-            committed = self.log.position()
-            if self._dispatched is None or committed is None:
-                return committed
-            return max(committed, self._dispatched)
+        process dispatched any; None: the checkpoint is unreadable). Takes no lock: a
+        network reads it under its own batch lock, which a micro-batch takes after the
+        scan's (hold :meth:`joining` for a position no micro-batch moves meanwhile)."""
+        committed, dispatched = self.log.position(), self._dispatched
+        if dispatched is None or committed is None:
+            return committed
+        return max(committed, dispatched)
 
     def attach(self, network: Attached, available_now: bool = False) -> StreamingQuery:
         """``network`` gets every micro-batch from now on; the scan starts with its first
