@@ -7,9 +7,13 @@ the same labelled store: two listings of the stream's directory every trigger, t
 logs, two plannings and two reads of every new file, for rows that are the same. Both
 networks' streaming plans are the bare scan (all they compute happens per micro-batch,
 in ``foreachBatch``), so one scan can feed both: each micro-batch is handed to every
-attached network in turn, each reading it with its own schema (the selection network
-reads the scan summaries too), under its own batch lock, positions and branch ledger,
-exactly as its own streaming query handed it over.
+attached network, each reading it with its own schema (the selection network reads the
+scan summaries too), under its own batch lock, positions and branch ledger, exactly as
+its own streaming query handed it over. The networks take it side by side, each in a
+thread of its own that inherits the micro-batch thread's Spark properties (its job
+group, which stopping the query cancels, and its level's scheduler pool): with two
+streaming queries they ran side by side too, and a window subscriber does not wait for
+the selections' delivery.
 
 Positions stay per network and per branch (engine/branch_ledger.py), so whatever the
 scan's checkpoint has read, a network's branch takes exactly the ingest batches it has
@@ -46,12 +50,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.util import inheritable_thread_target
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING
@@ -170,14 +176,23 @@ class StreamScan:
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         with self._dispatch:
-            failure: BaseException | None = None
-            for network in self.networks:
-                try:
-                    columns = [F.col(f"`{name}`") for name in network.reads()]
-                    network._process(batch.select(*columns), batch_id)
-                except BaseException as err:  # the others still get the batch
-                    failure = failure or err
-            if failure is not None:
-                raise failure
-            for network in self.networks:  # each read the batch's ingest ids (log or Spark)
+            networks = self.networks
+
+            def hand(network: Attached) -> None:
+                columns = [F.col(f"`{name}`") for name in network.reads()]
+                network._process(batch.select(*columns), batch_id)
+
+            if len(networks) == 1:
+                hand(networks[0])
+            else:  # side by side; each fails alone, then the batch fails
+                with ThreadPoolExecutor(len(networks), thread_name_prefix=self.name) as pool:
+                    # a wrapper each: each thread gets its own copy of the properties,
+                    # which its job groups then change
+                    inherit = inheritable_thread_target
+                    futures = [pool.submit(inherit(self.spark)(hand), n) for n in networks]
+                    failures = [f.exception() for f in futures]
+                failure = next((f for f in failures if f is not None), None)
+                if failure is not None:
+                    raise failure
+            for network in networks:  # each read the batch's ingest ids (log or Spark)
                 self._dispatched = max(self._dispatched or NOTHING, network._known_position())
