@@ -44,15 +44,19 @@ class SourceLog:
         start = self._log_offset(batch_id - 1) if batch_id > 0 else -1
         return None if start is None else self._ids(start + 1, end)
 
+    def last_batch(self) -> int:
+        """The newest micro-batch committed (-1: none yet)."""
+        commits = self.checkpoint / "commits"
+        return max((int(p.name) for p in commits.glob("*") if p.name.isdigit()), default=-1)
+
     def position(self) -> int | None:
         """The newest ingest batch of every micro-batch committed so far (-1: none yet;
         None: the log is unreadable). Files reach the store in ingest order, so what the
         query has read is exactly the ingest batches up to this one."""
-        commits = self.checkpoint / "commits"
-        done = sorted(int(p.name) for p in commits.glob("*") if p.name.isdigit())
-        if not done:
+        last = self.last_batch()
+        if last < 0:
             return -1
-        end = self._log_offset(done[-1])
+        end = self._log_offset(last)
         ids = None if end is None else self._ids(0, end)
         return None if ids is None else max(ids, default=-1)
 

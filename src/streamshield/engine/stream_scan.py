@@ -82,11 +82,7 @@ def scan_checkpoint(candidates: list[Path]) -> Path:
     """Of the networks' checkpoints, the one that committed the newest micro-batch (the
     first when none has committed any)."""
 
-    def newest(checkpoint: Path) -> int:
-        commits = checkpoint / "commits"
-        return max((int(p.name) for p in commits.glob("*") if p.name.isdigit()), default=-1)
-
-    return max(candidates, key=newest)
+    return max(candidates, key=lambda checkpoint: SourceLog(checkpoint).last_batch())
 
 
 class StreamScan:
@@ -177,6 +173,8 @@ class StreamScan:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         with self._dispatch:
             networks = self.networks
+            if not networks:  # the last one left while the scan stops
+                return
 
             def hand(network: Attached) -> None:
                 columns = [F.col(f"`{name}`") for name in network.reads()]

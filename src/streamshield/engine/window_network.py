@@ -297,9 +297,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         """The network's newest micro-batch (a joining branch's first instant)."""
         if self._last is not None:
             return self._last
-        commits = self.log.checkpoint / "commits"  # its own, or its stream's scan's
-        done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
-        return max(done, default=0)
+        return max(self.log.last_batch(), 0)  # its own checkpoint, or its stream's scan's
 
     # -- parts --------------------------------------------------------------------------------
 
