@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from bench.workload import STREAM
-from streamshield.engine import labels
+from streamshield.engine import labelled_store, labels
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.labelled_store import META_FIELDS, labelled_schema
@@ -155,7 +155,8 @@ def labelled_path(out: Path) -> Path:
 
 
 def read_stream(spark: SparkSession, path: Path, schema) -> DataFrame:
-    return spark.readStream.schema(schema).option("recursiveFileLookup", "true").parquet(str(path))
+    """A labelled stream as the engines read it (label words restored)."""
+    return labelled_store.read_stream(spark, schema, path)
 
 
 def labelled_struct(spark: SparkSession, w: Workload):

@@ -37,6 +37,7 @@ from bench.plots import (
     publish,
 )
 from bench.run import plain_ingest
+from streamshield.engine.labelled_store import read_batches
 from streamshield.engine.secured_view import secured_view
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -71,7 +72,7 @@ def measure(spark: SparkSession, case: Path, w: ec.Workload, copies: int, repeat
     )
     labelled = ec.labelled_path(case / "ss0")
     struct = ec.labelled_struct(spark, w)
-    batch = spark.read.schema(struct).option("recursiveFileLookup", "true").parquet(str(labelled))
+    batch = read_batches(spark, struct, [labelled])
     total = batch.count()
     passed = batch.filter(ec.ss_condition(w)).count()
 

@@ -42,6 +42,7 @@ from bench.plots import (
     markdown_table,
     publish,
 )
+from streamshield.engine.labelled_store import read_batches
 from streamshield.engine.secured_view import secured_view
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -100,7 +101,7 @@ EXPECTED = {
 
 def check_orders(spark: SparkSession, path: Path, w: ec.Workload) -> dict[str, str]:
     """The evaluation order of every plan, read from its physical plan; stops if wrong."""
-    batch = spark.read.schema(ec.labelled_struct(spark, w)).parquet(str(path))
+    batch = read_batches(spark, ec.labelled_struct(spark, w), [path])
     orders = {}
     for plan in PLANS:
         order = predicate_order(physical_plan(build(plan, batch, w, F.col("value") < 50.0)))

@@ -28,7 +28,7 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
@@ -133,8 +133,8 @@ def run(rounds: int, seed: int) -> dict:
 
         struct = labelled_schema(spark, schema.ddl, len(schema.names), roles.width)
         source_dir.mkdir()
-        labelled = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
-        view = secured_view(labelled.parquet(str(source_dir)), schema, roles, ["C"], True)
+        labelled = read_stream(spark, struct, source_dir)
+        view = secured_view(labelled, schema, roles, ["C"], True)
         labelled_view = with_provenance(view, STREAM, provenance)  # what the lead wires in
         query_frame = labelled_view.select(
             "patient_id",

@@ -20,7 +20,7 @@ from bench.revocation_latency import write_section
 from bench.workload import STREAM, hierarchy, write_landing
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
 from streamshield.policy.encoding import RoleCodec
@@ -95,11 +95,7 @@ def run_config(
         spark.read.parquet(str(case / "plain0" / "data")).schema
     ).parquet(str(case / "plain0" / "data"))
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
-    labelled = (
-        spark.readStream.schema(struct)
-        .option("recursiveFileLookup", "true")
-        .parquet(str(job.store.path(STREAM.name)))
-    )
+    labelled = read_stream(spark, struct, job.store.path(STREAM.name))
     view = secured_view(labelled, STREAM, codec, ["r000"])
     q_plain = min(query(spark, plain_frame, case / f"qp{i}") for i in range(2))
     q_secure = min(query(spark, view, case / f"qs{i}") for i in range(2))

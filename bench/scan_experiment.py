@@ -29,7 +29,7 @@ from bench.workload import STREAM, hierarchy, write_landing
 from streamshield.engine import labels, scan_summary
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_batches, read_stream
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
 from streamshield.policy.encoding import RoleCodec
@@ -64,8 +64,9 @@ def main() -> None:
         plain_schema = spark.read.parquet(str(dirs["plain"])).schema
 
         def src(kind):
-            s = plain_schema if kind == "plain" else struct
-            reader = spark.readStream.schema(s).option("recursiveFileLookup", "true")
+            if kind != "plain":
+                return read_stream(spark, struct, dirs[kind])
+            reader = spark.readStream.schema(plain_schema).option("recursiveFileLookup", "true")
             return reader.parquet(str(dirs[kind]))
 
         def same_only(roles):
@@ -117,8 +118,7 @@ def main() -> None:
                     "max": round(max(r), 3),
                 }
             print(json.dumps({case: res}), flush=True)
-        batch = spark.read.schema(struct).option("recursiveFileLookup", "true")
-        batch_new, batch_old = batch.parquet(str(new)), batch.parquet(str(old))
+        batch_new, batch_old = (read_batches(spark, struct, [d]) for d in (new, old))
         for roles in (["r000"], ["r040"], every):
             a = secured_view(batch_old, STREAM, codec, roles).filter(sel).count()
             b = secured_view(batch_new, STREAM, codec, roles).filter(sel).count()

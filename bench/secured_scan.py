@@ -47,7 +47,12 @@ from bench.revocation_latency import write_section
 from bench.workload import STREAM, hierarchy, write_landing
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import META_FIELDS, labelled_schema
+from streamshield.engine.labelled_store import (
+    META_FIELDS,
+    labelled_schema,
+    read_batches,
+    read_stream,
+)
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
 from streamshield.policy.encoding import RoleCodec
@@ -112,8 +117,7 @@ def measure(args: argparse.Namespace) -> dict:
         rows = spark.read.schema(plain_schema).parquet(str(plain_dir)).count()
 
         def labelled() -> DataFrame:
-            source = spark.readStream.schema(struct).option("recursiveFileLookup", "true")
-            return source.parquet(str(secured_dir))
+            return read_stream(spark, struct, secured_dir)
 
         def arms(roles: list[str], selection: Column) -> dict[str, Callable[[], DataFrame]]:
             out = {
@@ -126,8 +130,7 @@ def measure(args: argparse.Namespace) -> dict:
                 k: lambda f=f: f().filter(selection).select("id", "value") for k, f in out.items()
             }
 
-        batch = spark.read.schema(struct).option("recursiveFileLookup", "true")
-        batch = batch.parquet(str(secured_dir))
+        batch = read_batches(spark, struct, [secured_dir])
         warm = arms(["r000"], F.col("value") > 50)  # JIT and file listing: not reported
         for kind, build in warm.items():
             run_noop(build(), work / "warm-up" / kind)

@@ -48,7 +48,7 @@ from bench.secured_scan import cases, load, pairs, plain_copy
 from bench.workload import STREAM, hierarchy, write_landing
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
 from streamshield.policy.encoding import RoleCodec
@@ -145,8 +145,9 @@ def scan_arms(
     schemas = {k: spark.read.parquet(str(d)).schema for k, d in dirs.items() if k != "secured"}
 
     def source(kind: str) -> DataFrame:
-        reader = spark.readStream.option("recursiveFileLookup", "true")
-        reader = reader.schema(struct if kind == "secured" else schemas[kind])
+        if kind == "secured":
+            return read_stream(spark, struct, dirs[kind])
+        reader = spark.readStream.option("recursiveFileLookup", "true").schema(schemas[kind])
         return reader.parquet(str(dirs[kind]))
 
     out = {}

@@ -18,7 +18,7 @@ from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.examples import hospital
-from tests.spark.conformance import STREAMS, Outcome, spark_outcome
+from tests.spark.conformance import STREAMS, Outcome, spark_outcome, stored
 
 ROLE_SETS = [["C"], ["GP"], ["ND"], ["ER"], ["INS"]]
 
@@ -52,11 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         ingest = Ingest(spark, hospital.hierarchy(), STREAMS, hospital.server_policies())
         job = IngestJob(ingest, landing, root)
         job.start(available_now=True, max_files=args.max_files).awaitTermination()
-        frames = {
-            s: [spark.read.parquet(str(job.store.path(s)))]
-            for s in STREAMS
-            if job.store.path(s).exists()
-        }
+        frames = stored(spark, job.store)
         result = {
             "master": spark.sparkContext.master,
             "executors": _executors(spark),

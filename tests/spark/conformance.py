@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from streamshield.engine import labels, scan_summary
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.labelled_store import LabelledStore, restored
 from streamshield.engine.tracker_state import StateStore
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import stream_definitions
@@ -65,6 +66,7 @@ def spark_labelled(
     """
     ingest = Ingest(spark, hospital.hierarchy(), STREAMS, server or hospital.server_policies())
     store = StateStore(tmp / "state")
+    width = RoleCodec(hospital.hierarchy()).width
     collected: dict[str, list] = {name: [] for name in STREAMS}
     for index, batch in enumerate(batches):
         path = tmp / f"batch-{index}.jsonl"
@@ -72,9 +74,22 @@ def spark_labelled(
         frame = spark.read.schema(ELEMENT_SCHEMA).json(str(path))
         states = store.load(index)
         for stream, labelled in ingest.label_batch(frame, states).items():
-            collected[stream].append(labelled.localCheckpoint())  # evaluate once
+            # as every engine reads it, each left-out label word back; evaluated once
+            words = labels.label_names(len(STREAMS[stream].names) + 1, width)
+            layout = [*labelled.columns, *(w for w in words if w not in labelled.columns)]
+            collected[stream].append(restored(labelled, layout).localCheckpoint())
         store.save(index, states)
     return {s: frames for s, frames in collected.items()}
+
+
+def stored(spark: SparkSession, store: LabelledStore) -> dict[str, list]:
+    """What an ingest job stored, per stream, read back as every engine reads it."""
+    width = RoleCodec(hospital.hierarchy()).width
+    return {
+        s: [store.read(spark, STREAMS[s], width, summaries=True)]
+        for s in STREAMS
+        if store.path(s).exists()
+    }
 
 
 def any_reader(n_attributes: int, width: int) -> Column:

@@ -21,9 +21,9 @@ from bench.workload import STREAM, hierarchy
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import scan_summary
+from streamshield.engine import labels, scan_summary
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_batches
 from streamshield.engine.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
@@ -109,7 +109,7 @@ def store(spark: SparkSession, tmp_path_factory) -> LabelledStore:
 
 def labelled(spark: SparkSession, path: Path, stream: StreamDefinition = STREAM):
     struct = labelled_schema(spark, stream.ddl, len(stream.names), CODEC.width, summaries=True)
-    return spark.read.schema(struct).option("recursiveFileLookup", "true").parquet(str(path))
+    return read_batches(spark, struct, [path])
 
 
 def test_every_row_summary_is_what_its_words_say(spark, store) -> None:
@@ -144,3 +144,26 @@ def test_who_reads_what(spark, store) -> None:
     both = secured_view(frame, STREAM, CODEC, ["r129"]).select("id", "value").collect()
     assert {r["id"] for r in both} == set(range(9, 13))
     assert all(r["value"] is None for r in both), "r129 is denied value"
+
+
+def test_a_batch_stores_only_the_label_words_its_rows_need(store) -> None:
+    """policy.stored_words on disk: no attribute word equal to the tuple's in every row,
+    no tuple word zero in every row, every word where a policy is folded per tuple; the
+    tests above read the words back through the restoring reader."""
+    objects = len(STREAM.names) + 1
+    names = labels.label_names(objects, CODEC.width)
+
+    def columns(stream: str) -> set[str]:
+        files = list((store.path(stream) / "batch=0").glob("*.parquet"))
+        assert files, stream
+        found = {n for f in files for n in pq.read_schema(f).names}
+        return found & set(names)
+
+    first = columns(STREAM.name)
+    attributes = {n for n in first if not n.startswith(("_ss_r0_", "_ss_d0_"))}
+    # only `value` has words of its own (r129's deny); `id` and `ts` are the tuple's
+    assert attributes and all(n.startswith("_ss_d2_") for n in attributes), sorted(attributes)
+    assert not any(n.startswith("_ss_d0_") for n in first), "no tuple-level deny: not stored"
+    assert {"_ss_r0_0", "_ss_r0_1", "_ss_r0_2"} <= first, "r000, r064 and r129's words"
+    other = columns(OTHER.name)
+    assert other == set(labels.label_names(len(OTHER.names) + 1, CODEC.width)), "per tuple"

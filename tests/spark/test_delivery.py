@@ -19,7 +19,7 @@ from streamshield.engine import delivery as delivery_module
 from streamshield.engine.delivery import Delivery, _class_plan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.provenance import provenance_column, with_provenance
 from streamshield.engine.secured_view import secured_view
@@ -87,11 +87,7 @@ class Harness:
         schema = STREAMS[stream]
         self.source(stream).mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(session, schema.ddl, len(schema.names), self.roles.width)
-        source = (
-            session.readStream.schema(struct)
-            .option("recursiveFileLookup", "true")
-            .parquet(str(self.source(stream)))
-        )
+        source = read_stream(session, struct, self.source(stream))
         view = secured_view(source, schema, self.roles, ROLES, keep_labels=True)
         return with_provenance(view, stream, PROVENANCE)  # the lead's one-line wiring
 
@@ -138,8 +134,7 @@ class Inbox:
 def expected_rows(harness: Harness, stream: str) -> int:
     """Tuples of one copy of the stream that the query's roles see."""
     schema = STREAMS[stream]
-    struct = labelled_schema(harness.spark, schema.ddl, len(schema.names), harness.roles.width)
-    frame = harness.spark.read.schema(struct).parquet(str(harness.job.store.path(stream)))
+    frame = harness.job.store.read(harness.spark, schema, harness.roles.width)
     return secured_view(frame, schema, harness.roles, ROLES).count()
 
 

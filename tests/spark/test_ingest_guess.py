@@ -15,6 +15,7 @@ from streamshield.engine.ingest_job import IngestJob
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import TupleElement
+from streamshield.policy.encoding import RoleCodec
 from tests.spark.conformance import STREAMS
 from tests.spark.test_ingest_gaps import Feed
 
@@ -62,9 +63,9 @@ def ingest(spark, root: Path, parts: list[list]) -> IngestJob:
 
 
 def stored(spark, job: IngestJob) -> list[tuple]:
-    frame = spark.read.option("recursiveFileLookup", "true").parquet(
-        str(job.store.path("HeartRate"))
-    )
+    """HeartRate's stored rows as every engine reads them (label words restored)."""
+    width = RoleCodec(hospital.hierarchy()).width
+    frame = job.store.read(spark, STREAMS["HeartRate"], width, summaries=True)
     return sorted(tuple(r) for r in frame.select(*sorted(frame.columns)).collect())
 
 

@@ -12,7 +12,7 @@ from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
-from tests.spark.conformance import STREAMS, reference, spark_outcome
+from tests.spark.conformance import STREAMS, reference, spark_outcome, stored
 
 pytestmark = pytest.mark.spark
 ROLE_SETS = [["C"], ["GP"], ["ND"], ["ER"], ["INS"]]
@@ -38,12 +38,7 @@ def run(spark, landing: Path, root: Path) -> IngestJob:
 
 
 def outcome(spark, job: IngestJob, roles):
-    frames = {
-        s: [spark.read.parquet(str(job.store.path(s)))]
-        for s in STREAMS
-        if job.store.path(s).exists()
-    }
-    return spark_outcome(frames, roles)
+    return spark_outcome(stored(spark, job.store), roles)
 
 
 def chunks(elements, size):

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from streamshield.engine import scan_summary
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_batches
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.secured_view import secured_view
 from streamshield.policy.encoding import EncodedAccess, RoleCodec
@@ -48,7 +48,7 @@ def store(spark: SparkSession, tmp_path_factory) -> Path:
 
 def labelled(spark: SparkSession, path: Path) -> DataFrame:
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), CODEC.width, summaries=True)
-    return spark.read.schema(struct).option("recursiveFileLookup", "true").parquet(str(path))
+    return read_batches(spark, struct, [path])
 
 
 def words(row, obj: int) -> EncodedAccess:

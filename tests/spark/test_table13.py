@@ -19,7 +19,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
@@ -84,9 +83,7 @@ def test_diy_peer_returns_the_secured_rows_and_masks(spark: SparkSession, tmp_pa
     job = IngestJob(Ingest(spark, hierarchy(N_ROLES), {STREAM.name: STREAM}), landing, tmp_path)
     job.start(available_now=True).awaitTermination()
     codec = RoleCodec(hierarchy(N_ROLES))
-    struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)
-    labelled = spark.read.schema(struct).option("recursiveFileLookup", "true")
-    labelled = labelled.parquet(str(job.store.path(STREAM.name)))
+    labelled = job.store.read(spark, STREAM, codec.width)
     diy_peer.diy_ingest(spark, landing, tmp_path / "diy")
     data = spark.read.parquet(str(tmp_path / "diy" / "data"))
     seen_masks = 0

@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_batches
 from streamshield.engine.level_processor import POOL
 from streamshield.engine.source_log import SourceLog
 from streamshield.engine.stream_scan import StreamScan
@@ -307,7 +307,7 @@ class BranchedNetwork(Generic[B]):
         ]
         if not folders:
             return None
-        stored = self.spark.read.schema(self._schema()).parquet(*(str(f) for f in folders))
+        stored = read_batches(self.spark, self._schema(), folders)
         return stored if self.feed is None else self.feed(stored)  # as the live rows
 
     def _schema(self) -> StructType:

@@ -75,6 +75,7 @@ from streamshield.policy.reader_range import NO_READER, label_summary
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.policy.rules import Layout, RuleSet, compile_rules, label_words
 from streamshield.policy.shield import Reason
+from streamshield.policy.stored_words import unstored
 
 ELEMENT_SCHEMA = StructType(
     [
@@ -238,10 +239,25 @@ class Ingest:
                 labelled = labelled.select("*", *level) if level else labelled
                 out[stream] = self._summarised(labelled, stream)
             else:
-                ordered = rows.select("*", *_decided_summary()).sortWithinPartitions(LO)
-                labelled = self._label(ordered, stream, per_tuple, keep=SUMMARY_NAMES)
+                summarised = rows.select("*", *_decided_summary())
+                labelled = self._label(summarised, stream, per_tuple, keep=SUMMARY_NAMES)
+                # sorted once labelled: the rows then carry the stored words, not every
+                # word of their policy (192 at 500 roles)
+                labelled = labelled.drop(*self._unstored(stream, policies))
+                labelled = labelled.sortWithinPartitions(LO)
                 out[stream] = labelled.select("*", *level) if level else labelled
         return out
+
+    def _unstored(self, stream: str, policies: Compiled) -> list[str]:
+        """The label columns no row of ``stream`` needs stored in this batch: its rows'
+        words are their policies' finished words or zeros (policy.stored_words)."""
+        layout = self.layout(stream)
+        bodies = [fixed for (s, _), (_, fixed, _) in policies.items() if s == stream]
+        if any(fixed is None for fixed in bodies):  # folded per tuple: words unknown here
+            return []
+        objects = len(layout.objects)
+        names = labels.label_names(objects, layout.width)
+        return [names[i] for i in sorted(unstored(bodies, objects, layout.width))]
 
     def guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
         """The batch labelled in one pass on a guess (see the module's docstring), or
@@ -581,12 +597,7 @@ class Ingest:
         layout = self.layout(stream)
         passed = F.col("reason") == PASS
         zero = F.lit(0).cast("long")
-        names = [
-            name(obj, w)
-            for obj in range(len(layout.objects))
-            for w in range(layout.width)
-            for name in (labels.reader_column, labels.denied_column)
-        ]  # the order of label_columns
+        names = labels.label_names(len(layout.objects), layout.width)  # label_columns' order
         meta = (*CHANNEL, "seq", "tid", "reason", "policy_id")
         fixed = F.col("_ss_fixed")
         parsed = [F.from_json(F.col("values"), schema.ddl).alias("_ss_values"), fixed]

@@ -9,6 +9,13 @@ A replayed batch (crash before the marker) keeps the directories already
 renamed (they are complete, and ingest is deterministic for a batch) and writes only
 the missing ones: nothing is read twice or lost.
 
+A batch stores only the label words it needs (:mod:`streamshield.policy.stored_words`:
+no tuple word that is zero in every row, no attribute word equal to the tuple's in every
+row), so files of one stream differ in their label columns. Every reader therefore
+opens a stream with :func:`read_stream` or :func:`read_batches`, which read it with the
+full labelled schema (a column a file lacks reads NULL, at no cost per row) and
+:func:`restored` puts each left-out word back.
+
 Readers in the same process may :meth:`~LabelledStore.listen`: they are told each batch
 id once its marker is written (the batch is then final), so a shared network reads the
 new batch at once instead of waiting for its file source's next listing.
@@ -18,12 +25,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import threading
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -32,7 +42,7 @@ from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine import scan_summary
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
-from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.labels import label_names
 from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
 
@@ -98,6 +108,21 @@ class LabelledStore:
         """Read it with ``recursiveFileLookup`` (batches are subdirectories)."""
         return self.root / stream
 
+    def read(
+        self,
+        spark: SparkSession,
+        stream: StreamDefinition,
+        width: int,
+        levels: int = 0,
+        summaries: bool = False,
+    ) -> DataFrame:
+        """Every stored row of ``stream`` as a batch frame, label words restored (tests,
+        benches and tools; the engines read with :meth:`per_batch` or
+        :func:`read_stream`)."""
+        struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels, summaries)
+        reader = spark.read.schema(struct).options(**READ_OPTIONS)
+        return restored(reader.parquet(str(self.path(stream.name))))
+
     def per_batch(
         self,
         spark: SparkSession,
@@ -121,8 +146,7 @@ class LabelledStore:
         path = self.path(stream.name)
         path.mkdir(parents=True, exist_ok=True)
         struct = labelled_schema(spark, stream.ddl, len(stream.names), width, levels, summaries)
-        source = spark.readStream.schema(struct).options(**READ_OPTIONS)
-        rows = source.parquet(str(path))
+        rows = read_stream(spark, struct, path)
         writer = at_checkpoint(
             (rows if feed is None else feed(rows)).writeStream.foreachBatch(bounded(process)),
             checkpoint,
@@ -243,13 +267,52 @@ def labelled_schema(
     if ddl not in _DDL_FIELDS:
         _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
     attributes = list(_DDL_FIELDS[ddl])
-    labels = [
-        StructField(name(obj, w), LongType())
-        for obj in range(n_attributes + 1)
-        for w in range(width)
-        for name in (reader_column, denied_column)
-    ]
+    labels = [StructField(n, LongType()) for n in label_names(n_attributes + 1, width)]
     words = [StructField(n, LongType()) for n in level_names(levels)]
     meta = [StructField(n, t) for n, t in META_FIELDS]
     summary = list(scan_summary.FIELDS) if summaries else []
     return StructType(meta + attributes + labels + words + summary)
+
+
+def read_stream(spark: SparkSession, struct: StructType, path: Path | str) -> DataFrame:
+    """A labelled stream as a streaming source, its label words restored."""
+    return restored(spark.readStream.schema(struct).options(**READ_OPTIONS).parquet(str(path)))
+
+
+def read_batches(
+    spark: SparkSession, struct: StructType, folders: Sequence[Path | str]
+) -> DataFrame:
+    """Batch directories of a labelled stream as a batch frame, label words restored."""
+    return restored(spark.read.schema(struct).parquet(*(str(f) for f in folders)))
+
+
+_LABEL = re.compile(r"_ss_([rd])(\d+)_(\d+)")
+
+
+def restored(rows: DataFrame, columns: Sequence[str] | None = None) -> DataFrame:
+    """``rows`` with every label word a batch left out put back: a tuple word as 0, an
+    attribute word as the tuple's (the reference: ``stored_words.restore``). A file that
+    stored every word reads unchanged. ``columns``: the full layout, when ``rows`` (a
+    batch as ingest labels it, not read from files) lacks the columns left out."""
+    names = tuple(columns) if columns is not None else tuple(rows.columns)
+    return rows.select(*_restoring(names, frozenset(rows.columns)))
+
+
+@lru_cache(maxsize=64)
+def _restoring(columns: tuple[str, ...], present: frozenset[str]) -> tuple[Column, ...]:
+    """Built once per layout: hundreds of columns at 500 roles, each a py4j call."""
+    zero = F.lit(0).cast("long")
+
+    def stored(name: str) -> Column:
+        return F.col(name) if name in present else F.lit(None).cast("long")
+
+    def word(name: str) -> Column:
+        match = _LABEL.fullmatch(name)
+        if match is None:
+            return F.col(name)
+        kind, obj, w = match.group(1), int(match.group(2)), int(match.group(3))
+        if obj == 0:
+            return F.coalesce(stored(name), zero).alias(name)
+        return F.coalesce(stored(name), stored(f"_ss_{kind}0_{w}"), zero).alias(name)
+
+    return tuple(word(c) for c in columns)

@@ -160,6 +160,17 @@ def label_columns(acc: Column, layout: Layout, mode: Combine) -> list[Column]:
     return columns
 
 
+def label_names(objects: int, width: int) -> list[str]:
+    """The label columns of ``objects`` objects (the tuple, then each attribute) of
+    ``width`` words, in label column order (``policy.rules.label_words``)."""
+    return [
+        name(obj, w)
+        for obj in range(objects)
+        for w in range(width)
+        for name in (reader_column, denied_column)
+    ]
+
+
 def allows(obj: int, query: Words) -> Column:
     """The secured-view test for one object: readers meet the query, denied misses it."""
     words = {w: (reader_column(obj, w), denied_column(obj, w)) for w in range(len(query))}

@@ -28,7 +28,7 @@ from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.error_conditions import is_condition
-from streamshield.engine.labelled_store import READ_OPTIONS, LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.levels import assert_within
@@ -357,7 +357,7 @@ class QueryService:
         struct = labelled_schema(
             session, schema.ddl, len(schema.names), self.codec.width, words, summaries=True
         )
-        source = session.readStream.schema(struct).options(**READ_OPTIONS).parquet(str(path))
+        source = read_stream(session, struct, path)
         if statistics:
             view = statistics_view(source, schema, self.codec, roles, level=level)
         else:

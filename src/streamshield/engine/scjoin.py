@@ -76,7 +76,7 @@ from streamshield.engine.branch_ledger import owes
 from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
-from streamshield.engine.labelled_store import READ_OPTIONS, LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.levels import level_names, lub_join
 from streamshield.engine.local_frames import local_frame
@@ -283,9 +283,7 @@ class SCJoin:
         for i, side in enumerate(self.sides):
             path = self.store.path(side.stream.name)
             path.mkdir(parents=True, exist_ok=True)
-            source = (
-                self.spark.readStream.schema(structs[i]).options(**READ_OPTIONS).parquet(str(path))
-            )
+            source = read_stream(self.spark, structs[i], path)
             if self.feed is not None:
                 source = self.feed(source)
             parts = [

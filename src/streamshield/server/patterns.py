@@ -49,7 +49,7 @@ from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
 from streamshield.engine.delivery import Delivery, Subscription
-from streamshield.engine.labelled_store import READ_OPTIONS, labelled_schema
+from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.levels import assert_within
 from streamshield.engine.result_store import ResultStore
@@ -373,8 +373,7 @@ class PatternService:
         struct = labelled_schema(
             session, schema.ddl, len(schema.names), layout.width, layout.levels
         )
-        source = session.readStream.schema(struct).options(**READ_OPTIONS)
-        labelled = source.parquet(str(path))  # RunningPattern adds the shepherd above
+        labelled = read_stream(session, struct, path)  # RunningPattern adds the shepherd above
         provenance = self.server.codec.label(stream)
         return labelled_events(labelled, schema, queries.codec, roles, level, provenance, layout)
 

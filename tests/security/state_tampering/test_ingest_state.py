@@ -24,7 +24,7 @@ from streamshield.engine.ingest_consistency import IngestOutOfStep
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.examples import hospital
-from tests.spark.conformance import STREAMS, reference, spark_outcome
+from tests.spark.conformance import STREAMS, reference, spark_outcome, stored
 from tests.spark.test_ingest_job import chunks, land
 
 pytestmark = pytest.mark.spark
@@ -150,7 +150,7 @@ def test_restart_refuses_tampered_state_and_loses_no_tuple(
     restarted.quarantine()  # the documented recovery: relabel from the beginning
     recovered = run(spark, landing, root)
     assert labelled(spark, recovered) == ACCEPTED, "a tuple lost or labelled twice"
-    frames = {s: [spark.read.parquet(str(recovered.store.path(s)))] for s in STREAMS}
+    frames = stored(spark, recovered.store)
     for roles in (["C"], ["GP"], ["ND"]):
         assert spark_outcome(frames, roles) == reference(ELEMENTS, roles)
 
@@ -161,7 +161,7 @@ def test_untampered_restart_labels_every_tuple_exactly_once(spark, labelled_root
     shutil.copytree(template, root)
     resumed = run(spark, landing, root)
     assert labelled(spark, resumed) == ACCEPTED
-    frames = {s: [spark.read.parquet(str(resumed.store.path(s)))] for s in STREAMS}
+    frames = stored(spark, resumed.store)
     assert spark_outcome(frames, ["GP"]) == reference(ELEMENTS, ["GP"])
 
 
