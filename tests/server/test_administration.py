@@ -196,15 +196,14 @@ def test_a_disabled_users_live_session_ends_at_once(server, chief) -> None:
 
 
 def _labels(server, spark) -> dict[int, EncodedAccess]:
-    """Tuple-level labels of every stored ``vitals`` tuple, by tid, as stored on disk."""
-    path = server.service.pipeline.ingest.store.path("vitals")
-    if not path.exists():
+    """Tuple-level labels of every stored ``vitals`` tuple, by tid, as stored on disk and
+    read by every engine (a word a batch left out restored)."""
+    store = server.service.pipeline.ingest.store
+    if not store.path("vitals").exists():
         return {}
-    width = server.service.pipeline.queries.codec.width
-    try:
-        rows = spark.read.option("recursiveFileLookup", "true").parquet(str(path)).collect()
-    except Exception:  # no batch file yet: nothing to infer a schema from
-        return {}
+    queries = server.service.pipeline.queries
+    width = queries.codec.width
+    rows = store.read(spark, queries.streams["vitals"], width).collect()
     return {
         row["id"]: EncodedAccess(
             tuple(row[f"_ss_r0_{w}"] for w in range(width)),

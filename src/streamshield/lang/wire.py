@@ -108,13 +108,18 @@ class _Sp(_Base):
 _ELEMENT = TypeAdapter(Annotated[_Tuple | _Sp, Field(discriminator="type")])
 
 
-_parsed_pattern = lru_cache(maxsize=1024)(parse_pattern)
-"""Patterns are immutable and sps repeat the same few texts (``*``, a role list), while
-one parse costs about a millisecond (lark): secure ingest re-reads every sp of a batch."""
+_parsed_pattern = lru_cache(maxsize=16384)(parse_pattern)
+"""Patterns are immutable and sps repeat their texts (``*``, a role list), while one parse
+costs tens of microseconds to a millisecond (lark): secure ingest re-reads every sp of a
+batch, 10k at one sp per tuple, whose role lists (1-8 of 64 roles) exceed a small cache."""
+CACHED_PATTERN_CHARS = 256
+"""Longer texts (tuple id lists) are parsed each time: the cache holds at most 4 MB."""
 
 
 def _pattern(text: str, where: str):
     try:
+        if len(text) > CACHED_PATTERN_CHARS:
+            return parse_pattern(text)
         return _parsed_pattern(text)
     except CqlError as err:
         # The problem names the limit or the syntax; the pattern itself is not echoed
