@@ -36,17 +36,18 @@ def unstored(words: Iterable[Sequence[int]], objects: int, width: int) -> frozen
     each one of ``words`` need not store; with no ``words`` (nobody passed), every
     column is zero and none need be stored."""
     columns = 2 * width * objects
-    kept: set[int] = set()
-    for row in words:
+    rows = set(map(tuple, words))  # one sp per tuple: 10k bodies a batch, often repeated
+    for row in rows:
         if len(row) != columns:
             raise ValueError(f"a label of {len(row)} words, expected {columns}")
-        for i, word in enumerate(row):
-            if i < 2 * width:
-                if word != 0:
-                    kept.add(i)
-            elif word != row[tuple_index(i, width)]:
-                kept.add(i)
-    return frozenset(range(columns)) - kept
+    if not rows:
+        return frozenset(range(columns))
+    by_column = list(zip(*rows, strict=True))  # compared a column at a time
+    return frozenset(
+        i
+        for i, column in enumerate(by_column)
+        if (not any(column) if i < 2 * width else column == by_column[tuple_index(i, width)])
+    )
 
 
 def restore(stored: Mapping[int, int], objects: int, width: int) -> list[int]:
