@@ -3,7 +3,7 @@
 A stream of 130 roles (a READ block of three words, so bits 63 and 64 and negative words
 occur) with attribute-level policies goes through real secure ingest. Every row's
 summaries must be what its label words say, every file sorted by ``lo``, and the secured
-view, with its range test pushed to Parquet and its masks shortcut by ``same``, must
+view, with its range test pushed to Parquet, must
 return exactly the rows and NULLs an independent test over the words gives, for roles at
 the edges of each word; files written before the summaries existed must read the same.
 """

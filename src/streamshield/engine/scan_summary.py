@@ -1,20 +1,22 @@
-"""Per-tuple summaries of the label that let a secured scan skip and shortcut work.
+"""Per-tuple summaries of the label that let a secured scan skip work.
 
 Written by ingest next to the label words (:func:`with_scan_summary`), read by the
-secured view (:func:`prefilter`, :func:`attribute_test`). Neither replaces a label
-test; each only lets Spark avoid work the label test would have thrown away:
+secured view (:func:`prefilter`). It never replaces a label test; it only lets Spark
+avoid work the label test would have thrown away:
 
 * ``_ss_scan_lo`` / ``_ss_scan_hi``: the lowest and highest bit of the tuple's READ
   reader words (:mod:`streamshield.policy.reader_range`); each file is sorted by ``lo``,
   so a query's range test on them is pushed to Parquet and its page statistics skip
   pages no row of which the query's roles can read;
 * ``_ss_scan_same``: every attribute's reader and denied words equal the tuple's (no sp
-  names attributes: the common case), so on a row the tuple test passed, each attribute
-  test passes too and a mask need not read its attribute's words.
+  names attributes: the common case). The secured view no longer reads it (session 16):
+  a batch now leaves such attribute words out of its files (policy/stored_words.py), so
+  a mask reads missing columns there, and reading ``same`` on every row cost more than
+  the shortcut saved (every-row scan 0.70 -> 0.80 of plain without it). Still written
+  and checked; a candidate for removal.
 
 Files written before these columns existed read NULL there: the range test lets NULL
-through and a NULL ``same`` falls back to the attribute's own test, so such files are
-read exactly as before (tests/spark/test_scan_summary.py).
+through, so such files are read exactly as before (tests/spark/test_scan_summary.py).
 """
 
 from __future__ import annotations
@@ -85,11 +87,3 @@ def prefilter(query: Words, columns: Iterable[str], roles: int) -> Column | None
         return None
     lo, hi = F.col(LO), F.col(HI)
     return (lo.isNull() | (lo <= F.lit(qhi))) & (hi.isNull() | (hi >= F.lit(qlo)))
-
-
-def attribute_test(own: Column, tuple_allows: Column, columns: Iterable[str]) -> Column:
-    """An attribute's mask test: its own label's, or, where every attribute label is the
-    tuple's, the tuple's (the same test, without reading the attribute's words)."""
-    if SAME not in set(columns):
-        return own
-    return (F.col(SAME) & tuple_allows) | own

@@ -115,15 +115,12 @@ class SecuredProjection:
             allowed = labels.allows(obj, read)
             return allowed if delegable is None else allowed & labels.allows(obj, delegable)
 
-        def allows(obj: int) -> Column:
-            """An attribute's test; where the row's attribute labels are its tuple's
-            (``_ss_scan_same``), the tuple's test, without reading the attribute's words."""
-            return scan_summary.attribute_test(own(obj), own(0), labelled_columns)
-
-        # Each mask tests its attribute's label (or the tuple's, the same words): the
-        # tuple test is the Filter below it, and every user predicate lands in that
-        # Filter *after* it (see tuple_test).
-        tests = {obj: allows(obj) for obj in range(1, len(schema.names) + 1)}
+        # Each mask tests its attribute's own label: the tuple test is the Filter below
+        # it, and every user predicate lands in that Filter *after* it (see tuple_test).
+        # A batch without attribute sps stores no attribute words (policy/stored_words),
+        # so there these tests read missing columns, which cost nothing per row; the
+        # ``_ss_scan_same`` shortcut they replaced read a column of its own on every row.
+        tests = {obj: own(obj) for obj in range(1, len(schema.names) + 1)}
         masked = [
             F.when(tests[obj], F.col(name)).alias(name)
             for obj, name in enumerate(schema.names, start=1)
