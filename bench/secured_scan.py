@@ -203,12 +203,13 @@ def reference_visible(codec: RoleCodec, roles: list[str]) -> Column:
 
 READING = """\
 What the secured scan reads (engine/secured_view.py, engine/scan_summary.py): for a READ
-query with 64 roles, the tuple's reader and denied word of the READ block, the row's
-`_ss_scan_same` flag (every attribute label is the tuple's) and, only where that flag is
-false, the reader and denied words of each attribute the query uses. A query whose roles
+query with 64 roles, the tuple's reader and denied word of the READ block and the reader
+and denied words of each attribute the query uses; a batch stores only the words it needs
+(policy/stored_words.py: no attribute word equal to the tuple's, no word zero in every
+row), and a word a file lacks is read as a constant, not per row. A query whose roles
 leave bits out (the few-rows role) also reads `_ss_scan_lo` / `_ss_scan_hi`, the lowest and
 highest READ bit of the tuple's readers: ingest sorts each file by `lo` and writes pages
-of 2,000 rows, and the range test `lo <= max(query bit) AND hi >= min(query bit)` is pushed
+of 10,000 rows, and the range test `lo <= max(query bit) AND hi >= min(query bit)` is pushed
 to Parquet, whose page statistics skip the pages no row of which the query's roles can
 read. The range test never decides (policy/reader_range.py; a property test and the
 conformance suite hold that it keeps every row the bitwise test passes), and files
