@@ -6,9 +6,9 @@ wrote before (no summaries, rows in (provider, seq) order, Parquet's default pag
 the plain copy; then streaming no-op scans of every arm, interleaved (a rotating order,
 one untimed run each first), a row check of old vs new views, and what the summaries and
 the sort add to a write of the labelled rows. Run it under ``flock /tmp/bench.lock``.
-Arms: ``old``/``new`` the secured view over either store; ``new_same_only`` masks that
-take ``same`` alone; ``new_nomask`` the tuple test without masks; ``new_data_only`` the
-new files read without labels (what the sort and the small pages cost the data columns).
+Arms: ``old``/``new`` the secured view over either store; ``new_nomask`` the tuple test
+without masks; ``new_data_only`` the new files read without labels (what the sort and the
+small pages cost the data columns).
 """
 
 from __future__ import annotations
@@ -69,14 +69,6 @@ def main() -> None:
             reader = spark.readStream.schema(plain_schema).option("recursiveFileLookup", "true")
             return reader.parquet(str(dirs[kind]))
 
-        def same_only(roles):
-            q = codec.query(roles)
-            cols = [
-                F.when(F.col(scan_summary.SAME) | labels.allows(o, q), F.col(n)).alias(n)
-                for o, n in enumerate(STREAM.names, start=1)
-            ]
-            return src("new").filter(labels.allows(0, q)).select(*cols)
-
         def no_mask(kind, roles):
             return src(kind).filter(labels.allows(0, codec.query(roles)))
 
@@ -86,7 +78,6 @@ def main() -> None:
                 "plain": lambda: src("plain"),
                 "old": lambda: secured_view(src("old"), STREAM, codec, every),
                 "new": lambda: secured_view(src("new"), STREAM, codec, every),
-                "new_same_only": lambda: same_only(every),
                 "new_nomask": lambda: no_mask("new", every),
                 "new_data_only": lambda: src("new"),
             },
@@ -126,11 +117,10 @@ def main() -> None:
         # what the summaries and the sort add to ingest's write of the labelled rows
         base = batch_old.drop(*(f.name for f in scan_summary.FIELDS)).cache()
         base.count()
-        objects = len(STREAM.names) + 1
         writes = {
             "write_before": lambda: base,
             "write_summaries_sorted": lambda: scan_summary.with_scan_summary(
-                base, objects, codec.width, codec.block_width
+                base, codec.block_width
             ),
         }
         spent = {k: [] for k in writes}

@@ -107,15 +107,8 @@ def summary_disagrees(row, n_objects: int, codec: RoleCodec) -> bool:
     reference of policy.reader_range), when the row has them."""
     if row[scan_summary.LO] is None:
         return False  # read from files without summaries: nothing to check
-    words = [
-        (row[labels.reader_column(obj, w)], row[labels.denied_column(obj, w)])
-        for obj in range(n_objects)
-        for w in range(codec.width)
-    ]
-    read = tuple(words[w][0] for w in codec.block(Privilege.READ))
-    same = all(words[i] == words[i % codec.width] for i in range(len(words)))
-    summary = (row[scan_summary.LO], row[scan_summary.HI], row[scan_summary.SAME])
-    return summary != (*reader_range(read), same)
+    read = tuple(row[labels.reader_column(0, w)] for w in codec.block(Privilege.READ))
+    return (row[scan_summary.LO], row[scan_summary.HI]) != reader_range(read)
 
 
 def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
@@ -143,7 +136,7 @@ def spark_outcome(labelled: dict[str, list], roles: Iterable[str]) -> Outcome:
                 F.coalesce(kept if kept is not None else F.lit(True), F.lit(False)).alias("_kept"),
                 *(c for c in frame.columns if c.startswith(("_ss_r", "_ss_d"))),
                 *(
-                    (scan_summary.LO, scan_summary.HI, scan_summary.SAME)
+                    (scan_summary.LO, scan_summary.HI)
                     if summarised
                     else (F.lit(None).alias(scan_summary.LO),)
                 ),

@@ -63,7 +63,7 @@ from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.scan_summary import HI, LO, SAME, with_scan_summary
+from streamshield.engine.scan_summary import HI, LO, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import WireFormatError, parse_sp
 from streamshield.policy import patterns
@@ -112,8 +112,8 @@ log = logging.getLogger("streamshield.engine")
 CHANNEL = ["stream", "provider"]
 PASS = Reason.PASS.value
 # A compiled policy: its rule rows, and when they ignore the tid its finished label words
-# and their scan summary (lo, hi, same)
-Body = tuple[list[tuple], list[int] | None, tuple[int, int, bool] | None]
+# and their scan summary (lo, hi)
+Body = tuple[list[tuple], list[int] | None, tuple[int, int] | None]
 Compiled = dict[tuple[str, str], Body]  # per (stream, policy id)
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
@@ -316,8 +316,7 @@ class Ingest:
         """The scan summaries computed from each row's label words, each file sorted by
         them (scan_summary): only for a stream with a policy naming tuple ids, whose words
         differ per tuple; every other stream's rows take their policy's summary."""
-        objects = len(self.layout(stream).objects)
-        return with_scan_summary(labelled, objects, self.codec.width, self.codec.block_width)
+        return with_scan_summary(labelled, self.codec.block_width)
 
     def lap(self, name: str, began: float) -> float:
         now = time.perf_counter()
@@ -677,17 +676,16 @@ _DECISIONS = StructType(
         StructField("_ss_fixed", ArrayType(LongType())),  # any other: finished label words
         StructField("_ss_d_lo", IntegerType()),  # and their scan summary
         StructField("_ss_d_hi", IntegerType()),
-        StructField("_ss_d_same", BooleanType()),
     ]
 )
-SUMMARY_NAMES = (LO, HI, SAME)
+SUMMARY_NAMES = (LO, HI)
 
 
 def _decided_summary() -> list[Column]:
     """The scan summary of each decided tuple, from its policy's (``_ss_d_*``) rather
     than from its label words: the words of a tuple are its policy's finished words when
     it passes and all zeros otherwise (see :meth:`Ingest._build_label_columns`), and
-    zeros summarise as no reader, attributes the same. Only for streams whose policies
+    zeros summarise as no reader. Only for streams whose policies
     all ignore the tuple id (a passing tuple then always has its policy's words)."""
     passed = F.col("reason") == PASS
     return [
@@ -697,9 +695,6 @@ def _decided_summary() -> list[Column]:
         F.when(passed, F.coalesce(F.col("_ss_d_hi"), F.lit(NO_READER[1])))
         .otherwise(F.lit(NO_READER[1]))
         .alias(HI),
-        F.when(passed, F.coalesce(F.col("_ss_d_same"), F.lit(True)))
-        .otherwise(F.lit(True))
-        .alias(SAME),
     ]
 
 
@@ -745,7 +740,9 @@ def _decision_rows(
         after = bounds[gap - 1] if gap > 0 else _FIRST
         before = bounds[gap] if gap < len(bounds) else _LAST
         rules, fixed, summary = policies.get((stream, d[6]), none)
-        rows.append((stream, provider, after, before, *rest, rules, fixed, *(summary or none)))
+        rows.append(
+            (stream, provider, after, before, *rest, rules, fixed, *(summary or (None, None)))
+        )
     return rows
 
 

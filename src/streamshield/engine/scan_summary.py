@@ -8,12 +8,12 @@ avoid work the label test would have thrown away:
   reader words (:mod:`streamshield.policy.reader_range`); each file is sorted by ``lo``,
   so a query's range test on them is pushed to Parquet and its page statistics skip
   pages no row of which the query's roles can read;
-* ``_ss_scan_same``: every attribute's reader and denied words equal the tuple's (no sp
-  names attributes: the common case). The secured view no longer reads it (session 16):
-  a batch now leaves such attribute words out of its files (policy/stored_words.py), so
-  a mask reads missing columns there, and reading ``same`` on every row cost more than
-  the shortcut saved (every-row scan 0.70 -> 0.80 of plain without it). Still written
-  and checked; a candidate for removal.
+
+Until session 16 a third summary, ``_ss_scan_same`` (every attribute label is the
+tuple's), let a mask skip its attribute's words. A batch now leaves such words out of
+its files (policy/stored_words.py), so a mask reads missing columns there, and reading
+``same`` on every row cost more than it saved (every-row scan 0.70 -> 0.80 of plain
+without it): it is no longer written, and older files' column is not read.
 
 Files written before these columns existed read NULL there: the range test lets NULL
 through, so such files are read exactly as before (tests/spark/test_scan_summary.py).
@@ -25,19 +25,18 @@ from collections.abc import Iterable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, IntegerType, StructField
+from pyspark.sql.types import IntegerType, StructField
 
-from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.labels import reader_column
 from streamshield.policy.bitset import WORD_BITS, Words
 from streamshield.policy.reader_range import NO_READER, bit_range
 
-LO, HI, SAME = "_ss_scan_lo", "_ss_scan_hi", "_ss_scan_same"
+LO, HI = "_ss_scan_lo", "_ss_scan_hi"
 PREFIX = "_ss_scan_"
 """Not label columns: a query's output never carries them (secured_view drops them)."""
 FIELDS = (
     StructField(LO, IntegerType()),
     StructField(HI, IntegerType()),
-    StructField(SAME, BooleanType()),
 )
 PAGE_ROWS = 10_000
 """Rows per Parquet page of a labelled file: the unit the range test skips. Parquet's
@@ -47,10 +46,9 @@ of every row 0.76 of plain at 10M rows against 0.95 at 10,000, while a role read
 of the rows went from 1.06 to 1.00 (session 16, bench.table13 --sections scans)."""
 
 
-def summary_columns(objects: int, width: int, block_width: int) -> list[Column]:
-    """``lo``, ``hi`` and ``same`` from the label columns of ``objects`` objects (the
-    tuple, then each attribute) of ``width`` words, the READ block being the first
-    ``block_width``."""
+def summary_columns(block_width: int) -> list[Column]:
+    """``lo`` and ``hi`` from the tuple's label columns, the READ block being its first
+    ``block_width`` words."""
     lows, highs = [], []
     for w in range(block_width):
         word = F.col(reader_column(0, w))
@@ -62,17 +60,12 @@ def summary_columns(objects: int, width: int, block_width: int) -> list[Column]:
         highs.append(F.when(word != 0, F.length(F.bin(word)) - 1 + WORD_BITS * w))
     lo = F.coalesce(*lows, F.lit(NO_READER[0])).cast("int")
     hi = F.coalesce(*reversed(highs), F.lit(NO_READER[1])).cast("int")
-    same = F.lit(True)
-    for obj in range(1, objects):
-        for w in range(width):
-            for name in (reader_column, denied_column):
-                same = same & F.col(name(obj, w)).eqNullSafe(F.col(name(0, w)))
-    return [lo.alias(LO), hi.alias(HI), same.alias(SAME)]
+    return [lo.alias(LO), hi.alias(HI)]
 
 
-def with_scan_summary(labelled: DataFrame, objects: int, width: int, block_width: int) -> DataFrame:
+def with_scan_summary(labelled: DataFrame, block_width: int) -> DataFrame:
     """Labelled rows with their summaries, each partition (one file) sorted by ``lo``."""
-    summary = summary_columns(objects, width, block_width)
+    summary = summary_columns(block_width)
     return labelled.select("*", *summary).sortWithinPartitions(LO)
 
 

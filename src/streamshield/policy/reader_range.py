@@ -58,19 +58,15 @@ def may_meet(lo: int | None, hi: int | None, query: Words) -> bool:
 
 def label_summary(
     words: Sequence[int], objects: int, width: int, block_width: int
-) -> tuple[int, int, bool]:
-    """``(lo, hi, same)`` of a finished label (the stored word order: per object, the
-    tuple first, and word, its readers then its denied word), as the scan summary
-    columns would compute them row by row.
+) -> tuple[int, int]:
+    """``(lo, hi)`` of a finished label (the stored word order: per object, the tuple
+    first, and word, its readers then its denied word), as the scan summary columns
+    would compute them row by row.
 
     Ingest computes it once per distinct policy on the driver instead of per tuple: a
     policy whose rules ignore the tuple id gives every tuple of its segment the same
     words, so the same summary (and all-zero words, a denied tuple, give
-    ``(*NO_READER, True)``)."""
-    stride = 2 * width
-    if len(words) != objects * stride:
+    ``NO_READER``)."""
+    if len(words) != objects * 2 * width:
         raise ValueError("label words do not match the layout")
-    lo, hi = reader_range(tuple(words[2 * w] for w in range(block_width)))
-    flat = list(words)
-    same = all(flat[o * stride : (o + 1) * stride] == flat[:stride] for o in range(1, objects))
-    return lo, hi, same
+    return reader_range(tuple(words[2 * w] for w in range(block_width)))

@@ -3,11 +3,10 @@ expression, or show a row its words hide.
 
 The same attack as test_hidden_rows_reach_no_expression (an ANSI cast that fails on a
 hidden row's value), over files that carry the summaries ingest writes: the range test
-is pushed to Parquet beneath the tuple test and each mask may take the tuple's test
-when ``same`` says the attribute labels are the tuple's. Row 2 is hidden from ND and
-its attributes share its label (``same`` true), so only the Filter stands between its
-rate of 200.0 and ND's cast. Summaries that claim more than the words (a range covering
-every role) must not show a row either: the bitwise test always decides.
+is pushed to Parquet beneath the tuple test. Row 2 is hidden from ND and its attributes
+share its label, so only the Filter stands between its rate of 200.0 and ND's cast.
+Summaries that claim more than the words (a range covering every role) must not show a
+row either: the bitwise test always decides.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ def _rows(forged: bool) -> list[tuple]:
             for x in (readers[w], nobody[w])
         ]
         lo, hi = reader_range(readers[: CODEC.block_width])
-        summary = (0, 10**6, True) if forged else (lo, hi, True)
+        summary = (0, 10**6) if forged else (lo, hi)
         reason = "pass" if roles else "no policy"
         return ("Vitals", "p", seq, str(seq), reason, "policy", seq, rate, seq, *words, *summary)
 
