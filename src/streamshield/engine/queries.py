@@ -29,7 +29,7 @@ from streamshield.engine.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
-from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.labels import label_names
 from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.levels import assert_within
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -331,11 +331,7 @@ class QueryService:
 
     def _label_columns(self) -> list[str]:
         """Tuple label and provenance words: what a query's output rows carry on."""
-        return [
-            column(0, w)
-            for w in range(self.codec.width)
-            for column in (reader_column, denied_column)
-        ] + self._provenance_columns()
+        return label_names(1, self.codec.width) + self._provenance_columns()
 
     def _provenance_columns(self) -> list[str]:
         return [provenance_column(w) for w in range(self.provenance.width)]

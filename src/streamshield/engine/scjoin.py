@@ -77,7 +77,7 @@ from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
-from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.labels import denied_column, label_names, reader_column
 from streamshield.engine.levels import level_names, lub_join
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.secured_view import tuple_test
@@ -359,12 +359,7 @@ class SCJoin:
         """A window with every column under its side's prefix, attributes in one struct."""
         p, side = SIDES[i], self.sides[i]
         n = len(side.stream.names)
-        labels = [
-            F.col(column(obj, w)).alias(p + column(obj, w)[4:])
-            for obj in range(n + 1)
-            for w in range(self.codec.width)
-            for column in (reader_column, denied_column)
-        ]
+        labels = [F.col(c).alias(p + c[4:]) for c in label_names(n + 1, self.codec.width)]
         sources = [
             F.col(c).alias(p + c[4:])
             for c in window.columns
