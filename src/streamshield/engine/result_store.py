@@ -363,11 +363,15 @@ class StoringSink:
     ) -> None:
         """The batch stored as a link into a shared network's one write of all its
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
-        ``rows``: plans the link's rows as the network read them (for their schema),
-        called only when someone listens."""
+        ``rows``: plans the link's rows over those same files as the network read them,
+        called only when someone listens. Delivered from that plan rather than from
+        :meth:`ResultStore.read` of the link: the rows are the same (the same files, the
+        same rebuild), and the network's read knows their schema, where reading the link
+        again plans the rebuild twice and infers the files' schema with a Spark job, on
+        the path from a landing to its subscriber."""
         self.store.link(batch_id, files, column, layout)  # stored first: nothing owed
         if self.wanted():
-            self.deliver(self.store.read(batch_id, rows()), batch_id)
+            self.deliver(rows(), batch_id)
 
 
 class ResultFollower:

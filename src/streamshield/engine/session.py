@@ -40,6 +40,7 @@ def spark_session(
         .config("spark.driver.memory", DRIVER_MEMORY)
         .config(CONSTRAINT_PROPAGATION, "false")
         .config(LISTING_THRESHOLD, "1000000")
+        .config(CALL_SITES, "false")
     )
     for key, value in {**THREAD_CAPS, **STATUS_RETENTION}.items():
         builder = builder.config(key, value)
@@ -99,6 +100,16 @@ cloud-auditing self-join (7 attributes a side, 3 label words) ``PruneFilters`` a
 batch plans in under a second (docs/chinese-wall.md, "Why the joins were slow"). It only
 infers extra ``isnotnull`` filters, which change no result."""
 
+
+CALL_SITES = "spark.python.sql.dataFrameDebugging.enabled"
+"""Off: PySpark then records no Python call site for every DataFrame function called.
+On (its default), each ``F.col``, ``select`` or ``when`` makes four more Py4J round trips
+(the active session, the origin class, a conf read, setting and clearing the origin),
+only so that an analysis error can name the Python line that built the failing column.
+The engine builds its plans per micro-batch (label projections, decision joins, branch
+rebuilds, delivery): with call sites on, ~0.05 s of a small ingest batch's 0.22 s of
+planning was this bookkeeping (``bench.landing_latency``, docs/results.md). Errors keep
+their message and SQL context."""
 
 LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 """Never list directories with a Spark job. Spark lists a directory's subdirectories
