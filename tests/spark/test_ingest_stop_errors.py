@@ -50,7 +50,7 @@ def _stop_during_a_failing_batch(spark, tmp_path: Path, fail) -> object:
     )
     entered, go = threading.Event(), threading.Event()
 
-    def write_batch(batch_id, frames, check=None):
+    def write_batch(batch_id, frames, check=None, small=False):
         entered.set()
         go.wait(60)
         fail()

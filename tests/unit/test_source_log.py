@@ -52,3 +52,14 @@ def test_anything_unexpected_is_unknown_not_guessed(tmp_path) -> None:
     assert SourceLog(tmp_path).position() is None
     assert ingest_id("file:///elsewhere/part-0.parquet") is None
     assert ingest_id("file:///store/s/batch=12/part-0.parquet") == 12
+
+
+def test_the_files_of_each_micro_batch(tmp_path) -> None:
+    """What ingest sizes a micro-batch by: its ``foreachBatch`` frame names no files."""
+    checkpoint(tmp_path, {0: 0, 1: 2}, {0: [0, 1], 1: [3], 2: [4]}, done=0)
+    log = SourceLog(tmp_path)
+    assert [ingest_id(f) for f in log.files(0) or []] == [0, 1]
+    assert [ingest_id(f) for f in log.files(1) or []] == [3, 4]
+    assert log.files(2) is None, "no offset written for it: unknown"
+    (tmp_path / "sources" / "0" / "2").unlink()
+    assert log.files(1) is None, "a log file gone: unknown, never a partial list"

@@ -13,11 +13,9 @@ does not start while the checkpoint, the labelled store and the shield state dis
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
@@ -29,6 +27,8 @@ from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
+from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
+from streamshield.engine.source_log import SourceLog
 from streamshield.engine.tracker_state import ChannelState, ShieldStateError, StateStore
 from streamshield.policy.elements import Channel
 
@@ -36,14 +36,6 @@ log = logging.getLogger("streamshield.engine")
 GUESS_BYTES = 8 << 20
 """Landed bytes up to which a batch is labelled in one pass (a guess, engine/ingest.py):
 a wrong guess costs its write, and each stream's write reads the files again (no cache)."""
-
-
-def _size(uri: str) -> int:
-    """Bytes of an input file (``file:`` URI or path); unknown counts as large."""
-    try:
-        return os.path.getsize(urlparse(uri).path if uri.startswith("file:") else uri)
-    except OSError:
-        return GUESS_BYTES + 1
 
 
 class IngestJob:
@@ -95,10 +87,12 @@ class IngestJob:
             raise
         try:
             began = time.perf_counter()
-            written = self._guessed(batch, batch_id, states)
+            landed = self._landed(batch_id)
+            written = self._guessed(batch, batch_id, states, landed)
             if written is None:  # no guess, or a wrong one: the passes label the batch
                 guessing = time.perf_counter() - began
-                written = self._write(batch_id, self.ingest.label_batch(batch, states))
+                frames = self.ingest.label_batch(batch, states)
+                written = self._write(batch_id, frames, small=landed <= SMALL_BYTES)
                 self.ingest.passes["no guess or a wrong one"] = guessing
             began = time.perf_counter()
             self.state.save(batch_id, states)
@@ -108,41 +102,44 @@ class IngestJob:
             self.ingest.release()
 
     def _guessed(
-        self, batch: DataFrame, batch_id: int, states: dict[Channel, ChannelState]
+        self,
+        batch: DataFrame,
+        batch_id: int,
+        states: dict[Channel, ChannelState],
+        landed: int,
     ) -> dict[str, Observation | None] | None:
         """The batch labelled and written in one pass (Ingest.guess_batch), or None when
         there is no guess, a replay (part of the batch is in place) or a wrong guess
-        (nothing was installed, ``states`` untouched)."""
+        (nothing was installed, ``states`` untouched). A wrong guess costs a write thrown
+        away: only batches of ``landed`` <= GUESS_BYTES are guessed."""
         streams = tuple(self.ingest.streams)
-        if not (self.guess and self.store.untouched(batch_id, streams) and self._small(batch)):
+        if not (self.guess and landed <= GUESS_BYTES and self.store.untouched(batch_id, streams)):
             return None
         guess = self.ingest.guess_batch(batch, states)
         if guess is None:
             return None
-        written = self._write(batch_id, guess.frames, guess.holds)
+        written = self._write(batch_id, guess.frames, guess.holds, landed <= SMALL_BYTES)
         if written is None:
             log.info("batch %d was not as guessed: labelled by the passes", batch_id)
             return None
         guess.advance(states)
         return written
 
-    @staticmethod
-    def _small(batch: DataFrame) -> bool:
-        """A wrong guess costs a write thrown away: only small batches are guessed."""
-        try:
-            files = batch.inputFiles()
-        except Exception:  # not a plain file scan: no guess
-            return False
-        return sum(_size(f) for f in files) <= GUESS_BYTES
+    def _landed(self, batch_id: int) -> int:
+        """The bytes batch ``batch_id`` reads from the landing zone, counted up to just
+        past GUESS_BYTES (past it when its checkpoint cannot say)."""
+        files = SourceLog(self.checkpoint).files(batch_id)
+        return GUESS_BYTES + 1 if files is None else total_bytes(files, GUESS_BYTES)
 
     def _write(
         self,
         batch_id: int,
         frames: dict[str, DataFrame],
         check: Callable[[], bool] | None = None,
+        small: bool = False,
     ) -> dict[str, Observation | None] | None:
-        """Writes the batch (None: ``check`` refused it); each written stream with the
-        observation of its counts (None: nobody counts)."""
+        """Writes the batch (None: ``check`` refused it; ``small``: from the driver);
+        each written stream with the observation of its counts (None: nobody counts)."""
         observed: dict[str, Observation] = {}
         if self.on_counts is not None:
             for stream, frame in frames.items():
@@ -153,7 +150,7 @@ class IngestJob:
                     F.count_if(F.col("reason") == PASS).alias("accepted"),
                 )
         began = time.perf_counter()
-        written = self.store.write_batch(batch_id, frames, check)
+        written = self.store.write_batch(batch_id, frames, check, small)
         self.ingest.lap("label+write", began)
         return None if written is None else {s: observed.get(s) for s in written}
 

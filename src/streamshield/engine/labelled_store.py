@@ -43,6 +43,7 @@ from streamshield.engine import scan_summary
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.labels import label_names
+from streamshield.engine.small_writes import write_parquet
 from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
 
@@ -172,12 +173,15 @@ class LabelledStore:
         batch_id: int,
         frames: dict[str, DataFrame],
         check: Callable[[], bool] | None = None,
+        small: bool = False,
     ) -> list[str] | None:
         """Write every stream's labelled rows of one batch, each all or nothing; returns
         the streams written now (a replayed batch's earlier writes are kept as they are).
 
         Every stream is staged before any is put in place; ``check`` (asked then) may
-        refuse the staged rows: they are dropped, nothing is installed, and None says so."""
+        refuse the staged rows: they are dropped, nothing is installed, and None says so.
+        ``small``: the batch is small enough to be written from the driver
+        (:mod:`~streamshield.engine.small_writes`)."""
         written: list[str] = []
         if self.committed(batch_id):
             return written
@@ -190,10 +194,9 @@ class LabelledStore:
                 staging = self.tmp / f"{batch_id}-{stream}"
                 staged.append((stream, staging, target))
                 shutil.rmtree(staging, ignore_errors=True)
-                writer = frame.write.mode("overwrite")
                 # small pages: the unit a secured scan's range test skips (scan_summary)
-                writer = writer.option("parquet.page.row.count.limit", scan_summary.PAGE_ROWS)
-                writer.parquet(str(staging))
+                pages = {"parquet.page.row.count.limit": str(scan_summary.PAGE_ROWS)}
+                write_parquet(frame, staging, small=small, sorted_by=scan_summary.LO, **pages)
                 for marker in staging.glob("*.crc"):
                     marker.unlink()
             refused = check is not None and not check()

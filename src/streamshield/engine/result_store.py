@@ -61,6 +61,7 @@ from pyspark.sql import functions as F
 
 from streamshield.durable import fsync_dir, fsync_tree, replace_durably, write_atomic
 from streamshield.engine.fused_branches import rebuild, select_layout
+from streamshield.engine.small_writes import write_parquet
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
@@ -95,14 +96,15 @@ class ResultStore:
             marker.unlink()
         self._install(staging, batch_id)
 
-    def add(self, frame: DataFrame, batch_id: int) -> list[str]:
+    def add(self, frame: DataFrame, batch_id: int, small: bool = False) -> list[str]:
         """Execute ``frame`` and store it as one more write of batch ``batch_id``, beside
         the writes stored under that id before; the files of this write (a shared
         network's pass). A replayed pass must not replace an earlier one: branches that
         had the batch before the crash link that one's files, while those that had not
-        link this one's, whose bits mean other branches."""
+        link this one's, whose bits mean other branches. ``small``: written from the
+        driver (:mod:`~streamshield.engine.small_writes`)."""
         staging = self._staging / f"{batch_id}.{uuid.uuid4().hex}"
-        frame.write.mode("overwrite").parquet(str(staging))
+        write_parquet(frame, staging, small=small)
         for marker in staging.glob("*.crc"):
             marker.unlink()
         names = sorted(p.name for p in staging.glob("*.parquet"))

@@ -99,6 +99,7 @@ from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
 from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.label_propagation import levels_copied
 from streamshield.network.from_query import operator_tree
@@ -117,6 +118,8 @@ NETWORK_KEEP = 2 * DEFAULT_KEEP
 which are among the network's newest unless the branch sat out many of them."""
 PUSH_STOP_SECONDS = 60.0
 """How long stopping a network waits for a push under way (it hands over one batch)."""
+SMALL_BATCHES = 64
+"""At most this many ingest batches in a pass written from the driver (each is listed)."""
 
 
 @dataclass
@@ -349,7 +352,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
             if alone and (len(alone) > 1 or fused):  # a shared scan: read its files once
                 batch = batch.persist()
                 cached.append(batch)
-            outputs, linked = self._fused_outputs(batch, fused, cached, newest)
+            small = self._small(oldest, newest)
+            outputs, linked = self._fused_outputs(batch, fused, cached, newest, small)
             alone.update({n: b for n, b in fused.items() if n not in outputs and n not in linked})
             shared = {n: b for n, b in alone.items() if n in together}
             inputs = self._shared_inputs(batch, shared, cached)
@@ -361,13 +365,28 @@ class SharedNetwork(BranchedNetwork[Branch]):
             for df in cached:
                 df.unpersist()
 
+    def _small(self, oldest: int, newest: int) -> bool:
+        """Whether the stored ingest batches ``oldest..newest`` are small enough for
+        their pass to be written from the driver (engine/small_writes.py)."""
+        if newest - oldest >= SMALL_BATCHES:
+            return False
+        ids = range(oldest, newest + 1)
+        files = [f for i in ids for f in self.labelled.files(self.stream.name, i)]
+        return total_bytes(files) <= SMALL_BYTES
+
     def _fused_outputs(
-        self, batch: DataFrame, fused: dict[str, Branch], cached: list[DataFrame], output_id: int
+        self,
+        batch: DataFrame,
+        fused: dict[str, Branch],
+        cached: list[DataFrame],
+        output_id: int,
+        small: bool = False,
     ) -> tuple[dict[str, DataFrame], dict[str, Linked]]:
         """The outputs of the branches that run together, from one pass over the batch,
         and those stored as links into the network's one write of that pass instead
         (branch -> the written files and its rows, planned only if someone listens: the
-        branch's sink then runs no job and plans nothing of its own).
+        branch's sink then runs no job and plans nothing of its own). ``small``: the
+        pass is written from the driver.
 
         With several branches, or any sink that takes a link, the pass is executed here
         (written to the network's store, or cached), so that one branch's failing
@@ -386,7 +405,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         files: list[str] = []
         try:
             if linking:
-                files = self.store.add(wide, output_id)
+                files = self.store.add(wide, output_id, small)
                 wide = wide.sparkSession.read.schema(wide.schema).parquet(*files)
             elif len(fused) > 1:
                 wide = wide.persist()

@@ -60,18 +60,35 @@ class SourceLog:
         ids = None if end is None else self._ids(0, end)
         return None if ids is None else max(ids, default=-1)
 
+    def files(self, batch_id: int) -> list[str] | None:
+        """The files micro-batch ``batch_id`` read (None: the log is unreadable). A
+        micro-batch's frame cannot say (``inputFiles`` of a ``foreachBatch`` frame is
+        empty), the log can."""
+        end = self._log_offset(batch_id)
+        start = self._log_offset(batch_id - 1) if batch_id > 0 else -1
+        if end is None or start is None:
+            return None
+        return self._found(start + 1, end)
+
     def _ids(self, first: int, last: int) -> frozenset[int] | None:
         """The ingest batches of the files found at log offsets ``first..last``."""
-        ids: set[int] = set()
+        paths = self._found(first, last)
+        if paths is None:
+            return None
+        found = [ingest_id(path) for path in paths]
+        if None in found:
+            return None
+        return frozenset(i for i in found if i is not None)
+
+    def _found(self, first: int, last: int) -> list[str] | None:
+        """The files found at log offsets ``first..last``."""
+        out: list[str] = []
         for offset in range(first, last + 1):
             paths = self._files(offset)
             if paths is None:
                 return None
-            found = [ingest_id(path) for path in paths]
-            if None in found:
-                return None
-            ids.update(i for i in found if i is not None)
-        return frozenset(ids)
+            out += paths
+        return out
 
     def _log_offset(self, batch_id: int) -> int | None:
         try:
