@@ -170,3 +170,33 @@ def test_a_batch_stores_only_the_label_words_its_rows_need(store) -> None:
     assert {"_ss_r0_0", "_ss_r0_1", "_ss_r0_2"} <= first, "r000, r064 and r129's words"
     other = columns(OTHER.name)
     assert other == set(labels.label_names(len(OTHER.names) + 1, CODEC.width)), "per tuple"
+
+
+def test_late_tuples_are_found_alike_with_a_literal_map_or_a_broadcast_table(
+    spark, tmp_path, monkeypatch
+) -> None:
+    """A few channels' processed seqs ride in the plan as a map literal, many in a
+    broadcast table: the same tuples are late either way (here: seq 5 of channel a)."""
+
+    def reasons(root: Path) -> set[tuple]:
+        ingest = Ingest(spark, hierarchy(N_ROLES), STREAMS)
+        states: dict = {}
+        out: set[tuple] = set()
+        for index, batch in enumerate(batches()):
+            path = root / f"batch-{index}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(to_line(e) for e in batch) + "\n")
+            frames = ingest.label_batch(spark.read.schema(ELEMENT_SCHEMA).json(str(path)), states)
+            try:
+                for frame in frames.values():
+                    rows = frame.select("provider", "seq", "reason").collect()
+                    out |= {(index, *row) for row in rows}
+            finally:
+                ingest.release()
+        return out
+
+    literal = reasons(tmp_path / "literal")
+    monkeypatch.setattr("streamshield.engine.ingest.LITERAL_CHANNELS", 0)
+    broadcast = reasons(tmp_path / "broadcast")
+    assert literal == broadcast
+    assert (1, "a", 5, Reason.OUT_OF_ORDER.value) in literal

@@ -119,6 +119,8 @@ SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sig
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 GUESSED_CHANNELS = 64
 """At most this many channels in a one-pass guess (one observed aggregate each)."""
+LITERAL_CHANNELS = 256
+"""Up to this many channels, a batch's processed seqs are a map literal, not a table."""
 GUESSED_DECLARATIONS = 256
 """No guess after a batch whose tuples passed under more declarations than this (each is
 tried on a copy of its channel's tracker on the driver)."""
@@ -324,17 +326,28 @@ class Ingest:
         return now
 
     def _mark_late(self, elements: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
-        """Elements at or below their channel's processed seq came too late: out of order."""
-        processed = local_frame(
-            self.spark,
-            [(c.stream, c.provider, s.last_seq) for c, s in states.items()],
-            _schema("stream string, provider string, last_seq long"),
-        )
-        return (
-            elements.join(F.broadcast(processed), CHANNEL, "left")
-            .withColumn("late", F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1)))
-            .drop("last_seq")
-        )
+        """Elements at or below their channel's processed seq came too late: out of order.
+
+        Up to :data:`LITERAL_CHANNELS` channels, their processed seqs are a map literal
+        in the plan: no table to build and broadcast (a Spark job of its own on every
+        batch, on a small landing's way to its subscriber). More: a broadcast join."""
+        processed = [(c.stream, c.provider, s.last_seq) for c, s in states.items()]
+        if len(processed) > LITERAL_CHANNELS:
+            table = local_frame(
+                self.spark, processed, _schema("stream string, provider string, last_seq long")
+            )
+            return (
+                elements.join(F.broadcast(table), CHANNEL, "left")
+                .withColumn("late", F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1)))
+                .drop("last_seq")
+            )
+        last_seq = F.lit(None).cast("long")
+        if processed:
+            seqs = F.create_map(
+                *(x for s, p, n in processed for x in (_channel_key(F.lit(s), F.lit(p)), F.lit(n)))
+            )
+            last_seq = F.try_element_at(seqs, _channel_key(F.col("stream"), F.col("provider")))
+        return elements.withColumn("late", F.col("seq") <= F.coalesce(last_seq, F.lit(-1)))
 
     @staticmethod
     def _elements(elements: DataFrame) -> DataFrame:
@@ -654,6 +667,10 @@ def _fixed_words(rules: RuleSet) -> list[int] | None:
     if any(not isinstance(rule.tuples, patterns.Any) for rule in rules.rules):
         return None
     return label_words(rules, None)
+
+
+def _channel_key(stream: Column, provider: Column) -> Column:
+    return F.struct(stream.cast("string").alias("s"), provider.cast("string").alias("p"))
 
 
 def _schema(ddl: str) -> StructType:
