@@ -20,6 +20,7 @@ import pytest
 
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
+from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.examples import hospital
@@ -38,6 +39,28 @@ QUERIES = {  # name -> (text, role)
     "gp_rows": ("SELECT patient_id, ts FROM HeartRate [ROWS 2]", "GP"),
     "gp_now_late": ("SELECT patient_id, ts FROM HeartRate [NOW]", "GP"),
     "off": ("SELECT beats_per_min FROM HeartRate [RANGE 30]", "C"),
+    # CW Figs. 3-5 over the RANGE node: all three share ``beats_per_min >= 71``, the last
+    # two all of ``beats_per_min >= 71 AND ts > 0``; nurses read no ts (it is NULL in
+    # their view), so the shared filter's raw ``ts > 0`` must not choose a row for them
+    "c_high": (
+        "SELECT patient_id, beats_per_min, ts FROM HeartRate [RANGE 30] "
+        "WHERE beats_per_min >= 71 AND patient_id = 120",
+        "C",
+    ),
+    "gp_high": (
+        "SELECT patient_id, ts FROM HeartRate [RANGE 30] WHERE beats_per_min >= 71 AND ts > 0",
+        "GP",
+    ),
+    "nd_high": (
+        "SELECT patient_id FROM HeartRate [RANGE 30] WHERE ts > 0 AND beats_per_min >= 71",
+        "ND",
+    ),
+    # and over C's ROWS node: an aggregate and a selection share their WHERE
+    "c_rows_high": ("SELECT patient_id FROM HeartRate [ROWS 2] WHERE beats_per_min >= 71", "C"),
+    "c_rows_high_count": (
+        "SELECT count(*) AS n FROM HeartRate [ROWS 2] WHERE beats_per_min >= 71",
+        "C",
+    ),
 }
 WARD_Z = """
 INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:C;
@@ -101,8 +124,19 @@ def _network(
     return network
 
 
-def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path) -> None:
+def test_branches_over_shared_windows_equal_their_queries_alone(
+    parts, tmp_path, monkeypatch
+) -> None:
     pipeline, rest = parts
+    shared_selects: list[int] = []
+
+    def counting(network, names, leaves, stream, cached):
+        before = len(cached)
+        out = selected_frames(network, names, leaves, stream, cached)
+        shared_selects.append(len(cached) - before)
+        return out
+
+    monkeypatch.setattr("streamshield.engine.window_network.selected_frames", counting)
     spark = pipeline.queries.spark
     active = {name for name in QUERIES if name not in OFF}
     alone = {name: Rows() for name in QUERIES if name not in OFF}
@@ -130,8 +164,8 @@ def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path)
         assert shared[name].sorted() == sink.sorted(), name
     # one RANGE node for both rights, a ROWS node per visibility (the count shares C's)
     assert sorted(sorted(members) for members in nodes.values()) == [
-        ["c_range", "gp_range", "off"],
-        ["c_rows", "c_rows_count"],
+        ["c_high", "c_range", "gp_high", "gp_range", "nd_high", "off"],
+        ["c_rows", "c_rows_count", "c_rows_high", "c_rows_high_count"],
         ["gp_rows"],
     ]
     assert len(list((net_root / "nodes").iterdir())) == 3, "one state per window node"
@@ -141,6 +175,12 @@ def test_branches_over_shared_windows_equal_their_queries_alone(parts, tmp_path)
     assert (120, 80.0, 950) in gp, "a hidden newer tuple evicts none of GP's"
     assert (120, 80.0, 950) not in c, "C's own clock (1000) evicted it from C's window"
     assert shared["gp_now_late"].rows, "a late branch catches up with the history"
+    # per micro-batch and node: RANGE two shared selects, C's ROWS node one, others none
+    assert {1, 2} <= set(shared_selects) <= {0, 1, 2}
+    assert shared["c_high"].rows and shared["gp_high"].rows
+    assert {r[0] for r in shared["c_high"].rows} == {120}
+    assert shared["nd_high"].rows == [], "nurses never read ts: no row chosen by it"
+    assert shared["c_rows_high_count"].rows and shared["c_rows_high"].rows
     assert shared["off"].calls == 0
     assert tracker.getJobIdsForGroup(f"{network.name}:off") == []
     assert tracker.getJobIdsForGroup(f"{network.name}:c_range") != []

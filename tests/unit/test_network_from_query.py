@@ -6,7 +6,7 @@ import pytest
 
 from streamshield.examples import hospital
 from streamshield.lang.admission import AdmittedQuery, admit
-from streamshield.network.from_query import operator_tree
+from streamshield.network.from_query import operator_tree, where_conjuncts
 from streamshield.network.merge import merge
 from streamshield.network.operators import (
     Aggregation,
@@ -112,3 +112,33 @@ def test_two_clinicians_queries_share_their_window_and_selection() -> None:
     shared = [node for node, users in network.usage.items() if users == {"q1", "q2"}]
     assert any(node.kind == "window" for node in shared)
     assert any(node.kind == "select" for node in shared)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "SELECT patient_id FROM HeartRate [NOW] WHERE beats_per_min > 90 AND ts < 5",
+            "beats_per_min > 90 AND ts < 5",
+        ),
+        (  # an OR, a function and a column on both sides are left out; the rest stay
+            "SELECT count(*) AS n FROM HeartRate [RANGE 30] WHERE (ts = 1 OR ts = 2) "
+            "AND abs(beats_per_min) > 3 AND 120 <= patient_id AND ts > patient_id",
+            "patient_id >= 120",
+        ),
+        (  # without a window, a subquery is allowed: left out as well
+            "SELECT ts FROM HeartRate WHERE ts > (SELECT min(ts) FROM BodyTemperature) "
+            "AND beats_per_min <> 1.5",
+            "beats_per_min != 1.5",
+        ),
+        ("SELECT patient_id FROM HeartRate [ROWS 2]", None),
+        ("SELECT patient_id FROM HeartRate [ROWS 2] WHERE ts = 1 OR ts = 2", None),
+        (  # the outer WHERE names the derived table's columns, not the stream's
+            "SELECT p FROM (SELECT beats_per_min AS p FROM HeartRate) t WHERE p > 1",
+            None,
+        ),
+    ],
+)
+def test_a_where_gives_the_conjuncts_a_shared_select_may_filter_by(text, expected) -> None:
+    conjuncts = where_conjuncts(admitted(text))
+    assert conjuncts == (None if expected is None else parse_conjunction(expected))

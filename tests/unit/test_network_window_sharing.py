@@ -9,11 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamshield.lang.windows import WindowKind, WindowSpec
+from streamshield.network.operators import select
+from streamshield.network.predicates import Conjunction
+from streamshield.network.predicates import parse_conjunction as where
 from streamshield.network.switch_state import AccessChange, SwitchState
 from streamshield.network.switches import SwitchKind
 from streamshield.network.window_sharing import (
     WindowNode,
+    node_vertex,
     shares_across_rights,
+    window_network,
     window_node,
     window_nodes,
     window_switches,
@@ -156,3 +161,56 @@ def test_switches_of_a_window_network_follow_its_nodes() -> None:
     }
     state, _ = state.apply(AccessChange("range_c", "ann", Sign.DENY))
     assert not any(state.is_open(s) for s in switches), "her revoke closes everything"
+
+
+def test_branches_of_one_node_share_the_common_part_of_their_selects() -> None:
+    """CW Figs. 3-5 over a window node: Q1 and Q2 share the window *and* ``msgType = send
+    AND receiver = CompanyB``; each keeps its own ``outcome`` residual. A branch of
+    another node, or with no WHERE, shares no select; the switches follow: an
+    in-network switch on each edge out of the shared select (the last operator both
+    use), none on the node's edge into it (both still share what is above it)."""
+    q1 = where("msgType = 'send' AND outcome = 'success' AND receiver = 'CompanyB'")
+    q2 = where("msgType = 'send' AND outcome = 'failure' AND receiver = 'CompanyB'")
+    nodes = window_nodes({"q1": (RANGE60, "C1"), "q2": (RANGE60, "C1"), "q3": (ROWS3, "C1")})
+    network = window_network("MessageLog", nodes, {"q1": q1, "q2": q2, "q3": q1})
+    node = node_vertex("MessageLog", WindowNode(RANGE60))
+    common = select(where("msgType = 'send' AND receiver = 'CompanyB'"), node)
+    assert network.usage[common] == {"q1", "q2"}
+    (q1_in,) = network.roots["q1"].inputs
+    (q2_in,) = network.roots["q2"].inputs
+    assert q1_in == select(where("outcome = 'success'"), common)
+    assert q2_in == select(where("outcome = 'failure'"), common)
+    (q3_in,) = network.roots["q3"].inputs
+    assert network.usage[q3_in] == {"q3"}, "another node: nothing shared above it"
+    assert window_network("MessageLog", nodes, {"q1": q1}).roots["q2"].inputs == (node,)
+
+    switches = window_switches("MessageLog", nodes, {"q1": q1, "q2": q2})
+    in_network = {s.queries for s in switches if s.kind is SwitchKind.IN_NETWORK}
+    assert in_network == {frozenset({"q1"}), frozenset({"q2"})}
+    assert window_switches("MessageLog", nodes) != switches, "the selects are vertices"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.frozensets(st.sampled_from(["x = 1", "y = 2", "z > 3", "x = 4"]), max_size=3),
+        min_size=1,
+    )
+)
+def test_a_branch_reads_through_selects_its_where_implies(wheres) -> None:
+    """Whatever the WHEREs, the selects below a branch conjoin to exactly its WHERE, and
+    the network does not depend on the order branches came in."""
+    predicates = {q: where(" AND ".join(sorted(w))) if w else None for q, w in wheres.items()}
+    nodes = window_nodes({q: (RANGE60, "C") for q in wheres})
+    network = window_network("s", nodes, predicates)
+    for query, predicate in predicates.items():
+        seen = Conjunction.of([])
+        (node,) = network.roots[query].inputs
+        while not isinstance(node, str) and node.kind == "select":
+            seen = seen | node.predicate
+            (node,) = node.inputs
+        assert seen == (predicate or Conjunction.of([])), query
+        assert node == node_vertex("s", WindowNode(RANGE60))
+    backwards = dict(reversed(list(predicates.items())))
+    assert window_network("s", nodes, backwards).canonical == network.canonical

@@ -79,7 +79,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -99,20 +99,19 @@ from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
 from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.label_propagation import levels_copied
 from streamshield.network.from_query import operator_tree
 from streamshield.network.merge import merge
 from streamshield.network.operators import Operator, Project, Select
-from streamshield.network.predicates import Comparison
 from streamshield.network.switches import Switch, place_switches
 
 audit = logging.getLogger("streamshield.audit")
 DELIVERY = "(delivery)"
 """The job group part of the one job delivering every listening branch (no query's name:
 names are identifiers)."""
-_NUMERIC = {"tinyint", "smallint", "int", "bigint", "float", "double"}
 NETWORK_KEEP = 2 * DEFAULT_KEEP
 """Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
 which are among the network's newest unless the branch sat out many of them."""
@@ -434,27 +433,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         if not on:
             return {}
         network = merge({name: _as_tree(b.tree, self.stream) for name, b in on.items()})
-        shared = {node for node, users in network.usage.items() if len(users) > 1}
-        frames: dict[Operator | str, DataFrame] = {}
-
-        def frame(node: Operator | str) -> DataFrame:
-            if node in frames:
-                return frames[node]
-            if isinstance(node, str):
-                out = batch.drop(INGEST) if INGEST in batch.columns else batch
-            elif isinstance(node, Select):
-                condition = self._condition(node)
-                parent = frame(node.inputs[0])
-                out = parent if condition is None else parent.filter(condition)
-            else:  # a projection: the branch projects; labels must stay for its view
-                out = frame(node.inputs[0])
-            if node in shared and not isinstance(node, str):
-                out = out.persist()
-                cached.append(out)
-            frames[node] = out
-            return out
-
-        return {name: frame(network.roots[name]) for name in on}
+        rows = batch.drop(INGEST) if INGEST in batch.columns else batch
+        return selected_frames(network, on, {self.stream.name: rows}, self.stream, cached)
 
     def _own_input(self, batch: DataFrame, covered: int, oldest: int) -> DataFrame:
         """A branch behind the network: the batch's rows after its position, and the ingest
@@ -587,27 +567,6 @@ class SharedNetwork(BranchedNetwork[Branch]):
             return _within(branch, session.sql(branch.text))
         finally:  # the plan holds the view's rows; the name is not needed any more
             session.catalog.dropTempView(branch.view)
-
-    def _condition(self, node: Select) -> Column | None:
-        """The shared filter: the atoms that mean the same on raw values, or None."""
-        parts = [c for c in (self._atom(a) for a in node.predicate.conjuncts) if c is not None]
-        if not parts:
-            return None
-        out = parts[0]
-        for part in parts[1:]:
-            out = out & part
-        return out
-
-    def _atom(self, atom: Comparison) -> Column | None:
-        names = {n.lower(): n for n in self.stream.names}
-        attribute = names.get(atom.attribute.lower())
-        if attribute is None:
-            return None
-        kind = self.stream.types[attribute].lower()
-        numeric = isinstance(atom.value, int | float)
-        if (numeric and kind not in _NUMERIC) or (not numeric and kind != "string"):
-            return None  # Spark would cast: leave it to the branch's own WHERE
-        return atom.op.apply(F.col(attribute), F.lit(atom.value))  # type: ignore[return-value]
 
 
 def _within(branch: Branch, out: DataFrame) -> DataFrame:

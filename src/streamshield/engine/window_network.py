@@ -10,7 +10,11 @@ and why): a node is a :class:`~streamshield.engine.window_state.WindowState` ove
 labelled rows, persisted per batch id, so a replayed micro-batch sees the same relation.
 Then every branch whose switch is on runs its own query over its own cut of the node:
 
-- its tuple test (roles, level) first, so its window holds only tuples it may read;
+- the selections it shares with other branches of the node (CW Figs. 3-5: the common
+  conjuncts of their WHEREs, decomposed as in Defs. 7-8), each computed once per
+  micro-batch over the node's raw rows and cached while its consumers run; a pre-filter
+  that only drops rows the branch's own WHERE drops (engine/shared_selections.py);
+- its tuple test (roles, level), so its window holds only tuples it may read;
 - ``[RANGE t]``: only the node's rows within t of *its own* newest readable event time
   (the node keeps what its slowest branch needs: see window_sharing.py);
 - then, unchanged, what the query does alone (WindowQuery.emit): ISTREAM or the
@@ -57,14 +61,19 @@ from streamshield.engine.branched_network import (
     NotShared,
     ingest_column,
 )
+from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.window_query import WindowQuery
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.windows import WindowKind
+from streamshield.network.from_query import where_conjuncts
+from streamshield.network.predicates import Conjunction
 from streamshield.network.switches import Switch
 from streamshield.network.window_sharing import (
     WindowNode,
+    node_vertex,
+    window_network,
     window_node,
     window_nodes,
     window_switches,
@@ -82,6 +91,8 @@ class WindowBranch:
     admitted: AdmittedQuery
     query: WindowQuery
     node: WindowNode
+    where: Conjunction | None = None
+    """Its WHERE's ``attribute op constant`` conjuncts: what it may share above its node."""
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
     columns: tuple[str, ...] = ()
@@ -121,8 +132,8 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
 
     def switches(self) -> tuple[Switch, ...]:
         """Where the privacy switches of the current branches sit (PrS Algorithm 2 over
-        stream -> window node -> branch: network/window_sharing.py)."""
-        return window_switches(self.stream.name, self.nodes())
+        stream -> window node -> shared selections -> branch: network/window_sharing.py)."""
+        return window_switches(self.stream.name, self.nodes(), self._wheres(self.branches))
 
     def add(
         self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
@@ -158,7 +169,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
             own_state=False,
         )
         query.analyse()
-        branch = WindowBranch(name, admitted, query, node)
+        branch = WindowBranch(name, admitted, query, node, where_conjuncts(admitted))
         with self._batch:
             if window.kind is not WindowKind.NOW:  # a NOW node keeps no state
                 self._state(node)  # a RANGE window over a stream without event time fails
@@ -175,8 +186,10 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
     def _run(
         self, on: dict[str, WindowBranch], batch: DataFrame, batch_id: int, ids: frozenset[int]
     ) -> None:
-        """Each node of the branches that are on once, then each branch over its cut."""
+        """Each node of the branches that are on once, the selections several of its
+        branches share once (CW Figs. 3-5), then each branch over its cut."""
         groups = window_nodes({n: (b.query.window, b.node.visibility) for n, b in on.items()})
+        network = window_network(self.stream.name, groups, self._wheres(on))
         cached: list[DataFrame] = []
         try:
             if len(groups) > 1:  # several nodes read the scan: read its files once
@@ -191,8 +204,15 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
                 )
                 cached.append(relation)
                 self._served[node] = _Served(batch_id, members)
+                selected = selected_frames(
+                    network,
+                    members,
+                    {node_vertex(self.stream.name, node): relation},
+                    self.stream,
+                    cached,
+                )
                 with self._job_group(f"node:{_digest(node)}"):  # RANGE: the clocks' job
-                    inputs.update(self._cuts(node, branches, relation))
+                    inputs.update(self._cuts(node, branches, relation, selected))
             self._each(on, lambda b: b.query.emit(inputs[b.name], batch_id), max(ids))
         finally:
             for frame in cached:
@@ -241,11 +261,20 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         return relation
 
     def _cuts(
-        self, node: WindowNode, branches: list[WindowBranch], relation: DataFrame
+        self,
+        node: WindowNode,
+        branches: list[WindowBranch],
+        relation: DataFrame,
+        selected: dict[str, DataFrame],
     ) -> dict[str, DataFrame]:
         """Each branch's window out of the node's: its readable rows and, for RANGE, those
-        within the window of its own newest readable event time (plans only)."""
-        cuts = {b.name: relation.filter(b.query.visible(relation.columns)) for b in branches}
+        within the window of its own newest readable event time (plans only), taken from
+        ``selected``, the node's rows after the selections it shares with others. A
+        branch's clock is read from the whole ``relation``: its window is cut by the time
+        of every tuple it may read, whatever its WHERE keeps."""
+        cuts = {
+            b.name: selected[b.name].filter(b.query.visible(relation.columns)) for b in branches
+        }
         if not node.per_branch_clock:
             return cuts
         time, width = self._state(node).event_units()
@@ -311,6 +340,10 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
     def _event_time(self) -> tuple[str, str] | None:
         event_time = self.stream.event_time
         return None if event_time is None else (event_time, self.stream.types[event_time])
+
+    @staticmethod
+    def _wheres(branches: dict[str, WindowBranch]) -> dict[str, Conjunction | None]:
+        return {name: branch.where for name, branch in branches.items()}
 
     def _empty(self) -> DataFrame:
         return self.spark.createDataFrame([], self._schema())

@@ -63,6 +63,31 @@ def operator_tree(admitted: AdmittedQuery, event_time: str = "ts") -> Operator |
         return None
 
 
+def where_conjuncts(admitted: AdmittedQuery) -> Conjunction | None:
+    """The ``attribute op constant`` conjuncts of the WHERE of a one-stream SELECT, or
+    None: what a shared select above its window may filter by (CW Figs. 3-5).
+
+    Unlike :func:`operator_tree` this is partial: a conjunct of another form (an OR, a
+    subquery, an expression) is left out rather than spoiling the rest, since every
+    conjunct of a WHERE is implied by it. Only a SELECT straight from one stream (its
+    window stripped) qualifies: over a derived table or a join, a WHERE's names need not
+    be the stream's attributes."""
+    tree = admitted.checked.tree
+    if admitted.delegating or not isinstance(tree, exp.Select) or tree.args.get("joins"):
+        return None
+    source = tree.args.get("from_")
+    where = tree.args.get("where")
+    if source is None or not isinstance(source.this, exp.Table) or where is None:
+        return None
+    atoms: list[Comparison] = []
+    for part in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
+        try:
+            atoms.append(_comparison(part))
+        except NotShareable:
+            continue
+    return Conjunction.of(atoms) if atoms else None
+
+
 def _tree(admitted: AdmittedQuery, event_time: str) -> Operator | str:
     tree = admitted.checked.tree
     windows = {item.lower(): (stream, spec) for item, stream, spec in admitted.shape.windows}

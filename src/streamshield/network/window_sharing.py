@@ -21,10 +21,15 @@ branch's window may depend on tuples it cannot read.
   time. Every branch's window is a subset of the node's, computed from tuples it may
   read only; so one RANGE node serves every right.
 
-Switches: a window network is the DAG stream -> window node -> branch (a branch runs its
-query over its cut of the node as one unit), so PrS Algorithm 2 puts an initial switch
-on each node's input (governing the node's branches), an in-network switch on each edge
-out of a node serving several branches, and a terminal switch at each branch's output.
+Above a node, branches share selections: the common conjuncts of their WHEREs become
+select nodes over the node, merged as any selects are (CW Algorithm 2, Defs. 6-8), so
+CW's Q1 and Q2 share the window *and* ``msgType = send AND receiver = CompanyB``.
+
+Switches: a window network is the DAG stream -> window node -> selections -> branch (a
+branch runs the rest of its query over its cut as one unit), so PrS Algorithm 2 puts an
+initial switch on each node's input (governing the node's branches), an in-network
+switch on each edge out of the last operator several branches share (the node, or a
+shared select above it), and a terminal switch at each branch's output.
 
 Pure Python: no pyspark (tests/unit/test_purity.py).
 """
@@ -37,8 +42,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from streamshield.lang.windows import WindowKind, WindowSpec
-from streamshield.network.merge import Network
-from streamshield.network.operators import Operator
+from streamshield.network.merge import Network, merge
+from streamshield.network.operators import Operator, select
+from streamshield.network.predicates import Conjunction
 from streamshield.network.switches import Switch, place_switches
 
 
@@ -116,18 +122,43 @@ class BranchVertex(Operator):
         return repr(self.query)
 
 
-def window_switches(stream: str, nodes: Mapping[WindowNode, frozenset[str]]) -> tuple[Switch, ...]:
-    """PrS Algorithm 2 over the window network of ``nodes`` (each with the branches it
-    serves) reading ``stream``."""
+def node_vertex(stream: str, node: WindowNode) -> WindowVertex:
+    """The vertex of ``node`` reading ``stream`` (equal for equal nodes: merged once)."""
+    return WindowVertex(_spelled(node), (stream,))
+
+
+def window_network(
+    stream: str,
+    nodes: Mapping[WindowNode, frozenset[str]],
+    wheres: Mapping[str, Conjunction | None] | None = None,
+) -> Network:
+    """The merged network stream -> window node -> selections -> branch of ``nodes``
+    (each with the branches it serves); ``wheres``: each branch's WHERE conjuncts
+    (network/from_query.py ``where_conjuncts``), whose common parts over one node become
+    shared select nodes (CW Figs. 3-5: Q1 and Q2 share the window *and*
+    ``msgType = send AND receiver = CompanyB``), decomposed as any selects are (Defs. 7-8).
+    A branch vertex stands for the rest of its query, run as one unit."""
+    wheres = wheres or {}
     roots: dict[str, Operator] = {}
     for node, members in nodes.items():
-        vertex = WindowVertex(_spelled(node), (stream,))
-        roots.update({m: BranchVertex(m, (vertex,)) for m in members})
-    if not roots:
+        vertex = node_vertex(stream, node)
+        for member in members:
+            where = wheres.get(member)
+            below: Operator = select(where, vertex) if where and where.conjuncts else vertex
+            roots[member] = BranchVertex(member, (below,))
+    return merge(roots)
+
+
+def window_switches(
+    stream: str,
+    nodes: Mapping[WindowNode, frozenset[str]],
+    wheres: Mapping[str, Conjunction | None] | None = None,
+) -> tuple[Switch, ...]:
+    """PrS Algorithm 2 over :func:`window_network`: switches on the nodes' inputs, on the
+    edges out of the last operators several branches share, at every branch's output."""
+    if not nodes:
         return ()
-    vertices = frozenset(v for root in roots.values() for v in root.nodes())
-    edges = frozenset((i, v) for v in vertices for i in v.inputs)
-    return place_switches(Network(roots, vertices, edges))
+    return place_switches(window_network(stream, nodes, wheres))
 
 
 def _spelled(node: WindowNode) -> str:
