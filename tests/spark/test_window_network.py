@@ -1,9 +1,10 @@
 """Windowed queries over one stream as one window network (issue 12, item 2: windows and
 aggregates as node kinds of a shared network).
 
-Users with different rights watch HeartRate through ``[RANGE 30]``, ``[ROWS 2]`` (also
-counted: an aggregate branch) and ``[NOW]`` windows. The stream arrives in two parts; in
-between the network's process stops and starts again (its RANGE node is rebuilt from
+Users with different rights watch HeartRate through ``[RANGE 30]`` (and one ``[RANGE 1]``
+reading the same node), ``[ROWS 2]`` (also counted: an aggregate branch) and ``[NOW]``
+windows, some with WHEREs that share selections above their node. The stream arrives in
+two parts; in between the network's process stops and starts again (its RANGE node is rebuilt from
 the stored history, its ROWS nodes resume from their stored state), and one query joins
 late. Each branch must return exactly what its query returns as a window query of its
 own (engine/window_query.py) over the same two parts, a cardiologist and a general
@@ -39,6 +40,8 @@ QUERIES = {  # name -> (text, role)
     "gp_rows": ("SELECT patient_id, ts FROM HeartRate [ROWS 2]", "GP"),
     "gp_now_late": ("SELECT patient_id, ts FROM HeartRate [NOW]", "GP"),
     "off": ("SELECT beats_per_min FROM HeartRate [RANGE 30]", "C"),
+    # a narrower RANGE reads the same node, cut at its own width (and its own clock)
+    "gp_range_1": ("SELECT patient_id, ts FROM HeartRate [RANGE 1]", "GP"),
     # CW Figs. 3-5 over the RANGE node: all three share ``beats_per_min >= 71``, the last
     # two all of ``beats_per_min >= 71 AND ts > 0``; nurses read no ts (it is NULL in
     # their view), so the shared filter's raw ``ts > 0`` must not choose a row for them
@@ -164,7 +167,7 @@ def test_branches_over_shared_windows_equal_their_queries_alone(
         assert shared[name].sorted() == sink.sorted(), name
     # one RANGE node for both rights, a ROWS node per visibility (the count shares C's)
     assert sorted(sorted(members) for members in nodes.values()) == [
-        ["c_high", "c_range", "gp_high", "gp_range", "nd_high", "off"],
+        ["c_high", "c_range", "gp_high", "gp_range", "gp_range_1", "nd_high", "off"],
         ["c_rows", "c_rows_count", "c_rows_high", "c_rows_high_count"],
         ["gp_rows"],
     ]
@@ -181,6 +184,8 @@ def test_branches_over_shared_windows_equal_their_queries_alone(
     assert {r[0] for r in shared["c_high"].rows} == {120}
     assert shared["nd_high"].rows == [], "nurses never read ts: no row chosen by it"
     assert shared["c_rows_high_count"].rows and shared["c_rows_high"].rows
+    narrow = shared["gp_range_1"].rows
+    assert narrow and len(narrow) < len(gp), "RANGE 1 keeps fewer of GP's rows than 30"
     assert shared["off"].calls == 0
     assert tracker.getJobIdsForGroup(f"{network.name}:off") == []
     assert tracker.getJobIdsForGroup(f"{network.name}:c_range") != []

@@ -15,6 +15,7 @@ from streamshield.network.predicates import parse_conjunction as where
 from streamshield.network.switch_state import AccessChange, SwitchState
 from streamshield.network.switches import SwitchKind
 from streamshield.network.window_sharing import (
+    RANGE_NODE,
     WindowNode,
     node_vertex,
     shares_across_rights,
@@ -42,6 +43,7 @@ def test_rows_nodes_are_per_visibility_range_and_now_serve_every_right() -> None
             "n1": (ROWS3, "nurse"),
             "r_c": (RANGE60, "cardiologist"),
             "r_n": (RANGE60, "nurse"),
+            "r30": (WindowSpec(WindowKind.RANGE, 30), "nurse"),
             "now": (NOW, "nurse"),
             "rows4": (WindowSpec(WindowKind.ROWS, 4), "nurse"),
         }
@@ -49,7 +51,7 @@ def test_rows_nodes_are_per_visibility_range_and_now_serve_every_right() -> None
     assert nodes == {
         WindowNode(ROWS3, "cardiologist"): {"c1", "c2"},
         WindowNode(ROWS3, "nurse"): {"n1"},
-        WindowNode(RANGE60): {"r_c", "r_n"},
+        WindowNode(RANGE_NODE): {"r_c", "r_n", "r30"},
         WindowNode(NOW): {"now"},
         WindowNode(WindowSpec(WindowKind.ROWS, 4), "nurse"): {"rows4"},
     }
@@ -79,21 +81,23 @@ def range_alone(batches: list[list[Row]], reader: str, width: int) -> list[set[R
     return out
 
 
-def range_shared(batches: list[list[Row]], readers: list[str], width: int) -> list[dict]:
-    """One node for every reader: kept at the slowest clock, cut at each reader's own."""
+def range_shared(batches: list[list[Row]], widths: dict[str, int]) -> list[dict]:
+    """One node for every reader and width: kept at the slowest bound (a reader's clock
+    less its width), cut at each reader's own."""
     node: set[Row] = set()
     out = []
     for batch in batches:
-        combined = node | {r for r in batch if r[1] & set(readers)}
-        clocks = {who: max((t for t, rs in combined if who in rs), default=None) for who in readers}
-        known = [c for c in clocks.values() if c is not None]
-        node = {r for r in combined if r[0] > min(known) - width} if known else set()
+        combined = node | {r for r in batch if r[1] & set(widths)}
+        clocks = {who: max((t for t, rs in combined if who in rs), default=None) for who in widths}
+        bounds = {who: None if c is None else c - widths[who] for who, c in clocks.items()}
+        known = [b for b in bounds.values() if b is not None]
+        node = {r for r in combined if r[0] > min(known)} if known else set()
         out.append(
             {
-                who: {r for r in node if who in r[1] and r[0] > clock - width}
-                if clock is not None
+                who: {r for r in node if who in r[1] and r[0] > bound}
+                if bound is not None
                 else set()
-                for who, clock in clocks.items()
+                for who, bound in bounds.items()
             }
         )
     return out
@@ -105,12 +109,14 @@ rows = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(rows, max_size=6), max_size=8), st.integers(1, 80))
-def test_one_range_node_serves_every_reader_exactly(batches, width) -> None:
-    readers = ["a", "b", "c"]
-    shared = range_shared(batches, readers, width)
-    for who in readers:
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(rows, max_size=6), max_size=8),
+    st.fixed_dictionaries({who: st.integers(1, 80) for who in "abc"}),
+)
+def test_one_range_node_serves_every_reader_and_width_exactly(batches, widths) -> None:
+    shared = range_shared(batches, widths)
+    for who, width in widths.items():
         assert [instant[who] for instant in shared] == range_alone(batches, who, width)
 
 
@@ -173,7 +179,7 @@ def test_branches_of_one_node_share_the_common_part_of_their_selects() -> None:
     q2 = where("msgType = 'send' AND outcome = 'failure' AND receiver = 'CompanyB'")
     nodes = window_nodes({"q1": (RANGE60, "C1"), "q2": (RANGE60, "C1"), "q3": (ROWS3, "C1")})
     network = window_network("MessageLog", nodes, {"q1": q1, "q2": q2, "q3": q1})
-    node = node_vertex("MessageLog", WindowNode(RANGE60))
+    node = node_vertex("MessageLog", WindowNode(RANGE_NODE))
     common = select(where("msgType = 'send' AND receiver = 'CompanyB'"), node)
     assert network.usage[common] == {"q1", "q2"}
     (q1_in,) = network.roots["q1"].inputs
@@ -211,6 +217,6 @@ def test_a_branch_reads_through_selects_its_where_implies(wheres) -> None:
             seen = seen | node.predicate
             (node,) = node.inputs
         assert seen == (predicate or Conjunction.of([])), query
-        assert node == node_vertex("s", WindowNode(RANGE60))
+        assert node == node_vertex("s", WindowNode(RANGE_NODE))
     backwards = dict(reversed(list(predicates.items())))
     assert window_network("s", nodes, backwards).canonical == network.canonical

@@ -253,9 +253,9 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
                     history = self._history(NOTHING, rebuild_before - 1)
                     old = history if history is not None else self._empty()
                     previous = old.filter(admitted).withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
-                clock = self._slowest(branches) if node.per_branch_clock else None
+                bound = self._slowest(node, branches) if node.per_branch_clock else None
                 state = self._state(node)
-                relation = state.update(batch.filter(admitted), batch_id, previous, clock)
+                relation = state.update(batch.filter(admitted), batch_id, previous, bound)
             relation = relation.persist()
             relation.count()
         return relation
@@ -277,25 +277,38 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         }
         if not node.per_branch_clock:
             return cuts
-        time, width = self._state(node).event_units()
-        clocks = _clocks(relation, branches, time)
+        time, _ = self._state(node).event_units()
+        bounds = self._bounds(node, relation, branches)
         return {
             name: cut.filter(F.lit(False))
-            if clocks[name] is None
-            else cut.filter(time > F.lit(clocks[name] - width))
+            if bounds[name] is None
+            else cut.filter(time > F.lit(bounds[name]))
             for name, cut in cuts.items()
         }
 
-    def _slowest(self, branches: list[WindowBranch]) -> Callable[[DataFrame], int | None]:
-        """A shared RANGE node's clock: the oldest of its branches' newest readable event
-        times, so that it keeps every row any of them still has in its window."""
+    def _bounds(
+        self, node: WindowNode, rows: DataFrame, branches: list[WindowBranch]
+    ) -> dict[str, int | None]:
+        """Each branch's RANGE bound over ``rows``: its newest readable event time less its
+        own width (its window is the readable rows after it), None if it reads none."""
+        state = self._state(node)
+        time, _ = state.event_units()
+        clocks = _clocks(rows, branches, time)
+        widths = {b.name: state.event_units(b.query.window)[1] for b in branches}
+        return {n: None if c is None else c - widths[n] for n, c in clocks.items()}
 
-        def clock(rows: DataFrame) -> int | None:
-            time, _width = self._states[branches[0].node].event_units()
-            known = [c for c in _clocks(rows, branches, time).values() if c is not None]
+    def _slowest(
+        self, node: WindowNode, branches: list[WindowBranch]
+    ) -> Callable[[DataFrame], int | None]:
+        """A shared RANGE node's eviction bound: the oldest of its branches' bounds, so
+        that it keeps every row any of them, whatever its width, still has in its
+        window."""
+
+        def bound(rows: DataFrame) -> int | None:
+            known = [b for b in self._bounds(node, rows, branches).values() if b is not None]
             return min(known) if known else None
 
-        return clock
+        return bound
 
     # -- joining ------------------------------------------------------------------------------
 

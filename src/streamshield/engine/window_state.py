@@ -75,14 +75,15 @@ class WindowState:
         new_rows: DataFrame,
         batch_id: int,
         previous: DataFrame | None = None,
-        newest: Callable[[DataFrame], int | None] | None = None,
+        bound: Callable[[DataFrame], int | None] | None = None,
     ) -> DataFrame:
         """The window at the end of ``batch_id``, with :data:`ARRIVAL`; persisted first.
 
         ``previous`` (rows with :data:`ARRIVAL`) replaces the stored relation before this
         batch: a window network rebuilding a node from the stream's history.
-        ``newest``: a RANGE window's clock over the rows it may keep (default: their
-        newest event time); a shared node keeps what its slowest branch still needs.
+        ``bound``: a RANGE window's eviction bound over the rows it may keep, in event
+        units: rows at or before it leave, None evicts all (default: their newest event
+        time less the width); a shared node keeps what its slowest branch still needs.
         """
         schema = StructType([*new_rows.schema.fields, StructField(ARRIVAL, LongType(), False)])
         target = self._path(batch_id)
@@ -96,7 +97,7 @@ class WindowState:
                 if previous is None or self.window.kind is WindowKind.NOW
                 else previous.unionByName(fresh)
             )
-            self._write(self._evict(combined, newest), batch_id)
+            self._write(self._evict(combined, bound), batch_id)
             self._prune(batch_id)
         return self._read(target, schema)
 
@@ -108,7 +109,7 @@ class WindowState:
         )
 
     def _evict(
-        self, rows: DataFrame, clock: Callable[[DataFrame], int | None] | None = None
+        self, rows: DataFrame, bound: Callable[[DataFrame], int | None] | None = None
     ) -> DataFrame:
         kind = self.window.kind
         if kind is WindowKind.ROWS:
@@ -121,19 +122,25 @@ class WindowState:
             )
         if kind is WindowKind.RANGE:
             time, width = self.event_units()
-            newest = rows.agg(F.max(time)).first()[0] if clock is None else clock(rows)
-            if newest is None:
+            if bound is None:
+                newest = rows.agg(F.max(time)).first()[0]
+                limit = None if newest is None else newest - width
+            else:
+                limit = bound(rows)
+            if limit is None:
                 return rows.filter(F.lit(False))
-            return rows.filter(time > F.lit(newest - width))
+            return rows.filter(time > F.lit(limit))
         return rows
 
-    def event_units(self) -> tuple[Column, int]:
-        """Event time as a long in its own unit, and the window width in that unit."""
+    def event_units(self, window: WindowSpec | None = None) -> tuple[Column, int]:
+        """Event time as a long in its own unit, and the width of ``window`` (default:
+        this state's own) in that unit."""
         assert self.event_time is not None
         name, kind = self.event_time
+        size = (window or self.window).size
         if kind == "timestamp":
-            return F.unix_micros(F.col(name)), self.window.size * _MICROS
-        return F.col(name).cast("long"), self.window.size
+            return F.unix_micros(F.col(name)), size * _MICROS
+        return F.col(name).cast("long"), size
 
     def _path(self, batch_id: int) -> Path:
         return self.directory / f"{_VERSION}{batch_id}"

@@ -16,10 +16,12 @@ branch's window may depend on tuples it cannot read.
 - ``[RANGE t]`` keeps tuples within t of the newest event time *seen by the query*
   (engine/window_state.py): per branch, ``{visible tuples: time > newest visible - t}``.
   That too depends on visibility (a hidden newer tuple must not evict visible ones), but
-  it has a synopsis serving every right: keep every readable tuple with ``time > min over
-  branches of newest visible - t``, and let each branch cut at its own newest visible
-  time. Every branch's window is a subset of the node's, computed from tuples it may
-  read only; so one RANGE node serves every right.
+  it has a synopsis serving every right *and every width*: keep every readable tuple
+  with ``time > min over branches b of (newest visible to b - t_b)``, and let each
+  branch cut at its own newest visible time less its own width. Every branch's window is
+  a subset of the node's, computed from tuples it may read only; so one RANGE node of a
+  stream serves every right and every ``[RANGE t]`` (a larger synopsis serving a
+  smaller window).
 
 Above a node, branches share selections: the common conjuncts of their WHEREs become
 select nodes over the node, merged as any selects are (CW Algorithm 2, Defs. 6-8), so
@@ -41,7 +43,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from streamshield.lang.windows import WindowKind, WindowSpec
+from streamshield.lang.windows import MAX_WINDOW_SIZE, WindowKind, WindowSpec
 from streamshield.network.merge import Network, merge
 from streamshield.network.operators import Operator, select
 from streamshield.network.predicates import Conjunction
@@ -67,11 +69,19 @@ def shares_across_rights(window: WindowSpec) -> bool:
     return window.kind is not WindowKind.ROWS
 
 
+RANGE_NODE = WindowSpec(WindowKind.RANGE, MAX_WINDOW_SIZE)
+"""The window of a stream's one RANGE node. It serves every width: what it keeps is the
+bound its branches give it, each branch cutting its own width (so this size is never
+used to evict)."""
+
+
 def window_node(window: WindowSpec, visibility: Hashable) -> WindowNode:
     """The node a branch with this window and visibility (its reader mask and level,
     any hashable value equal exactly when two branches see the same tuples) reads."""
     if window.slide is not None:
         raise ValueError("a sliding RANGE window is an aggregate's, not a shared relation")
+    if window.kind is WindowKind.RANGE:
+        return WindowNode(RANGE_NODE)
     return WindowNode(window, None if shares_across_rights(window) else visibility)
 
 
@@ -163,9 +173,10 @@ def window_switches(
 
 def _spelled(node: WindowNode) -> str:
     window = node.window
-    text = (
-        window.kind.value if window.kind is WindowKind.NOW else f"{window.kind.value} {window.size}"
-    )
+    if window.kind is WindowKind.ROWS:
+        text = f"{window.kind.value} {window.size}"
+    else:  # NOW, and RANGE of every width
+        text = window.kind.value
     if node.visibility is None:
         return text
     return f"{text} #{hashlib.sha256(repr(node.visibility).encode()).hexdigest()[:12]}"
