@@ -163,3 +163,18 @@ def test_when_the_one_job_fails_each_branch_delivers_alone(
     assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in alone.items()}
     tracker = pipeline.queries.spark.sparkContext.statusTracker()
     assert tracker.getJobIdsForGroup(f"{network.name}:cardio") != [], "delivered alone"
+
+
+def test_a_small_stored_batch_is_passed_from_the_driver(pipeline, each) -> None:
+    """The network sizes the stored ingest batches it reads by their paths in the store:
+    the store lists bare file names, and one sized as a bare name (not found) counted as
+    large, so no pass was ever written from the driver (engine/small_writes.py)."""
+    network = each[0]
+    newest = max(pipeline.queries.labelled.markers())
+    assert any(pipeline.queries.labelled.files(STREAM, i) for i in range(newest + 1))
+    assert network._small(0, newest)
+    passes = [d for d in (network.root / "results").glob("batch=*") if d.is_dir()]
+    assert passes, "the network stored no pass"
+    for folder in passes:  # the driver writes one file and none of Spark's markers
+        assert len(list(folder.glob("*.parquet"))) == 1
+        assert not list(folder.glob("_SUCCESS"))

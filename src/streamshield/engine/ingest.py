@@ -41,7 +41,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,12 @@ class Ingest:
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
         self._compiled: dict[tuple, Body | None] = {}
+        self._summary: list[Column] | None = None
+        self._element_cols: list[Column] | None = None
+        self._decision_cols: tuple[Column, dict[str, Column]] | None = None
+        """Columns that name columns only, built once rather than per batch (each is a
+        few py4j calls; a small batch's planning is on its landing's way to the
+        subscriber)."""
         """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
@@ -203,7 +209,7 @@ class Ingest:
         self.passes = {}
         began = time.perf_counter()
         known = batch.filter(F.col("stream").isin(list(streams)))
-        elements = self._elements(self._mark_late(known, states)).cache()
+        elements = self._marked(known, states).cache()
         self._cached.append(elements)
         sps, summaries = self._collect(elements)
         began = self.lap("read+gaps+summaries", began)
@@ -227,27 +233,42 @@ class Ingest:
         return out
 
     def _per_stream(
-        self, decided: DataFrame, streams: tuple[str, ...], policies: Compiled
+        self,
+        decided: DataFrame,
+        streams: tuple[str, ...],
+        policies: Compiled,
+        where: Column | None = None,
     ) -> dict[str, DataFrame]:
-        """Each stream's labelled rows, with its level words and scan summaries."""
+        """Each stream's labelled rows (``where``: of those rows of ``decided`` only),
+        with its level words and scan summaries.
+
+        As few DataFrame operations as the plan needs: each one is analysed by the JVM
+        over the whole plan so far (~10 ms apiece for a small batch, on a landing's way
+        to its subscriber), so the scan summary, the unstored words and the level words
+        ride in the two label projections rather than in selects and a drop of their own.
+        """
         assignment = self.levels() if self.levels is not None else None
         out = {}
         for stream in streams:
             level = assigned_level(assignment, stream) if assignment is not None else []
             per_tuple = any(s == stream and f is None for (s, _), (_, f, _) in policies.items())
-            rows = decided.filter(F.col("stream") == stream)
+            mine = F.col("stream") == stream
+            rows = decided.filter(mine if where is None else where & mine)
             if per_tuple:
-                labelled = self._label(rows, stream, per_tuple)
-                labelled = labelled.select("*", *level) if level else labelled
+                labelled = self._label(rows, stream, per_tuple, level=level)
                 out[stream] = self._summarised(labelled, stream)
             else:
-                summarised = rows.select("*", *_decided_summary())
-                labelled = self._label(summarised, stream, per_tuple, keep=SUMMARY_NAMES)
-                # sorted once labelled: the rows then carry the stored words, not every
-                # word of their policy (192 at 500 roles)
-                labelled = labelled.drop(*self._unstored(stream, policies))
-                labelled = labelled.sortWithinPartitions(LO)
-                out[stream] = labelled.select("*", *level) if level else labelled
+                # the rows then carry the stored words only, not every word of their
+                # policy (192 at 500 roles), into the sort
+                labelled = self._label(
+                    rows,
+                    stream,
+                    per_tuple,
+                    summary=True,
+                    unstored=frozenset(self._unstored(stream, policies)),
+                    level=level,
+                )
+                out[stream] = labelled.sortWithinPartitions(LO)
         return out
 
     def _unstored(self, stream: str, policies: Compiled) -> list[str]:
@@ -296,7 +317,7 @@ class Ingest:
         self._in_force.clear()
         streams = tuple(self.streams)
         known = batch.filter(F.col("stream").isin(list(streams)))
-        elements = self._elements(self._mark_late(known, states))
+        elements = self._marked(known, states)
         decided = self._join_decisions(elements, decisions, policies, {})
         guessed = ~F.col("is_sp") & ~F.col("late") & F.col("d_reason").isNotNull()
         missed = ~F.coalesce(guessed, F.lit(False))  # unknown (a NULL) is a miss
@@ -310,7 +331,7 @@ class Ingest:
         ]
         observation = Observation()
         decided = decided.observe(observation, F.count_if(missed).alias("_ss_missed"), *newest)
-        frames = self._per_stream(decided.filter(~F.col("is_sp")), streams, policies)
+        frames = self._per_stream(decided, streams, policies, where=~F.col("is_sp"))
         self.lap("guess (driver)", began)
         return Guess(frames, observation, channels)
 
@@ -325,45 +346,49 @@ class Ingest:
         self.passes[name] = self.passes.get(name, 0.0) + now - began
         return now
 
-    def _mark_late(self, elements: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
-        """Elements at or below their channel's processed seq came too late: out of order.
+    def _marked(self, elements: DataFrame, states: dict[Channel, ChannelState]) -> DataFrame:
+        """The columns labelling needs, row by row (no shuffle: order comes from seq
+        later), each element marked ``late`` when it is at or below its channel's
+        processed seq: out of order.
 
         Up to :data:`LITERAL_CHANNELS` channels, their processed seqs are a map literal
         in the plan: no table to build and broadcast (a Spark job of its own on every
-        batch, on a small landing's way to its subscriber). More: a broadcast join."""
+        batch, on a small landing's way to its subscriber), and the mark is a column of
+        the one projection (a DataFrame operation less to analyse). More: a broadcast
+        join."""
         processed = [(c.stream, c.provider, s.last_seq) for c, s in states.items()]
         if len(processed) > LITERAL_CHANNELS:
             table = local_frame(
                 self.spark, processed, _schema("stream string, provider string, last_seq long")
             )
-            return (
-                elements.join(F.broadcast(table), CHANNEL, "left")
-                .withColumn("late", F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1)))
-                .drop("last_seq")
-            )
+            joined = elements.join(F.broadcast(table), CHANNEL, "left")
+            late = F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1))
+            return joined.select(*self._element_columns(late))
         last_seq = F.lit(None).cast("long")
         if processed:
             seqs = F.create_map(
                 *(x for s, p, n in processed for x in (_channel_key(F.lit(s), F.lit(p)), F.lit(n)))
             )
             last_seq = F.try_element_at(seqs, _channel_key(F.col("stream"), F.col("provider")))
-        return elements.withColumn("late", F.col("seq") <= F.coalesce(last_seq, F.lit(-1)))
+        late = F.col("seq") <= F.coalesce(last_seq, F.lit(-1))
+        return elements.select(*self._element_columns(late))
 
-    @staticmethod
-    def _elements(elements: DataFrame) -> DataFrame:
-        """The columns labelling needs, row by row: no shuffle (order comes from seq later)."""
-        is_sp = F.col("type") == "sp"
-        return elements.select(
-            *CHANNEL,
-            "seq",
-            "tid",
-            F.col("policy.ts").alias("p_ts"),
-            F.col("policy.csn").alias("p_csn"),
-            "values",
-            "late",
-            is_sp.alias("is_sp"),
-            F.when(is_sp, F.to_json(F.struct(*SP_FIELDS))).alias("sp"),
-        )
+    def _element_columns(self, late: Column) -> list[Column]:
+        """:meth:`_marked`'s columns, all but ``late`` built once (they name columns only)."""
+        if self._element_cols is None:
+            is_sp = F.col("type") == "sp"
+            self._element_cols = [
+                *map(F.col, CHANNEL),
+                F.col("seq"),
+                F.col("tid"),
+                F.col("policy.ts").alias("p_ts"),
+                F.col("policy.csn").alias("p_csn"),
+                F.col("values"),
+                is_sp.alias("is_sp"),
+                F.when(is_sp, F.to_json(F.struct(*SP_FIELDS))).alias("sp"),
+            ]
+        first = self._element_cols[:7]  # the order they always had: ``late`` after values
+        return [*first, late.alias("late"), *self._element_cols[7:]]
 
     @staticmethod
     def _with_gaps(elements: DataFrame) -> DataFrame:
@@ -550,31 +575,19 @@ class Ingest:
         join keys are the channel and the declaration, the seq test picks the gap (one
         candidate row unless the declaration spans sps of its channel)."""
         table = local_frame(self.spark, _decision_rows(decisions, policies, sps), _DECISIONS)
-        on = (
-            (F.col("stream") == F.col("_ss_d_stream"))
-            & (F.col("provider") == F.col("_ss_d_provider"))
-            & (F.col("p_ts") == F.col("_ss_d_ts"))
-            & (F.col("p_csn") == F.col("_ss_d_csn"))
-            & (F.col("seq") > F.col("_ss_d_after"))
-            & (F.col("seq") < F.col("_ss_d_before"))
-        )
-        joined = tuples.join(F.broadcast(table), on, "left")
-        # late tuples are out of order; a tuple after the gap's reset, or one the driver
-        # never saw, has no policy
-        reason = (
-            F.when(F.col("late"), F.lit(Reason.OUT_OF_ORDER.value))
-            .when(
-                F.col("reset_at").isNotNull() & (F.col("seq") > F.col("reset_at")),
-                F.lit(Reason.NO_POLICY.value),
-            )
-            .otherwise(F.coalesce(F.col("d_reason"), F.lit(Reason.NO_POLICY.value)))
-        )
-        return joined.withColumn("reason", reason).withColumn(
-            "policy_id", F.when(F.col("reason") == F.col("d_reason"), F.col("policy_id"))
-        )
+        if self._decision_cols is None:
+            self._decision_cols = _decision_columns()
+        on, columns = self._decision_cols
+        return tuples.join(F.broadcast(table), on, "left").withColumns(columns)
 
     def _label(
-        self, decided: DataFrame, stream: str, per_tuple: bool, keep: tuple[str, ...] = ()
+        self,
+        decided: DataFrame,
+        stream: str,
+        per_tuple: bool,
+        summary: bool = False,
+        unstored: frozenset[str] = frozenset(),
+        level: Sequence[Column] = (),
     ) -> DataFrame:
         """The labelled rows of one stream, from two projections.
 
@@ -584,17 +597,27 @@ class Ingest:
         policy of this batch names tuple ids, so its rules are folded per tuple there too
         (a higher-order function); otherwise every label word is a finished word of the
         decision's policy. A passing tuple without words (never expected) reads 0: deny.
-        Helper columns are ``_ss_``-named: no attribute may be (catalog.streams);
-        ``keep``: columns of ``decided`` carried through as they are.
+        Helper columns are ``_ss_``-named: no attribute may be (catalog.streams).
+        ``summary``: each row's scan summary from its decision's (``_decided_summary``);
+        ``unstored``: label columns left out; ``level``: the level words, last.
         """
-        first, second = self._label_columns(stream, per_tuple)
-        return decided.select(*first, *keep).select(*second, *keep)
+        first, second, label = self._label_columns(stream, per_tuple)
+        words = [column for name, column in label if name not in unstored]
+        if not summary:
+            return decided.select(*first).select(*second, *words, *level)
+        kept = [F.col(name) for name in SUMMARY_NAMES]
+        if self._summary is None:  # built once: they name columns only
+            self._summary = _decided_summary()
+        return decided.select(*first, *self._summary).select(*second, *words, *kept, *level)
 
-    def _label_columns(self, stream: str, per_tuple: bool) -> tuple[list[Column], list[Column]]:
+    def _label_columns(
+        self, stream: str, per_tuple: bool
+    ) -> tuple[list[Column], list[Column], list[tuple[str, Column]]]:
         """The two projections of :meth:`_label`, built once per stream definition, label
         width, combine mode and ``per_tuple``: the expressions name columns only, never a
         batch's values, and building them through py4j (hundreds of label columns at 500
-        roles) was most of the planning of a small ingest batch."""
+        roles) was most of the planning of a small ingest batch. The label words come
+        apart, named, so that a batch can leave its unstored words out."""
         schema = self.streams[stream]
         mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
         key = (schema, self.codec.width, mode, per_tuple)
@@ -604,7 +627,7 @@ class Ingest:
 
     def _build_label_columns(
         self, stream: str, per_tuple: bool, mode: Combine
-    ) -> tuple[list[Column], list[Column]]:
+    ) -> tuple[list[Column], list[Column], list[tuple[str, Column]]]:
         schema = self.streams[stream]
         layout = self.layout(stream)
         passed = F.col("reason") == PASS
@@ -625,11 +648,11 @@ class Ingest:
         else:
             computed = [zero] * len(names)
         label = [
-            F.when(passed, F.coalesce(fixed[i], column, zero)).otherwise(zero).alias(n)
+            (n, F.when(passed, F.coalesce(fixed[i], column, zero)).otherwise(zero).alias(n))
             for i, (column, n) in enumerate(zip(computed, names, strict=True))
         ]
         values = [F.col("_ss_values")[name].alias(name) for name in schema.names]
-        return [*map(F.col, meta), *parsed], [*map(F.col, meta), *values, *label]
+        return [*map(F.col, meta), *parsed], [*map(F.col, meta), *values], label
 
 
 @dataclass
@@ -659,6 +682,30 @@ class Guess:
             if newest is not None:
                 state = states[channel]
                 state.last_seq = max(state.last_seq, int(newest))
+
+
+def _decision_columns() -> tuple[Column, dict[str, Column]]:
+    """:meth:`Ingest._join_decisions`' join condition, and its reason and policy id."""
+    on = (
+        (F.col("stream") == F.col("_ss_d_stream"))
+        & (F.col("provider") == F.col("_ss_d_provider"))
+        & (F.col("p_ts") == F.col("_ss_d_ts"))
+        & (F.col("p_csn") == F.col("_ss_d_csn"))
+        & (F.col("seq") > F.col("_ss_d_after"))
+        & (F.col("seq") < F.col("_ss_d_before"))
+    )
+    # late tuples are out of order; a tuple after the gap's reset, or one the driver
+    # never saw, has no policy
+    reason = (
+        F.when(F.col("late"), F.lit(Reason.OUT_OF_ORDER.value))
+        .when(
+            F.col("reset_at").isNotNull() & (F.col("seq") > F.col("reset_at")),
+            F.lit(Reason.NO_POLICY.value),
+        )
+        .otherwise(F.coalesce(F.col("d_reason"), F.lit(Reason.NO_POLICY.value)))
+    )
+    policy_id = F.when(reason == F.col("d_reason"), F.col("policy_id"))
+    return on, {"reason": reason, "policy_id": policy_id}
 
 
 def _fixed_words(rules: RuleSet) -> list[int] | None:

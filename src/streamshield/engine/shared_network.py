@@ -370,7 +370,14 @@ class SharedNetwork(BranchedNetwork[Branch]):
         if newest - oldest >= SMALL_BATCHES:
             return False
         ids = range(oldest, newest + 1)
-        files = [f for i in ids for f in self.labelled.files(self.stream.name, i)]
+        folder = self.labelled.path(self.stream.name)
+        # the store lists names: a bare name would be sized from the cwd and, missing,
+        # count as large (so no pass was ever written from the driver)
+        files = [
+            folder / f"batch={i}" / name
+            for i in ids
+            for name in self.labelled.files(self.stream.name, i)
+        ]
         return total_bytes(files) <= SMALL_BYTES
 
     def _fused_outputs(
