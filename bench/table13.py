@@ -584,8 +584,14 @@ def notes(sizes: dict) -> list[str]:
         f" {sizes['copies']}x ({sizes['scan_tuples'] * sizes['copies']:,} rows scanned) and"
         f" {sizes['small_copies']}x for growth; the peer's ACL is built on the driver before"
         " its query and not timed",
-        f"ingest: {sizes['ingest_tuples']:,} tuples for 1 sp/100 and 1 sp/10 (scaled down from"
-        f" the issue's 1M to keep the run under 25 min on the shared 2 cores), 1 sp/tuple at"
+        f"ingest: {sizes['ingest_tuples']:,} tuples for 1 sp/100 and 1 sp/10"
+        + (
+            " (scaled down from the issue's 1M to keep the run under 25 min on the shared"
+            " 2 cores)"
+            if sizes["ingest_tuples"] < 1_000_000
+            else ""
+        )
+        + f", 1 sp/tuple at"
         f" {sizes['per_tuple_tuples']:,} (per-sp driver work makes 1M sps take many minutes);"
         " growth at a tenth of each; each configuration's secure runs share one Ingest"
         " warmed by an untimed run, as a running server's batches do (its label"
@@ -629,6 +635,10 @@ def measure(args: argparse.Namespace) -> dict:
         base = json.loads(Path(args.json).read_text())
         sections = [(name, run) for name, run in sections if name in wanted]
         result = base | {"remeasured": {**base.get("remeasured", {}), **{n: {} for n in wanted}}}
+        # sizes given on the command line are the re-measured sections' own
+        given = {k: v for k, v in vars(args).items() if k in sizes and v is not None}
+        result["sizes"] = base.get("sizes", {}) | given
+        result["notes"] = notes(result["sizes"])
         for name in wanted:
             result["remeasured"][name] = {
                 "command": "python -m bench.table13 " + " ".join(args.argv),
