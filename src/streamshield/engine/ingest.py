@@ -149,13 +149,13 @@ class Ingest:
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
         self._compiled: dict[tuple, Body | None] = {}
+        """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self._summary: list[Column] | None = None
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
         """Columns that name columns only, built once rather than per batch (each is a
         few py4j calls; a small batch's planning is on its landing's way to the
         subscriber)."""
-        """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
         self._passed: dict[Channel, set[tuple[int, int]]] = {}
