@@ -22,6 +22,7 @@ that follows from the data's own policies and from the query's roles.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -266,6 +267,9 @@ class CqlService:
             for networks in (root / kind, *root.glob(f"levels/*/{kind}")):
                 for stream in self.streams:
                     BranchLedger(networks / stream / "branches").drop(name)
+                    if kind == SharedNetwork.FOLDER:
+                        aggregate = SharedNetwork.aggregate_path(networks / stream, name)
+                        shutil.rmtree(aggregate, ignore_errors=True)
 
     # -- INSERT SP -----------------------------------------------------------------------
 
@@ -302,7 +306,8 @@ class CqlService:
         shape = admitted.shape
         if shape.kind is ShapeKind.STREAM:
             shared = None
-            if self.share and not shape.aggregate:
+            # an aggregate emits updates: a file sink takes final rows (its own query's)
+            if self.share and not (shape.aggregate and not isinstance(sink, CallbackSink)):
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor)
             return shared or self.queries.register(
                 admitted, admitted.roles, sink, name, processor=processor
@@ -397,11 +402,13 @@ class CqlService:
         handle = network.branch_handle(name)
         return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]
 
-    def _secured(self, admitted: AdmittedQuery, stream: str) -> Callable[[str], str]:
-        """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py)."""
+    def _secured(self, admitted: AdmittedQuery, stream: str) -> Callable[..., str]:
+        """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py);
+        ``statistics``: the view is a statistics view (an aggregate's, which a network
+        branch decides as a query of its own would: ``runs_on_statistics``)."""
 
-        def sql(view: str) -> str:
-            rewrite = self.queries.rewrite({stream: view}, level=admitted.level)
+        def sql(view: str, statistics: bool = False) -> str:
+            rewrite = self.queries.rewrite({stream: view}, statistics, level=admitted.level)
             return secure(admitted.checked.tree, rewrite)
 
         return sql

@@ -1,0 +1,128 @@
+"""A network branch's aggregate without a window, kept as a Parquet state per batch.
+
+A branch of a stream's selection network (engine/shared_network.py) that aggregates
+(``SELECT pid, count(*) FROM s GROUP BY pid``) cannot lean on Spark's streaming state:
+the network's streaming query is the stream's scan, shared by every branch. So the
+branch folds (lang/partial_aggregates.py): per micro-batch its secured SQL's partials
+over the rows it takes, merged with its state as of its position into the new state,
+and its select list over the groups the batch touched (Spark's update mode).
+
+The state is versioned by the branch's output ids, as window states are
+(engine/window_state.py): version N is written under ``<directory>/v=N`` by one atomic
+rename, and the fold of output N starts from the newest version at or before the
+branch's position. Versions after the position are left by a crash between a fold and
+the position's move; :meth:`FoldedAggregate.purge_after` removes them when the branch
+joins, so that a replay (or an owed batch, engine/branch_ledger.py) starts from the
+state its first run started from and yields the same output.
+
+A branch whose switch is off computes nothing, so its state does not take the rows that
+arrive meanwhile: rows nobody may receive are never aggregated, not later either (the
+PrS paper's closed switch; the shared join does the same with its pairs).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from streamshield.durable import replace_durably
+from streamshield.lang.partial_aggregates import TOUCHED, Fold
+
+_VERSION = "v="
+
+
+class FoldedAggregate:
+    """One branch's fold and its state under ``directory``; ``names``: the query's own
+    output columns (what Spark names them when it runs the query alone)."""
+
+    def __init__(
+        self, fold: Fold, directory: str | Path, names: tuple[str, ...], keep: int = 2
+    ) -> None:
+        self.fold, self.names = fold, names
+        self.directory = Path(directory)
+        self.keep = max(keep, 1)
+
+    def output(self, partial: DataFrame, covered: int, batch_id: int) -> DataFrame:
+        """The rows emitted for output ``batch_id``: ``partial`` (the fold's partial SQL
+        over the branch's rows after its position ``covered``) merged into the state at
+        ``covered``; the new state is written first (one job)."""
+        session = partial.sparkSession
+        schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
+        target = self._path(batch_id)
+        if not target.exists():
+            rows = partial.withColumn(TOUCHED, F.lit(batch_id).cast("long"))
+            before = self._at(covered)
+            if before is not None:
+                rows = session.read.schema(schema).parquet(str(before)).unionByName(rows)
+            types = {f.name: f.dataType for f in partial.schema.fields}
+            merged = rows.groupBy(*self.fold.keys).agg(
+                *(F.expr(f"{how}({c})").cast(types[c]).alias(c) for c, how in self.fold.merges),
+                F.max(TOUCHED).alias(TOUCHED),
+            )
+            self._write(merged, batch_id)
+            self._prune(batch_id)
+        state = session.read.schema(schema).parquet(str(target))
+        return self._final(state.filter(F.col(TOUCHED) == batch_id))
+
+    def _final(self, touched: DataFrame) -> DataFrame:
+        """The query's select list and HAVING over the ``touched`` groups of the state."""
+        session = touched.sparkSession
+        view = f"ss_state_{uuid.uuid4().hex}"
+        touched.createOrReplaceTempView(view)
+        try:
+            return session.sql(self.fold.final_sql(view, self.names))
+        finally:  # the plan holds the rows; the name is not needed any more
+            session.catalog.dropTempView(view)
+
+    def plan(self, partial: DataFrame) -> DataFrame:
+        """The emitted rows over an empty state (a plan: how the fold's output is typed)."""
+        session = partial.sparkSession
+        schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
+        return self._final(session.createDataFrame([], schema))
+
+    def purge_after(self, covered: int) -> None:
+        """Drops the versions after the branch's position (a fold a crash cut short)."""
+        for version in self.versions():
+            if version > covered:
+                shutil.rmtree(self._path(version), ignore_errors=True)
+
+    def drop(self) -> None:
+        """The query is gone for good: its state too."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def versions(self) -> list[int]:
+        if not self.directory.exists():
+            return []
+        return sorted(
+            int(p.name[len(_VERSION) :])
+            for p in self.directory.glob(f"{_VERSION}*")
+            if p.name[len(_VERSION) :].isdigit()
+        )
+
+    def _path(self, batch_id: int) -> Path:
+        return self.directory / f"{_VERSION}{batch_id}"
+
+    def _at(self, covered: int) -> Path | None:
+        earlier = [v for v in self.versions() if v <= covered]
+        return self._path(max(earlier)) if earlier else None
+
+    def _write(self, rows: DataFrame, batch_id: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        staging = self.directory / f"_tmp-{batch_id}"
+        shutil.rmtree(staging, ignore_errors=True)
+        rows.write.mode("overwrite").parquet(str(staging))
+        for marker in staging.glob(".*.crc"):
+            marker.unlink()
+        replace_durably(staging, self._path(batch_id))
+
+    def _prune(self, batch_id: int) -> None:
+        """Keeps the newest ``keep`` versions up to ``batch_id``: a replay of the newest
+        output starts from the one before it."""
+        older = [v for v in self.versions() if v < batch_id]
+        for version in older[: max(len(older) - self.keep + 1, 0)]:
+            shutil.rmtree(self._path(version), ignore_errors=True)
