@@ -110,17 +110,23 @@ def test_folded_aggregates_equal_the_oracle_across_batches_and_a_restart(stream,
     floor = min(v[0] for v in oracle(["A"], "ward").values())  # the quietest ward is left out
     busy = f"SELECT ward, count(*) AS n FROM Vitals GROUP BY ward HAVING n > {floor}"
     queries["busy_a"] = (busy, ["A"])
+    queries["resumed_b"] = (GROUPED, ["B"])  # nobody receives it until the second part
     sinks.update({name: Emitted() for name in queries})
     root = tmp_path / "net"
-    first = network(service, root, queries)
+    first = network(service, root, queries, active=lambda n: n != "resumed_b")
     assert all(b.folded is not None for b in first.branches.values())
     first.start(available_now=True).awaitTermination()
     before = {name: len(sink.rows) for name, sink in sinks.items()}
-    assert before["grouped_a"] and before["global_b"] == 1
+    assert before["grouped_a"] and before["global_b"] == 1 and before["resumed_b"] == 0
 
     second_part()
     again = network(service, root, queries)  # a restart: the states are on disk
     again.start(available_now=True).awaitTermination()
+    # switched on, it folded the part it sat out with its first batch: the whole stream
+    assert _rows(sinks["resumed_b"].newest("ward"), "ward") == _rows(
+        sinks["grouped_b"].newest("ward"), "ward"
+    )
+    assert len({batch for batch, _ in sinks["resumed_b"].rows}) == 1
     for name, roles in ROLES.items():
         sink = sinks[f"grouped_{name}"]
         expected = oracle(roles, "ward")

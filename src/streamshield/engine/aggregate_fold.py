@@ -15,9 +15,12 @@ the position's move; :meth:`FoldedAggregate.purge_after` removes them when the b
 joins, so that a replay (or an owed batch, engine/branch_ledger.py) starts from the
 state its first run started from and yields the same output.
 
-A branch whose switch is off computes nothing, so its state does not take the rows that
-arrive meanwhile: rows nobody may receive are never aggregated, not later either (the
-PrS paper's closed switch; the shared join does the same with its pairs).
+A branch whose switch is off computes nothing. Its position moves on and its state stays
+at its last version; when it is switched on again, the stored rows after that version
+(the stream's history, as far as retention keeps it) are folded in with its first batch.
+So an aggregate is always the aggregate of the whole stream, as its query alone computes
+it, while nobody receiving it costs nothing (a selection's rows of that time are never
+computed: they were nobody's; an aggregate's later values depend on them).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from streamshield.durable import replace_durably
+from streamshield.engine.branch_ledger import NOTHING
 from streamshield.lang.partial_aggregates import TOUCHED, Fold
 
 _VERSION = "v="
@@ -47,18 +51,24 @@ class FoldedAggregate:
         self.directory = Path(directory)
         self.keep = max(keep, 1)
 
-    def output(self, partial: DataFrame, covered: int, batch_id: int) -> DataFrame:
+    def since(self, covered: int) -> int:
+        """The newest state version at or before the branch's position ``covered``
+        (NOTHING: none); the stored rows after it and up to ``covered`` were sat out."""
+        earlier = [v for v in self.versions() if v <= covered]
+        return max(earlier) if earlier else NOTHING
+
+    def output(self, partial: DataFrame, since: int, batch_id: int) -> DataFrame:
         """The rows emitted for output ``batch_id``: ``partial`` (the fold's partial SQL
-        over the branch's rows after its position ``covered``) merged into the state at
-        ``covered``; the new state is written first (one job)."""
+        over the branch's rows after its state version ``since``) merged into that
+        state; the new state is written first (one job)."""
         session = partial.sparkSession
         schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
         target = self._path(batch_id)
         if not target.exists():
             rows = partial.withColumn(TOUCHED, F.lit(batch_id).cast("long"))
-            before = self._at(covered)
-            if before is not None:
-                rows = session.read.schema(schema).parquet(str(before)).unionByName(rows)
+            if since != NOTHING:
+                before = session.read.schema(schema).parquet(str(self._path(since)))
+                rows = before.unionByName(rows)
             types = {f.name: f.dataType for f in partial.schema.fields}
             merged = rows.groupBy(*self.fold.keys).agg(
                 *(F.expr(f"{how}({c})").cast(types[c]).alias(c) for c, how in self.fold.merges),
@@ -106,10 +116,6 @@ class FoldedAggregate:
 
     def _path(self, batch_id: int) -> Path:
         return self.directory / f"{_VERSION}{batch_id}"
-
-    def _at(self, covered: int) -> Path | None:
-        earlier = [v for v in self.versions() if v <= covered]
-        return self._path(max(earlier)) if earlier else None
 
     def _write(self, rows: DataFrame, batch_id: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -543,13 +543,25 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 link = branch.sink.link  # type: ignore[attr-defined]
                 link(output_id, to.files, fused.slot, to.rows, to.spec)
             elif branch.folded is not None:
-                covered = self.ledger.covered(branch.name)
-                out = branch.folded.output(outputs[branch.name], covered, output_id)
-                branch.sink(_within(branch, out), output_id)
+                branch.sink(_within(branch, self._folded(branch, outputs, output_id)), output_id)
             else:
                 branch.sink(outputs[branch.name], output_id)
 
         self._each(on, hand, output_id)
+
+    def _folded(self, branch: Branch, outputs: dict[str, DataFrame], output_id: int) -> DataFrame:
+        """An aggregate branch's output: its partials over the rows after its position
+        (``outputs``) and over the stored rows it sat out since its state's version
+        (switched off, or joined while off), folded into that state. So an aggregate
+        switched on again is the aggregate of the whole stream (as far as retention
+        keeps its history), as its query alone computes it."""
+        assert branch.folded is not None
+        since = branch.folded.since(self.ledger.covered(branch.name))
+        partial = outputs[branch.name]
+        missed = self._history(since, self.ledger.covered(branch.name))
+        if missed is not None:
+            partial = partial.unionByName(self._output(branch, missed))
+        return branch.folded.output(partial, since, output_id)
 
     def _deliver_together(
         self, on: dict[str, Branch], linked: dict[str, Linked], output_id: int

@@ -76,6 +76,7 @@ class WindowState:
         batch_id: int,
         previous: DataFrame | None = None,
         bound: Callable[[DataFrame], int | None] | None = None,
+        size: int | None = None,
     ) -> DataFrame:
         """The window at the end of ``batch_id``, with :data:`ARRIVAL`; persisted first.
 
@@ -84,6 +85,8 @@ class WindowState:
         ``bound``: a RANGE window's eviction bound over the rows it may keep, in event
         units: rows at or before it leave, None evicts all (default: their newest event
         time less the width); a shared node keeps what its slowest branch still needs.
+        ``size``: how many latest rows per channel a ROWS window keeps (default: its
+        own size); a shared node keeps what its largest branch needs.
         """
         schema = StructType([*new_rows.schema.fields, StructField(ARRIVAL, LongType(), False)])
         target = self._path(batch_id)
@@ -97,9 +100,13 @@ class WindowState:
                 if previous is None or self.window.kind is WindowKind.NOW
                 else previous.unionByName(fresh)
             )
-            self._write(self._evict(combined, bound), batch_id)
+            self._write(self._evict(combined, bound, size), batch_id)
             self._prune(batch_id)
         return self._read(target, schema)
+
+    def discard(self, batch_id: int) -> None:
+        """Drops the version of ``batch_id``, if any: the next update computes it again."""
+        shutil.rmtree(self._path(batch_id), ignore_errors=True)
 
     def versions(self) -> list[int]:
         return sorted(
@@ -109,17 +116,14 @@ class WindowState:
         )
 
     def _evict(
-        self, rows: DataFrame, bound: Callable[[DataFrame], int | None] | None = None
+        self,
+        rows: DataFrame,
+        bound: Callable[[DataFrame], int | None] | None = None,
+        size: int | None = None,
     ) -> DataFrame:
         kind = self.window.kind
         if kind is WindowKind.ROWS:
-            order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
-            rank = "_ss_window_rank"
-            return (
-                rows.withColumn(rank, F.row_number().over(order))
-                .filter(F.col(rank) <= self.window.size)
-                .drop(rank)
-            )
+            return latest(rows, size or self.window.size)
         if kind is WindowKind.RANGE:
             time, width = self.event_units()
             if bound is None:
@@ -165,3 +169,18 @@ class WindowState:
         older = [v for v in self.versions() if v < batch_id]
         for version in older[: max(len(older) - self.keep + 1, 0)]:
             shutil.rmtree(self._path(version), ignore_errors=True)
+
+
+RANK = "_ss_window_rank"
+"""A row's place among its channel's rows, newest first (1: the newest)."""
+
+
+def ranked(rows: DataFrame) -> DataFrame:
+    """``rows`` with :data:`RANK` (a ROWS window holds the rows of rank <= its size)."""
+    order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
+    return rows.withColumn(RANK, F.row_number().over(order))
+
+
+def latest(rows: DataFrame, size: int) -> DataFrame:
+    """The ``size`` latest rows of each channel."""
+    return ranked(rows).filter(F.col(RANK) <= size).drop(RANK)
