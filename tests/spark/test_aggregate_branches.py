@@ -110,23 +110,17 @@ def test_folded_aggregates_equal_the_oracle_across_batches_and_a_restart(stream,
     floor = min(v[0] for v in oracle(["A"], "ward").values())  # the quietest ward is left out
     busy = f"SELECT ward, count(*) AS n FROM Vitals GROUP BY ward HAVING n > {floor}"
     queries["busy_a"] = (busy, ["A"])
-    queries["resumed_b"] = (GROUPED, ["B"])  # nobody receives it until the second part
     sinks.update({name: Emitted() for name in queries})
     root = tmp_path / "net"
-    first = network(service, root, queries, active=lambda n: n != "resumed_b")
+    first = network(service, root, queries)
     assert all(b.folded is not None for b in first.branches.values())
     first.start(available_now=True).awaitTermination()
     before = {name: len(sink.rows) for name, sink in sinks.items()}
-    assert before["grouped_a"] and before["global_b"] == 1 and before["resumed_b"] == 0
+    assert before["grouped_a"] and before["global_b"] == 1
 
     second_part()
     again = network(service, root, queries)  # a restart: the states are on disk
     again.start(available_now=True).awaitTermination()
-    # switched on, it folded the part it sat out with its first batch: the whole stream
-    assert _rows(sinks["resumed_b"].newest("ward"), "ward") == _rows(
-        sinks["grouped_b"].newest("ward"), "ward"
-    )
-    assert len({batch for batch, _ in sinks["resumed_b"].rows}) == 1
     for name, roles in ROLES.items():
         sink = sinks[f"grouped_{name}"]
         expected = oracle(roles, "ward")
@@ -163,19 +157,31 @@ def test_a_replay_after_a_crash_counts_no_row_twice(stream, tmp_path):
     again = network(service, root, queries)
     again.start(available_now=True).awaitTermination()
     assert _rows(sinks["grouped_a"].newest("ward"), "ward") == once and once
+    state = SharedNetwork.aggregate_path(root, "grouped_a")
+    assert state.is_dir()
+    again.forget("grouped_a")  # the query is removed for good: its state goes too
+    assert not state.exists()
 
 
-def test_an_aggregate_whose_switch_is_off_runs_no_job(stream, tmp_path):
+def test_an_aggregate_has_no_switch_and_folds_whoever_listens(stream, tmp_path):
+    """Its every later value depends on every row: it folds each batch, as alone, so a
+    subscriber coming back replays what changed meanwhile (docs/query-sharing.md); the
+    selection beside it, switched off, runs no job."""
     service, _ = stream
-    queries = {"grouped_a": (GROUPED, ["A"]), "grouped_b": (GROUPED, ["B"])}
+    queries = {
+        "grouped_b": (GROUPED, ["B"]),
+        "ids_b": ("SELECT pid FROM Vitals WHERE hr > 100", ["B"]),
+    }
     sinks.update({name: Emitted() for name in queries})
-    shared = network(service, tmp_path / "net", queries, active=lambda n: n != "grouped_b")
+    shared = network(service, tmp_path / "net", queries, active=lambda _n: False)
     tracker = service.spark.sparkContext.statusTracker()
     shared.start(available_now=True).awaitTermination()
-    assert sinks["grouped_a"].rows and not sinks["grouped_b"].rows
-    assert tracker.getJobIdsForGroup(f"{shared.name}:grouped_b") == []
-    assert tracker.getJobIdsForGroup(f"{shared.name}:grouped_a") != []
-    assert shared.branches["grouped_b"].folded.versions() == [], "no state: nothing folded"
+    expected = oracle(["B"], "ward")
+    assert _rows(sinks["grouped_b"].newest("ward"), "ward").keys() == expected.keys()
+    assert tracker.getJobIdsForGroup(f"{shared.name}:grouped_b") != []
+    assert not sinks["ids_b"].rows
+    assert tracker.getJobIdsForGroup(f"{shared.name}:ids_b") == []
+    assert {q for s in shared.switches() for q in s.queries} == {"ids_b"}
 
 
 @pytest.mark.parametrize(

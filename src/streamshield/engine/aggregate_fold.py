@@ -15,12 +15,10 @@ the position's move; :meth:`FoldedAggregate.purge_after` removes them when the b
 joins, so that a replay (or an owed batch, engine/branch_ledger.py) starts from the
 state its first run started from and yields the same output.
 
-A branch whose switch is off computes nothing. Its position moves on and its state stays
-at its last version; when it is switched on again, the stored rows after that version
-(the stream's history, as far as retention keeps it) are folded in with its first batch.
-So an aggregate is always the aggregate of the whole stream, as its query alone computes
-it, while nobody receiving it costs nothing (a selection's rows of that time are never
-computed: they were nobody's; an aggregate's later values depend on them).
+An aggregate branch has no privacy switch (``SharedNetwork._fold``): it folds every
+batch whoever listens, as its query alone did, so its result store holds each update when
+it happens. Should its position ever have moved past its state's version without a fold,
+the stored rows in between are folded in with its next batch.
 """
 
 from __future__ import annotations

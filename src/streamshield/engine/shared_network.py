@@ -203,6 +203,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self._salt = uuid.uuid4().hex
         self._pusher: ThreadPoolExecutor | None = None
         """Runs pushes (one at a time, in order) while the streaming query runs."""
+        self._unswitched: set[str] = set()
+        """Aggregate branches: no privacy switch (see :meth:`_fold`)."""
         self.pushed: collections.deque[tuple[int, float, float]] = collections.deque(maxlen=100)
         """The newest pushes that handed rows over: (ingest batch, start, end), epoch
         seconds (the latency bench reads them)."""
@@ -238,11 +240,12 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 salt=self._salt,
                 level=admitted.level,  # the branch's own level, next to its roles' test
             ).with_columns(literals)
-        text = sql(view, statistics=statistics)
+        text = sql(view, statistics=True) if statistics else sql(view)
         asserted = admitted.level is not None and not levels_copied(text)
         branch = Branch(name, admitted, tree, view, text, sink, projection, asserted)
         if aggregate:
             branch.columns = self._fold(branch)
+            self._unswitched.add(name)
         else:
             branch.columns, branch.fused = self._analyse(branch)
         self._join(branch)
@@ -263,7 +266,13 @@ class SharedNetwork(BranchedNetwork[Branch]):
     def _fold(self, branch: Branch) -> tuple[str, ...]:
         """An aggregate branch's fold (NotShared where its aggregates do not merge, or
         where folding would not give the columns and types its query gives alone);
-        versions of its state a crash left after its position are dropped."""
+        versions of its state a crash left after its position are dropped.
+
+        An aggregate has no privacy switch: it folds every batch whoever listens, as its
+        query alone did. Every later value of an aggregate depends on every row, so its
+        result store holds each update when it happens and a subscriber who comes back
+        replays what changed while she was away (``?after=``), which a switched-off
+        branch could not give her; it still shares the scan and the selections."""
         fold = fold_of(branch.text)
         if fold is None:
             raise NotShared("the query's aggregates do not fold batch by batch")
@@ -289,6 +298,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
             raise ValueError(f"{name!r} is not a branch name")
         return Path(root) / "aggregates" / name
 
+    def remove(self, name: str) -> None:
+        super().remove(name)
+        self._unswitched.discard(name)
+
     def forget(self, name: str) -> None:
         super().forget(name)
         shutil.rmtree(self.aggregate_path(self.root, name), ignore_errors=True)
@@ -296,8 +309,15 @@ class SharedNetwork(BranchedNetwork[Branch]):
     def switches(self) -> tuple[Switch, ...]:
         """Where the privacy switches of the merged network of every branch sit (PrS
         Algorithm 2): what the API shows; the micro-batch decides from the same state."""
-        trees = {name: _as_tree(b.tree, self.stream) for name, b in self.branches.items()}
+        trees = {
+            name: _as_tree(b.tree, self.stream)
+            for name, b in self.branches.items()
+            if name not in self._unswitched
+        }
         return place_switches(merge(trees)) if trees else ()
+
+    def _is_on(self, name: str) -> bool:
+        return name in self._unswitched or super()._is_on(name)
 
     # -- push ---------------------------------------------------------------------------------
 
@@ -551,10 +571,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
     def _folded(self, branch: Branch, outputs: dict[str, DataFrame], output_id: int) -> DataFrame:
         """An aggregate branch's output: its partials over the rows after its position
-        (``outputs``) and over the stored rows it sat out since its state's version
-        (switched off, or joined while off), folded into that state. So an aggregate
-        switched on again is the aggregate of the whole stream (as far as retention
-        keeps its history), as its query alone computes it."""
+        (``outputs``), folded into its state. Stored rows between its state's version
+        and its position (none while it folds every batch, as it does: it has no switch)
+        are folded in too, so that no path moving a position without a fold can leave
+        rows out of an aggregate."""
         assert branch.folded is not None
         since = branch.folded.since(self.ledger.covered(branch.name))
         partial = outputs[branch.name]
