@@ -31,11 +31,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from streamshield.durable import replace_durably
 from streamshield.engine.branch_ledger import NOTHING
+from streamshield.engine.parquet_versions import ParquetVersions
 from streamshield.lang.partial_aggregates import TOUCHED, Fold
-
-_VERSION = "v="
 
 
 class FoldedAggregate:
@@ -47,7 +45,7 @@ class FoldedAggregate:
     ) -> None:
         self.fold, self.names = fold, names
         self.directory = Path(directory)
-        self.keep = max(keep, 1)
+        self._versions = ParquetVersions(self.directory, keep)
 
     def since(self, covered: int) -> int:
         """The newest state version at or before the branch's position ``covered``
@@ -61,21 +59,27 @@ class FoldedAggregate:
         state; the new state is written first (one job)."""
         session = partial.sparkSession
         schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
-        target = self._path(batch_id)
+        target = self._versions.path(batch_id)
         if not target.exists():
             rows = partial.withColumn(TOUCHED, F.lit(batch_id).cast("long"))
             if since != NOTHING:
-                before = session.read.schema(schema).parquet(str(self._path(since)))
+                before = session.read.schema(schema).parquet(str(self._versions.path(since)))
                 rows = before.unionByName(rows)
             types = {f.name: f.dataType for f in partial.schema.fields}
             merged = rows.groupBy(*self.fold.keys).agg(
                 *(F.expr(f"{how}({c})").cast(types[c]).alias(c) for c, how in self.fold.merges),
                 F.max(TOUCHED).alias(TOUCHED),
             )
-            self._write(merged, batch_id)
-            self._prune(batch_id)
+            self._versions.write(merged, batch_id)
+            self._versions.prune(batch_id)
         state = session.read.schema(schema).parquet(str(target))
         return self._final(state.filter(F.col(TOUCHED) == batch_id))
+
+    def plan(self, partial: DataFrame) -> DataFrame:
+        """The emitted rows over an empty state (a plan: how the fold's output is typed)."""
+        session = partial.sparkSession
+        schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
+        return self._final(session.createDataFrame([], schema))
 
     def _final(self, touched: DataFrame) -> DataFrame:
         """The query's select list and HAVING over the ``touched`` groups of the state."""
@@ -87,46 +91,15 @@ class FoldedAggregate:
         finally:  # the plan holds the rows; the name is not needed any more
             session.catalog.dropTempView(view)
 
-    def plan(self, partial: DataFrame) -> DataFrame:
-        """The emitted rows over an empty state (a plan: how the fold's output is typed)."""
-        session = partial.sparkSession
-        schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
-        return self._final(session.createDataFrame([], schema))
-
     def purge_after(self, covered: int) -> None:
         """Drops the versions after the branch's position (a fold a crash cut short)."""
         for version in self.versions():
             if version > covered:
-                shutil.rmtree(self._path(version), ignore_errors=True)
+                self._versions.discard(version)
 
     def drop(self) -> None:
         """The query is gone for good: its state too."""
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def versions(self) -> list[int]:
-        if not self.directory.exists():
-            return []
-        return sorted(
-            int(p.name[len(_VERSION) :])
-            for p in self.directory.glob(f"{_VERSION}*")
-            if p.name[len(_VERSION) :].isdigit()
-        )
-
-    def _path(self, batch_id: int) -> Path:
-        return self.directory / f"{_VERSION}{batch_id}"
-
-    def _write(self, rows: DataFrame, batch_id: int) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        staging = self.directory / f"_tmp-{batch_id}"
-        shutil.rmtree(staging, ignore_errors=True)
-        rows.write.mode("overwrite").parquet(str(staging))
-        for marker in staging.glob(".*.crc"):
-            marker.unlink()
-        replace_durably(staging, self._path(batch_id))
-
-    def _prune(self, batch_id: int) -> None:
-        """Keeps the newest ``keep`` versions up to ``batch_id``: a replay of the newest
-        output starts from the one before it."""
-        older = [v for v in self.versions() if v < batch_id]
-        for version in older[: max(len(older) - self.keep + 1, 0)]:
-            shutil.rmtree(self._path(version), ignore_errors=True)
+        return self._versions.ids()

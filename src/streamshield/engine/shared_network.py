@@ -576,9 +576,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
         are folded in too, so that no path moving a position without a fold can leave
         rows out of an aggregate."""
         assert branch.folded is not None
-        since = branch.folded.since(self.ledger.covered(branch.name))
+        covered = self.ledger.covered(branch.name)
+        since = branch.folded.since(covered)
         partial = outputs[branch.name]
-        missed = self._history(since, self.ledger.covered(branch.name))
+        missed = self._history(since, covered)
         if missed is not None:
             partial = partial.unionByName(self._output(branch, missed))
         return branch.folded.output(partial, since, output_id)
