@@ -33,6 +33,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.parquet_versions import ParquetVersions
+from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.partial_aggregates import TOUCHED, Fold
 
 
@@ -53,10 +54,14 @@ class FoldedAggregate:
         earlier = [v for v in self.versions() if v <= covered]
         return max(earlier) if earlier else NOTHING
 
-    def output(self, partial: DataFrame, since: int, batch_id: int) -> DataFrame:
+    def output(
+        self, partial: DataFrame, since: int, batch_id: int, small_input: bool = False
+    ) -> DataFrame:
         """The rows emitted for output ``batch_id``: ``partial`` (the fold's partial SQL
         over the branch's rows after its state version ``since``) merged into that
-        state; the new state is written first (one job)."""
+        state; the new state is written first (one job). ``small_input``: the rows are
+        known to be small; with a small state too, the new one is written from the
+        driver (engine/small_writes.py: a Spark write costs more than the few groups)."""
         session = partial.sparkSession
         schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
         target = self._versions.path(batch_id)
@@ -70,7 +75,9 @@ class FoldedAggregate:
                 *(F.expr(f"{how}({c})").cast(types[c]).alias(c) for c, how in self.fold.merges),
                 F.max(TOUCHED).alias(TOUCHED),
             )
-            self._versions.write(merged, batch_id)
+            state_bytes = 0 if since == NOTHING else total_bytes(self._versions.files(since))
+            small = small_input and state_bytes <= SMALL_BYTES // 2
+            self._versions.write(merged, batch_id, small)
             self._versions.prune(batch_id)
         state = session.read.schema(schema).parquet(str(target))
         return self._final(state.filter(F.col(TOUCHED) == batch_id))

@@ -14,6 +14,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from streamshield.durable import replace_durably
+from streamshield.engine.small_writes import write_parquet
 
 _VERSION = "v="
 
@@ -38,15 +39,19 @@ class ParquetVersions:
             if p.name[len(_VERSION) :].isdigit()
         )
 
-    def write(self, rows: DataFrame, batch_id: int) -> None:
-        """``rows`` as the version of ``batch_id`` (one Spark job, one rename)."""
+    def write(self, rows: DataFrame, batch_id: int, small: bool = False) -> None:
+        """``rows`` as the version of ``batch_id`` (one Spark job, one rename); ``small``:
+        known to be small, written from the driver (engine/small_writes.py)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         staging = self.directory / f"_tmp-{batch_id}"
         shutil.rmtree(staging, ignore_errors=True)
-        rows.write.mode("overwrite").parquet(str(staging))
+        write_parquet(rows, staging, small=small)
         for marker in staging.glob(".*.crc"):
             marker.unlink()
         replace_durably(staging, self.path(batch_id))
+
+    def files(self, batch_id: int) -> list[Path]:
+        return sorted(self.path(batch_id).glob("*.parquet"))
 
     def discard(self, batch_id: int) -> None:
         shutil.rmtree(self.path(batch_id), ignore_errors=True)

@@ -582,7 +582,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         missed = self._history(since, covered)
         if missed is not None:
             partial = partial.unionByName(self._output(branch, missed))
-        return branch.folded.output(partial, since, output_id)
+        small = self._small(since + 1, output_id)
+        return branch.folded.output(partial, since, output_id, small)
 
     def _deliver_together(
         self, on: dict[str, Branch], linked: dict[str, Linked], output_id: int
