@@ -510,8 +510,13 @@ class Ingest:
     ) -> tuple[list[tuple], Compiled]:
         """Replays the reference tracker per channel: decision rows and compiled policies."""
         gaps: dict[Channel, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        channels: dict[tuple, Channel] = {}
         for row in summaries:
-            gaps[Channel(row["stream"], row["provider"])][row["gap"]].append(row)
+            key = (row["stream"], row["provider"])
+            channel = channels.get(key)
+            if channel is None:
+                channel = channels[key] = Channel(*key)
+            gaps[channel][row["gap"]].append(row)
         decisions: list[tuple] = []
         policies: Compiled = {}
         for channel in sorted(set(gaps) | set(sps)):
@@ -809,13 +814,19 @@ def gap_summaries(
     """
     summaries: list[dict] = []
     split: set[Channel] = set()
+    channels: dict[tuple, Channel] = {}  # one Channel per channel, not per declaration
     for row in declarations:
-        channel = Channel(row["stream"], row["provider"])
+        key = (row["stream"], row["provider"])
+        channel = channels.get(key)
+        if channel is None:
+            channel = channels[key] = Channel(*key)
         seqs = sp_seqs.get(channel, [])
         gap = bisect_left(seqs, row["first"])
         if gap != bisect_left(seqs, row["last"]):
             split.add(channel)
         summaries.append({**row, "gap": gap})
+    if not split:
+        return summaries, split
     kept = [s for s in summaries if Channel(s["stream"], s["provider"]) not in split]
     return kept, split
 
