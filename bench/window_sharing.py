@@ -21,7 +21,7 @@ Results: ``bench/results-window-sharing.json`` (``results-aggregate-sharing.json
 Aggregates: user ``i`` registers ``SELECT patient_id, count(*) AS n, avg(beats_per_min)
 AS a FROM HeartRate WHERE patient_id >= k GROUP BY patient_id`` when even and ``SELECT
 count(*) AS n, max(beats_per_min) AS hi FROM HeartRate`` when odd; the arms differ in
-``CqlService.share``.
+``CqlService.share`` and ``share_aggregates``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def run_case(
 ) -> dict:
     root = tmp / f"n{n}-{share}-{time.monotonic_ns()}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    pipeline.cql.share = pipeline.cql.share_windows = share
+    pipeline.cql.share = pipeline.cql.share_windows = pipeline.cql.share_aggregates = share
     queries, sinks, times, loads = [], [], [], []
     try:
         for i in range(n):

@@ -218,3 +218,17 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     for query in (one, two, sliding):
         cql.stop(query.name)
     assert cql.window_networks == {}, "the network stops with its last branch"
+    counts = Rows()
+    aggregate = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
+    alone = cql.submit(aggregate, ["C"], CallbackSink(Rows()))
+    assert cql.networks == {}, "an aggregate runs on its own by default"
+    cql.share_aggregates = True  # a folding branch (engine/aggregate_fold.py)
+    try:
+        folded = cql.submit(aggregate, ["C"], CallbackSink(counts))
+        folded.process_all_available()
+        ((network),) = cql.networks.values()
+        assert network.branches[folded.name].folded is not None and counts.rows
+    finally:
+        cql.share_aggregates = False
+    for query in (alone, folded):
+        cql.stop(query.name)

@@ -142,6 +142,12 @@ class CqlService:
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
         self.share, self.share_windows, self.fuse = share, share_windows, fuse
+        self.share_aggregates = False
+        """Aggregates without a window as folding branches of the stream's selection
+        network (engine/aggregate_fold.py). Off: measured slower than Spark's own
+        streaming aggregation, one query each (``python -m bench.window_sharing --kind
+        aggregates``, docs/query-sharing.md: 8 aggregates 5.0-5.7 s against 2.7-3.6 s
+        a batch), so each still runs as a streaming query of its own."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose
@@ -307,7 +313,8 @@ class CqlService:
         if shape.kind is ShapeKind.STREAM:
             shared = None
             # an aggregate emits updates: a file sink takes final rows (its own query's)
-            if self.share and not (shape.aggregate and not isinstance(sink, CallbackSink)):
+            folds = self.share_aggregates and isinstance(sink, CallbackSink)
+            if self.share and (not shape.aggregate or folds):
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor)
             return shared or self.queries.register(
                 admitted, admitted.roles, sink, name, processor=processor
