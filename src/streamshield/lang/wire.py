@@ -242,16 +242,7 @@ def _common_sp(line: str) -> tuple | None:
     stream, provider, seq, ts, sn = (raw[k] for k in ("stream", "provider", "seq", "ts", "sn"))
     ddp, srp, sign, immutable = raw["ddp"], raw["srp"], raw["sign"], raw["immutable"]
     if not (
-        type(stream) is str
-        and type(provider) is str
-        and stream
-        and provider
-        and type(seq) is int
-        and type(ts) is int
-        and type(sn) is int
-        and seq >= 0
-        and ts > 0
-        and sn >= 1
+        _header_ok(stream, provider, seq, ts, sn)
         and type(sign) is str
         and sign in ("+", "-")
         and type(immutable) is bool
@@ -316,18 +307,7 @@ def sp_of_columns(
     values after their types are checked (so ``True`` and ``1`` never share an entry):
     at one sp per tuple most sps re-send a body seen before.
     """
-    if not (
-        type(stream) is str
-        and type(provider) is str
-        and stream
-        and provider
-        and type(seq) is int
-        and type(ts) is int
-        and type(sn) is int
-        and seq >= 0
-        and ts > 0
-        and sn >= 1
-    ):
+    if not _header_ok(stream, provider, seq, ts, sn):
         return None
     if privilege is None:
         privilege = "read"
@@ -465,3 +445,20 @@ def json_schema() -> dict[str, Any]:
         "'{ND, C}'. Unknown fields are refused; every field without a default is required."
     )
     return schema
+
+
+def _header_ok(stream: Any, provider: Any, seq: Any, ts: Any, sn: Any) -> bool:
+    """An sp's channel and numbers, each of its exact type and range (the fast path and
+    the typed columns check them alike)."""
+    return bool(
+        type(stream) is str
+        and type(provider) is str
+        and stream
+        and provider
+        and type(seq) is int
+        and type(ts) is int
+        and type(sn) is int
+        and seq >= 0
+        and ts > 0
+        and sn >= 1
+    )
