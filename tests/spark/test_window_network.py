@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
+from streamshield.engine import node_members
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.shared_selections import selected_frames
@@ -218,6 +219,13 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     for query in (one, two, sliding):
         cql.stop(query.name)
     assert cql.window_networks == {}, "the network stops with its last branch"
+    nodes = cql.queries.root / WindowNetwork.FOLDER / STREAM / "nodes"
+    (node,) = [d for d in nodes.iterdir() if one.name in (node_members.members(d) or ())]
+    assert node_members.members(node) == {one.name, two.name}, "stopped, still registered"
+    cql.forget(one.name)
+    assert (node / "kept.json").exists(), "the count is still registered: the node stays"
+    cql.forget(two.name)
+    assert not node.exists(), "removed for good with the last query it served"
     counts = Rows()
     aggregate = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
     alone = cql.submit(aggregate, ["C"], CallbackSink(Rows()))

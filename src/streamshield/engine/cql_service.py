@@ -267,7 +267,8 @@ class CqlService:
 
     def forget(self, name: str) -> None:
         """A removed query's engine records: its branch positions in any network (of
-        any level: the query's level may have changed since it ran)."""
+        any level: the query's level may have changed since it ran), its aggregate's
+        state, and the window nodes nobody registered uses any more."""
         root = self.queries.root
         for kind in (SharedNetwork.FOLDER, WindowNetwork.FOLDER):
             for networks in (root / kind, *root.glob(f"levels/*/{kind}")):
@@ -276,6 +277,8 @@ class CqlService:
                     if kind == SharedNetwork.FOLDER:
                         aggregate = SharedNetwork.aggregate_path(networks / stream, name)
                         shutil.rmtree(aggregate, ignore_errors=True)
+                    else:  # the window nodes it was the last registered query of
+                        WindowNetwork.forget(networks / stream, name)
 
     # -- INSERT SP -----------------------------------------------------------------------
 

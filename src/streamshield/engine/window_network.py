@@ -49,11 +49,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.durable import write_atomic
+from streamshield.engine import node_members
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
     INGEST,
@@ -176,7 +178,8 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         branch = WindowBranch(name, admitted, query, node, where_conjuncts(admitted))
         with self._batch:
             if window.kind is not WindowKind.NOW:  # a NOW node keeps no state
-                self._state(node)  # a RANGE window over a stream without event time fails
+                # a RANGE window over a stream without event time fails here
+                node_members.join(self._state(node).directory, name)
             self._join(branch)
         return branch
 
@@ -358,8 +361,15 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
 
     # -- parts --------------------------------------------------------------------------------
 
+    @staticmethod
+    def forget(root: Path, name: str) -> None:
+        """Query ``name`` is removed for good: the nodes under the network folder
+        ``root`` it was the last registered query of go (engine/node_members.py)."""
+        node_members.leave(root / "nodes", name)
+
     def _state(self, node: WindowNode) -> WindowState:
-        if node not in self._states:
+        state = self._states.get(node)
+        if state is None or not state.directory.is_dir():  # new, or forgotten since
             self._states[node] = WindowState(
                 self.spark, node.window, self.root / "nodes" / _digest(node), self._event_time()
             )
