@@ -586,8 +586,7 @@ def notes(sizes: dict) -> list[str]:
         " its query and not timed",
         f"ingest: {sizes['ingest_tuples']:,} tuples for 1 sp/100 and 1 sp/10"
         + (
-            " (scaled down from the issue's 1M to keep the run under 25 min on the shared"
-            " 2 cores)"
+            " (scaled down from the issue's 1M to keep the run under 25 min on the shared 2 cores)"
             if sizes["ingest_tuples"] < 1_000_000
             else ""
         )
