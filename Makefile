@@ -27,10 +27,12 @@ figures: setup
 # on two cores finish well before one. `pytest` alone still runs everything serially.
 test: setup
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 setup: $(STAMP)
 
