@@ -10,8 +10,7 @@ import contextlib
 import json
 import socket
 import ssl
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from streamshield.server.application_query import SeparateLevels
 from streamshield.server.runner import Running, serve_in_thread
 from streamshield.server.service import ServerService
 from streamshield.server.tls import ensure_self_signed
+from tests.polling import poll
 from tests.spark.conftest import spark  # noqa: F401  (the one session-scoped Spark fixture)
 
 ROLES = {"ADMIN": "", "CUSTOMER1": "", "CUSTOMER2": "", "INFO_PROVIDER": "", "OTHER": ""}
@@ -100,17 +100,6 @@ def ok(answer: httpx.Response, status: int = 200) -> dict:
 def grant(client: httpx.Client, permission: str, kind: str, obj: str, role: str) -> None:
     body = {"permission": permission, "kind": kind, "object": obj, "role": role}
     ok(client.post("/grants", json=body))
-
-
-def poll(condition: Callable[[], object], timeout: float = 90.0, every: float = 0.5) -> object:
-    """Bounded polling: the condition's first truthy value, or an AssertionError."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not met in time")
 
 
 def audit_text(entries: list[dict]) -> str:

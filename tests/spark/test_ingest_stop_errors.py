@@ -11,7 +11,6 @@ failure is not recorded (``exception()`` is None).
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,12 @@ import pytest
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.examples import hospital
+from tests.polling import poll
 from tests.spark.conformance import STREAMS
 from tests.spark.test_ingest_job import chunks, land
 
 pytestmark = pytest.mark.spark
 LONG = "; ".join(f"column c{i} is missing" for i in range(300))  # ~6,000 characters
-
-
-def _poll(condition, seconds: float = 60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return condition()
 
 
 def _interrupted_call(spark) -> None:
@@ -60,7 +53,7 @@ def _stop_during_a_failing_batch(spark, tmp_path: Path, fail) -> object:
     assert entered.wait(60)
     stopper = threading.Thread(target=query.stop)
     stopper.start()
-    assert _poll(lambda: not query.isActive)  # stop() has begun: Spark now runs its regex
+    poll(lambda: not query.isActive, 60.0, 0.05)  # stop() has begun: Spark now runs its regex
     go.set()
     stopper.join(60)
     assert not stopper.is_alive()

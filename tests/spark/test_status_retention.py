@@ -13,12 +13,13 @@ suite.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import time
 
 import pytest
 
 from streamshield.engine.session import STATUS_RETENTION
+from tests.polling import poll
 
 pytestmark = pytest.mark.spark
 
@@ -40,8 +41,7 @@ def test_finished_executions_and_jobs_are_kept_within_the_bounds(spark) -> None:
         for i in range(executions + 10):  # each an SQL execution and a job
             spark.range(i + 1).collect()
     # The store trims in a background thread once a bound is passed: bounded wait.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _retained(spark)[0] > executions:
-        time.sleep(0.2)
+    with contextlib.suppress(AssertionError):  # the assertion below says what was held
+        poll(lambda: _retained(spark)[0] <= executions, 30.0, 0.2)
     held = _retained(spark)
     assert held[0] <= executions and held[1] <= jobs, held

@@ -26,6 +26,7 @@ from streamshield.policy.operator_limits import LimitExceeded, LimitRule, Operat
 from streamshield.server.application_query import LEVEL_APPLICATION_LOST, ApplicationQuery
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.settings import ConfigError, load
+from tests.polling import poll
 from tests.unit.test_level_application import HIERARCHY, STREAMS, at, importable  # noqa: F401
 
 SELECT = "SELECT id FROM MessageLog"
@@ -108,14 +109,14 @@ def test_a_failing_query_or_a_dead_driver_fails_and_the_lost_one_restarts(tmp_pa
     registry.add(live(tmp_path, "ok", "[1, B]"))
     bad, ok = registry.start("bad", UNLIMITED), registry.start("ok", UNLIMITED)
     bad.handle.application.request("fail", name="api_bad")
-    _until(lambda: not bad.handle.active)
+    poll(lambda: not bad.handle.active, 30.0, 0.05)
     assert [q.name for q in registry.check_failures(lambda *_: None)] == ["bad"]
     assert bad.status() == "failed" and bad.error_class == "CAST_INVALID_INPUT"
     assert registry.restartable(0) == []  # a bad query is not started again by itself
 
     first = ok.handle.application
     first.process.kill()  # the driver dies (an OOM, a JVM crash)
-    _until(lambda: not ok.handle.active)
+    poll(lambda: not ok.handle.active, 30.0, 0.05)
     assert [q.name for q in registry.check_failures(lambda *_: None)] == ["ok"]
     assert ok.error_class == LEVEL_APPLICATION_LOST
     assert registry.restart(registry.restartable(0), UNLIMITED) == ["ok"]
@@ -141,7 +142,7 @@ def test_a_slow_driver_start_holds_up_no_other_start(tmp_path, routed, monkeypat
 
     thread = threading.Thread(target=register, daemon=True)
     thread.start()
-    _until(lambda: len(apps.active()) == 1)  # the slow level's driver is starting
+    poll(lambda: len(apps.active()) == 1, 30.0, 0.05)  # the slow level's driver is starting
     assert registry.start("fast", UNLIMITED).status() == "running"
     assert thread.is_alive() and "startable" not in done  # still starting, not in the way
     gate.touch()
@@ -167,7 +168,7 @@ def test_a_lost_query_restarts_into_the_driver_started_for_it(tmp_path, routed) 
     ok = registry.start("ok", UNLIMITED)
     first = ok.handle.application
     first.process.kill()
-    _until(lambda: not ok.handle.active)
+    poll(lambda: not ok.handle.active, 30.0, 0.05)
     registry.check_failures(lambda *_: None)
     with registry.levels_started(registry.restartable(0), ready=True) as due:
         warmed = _apps.of(ok.internal)
@@ -175,15 +176,6 @@ def test_a_lost_query_restarts_into_the_driver_started_for_it(tmp_path, routed) 
         assert registry.restart(due, UNLIMITED) == ["ok"]
     assert ok.status() == "running" and ok.handle.application is warmed
     assert warmed.process.poll() is None
-
-
-def _until(condition, timeout: float = 30.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_the_setting_chooses_where_levels_run(monkeypatch) -> None:

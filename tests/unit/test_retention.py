@@ -25,6 +25,7 @@ from streamshield.engine.retention import (
 from streamshield.engine.tracker_state import StateStore
 from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.settings import ConfigError, load
+from tests.polling import poll
 
 OLD = time.time() - 3600  # an hour ago: past a retention of 60 s
 
@@ -230,10 +231,7 @@ def test_a_new_retention_applies_at_once_and_stop_is_prompt(tmp_path: Path) -> N
     try:
         assert watch.interval == 60
         watch.max_age = 60  # not a minute later: now
-        deadline = time.monotonic() + 10
-        while watch.pruner.last is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert watch.pruner.last is not None
+        poll(lambda: watch.pruner.last is not None, 10.0, 0.02)
         assert watch.interval == 30
     finally:
         began = time.monotonic()
