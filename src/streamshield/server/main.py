@@ -299,15 +299,41 @@ def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> 
     if service is not None:
         try:
             service.stop()
+        except Exception:
+            if _spark_alive(spark_started):
+                raise
+            log.warning(JVM_STOPPED)
         finally:
             service.security.engine.dispose()
     spark, pending = _started(spark_started)  # a stop during start-up waits for Spark
-    if spark is not None:
+    if spark is not None and _spark_alive(spark_started):
         from streamshield.engine.session import keep_class_cache, stop_jvm
 
         spark.stop()
         if stop_jvm():
             keep_class_cache(pending)
+
+
+JVM_STOPPED = (
+    "Spark's JVM got the stop signal too (sent to the whole process group or cgroup) and "
+    "stopped before the queries could stop between two micro-batches: they stopped as in "
+    "a crash and resume from their checkpoints at the next start. Signal the server's own "
+    "process to stop it between batches (systemd: KillMode=mixed)."
+)
+
+
+def _spark_alive(spark_started: Future) -> bool:
+    """Whether Spark's context still runs: a signal sent to the server's whole process
+    group (``timeout``, ``kill -- -PGID``, systemd's default ``KillMode=control-group``)
+    reaches the JVM too, whose own shutdown hook then stops the context under the
+    queries' orderly stop. (Its SIGINT is ignored: PySpark starts it so.)"""
+    spark, _pending = _started(spark_started)
+    if spark is None:
+        return False
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()
+    except Exception:  # the JVM has exited: its gateway is gone
+        return False
 
 
 def _example_help(echo: Callable[[str], None], url: str, cert: Path, root: Path) -> None:
