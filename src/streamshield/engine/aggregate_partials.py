@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 _TAG = "_ss_tag"
 
@@ -35,11 +35,16 @@ def collect_together(frames: Mapping[str, DataFrame]) -> dict[str, pa.Table]:
         ((name, frame),) = frames.items()
         return {name: frame.toArrow()}
     slots = {name: f"_ss_t{i}" for i, name in enumerate(frames)}
-    types = {name: StructType(frame.schema.fields) for name, frame in frames.items()}
+    # every field nullable: Arrow's view of a struct with non-null fields in a column
+    # that is NULL in the other branches' rows does not convert
+    types = {
+        name: StructType([StructField(f.name, f.dataType, True) for f in frame.schema.fields])
+        for name, frame in frames.items()
+    }
     parts = []
     for i, (name, frame) in enumerate(frames.items()):
         columns = [
-            _packed(frame).alias(slots[other])
+            _packed(frame).cast(types[name]).alias(slots[other])
             if other == name
             else F.lit(None).cast(types[other]).alias(slots[other])
             for other in frames

@@ -607,9 +607,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 tables = collect_together({n: outputs[n] for n in due})
         except Exception as err:  # each folds alone: a failing branch fails alone
             audit.warning(
-                "network %s: the aggregates' partials failed together (%s); each folds alone",
+                "network %s: the aggregates' partials failed together (%s: %.300s); "
+                "each folds alone",
                 self.name,
                 type(err).__name__,
+                err,
             )
             return {}
         return {n: (since, tables[n]) for n, since in due.items()}
