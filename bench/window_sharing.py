@@ -16,7 +16,8 @@ warm-up batch, then ``--batches`` timed batches of ``--rows`` tuples; a batch's 
 the driver's wall time from its ingest returning until every query's
 ``processAllAvailable`` returned. Cases interleaved (rep by rep, arms alternating, order
 rotated); median, min and max per (arm, N), and the load average next to each.
-Results: ``bench/results-window-sharing.json`` (``results-aggregate-sharing.json``).
+Results: ``bench/results-window-sharing.json`` (``results-aggregate-sharing.json``), each
+run appended to the earlier ones with its ``--label``.
 
 Aggregates: user ``i`` registers ``SELECT patient_id, count(*) AS n, avg(beats_per_min)
 AS a FROM HeartRate WHERE patient_id >= k GROUP BY patient_id`` when even and ``SELECT
@@ -100,6 +101,15 @@ def run_case(
     return {"n": n, "share": share, "seconds": times, "load": loads, "warmup_rows": rows}
 
 
+def _earlier(out: Path) -> list[dict]:
+    """The runs already in ``out``, kept so that a new run is compared with them (a
+    file of one run, the earlier format, is that run)."""
+    if not out.exists():
+        return []
+    earlier = json.loads(out.read_text())
+    return earlier.get("runs", [{"label": "earlier", **earlier}])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, nargs="+", default=[1, 4, 8])
@@ -108,6 +118,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--kind", choices=sorted(KINDS), default="windows")
+    parser.add_argument("--label", default="", help="what this run measures (kept with it)")
     args = parser.parse_args()
     spark = spark_session("local[2]", "window-sharing")
     spark.sparkContext.setLogLevel("ERROR")
@@ -137,7 +148,8 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
     name = "window" if args.kind == "windows" else "aggregate"
     out = ROOT / "bench" / f"results-{name}-sharing.json"
-    out.write_text(json.dumps({"args": vars(args), "cases": cases, "summary": summary}, indent=1))
+    run = {"label": args.label, "args": vars(args), "cases": cases, "summary": summary}
+    out.write_text(json.dumps({"runs": [*_earlier(out), run]}, indent=1))
     spark.stop()
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import pytest
 
+from streamshield.engine.aggregate_fold import FoldedAggregate
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import NetworkParts, NotShared
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.queries import QueryService
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.lang.partial_aggregates import fold_of
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.test_ingest_job import land
 from tests.spark.test_statistics import (
@@ -115,12 +117,16 @@ def test_folded_aggregates_equal_the_oracle_across_batches_and_a_restart(stream,
     first = network(service, root, queries)
     assert all(b.folded is not None for b in first.branches.values())
     first.start(available_now=True).awaitTermination()
+    # folded on the driver (engine/arrow_merge.py), each state kept in memory
+    assert all(b.folded.in_memory() is not None for b in first.branches.values())
     before = {name: len(sink.rows) for name, sink in sinks.items()}
     assert before["grouped_a"] and before["global_b"] == 1
 
     second_part()
     again = network(service, root, queries)  # a restart: the states are on disk
+    assert all(b.folded.in_memory() is None for b in again.branches.values())
     again.start(available_now=True).awaitTermination()
+    assert all(b.folded.in_memory() is not None for b in again.branches.values())
     for name, roles in ROLES.items():
         sink = sinks[f"grouped_{name}"]
         expected = oracle(roles, "ward")
@@ -197,3 +203,44 @@ def test_an_aggregate_that_does_not_fold_runs_on_its_own(stream, tmp_path, text)
     sinks["x"] = Emitted()
     with pytest.raises(NotShared):
         network(service, tmp_path / "net", {"x": (text, ["A"])})
+
+
+def test_the_drivers_fold_equals_sparks_nulls_and_nans_included(spark, tmp_path):
+    """The same partials folded by Spark (``FoldedAggregate.output``) and on the driver
+    (``output_table``: pyarrow's merge, the final select over a local relation) give the
+    same states and the same emitted rows and types, over groups with null keys, null
+    values, NaNs and all-null groups; the driver's state read back after a restart (a
+    new FoldedAggregate over the same folder) folds on as the held one did."""
+    text = (
+        "SELECT k, count(*) AS n, count(x) AS c, sum(x) AS s, avg(x) AS a, min(x) AS lo, "
+        "max(y) AS hi, min(y) AS ylo, bit_and(z) AS band, bit_or(z) AS bor, max(w) AS w "
+        "FROM v GROUP BY k HAVING count(*) > 0"
+    )
+    fold = fold_of(text)
+    assert fold is not None
+    nan = float("nan")
+    schema = "k string, x bigint, y double, z bigint, w string"
+    batches = [
+        [("a", 1, 1.0, 6, "p"), ("a", None, nan, None, None), (None, 2, None, 3, "q")],
+        [("b", None, None, None, None), ("a", 5, 2.0, 12, "a"), (None, None, nan, 5, None)],
+        [("b", 7, nan, -1, "z"), ("c", 1, -0.5, 0, "")],
+    ]
+    names = ("k", "n", "c", "s", "a", "lo", "hi", "ylo", "band", "bor", "w")
+    by_spark = FoldedAggregate(fold, tmp_path / "spark", names)
+    on_driver = FoldedAggregate(fold, tmp_path / "driver", names)
+    since = NOTHING
+    for batch_id, rows in enumerate(batches):
+        spark.createDataFrame(rows, schema).createOrReplaceTempView("v")
+        partial = spark.sql(fold.partial)
+        if batch_id == 2:  # a restart: the state is read back from its file
+            on_driver = FoldedAggregate(fold, tmp_path / "driver", names)
+        expected = by_spark.output(partial, since, batch_id)
+        got = on_driver.output_table(partial.toArrow(), partial.schema, since, batch_id, spark)
+        assert got is not None and on_driver.in_memory() == batch_id
+        assert got.schema == expected.schema
+        assert _sorted(got) == _sorted(expected), batch_id
+        since = batch_id
+
+
+def _sorted(frame) -> list:
+    return sorted(repr(tuple(r)) for r in frame.collect())

@@ -15,6 +15,18 @@ the position's move; :meth:`FoldedAggregate.purge_after` removes them when the b
 joins, so that a replay (or an owed batch, engine/branch_ledger.py) starts from the
 state its first run started from and yields the same output.
 
+Folding on the driver. While the batch's rows and the state are small (the usual case: a
+state is one row per group), the branch's partials come to the driver as Arrow (every
+aggregate branch's in one Spark job, engine/aggregate_partials.py), are merged with its
+state by pyarrow (engine/arrow_merge.py), and the new version is written by pyarrow: no
+Spark job reads, shuffles or writes the state. The newest version is kept in memory
+between batches (as Spark's state store keeps its own), the file being its durable
+record; a restart, or any other version, reads the file. The query's select list and
+HAVING still run in Spark, over the touched groups as a local relation (planned on the
+driver, no job), so their semantics and types are Spark's own. Where the driver's merge
+could differ from Spark's (engine/arrow_merge.py) or the state is large, the fold runs
+in Spark as before.
+
 An aggregate branch has no privacy switch (``SharedNetwork._fold``): it folds every
 batch whoever listens, as its query alone did, so its result store holds each update when
 it happens. Should its position ever have moved past its state's version without a fold,
@@ -27,10 +39,13 @@ import shutil
 import uuid
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from streamshield.engine.arrow_merge import NotMergeable, merge
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.parquet_versions import ParquetVersions
 from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
@@ -47,6 +62,8 @@ class FoldedAggregate:
         self.fold, self.names = fold, names
         self.directory = Path(directory)
         self._versions = ParquetVersions(self.directory, keep)
+        self._held: tuple[int, pa.Table] | None = None
+        """The newest version written by this process, in memory (id, state)."""
 
     def since(self, covered: int) -> int:
         """The newest state version at or before the branch's position ``covered``
@@ -82,6 +99,52 @@ class FoldedAggregate:
         state = session.read.schema(schema).parquet(str(target))
         return self._final(state.filter(F.col(TOUCHED) == batch_id))
 
+    def small_state(self, since: int) -> bool:
+        """Whether the state version ``since`` is small enough for the driver."""
+        if since == NOTHING or (self._held is not None and self._held[0] == since):
+            return True
+        return total_bytes(self._versions.files(since)) <= SMALL_BYTES // 2
+
+    def output_table(
+        self,
+        partial: pa.Table,
+        schema: StructType,
+        since: int,
+        batch_id: int,
+        session: SparkSession,
+    ) -> DataFrame | None:
+        """As :meth:`output`, folded on the driver: ``partial`` (the partials, collected
+        as Arrow; ``schema``: their Spark schema) merged with the state version ``since``
+        by pyarrow, the new version written by pyarrow and kept in memory, the query's
+        final select over the touched groups as a local relation. None where the merge
+        could differ from Spark's (NotMergeable): the caller folds with Spark."""
+        # nullable as read back from Parquet, as the Spark fold's state is
+        fields = [*schema.fields, StructField(TOUCHED, LongType())]
+        state_schema = StructType([StructField(f.name, f.dataType, True) for f in fields])
+        if self._versions.path(batch_id).exists():  # a replay: its version is written
+            state = self._state(batch_id)
+        else:
+            try:
+                state = merge(
+                    None if since == NOTHING else self._state(since),
+                    partial,
+                    self.fold.keys,
+                    self.fold.merges,
+                    batch_id,
+                )
+            except NotMergeable:
+                return None
+            self._versions.write_table(state, batch_id)
+            self._versions.prune(batch_id)
+        self._held = (batch_id, state) if state.nbytes <= SMALL_BYTES else None
+        touched = state.filter(pc.equal(state[TOUCHED], batch_id))
+        return self._final(session.createDataFrame(touched, schema=state_schema))
+
+    def _state(self, version: int) -> pa.Table:
+        if self._held is not None and self._held[0] == version:
+            return self._held[1]
+        return self._versions.read_table(version)
+
     def plan(self, partial: DataFrame) -> DataFrame:
         """The emitted rows over an empty state (a plan: how the fold's output is typed)."""
         session = partial.sparkSession
@@ -103,10 +166,17 @@ class FoldedAggregate:
         for version in self.versions():
             if version > covered:
                 self._versions.discard(version)
+        if self._held is not None and self._held[0] > covered:
+            self._held = None
 
     def drop(self) -> None:
         """The query is gone for good: its state too."""
+        self._held = None
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def in_memory(self) -> int | None:
+        """The state version held in memory (None: the next fold reads its file)."""
+        return None if self._held is None else self._held[0]
 
     def versions(self) -> list[int]:
         return self._versions.ids()

@@ -9,8 +9,11 @@ durable rename, so a reader (or a crash) sees a version whole or not at all.
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from streamshield.durable import replace_durably
@@ -49,6 +52,21 @@ class ParquetVersions:
         for marker in staging.glob(".*.crc"):
             marker.unlink()
         replace_durably(staging, self.path(batch_id))
+
+    def write_table(self, table: pa.Table, batch_id: int) -> None:
+        """``table`` (on the driver already) as the version of ``batch_id``: one file
+        written by pyarrow as engine/small_writes.py writes a small frame, one rename."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        staging = self.directory / f"_tmp-{batch_id}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        pq.write_table(table, staging / name, compression="snappy", write_page_index=True)
+        replace_durably(staging, self.path(batch_id))
+
+    def read_table(self, batch_id: int) -> pa.Table:
+        """The version of ``batch_id`` read on the driver (known small by the caller)."""
+        return pq.read_table(self.files(batch_id))
 
     def files(self, batch_id: int) -> list[Path]:
         return sorted(self.path(batch_id).glob("*.parquet"))

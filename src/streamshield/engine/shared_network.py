@@ -80,6 +80,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -87,6 +88,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.aggregate_fold import FoldedAggregate
+from streamshield.engine.aggregate_partials import collect_together
 from streamshield.engine.branch_ledger import owed_between, owes
 from streamshield.engine.branched_network import (
     INGEST,
@@ -115,6 +117,8 @@ from streamshield.network.switches import Switch, place_switches
 from streamshield.network.window_sharing import BranchVertex
 
 audit = logging.getLogger("streamshield.audit")
+AGGREGATES = "(aggregates)"
+"""The job group part of the one job collecting every aggregate branch's partials."""
 DELIVERY = "(delivery)"
 """The job group part of the one job delivering every listening branch (no query's name:
 names are identifiers)."""
@@ -553,6 +557,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
     ) -> None:
         linked = linked or {}
         together = self._deliver_together(on, linked, output_id)
+        driven = self._partials_on_driver(on, outputs, output_id)
 
         def hand(branch: Branch) -> None:
             if branch.name in together:
@@ -563,11 +568,53 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 link = branch.sink.link  # type: ignore[attr-defined]
                 link(output_id, to.files, fused.slot, to.rows, to.spec)
             elif branch.folded is not None:
-                branch.sink(_within(branch, self._folded(branch, outputs, output_id)), output_id)
+                folded = None
+                if branch.name in driven:
+                    since, table = driven[branch.name]
+                    schema = outputs[branch.name].schema
+                    session = outputs[branch.name].sparkSession
+                    folded = branch.folded.output_table(table, schema, since, output_id, session)
+                if folded is None:  # not on the driver: folded by Spark
+                    folded = self._folded(branch, outputs, output_id)
+                branch.sink(_within(branch, folded), output_id)
             else:
                 branch.sink(outputs[branch.name], output_id)
 
         self._each(on, hand, output_id)
+
+    def _partials_on_driver(
+        self, on: dict[str, Branch], outputs: dict[str, DataFrame], output_id: int
+    ) -> dict[str, tuple[int, pa.Table]]:
+        """The aggregate branches folded on the driver (engine/aggregate_fold.py): each
+        one's state version and its partials, every branch's collected by one Spark job
+        (engine/aggregate_partials.py). Only where the rows since the state's version
+        are this batch's and small, and the state is small; if that job fails, none
+        (each folds with Spark, so that one branch's failing expression fails it alone)."""
+        due: dict[str, int] = {}
+        for name, branch in on.items():
+            if branch.folded is None or name not in outputs or branch.failure is not None:
+                continue
+            since = branch.folded.since(self.ledger.covered(name))
+            if since != self.ledger.covered(name):
+                continue  # stored rows sat out in between: the Spark fold reads them
+            if self._small(since + 1, output_id) and branch.folded.small_state(since):
+                due[name] = since
+        if not due:
+            return {}
+        group = next(iter(due)) if len(due) == 1 else AGGREGATES
+        try:
+            with self._job_group(group):
+                tables = collect_together({n: outputs[n] for n in due})
+        except Exception as err:  # each folds alone: a failing branch fails alone
+            audit.warning(
+                "network %s: the aggregates' partials failed together (%s: %.300s); "
+                "each folds alone",
+                self.name,
+                type(err).__name__,
+                err,
+            )
+            return {}
+        return {n: (since, tables[n]) for n, since in due.items()}
 
     def _folded(self, branch: Branch, outputs: dict[str, DataFrame], output_id: int) -> DataFrame:
         """An aggregate branch's output: its partials over the rows after its position
