@@ -40,6 +40,7 @@ from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.branched_network import TRIGGER_SECONDS, NetworkParts, NotShared
 from streamshield.engine.derived import derived_definition
+from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
@@ -117,6 +118,11 @@ NETWORK_STOP_SECONDS = 10.0
 
 class CqlService:
     """Parses, checks and routes users' requests; keeps what each registered query needs."""
+
+    driven_scan = False
+    """A stream's networks read it through a scan driven by ingest's commits
+    (engine/driven_scan.py) instead of a file-source streaming query of their own; the
+    server's ``driven_scan`` setting."""
 
     def __init__(
         self,
@@ -347,7 +353,7 @@ class CqlService:
             suffix = "" if level is None else f"-{processor.name}"
             scan = self.scans.get(key)
             if scan is None:
-                scan = StreamScan(
+                scan = (DrivenScan if self.driven_scan else StreamScan)(
                     processor.session,
                     self.queries.labelled,
                     self.streams[stream],
