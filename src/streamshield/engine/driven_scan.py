@@ -70,6 +70,13 @@ STOP_SECONDS = 60.0
 COMPACT_INTERVAL = 10
 """Spark's file-source log compacts every tenth offset (``compactInterval``)."""
 PROGRESS_KEPT = 100
+RETAINED = 100
+"""Micro-batches whose offsets and commits the log keeps (Spark's
+``minBatchesToRetain``); older ones, and file-source log files a newer compact file
+holds, are deleted as Spark deletes them."""
+LIST_SECONDS = 10.0
+"""How often the markers are listed in full, besides looking for the next ids one by one
+(a gap in ingest's ids, which a listing finds)."""
 
 
 class ScanLog(SourceLog):
@@ -128,11 +135,41 @@ class ScanLog(SourceLog):
         else:
             self._write_lines(self.sources / str(offset), lines)
         metadata = {"batchWatermarkMs": 0, "batchTimestampMs": now, "conf": self._conf()}
-        text = "\n".join(["v1", json.dumps(metadata), json.dumps({"logOffset": offset})])
+        tight = (",", ":")
+        head = [
+            json.dumps(metadata, separators=tight),
+            json.dumps({"logOffset": offset}, separators=tight),
+        ]
+        text = "\n".join(["v1", *head])
         write_atomic(self.checkpoint / "offsets" / str(batch_id), text)
 
     def commit(self, batch_id: int) -> None:
         write_atomic(self.checkpoint / "commits" / str(batch_id), 'v1\n{"nextBatchWatermarkMs":0}')
+        if batch_id % COMPACT_INTERVAL == 0:
+            self.clean(batch_id)
+
+    def clean(self, batch_id: int) -> None:
+        """Deletes offsets and commits older than the :data:`RETAINED` newest, and the
+        file-source log files a compact file at least as old as the oldest offset kept
+        holds (a reader of a kept micro-batch finds its files in that compact file)."""
+        oldest = batch_id - RETAINED
+        if oldest <= 0:
+            return
+        for folder in ("offsets", "commits"):
+            for old in _numbered(self.checkpoint / folder):
+                if old < oldest:
+                    (self.checkpoint / folder / str(old)).unlink(missing_ok=True)
+        kept = self._log_offset(oldest)
+        if kept is None:
+            return
+        compacts = [o for o in self._offsets() if (self.sources / f"{o}.compact").is_file()]
+        holder = max((c for c in compacts if c < kept), default=None)
+        if holder is None:
+            return
+        for offset in self._offsets():
+            if offset < holder:
+                (self.sources / str(offset)).unlink(missing_ok=True)
+                (self.sources / f"{offset}.compact").unlink(missing_ok=True)
 
     def _conf(self) -> dict[str, Any]:
         """The newest offsets' SQL confs (Spark's, when it ran the scan before), so that
@@ -200,6 +237,12 @@ class DrivenScan(StreamScan):
         self._wake = threading.Event()
         self._read: int | None = None
         """The newest ingest batch whose marker the scan has looked at (in memory)."""
+        self._fresh = True
+        """Whether the log must be asked for a planned micro-batch to replay (at each
+        start: afterwards only this scan writes its log)."""
+        self._told_of = -1
+        """The newest ingest batch ingest said it committed."""
+        self._listed = 0.0
         self._driver: DrivenHandle | None = None
 
     # -- attaching ----------------------------------------------------------------------------
@@ -212,6 +255,7 @@ class DrivenScan(StreamScan):
                 self._networks.append(network)
             if self._driver is None or not self._driver.isActive:
                 self.scan_log.prepare()
+                self._fresh = True
                 self._driver = DrivenHandle(self, available_now)
                 self.handle = self._driver  # type: ignore[assignment]
                 if not available_now:
@@ -227,10 +271,26 @@ class DrivenScan(StreamScan):
         if driver is not None:
             driver.stop()
 
-    def _told(self, _batch_id: int, streams: Sequence[str]) -> None:
+    def _told(self, batch_id: int, streams: Sequence[str]) -> None:
         """Ingest committed a batch (runs in ingest's micro-batch: only wakes the scan)."""
         if self.stream.name in streams:
+            self._told_of = max(self._told_of, batch_id)
             self._wake.set()
+
+    def _markers(self) -> list[int]:
+        """The committed ingest batches after the scan's position: the next ids looked at
+        one by one (a file each, not a listing per poll); the markers listed when ingest
+        told of one not found so, or every :data:`LIST_SECONDS`."""
+        read = self._read if self._read is not None else -1
+        ids: list[int] = []
+        while self.labelled.committed(read + len(ids) + 1):
+            ids.append(read + len(ids) + 1)
+        if ids:
+            return ids
+        if self._told_of > read or time.monotonic() - self._listed > LIST_SECONDS:
+            self._listed = time.monotonic()
+            return [i for i in self.labelled.markers() if i > read]
+        return []
 
     # -- one micro-batch ----------------------------------------------------------------------
 
@@ -238,15 +298,17 @@ class DrivenScan(StreamScan):
         """The micro-batch to run: the one planned and not committed (a replay), else one
         over the stored files of every committed ingest batch after the scan's
         position; None: nothing new. (id, files, whether it is planned already)."""
-        pending = self.scan_log.pending()
-        if pending is not None:
-            return pending[0], pending[1], True
+        if self._fresh:
+            pending = self.scan_log.pending()
+            self._fresh = False
+            if pending is not None:
+                return pending[0], pending[1], True
         if self._read is None:
             position = self.scan_log.position()
             if position is None:
                 raise ValueError(f"{self.checkpoint}: the scan's log is unreadable")
             self._read = position
-        ids = [i for i in self.labelled.markers() if i > self._read]
+        ids = self._markers()
         if not ids:
             return None
         files: list[str] = []
@@ -429,7 +491,7 @@ class DrivenHandle:
             while not self._ended.is_set() and (
                 self._busy
                 or (self.scan._read is None or self.scan._read < newest)
-                or self.scan.scan_log.pending() is not None
+                or self.scan._fresh
             ):
                 self.scan._wake.set()
                 self._idle.wait(0.05)
