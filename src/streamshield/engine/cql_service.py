@@ -122,7 +122,10 @@ class CqlService:
     driven_scan = False
     """A stream's networks read it through a scan driven by ingest's commits
     (engine/driven_scan.py) instead of a file-source streaming query of their own; the
-    server's ``driven_scan`` setting."""
+    server's ``driven_scan`` setting. Off: with the crash, restart, switch and lifecycle
+    tests green under it, interleaved against the streaming scan (``bench.landing_latency``,
+    docs/results.md, session 19) it saved the scan's listing and logs and a third of the
+    idle CPU, but no latency at a quiet machine's load."""
 
     def __init__(
         self,

@@ -125,9 +125,9 @@ class ServeSettings(BaseSettings):
     )
     driven_scan: bool = Field(
         False,
-        description="A stream's networks read each batch secure ingest commits at once "
-        "(a scan driven by ingest's commit markers) instead of through a streaming query "
-        "that lists the labelled store (engine/driven_scan.py).",
+        description="A stream's networks read each batch secure ingest commits at once, "
+        "by a scan driven by ingest's commit markers (false: through a streaming query "
+        "that lists the labelled store; engine/driven_scan.py).",
     )
     retention: float | None = Field(
         DEFAULT_RETENTION,
