@@ -71,12 +71,13 @@ QUERIES = {
     "g": "SELECT chan, n, count(*) AS c FROM s GROUP BY chan, n",
     "q": "SELECT id, chan, n FROM s",
 }
-"""``g``, an aggregate, is computed and stored every batch whoever listens: its output
-must hold every readable tuple's group exactly once. ``q``, a selection, runs in the
-shared network, whose privacy switch computes nothing while nobody receives it (the
-moments around each restart): its rows must be once each and only readable ones, and
-what its subscriber got must be what it stored, but rows that came while nobody
-listened are rightly never computed (docs/query-sharing.md)."""
+"""``g``, an aggregate, is computed and stored every batch whoever listens (a query of its
+own; as a folding branch of the stream's network, ``share_aggregates``, it has no privacy
+switch either): its output must hold every readable tuple's group exactly once. ``q``, a
+selection, runs in the shared network, whose privacy switch computes nothing while
+nobody receives it (the moments around each restart): its rows must be once each and
+only readable ones, and what its subscriber got must be what it stored, but rows that
+came while nobody listened are rightly never computed (docs/query-sharing.md)."""
 COMPLETE = "g"
 SUBSCRIPTIONS = [("al", "g"), ("al", "q"), ("bob", "g"), ("bob", "q")]
 RANDOM = "random"

@@ -7,8 +7,9 @@ Replays what the ingest driver does with one batch's collected sps and declarati
 find the gaps, replay the reference tracker and compile each policy (``decide``),
 record the new policies (``registry``) and build the decision table's Arrow columns.
 Arms, interleaved (the order rotates every repetition), each on a fresh ``Ingest``:
-``before``: the general validator, the collector running; ``after``: ``wire.parse_sp``
-under ``gc_paused``; ``after, same bodies again``: a second batch of the same policy
+``before``: the general validator on Spark's JSON, the collector running; ``after``:
+``wire.sp_of_columns`` on the sps' typed columns (as ``Ingest._collect`` reads them since
+session 19) under ``gc_paused``; ``after, same bodies again``: a second batch of the same policy
 bodies on the same ``Ingest`` (policies compiled by content id are reused). Prints the
 median microseconds per sp of each step and the load average.
 """
@@ -33,6 +34,7 @@ from streamshield.engine.ingest import SP_FIELDS, Ingest, gap_summaries
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.lang import wire
 from streamshield.policy.elements import Channel, SpElement
+from streamshield.policy.punctuation import SecurityPunctuation
 
 
 def batch(n: int, per_sp: int, roles: int) -> tuple[list[tuple], list[dict]]:
@@ -49,7 +51,15 @@ def batch(n: int, per_sp: int, roles: int) -> tuple[list[tuple], list[dict]]:
         if d["type"] == "sp":
             fields = {k: d[k] for k in SP_FIELDS if k in d}  # Spark's field order
             text = json.dumps(fields, separators=(",", ":"))
-            sps.append((Channel(d["stream"], d["provider"]), d["seq"], text))
+            ddp, srp = d["ddp"], d["srp"]
+            columns = (
+                *(d[k] for k in ("stream", "provider", "seq", "ts", "sn")),
+                *(ddp[k] for k in ("streams", "tuples", "attributes")),
+                *(srp.get(k) for k in ("roles", "grant_option", "privilege")),
+                d["sign"],
+                d["immutable"],
+            )
+            sps.append((Channel(d["stream"], d["provider"]), d["seq"], text, columns))
         else:
             key = (d["stream"], d["provider"], d["policy"]["ts"], d["policy"]["csn"])
             first, last = spans.get(key, (d["seq"], d["seq"]))
@@ -65,12 +75,8 @@ def one_batch(ingest: Ingest, sps: list, declared: list, read) -> dict[str, floa
     """Seconds per step for one batch, the way ``Ingest._collect`` and ``_decide`` go."""
     began = time.perf_counter()
     by_channel: dict[Channel, list] = {}
-    for channel, seq, text in sps:
-        try:
-            element = read(text)
-        except wire.WireFormatError:
-            element = None
-        by_channel.setdefault(channel, []).append((seq, element))
+    for channel, seq, text, columns in sps:
+        by_channel.setdefault(channel, []).append((seq, read(text, columns)))
     ordered = {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
     seqs = {c: [seq for seq, _ in items] for c, items in ordered.items()}
     summaries, _ = gap_summaries(seqs, declared)
@@ -87,7 +93,7 @@ def one_batch(ingest: Ingest, sps: list, declared: list, read) -> dict[str, floa
         values = [r[i] if scalar else local_frames._as_python(r[i], field.dataType) for r in rows]
         pa.array(values, type=local_frames.arrow_type(field.dataType))
     arrow_s = time.perf_counter()
-    assert all(isinstance(e, SpElement) for items in ordered.values() for _, e in items)
+    assert all(sp is not None for items in ordered.values() for _, sp in items)
     return {
         "read sps": read_s - began,
         "decide": decide_s - read_s,
@@ -100,13 +106,25 @@ def run(arm: str, sps: list, declared: list, roles: int) -> dict[str, float]:
     ingest = Ingest(None, hierarchy(roles), {STREAM.name: STREAM})  # type: ignore[arg-type]
     ingest.registry = PolicyRegistry(tempfile.mkdtemp(prefix="ingest-driver-registry-"))
     if arm == "before":
-        return one_batch(ingest, sps, declared, wire.parse_element)
+        return one_batch(ingest, sps, declared, _validated)
     with gc_paused():
-        first = one_batch(ingest, sps, declared, wire.parse_sp)
+        first = one_batch(ingest, sps, declared, _columns)
     if arm == "after":
         return first
     with gc_paused():
-        return one_batch(ingest, sps, declared, wire.parse_sp)
+        return one_batch(ingest, sps, declared, _columns)
+
+
+def _validated(text: str, columns: tuple) -> SecurityPunctuation | None:
+    try:
+        element = wire.parse_element(text)
+    except wire.WireFormatError:
+        return None
+    return element.sp if isinstance(element, SpElement) else None
+
+
+def _columns(text: str, columns: tuple) -> SecurityPunctuation | None:
+    return wire.sp_of_columns(*columns)
 
 
 def main() -> None:

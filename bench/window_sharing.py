@@ -1,7 +1,10 @@
 """N users' window queries on one stream: each a window query of its own, or branches of
-one window network (issue 12 item 2, engine/window_network.py).
+one window network (issue 12 item 2, engine/window_network.py); with ``--kind
+aggregates``, N aggregates without a window: each Spark's streaming aggregation of its
+own, or folding branches of the stream's selection network (engine/aggregate_fold.py).
 
-One command: ``.venv/bin/python -m bench.window_sharing [--queries 1 4 8] [--rows 5000]``.
+One command: ``.venv/bin/python -m bench.window_sharing [--queries 1 4 8] [--rows 5000]
+[--kind windows|aggregates]``.
 
 Setup as ``bench/sharing_scale.py`` (engine level, a fresh pipeline per case, the same
 ward-B channel and policy, roles cycling C, GP, ND, E, D). User ``i`` registers, through
@@ -13,7 +16,12 @@ warm-up batch, then ``--batches`` timed batches of ``--rows`` tuples; a batch's 
 the driver's wall time from its ingest returning until every query's
 ``processAllAvailable`` returned. Cases interleaved (rep by rep, arms alternating, order
 rotated); median, min and max per (arm, N), and the load average next to each.
-Results: ``bench/results-window-sharing.json``.
+Results: ``bench/results-window-sharing.json`` (``results-aggregate-sharing.json``).
+
+Aggregates: user ``i`` registers ``SELECT patient_id, count(*) AS n, avg(beats_per_min)
+AS a FROM HeartRate WHERE patient_id >= k GROUP BY patient_id`` when even and ``SELECT
+count(*) AS n, max(beats_per_min) AS hi FROM HeartRate`` when odd; the arms differ in
+``CqlService.share`` and ``share_aggregates``.
 """
 
 from __future__ import annotations
@@ -45,14 +53,31 @@ def user_query(i: int) -> tuple[str, tuple[str, ...]]:
     return text, roles
 
 
-def run_case(spark, tmp: Path, n: int, share: bool, data: list[list[Element]]) -> dict:
+def aggregate_query(i: int) -> tuple[str, tuple[str, ...]]:
+    roles = ROLES[i % len(ROLES)]
+    if i % 2:
+        return "SELECT count(*) AS n, max(beats_per_min) AS hi FROM HeartRate", roles
+    k = THRESHOLDS[(i // 2) % len(THRESHOLDS)]
+    text = (
+        "SELECT patient_id, count(*) AS n, avg(beats_per_min) AS a FROM HeartRate "
+        f"WHERE patient_id >= {k} GROUP BY patient_id"
+    )
+    return text, roles
+
+
+KINDS = {"windows": user_query, "aggregates": aggregate_query}
+
+
+def run_case(
+    spark, tmp: Path, n: int, share: bool, data: list[list[Element]], kind: str = "windows"
+) -> dict:
     root = tmp / f"n{n}-{share}-{time.monotonic_ns()}"
     pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    pipeline.cql.share = pipeline.cql.share_windows = share
+    pipeline.cql.share = pipeline.cql.share_windows = pipeline.cql.share_aggregates = share
     queries, sinks, times, loads = [], [], [], []
     try:
         for i in range(n):
-            text, roles = user_query(i)
+            text, roles = KINDS[kind](i)
             sinks.append(Sink())
             queries.append(pipeline.cql.submit(text, roles, CallbackSink(sinks[-1])))
         for b, items in enumerate(data):
@@ -82,6 +107,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=2, help="timed batches per case")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--kind", choices=sorted(KINDS), default="windows")
     args = parser.parse_args()
     spark = spark_session("local[2]", "window-sharing")
     spark.sparkContext.setLogLevel("ERROR")
@@ -94,7 +120,7 @@ def main() -> None:
             )
             for n in order:
                 for share in (rep % 2 == 0, rep % 2 == 1):  # arms alternate first
-                    case = run_case(spark, Path(tmp), n, share, data)
+                    case = run_case(spark, Path(tmp), n, share, data, args.kind)
                     print(json.dumps(case), flush=True)
                     cases.append(case)
     summary = {}
@@ -109,7 +135,8 @@ def main() -> None:
                 "load": [min(loads), max(loads)],
             }
     print(json.dumps(summary, indent=1))
-    out = ROOT / "bench" / "results-window-sharing.json"
+    name = "window" if args.kind == "windows" else "aggregate"
+    out = ROOT / "bench" / f"results-{name}-sharing.json"
     out.write_text(json.dumps({"args": vars(args), "cases": cases, "summary": summary}, indent=1))
     spark.stop()
 

@@ -65,8 +65,8 @@ def secured(pipeline: Pipeline, stream: str, text: str, role: str) -> tuple:
     engine = pipeline.queries
     admitted = engine.admit(text, [role])
 
-    def sql(view: str) -> str:
-        return secure(admitted.checked.tree, engine.rewrite({stream: view}))
+    def sql(view: str, statistics: bool = False) -> str:
+        return secure(admitted.checked.tree, engine.rewrite({stream: view}, statistics))
 
     return admitted, sql
 

@@ -129,16 +129,20 @@ def test_a_switched_off_branch_runs_no_spark_job(pipeline, tmp_path) -> None:
     assert tracker.getJobIdsForGroup(f"{shared.name}:cardio") != []
 
 
-def test_only_selections_over_the_stream_join_a_network(pipeline, tmp_path) -> None:
+def test_only_selections_and_folding_aggregates_over_the_stream_join_a_network(
+    pipeline, tmp_path
+) -> None:
+    """tests/spark/test_aggregate_branches.py runs aggregates that fold."""
     shared, _ = network(pipeline, tmp_path / "net", [])
-    queries = pipeline.queries
     for text in (
-        "SELECT count(*) FROM HeartRate",
+        "SELECT count(DISTINCT patient_id) FROM HeartRate",
         "SELECT patient_id + 1 AS p FROM HeartRate",
         "SELECT * FROM BodyTemperature",
     ):
+        stream = "BodyTemperature" if "BodyTemperature" in text else STREAM
+        admitted, sql = secured(pipeline, stream, text, "C")
         with pytest.raises(NotShared):
-            shared.add("x", queries.admit(text, ["C"]), lambda v: v, Rows())
+            shared.add("x", admitted, sql, Rows())
 
 
 def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> None:

@@ -64,12 +64,16 @@ QUERIES = {  # name -> (text, role)
         "SELECT count(*) AS n FROM HeartRate [ROWS 2] WHERE beats_per_min >= 71",
         "C",
     ),
+    # ROWS of other sizes read C's one ROWS node, each cutting its own latest rows; the
+    # larger one joins late, so the node (kept at 2 until then) is rebuilt at 5
+    "c_rows_1": ("SELECT patient_id, ts FROM HeartRate [ROWS 1]", "C"),
+    "c_rows_5_late": ("SELECT patient_id, ts FROM HeartRate [ROWS 5]", "C"),
 }
 WARD_Z = """
 INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:C;
 INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: [120, 133], SRP = rbac:GP
 """
-LATE = {"gp_now_late"}
+LATE = {"gp_now_late", "c_rows_5_late"}
 OFF = {"off"}
 
 
@@ -168,7 +172,7 @@ def test_branches_over_shared_windows_equal_their_queries_alone(
     # one RANGE node for both rights, a ROWS node per visibility (the count shares C's)
     assert sorted(sorted(members) for members in nodes.values()) == [
         ["c_high", "c_range", "gp_high", "gp_range", "gp_range_1", "nd_high", "off"],
-        ["c_rows", "c_rows_count", "c_rows_high", "c_rows_high_count"],
+        ["c_rows", "c_rows_1", "c_rows_count", "c_rows_high", "c_rows_high_count"],
         ["gp_rows"],
     ]
     assert len(list((net_root / "nodes").iterdir())) == 3, "one state per window node"
@@ -178,6 +182,9 @@ def test_branches_over_shared_windows_equal_their_queries_alone(
     assert (120, 80.0, 950) in gp, "a hidden newer tuple evicts none of GP's"
     assert (120, 80.0, 950) not in c, "C's own clock (1000) evicted it from C's window"
     assert shared["gp_now_late"].rows, "a late branch catches up with the history"
+    assert len(network.nodes()) == 4, "RANGE, GP's ROWS, NOW, and one for C's ROWS 1, 2, 5"
+    assert shared["c_rows_1"].rows and len(shared["c_rows_1"].rows) < len(shared["c_rows"].rows)
+    assert len(shared["c_rows_5_late"].rows) > len(shared["c_rows"].rows)
     # per micro-batch and node: RANGE two shared selects, C's ROWS node one, others none
     assert {1, 2} <= set(shared_selects) <= {0, 1, 2}
     assert shared["c_high"].rows and shared["gp_high"].rows
@@ -211,3 +218,17 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     for query in (one, two, sliding):
         cql.stop(query.name)
     assert cql.window_networks == {}, "the network stops with its last branch"
+    counts = Rows()
+    aggregate = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
+    alone = cql.submit(aggregate, ["C"], CallbackSink(Rows()))
+    assert cql.networks == {}, "an aggregate runs on its own by default"
+    cql.share_aggregates = True  # a folding branch (engine/aggregate_fold.py)
+    try:
+        folded = cql.submit(aggregate, ["C"], CallbackSink(counts))
+        folded.process_all_available()
+        ((network),) = cql.networks.values()
+        assert network.branches[folded.name].folded is not None and counts.rows
+    finally:
+        cql.share_aggregates = False
+    for query in (alone, folded):
+        cql.stop(query.name)

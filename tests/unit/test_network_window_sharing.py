@@ -16,6 +16,7 @@ from streamshield.network.switch_state import AccessChange, SwitchState
 from streamshield.network.switches import SwitchKind
 from streamshield.network.window_sharing import (
     RANGE_NODE,
+    ROWS_NODE,
     WindowNode,
     node_vertex,
     shares_across_rights,
@@ -33,7 +34,7 @@ ROWS3, RANGE60, NOW = (
 )
 
 
-def test_rows_nodes_are_per_visibility_range_and_now_serve_every_right() -> None:
+def test_rows_nodes_are_per_visibility_and_size_range_and_now_serve_every_right() -> None:
     assert not shares_across_rights(ROWS3)
     assert shares_across_rights(RANGE60) and shares_across_rights(NOW)
     nodes = window_nodes(
@@ -49,14 +50,14 @@ def test_rows_nodes_are_per_visibility_range_and_now_serve_every_right() -> None
         }
     )
     assert nodes == {
-        WindowNode(ROWS3, "cardiologist"): {"c1", "c2"},
-        WindowNode(ROWS3, "nurse"): {"n1"},
+        WindowNode(ROWS_NODE, "cardiologist"): {"c1", "c2"},
+        WindowNode(ROWS_NODE, "nurse"): {"n1", "rows4"},  # one visibility, every size
         WindowNode(RANGE_NODE): {"r_c", "r_n", "r30"},
         WindowNode(NOW): {"now"},
-        WindowNode(WindowSpec(WindowKind.ROWS, 4), "nurse"): {"rows4"},
     }
     assert window_node(RANGE60, "x").per_branch_clock
     assert not window_node(ROWS3, "x").per_branch_clock
+    assert window_node(ROWS3, "x").per_branch_count
 
 
 def test_a_sliding_window_is_no_shared_relation() -> None:
@@ -118,6 +119,40 @@ def test_one_range_node_serves_every_reader_and_width_exactly(batches, widths) -
     shared = range_shared(batches, widths)
     for who, width in widths.items():
         assert [instant[who] for instant in shared] == range_alone(batches, who, width)
+
+
+def rows_alone(batches: list[list[tuple[str, int]]], size: int) -> list[set[tuple[str, int]]]:
+    """A ROWS window of one query: the ``size`` latest (channel, seq) rows per channel."""
+    window: set[tuple[str, int]] = set()
+    out = []
+    for batch in batches:
+        combined = window | set(batch)
+        window = {
+            (ch, seq)
+            for ch, seq in combined
+            if sum(1 for c, s in combined if c == ch and s > seq) < size
+        }
+        out.append(set(window))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from("pq"), st.integers(0, 60)), max_size=6), max_size=8
+    ),
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+)
+def test_one_rows_node_keeps_the_largest_size_and_serves_every_smaller_one(batches, sizes) -> None:
+    """The node of one visibility keeps its largest branch's latest rows; each branch's n
+    latest out of them are its window alone (engine/window_network.py cuts by rank)."""
+    kept = rows_alone(batches, max(sizes))
+    for size in sizes:
+        cuts = [
+            {(ch, seq) for ch, seq in node if sum(1 for c, s in node if c == ch and s > seq) < size}
+            for node in kept
+        ]
+        assert cuts == rows_alone(batches, size)
 
 
 def test_the_latest_rows_of_everyone_do_not_serve_a_reader_seeing_fewer() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from streamshield.engine import ingest_consistency
+from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.retention import (
     PRUNED,
@@ -134,6 +135,23 @@ def test_prunes_only_what_every_reader_committed(tmp_path: Path) -> None:
     assert report.pruned["landing"].files == 3
     assert report.kept["landing"].files == 1
     assert root.check() == root.batches  # ingest's start-up check accepts the pruned store
+
+
+def test_a_network_branch_holds_what_it_has_not_covered(tmp_path: Path) -> None:
+    """A shared network's scan read everything, but a stopped, restorable branch of it
+    resumes after its own position from the stored history: its ledger holds those
+    batches (a removed query's ledger is dropped, and holds nothing)."""
+    root = Root(tmp_path)
+    root.reader("scan", through=3)
+    BranchLedger(tmp_path / "store" / "networks" / "s" / "branches").advance("held", 1)
+    BranchLedger(
+        tmp_path / "store" / "levels" / "L" / "window-networks" / "s" / "branches"
+    ).advance("w", 2)
+    Pruner(tmp_path, 60).run()
+    assert root.kept_batches() == [2, 3]
+    BranchLedger(tmp_path / "store" / "networks" / "s" / "branches").drop("held")
+    Pruner(tmp_path, 60).run()
+    assert root.kept_batches() == [3], "the level's window branch still holds batch 3"
 
 
 def test_keeps_young_data_and_batches_ingest_has_not_committed(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ that follows from the data's own policies and from the query's roles.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -150,6 +151,12 @@ class CqlService:
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
         self.share, self.share_windows, self.fuse = share, share_windows, fuse
+        self.share_aggregates = False
+        """Aggregates without a window as folding branches of the stream's selection
+        network (engine/aggregate_fold.py). Off: measured slower than Spark's own
+        streaming aggregation, one query each (``python -m bench.window_sharing --kind
+        aggregates``, docs/query-sharing.md: 8 aggregates 5.0-5.7 s against 2.7-3.6 s
+        a batch), so each still runs as a streaming query of its own."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose
@@ -275,6 +282,9 @@ class CqlService:
             for networks in (root / kind, *root.glob(f"levels/*/{kind}")):
                 for stream in self.streams:
                     BranchLedger(networks / stream / "branches").drop(name)
+                    if kind == SharedNetwork.FOLDER:
+                        aggregate = SharedNetwork.aggregate_path(networks / stream, name)
+                        shutil.rmtree(aggregate, ignore_errors=True)
 
     # -- INSERT SP -----------------------------------------------------------------------
 
@@ -311,7 +321,9 @@ class CqlService:
         shape = admitted.shape
         if shape.kind is ShapeKind.STREAM:
             shared = None
-            if self.share and not shape.aggregate:
+            # an aggregate emits updates: a file sink takes final rows (its own query's)
+            folds = self.share_aggregates and isinstance(sink, CallbackSink)
+            if self.share and (not shape.aggregate or folds):
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor)
             return shared or self.queries.register(
                 admitted, admitted.roles, sink, name, processor=processor
@@ -406,11 +418,13 @@ class CqlService:
         handle = network.branch_handle(name)
         return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]
 
-    def _secured(self, admitted: AdmittedQuery, stream: str) -> Callable[[str], str]:
-        """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py)."""
+    def _secured(self, admitted: AdmittedQuery, stream: str) -> Callable[..., str]:
+        """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py);
+        ``statistics``: the view is a statistics view (an aggregate's, which a network
+        branch decides as a query of its own would: ``runs_on_statistics``)."""
 
-        def sql(view: str) -> str:
-            rewrite = self.queries.rewrite({stream: view}, level=admitted.level)
+        def sql(view: str, statistics: bool = False) -> str:
+            rewrite = self.queries.rewrite({stream: view}, statistics, level=admitted.level)
             return secure(admitted.checked.tree, rewrite)
 
         return sql

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -65,12 +66,13 @@ from streamshield.engine.local_frames import local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.scan_summary import HI, LO, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
-from streamshield.lang.wire import WireFormatError, parse_sp
+from streamshield.lang.wire import sp_of_columns
 from streamshield.policy import patterns
-from streamshield.policy.elements import Channel, SpElement
+from streamshield.policy.elements import Channel
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy
+from streamshield.policy.punctuation import SecurityPunctuation
 from streamshield.policy.reader_range import NO_READER, label_summary
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.policy.rules import Layout, RuleSet, compile_rules, label_words
@@ -116,6 +118,22 @@ PASS = Reason.PASS.value
 Body = tuple[list[tuple], list[int] | None, tuple[int, int] | None]
 Compiled = dict[tuple[str, str], Body]  # per (stream, policy id)
 SP_FIELDS = ("type", "stream", "provider", "seq", "ts", "sn", "ddp", "srp", "sign", "immutable")
+SP_COLUMNS = (
+    "ts",
+    "sn",
+    "ddp.streams",
+    "ddp.tuples",
+    "ddp.attributes",
+    "srp.roles",
+    "srp.grant_option",
+    "srp.privilege",
+    "sign",
+    "immutable",
+)
+"""An sp's own fields as :func:`wire.sp_of_columns` reads them, after its channel and seq."""
+_SP_BODY = ("ts", "sn", "ddp", "srp", "sign", "immutable")
+Sps = dict[Channel, list[tuple[int, SecurityPunctuation | None]]]
+"""A batch's sps per channel in seq order; None: an sp that does not read (dropped)."""
 _RESETS = (Reason.OUT_OF_ORDER, Reason.INCOMPLETE_POLICY, Reason.INVALID_POLICY)
 GUESSED_CHANNELS = 64
 """At most this many channels in a one-pass guess (one observed aggregate each)."""
@@ -385,7 +403,8 @@ class Ingest:
                 F.col("policy.csn").alias("p_csn"),
                 F.col("values"),
                 is_sp.alias("is_sp"),
-                F.when(is_sp, F.to_json(F.struct(*SP_FIELDS))).alias("sp"),
+                # its fields as they are, read on the driver from typed columns
+                F.when(is_sp, F.struct(*_SP_BODY)).alias("sp"),
             ]
         first = self._element_cols[:7]  # the order they always had: ``late`` after values
         return [*first, late.alias("late"), *self._element_cols[7:]]
@@ -400,9 +419,7 @@ class Ingest:
         )
         return elements.withColumn("gap", F.sum(F.col("is_sp").cast("int")).over(window))
 
-    def _collect(
-        self, elements: DataFrame
-    ) -> tuple[dict[Channel, list[tuple[int, SpElement | None]]], list[dict]]:
+    def _collect(self, elements: DataFrame) -> tuple[Sps, list[dict]]:
         """The batch's sps and its tuple summaries per (channel, gap, declared ts, csn).
 
         One job collects the sps and a summary per *declaration* (channel, ts, csn: its
@@ -412,14 +429,18 @@ class Ingest:
         a declaration on both sides of one of its sps (an sp re-sent or late in the
         middle of a segment, a provider going back to an older declaration) has its
         gaps counted by the window over its elements, in a second job.
+
+        An sp's fields come as typed Arrow columns, read by :func:`wire.sp_of_columns`
+        (what :func:`wire.parse_sp` reads from their ``to_json``, without the JSON).
         """
         sp_rows = elements.filter("is_sp").select(
             F.lit(True).alias("is_sp"),
             *CHANNEL,
             "seq",
-            "sp",
+            *(F.col(f"sp.{name}").alias(f"_ss_sp{i}") for i, name in enumerate(SP_COLUMNS)),
             *(F.lit(None).cast("long").alias(c) for c in ("p_ts", "p_csn", "first", "last")),
         )
+        nulls = sp_rows.schema
         declarations = (
             elements.filter(~F.col("is_sp") & ~F.col("late"))
             .groupBy(*CHANNEL, "p_ts", "p_csn")
@@ -428,7 +449,10 @@ class Ingest:
                 F.lit(False).alias("is_sp"),
                 *CHANNEL,
                 F.lit(None).cast("long").alias("seq"),
-                F.lit(None).cast("string").alias("sp"),
+                *(
+                    F.lit(None).cast(nulls[f"_ss_sp{i}"].dataType).alias(f"_ss_sp{i}")
+                    for i in range(len(SP_COLUMNS))
+                ),
                 "p_ts",
                 "p_csn",
                 "first",
@@ -436,15 +460,23 @@ class Ingest:
             )
         )
         # Arrow batches from the JVM: no pickled Row object per sp (10k at one sp a tuple)
-        rows = sp_rows.unionByName(declarations).toArrow().to_pylist()
-        by_channel: dict[Channel, list[tuple[int, SpElement | None]]] = defaultdict(list)
-        for row in rows:
-            if row["is_sp"]:
-                element = _sp_element(row["sp"])
-                by_channel[Channel(row["stream"], row["provider"])].append((row["seq"], element))
-        sps = {c: sorted(items, key=lambda x: x[0]) for c, items in by_channel.items()}
+        table = sp_rows.unionByName(declarations).toArrow()
+        is_sp = table.column("is_sp")
+        sp_table = table.filter(is_sp)
+        names = [*CHANNEL, "seq", *(f"_ss_sp{i}" for i in range(len(SP_COLUMNS)))]
+        by_channel: dict[tuple, list[tuple[int, SecurityPunctuation | None]]] = defaultdict(list)
+        for stream, provider, seq, *fields in zip(
+            *(sp_table.column(n).to_pylist() for n in names), strict=True
+        ):
+            sp = sp_of_columns(stream, provider, seq, *fields)
+            by_channel[(stream, provider)].append((seq, sp))
+        sps = {Channel(*c): sorted(items, key=_first) for c, items in by_channel.items()}
         seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
-        declared = [row for row in rows if not row["is_sp"]]
+        declared = (
+            table.filter(pc.invert(is_sp))
+            .select([*CHANNEL, "p_ts", "p_csn", "first", "last"])
+            .to_pylist()
+        )
         summaries, split = gap_summaries(seqs, declared)
         if split:
             summaries += self._split_summaries(elements, split)
@@ -472,14 +504,19 @@ class Ingest:
 
     def _decide(
         self,
-        sps: dict[Channel, list[tuple[int, SpElement | None]]],
+        sps: Sps,
         summaries: list[Any],
         states: dict[Channel, ChannelState],
     ) -> tuple[list[tuple], Compiled]:
         """Replays the reference tracker per channel: decision rows and compiled policies."""
         gaps: dict[Channel, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        channels: dict[tuple, Channel] = {}
         for row in summaries:
-            gaps[Channel(row["stream"], row["provider"])][row["gap"]].append(row)
+            key = (row["stream"], row["provider"])
+            channel = channels.get(key)
+            if channel is None:
+                channel = channels[key] = Channel(*key)
+            gaps[channel][row["gap"]].append(row)
         decisions: list[tuple] = []
         policies: Compiled = {}
         for channel in sorted(set(gaps) | set(sps)):
@@ -489,9 +526,9 @@ class Ingest:
                 rows = sorted(gaps[channel].get(gap, []), key=lambda r: r["first"])
                 decisions += self._decide_gap(channel, gap, rows, state, policies)
                 if gap < len(channel_sps):
-                    seq, element = channel_sps[gap]
-                    if seq > state.last_seq and element is not None:
-                        state.tracker.on_sp(element.sp)
+                    seq, sp = channel_sps[gap]
+                    if seq > state.last_seq and sp is not None:
+                        state.tracker.on_sp(sp)
                     state.last_seq = max(state.last_seq, seq)
             seen = [row["last"] for rows in gaps[channel].values() for row in rows]
             state.last_seq = max([state.last_seq, *seen])
@@ -564,7 +601,7 @@ class Ingest:
         tuples: DataFrame,
         decisions: list[tuple],
         policies: Compiled,
-        sps: Mapping[Channel, list[tuple[int, SpElement | None]]],
+        sps: Mapping[Channel, list[tuple[int, SecurityPunctuation | None]]],
     ) -> DataFrame:
         """Tuples with their decision and their policy's rules or finished label words,
         in one broadcast join: the driver attaches each decision's compiled policy (a
@@ -777,13 +814,19 @@ def gap_summaries(
     """
     summaries: list[dict] = []
     split: set[Channel] = set()
+    channels: dict[tuple, Channel] = {}  # one Channel per channel, not per declaration
     for row in declarations:
-        channel = Channel(row["stream"], row["provider"])
+        key = (row["stream"], row["provider"])
+        channel = channels.get(key)
+        if channel is None:
+            channel = channels[key] = Channel(*key)
         seqs = sp_seqs.get(channel, [])
         gap = bisect_left(seqs, row["first"])
         if gap != bisect_left(seqs, row["last"]):
             split.add(channel)
         summaries.append({**row, "gap": gap})
+    if not split:
+        return summaries, split
     kept = [s for s in summaries if Channel(s["stream"], s["provider"]) not in split]
     return kept, split
 
@@ -791,7 +834,7 @@ def gap_summaries(
 def _decision_rows(
     decisions: list[tuple],
     policies: Compiled,
-    sps: Mapping[Channel, list[tuple[int, SpElement | None]]],
+    sps: Mapping[Channel, list[tuple[int, SecurityPunctuation | None]]],
 ) -> list[tuple]:
     """Rows of ``_DECISIONS``: a decision's gap becomes the seqs of the sps around it, and
     its compiled policy (rules or finished words) rides along."""
@@ -814,13 +857,5 @@ def _key(channel: Channel, gap: int, row: Any) -> tuple:
     return (channel.stream, channel.provider, gap, row["p_ts"], row["p_csn"])
 
 
-def _sp_element(text: str | None) -> SpElement | None:
-    """An sp back from its JSON; a malformed one is dropped (its policy stays incomplete).
-
-    The JSON is Spark's ``to_json`` of the sp's fields, which :func:`parse_sp` reads
-    without the general validator when it has the common shape (the same checks)."""
-    try:
-        element = parse_sp(text or "")
-    except WireFormatError:
-        return None
-    return element if isinstance(element, SpElement) else None
+def _first(item: tuple) -> Any:
+    return item[0]

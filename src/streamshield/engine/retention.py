@@ -11,7 +11,10 @@ cost a tuple. So a file is pruned only when all of these hold:
   restarted from it) lists in its file source log (``sources/<i>/``) the files each of
   its micro-batches read, and ``commits/`` says which micro-batches are done. A file a
   planned but uncommitted micro-batch read is replayed from that list after a crash,
-  so it stays;
+  so it stays. A branch of a shared network reads through its network's checkpoint but
+  keeps its own position (engine/branch_ledger.py): a stopped, restorable branch
+  resumes after it from the stored history, so every branch ledger under the store
+  holds its stream's labelled batches after its position too;
 * for a landing file: secure ingest committed it (a landing file not yet labelled is
   what crash recovery needs), and it is not the newest file of its channel (the landing
   zone recovers a channel's last seq from that file after a crash between the rename
@@ -51,6 +54,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from streamshield.durable import fsync_dir, write_atomic
+from streamshield.engine.branch_ledger import BranchLedger
 
 log = logging.getLogger("streamshield.engine")
 
@@ -342,7 +346,18 @@ class Pruner:
                     landing_done = done if landing_done is None else landing_done & done
                 for stream, position in self._positions(source).items():
                     floor[stream] = min(floor.get(stream, position), position)
+        for stream, position in self._branch_positions():
+            floor[stream] = min(floor.get(stream, position), position)
         return landing_done, floor, starting
+
+    def _branch_positions(self) -> Iterator[tuple[str, int]]:
+        """(stream, covered) of every branch ledger of the store's networks, of any
+        level (an unreadable entry reads as having covered nothing: it holds all)."""
+        store = self.root / STORE
+        for pattern in ("*networks/*/branches/*.json", "levels/*/*networks/*/branches/*.json"):
+            for entry in store.glob(pattern):
+                stream = entry.parent.parent.name
+                yield stream, BranchLedger(entry.parent).covered(entry.stem)
 
     def _positions(self, source: SourceFiles) -> dict[str, int]:
         """Per labelled stream this source reads: the newest ingest batch it committed,

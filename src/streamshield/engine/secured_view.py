@@ -227,3 +227,20 @@ def statistics_view(
     if schema.event_time and schema.types[schema.event_time] == "timestamp":
         view = view.withWatermark(schema.event_time, watermark)
     return view
+
+
+@dataclass(frozen=True)
+class StatisticsProjection:
+    """:func:`statistics_view` as a shared network's branch applies it to each batch
+    (the counterpart of :class:`SecuredProjection` for an aggregate that statistics-only
+    access may feed), with the stream's provenance words as constant columns."""
+
+    schema: StreamDefinition
+    codec: RoleCodec
+    roles: tuple[str, ...]
+    level: QueryLevel | None = None
+    constants: Mapping[str, Column] = field(default_factory=dict)
+
+    def apply(self, labelled: DataFrame) -> DataFrame:
+        view = statistics_view(labelled, self.schema, self.codec, self.roles, level=self.level)
+        return view.withColumns(dict(self.constants))

@@ -71,11 +71,13 @@ import collections
 import contextlib
 import functools
 import logging
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -84,6 +86,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.aggregate_fold import FoldedAggregate
 from streamshield.engine.branch_ledger import owed_between, owes
 from streamshield.engine.branched_network import (
     INGEST,
@@ -98,15 +101,18 @@ from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused,
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.secured_view import SecuredProjection, StatisticsProjection
 from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.label_propagation import levels_copied
-from streamshield.network.from_query import operator_tree
+from streamshield.lang.partial_aggregates import fold_of
+from streamshield.lang.rewrite_rules import runs_on_statistics
+from streamshield.network.from_query import operator_tree, where_conjuncts
 from streamshield.network.merge import merge
-from streamshield.network.operators import Operator, Project, Select
+from streamshield.network.operators import Operator, Project, Select, select
 from streamshield.network.switches import Switch, place_switches
+from streamshield.network.window_sharing import BranchVertex
 
 audit = logging.getLogger("streamshield.audit")
 DELIVERY = "(delivery)"
@@ -133,8 +139,9 @@ class Branch:
     text: str
     """The query's secured SQL over that view: rewritten once, when the branch joins."""
     sink: BranchSink
-    projection: SecuredProjection
-    """Its secured view (roles, masks, provenance), built once when it joins."""
+    projection: SecuredProjection | StatisticsProjection
+    """Its secured view (roles, masks, provenance), built once when it joins: a
+    statistics view for an aggregate that statistics-only access may feed."""
     asserted: bool
     """Whether its rows' LUB is asserted dominated by its level: at a level, unless it
     only copies level words its view has just tested (``levels_copied``: a SQL parse,
@@ -143,6 +150,9 @@ class Branch:
     """Its output columns (labels included), from planning it at join."""
     fused: FusedBranch | None = field(default=None, repr=False)
     """Its part of the network's one pass over a micro-batch; None: it runs its own plan."""
+    folded: FoldedAggregate | None = field(default=None, repr=False)
+    """An aggregate's state across micro-batches (engine/aggregate_fold.py); its plan
+    over a batch (``text``) is then the fold's partials, emitted through the state."""
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
 
@@ -193,6 +203,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self._salt = uuid.uuid4().hex
         self._pusher: ThreadPoolExecutor | None = None
         """Runs pushes (one at a time, in order) while the streaming query runs."""
+        self._unswitched: set[str] = set()
+        """Aggregate branches: no privacy switch (see :meth:`_fold`)."""
         self.pushed: collections.deque[tuple[int, float, float]] = collections.deque(maxlen=100)
         """The newest pushes that handed rows over: (ingest batch, start, end), epoch
         seconds (the latency bench reads them)."""
@@ -203,34 +215,109 @@ class SharedNetwork(BranchedNetwork[Branch]):
         """A query joins the network (NotShared if it cannot): planned first (Spark's
         refusals are raised here), then it catches up with the stream's history up to
         the network's position and takes every micro-batch after it."""
-        tree = operator_tree(admitted)
-        if tree is None or admitted.streams != (self.stream.name,) or admitted.shape.windows:
-            raise NotShared("only selections and projections over this stream are shared")
-        if any(not isinstance(node, Select | Project) for node in _nodes(tree)):
-            raise NotShared("only selections and projections are shared for now")
+        if admitted.streams != (self.stream.name,) or admitted.shape.windows:
+            raise NotShared("only queries over this stream without a window are shared")
+        aggregate = admitted.shape.aggregate
+        tree = self._tree(name, admitted)
         self._check_joinable(name, admitted)
         view = f"ss_{uuid.uuid4().hex}_{self.stream.name}"
-        projection = SecuredProjection.of(
-            self._schema().fieldNames(),
-            self.stream,
-            self.codec,
-            admitted.roles,
-            keep_labels=True,
-            salt=self._salt,
-            level=admitted.level,  # the branch's own level, next to its roles' test
-        ).with_columns(label_literals(self.provenance.label(self.stream.name)))
-        text = sql(view)
+        statistics = aggregate and runs_on_statistics(
+            admitted.checked.tree, admitted.streams, aggregate
+        )
+        literals = label_literals(self.provenance.label(self.stream.name))
+        projection: SecuredProjection | StatisticsProjection
+        if statistics:
+            projection = StatisticsProjection(
+                self.stream, self.codec, admitted.roles, admitted.level, literals
+            )
+        else:
+            projection = SecuredProjection.of(
+                self._schema().fieldNames(),
+                self.stream,
+                self.codec,
+                admitted.roles,
+                keep_labels=True,
+                salt=self._salt,
+                level=admitted.level,  # the branch's own level, next to its roles' test
+            ).with_columns(literals)
+        text = sql(view, statistics=True) if statistics else sql(view)
         asserted = admitted.level is not None and not levels_copied(text)
         branch = Branch(name, admitted, tree, view, text, sink, projection, asserted)
-        branch.columns, branch.fused = self._analyse(branch)
+        if aggregate:
+            branch.columns = self._fold(branch)
+            self._unswitched.add(name)
+        else:
+            branch.columns, branch.fused = self._analyse(branch)
         self._join(branch)
         return branch
+
+    def _tree(self, name: str, admitted: AdmittedQuery) -> Operator:
+        """The branch's operator tree: a selection's own; an aggregate keeps a state of
+        its own, so it is one vertex over the selections it shares (CW Figs. 3-5)."""
+        if admitted.shape.aggregate:
+            where = where_conjuncts(admitted)
+            stream = self.stream.name
+            return BranchVertex(name, (select(where, stream) if where else stream,))
+        tree = operator_tree(admitted)
+        if tree is None or any(not isinstance(node, Select | Project) for node in _nodes(tree)):
+            raise NotShared("only selections, projections and aggregates are shared for now")
+        return tree
+
+    def _fold(self, branch: Branch) -> tuple[str, ...]:
+        """An aggregate branch's fold (NotShared where its aggregates do not merge, or
+        where folding would not give the columns and types its query gives alone);
+        versions of its state a crash left after its position are dropped.
+
+        An aggregate has no privacy switch: it folds every batch whoever listens, as its
+        query alone did. Every later value of an aggregate depends on every row, so its
+        result store holds each update when it happens and a subscriber who comes back
+        replays what changed while she was away (``?after=``), which a switched-off
+        branch could not give her; it still shares the scan and the selections."""
+        fold = fold_of(branch.text)
+        if fold is None:
+            raise NotShared("the query's aggregates do not fold batch by batch")
+        session = self.spark.newSession()
+        empty = session.createDataFrame([], self._schema())
+        alone = self._output(branch, empty)
+        names = tuple(alone.columns)
+        branch.text = fold.partial
+        branch.folded = FoldedAggregate(fold, self.aggregate_path(self.root, branch.name), names)
+        try:
+            planned = branch.folded.plan(self._output(branch, empty))
+        except AnalysisException as err:
+            raise NotShared(f"the query does not fold: {err}") from None
+        if [f.dataType for f in planned.schema] != [f.dataType for f in alone.schema]:
+            raise NotShared("folded, the query's columns would change type")
+        branch.folded.purge_after(self.ledger.covered(branch.name))
+        return names
+
+    @staticmethod
+    def aggregate_path(root: Path, name: str) -> Path:
+        """Where an aggregate branch of the network under ``root`` keeps its state."""
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"{name!r} is not a branch name")
+        return Path(root) / "aggregates" / name
+
+    def remove(self, name: str) -> None:
+        super().remove(name)
+        self._unswitched.discard(name)
+
+    def forget(self, name: str) -> None:
+        super().forget(name)
+        shutil.rmtree(self.aggregate_path(self.root, name), ignore_errors=True)
 
     def switches(self) -> tuple[Switch, ...]:
         """Where the privacy switches of the merged network of every branch sit (PrS
         Algorithm 2): what the API shows; the micro-batch decides from the same state."""
-        trees = {name: _as_tree(b.tree, self.stream) for name, b in self.branches.items()}
+        trees = {
+            name: _as_tree(b.tree, self.stream)
+            for name, b in self.branches.items()
+            if name not in self._unswitched
+        }
         return place_switches(merge(trees)) if trees else ()
+
+    def _is_on(self, name: str) -> bool:
+        return name in self._unswitched or super()._is_on(name)
 
     # -- push ---------------------------------------------------------------------------------
 
@@ -475,10 +562,28 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 fused, to = branch.fused, linked[branch.name]
                 link = branch.sink.link  # type: ignore[attr-defined]
                 link(output_id, to.files, fused.slot, to.rows, to.spec)
+            elif branch.folded is not None:
+                branch.sink(_within(branch, self._folded(branch, outputs, output_id)), output_id)
             else:
                 branch.sink(outputs[branch.name], output_id)
 
         self._each(on, hand, output_id)
+
+    def _folded(self, branch: Branch, outputs: dict[str, DataFrame], output_id: int) -> DataFrame:
+        """An aggregate branch's output: its partials over the rows after its position
+        (``outputs``), folded into its state. Stored rows between its state's version
+        and its position (none while it folds every batch, as it does: it has no switch)
+        are folded in too, so that no path moving a position without a fold can leave
+        rows out of an aggregate."""
+        assert branch.folded is not None
+        covered = self.ledger.covered(branch.name)
+        since = branch.folded.since(covered)
+        partial = outputs[branch.name]
+        missed = self._history(since, covered)
+        if missed is not None:
+            partial = partial.unionByName(self._output(branch, missed))
+        small = self._small(since + 1, output_id)
+        return branch.folded.output(partial, since, output_id, small)
 
     def _deliver_together(
         self, on: dict[str, Branch], linked: dict[str, Linked], output_id: int
@@ -571,7 +676,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         session = rows.sparkSession
         branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
-            return _within(branch, session.sql(branch.text))
+            out = session.sql(branch.text)
+            return out if branch.folded is not None else _within(branch, out)
         finally:  # the plan holds the view's rows; the name is not needed any more
             session.catalog.dropTempView(branch.view)
 

@@ -43,6 +43,7 @@ checkpoint survives every branch joining or leaving.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import uuid
 from collections.abc import Callable
@@ -52,6 +53,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.durable import write_atomic
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
     INGEST,
@@ -63,7 +65,7 @@ from streamshield.engine.branched_network import (
 )
 from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.window_query import WindowQuery
-from streamshield.engine.window_state import ARRIVAL, WindowState
+from streamshield.engine.window_state import ARRIVAL, RANK, WindowState, ranked
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.windows import WindowKind
@@ -81,6 +83,8 @@ from streamshield.network.window_sharing import (
 
 _BEFORE = -1
 """The arrival of rows a rebuilt node held before this micro-batch (no batch has it)."""
+KEPT = "kept.json"
+"""Beside a ROWS node's versions: the newest one and how many rows per channel it keeps."""
 
 
 @dataclass
@@ -228,7 +232,8 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         if kind is WindowKind.NOW:
             return True  # no state
         if kind is WindowKind.ROWS:
-            return batch_id - 1 in self._state(node).versions()
+            kept = self._kept(node)
+            return kept is not None and kept[0] == batch_id - 1 and kept[1] >= self._size(node)
         served = self._served.get(node)
         return served is not None and served.batch == batch_id - 1 and members <= served.members
 
@@ -250,12 +255,19 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
             else:
                 previous = None
                 if rebuild_before is not None:
+                    # a version of this batch a crash left was kept for other branches
+                    # (a smaller size, other clocks): the rebuild computes it again
+                    self._state(node).discard(batch_id)
                     history = self._history(NOTHING, rebuild_before - 1)
                     old = history if history is not None else self._empty()
                     previous = old.filter(admitted).withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
                 bound = self._slowest(node, branches) if node.per_branch_clock else None
+                size = self._size(node) if node.per_branch_count else None
                 state = self._state(node)
-                relation = state.update(batch.filter(admitted), batch_id, previous, bound)
+                relation = state.update(batch.filter(admitted), batch_id, previous, bound, size)
+                if size is not None:  # each branch cuts its own latest rows out of these
+                    self._keep(node, batch_id, size)
+                    relation = ranked(relation)
             relation = relation.persist()
             relation.count()
         return relation
@@ -275,6 +287,9 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         cuts = {
             b.name: selected[b.name].filter(b.query.visible(relation.columns)) for b in branches
         }
+        if node.per_branch_count:  # its n latest (ranked before its WHERE: window first)
+            sizes = {b.name: b.query.window.size for b in branches}
+            return {n: cut.filter(F.col(RANK) <= sizes[n]).drop(RANK) for n, cut in cuts.items()}
         if not node.per_branch_clock:
             return cuts
         time, _ = self._state(node).event_units()
@@ -349,6 +364,27 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
                 self.spark, node.window, self.root / "nodes" / _digest(node), self._event_time()
             )
         return self._states[node]
+
+    def _size(self, node: WindowNode) -> int:
+        """How many latest rows per channel a ROWS node keeps: what its largest branch
+        needs, switched on or not (a branch coming back on finds its rows kept)."""
+        sizes = [b.query.window.size for b in self.branches.values() if b.node == node]
+        return max(sizes, default=1)
+
+    def _keep(self, node: WindowNode, batch_id: int, size: int) -> None:
+        """Records how many rows per channel the node's version ``batch_id`` keeps: a
+        branch larger than that (one that joined since) needs the node rebuilt."""
+        path = self._state(node).directory / KEPT
+        write_atomic(path, json.dumps({"batch": batch_id, "size": size}))
+
+    def _kept(self, node: WindowNode) -> tuple[int, int] | None:
+        """The node's newest recorded version and its size (None: none recorded, or a
+        record a crash left unreadable: the node is then rebuilt, never trusted)."""
+        try:
+            kept = json.loads((self._state(node).directory / KEPT).read_text())
+            return int(kept["batch"]), int(kept["size"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def _event_time(self) -> tuple[str, str] | None:
         event_time = self.stream.event_time

@@ -24,7 +24,6 @@ Python.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,13 +31,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from streamshield.durable import replace_durably
+from streamshield.engine.parquet_versions import ParquetVersions
 from streamshield.lang.windows import WindowKind, WindowSpec
 
 ARRIVAL = "_ss_batch"
 """The id of the micro-batch a window row arrived in."""
 CHANNEL = ("stream", "provider")
-_VERSION = "v="
 _MICROS = 1_000_000
 
 
@@ -67,7 +65,7 @@ class WindowState:
                 raise ValueError(f"event time of type {event_time[1]} is not supported")
         self.spark, self.window, self.event_time = spark, window, event_time
         self.directory = Path(directory)
-        self.keep = max(keep, 1)
+        self._versions = ParquetVersions(self.directory, keep)
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def update(
@@ -76,6 +74,7 @@ class WindowState:
         batch_id: int,
         previous: DataFrame | None = None,
         bound: Callable[[DataFrame], int | None] | None = None,
+        size: int | None = None,
     ) -> DataFrame:
         """The window at the end of ``batch_id``, with :data:`ARRIVAL`; persisted first.
 
@@ -84,9 +83,11 @@ class WindowState:
         ``bound``: a RANGE window's eviction bound over the rows it may keep, in event
         units: rows at or before it leave, None evicts all (default: their newest event
         time less the width); a shared node keeps what its slowest branch still needs.
+        ``size``: how many latest rows per channel a ROWS window keeps (default: its
+        own size); a shared node keeps what its largest branch needs.
         """
         schema = StructType([*new_rows.schema.fields, StructField(ARRIVAL, LongType(), False)])
-        target = self._path(batch_id)
+        target = self._versions.path(batch_id)
         if not target.exists():
             fresh = new_rows.withColumn(ARRIVAL, F.lit(batch_id).cast("long"))
             before = self._before(batch_id)
@@ -97,29 +98,26 @@ class WindowState:
                 if previous is None or self.window.kind is WindowKind.NOW
                 else previous.unionByName(fresh)
             )
-            self._write(self._evict(combined, bound), batch_id)
-            self._prune(batch_id)
+            self._versions.write(self._evict(combined, bound, size), batch_id)
+            self._versions.prune(batch_id)
         return self._read(target, schema)
 
+    def discard(self, batch_id: int) -> None:
+        """Drops the version of ``batch_id``, if any: the next update computes it again."""
+        self._versions.discard(batch_id)
+
     def versions(self) -> list[int]:
-        return sorted(
-            int(p.name[len(_VERSION) :])
-            for p in self.directory.glob(f"{_VERSION}*")
-            if p.name[len(_VERSION) :].isdigit()
-        )
+        return self._versions.ids()
 
     def _evict(
-        self, rows: DataFrame, bound: Callable[[DataFrame], int | None] | None = None
+        self,
+        rows: DataFrame,
+        bound: Callable[[DataFrame], int | None] | None = None,
+        size: int | None = None,
     ) -> DataFrame:
         kind = self.window.kind
         if kind is WindowKind.ROWS:
-            order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
-            rank = "_ss_window_rank"
-            return (
-                rows.withColumn(rank, F.row_number().over(order))
-                .filter(F.col(rank) <= self.window.size)
-                .drop(rank)
-            )
+            return latest(rows, size or self.window.size)
         if kind is WindowKind.RANGE:
             time, width = self.event_units()
             if bound is None:
@@ -142,26 +140,24 @@ class WindowState:
             return F.unix_micros(F.col(name)), size * _MICROS
         return F.col(name).cast("long"), size
 
-    def _path(self, batch_id: int) -> Path:
-        return self.directory / f"{_VERSION}{batch_id}"
-
     def _before(self, batch_id: int) -> Path | None:
         earlier = [v for v in self.versions() if v < batch_id]
-        return self._path(max(earlier)) if earlier else None
+        return self._versions.path(max(earlier)) if earlier else None
 
     def _read(self, path: Path, schema: StructType) -> DataFrame:
         return self.spark.read.schema(schema).parquet(str(path))
 
-    def _write(self, rows: DataFrame, batch_id: int) -> None:
-        staging = self.directory / f"_tmp-{batch_id}"
-        shutil.rmtree(staging, ignore_errors=True)
-        rows.write.mode("overwrite").parquet(str(staging))
-        for marker in staging.glob(".*.crc"):
-            marker.unlink()
-        replace_durably(staging, self._path(batch_id))
 
-    def _prune(self, batch_id: int) -> None:
-        """Drop versions no replay can need: a replay of N reads the newest below N."""
-        older = [v for v in self.versions() if v < batch_id]
-        for version in older[: max(len(older) - self.keep + 1, 0)]:
-            shutil.rmtree(self._path(version), ignore_errors=True)
+RANK = "_ss_window_rank"
+"""A row's place among its channel's rows, newest first (1: the newest)."""
+
+
+def ranked(rows: DataFrame) -> DataFrame:
+    """``rows`` with :data:`RANK` (a ROWS window holds the rows of rank <= its size)."""
+    order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
+    return rows.withColumn(RANK, F.row_number().over(order))
+
+
+def latest(rows: DataFrame, size: int) -> DataFrame:
+    """The ``size`` latest rows of each channel."""
+    return ranked(rows).filter(F.col(RANK) <= size).drop(RANK)

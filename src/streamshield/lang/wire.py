@@ -242,16 +242,7 @@ def _common_sp(line: str) -> tuple | None:
     stream, provider, seq, ts, sn = (raw[k] for k in ("stream", "provider", "seq", "ts", "sn"))
     ddp, srp, sign, immutable = raw["ddp"], raw["srp"], raw["sign"], raw["immutable"]
     if not (
-        type(stream) is str
-        and type(provider) is str
-        and stream
-        and provider
-        and type(seq) is int
-        and type(ts) is int
-        and type(sn) is int
-        and seq >= 0
-        and ts > 0
-        and sn >= 1
+        _header_ok(stream, provider, seq, ts, sn)
         and type(sign) is str
         and sign in ("+", "-")
         and type(immutable) is bool
@@ -277,6 +268,98 @@ def _common_sp(line: str) -> tuple | None:
         sign,
         immutable,
     )
+
+
+_BODY_LIMIT = 16_384
+"""Sp bodies kept by :func:`sp_of_columns` (each a few small objects; texts longer than
+:data:`CACHED_PATTERN_CHARS` are never kept)."""
+_bodies: dict[tuple, tuple[DataDescription, SecurityRestriction, Sign] | None] = {}
+
+
+def sp_of_columns(
+    stream: object,
+    provider: object,
+    seq: object,
+    ts: object,
+    sn: object,
+    streams: object,
+    tuples: object,
+    attributes: object,
+    roles: object,
+    grant_option: object,
+    privilege: object,
+    sign: object,
+    immutable: object,
+) -> SecurityPunctuation | None:
+    """The sp that :func:`parse_sp` reads from Spark's ``to_json`` of these fields, or None
+    where it fails (any WireFormatError): secure ingest collects an sp's fields as typed
+    columns rather than as JSON text, and drops an sp that does not read.
+
+    ``to_json`` leaves a None field out, and JSON gives back exactly the strings, integers
+    and booleans it was given, so the line would hold these values with the None ones
+    missing: every field is required but ``privilege`` (absent: READ), each of its exact
+    type and range as :func:`_common_sp` checks (the validator, which reads the lines the
+    fast path does not, checks the same), and then :func:`_sp_of` builds it. A property
+    test holds this equal to :func:`parse_sp` on the JSON of random and hostile fields.
+
+    What :func:`_sp_of` derives from the body alone (the patterns, the restriction and
+    the sign, or the body's failure) is kept per distinct body, keyed by its exact
+    values after their types are checked (so ``True`` and ``1`` never share an entry):
+    at one sp per tuple most sps re-send a body seen before.
+    """
+    if not _header_ok(stream, provider, seq, ts, sn):
+        return None
+    if privilege is None:
+        privilege = "read"
+    key = (streams, tuples, attributes, roles, grant_option, privilege, sign, immutable)
+    if not (
+        type(streams) is str
+        and type(tuples) is str
+        and type(attributes) is str
+        and type(roles) is str
+        and type(grant_option) is bool
+        and type(privilege) is str
+        and type(sign) is str
+        and type(immutable) is bool
+    ):
+        return None
+    try:
+        body = _bodies[key]
+    except KeyError:
+        body = _body(key)
+        if sum(map(len, key[:4])) <= CACHED_PATTERN_CHARS:
+            if len(_bodies) >= _BODY_LIMIT:
+                _bodies.clear()
+            _bodies[key] = body
+    if body is None:
+        return None
+    ddp, srp, sign_value = body
+    try:
+        return SecurityPunctuation(ddp, srp, sign_value, immutable, ts, sn)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+
+
+def _body(key: tuple) -> tuple[DataDescription, SecurityRestriction, Sign] | None:
+    """The parts of an sp :func:`_sp_of` builds from a body of checked types, or None
+    when it would fail (its sp checks run on a probe with a valid ts and sn)."""
+    streams, tuples, attributes, roles, grant_option, privilege, sign, immutable = key
+    if sign not in ("+", "-") or privilege not in _PRIVILEGES:
+        return None
+    try:
+        probe = _sp_of(
+            _NOWHERE,
+            0,
+            1,
+            1,
+            (streams, tuples, attributes),
+            (roles, grant_option, privilege),
+            sign,
+            immutable,
+        ).sp
+    except WireFormatError:
+        return None
+    return probe.ddp, probe.srp, probe.sign
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Element]:
@@ -362,3 +445,20 @@ def json_schema() -> dict[str, Any]:
         "'{ND, C}'. Unknown fields are refused; every field without a default is required."
     )
     return schema
+
+
+def _header_ok(stream: Any, provider: Any, seq: Any, ts: Any, sn: Any) -> bool:
+    """An sp's channel and numbers, each of its exact type and range (the fast path and
+    the typed columns check them alike)."""
+    return bool(
+        type(stream) is str
+        and type(provider) is str
+        and stream
+        and provider
+        and type(seq) is int
+        and type(ts) is int
+        and type(sn) is int
+        and seq >= 0
+        and ts > 0
+        and sn >= 1
+    )

@@ -13,6 +13,9 @@ branch's window may depend on tuples it cannot read.
   visible one out). The n latest tuples of everyone are not a synopsis that serves each
   (a branch seeing fewer tuples needs older ones), so a ROWS node is shared only by
   branches with the same visibility: the same reader mask (effective roles) and level.
+  Among those it serves every size: it keeps the latest tuples (per channel) its largest
+  branch needs, and each branch cuts its own n latest out of them (the n latest of the
+  m >= n latest are the n latest).
 - ``[RANGE t]`` keeps tuples within t of the newest event time *seen by the query*
   (engine/window_state.py): per branch, ``{visible tuples: time > newest visible - t}``.
   That too depends on visibility (a hidden newer tuple must not evict visible ones), but
@@ -63,6 +66,11 @@ class WindowNode:
         """Each branch cuts the node's rows at its own newest visible time (RANGE)."""
         return self.window.kind is WindowKind.RANGE
 
+    @property
+    def per_branch_count(self) -> bool:
+        """Each branch cuts its own n latest rows per channel out of the node's (ROWS)."""
+        return self.window.kind is WindowKind.ROWS
+
 
 def shares_across_rights(window: WindowSpec) -> bool:
     """Whether one node of this window serves branches with different rights."""
@@ -73,6 +81,10 @@ RANGE_NODE = WindowSpec(WindowKind.RANGE, MAX_WINDOW_SIZE)
 """The window of a stream's one RANGE node. It serves every width: what it keeps is the
 bound its branches give it, each branch cutting its own width (so this size is never
 used to evict)."""
+ROWS_NODE = WindowSpec(WindowKind.ROWS, MAX_WINDOW_SIZE)
+"""The window of a visibility's one ROWS node. It serves every size: it keeps as many
+latest rows as its largest branch needs, each branch cutting its own (so this size is
+never used to evict)."""
 
 
 def window_node(window: WindowSpec, visibility: Hashable) -> WindowNode:
@@ -82,7 +94,9 @@ def window_node(window: WindowSpec, visibility: Hashable) -> WindowNode:
         raise ValueError("a sliding RANGE window is an aggregate's, not a shared relation")
     if window.kind is WindowKind.RANGE:
         return WindowNode(RANGE_NODE)
-    return WindowNode(window, None if shares_across_rights(window) else visibility)
+    if window.kind is WindowKind.ROWS:
+        return WindowNode(ROWS_NODE, visibility)
+    return WindowNode(window)
 
 
 def window_nodes(
@@ -172,11 +186,7 @@ def window_switches(
 
 
 def _spelled(node: WindowNode) -> str:
-    window = node.window
-    if window.kind is WindowKind.ROWS:
-        text = f"{window.kind.value} {window.size}"
-    else:  # NOW, and RANGE of every width
-        text = window.kind.value
+    text = node.window.kind.value  # NOW, RANGE of every width, ROWS of every size
     if node.visibility is None:
         return text
     return f"{text} #{hashlib.sha256(repr(node.visibility).encode()).hexdigest()[:12]}"

@@ -1,0 +1,206 @@
+"""An aggregate query folded batch by batch: partial aggregates merged into a state.
+
+Why: a query aggregating a stream without a window (``SELECT pid, count(*) FROM s GROUP
+BY pid``) ran Spark's own streaming aggregation, whose state lives in the query's own
+streaming query, so it could not be a branch of its stream's shared network (one scan
+for every query, privacy switches: issue 12). As a branch it keeps its state itself:
+each micro-batch's rows are aggregated into *partials* per group, the partials are
+merged with the branch's state as of its previous batch into the new state, and the
+query's select list and HAVING are evaluated over the merged groups this batch touched,
+which is what Spark's update mode emits.
+
+The fold works on the query's final secured SQL (after every rule of
+lang/rewrite_rules.py), so the aggregates the rules add (the labels' ``bit_and`` and
+``bit_or``, the statistics release's ``count_if``, the level words' LUB) fold like the
+user's own, and every expression over aggregates (a CASE WHEN over counts in a
+statistics label, the release in HAVING) is evaluated over the merged aggregates, as
+Spark evaluates it over its state.
+
+Only aggregates that merge exactly fold: ``count`` (not DISTINCT), ``count_if``,
+``sum``, ``min``, ``max``, ``bit_and``, ``bit_or``, and ``avg`` as a sum and a count.
+Anything else (a DISTINCT, ``first``, a variance, a FILTER clause, a window function, an
+ORDER BY, a subquery) gives None and the query runs on its own, as before. The final
+select reads state columns only (checked here), so an aggregate this module does not
+know cannot silently run over the state: its query fails to plan and runs on its own.
+
+Pure Python: no pyspark (tests/unit/test_purity.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+KEY = "_ss_k"
+PART = "_ss_p"
+TOUCHED = "_ss_at"
+"""The state column holding the newest batch that updated a group."""
+
+_SAME = {
+    exp.Sum: "sum",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.BitwiseAndAgg: "bit_and",
+    exp.BitwiseOrAgg: "bit_or",
+}
+"""Aggregates whose partials merge with the aggregate itself."""
+_COUNTS = (exp.Count, exp.CountIf)
+"""Aggregates whose partials merge by summing."""
+_REFUSED = ("with", "joins", "laterals", "order", "limit", "offset", "distinct", "qualify")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """How one aggregate query runs as partials merged into a state."""
+
+    keys: tuple[str, ...]
+    """The state's key columns, one per GROUP BY expression (none: one global group)."""
+    merges: tuple[tuple[str, str], ...]
+    """Each partial column of the state and the aggregate that merges it."""
+    partial: str
+    """The partials of a batch: the query's FROM, WHERE and GROUP BY (Spark SQL)."""
+    final: tuple[str, ...]
+    """The query's select list over the state, one expression per output column."""
+    having: str | None
+    """The query's HAVING over the state (None: every touched group is emitted)."""
+
+    def final_sql(self, state: str, names: tuple[str, ...]) -> str:
+        """The emitted rows: the final select over the view ``state`` (the touched
+        groups), each expression named as the query's own column (``names``)."""
+        if len(names) != len(self.final):
+            raise ValueError("one name per output column")
+        select = exp.select(
+            *(
+                exp.alias_(sqlglot.parse_one(e, read="spark"), n, quoted=True)
+                for e, n in zip(self.final, names, strict=True)
+            )
+        ).from_(state)
+        if self.having is not None:
+            select = select.where(self.having, dialect="spark")
+        return select.sql(dialect="spark")
+
+
+def fold_of(sql: str) -> Fold | None:
+    """The fold of an aggregate SELECT over one view, or None where it does not fold."""
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(tree, exp.Select) or any(tree.args.get(a) for a in _REFUSED):
+        return None
+    if any(
+        isinstance(n, exp.Select | exp.Subquery | exp.Window | exp.Filter | exp.Union)
+        and n is not tree
+        for n in tree.walk()
+    ):
+        return None
+    group = tree.args.get("group")
+    if group is not None and any(
+        group.args.get(a) for a in ("grouping_sets", "cube", "rollup", "totals")
+    ):
+        return None
+    groups = list(group.expressions) if group is not None else []
+    if any(isinstance(g, exp.Literal) for g in groups):
+        return None  # GROUP BY 1: an ordinal, not an expression
+    having = tree.args.get("having")
+    outputs = [e.copy() for e in tree.expressions]
+    condition = having.this.copy() if having is not None else None
+    calls = [
+        n
+        for root in (*outputs, *([condition] if condition is not None else []))
+        for n in root.walk()
+        if isinstance(n, exp.AggFunc)
+    ]
+    if not calls and not groups:
+        return None  # not an aggregate
+    if any(isinstance(p, exp.AggFunc) for c in calls for p in _ancestors(c)):
+        return None  # an aggregate inside another one
+    partials: list[exp.Expression] = []
+    merges: list[tuple[str, str]] = []
+    replaced: dict[int, exp.Expression] = {}
+    named: dict[str, str] = {}  # a partial's SQL -> its column: equal calls computed once
+
+    def part(call: exp.Expression, merge: str) -> exp.Column:
+        text = call.sql(dialect="spark")
+        if text not in named:
+            named[text] = f"{PART}{len(partials)}"
+            partials.append(exp.alias_(call, named[text]))
+            merges.append((named[text], merge))
+        return exp.column(named[text])
+
+    for call in calls:
+        if isinstance(call, exp.Avg):
+            total = part(exp.Sum(this=call.this.copy()), "sum")
+            count = part(exp.Count(this=call.this.copy()), "sum")
+            nonzero = exp.Nullif(this=count, expression=exp.Literal.number(0))
+            replaced[id(call)] = exp.Paren(this=exp.Div(this=total, expression=nonzero))
+        elif isinstance(call, _COUNTS) and not isinstance(call.this, exp.Distinct):
+            replaced[id(call)] = part(call.copy(), "sum")
+        elif type(call) in _SAME:
+            replaced[id(call)] = part(call.copy(), _SAME[type(call)])
+        else:
+            return None
+    keys = tuple(f"{KEY}{i}" for i in range(len(groups)))
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if id(node) in replaced:
+            return replaced[id(node)]
+        for g, key in zip(groups, keys, strict=True):
+            if node == g:
+                return exp.column(key)
+        return node
+
+    final = [_unaliased(o).transform(swap, copy=False) for o in outputs]
+    state_columns = {*keys, *(m for m, _ in merges)}
+    state_condition = None
+    if condition is not None:
+        # HAVING may name an output by its alias (Spark resolves it so when no grouped
+        # attribute has that name): it reads that output's expression over the state
+        aliases = {o.alias.lower(): e for o, e in zip(outputs, final, strict=True) if o.alias}
+
+        def named(node: exp.Expression) -> exp.Expression:
+            if (
+                isinstance(node, exp.Column)
+                and not node.table
+                and node.name not in state_columns
+                and node.name.lower() in aliases
+            ):
+                return exp.Paren(this=aliases[node.name.lower()].copy())
+            return node
+
+        state_condition = condition.transform(swap, copy=False).transform(named, copy=False)
+    for root in (*final, *([state_condition] if state_condition is not None else [])):
+        if any(c.name not in state_columns for c in root.find_all(exp.Column)):
+            return None  # reads something the state does not keep
+        if any(isinstance(n, exp.AggFunc) for n in root.walk()):
+            return None
+    partial = exp.select(
+        *(exp.alias_(g.copy(), k) for g, k in zip(groups, keys, strict=True)), *partials
+    )
+    partial.set("from_", tree.args["from_"].copy())
+    if tree.args.get("where") is not None:
+        partial.set("where", tree.args["where"].copy())
+    if groups:
+        partial.set("group", exp.Group(expressions=[g.copy() for g in groups]))
+    return Fold(
+        keys,
+        tuple(merges),
+        partial.sql(dialect="spark"),
+        tuple(e.sql(dialect="spark") for e in final),
+        None if state_condition is None else state_condition.sql(dialect="spark"),
+    )
+
+
+def _unaliased(expression: exp.Expression) -> exp.Expression:
+    return expression.this if isinstance(expression, exp.Alias) else expression
+
+
+def _ancestors(node: exp.Expression) -> list[exp.Expression]:
+    out = []
+    parent = node.parent
+    while parent is not None:
+        out.append(parent)
+        parent = parent.parent
+    return out
