@@ -29,10 +29,12 @@ seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
 ``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
-[--no-guess] [--driven | --no-driven]`` prints it; ``--push`` switches on the network's
-push (off by default: it measured no gain), ``--no-guess`` switches off ingest's one-pass
-guess, ``--driven`` / ``--no-driven`` the scan driven by ingest's commits
-(engine/driven_scan.py; the server's ``driven_scan`` setting), to measure each apart.
+[--no-guess] [--driven | --no-driven] [--at-marker]`` prints it; ``--push`` switches on
+the network's push (off by default: it measured no gain), ``--no-guess`` switches off
+ingest's one-pass guess, ``--driven`` / ``--no-driven`` the scan driven by ingest's commits
+(engine/driven_scan.py; the server's ``driven_scan`` setting), ``--at-marker`` tells the
+readers of a batch at its marker rather than when ingest's micro-batch returns
+(``IngestJob.hold``, session 20), to measure each apart.
 With the driven scan, the query batch stages are its micro-batch's (``latestOffset``:
 reading the markers and writing its log; ``queryPlanning``: the read's plan).
 """
@@ -158,6 +160,7 @@ def measure(
         "idle_cpu": idle_share,
         "push": SharedNetwork.push,
         "guess": IngestJob.guess,
+        "hold": IngestJob.hold,
         "driven_scan": CqlService.driven_scan,
         "profile": profile(spans, progress),
     }
@@ -238,6 +241,9 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
     parser.add_argument("--push", action="store_true", help="SharedNetwork.push on")
     parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
+    parser.add_argument(
+        "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
+    )
     driven = parser.add_mutually_exclusive_group()
     driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
@@ -246,6 +252,7 @@ def main() -> None:
     if args.driven is not None:
         CqlService.driven_scan = args.driven
     IngestJob.guess = not args.no_guess
+    IngestJob.hold = not args.at_marker
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

@@ -115,6 +115,43 @@ def test_a_committed_batch_reaches_the_branch_at_once_without_a_streaming_query(
     assert nurse.sorted() == alone(pipeline, "nurse")
 
 
+def test_ingest_here_starts_the_scan_when_its_micro_batch_returns_not_at_its_marker(
+    pipeline, monkeypatch
+) -> None:
+    """Ingest in the same process holds its batch until its micro-batch returns: the scan
+    (polling every 0.1 s) leaves the batch though its marker exists, then reads it."""
+    first, second, _ = parts()
+    land(pipeline, first)
+    nurse = Arrivals()
+    submit(pipeline, "nurse", nurse).process_all_available()
+    store = pipeline.queries.labelled
+    saving, go = threading.Event(), threading.Event()
+    save = pipeline.ingest.state.save
+
+    def save_later(batch_id, states) -> None:  # ingest's micro-batch past its marker
+        saving.set()
+        assert go.wait(120)
+        save(batch_id, states)
+
+    monkeypatch.setattr(pipeline.ingest.state, "save", save_later)
+    nurse.arrived.clear()
+    ingest = threading.Thread(target=land, args=(pipeline, second))
+    ingest.start()
+    try:
+        assert saving.wait(120)
+        held = store.held()
+        assert held is not None and store.committed(held), "its marker is written"
+        assert not nurse.arrived.wait(1.5), "ten polls left the held batch alone"
+    finally:
+        go.set()
+        ingest.join(120)
+    assert nurse.arrived.wait(60), "the micro-batch's return handed the batch over"
+    assert store.held() is None
+    pipeline.cql.scans[KEY].handle.processAllAvailable()
+    assert SourceLog(pipeline.cql.scans[KEY].checkpoint).position() == held
+    assert nurse.sorted() == alone(pipeline, "nurse")
+
+
 def test_join_leave_and_rejoin_give_every_row_exactly_once(pipeline) -> None:
     first, second, third = parts()
     cardio, nurse = Rows(), Rows()

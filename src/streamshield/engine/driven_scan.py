@@ -12,7 +12,11 @@ had just said which files it stored: its commit marker lists them
 another process or a missed call), and runs one micro-batch over exactly the stored
 files of the ingest batches it has not read, at once, handing it to the attached networks
 as the streaming query did (:meth:`StreamScan._process`, so joining, positions, branch
-ledgers, owed batches and switches are the same code).
+ledgers, owed batches and switches are the same code). Ingest in this process tells it
+when ingest's micro-batch returns, not at its marker, and the poll leaves the batch that
+micro-batch holds (``LabelledStore.hold``): started at the marker, the scan's micro-batch
+ran beside the rest of ingest's on the same two cores (docs/results.md, session 20). Only
+batches whose markers exist are ever read, as before.
 
 Its micro-batches keep the file source's durable bookkeeping, in the file source's own
 format and in the same checkpoint (:class:`ScanLog`), so everything that reads a
@@ -283,14 +287,15 @@ class DrivenScan(StreamScan):
         one by one (a file each, not a listing per poll); the markers listed when ingest
         told of one not found so, or every :data:`LIST_SECONDS`."""
         read = self._read if self._read is not None else -1
+        held = self.labelled.held()  # ingest here is still in that micro-batch: told later
         ids: list[int] = []
-        while self.labelled.committed(read + len(ids) + 1):
+        while read + len(ids) + 1 != held and self.labelled.committed(read + len(ids) + 1):
             ids.append(read + len(ids) + 1)
         if ids:
             return ids
         if self._told_of > read or time.monotonic() - self._listed > LIST_SECONDS:
             self._listed = time.monotonic()
-            return [i for i in self.labelled.markers() if i > read]
+            return [i for i in self.labelled.markers() if i > read and i != held]
         return []
 
     # -- one micro-batch ----------------------------------------------------------------------
