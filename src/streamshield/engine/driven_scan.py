@@ -422,6 +422,7 @@ class DrivenHandle:
 
     def _run(self) -> None:
         try:
+            self._activate()
             while not self._stopping.is_set():
                 ran = self._one()
                 if ran:
@@ -438,6 +439,17 @@ class DrivenHandle:
             self._ended.set()
             with self._idle:
                 self._idle.notify_all()
+
+    def _activate(self) -> None:
+        """Makes the micro-batches' session this thread's active session in the JVM, as a
+        streaming query's thread has its own. Why: PySpark calls that look the active
+        session up (a reader's ``schema``, among others) otherwise fall to the builder's
+        ``getOrCreate``, several Py4J round trips each (py-spy, docs/results.md, session
+        20)."""
+        session = self.scan._stream_session()
+        jvm = session.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
 
     def _one(self) -> bool:
         with self._idle:
