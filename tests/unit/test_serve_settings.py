@@ -136,14 +136,14 @@ def test_fused_branches_are_on_unless_an_option_or_the_environment_turns_them_of
         assert started.pop().fuse_branches is fused
 
 
-def test_the_driven_scan_is_off_unless_an_option_or_the_environment_turns_it_on(
+def test_the_driven_scan_is_on_unless_an_option_or_the_environment_turns_it_off(
     monkeypatch,
 ) -> None:
-    """A stream's networks read through a streaming query by default; ``--driven-scan``
-    (engine/driven_scan.py) reaches the server's settings."""
-    assert load({}).driven_scan is False
-    monkeypatch.setenv("STREAMSHIELD_DRIVEN_SCAN", "true")
+    """A stream's networks read through the scan driven by ingest's commits by default
+    (engine/driven_scan.py); ``--no-driven-scan`` reaches the server's settings."""
     assert load({}).driven_scan is True
+    monkeypatch.setenv("STREAMSHIELD_DRIVEN_SCAN", "false")
+    assert load({}).driven_scan is False
     monkeypatch.delenv("STREAMSHIELD_DRIVEN_SCAN")
     started: list[ServeSettings] = []
 

@@ -120,13 +120,15 @@ NETWORK_STOP_SECONDS = 10.0
 class CqlService:
     """Parses, checks and routes users' requests; keeps what each registered query needs."""
 
-    driven_scan = False
+    driven_scan = True
     """A stream's networks read it through a scan driven by ingest's commits
     (engine/driven_scan.py) instead of a file-source streaming query of their own; the
-    server's ``driven_scan`` setting. Off: with the crash, restart, switch and lifecycle
-    tests green under it, interleaved against the streaming scan (``bench.landing_latency``,
-    docs/results.md, session 19) it saved the scan's listing and logs and a third of the
-    idle CPU, but no latency at a quiet machine's load."""
+    server's ``driven_scan`` setting. On since session 20: woken when ingest's micro-batch
+    returns and with its thread's active session set, it was faster than the streaming
+    scan in 3 of 4 interleaved pairs, the two quietest included, and saves the scan's
+    listing and logs and a third of the idle CPU (``bench.landing_latency``,
+    docs/results.md, sessions 19 and 20); with the crash, restart, switch and lifecycle
+    tests green under it."""
 
     def __init__(
         self,

@@ -124,7 +124,7 @@ class ServeSettings(BaseSettings):
         "docs/query-sharing.md).",
     )
     driven_scan: bool = Field(
-        False,
+        True,
         description="A stream's networks read each batch secure ingest commits at once, "
         "by a scan driven by ingest's commit markers (false: through a streaming query "
         "that lists the labelled store; engine/driven_scan.py).",
