@@ -29,9 +29,14 @@ seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
 ``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
-[--no-guess]`` prints it; ``--push`` switches on the network's push (off by default:
-it measured no gain), ``--no-guess`` switches off ingest's one-pass guess, to measure
-each apart.
+[--no-guess] [--driven | --no-driven] [--at-marker]`` prints it; ``--push`` switches on
+the network's push (off by default: it measured no gain), ``--no-guess`` switches off
+ingest's one-pass guess, ``--driven`` / ``--no-driven`` the scan driven by ingest's commits
+(engine/driven_scan.py; the server's ``driven_scan`` setting), ``--at-marker`` tells the
+readers of a batch at its marker rather than when ingest's micro-batch returns
+(``IngestJob.hold``, session 20), to measure each apart.
+With the driven scan, the query batch stages are its micro-batch's (``latestOffset``:
+reading the markers and writing its log; ``queryPlanning``: the read's plan).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
+from streamshield.engine.cql_service import CqlService
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.engine.shared_network import SharedNetwork
@@ -154,6 +160,8 @@ def measure(
         "idle_cpu": idle_share,
         "push": SharedNetwork.push,
         "guess": IngestJob.guess,
+        "hold": IngestJob.hold,
+        "driven_scan": CqlService.driven_scan,
         "profile": profile(spans, progress),
     }
 
@@ -233,9 +241,18 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
     parser.add_argument("--push", action="store_true", help="SharedNetwork.push on")
     parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
+    parser.add_argument(
+        "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
+    )
+    driven = parser.add_mutually_exclusive_group()
+    driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
+    driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
     args = parser.parse_args()
     SharedNetwork.push = args.push
+    if args.driven is not None:
+        CqlService.driven_scan = args.driven
     IngestJob.guess = not args.no_guess
+    IngestJob.hold = not args.at_marker
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

@@ -35,7 +35,12 @@ QUERIES = {
 
 @pytest.fixture
 def pipeline(spark, tmp_path):
-    yield from hospital_pipeline(spark, tmp_path, [])
+    """The stream's scan as a file-source streaming query (the push and the shared scan's
+    tests below are about that query; tests/spark/test_driven_scan.py has the scan driven
+    by ingest's commits, the ``driven_scan`` setting)."""
+    for running in hospital_pipeline(spark, tmp_path, []):
+        running.cql.driven_scan = False
+        yield running
 
 
 def parts() -> list[list]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from streamshield.engine.small_writes import write_parquet
+from streamshield.engine.small_writes import read_written, write_parquet
 
 ROWS = """
 SELECT id,
@@ -79,3 +79,17 @@ def test_the_one_file_is_sorted_as_each_of_spark_s_files_is(spark, tmp_path) -> 
     write_parquet(frame, tmp_path / "sorted", small=True, sorted_by="k")
     (file,) = (tmp_path / "sorted").glob("*.parquet")
     assert pq.read_table(file).column("k").to_pylist() == list(range(100))
+
+
+def test_read_written_reads_the_files_as_the_reader_with_the_frame_s_schema(
+    spark, tmp_path
+) -> None:
+    """The JVM's schema, not a JSON round trip: same schema, same rows, every type."""
+    frame = spark.sql(ROWS)
+    write_parquet(frame, tmp_path / "driver", small=True)
+    files = [str(p) for p in (tmp_path / "driver").glob("*.parquet")]
+    plain = spark.read.schema(frame.schema).parquet(*files)
+    read = read_written(frame, files)
+    assert read.schema == plain.schema
+    assert read.sparkSession is frame.sparkSession
+    assert _rows(read) == _rows(plain) == _rows(frame)

@@ -136,6 +136,27 @@ def test_fused_branches_are_on_unless_an_option_or_the_environment_turns_them_of
         assert started.pop().fuse_branches is fused
 
 
+def test_the_driven_scan_is_on_unless_an_option_or_the_environment_turns_it_off(
+    monkeypatch,
+) -> None:
+    """A stream's networks read through the scan driven by ingest's commits by default
+    (engine/driven_scan.py); ``--no-driven-scan`` reaches the server's settings."""
+    assert load({}).driven_scan is True
+    monkeypatch.setenv("STREAMSHIELD_DRIVEN_SCAN", "false")
+    assert load({}).driven_scan is False
+    monkeypatch.delenv("STREAMSHIELD_DRIVEN_SCAN")
+    started: list[ServeSettings] = []
+
+    def run_server(settings: ServeSettings, _echo) -> int:
+        started.append(settings)
+        return 0
+
+    monkeypatch.setattr("streamshield.server.main.run_server", run_server)
+    for flag, driven in (("--no-driven-scan", False), ("--driven-scan", True)):
+        assert CliRunner().invoke(main, ["serve", flag]).exit_code == 0
+        assert started.pop().driven_scan is driven
+
+
 def test_every_setting_is_documented_in_help_and_readme() -> None:
     help_text = CliRunner().invoke(main, ["serve", "--help"]).output
     readme = (Path(__file__).parents[2] / "README.md").read_text()

@@ -41,6 +41,7 @@ from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.branched_network import TRIGGER_SECONDS, NetworkParts, NotShared
 from streamshield.engine.derived import derived_definition
+from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
@@ -118,6 +119,16 @@ NETWORK_STOP_SECONDS = 10.0
 
 class CqlService:
     """Parses, checks and routes users' requests; keeps what each registered query needs."""
+
+    driven_scan = True
+    """A stream's networks read it through a scan driven by ingest's commits
+    (engine/driven_scan.py) instead of a file-source streaming query of their own; the
+    server's ``driven_scan`` setting. On since session 20: woken when ingest's micro-batch
+    returns and with its thread's active session set, it was faster than the streaming
+    scan in 3 of 4 interleaved pairs, the two quietest included, and saves the scan's
+    listing and logs and a third of the idle CPU (``bench.landing_latency``,
+    docs/results.md, sessions 19 and 20); with the crash, restart, switch and lifecycle
+    tests green under it."""
 
     def __init__(
         self,
@@ -364,7 +375,7 @@ class CqlService:
             suffix = "" if level is None else f"-{processor.name}"
             scan = self.scans.get(key)
             if scan is None:
-                scan = StreamScan(
+                scan = (DrivenScan if self.driven_scan else StreamScan)(
                     processor.session,
                     self.queries.labelled,
                     self.streams[stream],

@@ -45,6 +45,11 @@ class IngestJob:
     """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
     every batch by the passes (``bench.landing_latency --no-guess`` measures both)."""
 
+    hold = True
+    """Readers in this process are told of a batch when its micro-batch returns, not at
+    its marker (``LabelledStore.hold``); off: at the marker, as before session 20
+    (``bench.landing_latency --at-marker`` measures both)."""
+
     def __init__(self, ingest: Ingest, landing: str | Path, root: str | Path) -> None:
         self.ingest = ingest
         self.landing = Path(landing)
@@ -80,6 +85,20 @@ class IngestJob:
         return aside
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
+        """One micro-batch. Readers in this process are told of its commit when it
+        returns (``LabelledStore.hold``), not at its marker: started at the marker they
+        ran beside its state save on the same cores (docs/results.md, session 20)."""
+        if not self.hold:
+            self._labelled(batch, batch_id)
+            return
+        store = self.store  # the instance holding the batch (a quarantine replaces it)
+        store.hold(batch_id)
+        try:
+            self._labelled(batch, batch_id)
+        finally:
+            store.release(batch_id)
+
+    def _labelled(self, batch: DataFrame, batch_id: int) -> None:
         try:
             states = self.state.load(batch_id)  # exactly the state batch N-1 saved
         except ShieldStateError as err:

@@ -18,7 +18,14 @@ full labelled schema (a column a file lacks reads NULL, at no cost per row) and
 
 Readers in the same process may :meth:`~LabelledStore.listen`: they are told each batch
 id once its marker is written (the batch is then final), so a shared network reads the
-new batch at once instead of waiting for its file source's next listing.
+new batch at once instead of waiting for its file source's next listing. Ingest in this
+process :meth:`~LabelledStore.hold` s the batch its micro-batch writes: its listeners are
+then told when the micro-batch returns (:meth:`~LabelledStore.release`), not at the marker,
+and :meth:`~LabelledStore.held` names it, so a reader in the same process that looks at
+the markers itself can leave it until then. Why: a reader starting at the marker ran
+beside the rest of ingest's micro-batch (saving the shield state, unpersisting its caches)
+in the same driver, Python and Py4J on two cores, and both were slower (docs/results.md,
+sessions 19 and 20). A reader in another process, which cannot know, reads at the marker.
 """
 
 from __future__ import annotations
@@ -59,6 +66,12 @@ that finds a subdirectory gone unless told to ignore missing files; a reader nev
 needs a pruned file, except a query starting while an old batch goes, which then
 starts without it (what is kept is what a new query reads)."""
 
+_HELD: dict[str, int] = {}
+"""Per store root in this process: the batch ingest's micro-batch is writing
+(:meth:`LabelledStore.hold`). Per root, not per instance: a quarantine gives ingest a
+fresh instance while the readers keep theirs."""
+_HOLDING = threading.Lock()
+
 META_FIELDS = (
     ("stream", StringType()),
     ("provider", StringType()),
@@ -77,6 +90,9 @@ class LabelledStore:
         self.commits.mkdir(parents=True, exist_ok=True)
         self._listeners: list[Listener] = []
         self._listening = threading.Lock()
+        self._key = str(self.root.absolute())
+        self._unpublished: dict[int, list[str]] = {}
+        """Held batches committed and not yet told (told at their release)."""
 
     def listen(self, listener: Listener) -> None:
         """``listener`` is told every batch committed from now on (see :data:`Listener`)."""
@@ -94,6 +110,28 @@ class LabelledStore:
             listeners = list(other._listeners)
         for listener in listeners:
             self.listen(listener)
+
+    def hold(self, batch_id: int) -> None:
+        """Ingest's micro-batch ``batch_id`` starts in this process: its commit is told to
+        the listeners at :meth:`release`, and :meth:`held` names it until then."""
+        with _HOLDING:
+            _HELD[self._key] = batch_id
+
+    def release(self, batch_id: int) -> None:
+        """Ingest's micro-batch ``batch_id`` returned (or failed): the hold ends, and the
+        listeners are told of it if its marker was written. Never raises."""
+        with _HOLDING:
+            if _HELD.get(self._key) == batch_id:
+                del _HELD[self._key]
+            streams = self._unpublished.pop(batch_id, None)
+        if streams is not None:
+            self._published(batch_id, streams)
+
+    def held(self) -> int | None:
+        """The batch ingest's micro-batch is writing in this process, if any: a reader here
+        leaves it (even when its marker exists) until it is told of it."""
+        with _HOLDING:
+            return _HELD.get(self._key)
 
     def _published(self, batch_id: int, streams: Sequence[str]) -> None:
         """Tells the listeners; never raises: the batch is committed whatever they do."""
@@ -213,7 +251,12 @@ class LabelledStore:
         crash_point("ingest.before_marker")
         self._mark(batch_id, list(frames))
         crash_point("ingest.after_marker")
-        self._published(batch_id, list(frames))
+        with _HOLDING:
+            held = _HELD.get(self._key) == batch_id
+            if held:
+                self._unpublished[batch_id] = list(frames)
+        if not held:
+            self._published(batch_id, list(frames))
         return written
 
     @staticmethod

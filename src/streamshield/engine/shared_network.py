@@ -105,7 +105,7 @@ from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
 from streamshield.engine.secured_view import SecuredProjection, StatisticsProjection
 from streamshield.engine.shared_selections import selected_frames
-from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
+from streamshield.engine.small_writes import SMALL_BYTES, read_written, total_bytes
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.label_propagation import levels_copied
 from streamshield.lang.partial_aggregates import fold_of
@@ -503,7 +503,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         try:
             if linking:
                 files = self.store.add(wide, output_id, small)
-                wide = wide.sparkSession.read.schema(wide.schema).parquet(*files)
+                wide = read_written(wide, files)
             elif len(fused) > 1:
                 wide = wide.persist()
                 cached.append(wide)

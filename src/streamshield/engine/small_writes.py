@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -52,6 +52,21 @@ def total_bytes(files: Iterable[str | Path], limit: int = SMALL_BYTES) -> int:
         if total > limit:
             break
     return total
+
+
+def read_written(like: DataFrame, files: Sequence[str]) -> DataFrame:
+    """The Parquet ``files`` just written from ``like``'s rows, read with ``like``'s
+    schema as the JVM already holds it. Why not ``spark.read.schema(like.schema)``:
+    PySpark's reader looks up the active session and sends a ``StructType`` to the JVM
+    as JSON to be parsed again, several Py4J round trips that were half of planning the
+    network's read of its pass back in a landing's micro-batch (py-spy, docs/results.md,
+    session 20); the rows and the plan read are the same."""
+    from pyspark.sql.classic.column import _to_seq
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
+
+    session = like.sparkSession
+    reader = session._jsparkSession.read().schema(like._jdf.schema())
+    return ClassicFrame(reader.parquet(_to_seq(session.sparkContext, list(files))), session)
 
 
 def write_parquet(

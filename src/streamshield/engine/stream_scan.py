@@ -43,6 +43,11 @@ scan was already running for a window was lost to the new selection.
 A network's failure in a micro-batch still fails the micro-batch (and so the streaming
 query, for the restart to replay it), but only after every other network has had the
 batch: each network's branches fail alone, as before.
+
+The server's default scan is not this streaming query but one driven by ingest's commits
+(engine/driven_scan.py, ``DrivenScan``, a subclass): the same dispatch, joining and
+positions, its micro-batches started by each committed ingest batch and read from the
+files its marker lists, its log written in this query's checkpoint format.
 """
 
 from __future__ import annotations

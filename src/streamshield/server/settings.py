@@ -123,6 +123,12 @@ class ServeSettings(BaseSettings):
         "into it (false: each branch runs its own plan and stores its own rows; "
         "docs/query-sharing.md).",
     )
+    driven_scan: bool = Field(
+        True,
+        description="A stream's networks read each batch secure ingest commits at once, "
+        "by a scan driven by ingest's commit markers (false: through a streaming query "
+        "that lists the labelled store; engine/driven_scan.py).",
+    )
     retention: float | None = Field(
         DEFAULT_RETENTION,
         description="How long consumed landing files and labelled batches are kept: 7d, "
