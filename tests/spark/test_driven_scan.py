@@ -112,6 +112,8 @@ def test_a_committed_batch_reaches_the_branch_at_once_without_a_streaming_query(
     )
     progress = network.handle.lastProgress
     assert progress["batchId"] == last and progress["numInputRows"] > 0
+    # the rates a streaming query reports, which the API, /metrics and the console show
+    assert progress["processedRowsPerSecond"] > 0 and progress["inputRowsPerSecond"] > 0
     assert nurse.sorted() == alone(pipeline, "nurse")
 
 

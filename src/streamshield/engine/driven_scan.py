@@ -244,6 +244,8 @@ class DrivenScan(StreamScan):
         self._fresh = True
         """Whether the log must be asked for a planned micro-batch to replay (at each
         start: afterwards only this scan writes its log)."""
+        self._began: float | None = None
+        """When the previous micro-batch began (its input rate's interval)."""
         self._told_of = -1
         """The newest ingest batch ingest said it committed."""
         self._listed = 0.0
@@ -356,9 +358,15 @@ class DrivenScan(StreamScan):
         if ids:
             self._read = max(self._read if self._read is not None else -1, max(ids))
         done = time.perf_counter()
+        rows, previous = _rows(existing), self._began
+        self._began = began
         progress.update(
             batchId=batch_id,
-            numInputRows=_rows(existing),
+            numInputRows=rows,
+            # as a streaming query reports them: since the previous trigger, and over
+            # this one's own time (the API, /metrics and the console show both)
+            inputRowsPerSecond=_rate(rows, began - previous) if previous is not None else 0.0,
+            processedRowsPerSecond=_rate(rows, done - began),
             ingestBatches=sorted(set(ids)),
             durationMs={
                 "latestOffset": round((planned - began) * 1000),
@@ -536,6 +544,10 @@ def _uri(path: Path) -> str:
 
 def _local(uri: str) -> str:
     return unquote(uri[len("file://") :]) if uri.startswith("file://") else uri
+
+
+def _rate(rows: int, seconds: float) -> float:
+    return rows / seconds if seconds > 0 else 0.0
 
 
 def _rows(files: list[str]) -> int:
