@@ -161,7 +161,10 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
     finally:  # as ``timeout`` or systemd stops it: the JVM gets the signal too
         code = again.stop(signal.SIGTERM, group=True)
     assert code == 0, again.text()
-    assert "Traceback" not in "".join(again.output), again.text()
+    # Exit 0 whatever the race; a traceback only from the race itself (the JVM gone under a
+    # Py4J call, which py4j logs), and then the server says so in its one warning line.
+    everything = "".join(again.output)
+    assert "Traceback" not in everything or "Spark's JVM got the stop signal too" in everything
 
 
 def test_serve_on_a_postgresql_catalog(tmp_path, pg_url) -> None:  # noqa: F811
