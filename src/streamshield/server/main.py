@@ -298,6 +298,7 @@ def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> 
     if provider is not None:
         provider.stop()
     if service is not None:
+        logging.getLogger().addFilter(_jvm_gone_noise)  # stopping: the JVM may go first
         try:
             service.stop()
         except Exception:
@@ -321,6 +322,19 @@ JVM_STOPPED = (
     "a crash and resume from their checkpoints at the next start. Signal the server's own "
     "process to stop it between batches (systemd: KillMode=mixed)."
 )
+
+
+def _jvm_gone_noise(record: logging.LogRecord) -> bool:
+    """False for py4j's record of a command cut by the JVM's exit (logged with its
+    traceback on the root logger, ``java_gateway``'s "Exception while sending command"):
+    installed once the server stops, when the JVM getting the stop signal too is the
+    race :data:`JVM_STOPPED` already reports in one line. Every other record passes."""
+    if not str(record.msg).startswith("Exception while sending command"):
+        return True
+    from py4j.protocol import Py4JNetworkError
+
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, (Py4JNetworkError, ConnectionError))
 
 
 def _spark_alive(spark_started: Future) -> bool:
