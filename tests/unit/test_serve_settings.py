@@ -115,15 +115,23 @@ def test_serve_refuses_a_bad_config_with_exit_code_2_and_one_line(tmp_path) -> N
     assert result.exit_code == 2 and "key=value" in result.output
 
 
-def test_fused_branches_are_on_unless_an_option_or_the_environment_turns_them_off(
-    monkeypatch,
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "fuse_branches",  # shared networks' plain selections in one pass (fused_branches.py)
+        "driven_scan",  # networks read through the scan ingest's commits drive (driven_scan.py)
+    ],
+)
+def test_a_default_on_engine_switch_turns_off_by_option_or_environment(
+    setting: str, monkeypatch
 ) -> None:
-    """The server runs its shared networks' plain selections in one pass by default
-    (engine/fused_branches.py); ``--no-fuse-branches`` reaches the server's settings."""
-    assert load({}).fuse_branches is True
-    monkeypatch.setenv("STREAMSHIELD_FUSE_BRANCHES", "false")
-    assert load({}).fuse_branches is False
-    monkeypatch.delenv("STREAMSHIELD_FUSE_BRANCHES")
+    """Each engine switch the server turns on by default is off with ``--no-<switch>`` or
+    ``STREAMSHIELD_<SWITCH>=false``, and the option reaches the server's settings."""
+    assert getattr(load({}), setting) is True
+    variable = f"STREAMSHIELD_{setting.upper()}"
+    monkeypatch.setenv(variable, "false")
+    assert getattr(load({}), setting) is False
+    monkeypatch.delenv(variable)
     started: list[ServeSettings] = []
 
     def run_server(settings: ServeSettings, _echo) -> int:
@@ -131,30 +139,10 @@ def test_fused_branches_are_on_unless_an_option_or_the_environment_turns_them_of
         return 0
 
     monkeypatch.setattr("streamshield.server.main.run_server", run_server)
-    for flag, fused in (("--no-fuse-branches", False), ("--fuse-branches", True)):
-        assert CliRunner().invoke(main, ["serve", flag]).exit_code == 0
-        assert started.pop().fuse_branches is fused
-
-
-def test_the_driven_scan_is_on_unless_an_option_or_the_environment_turns_it_off(
-    monkeypatch,
-) -> None:
-    """A stream's networks read through the scan driven by ingest's commits by default
-    (engine/driven_scan.py); ``--no-driven-scan`` reaches the server's settings."""
-    assert load({}).driven_scan is True
-    monkeypatch.setenv("STREAMSHIELD_DRIVEN_SCAN", "false")
-    assert load({}).driven_scan is False
-    monkeypatch.delenv("STREAMSHIELD_DRIVEN_SCAN")
-    started: list[ServeSettings] = []
-
-    def run_server(settings: ServeSettings, _echo) -> int:
-        started.append(settings)
-        return 0
-
-    monkeypatch.setattr("streamshield.server.main.run_server", run_server)
-    for flag, driven in (("--no-driven-scan", False), ("--driven-scan", True)):
-        assert CliRunner().invoke(main, ["serve", flag]).exit_code == 0
-        assert started.pop().driven_scan is driven
+    flag = setting.replace("_", "-")
+    for option, on in ((f"--no-{flag}", False), (f"--{flag}", True)):
+        assert CliRunner().invoke(main, ["serve", option]).exit_code == 0
+        assert getattr(started.pop(), setting) is on
 
 
 def test_every_setting_is_documented_in_help_and_readme() -> None:
