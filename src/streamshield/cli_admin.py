@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from streamshield.cli_output import print_table
+
 OUTPUT = click.option(
     "--output",
     type=click.Choice(["table", "json"]),
@@ -48,13 +50,8 @@ def _show(rows: Iterable[dict], columns: list[str], output: str, key: str | None
     if output == "json":
         click.echo(json.dumps(rows if key is None else {key: rows}, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in columns))
-    Console().print(table)
+    # one way of printing tables (cli_output: wide enough off a terminal, cells folded)
+    print_table([{c: _cell(row.get(c)) for c in columns} for row in rows], columns)
 
 
 def _cell(value: Any) -> str:
