@@ -166,6 +166,7 @@ def measure(
         "guess": IngestJob.guess,
         "hold": IngestJob.hold,
         "driven_scan": CqlService.driven_scan,
+        "pass_on_driver": getattr(SharedNetwork, "on_driver", None),
         "jobs_per_round": jobs,
         "profile": profile(spans, progress),
     }
@@ -272,11 +273,18 @@ def main() -> None:
     parser.add_argument(
         "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
     )
+    parser.add_argument(
+        "--pass-on-driver",
+        action="store_true",
+        help="SharedNetwork.on_driver on (a small batch's pass on the driver, no job)",
+    )
     driven = parser.add_mutually_exclusive_group()
     driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
     args = parser.parse_args()
     SharedNetwork.push = args.push
+    if args.pass_on_driver:
+        SharedNetwork.on_driver = True
     if args.driven is not None:
         CqlService.driven_scan = args.driven
     IngestJob.guess = not args.no_guess

@@ -188,9 +188,12 @@ class SharedNetwork(BranchedNetwork[Branch]):
     fails), each distinct class plan once (equal questions with equal rights are one
     column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
     docs/results.md."""
-    on_driver = True
+    on_driver = False
     """A small micro-batch's fused pass computed on the driver over its files read by
-    pyarrow (:meth:`_on_driver`), rather than by a Spark job over Spark's read of them."""
+    pyarrow (:meth:`_on_driver`), rather than by a Spark job over Spark's read of them.
+    Off: measured interleaved (``bench.landing_latency --pass-on-driver``, docs/results.md,
+    session 21) it removed the job but not the time (the network's batch 0.46 s with it,
+    0.48 s without, quiet; 0.60 against 0.51 s at load 6-10)."""
     push = False
     """A committed labelled batch handed to the branches at once (see the module's
     docstring). Off: measured quietly and interleaved (``bench.landing_latency``,
