@@ -13,14 +13,16 @@ converter, as a job's collect would (the same types, ``ArrowConverters``). A pla
 does not fold (an aggregate, an observation, a join) is not computed here: None, and the
 caller runs its Spark job as before.
 
-The pass itself: a small micro-batch's files are read on the driver by pyarrow
-(:func:`read_local`, only where that reads exactly what Spark's read with the stream's
-schema reads: no cast, no name matched by case; else Spark reads them), so that the
-network's pass over them folds too and is written with no job (small_writes.py).
+The pass itself (``SharedNetwork.on_driver``, off by default): a small micro-batch's
+files are read on the driver by pyarrow (:func:`read_local`, only where that reads
+exactly what Spark's read with the stream's schema reads: no cast, no name matched by
+case; else Spark reads them), so that the network's pass over them folds too and is
+written with no job (small_writes.py).
 
 Measured at a landing of 1,000 rows through the server (``bench.landing_latency``, its
 ``jobs_per_round``; docs/results.md, session 21): the network's micro-batch ran two
-Spark jobs (the pass's collect, the delivery's collect of the pass read back), now none.
+Spark jobs (the pass's collect, the delivery's collect of the pass read back), now one
+(none with the pass on the driver, which saved no time there).
 """
 
 from __future__ import annotations
