@@ -126,6 +126,9 @@ def measure(
                             lambda seen=seen: subscriber.rows_events()[seen:], timeout=120
                         )
                         passes = dict(server.service.pipeline.ingest.ingest.passes)
+                        if index == 0:
+                            time.sleep(1.0)  # the warm-up round's tail is not counted
+                            counted = job_ids(spark)
                         if index:
                             latency = arrived[0] - began
                             latencies.append(round(latency, 4))
@@ -141,6 +144,7 @@ def measure(
                         for b, start, end in getattr(network, "pushed", ())
                     ]
                     time.sleep(2.0)  # the last batch's tail (commits) is not idle time
+                    jobs = jobs_per_round(spark, counted, rounds)
                     idle_share = idle_cpu(spark, idle)
                 finally:
                     subscriber.close()
@@ -162,8 +166,33 @@ def measure(
         "guess": IngestJob.guess,
         "hold": IngestJob.hold,
         "driven_scan": CqlService.driven_scan,
+        "pass_on_driver": getattr(SharedNetwork, "on_driver", None),
+        "jobs_per_round": jobs,
         "profile": profile(spans, progress),
     }
+
+
+def job_ids(spark: SparkSession) -> set[int]:
+    """The ids of the Spark jobs the application's status store holds (UI on or off)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return {int(jobs.apply(i).jobId()) for i in range(jobs.size())}
+
+
+def jobs_per_round(spark: SparkSession, before: set[int], rounds: int) -> dict[str, float]:
+    """Spark jobs run since ``before`` per round, in all and by job group (a network's
+    groups are ``<network>:<part>``; ingest's jobs have none)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    groups: dict[str, int] = {}
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        if int(job.jobId()) in before:
+            continue
+        group = job.jobGroup()
+        name = str(group.get()) if group.isDefined() else "(no group)"
+        name = name.split(":", 1)[-1] if ":" in name else name
+        groups[name] = groups.get(name, 0) + 1
+    out = {"all": round(sum(groups.values()) / rounds, 2)}
+    return out | {g: round(n / rounds, 2) for g, n in sorted(groups.items())}
 
 
 def reports(spark: SparkSession, service: ServerService) -> dict[str, list[dict]]:
@@ -244,11 +273,18 @@ def main() -> None:
     parser.add_argument(
         "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
     )
+    parser.add_argument(
+        "--pass-on-driver",
+        action="store_true",
+        help="SharedNetwork.on_driver on (a small batch's pass on the driver, no job)",
+    )
     driven = parser.add_mutually_exclusive_group()
     driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
     args = parser.parse_args()
     SharedNetwork.push = args.push
+    if args.pass_on_driver:
+        SharedNetwork.on_driver = True
     if args.driven is not None:
         CqlService.driven_scan = args.driven
     IngestJob.guess = not args.no_guess

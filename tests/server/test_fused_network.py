@@ -24,6 +24,7 @@ from tests.server.conftest import (
     stop_server,
     tuple_line,
 )
+from tests.spark.delivery_groups import record_groups
 
 pytestmark = pytest.mark.spark
 
@@ -85,7 +86,7 @@ def _until(condition, *subscribers: Subscriber) -> None:
 
 
 def test_one_fused_network_gives_each_user_her_rows_and_a_revoke_shuts_one_branch(
-    spark, tmp_path
+    spark, tmp_path, monkeypatch
 ) -> None:
     server = start_server(tmp_path, spark, USERS)
     try:
@@ -143,6 +144,7 @@ def test_one_fused_network_gives_each_user_her_rows_and_a_revoke_shuts_one_branc
         groups = {n: f"{network.name}:{i}" for n, i in internal.items()}
         groups["(one delivery job)"] = f"{network.name}:(delivery)"
         before = {n: set(tracker.getJobIdsForGroup(g)) for n, g in groups.items()}
+        delivered = record_groups(monkeypatch, spark.sparkContext)
         stored = stores["hers"].batches()
         passes = len(network.store.batches())
         ok(ward.post("/streams/vitals/elements", content=_elements(range(11, 19))))
@@ -151,10 +153,12 @@ def test_one_fused_network_gives_each_user_her_rows_and_a_revoke_shuts_one_branc
         assert _rows(mine) == _expected(both)
         assert _rows(his) == _expected(both, range(5, 15))
         ran = {n: set(tracker.getJobIdsForGroup(g)) - before[n] for n, g in groups.items()}
-        assert not ran["hers"], "no job"
-        # The listening branches ran: in one delivery job for both (``deliver_together``)
-        # or each in a job of its own.
-        assert ran["(one delivery job)"] or (ran["mine"] and ran["his"]), ran
+        assert not ran["hers"] and groups["hers"] not in delivered, "no job, no delivery"
+        # The listening branches ran: in one delivery for both (``deliver_together``) or
+        # each on its own (a Spark job each, or none: a small pass is delivered from the
+        # driver, engine/driver_rows.py).
+        both = {groups["mine"], groups["his"]}
+        assert groups["(one delivery job)"] in delivered or both <= set(delivered), delivered
         assert stores["hers"].batches() == stored, "the closed branch stored nothing"
         assert len(network.store.batches()) > passes, "the others' pass went on"
         assert len(hers.rows()) == 4, "the closed subscription got nothing more"

@@ -16,7 +16,7 @@ import pytest
 
 from streamshield.engine import delivery as delivery_module
 from streamshield.engine import shared_network
-from streamshield.engine.collected_rows import collect_rows
+from streamshield.engine.collected_rows import collect_on_driver, collect_rows
 from streamshield.engine.delivery import Delivery, _class_plan
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
@@ -96,20 +96,31 @@ def each(pipeline, tmp_path_factory) -> tuple[SharedNetwork, dict, list]:
 def test_one_job_delivers_every_listening_branch_as_each_alone(
     pipeline, each, tmp_path, monkeypatch
 ) -> None:
-    tracker = pipeline.queries.spark.sparkContext.statusTracker()
+    sc = pipeline.queries.spark.sparkContext
+    tracker = sc.statusTracker()
     apart, alone, alone_drops = each
-    jobs: list[list[str]] = []  # each delivery job's columns
+    jobs: list[list[str]] = []  # each delivery's columns (a Spark job's or the driver's)
+    groups: list[str] = []  # the job group each delivery ran in
     plans: list[str] = []  # each class plan built
 
     def collect(frame, metrics, then):
         jobs.append(then(frame).columns)
+        groups.append(sc.getLocalProperty("spark.jobGroup.id"))
         return collect_rows(frame, metrics, then)
+
+    def on_driver(frame, picks, drops):
+        got = collect_on_driver(frame, picks, drops)
+        if got is not None:  # the pass is on the driver: no job (engine/driver_rows.py)
+            jobs.append(frame.select(*picks).columns)
+            groups.append(sc.getLocalProperty("spark.jobGroup.id"))
+        return got
 
     def class_plan(*args):
         plans.append(args[3])
         return _class_plan(*args)
 
     monkeypatch.setattr(delivery_module, "collect_rows", collect)
+    monkeypatch.setattr(delivery_module, "collect_on_driver", on_driver)
     monkeypatch.setattr(delivery_module, "_class_plan", class_plan)
     one, together, together_drops = run(pipeline, tmp_path / "one", together=True)
     monkeypatch.undo()
@@ -138,12 +149,12 @@ def test_one_job_delivers_every_listening_branch_as_each_alone(
     # A plan per distinct class over each distinct output (Cara's delivery reuses the
     # one Al's built; ``test_delivery`` shows they outlive the batch).
     assert len(plans) == 4, plans
-    # One job for all of them; none in any branch's own group, none for the off branch.
-    assert tracker.getJobIdsForGroup(f"{one.name}:(delivery)") != []
+    # One delivery for all of them; none in any branch's own group, none for the off
+    # branch (each a Spark job, or none at all when the pass is on the driver).
+    assert set(groups) == {f"{one.name}:(delivery)"}, groups
     for name in QUERIES:
         assert tracker.getJobIdsForGroup(f"{one.name}:{name}") == [], name
     assert tracker.getJobIdsForGroup(f"{apart.name}:(delivery)") == []
-    assert tracker.getJobIdsForGroup(f"{apart.name}:cardio") != []
     assert tracker.getJobIdsForGroup(f"{apart.name}:off") == []
     for name in ("cardio", "gp", "nurse"):  # stored before delivered: a link each
         assert ResultStore(tmp_path / "one" / "results" / name).batches(), name
@@ -158,11 +169,24 @@ def test_when_the_one_job_fails_each_branch_delivers_alone(
     def failing(*_args, **_kwargs) -> None:
         raise RuntimeError("one branch's item failed")
 
+    sc = pipeline.queries.spark.sparkContext
+    groups: list[str] = []  # the job group of each delivery (a job's or the driver's)
+
+    def grouped(collect):
+        def recorded(*args):
+            got = collect(*args)
+            if got is not None:
+                groups.append(sc.getLocalProperty("spark.jobGroup.id"))
+            return got
+
+        return recorded
+
     monkeypatch.setattr(shared_network, "deliver_together", failing)
+    monkeypatch.setattr(delivery_module, "collect_rows", grouped(collect_rows))
+    monkeypatch.setattr(delivery_module, "collect_on_driver", grouped(collect_on_driver))
     network, got, _ = run(pipeline, tmp_path / "one", together=True)
     assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in alone.items()}
-    tracker = pipeline.queries.spark.sparkContext.statusTracker()
-    assert tracker.getJobIdsForGroup(f"{network.name}:cardio") != [], "delivered alone"
+    assert f"{network.name}:cardio" in groups, "delivered alone"
 
 
 def test_a_small_stored_batch_is_passed_from_the_driver(pipeline, each) -> None:

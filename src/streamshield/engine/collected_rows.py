@@ -26,7 +26,7 @@ is handed over as Arrow's ``MonthDayNano``.)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import types as T
 
+from streamshield.engine.driver_rows import driver_arrow, is_local
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.observed_collect import collect_observed
 
@@ -85,6 +86,45 @@ def collect_rows(
             audit.warning("rows collected without Arrow (%s)", type(err).__name__)
     rows, counts = collect_observed(frame, metrics, then)
     return CollectedRows(rows=rows), counts
+
+
+Drops = tuple[str, str, Column, Column]
+"""What a class did not get, counted on the driver: the names of its count and of its
+policy ids, and per row whether she missed it and, if so, its policy id (a string)."""
+
+
+def collect_on_driver(
+    frame: DataFrame, picks: Sequence[Column], drops: Sequence[Drops]
+) -> tuple[CollectedRows, dict[str, Any]] | None:
+    """``picks`` over every row of ``frame`` and the counts of ``drops``, with no Spark
+    job, when ``frame`` is a local relation the picks fold into
+    (:func:`~streamshield.engine.driver_rows.driver_arrow`): the rows each pick is not
+    NULL on are its rows, as :func:`collect_rows` of ``frame`` filtered by any pick's
+    condition gives them; a count is the rows whose flag is true (``count_if``), the
+    policy ids the distinct non-NULL ones (``collect_set``). None when it cannot (not
+    local, a type Arrow gives otherwise than classic rows, or anything failing): the
+    caller collects with its Spark job, which fails or delivers as it always did."""
+    if not picks and not drops:
+        return None
+    flags = [c for _, _, missed, policy in drops for c in (missed, policy)]
+    try:
+        if not is_local(frame):
+            return None
+        picked = frame.select(*picks, *flags)
+        if not all(_as_classic(field.dataType) for field in picked.schema.fields):
+            return None
+        table = driver_arrow(picked)
+    except Exception as err:  # the Spark job runs the same plan and reports it
+        audit.debug("rows not computed on the driver (%s)", type(err).__name__)
+        return None
+    if table is None:
+        return None
+    counts: dict[str, Any] = {}
+    for index, (count, policies, _, _) in enumerate(drops):
+        at = len(picks) + 2 * index
+        counts[count] = int(pc.sum(table.column(at)).as_py() or 0)
+        counts[policies] = pc.unique(pc.drop_null(table.column(at + 1))).to_pylist()
+    return CollectedRows(table=table.select(list(range(len(picks))))), counts
 
 
 def _arrow_table(frame: DataFrame) -> pa.Table:

@@ -30,6 +30,13 @@ batches) and a cache to share one read. Rights are read just before that job: th
 window between reading them and handing rows over is one job over the batch (in the
 server, over its cached rows, before they are stored). A rights or roles lookup that
 fails or answers nonsense delivers nothing.
+
+Over a frame that is a local relation (a shared network's small pass, held on the driver
+where it was written: engine/driver_rows.py), the same plan's picks and the drops as
+per-row flags are computed by Spark on the driver while it plans, with no job at all
+(``collected_rows.collect_on_driver``); the counts are then summed over those flags. The
+checks are the same Catalyst expressions either way; if the driver cannot compute them,
+the job runs as above.
 """
 
 from __future__ import annotations
@@ -48,7 +55,12 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine.collected_rows import CollectedRows, collect_rows
+from streamshield.engine.collected_rows import (
+    CollectedRows,
+    Drops,
+    collect_on_driver,
+    collect_rows,
+)
 from streamshield.engine.levels import dominated_words, level_columns
 from streamshield.engine.provenance import delivered, provenance_columns
 from streamshield.engine.recipient_check import OutputLabels
@@ -95,6 +107,9 @@ class ClassPlan:
     """Its drop count and the dropped rows' policy ids (none: drops are not reported)."""
     drops: tuple[str, str]
     """The names of :attr:`metrics`."""
+    counted: Drops | None = None
+    """:attr:`metrics` as per-row flags (whether she missed the row, its policy id), for
+    a batch whose rows are computed on the driver (collected_rows.collect_on_driver)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +129,10 @@ class Planned:
     @property
     def metrics(self) -> list[Column]:
         return [m for part in self.parts.values() for m in part.metrics]
+
+    @property
+    def counted(self) -> list[Drops]:
+        return [part.counted for part in self.parts.values() if part.counted is not None]
 
     @property
     def wanted(self) -> Column | None:
@@ -222,7 +241,10 @@ class Delivery:
         frame = _needed(frame)
         rows, counts = CollectedRows(), None
         wanted, metrics = planned.wanted, planned.metrics
-        if wanted is not None:  # one job: every class's rows and the drops
+        local = collect_on_driver(frame, planned.picks, planned.counted)
+        if local is not None:  # a local frame: no job (engine/driver_rows.py)
+            rows, counts = local
+        elif wanted is not None:  # one job: every class's rows and the drops
             rows, counts = collect_rows(
                 frame, metrics, lambda f: f.filter(wanted).select(*planned.picks)
             )
@@ -393,8 +415,12 @@ def deliver_together(
             if plan.metrics:
                 metrics.setdefault(plan.drops[0], plan)
     observed = [m for plan in metrics.values() for m in plan.metrics]
+    counted = [plan.counted for plan in metrics.values() if plan.counted is not None]
     rows, counts = CollectedRows(), None
-    if picks:
+    local = collect_on_driver(frame, [plan.pick for plan in picks.values()], counted)
+    if local is not None:  # a local frame: no job (engine/driver_rows.py)
+        rows, counts = local
+    elif picks:
         some = reduce(operator.or_, (plan.condition for plan in picks.values()))
         columns = [plan.pick for plan in picks.values()]
         rows, counts = collect_rows(frame, observed, lambda f: f.filter(some).select(*columns))
@@ -435,11 +461,13 @@ def _class_plan(
         return ClassPlan(condition, pick, name, (), names)
     missed = ~check if taken is None else taken & ~check
     policy = col(POLICY_COLUMN) if POLICY_COLUMN in columns else F.lit(None)
+    dropped = F.when(missed, policy.cast("string"))
     metrics = (
         F.count_if(missed).alias(names[0]),
-        F.collect_set(F.when(missed, policy.cast("string"))).alias(names[1]),
+        F.collect_set(dropped).alias(names[1]),
     )
-    return ClassPlan(condition, pick, name, metrics, names)
+    counted = (*names, missed.alias(names[0]), dropped.alias(names[1]))
+    return ClassPlan(condition, pick, name, metrics, names, counted)
 
 
 def _denying(what: str, lookup: Callable[[Subscription], Any], subscription: Subscription) -> Any:

@@ -56,6 +56,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -103,8 +104,14 @@ class ResultStore:
         had the batch before the crash link that one's files, while those that had not
         link this one's, whose bits mean other branches. ``small``: written from the
         driver (:mod:`~streamshield.engine.small_writes`)."""
+        return self.add_rows(frame, batch_id, small)[0]
+
+    def add_rows(
+        self, frame: DataFrame, batch_id: int, small: bool = False
+    ) -> tuple[list[str], pa.Table | None]:
+        """:meth:`add`, and the rows written when written from the driver (else None)."""
         staging = self._staging / f"{batch_id}.{uuid.uuid4().hex}"
-        write_parquet(frame, staging, small=small)
+        table = write_parquet(frame, staging, small=small)
         for marker in staging.glob("*.crc"):
             marker.unlink()
         names = sorted(p.name for p in staging.glob("*.parquet"))
@@ -117,7 +124,7 @@ class ResultStore:
                 os.replace(staging / name, target / name)
             fsync_dir(target)
             shutil.rmtree(staging, ignore_errors=True)
-        return [str(target / name) for name in names]
+        return [str(target / name) for name in names], table
 
     def owe(self, batch_id: int) -> None:
         """Records, durably, that batch ``batch_id`` reaches subscribers before it is
@@ -366,7 +373,8 @@ class StoringSink:
         """The batch stored as a link into a shared network's one write of all its
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
         ``rows``: plans the link's rows over those same files as the network read them,
-        called only when someone listens. Delivered from that plan rather than from
+        called only when someone listens (over a small pass, the rows written, held on
+        the driver: engine/driver_rows.py). Delivered from that plan rather than from
         :meth:`ResultStore.read` of the link: the rows are the same (the same files, the
         same rebuild), and the network's read knows their schema, where reading the link
         again plans the rebuild twice and infers the files' schema with a Spark job, on

@@ -16,7 +16,9 @@ files are what Spark's writer makes of the same rows: one ``part-*.parquet`` fil
 ``toArrow``), statistics and page index for the scan summaries' skipping; an empty
 frame gives one file with the schema, as Spark's does. A frame Arrow cannot carry falls
 back to Spark's write (the frame is then computed again: an observed metric is reported
-by whichever action completes).
+by whichever action completes). A frame over a local relation whose plan folds into it is
+computed on the driver, with no job at all (engine/driver_rows.py); the rows written are
+returned, so that the caller can go on over them rather than read the files back.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
+
+from streamshield.engine.driver_rows import driver_arrow, is_local
 
 log = logging.getLogger("streamshield.engine")
 
@@ -76,14 +81,15 @@ def write_parquet(
     small: bool,
     sorted_by: str | None = None,
     **options: str,
-) -> None:
+) -> pa.Table | None:
     """``frame``'s rows as Parquet files in ``directory`` (replaced if it exists); from
     the driver when ``small``, by Spark's writer with ``options`` otherwise.
     ``sorted_by``: the column ``frame`` is sorted by within each partition, so each of
-    Spark's files is; the driver's one file of every partition is sorted by it too."""
+    Spark's files is; the driver's one file of every partition is sorted by it too.
+    The rows written from the driver, as written (None: Spark wrote them)."""
     if small:
         try:
-            table = frame.toArrow()
+            table = _arrow(frame)
         except Exception as err:  # a type Arrow cannot carry: Spark writes it
             log.debug("driver write of %s fell back to Spark: %s", directory, err)
         else:
@@ -93,8 +99,37 @@ def write_parquet(
             directory.mkdir(parents=True)
             name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
             pq.write_table(table, directory / name, compression="snappy", write_page_index=True)
-            return
+            return table
     writer = frame.write.mode("overwrite")
     for key, value in options.items():
         writer = writer.option(key, value)
     writer.parquet(str(directory))
+    return None
+
+
+def _arrow(frame: DataFrame) -> pa.Table:
+    """``frame.toArrow()``, computed on the driver without a Spark job when ``frame`` is
+    a local relation its plan folds into (engine/driver_rows.py); by Spark's job
+    otherwise, or if the driver could not (which then fails as it always did)."""
+    if is_local(frame):
+        try:
+            table = driver_arrow(frame)
+        except Exception as err:  # the job computes it, or fails as it always did
+            log.debug("rows not computed on the driver (%s)", type(err).__name__)
+            table = None
+        if table is not None:
+            return table.cast(_spark_arrow_schema(frame))
+    return frame.toArrow()
+
+
+def _spark_arrow_schema(frame: DataFrame) -> pa.Schema:
+    """The schema ``DataFrame.toArrow`` casts its rows to."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    conf = frame.sparkSession._jsparkSession.sessionState().conf()
+    return to_arrow_schema(
+        frame.schema,
+        error_on_duplicated_field_names_in_struct=True,
+        timezone="UTC",
+        prefers_large_types=bool(conf.arrowUseLargeVarTypes()),
+    )

@@ -1,0 +1,161 @@
+"""A small frame's rows on the driver, computed by Spark's own expressions without a job.
+
+On a landing's path the shared network writes its pass from the driver
+(engine/small_writes.py): the pass's rows are then on the driver as an Arrow table, and
+delivery used to read the files just written back with a Spark job (planning a file
+scan, a job, the files decoded again), to collect what each subscriber gets. Over a frame
+that is a ``LocalRelation`` (:func:`local_frame`), Spark's optimizer evaluates the
+projections and filters above it on the driver (``ConvertToLocalRelation``), so the
+delivery's plan (its SecFilter conditions and picks, unchanged Catalyst expressions,
+interpreted rather than compiled) folds into a ``LocalTableScan`` whose rows are already
+computed; :func:`driver_arrow` hands them over as Arrow, written by the JVM's own Arrow
+converter, as a job's collect would (the same types, ``ArrowConverters``). A plan that
+does not fold (an aggregate, an observation, a join) is not computed here: None, and the
+caller runs its Spark job as before.
+
+The pass itself (``SharedNetwork.on_driver``, off by default): a small micro-batch's
+files are read on the driver by pyarrow (:func:`read_local`, only where that reads
+exactly what Spark's read with the stream's schema reads: no cast, no name matched by
+case; else Spark reads them), so that the network's pass over them folds too and is
+written with no job (small_writes.py).
+
+Measured at a landing of 1,000 rows through the server (``bench.landing_latency``, its
+``jobs_per_round``; docs/results.md, session 21): the network's micro-batch ran two
+Spark jobs (the pass's collect, the delivery's collect of the pass read back), now one
+(none with the pass on the driver, which saved no time there).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+log = logging.getLogger("streamshield.engine")
+
+_CONVERTERS = "org.apache.spark.sql.execution.arrow.ArrowConverters$"
+_BIG = 1 << 62
+
+
+def local_frame(like: DataFrame, table: pa.Table) -> DataFrame | None:
+    """``table`` (``like``'s rows, as ``like.toArrow()`` gave them) as a frame over a
+    ``LocalRelation`` with ``like``'s columns and types, every field nullable as a file
+    read of the same rows is (so that no NULL check is optimized away on the strength of
+    a nullability the rows were never checked against). None when Spark would not make
+    it a local relation (past ``spark.sql.execution.arrow.localRelationThreshold``) or
+    cannot take the table: read the rows another way."""
+    try:
+        schema = _nullable(like.schema)
+        assert isinstance(schema, T.StructType)
+        frame = like.sparkSession.createDataFrame(table, schema=schema)
+        plan = frame._jdf.queryExecution().optimizedPlan()
+        if plan.nodeName() != "LocalRelation":
+            return None
+        return frame
+    except Exception as err:  # whatever it was, the rows are read another way
+        log.debug("no local frame of %d rows (%s)", table.num_rows, type(err).__name__)
+        return None
+
+
+def is_local(frame: DataFrame) -> bool:
+    """Whether every leaf of ``frame``'s plan is a local relation (its analysed plan: no
+    planning, a few Py4J calls), so that :func:`driver_arrow` may be worth trying."""
+    leaves = frame._jdf.queryExecution().analyzed().collectLeaves()
+    size = leaves.size()
+    return size > 0 and all(leaves.apply(i).nodeName() == "LocalRelation" for i in range(size))
+
+
+def driver_arrow(frame: DataFrame) -> pa.Table | None:
+    """``frame``'s rows as Arrow when its executed plan is a ``LocalTableScan`` (its rows
+    computed on the driver while planning: no Spark job runs); None otherwise. Raises
+    what planning raises (an expression failing on a row)."""
+    plan = frame._jdf.queryExecution().executedPlan()
+    if plan.nodeName() != "LocalTableScan":
+        return None
+    session = frame.sparkSession
+    conf = session._jsparkSession.sessionState().conf()
+    converters = getattr(getattr(session._jvm, _CONVERTERS), "MODULE$")
+    zone, large = conf.sessionLocalTimeZone(), conf.arrowUseLargeVarTypes()
+    schema = plan.schema()
+    batches = converters.toBatchWithSchemaIterator(
+        plan.rows().iterator(), schema, _BIG, _BIG, zone, True, large
+    )
+    tables: list[pa.Table] = []
+    while batches.hasNext():
+        tables.append(_read(batches.next()))
+    if not tables:
+        tables.append(_read(converters.createEmptyArrowBatch(schema, zone, True, large)))
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _read(stream: Any) -> pa.Table:
+    return pa.ipc.open_stream(bytes(stream)).read_all()
+
+
+def _nullable(kind: T.DataType) -> T.DataType:
+    if isinstance(kind, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in kind.fields]
+        )
+    if isinstance(kind, T.ArrayType):
+        return T.ArrayType(_nullable(kind.elementType), True)
+    if isinstance(kind, T.MapType):
+        return T.MapType(kind.keyType, _nullable(kind.valueType), True)
+    return kind
+
+
+def read_local(
+    session: SparkSession, struct: T.StructType, files: Sequence[str]
+) -> DataFrame | None:
+    """The Parquet ``files`` read with ``struct`` on the driver (pyarrow) as a local
+    frame: what ``session.read.schema(struct).parquet(*files)`` reads, a column no file
+    has being NULL, every field nullable. Only where that is certain without a cast: each
+    column a file has is of exactly the Arrow type Spark gives the field (a timestamp
+    Spark wrote as INT96, say, is not) and named exactly as the field (Spark matches
+    names regardless of case); None otherwise, or when a file is missing or unreadable
+    (Spark then reads them)."""
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        large = session._jsparkSession.sessionState().conf().arrowUseLargeVarTypes()
+        target = to_arrow_schema(struct, timezone="UTC", prefers_large_types=bool(large))
+        fields = [f.with_nullable(True) for f in target]
+        wanted = {f.name for f in fields}
+        tables = []
+        for uri in files:
+            table = pq.read_table(_path(uri))
+            names = table.column_names
+            if len({n.lower() for n in names}) != len(names):
+                return None  # names Spark would find ambiguous
+            lower = {n.lower() for n in names} & {w.lower() for w in wanted}
+            if lower != {n.lower() for n in names if n in wanted}:
+                return None  # a column Spark would match by another case
+            columns = []
+            for field in fields:
+                if field.name not in names:
+                    columns.append(pa.nulls(table.num_rows, field.type))
+                    continue
+                column = table.column(field.name)
+                if column.type != field.type:
+                    return None
+                columns.append(column)
+            tables.append(pa.Table.from_arrays(columns, schema=pa.schema(fields)))
+        if not tables:
+            return None
+        frame = session.createDataFrame(pa.concat_tables(tables), schema=_nullable(struct))
+        if frame._jdf.queryExecution().optimizedPlan().nodeName() != "LocalRelation":
+            return None
+        return frame
+    except Exception as err:  # Spark reads the files
+        log.debug("files not read on the driver (%s)", type(err).__name__)
+        return None
+
+
+def _path(uri: str) -> str:
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri

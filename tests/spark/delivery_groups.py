@@ -1,0 +1,26 @@
+"""Where deliveries ran: the Spark job group of each delivery's collect, whether a Spark
+job collected its rows or the driver did (a small pass: engine/driver_rows.py), so that
+tests can prove a branch delivered, or did nothing, without counting Spark jobs."""
+
+from __future__ import annotations
+
+from streamshield.engine import delivery as delivery_module
+from streamshield.engine.collected_rows import collect_on_driver, collect_rows
+
+
+def record_groups(monkeypatch, sc) -> list[str]:
+    """The job group of every delivery from now on (until ``monkeypatch`` undoes it)."""
+    groups: list[str] = []
+
+    def recorded(collect):
+        def collecting(*args):
+            got = collect(*args)
+            if got is not None:  # None: the driver could not, the job collects
+                groups.append(sc.getLocalProperty("spark.jobGroup.id"))
+            return got
+
+        return collecting
+
+    monkeypatch.setattr(delivery_module, "collect_rows", recorded(collect_rows))
+    monkeypatch.setattr(delivery_module, "collect_on_driver", recorded(collect_on_driver))
+    return groups
