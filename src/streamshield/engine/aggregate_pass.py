@@ -29,10 +29,13 @@ per batch, as before).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.classic.column import _to_java_column, _to_seq
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.types import StructType
 
 from streamshield.lang.partial_aggregates import PartialParts
@@ -49,6 +52,9 @@ class PlannedPartials:
     aggregates: tuple[Column, ...]
     schema: StructType
     """Its columns (the partial query's, as planned when it joined)."""
+    _java: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Its keys and aggregates as Java column lists, built on first use (a Python list
+    of columns crosses Py4J one element at a time: once, not per batch)."""
 
     @classmethod
     def of(cls, parts: PartialParts, view: DataFrame, own: DataFrame) -> PlannedPartials | None:
@@ -74,4 +80,14 @@ class PlannedPartials:
         rows = view.alias(self.source)
         if self.where is not None:
             rows = rows.filter(self.where)
-        return rows.groupBy(*self.keys).agg(*self.aggregates).coalesce(1)
+        if not self._java:
+            sc = rows.sparkSession.sparkContext
+            first, *rest = self.aggregates
+            self._java.update(
+                keys=_to_seq(sc, list(self.keys), _to_java_column),
+                first=_to_java_column(first),
+                rest=_to_seq(sc, rest, _to_java_column),
+            )
+        java = self._java
+        grouped = rows._jdf.groupBy(java["keys"])  # type: ignore[attr-defined]
+        return ClassicFrame(grouped.agg(java["first"], java["rest"]).coalesce(1), rows.sparkSession)

@@ -84,6 +84,8 @@ import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.classic.column import _to_java_column, _to_seq
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
@@ -162,6 +164,8 @@ class Branch:
     partials: PlannedPartials | None = field(default=None, repr=False)
     """Its partial query as column expressions built when it joins, applied to each
     batch (engine/aggregate_pass.py); None: its partial SQL is planned per batch."""
+    java_view: Any = field(default=None, repr=False)
+    """Its secured projection's columns as a Java list (``_view``), built on first use."""
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
 
@@ -660,11 +664,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 frames[name] = partial(name)
                 schemas[name] = frames[name].schema
             else:
-                frames[name] = prebuilt.over(on[name].projection.apply(rows[name]))
+                frames[name] = prebuilt.over(_view(on[name], rows[name]))
                 schemas[name] = prebuilt.schema
         try:
             with self._job_group(group):
-                tables = collect_together(frames)
+                tables = collect_together(frames, schemas)
         except Exception as err:  # each folds alone: a failing branch fails alone
             audit.warning(
                 "network %s: the aggregates' partials failed together (%s: %.300s); "
@@ -794,6 +798,19 @@ def _within(branch: Branch, out: DataFrame) -> DataFrame:
         return out
     assert branch.admitted.level is not None
     return assert_within(out, branch.admitted.level)
+
+
+def _view(branch: Branch, rows: DataFrame) -> DataFrame:
+    """The branch's secured view of ``rows``: a secured projection's column list crosses
+    Py4J once (kept on the branch), not once per batch (one call per column)."""
+    projection = branch.projection
+    if not isinstance(projection, SecuredProjection):
+        return projection.apply(rows)
+    if branch.java_view is None:
+        sc = rows.sparkSession.sparkContext
+        branch.java_view = _to_seq(sc, list(projection.columns), _to_java_column)
+    filtered = rows.filter(projection.condition)
+    return ClassicFrame(filtered._jdf.select(branch.java_view), rows.sparkSession)  # type: ignore[attr-defined]
 
 
 def _nodes(tree: Operator | str) -> list[Operator]:
