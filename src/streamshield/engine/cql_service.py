@@ -159,10 +159,11 @@ class CqlService:
         turns it off (each then runs Spark's streaming aggregation of its own). On since
         session 21: folded on the driver (session 20), each branch's partial query and
         final select built once as column expressions (engine/aggregate_pass.py), one
-        costs 0.7 times and eight 1.03 times what they cost alone (``python -m
-        bench.window_sharing --kind aggregates``, docs/query-sharing.md; 1.2-2.3 times
-        before). An existing aggregate that switches to the network re-emits each of its
-        groups once (its state starts with the stream's history)."""
+        costs 0.72-0.96 times and eight 1.03-1.27 times (1.03 pooled) what they cost
+        alone (``python -m bench.window_sharing --kind aggregates``,
+        docs/query-sharing.md; eight 1.2-2.3 times before). An existing aggregate that
+        switches to the network re-emits each of its groups once (its branch catches up
+        over the stream's stored batches)."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose
