@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--kind", choices=sorted(KINDS), default="windows")
     parser.add_argument("--label", default="", help="what this run measures (kept with it)")
+    parser.add_argument("--out", default="", help="results file (default: by --kind)")
     args = parser.parse_args()
     spark = spark_session("local[2]", "window-sharing")
     spark.sparkContext.setLogLevel("ERROR")
@@ -147,7 +148,7 @@ def main() -> None:
             }
     print(json.dumps(summary, indent=1))
     name = "window" if args.kind == "windows" else "aggregate"
-    out = ROOT / "bench" / f"results-{name}-sharing.json"
+    out = Path(args.out) if args.out else ROOT / "bench" / f"results-{name}-sharing.json"
     run = {"label": args.label, "args": vars(args), "cases": cases, "summary": summary}
     out.write_text(json.dumps({"runs": [*_earlier(out), run]}, indent=1))
     spark.stop()

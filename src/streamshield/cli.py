@@ -255,6 +255,9 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
 @click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
 @click.option("--fuse-branches/--no-fuse-branches", default=None, help=_setting("fuse_branches"))
+@click.option(
+    "--share-aggregates/--no-share-aggregates", default=None, help=_setting("share_aggregates")
+)
 @click.option("--driven-scan/--no-driven-scan", default=None, help=_setting("driven_scan"))
 @click.option("--retention", default=None, help=_setting("retention"))
 def serve(
@@ -279,6 +282,7 @@ def serve(
     max_ingest_backlog: int | None,
     share_windows: bool | None,
     fuse_branches: bool | None,
+    share_aggregates: bool | None,
     driven_scan: bool | None,
     retention: str | None,
 ) -> None:
@@ -309,6 +313,7 @@ def serve(
         "max_ingest_backlog": max_ingest_backlog,
         "share_windows": share_windows,
         "fuse_branches": fuse_branches,
+        "share_aggregates": share_aggregates,
         "driven_scan": driven_scan,
         "retention": retention,
     }

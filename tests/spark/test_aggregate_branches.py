@@ -80,7 +80,7 @@ def stream(spark, tmp_path_factory):
         query.stop()
 
 
-def network(service, root, queries, active=lambda _n: True):
+def network(service, root, queries, active=lambda _n: True, prebuilt=True):
     parts = NetworkParts(
         service.spark,
         service.labelled,
@@ -92,6 +92,7 @@ def network(service, root, queries, active=lambda _n: True):
         name=f"aggregates-{root.parent.name}",
     )
     shared = SharedNetwork(parts, fuse=True)
+    shared.prebuilt_partials = prebuilt
     for name, (text, roles) in queries.items():
         admitted = service.admit(text, roles)
 
@@ -116,6 +117,8 @@ def test_folded_aggregates_equal_the_oracle_across_batches_and_a_restart(stream,
     root = tmp_path / "net"
     first = network(service, root, queries)
     assert all(b.folded is not None for b in first.branches.values())
+    # each one's partial query built once as columns (engine/aggregate_pass.py)
+    assert all(b.partials is not None for b in first.branches.values())
     first.start(available_now=True).awaitTermination()
     # folded on the driver (engine/arrow_merge.py), each state kept in memory
     assert all(b.folded.in_memory() is not None for b in first.branches.values())
@@ -188,6 +191,31 @@ def test_an_aggregate_has_no_switch_and_folds_whoever_listens(stream, tmp_path):
     assert not sinks["ids_b"].rows
     assert tracker.getJobIdsForGroup(f"{shared.name}:ids_b") == []
     assert {q for s in shared.switches() for q in s.queries} == {"ids_b"}
+
+
+def test_prebuilt_partials_emit_what_the_partial_sql_emits(stream, tmp_path):
+    """Partial queries built once as column expressions (``Branch.partials``) emit, batch
+    by batch, exactly what their SQL planned per batch emits: a WHERE over a qualified
+    column, expression keys, a HAVING, a global aggregate, a statistics-only view."""
+    service, _ = stream
+    queries = {
+        "keyed_h_ins": (
+            "SELECT ward, hr > 90 AS high, count(*) AS n, sum(hr) AS s, min(hr) AS lo "
+            "FROM Vitals WHERE Vitals.hr > 60 GROUP BY ward, hr > 90 HAVING count(*) > 1",
+            ["H", "INS"],
+        ),
+        "stats_ins": (GROUPED, ["INS"]),
+        "global_a": ("SELECT count(*) AS n, max(hr) AS hi, avg(hr) AS a FROM Vitals", ["A"]),
+    }
+    emitted = {}
+    for prebuilt in (True, False):
+        sinks.update({name: Emitted() for name in queries})
+        shared = network(service, tmp_path / f"net{prebuilt}", queries, prebuilt=prebuilt)
+        assert all((b.partials is not None) is prebuilt for b in shared.branches.values())
+        shared.start(available_now=True).awaitTermination()
+        emitted[prebuilt] = {n: sorted(map(repr, sinks[n].rows)) for n in queries}
+    assert emitted[True] == emitted[False]
+    assert all(emitted[True].values())
 
 
 @pytest.mark.parametrize(

@@ -231,15 +231,16 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     assert not node.exists(), "removed for good with the last query it served"
     counts = Rows()
     aggregate = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
-    alone = cql.submit(aggregate, ["C"], CallbackSink(Rows()))
-    assert cql.networks == {}, "an aggregate runs on its own by default"
-    cql.share_aggregates = True  # a folding branch (engine/aggregate_fold.py)
+    assert cql.share_aggregates, "on by default since session 21"
+    cql.share_aggregates = False  # Spark's streaming aggregation, a query of its own
     try:
-        folded = cql.submit(aggregate, ["C"], CallbackSink(counts))
-        folded.process_all_available()
-        ((network),) = cql.networks.values()
-        assert network.branches[folded.name].folded is not None and counts.rows
+        alone = cql.submit(aggregate, ["C"], CallbackSink(Rows()))
+        assert cql.networks == {}, "switched off, an aggregate runs on its own"
     finally:
-        cql.share_aggregates = False
+        cql.share_aggregates = True
+    folded = cql.submit(aggregate, ["C"], CallbackSink(counts))  # a folding branch
+    folded.process_all_available()
+    ((network),) = cql.networks.values()
+    assert network.branches[folded.name].folded is not None and counts.rows
     for query in (alone, folded):
         cql.stop(query.name)

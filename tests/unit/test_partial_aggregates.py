@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlglot import exp
 
-from streamshield.lang.partial_aggregates import Fold, fold_of
+from streamshield.lang.partial_aggregates import Fold, PartialParts, fold_of, partial_parts
 
 
 def _fold(sql: str) -> Fold:
@@ -132,3 +132,21 @@ def _partials(fold: Fold) -> list[tuple[str, str]]:
     select = sqlglot.parse_one(fold.partial, read="spark")
     assert isinstance(select, exp.Select)
     return [(e.this.sql(dialect="spark"), e.alias) for e in select.expressions]
+
+
+def test_a_partial_query_is_taken_apart_into_its_sql_parts() -> None:
+    """An engine builds these once as column expressions (engine/aggregate_pass.py)."""
+    fold = fold_of(
+        "SELECT ward, floor(hr / 10), count(*) AS n, avg(hr) FROM `ss_x_V` AS V "
+        "WHERE V.hr > 1 GROUP BY ward, floor(hr / 10) HAVING n > 2"
+    )
+    assert fold is not None
+    assert partial_parts(fold.partial) == PartialParts(
+        "V",
+        "V.hr > 1",
+        (("_ss_k0", "ward"), ("_ss_k1", "FLOOR(hr / 10)")),
+        (("_ss_p0", "COUNT(*)"), ("_ss_p1", "SUM(hr)"), ("_ss_p2", "COUNT(hr)")),
+    )
+    only = fold_of("SELECT count(*) AS n FROM V")
+    assert only is not None
+    assert partial_parts(only.partial) == PartialParts("V", None, (), (("_ss_p0", "COUNT(*)"),))

@@ -225,3 +225,24 @@ def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
     conf = with_java_option(mine, fixed_heap(mine))
     # the operator's options come later on the JVM's command line, so they win
     assert conf[DRIVER_JAVA_OPTIONS] == "-Xms3g -XX:+AlwaysPreTouch -XX:-AlwaysPreTouch"
+
+
+def test_shared_aggregates_are_on_unless_an_option_or_the_environment_turns_them_off(
+    monkeypatch,
+) -> None:
+    """An aggregate without a window folds as a branch of its stream's network by default
+    (engine/aggregate_fold.py); ``--no-share-aggregates`` reaches the server's settings."""
+    assert load({}).share_aggregates is True
+    monkeypatch.setenv("STREAMSHIELD_SHARE_AGGREGATES", "false")
+    assert load({}).share_aggregates is False
+    monkeypatch.delenv("STREAMSHIELD_SHARE_AGGREGATES")
+    started: list[ServeSettings] = []
+
+    def run_server(settings: ServeSettings, _echo) -> int:
+        started.append(settings)
+        return 0
+
+    monkeypatch.setattr("streamshield.server.main.run_server", run_server)
+    for flag, shared in (("--no-share-aggregates", False), ("--share-aggregates", True)):
+        assert CliRunner().invoke(main, ["serve", flag]).exit_code == 0
+        assert started.pop().share_aggregates is shared

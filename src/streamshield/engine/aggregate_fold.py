@@ -36,12 +36,11 @@ the stored rows in between are folded in with its next batch.
 from __future__ import annotations
 
 import shutil
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -64,6 +63,10 @@ class FoldedAggregate:
         self._versions = ParquetVersions(self.directory, keep)
         self._held: tuple[int, pa.Table] | None = None
         """The newest version written by this process, in memory (id, state)."""
+        self._select: tuple[Column | None, tuple[Column, ...]] | None = None
+        """The final select's HAVING and columns, built on first use (:meth:`_final`)."""
+        if len(names) != len(fold.final):
+            raise ValueError("one name per output column")
 
     def since(self, covered: int) -> int:
         """The newest state version at or before the branch's position ``covered``
@@ -152,14 +155,19 @@ class FoldedAggregate:
         return self._final(session.createDataFrame([], schema))
 
     def _final(self, touched: DataFrame) -> DataFrame:
-        """The query's select list and HAVING over the ``touched`` groups of the state."""
-        session = touched.sparkSession
-        view = f"ss_state_{uuid.uuid4().hex}"
-        touched.createOrReplaceTempView(view)
-        try:
-            return session.sql(self.fold.final_sql(view, self.names))
-        finally:  # the plan holds the rows; the name is not needed any more
-            session.catalog.dropTempView(view)
+        """The query's select list and HAVING over the ``touched`` groups of the state:
+        :meth:`Fold.final_sql`'s plan, as column expressions built once (Spark parses
+        each expression as it would inside that SQL; a filter below a projection is the
+        plan of its ``WHERE``), so that a batch plans no SQL text and registers no view."""
+        if self._select is None:
+            having = None if self.fold.having is None else F.expr(self.fold.having)
+            columns = tuple(
+                F.expr(e).alias(n) for e, n in zip(self.fold.final, self.names, strict=True)
+            )
+            self._select = (having, columns)
+        having, columns = self._select
+        rows = touched if having is None else touched.filter(having)
+        return rows.select(*columns)
 
     def purge_after(self, covered: int) -> None:
         """Drops the versions after the branch's position (a fold a crash cut short)."""

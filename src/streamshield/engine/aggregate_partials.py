@@ -15,41 +15,47 @@ plan's, and only its own struct is handed to it.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.types import StructField, StructType
 
 _TAG = "_ss_tag"
 
 
-def collect_together(frames: Mapping[str, DataFrame]) -> dict[str, pa.Table]:
+def collect_together(
+    frames: Mapping[str, DataFrame], schemas: Mapping[str, StructType] | None = None
+) -> dict[str, pa.Table]:
     """Each of ``frames`` (name -> a small frame) as an Arrow table, all computed by one
-    Spark job; a frame's columns keep their names and Spark's Arrow types."""
+    Spark job; a frame's columns keep their names and Spark's Arrow types. ``schemas``:
+    the frames' schemas where the caller knows them (else each is asked of Spark)."""
     if not frames:
         return {}
     if len(frames) == 1:
         ((name, frame),) = frames.items()
         return {name: frame.toArrow()}
     slots = {name: f"_ss_t{i}" for i, name in enumerate(frames)}
-    # every field nullable: Arrow's view of a struct with non-null fields in a column
-    # that is NULL in the other branches' rows does not convert
-    types = {
-        name: StructType([StructField(f.name, f.dataType, True) for f in frame.schema.fields])
-        for name, frame in frames.items()
-    }
-    parts = []
-    for i, (name, frame) in enumerate(frames.items()):
-        columns = [
-            _packed(frame).cast(types[name]).alias(slots[other])
-            if other == name
-            else F.lit(None).cast(types[other]).alias(slots[other])
-            for other in frames
-        ]
-        parts.append(frame.select(F.lit(i).alias(_TAG), *columns))
+    schema = dict(schemas or {})
+    for name, frame in frames.items():
+        if name not in schema:  # asked of Spark only where not known (a Py4J call)
+            schema[name] = frame.schema
+    key = tuple((n, schema[n].json()) for n in frames)
+    if key not in _layouts:
+        _layouts[key] = _layout(frames, schema, slots)
+        while len(_layouts) > _LAYOUTS:
+            _layouts.popitem(last=False)
+    _layouts.move_to_end(key)
+    selects = _layouts[key]
+    parts = [
+        ClassicFrame(frame._jdf.select(select), frame.sparkSession)  # type: ignore[attr-defined]
+        for frame, select in zip(frames.values(), selects, strict=True)
+    ]
     table = functools.reduce(DataFrame.unionAll, parts).toArrow()
     out = {}
     for i, name in enumerate(frames):
@@ -61,5 +67,38 @@ def collect_together(frames: Mapping[str, DataFrame]) -> dict[str, pa.Table]:
     return out
 
 
-def _packed(frame: DataFrame) -> F.Column:
-    return F.struct(*(F.col(f"`{c}`") for c in frame.columns))
+_LAYOUTS = 8
+"""Layouts kept: one per set of frames collected together (it rarely changes)."""
+_layouts: OrderedDict[tuple, tuple[Any, ...]] = OrderedDict()
+
+
+def _layout(
+    frames: Mapping[str, DataFrame], schema: Mapping[str, StructType], slots: Mapping[str, str]
+) -> tuple[Any, ...]:
+    """Per frame, its select as a Java column list: the tag, its own row packed in its
+    slot, a typed NULL in every other's. Built once per set of frames and schemas: a
+    few hundred Py4J calls (each column, cast and list element one), once rather than
+    per batch."""
+    from pyspark.sql.classic.column import _to_java_column, _to_seq
+
+    # every field nullable: Arrow's view of a struct with non-null fields in a column
+    # that is NULL in the other branches' rows does not convert
+    types = {
+        name: StructType([StructField(f.name, f.dataType, True) for f in s.fields])
+        for name, s in schema.items()
+    }
+    selects = []
+    for i, (name, frame) in enumerate(frames.items()):
+        columns = [F.lit(i).alias(_TAG)]
+        columns += [
+            _packed(schema[name]).cast(types[name]).alias(slots[other])
+            if other == name
+            else F.lit(None).cast(types[other]).alias(slots[other])
+            for other in frames
+        ]
+        selects.append(_to_seq(frame.sparkSession.sparkContext, columns, _to_java_column))
+    return tuple(selects)
+
+
+def _packed(schema: StructType) -> F.Column:
+    return F.struct(*(F.col(f"`{f.name}`") for f in schema.fields))

@@ -153,14 +153,17 @@ class CqlService:
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
         self.share, self.share_windows, self.fuse = share, share_windows, fuse
-        self.share_aggregates = False
+        self.share_aggregates = True
         """Aggregates without a window as folding branches of the stream's selection
-        network (engine/aggregate_fold.py). Off: measured slower than Spark's own
-        streaming aggregation, one query each (``python -m bench.window_sharing --kind
-        aggregates``, docs/query-sharing.md: 8 aggregates 5.0-5.7 s against 2.7-3.6 s
-        a batch), so each still runs as a streaming query of its own. Folded on the
-        driver since session 20 (engine/arrow_merge.py), one costs what it costs alone,
-        eight still 1.2-2.3 times as much: still off."""
+        network (engine/aggregate_fold.py); the server's ``share_aggregates`` setting
+        turns it off (each then runs Spark's streaming aggregation of its own). On since
+        session 21: folded on the driver (session 20), each branch's partial query and
+        final select built once as column expressions (engine/aggregate_pass.py), one
+        costs 0.72-0.96 times and eight 1.03-1.27 times (1.03 pooled) what they cost
+        alone (``python -m bench.window_sharing --kind aggregates``,
+        docs/query-sharing.md; eight 1.2-2.3 times before). An existing aggregate that
+        switches to the network re-emits each of its groups once (its branch catches up
+        over the stream's stored batches)."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose

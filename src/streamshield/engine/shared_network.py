@@ -84,11 +84,15 @@ import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.classic.column import _to_java_column, _to_seq
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.aggregate_fold import FoldedAggregate
 from streamshield.engine.aggregate_partials import collect_together
+from streamshield.engine.aggregate_pass import PlannedPartials
 from streamshield.engine.branch_ledger import owed_between, owes
 from streamshield.engine.branched_network import (
     INGEST,
@@ -110,7 +114,7 @@ from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.small_writes import SMALL_BYTES, read_written, total_bytes
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.label_propagation import levels_copied
-from streamshield.lang.partial_aggregates import fold_of
+from streamshield.lang.partial_aggregates import fold_of, partial_parts
 from streamshield.lang.rewrite_rules import runs_on_statistics
 from streamshield.network.from_query import operator_tree, where_conjuncts
 from streamshield.network.merge import merge
@@ -159,6 +163,11 @@ class Branch:
     folded: FoldedAggregate | None = field(default=None, repr=False)
     """An aggregate's state across micro-batches (engine/aggregate_fold.py); its plan
     over a batch (``text``) is then the fold's partials, emitted through the state."""
+    partials: PlannedPartials | None = field(default=None, repr=False)
+    """Its partial query as column expressions built when it joins, applied to each
+    batch (engine/aggregate_pass.py); None: its partial SQL is planned per batch."""
+    java_view: Any = field(default=None, repr=False)
+    """Its secured projection's columns as a Java list (``_view``), built on first use."""
     failure: BaseException | None = field(default=None, repr=False)
     """Why it stopped (its own Spark error); a failed branch runs no more."""
 
@@ -200,6 +209,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
     docs/results.md, session 14) it saved nothing (p50 1.65 s with it, 1.68 s without),
     as the network's 0.1 s trigger already starts right after ingest commits; so only the
     network's own micro-batches hand rows over, the path the crash bench proved."""
+
+    prebuilt_partials = True
+    """Aggregate branches' partials built once as column expressions and collected by one
+    aggregation (engine/aggregate_pass.py); off: each one's partial SQL planned per batch
+    and their plans' union collected (engine/aggregate_partials.py)."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
@@ -295,11 +309,19 @@ class SharedNetwork(BranchedNetwork[Branch]):
         branch.text = fold.partial
         branch.folded = FoldedAggregate(fold, self.aggregate_path(self.root, branch.name), names)
         try:
-            planned = branch.folded.plan(self._output(branch, empty))
+            own = self._output(branch, empty)
+            planned = branch.folded.plan(own)
         except AnalysisException as err:
             raise NotShared(f"the query does not fold: {err}") from None
         if [f.dataType for f in planned.schema] != [f.dataType for f in alone.schema]:
             raise NotShared("folded, the query's columns would change type")
+        parts = partial_parts(fold.partial) if self.prebuilt_partials else None
+        if parts is not None:
+            try:
+                view = branch.projection.apply(empty)
+                branch.partials = PlannedPartials.of(parts, view, own)
+            except AnalysisException:  # planned otherwise: its SQL per batch
+                branch.partials = None
         branch.folded.purge_after(self.ledger.covered(branch.name))
         return names
 
@@ -449,10 +471,13 @@ class SharedNetwork(BranchedNetwork[Branch]):
         together = {n: b for n, b in on.items() if n not in behind}
         fused = {n: b for n, b in together.items() if b.fused is not None and self.fuse}
         alone = {n: b for n, b in on.items() if n not in fused}
+        # aggregate branches with prebuilt partials are one job's parts: each scans for
+        # itself, as its query alone does (no cache to build before the others read it)
+        scanning = {n for n, b in together.items() if b.partials is not None}
         cached: list[DataFrame] = []
         try:
-            if alone and (len(alone) > 1 or fused):  # a shared scan: read its files once
-                batch = batch.persist()
+            if len(alone.keys() - scanning) > 1 or (fused and alone.keys() - scanning):
+                batch = batch.persist()  # a shared scan: read its files once
                 cached.append(batch)
             small = self._small(oldest, newest)
             scanned = self._on_driver(batch, files) if small and fused else None
@@ -460,12 +485,17 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 batch if scanned is None else scanned, fused, cached, newest, small
             )
             alone.update({n: b for n, b in fused.items() if n not in outputs and n not in linked})
-            shared = {n: b for n, b in alone.items() if n in together}
+            shared = {n: b for n, b in alone.items() if n in together and n not in scanning}
             inputs = self._shared_inputs(batch, shared, cached)
+            prebuilt = {n: b for n, b in alone.items() if n in scanning}
+            inputs.update(self._shared_inputs(batch, prebuilt, cached, persist=False))
             for name, covered in behind.items():
                 inputs[name] = self._own_input(batch, covered, oldest)
-            outputs.update({n: self._output(b, inputs[n]) for n, b in alone.items()})
-            self._hand_over(on, outputs, newest, linked)
+            outputs.update(
+                {n: self._output(b, inputs[n]) for n, b in alone.items() if b.folded is None}
+            )
+            rows = {n: inputs[n] for n, b in alone.items() if b.folded is not None}
+            self._hand_over(on, outputs, newest, linked, rows)
         finally:
             for df in cached:
                 df.unpersist()
@@ -559,7 +589,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
         return outputs, linked
 
     def _shared_inputs(
-        self, batch: DataFrame, on: dict[str, Branch], cached: list[DataFrame]
+        self,
+        batch: DataFrame,
+        on: dict[str, Branch],
+        cached: list[DataFrame],
+        persist: bool = True,
     ) -> dict[str, DataFrame]:
         """Each branch's rows after the shared operators of the merged network (plans only:
         no job runs here)."""
@@ -567,7 +601,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
             return {}
         network = merge({name: _as_tree(b.tree, self.stream) for name, b in on.items()})
         rows = batch.drop(INGEST) if INGEST in batch.columns else batch
-        return selected_frames(network, on, {self.stream.name: rows}, self.stream, cached)
+        leaves = {self.stream.name: rows}
+        return selected_frames(network, on, leaves, self.stream, cached, persist)
 
     def _own_input(self, batch: DataFrame, covered: int, oldest: int) -> DataFrame:
         """A branch behind the network: the batch's rows after its position, and the ingest
@@ -580,8 +615,9 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self, on: dict[str, Branch], inputs: dict[str, DataFrame], output_id: int
     ) -> None:
         """Each branch computes and hands over its own output (its own jobs)."""
-        outputs = {name: self._output(branch, inputs[name]) for name, branch in on.items()}
-        self._hand_over(on, outputs, output_id)
+        outputs = {n: self._output(b, inputs[n]) for n, b in on.items() if b.folded is None}
+        rows = {n: inputs[n] for n, b in on.items() if b.folded is not None}
+        self._hand_over(on, outputs, output_id, rows=rows)
 
     def _hand_over(
         self,
@@ -589,10 +625,23 @@ class SharedNetwork(BranchedNetwork[Branch]):
         outputs: dict[str, DataFrame],
         output_id: int,
         linked: dict[str, Linked] | None = None,
+        rows: dict[str, DataFrame] | None = None,
     ) -> None:
-        linked = linked or {}
+        """Each branch's output handed to its sink: ``outputs`` (plans), ``linked``
+        (links into the fused pass), and for aggregate branches ``rows`` (each one's
+        input): its partials are planned only where it folds with Spark or without a
+        prebuilt plan (``Branch.partials``)."""
+        linked, rows = linked or {}, rows or {}
+        planned: dict[str, DataFrame] = {}
+
+        def partial(name: str) -> DataFrame:
+            """The aggregate branch's partial query over its rows (a plan, made once)."""
+            if name not in planned:
+                planned[name] = self._output(on[name], rows[name])
+            return planned[name]
+
         together = self._deliver_together(on, linked, output_id)
-        driven = self._partials_on_driver(on, outputs, output_id)
+        driven = self._partials_on_driver(on, rows, output_id, partial)
 
         def hand(branch: Branch) -> None:
             if branch.name in together:
@@ -605,12 +654,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
             elif branch.folded is not None:
                 folded = None
                 if branch.name in driven:
-                    since, table = driven[branch.name]
-                    schema = outputs[branch.name].schema
-                    session = outputs[branch.name].sparkSession
+                    since, table, schema = driven[branch.name]
+                    session = rows[branch.name].sparkSession
                     folded = branch.folded.output_table(table, schema, since, output_id, session)
                 if folded is None:  # not on the driver: folded by Spark
-                    folded = self._folded(branch, outputs, output_id)
+                    folded = self._folded(branch, partial(branch.name), output_id)
                 branch.sink(_within(branch, folded), output_id)
             else:
                 branch.sink(outputs[branch.name], output_id)
@@ -618,16 +666,23 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self._each(on, hand, output_id)
 
     def _partials_on_driver(
-        self, on: dict[str, Branch], outputs: dict[str, DataFrame], output_id: int
-    ) -> dict[str, tuple[int, pa.Table]]:
+        self,
+        on: dict[str, Branch],
+        rows: dict[str, DataFrame],
+        output_id: int,
+        partial: Callable[[str], DataFrame],
+    ) -> dict[str, tuple[int, pa.Table, StructType]]:
         """The aggregate branches folded on the driver (engine/aggregate_fold.py): each
-        one's state version and its partials, every branch's collected by one Spark job
-        (engine/aggregate_partials.py). Only where the rows since the state's version
-        are this batch's and small, and the state is small; if that job fails, none
-        (each folds with Spark, so that one branch's failing expression fails it alone)."""
+        one's state version, its partials and their Spark schema, every branch's
+        collected by one Spark job (engine/aggregate_partials.py), each planned from
+        its prebuilt columns (``Branch.partials``, engine/aggregate_pass.py) or else its
+        SQL (``partial``). Only where the rows
+        since the state's version are this batch's and small, and the state is small;
+        if that job fails, none (each folds with Spark, so that one branch's failing
+        expression fails it alone)."""
         due: dict[str, int] = {}
         for name, branch in on.items():
-            if branch.folded is None or name not in outputs or branch.failure is not None:
+            if branch.folded is None or name not in rows or branch.failure is not None:
                 continue
             since = branch.folded.since(self.ledger.covered(name))
             if since != self.ledger.covered(name):
@@ -637,9 +692,18 @@ class SharedNetwork(BranchedNetwork[Branch]):
         if not due:
             return {}
         group = next(iter(due)) if len(due) == 1 else AGGREGATES
+        frames, schemas = {}, {}
+        for name in due:
+            prebuilt = on[name].partials
+            if prebuilt is None:
+                frames[name] = partial(name)
+                schemas[name] = frames[name].schema
+            else:
+                frames[name] = prebuilt.over(_view(on[name], rows[name]))
+                schemas[name] = prebuilt.schema
         try:
             with self._job_group(group):
-                tables = collect_together({n: outputs[n] for n in due})
+                tables = collect_together(frames, schemas)
         except Exception as err:  # each folds alone: a failing branch fails alone
             audit.warning(
                 "network %s: the aggregates' partials failed together (%s: %.300s); "
@@ -649,18 +713,17 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 err,
             )
             return {}
-        return {n: (since, tables[n]) for n, since in due.items()}
+        return {n: (since, tables[n], schemas[n]) for n, since in due.items()}
 
-    def _folded(self, branch: Branch, outputs: dict[str, DataFrame], output_id: int) -> DataFrame:
-        """An aggregate branch's output: its partials over the rows after its position
-        (``outputs``), folded into its state. Stored rows between its state's version
+    def _folded(self, branch: Branch, partial: DataFrame, output_id: int) -> DataFrame:
+        """An aggregate branch's output: its ``partial`` query over the rows after its
+        position, folded into its state. Stored rows between its state's version
         and its position (none while it folds every batch, as it does: it has no switch)
         are folded in too, so that no path moving a position without a fold can leave
         rows out of an aggregate."""
         assert branch.folded is not None
         covered = self.ledger.covered(branch.name)
         since = branch.folded.since(covered)
-        partial = outputs[branch.name]
         missed = self._history(since, covered)
         if missed is not None:
             partial = partial.unionByName(self._output(branch, missed))
@@ -770,6 +833,19 @@ def _within(branch: Branch, out: DataFrame) -> DataFrame:
         return out
     assert branch.admitted.level is not None
     return assert_within(out, branch.admitted.level)
+
+
+def _view(branch: Branch, rows: DataFrame) -> DataFrame:
+    """The branch's secured view of ``rows``: a secured projection's column list crosses
+    Py4J once (kept on the branch), not once per batch (one call per column)."""
+    projection = branch.projection
+    if not isinstance(projection, SecuredProjection):
+        return projection.apply(rows)
+    if branch.java_view is None:
+        sc = rows.sparkSession.sparkContext
+        branch.java_view = _to_seq(sc, list(projection.columns), _to_java_column)
+    filtered = rows.filter(projection.condition)
+    return ClassicFrame(filtered._jdf.select(branch.java_view), rows.sparkSession)  # type: ignore[attr-defined]
 
 
 def _nodes(tree: Operator | str) -> list[Operator]:

@@ -40,13 +40,16 @@ def selected_frames(
     leaves: Mapping[str | Operator, DataFrame],
     stream: StreamDefinition,
     cached: list[DataFrame],
+    persist: bool = True,
 ) -> dict[str, DataFrame]:
     """Each of ``names``' rows after the select nodes below its root (plans only: no job
     runs here). ``leaves``: the frame of each producer the selects read (a stream, a
     window vertex); a node of another kind passes its input's rows on (the branch
     projects and aggregates itself). A select several of ``names`` read is persisted and
     appended to ``cached`` (the caller unpersists it once the micro-batch is done), so it
-    is computed once, by whichever consumer's job runs first."""
+    is computed once, by whichever consumer's job runs first; not with ``persist`` off
+    (every consumer is read by one job, each of its parts scanning for itself, as each
+    query alone does: engine/aggregate_pass.py)."""
     users = network.usage
     frames: dict[str | Operator, DataFrame] = dict(leaves)
 
@@ -60,7 +63,7 @@ def selected_frames(
             condition = select_condition(stream, node)
             if condition is not None:
                 out = below.filter(condition)
-                if len(users.get(node, frozenset()) & set(names)) > 1:
+                if persist and len(users.get(node, frozenset()) & set(names)) > 1:
                     out = out.persist()
                     cached.append(out)
         frames[node] = out

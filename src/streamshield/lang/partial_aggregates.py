@@ -204,3 +204,50 @@ def _ancestors(node: exp.Expression) -> list[exp.Expression]:
         out.append(parent)
         parent = parent.parent
     return out
+
+
+@dataclass(frozen=True)
+class PartialParts:
+    """A fold's partial SQL taken apart, so that an engine can build it once as column
+    expressions and apply them to every batch instead of planning its SQL per batch
+    (engine/aggregate_pass.py): ``source``'s rows filtered by ``where``, grouped by
+    ``keys``, aggregated by ``calls``, each part the SQL text it has in the partial."""
+
+    source: str
+    """The name the FROM clause gives the view (its alias, or its own name)."""
+    where: str | None
+    keys: tuple[tuple[str, str], ...]
+    """``(key column, expression)`` per GROUP BY expression."""
+    calls: tuple[tuple[str, str], ...]
+    """``(partial column, aggregate call)``."""
+
+
+def partial_parts(partial: str) -> PartialParts | None:
+    """The parts of a fold's ``partial`` (:attr:`Fold.partial`); None where it does not
+    take this shape (it is then planned as SQL)."""
+    tree = sqlglot.parse_one(partial, read="spark")
+    source = tree.args["from_"].this
+    if not isinstance(source, exp.Table):
+        return None
+    group = tree.args.get("group")
+    groups = [g.sql(dialect="spark") for g in group.expressions] if group is not None else []
+    where = tree.args.get("where")
+    keys, calls = [], []
+    for item in tree.expressions:
+        if not isinstance(item, exp.Alias):
+            return None
+        text = item.this.sql(dialect="spark")
+        if isinstance(item.this, exp.AggFunc):
+            calls.append((item.alias, text))
+        elif item.alias.startswith(KEY) and text in groups:
+            keys.append((item.alias, text))
+        else:
+            return None
+    if [k for _, k in keys] != groups:
+        return None
+    return PartialParts(
+        source.alias_or_name,
+        None if where is None else where.this.sql(dialect="spark"),
+        tuple(keys),
+        tuple(calls),
+    )

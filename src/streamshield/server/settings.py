@@ -123,6 +123,13 @@ class ServeSettings(BaseSettings):
         "into it (false: each branch runs its own plan and stores its own rows; "
         "docs/query-sharing.md).",
     )
+    share_aggregates: bool = Field(
+        True,
+        description="An aggregate without a window runs as a folding branch of its "
+        "stream's selection network, its state kept by the network (false: each as "
+        "Spark's streaming aggregation of its own; engine/aggregate_fold.py, "
+        "docs/query-sharing.md).",
+    )
     driven_scan: bool = Field(
         True,
         description="A stream's networks read each batch secure ingest commits at once, "
