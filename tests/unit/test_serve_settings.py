@@ -120,6 +120,7 @@ def test_serve_refuses_a_bad_config_with_exit_code_2_and_one_line(tmp_path) -> N
     [
         "fuse_branches",  # shared networks' plain selections in one pass (fused_branches.py)
         "driven_scan",  # networks read through the scan ingest's commits drive (driven_scan.py)
+        "share_aggregates",  # aggregates without a window fold as network branches
     ],
 )
 def test_a_default_on_engine_switch_turns_off_by_option_or_environment(
@@ -225,24 +226,3 @@ def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
     conf = with_java_option(mine, fixed_heap(mine))
     # the operator's options come later on the JVM's command line, so they win
     assert conf[DRIVER_JAVA_OPTIONS] == "-Xms3g -XX:+AlwaysPreTouch -XX:-AlwaysPreTouch"
-
-
-def test_shared_aggregates_are_on_unless_an_option_or_the_environment_turns_them_off(
-    monkeypatch,
-) -> None:
-    """An aggregate without a window folds as a branch of its stream's network by default
-    (engine/aggregate_fold.py); ``--no-share-aggregates`` reaches the server's settings."""
-    assert load({}).share_aggregates is True
-    monkeypatch.setenv("STREAMSHIELD_SHARE_AGGREGATES", "false")
-    assert load({}).share_aggregates is False
-    monkeypatch.delenv("STREAMSHIELD_SHARE_AGGREGATES")
-    started: list[ServeSettings] = []
-
-    def run_server(settings: ServeSettings, _echo) -> int:
-        started.append(settings)
-        return 0
-
-    monkeypatch.setattr("streamshield.server.main.run_server", run_server)
-    for flag, shared in (("--no-share-aggregates", False), ("--share-aggregates", True)):
-        assert CliRunner().invoke(main, ["serve", flag]).exit_code == 0
-        assert started.pop().share_aggregates is shared
