@@ -182,3 +182,37 @@ def test_delegation_without_grant_option_is_rejected_at_registration(
     with pytest.raises(QueryRejected) as err:
         pipeline.cql.submit(ON_RESULT.format(target=target), roles, CallbackSink(Collect()))
     assert err.value.rule == rule
+
+
+def test_an_aggregate_that_ran_on_its_own_resumes_on_its_own(pipeline) -> None:
+    """Switching aggregates to folding branches (the default since session 21) must not
+    move one that already ran as a streaming query of its own: its checkpoint holds every
+    group since it began, while a branch would fold only the batches still stored, and
+    would emit every group again. Resumed with sharing on, it stays alone, emits nothing
+    new, and counts on from its own state."""
+    cql = pipeline.cql
+    text = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
+    before, after = Collect(), Collect()
+    assert cql.share_aggregates
+    cql.share_aggregates = False  # as a release before session 21 ran it
+    try:
+        cql.submit(text, ["C"], CallbackSink(before), name="upgraded").process_all_available()
+    finally:
+        cql.share_aggregates = True
+    cql.stop("upgraded")
+    counts = {r["patient_id"]: r["n"] for r in before.rows}
+    assert counts[301] == 1
+
+    resumed = cql.submit(text, ["C"], CallbackSink(after), name="upgraded")
+    resumed.process_all_available()
+    assert not any("upgraded" in n.branches for n in cql.networks.values())
+    assert after.rows == [], "nothing new arrived: nothing is emitted again"
+    policy = parse_policy(DELEGABLE, ts=50)
+    seq = len(policy.sps) + 3  # the channel's last seq (delegable_elements)
+    values = {"patient_id": 301, "beats_per_min": 70.0, "ts": 1100}
+    one_more = TupleElement(GRANTED, seq + 1, 301, 50, policy.csn, values)
+    assert not pipeline.landing.append([one_more]).rejected
+    pipeline.ingest_available()
+    resumed.process_all_available()
+    assert [(r["patient_id"], r["n"]) for r in after.rows] == [(301, 2)]
+    cql.stop("upgraded")

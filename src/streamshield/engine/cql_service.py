@@ -161,9 +161,8 @@ class CqlService:
         final select built once as column expressions (engine/aggregate_pass.py), one
         costs 0.72-0.96 times and eight 1.03-1.27 times (1.03 pooled) what they cost
         alone (``python -m bench.window_sharing --kind aggregates``,
-        docs/query-sharing.md; eight 1.2-2.3 times before). An existing aggregate that
-        switches to the network re-emits each of its groups once (its branch catches up
-        over the stream's stored batches)."""
+        docs/query-sharing.md; eight 1.2-2.3 times before). An aggregate that already ran
+        as a query of its own resumes as one (``_route``): its state is its checkpoint's."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose
@@ -331,8 +330,15 @@ class CqlService:
         shape = admitted.shape
         if shape.kind is ShapeKind.STREAM:
             shared = None
-            # an aggregate emits updates: a file sink takes final rows (its own query's)
-            folds = self.share_aggregates and isinstance(sink, CallbackSink)
+            # an aggregate emits updates: a file sink takes final rows (its own query's).
+            # One that ran as a query of its own keeps running so: its state (every group
+            # since it began, retention's dropped batches included) is in its checkpoint,
+            # which a branch, folding the stored batches only, could not take over.
+            folds = (
+                self.share_aggregates
+                and isinstance(sink, CallbackSink)
+                and not self.queries.has_run(name, processor)
+            )
             if self.share and (not shape.aggregate or folds):
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor)
             return shared or self.queries.register(

@@ -249,11 +249,7 @@ class QueryService:
         result = planned(lambda: session.sql(text), sql)
         if level is not None and not levels_copied(text):
             result = assert_within(result, level)
-        checkpoint = (
-            processor.path("checkpoints", "queries", name)
-            if processor is not None
-            else self.root / "checkpoints" / "queries" / name
-        )
+        checkpoint = self.checkpoint(name, processor)
         with processor.pool() if processor is not None else contextlib.nullcontext():
             handle = planned(lambda: self._start(result, sink, checkpoint, aggregate), sql)
         query = RegisteredQuery(
@@ -272,6 +268,19 @@ class QueryService:
         at = f" at level {level.text}" if level is not None else ""
         audit.info("query %s registered by roles %s%s over %s", name, roles, at, streams)
         return query
+
+    def checkpoint(self, name: str, processor: LevelProcessor | None = None) -> Path:
+        """Where the streaming query of its own named ``name`` keeps its checkpoint (its
+        offsets and, for an aggregate, its state store)."""
+        if processor is not None:
+            return processor.path("checkpoints", "queries", name)
+        return self.root / "checkpoints" / "queries" / name
+
+    def has_run(self, name: str, processor: LevelProcessor | None = None) -> bool:
+        """Whether a streaming query of its own named ``name`` has committed a batch: its
+        checkpoint then holds its state, which a restart must resume from."""
+        commits = self.checkpoint(name, processor) / "commits"
+        return commits.is_dir() and any(commits.iterdir())
 
     def export_punctuated(
         self, sql: str, roles: Iterable[str], out: str | Path, name: str | None = None
