@@ -229,14 +229,20 @@ def test_strong_semantic_on_a_union_and_its_aggregate(harness) -> None:
             query.stop()
 
 
-def test_unlabelled_or_malformed_rows_and_rights_deny(spark) -> None:
-    """Checks on one static batch: every way a label or a right can be missing denies."""
+def deny_cases(spark) -> DataFrame:
+    """One batch of four rows (v = 1 to 4): one readable with HR's provenance, the others
+    with a label missing, empty or naming what no right covers."""
     src = [provenance_column(0), provenance_column(1)]
     hr = PROVENANCE.label(HR)[0]
-    frame = spark.createDataFrame(
+    return spark.createDataFrame(
         [(1, hr, 0, "p1"), (2, None, 0, "p2"), (3, 0, 0, "p3"), (4, hr, 1 << 3, "p4")],
         ["v", *src, "_ss_policy"],
     ).transform(readable_by_everyone)
+
+
+def test_unlabelled_or_malformed_rows_and_rights_deny(spark) -> None:
+    """Checks on one static batch: every way a label or a right can be missing denies."""
+    frame = deny_cases(spark)
     answers = {"ok": Rights(frozenset({HR})), "pair": ({HR}, set()), "str": HR, "none": None}
     inboxes = {user: Inbox() for user in answers}
     drops: list[tuple] = []
@@ -256,7 +262,7 @@ def test_unlabelled_or_malformed_rows_and_rights_deny(spark) -> None:
     # no provenance column at all (a query the lead forgot to label): nobody gets anything
     unlabelled = Delivery(answers.get, PROVENANCE, roles=everyone)
     unlabelled.subscribe("ok", inboxes["ok"])
-    unlabelled(frame.drop(*src), 8)
+    unlabelled(frame.drop(provenance_column(0), provenance_column(1)), 8)
     assert inboxes["ok"].take() == []
 
 

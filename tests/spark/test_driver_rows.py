@@ -20,7 +20,7 @@ from streamshield.engine.collected_rows import collect_on_driver, collect_rows
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.driver_rows import driver_arrow, is_local, local_frame, read_local
 from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.provenance import provenance_column, with_provenance
+from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.small_writes import read_written, write_parquet
 from streamshield.policy.provenance import Rights
@@ -31,8 +31,8 @@ from tests.spark.test_delivery import (
     PROVENANCE,
     Harness,
     Inbox,
+    deny_cases,
     everyone,
-    readable_by_everyone,
     two_streams,
 )
 from tests.spark.test_small_writes import ROWS
@@ -144,12 +144,7 @@ def test_delivery_over_a_local_frame_checks_each_recipient_as_the_job_does(spark
 
 def test_missing_labels_and_rights_deny_on_the_driver_too(spark) -> None:
     """The job path's deny-by-default cases (test_delivery), over a local frame."""
-    src = [provenance_column(0), provenance_column(1)]
-    hr = PROVENANCE.label(HR)[0]
-    frame = spark.createDataFrame(
-        [(1, hr, 0, "p1"), (2, None, 0, "p2"), (3, 0, 0, "p3"), (4, hr, 1 << 3, "p4")],
-        ["v", *src, "_ss_policy"],
-    ).transform(readable_by_everyone)
+    frame = deny_cases(spark)
     answers = {"ok": Rights(frozenset({HR})), "str": HR, "none": None}
     failing = {"ok": Rights(frozenset({HR}))}
 
