@@ -7,6 +7,7 @@ from pathlib import Path
 
 from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries import CallbackSink
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.rewrite_rules import secure
@@ -87,3 +88,36 @@ class Rows:
 
     def sorted(self) -> list[tuple]:
         return sorted(self.rows, key=str)
+
+
+HEART_QUERIES = {
+    "cardio": ("SELECT patient_id, beats_per_min, ts FROM HeartRate WHERE patient_id >= 120", "C"),
+    "nurse": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "ND"),
+}
+"""Two overlapping selections (text, role) of the scan tests: a cardiologist's and a
+nurse's, who reads no ``ts``."""
+
+
+def parts() -> list[list]:
+    """The example's elements in three consecutive parts, each with HeartRate tuples (its
+    18 elements come first; every channel stays in order)."""
+    elements = hospital.elements()
+    return [elements[:6], elements[6:12], elements[12:]]
+
+
+def submit(pipeline: Pipeline, name: str, sink) -> object:
+    """``HEART_QUERIES[name]`` registered through the query interface as ``name``."""
+    text, role = HEART_QUERIES[name]
+    return pipeline.cql.submit(text, [role], CallbackSink(sink), name=name)
+
+
+def alone(pipeline: Pipeline, name: str, run: str = "") -> list[tuple]:
+    """``HEART_QUERIES[name]`` as a streaming query of its own, over everything stored
+    (``run`` tells runs apart: each starts from the beginning, a name resumes from its
+    checkpoint)."""
+    text, role = HEART_QUERIES[name]
+    rows = Rows()
+    query = pipeline.queries.register(text, [role], CallbackSink(rows), f"alone_{name}{run}")
+    query.process_all_available()
+    pipeline.queries.stop(query.name)
+    return rows.sorted()

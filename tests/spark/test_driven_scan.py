@@ -25,16 +25,18 @@ from streamshield.engine.queries import CallbackSink
 from streamshield.engine.retention import checkpoint_sources
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.source_log import SourceLog
-from streamshield.examples import hospital
-from tests.spark.hospital_pipeline import Rows, hospital_pipeline, land
+from tests.spark.hospital_pipeline import (
+    Rows,
+    alone,
+    hospital_pipeline,
+    land,
+    parts,
+    submit,
+)
 
 pytestmark = pytest.mark.spark
 
 KEY = ("HeartRate", "unlevelled")
-QUERIES = {
-    "cardio": ("SELECT patient_id, beats_per_min, ts FROM HeartRate WHERE patient_id >= 120", "C"),
-    "nurse": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "ND"),
-}
 WINDOW = "SELECT count(*) AS n FROM HeartRate [ROWS 2]"
 
 
@@ -43,26 +45,6 @@ def pipeline(spark, tmp_path):
     for running in hospital_pipeline(spark, tmp_path, []):
         running.cql.driven_scan = True
         yield running
-
-
-def parts() -> list[list]:
-    elements = hospital.elements()
-    return [elements[:6], elements[6:12], elements[12:]]
-
-
-def submit(pipeline: Pipeline, name: str, sink) -> object:
-    text, role = QUERIES[name]
-    return pipeline.cql.submit(text, [role], CallbackSink(sink), name=name)
-
-
-def alone(pipeline: Pipeline, name: str, run: str = "") -> list[tuple]:
-    """The query as a streaming query of its own over everything stored."""
-    text, role = QUERIES[name]
-    rows = Rows()
-    query = pipeline.queries.register(text, [role], CallbackSink(rows), f"alone_{name}{run}")
-    query.process_all_available()
-    pipeline.queries.stop(query.name)
-    return rows.sorted()
 
 
 def streaming_scans(pipeline: Pipeline) -> list[str]:

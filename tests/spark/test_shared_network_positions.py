@@ -17,20 +17,22 @@ import pytest
 
 from streamshield.engine import branched_network
 from streamshield.engine.branched_network import NetworkParts
-from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, QueryFailed
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.examples import hospital
 from streamshield.lang.rewrite_rules import secure
-from tests.spark.hospital_pipeline import Rows, hospital_pipeline, land
+from tests.spark.hospital_pipeline import (
+    HEART_QUERIES,
+    Rows,
+    alone,
+    hospital_pipeline,
+    land,
+    parts,
+    submit,
+)
 
 pytestmark = pytest.mark.spark
-
-QUERIES = {
-    "cardio": ("SELECT patient_id, beats_per_min, ts FROM HeartRate WHERE patient_id >= 120", "C"),
-    "nurse": ("SELECT patient_id, beats_per_min FROM HeartRate WHERE patient_id >= 120", "ND"),
-}
 
 
 @pytest.fixture
@@ -41,29 +43,6 @@ def pipeline(spark, tmp_path):
     for running in hospital_pipeline(spark, tmp_path, []):
         running.cql.driven_scan = False
         yield running
-
-
-def parts() -> list[list]:
-    """The example's elements in three consecutive parts, each with HeartRate tuples (its
-    18 elements come first; every channel stays in order)."""
-    elements = hospital.elements()
-    return [elements[:6], elements[6:12], elements[12:]]
-
-
-def submit(pipeline: Pipeline, name: str, sink) -> object:
-    text, role = QUERIES[name]
-    return pipeline.cql.submit(text, [role], CallbackSink(sink), name=name)
-
-
-def alone(pipeline: Pipeline, name: str, run: str = "") -> list[tuple]:
-    """The query as a streaming query of its own, over everything stored (``run`` tells
-    runs apart: each starts from the beginning, a name resumes from its checkpoint)."""
-    text, role = QUERIES[name]
-    rows = Rows()
-    query = pipeline.queries.register(text, [role], CallbackSink(rows), f"alone_{name}{run}")
-    query.process_all_available()
-    pipeline.queries.stop(query.name)
-    return rows.sorted()
 
 
 def networks(pipeline) -> list[str]:
@@ -194,7 +173,7 @@ def test_an_owed_pushed_batch_is_stored_again_under_its_own_id(pipeline, tmp_pat
     )
     shared.ledger.advance("cardio", ids[0])
     store.owe(ids[1])
-    text, role = QUERIES["cardio"]
+    text, role = HEART_QUERIES["cardio"]
     admitted = engine.admit(text, [role])
 
     def sql(view: str) -> str:
@@ -270,7 +249,7 @@ def test_a_selection_joining_a_running_scan_gets_what_landed_just_before(pipelin
     for i, part in enumerate(parts()):
         land(pipeline, part)
         rows = Rows()
-        text, role = QUERIES["nurse"]
+        text, role = HEART_QUERIES["nurse"]
         query = pipeline.cql.submit(text, [role], CallbackSink(rows), name=f"nurse{i}")
         query.process_all_available()
         assert rows.sorted() == alone(pipeline, "nurse", str(i)), f"joined after part {i}"
