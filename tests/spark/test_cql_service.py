@@ -216,3 +216,30 @@ def test_an_aggregate_that_ran_on_its_own_resumes_on_its_own(pipeline) -> None:
     resumed.process_all_available()
     assert [(r["patient_id"], r["n"]) for r in after.rows] == [(301, 2)]
     cql.stop("upgraded")
+
+
+def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipeline) -> None:
+    """The other direction (docs/query-sharing.md): a folding branch restarted with
+    ``share_aggregates`` off runs as a new query of its own over the stored batches. It
+    emits every group once more, with the counts the branch had reached: no row is
+    counted twice, none is lost while the batches are stored."""
+    cql = pipeline.cql
+    text = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
+    shared, alone = Collect(), Collect()
+    assert cql.share_aggregates
+    cql.submit(text, ["C"], CallbackSink(shared), name="downgraded").process_all_available()
+    assert any("downgraded" in n.branches for n in cql.networks.values())
+    cql.stop("downgraded")
+    reached = {r["patient_id"]: r["n"] for r in shared.rows}  # the last update wins
+    assert reached and sum(reached.values()) > len(reached)
+
+    cql.share_aggregates = False
+    try:
+        resumed = cql.submit(text, ["C"], CallbackSink(alone), name="downgraded")
+        resumed.process_all_available()
+        assert not any("downgraded" in n.branches for n in cql.networks.values())
+        assert {r["patient_id"]: r["n"] for r in alone.rows} == reached
+        assert len(alone.rows) == len(reached), "each group once"
+    finally:
+        cql.share_aggregates = True
+        cql.stop("downgraded")
