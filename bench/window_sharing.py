@@ -4,7 +4,7 @@ aggregates``, N aggregates without a window: each Spark's streaming aggregation 
 own, or folding branches of the stream's selection network (engine/aggregate_fold.py).
 
 One command: ``.venv/bin/python -m bench.window_sharing [--queries 1 4 8] [--rows 5000]
-[--kind windows|aggregates]``.
+[--kind windows|aggregates|sliding]``.
 
 Setup as ``bench/sharing_scale.py`` (engine level, a fresh pipeline per case, the same
 ward-B channel and policy, roles cycling C, GP, ND, E, D). User ``i`` registers, through
@@ -22,7 +22,11 @@ run appended to the earlier ones with its ``--label``.
 Aggregates: user ``i`` registers ``SELECT patient_id, count(*) AS n, avg(beats_per_min)
 AS a FROM HeartRate WHERE patient_id >= k GROUP BY patient_id`` when even and ``SELECT
 count(*) AS n, max(beats_per_min) AS hi FROM HeartRate`` when odd; the arms differ in
-``CqlService.share`` and ``share_aggregates``.
+``CqlService.share`` and ``share_aggregates``. With ``--kind sliding`` the same
+aggregates over ``[RANGE 60 SLIDE 30]`` (HeartRate's event time is a bigint: no
+watermark): each Spark's windowed streaming aggregation of its own, or folding branches
+keyed by their window (``share_sliding``, lang/sliding_fold.py); results
+``results-sliding-sharing.json``.
 """
 
 from __future__ import annotations
@@ -66,7 +70,13 @@ def aggregate_query(i: int) -> tuple[str, tuple[str, ...]]:
     return text, roles
 
 
-KINDS = {"windows": user_query, "aggregates": aggregate_query}
+def sliding_query(i: int) -> tuple[str, tuple[str, ...]]:
+    """``aggregate_query`` over ``[RANGE 60 SLIDE 30]``: a sliding-window aggregate."""
+    text, roles = aggregate_query(i)
+    return text.replace("FROM HeartRate", "FROM HeartRate [RANGE 60 SLIDE 30]"), roles
+
+
+KINDS = {"windows": user_query, "aggregates": aggregate_query, "sliding": sliding_query}
 
 
 def run_case(
@@ -147,7 +157,7 @@ def main() -> None:
                 "load": [min(loads), max(loads)],
             }
     print(json.dumps(summary, indent=1))
-    name = "window" if args.kind == "windows" else "aggregate"
+    name = {"windows": "window", "aggregates": "aggregate"}.get(args.kind, args.kind)
     out = Path(args.out) if args.out else ROOT / "bench" / f"results-{name}-sharing.json"
     run = {"label": args.label, "args": vars(args), "cases": cases, "summary": summary}
     out.write_text(json.dumps({"runs": [*_earlier(out), run]}, indent=1))

@@ -258,6 +258,7 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 @click.option(
     "--share-aggregates/--no-share-aggregates", default=None, help=_setting("share_aggregates")
 )
+@click.option("--share-sliding/--no-share-sliding", default=None, help=_setting("share_sliding"))
 @click.option("--driven-scan/--no-driven-scan", default=None, help=_setting("driven_scan"))
 @click.option("--retention", default=None, help=_setting("retention"))
 def serve(
@@ -283,6 +284,7 @@ def serve(
     share_windows: bool | None,
     fuse_branches: bool | None,
     share_aggregates: bool | None,
+    share_sliding: bool | None,
     driven_scan: bool | None,
     retention: str | None,
 ) -> None:
@@ -314,6 +316,7 @@ def serve(
         "share_windows": share_windows,
         "fuse_branches": fuse_branches,
         "share_aggregates": share_aggregates,
+        "share_sliding": share_sliding,
         "driven_scan": driven_scan,
         "retention": retention,
     }

@@ -243,3 +243,35 @@ def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipel
     finally:
         cql.share_aggregates = True
         cql.stop("downgraded")
+
+
+def test_a_sliding_aggregate_folds_as_a_branch_unless_it_ran_on_its_own(pipeline) -> None:
+    """A ``[RANGE t SLIDE s]`` aggregate joins its stream's selection network as a
+    folding branch (``share_sliding``) and emits what it emits as Spark's windowed
+    aggregation of its own (HeartRate's event time is a bigint: no watermark, alone or
+    folded). One that already ran on its own resumes on its own, from its checkpoint."""
+    cql = pipeline.cql
+    text = (
+        "SELECT patient_id, count(*) AS n, max(beats_per_min) AS hi "
+        "FROM HeartRate [RANGE 60 SLIDE 30] GROUP BY patient_id"
+    )
+    own, folded, resumed = Collect(), Collect(), Collect()
+    assert cql.share_sliding, "on by default"
+    cql.share_sliding = False
+    try:
+        cql.submit(text, ["C"], CallbackSink(own), name="slide_own").process_all_available()
+    finally:
+        cql.share_sliding = True
+    assert "slide_own" not in cql.branches
+    cql.submit(text, ["C"], CallbackSink(folded), name="slide_b").process_all_available()
+    assert "slide_b" in cql.branches
+    branch = cql.networks[cql.branches["slide_b"]].branches["slide_b"]
+    assert branch.folded is not None and branch.folded.closing is None
+    assert own.rows and sorted(map(repr, folded.rows)) == sorted(map(repr, own.rows))
+    cql.stop("slide_own")
+    again = cql.submit(text, ["C"], CallbackSink(resumed), name="slide_own")
+    again.process_all_available()
+    assert "slide_own" not in cql.branches, "its checkpoint holds its state: alone"
+    assert resumed.rows == [], "nothing new arrived: nothing is emitted again"
+    for name in ("slide_own", "slide_b"):
+        cql.stop(name)

@@ -218,7 +218,8 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     sliding = cql.submit(
         "SELECT count(*) AS n FROM HeartRate [RANGE 60 SLIDE 60]", ["C"], CallbackSink(Rows())
     )
-    assert sliding.name not in cql.window_branches, "an aggregate over a sliding window: alone"
+    assert sliding.name not in cql.window_branches, "an aggregate over a sliding window"
+    assert sliding.name in cql.branches, "... folds as a branch of the selection network"
     for query in (one, two, sliding):
         cql.stop(query.name)
     assert cql.window_networks == {}, "the network stops with its last branch"

@@ -27,6 +27,16 @@ driver, no job), so their semantics and types are Spark's own. Where the driver'
 could differ from Spark's (engine/arrow_merge.py) or the state is large, the fold runs
 in Spark as before.
 
+A sliding-window aggregate (``[RANGE t SLIDE s]``, lang/sliding_fold.py) folds the same
+way, its window's start and end two more keys, and where its query alone has an
+event-time watermark (a timestamp event time) the fold keeps Spark's (:class:`Closing`):
+the watermark in force for an output is the newest event time of the rows folded up to
+the previous one (kept per state version beside the state, ``latest.json``) less the
+delay, in whole milliseconds as Spark keeps it (never below 0); the partials of windows
+ending at or before it are dropped (late rows, as Spark's update mode drops them per
+window) and so are the state's groups of such windows (evicted: they can get no row
+any more), so the state holds open windows only.
+
 An aggregate branch has no privacy switch (``SharedNetwork._fold``): it folds every
 batch whoever listens, as its query alone did, so its result store holds each update when
 it happens. Should its position ever have moved past its state's version without a fold,
@@ -35,7 +45,10 @@ the stored rows in between are folded in with its next batch.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -51,14 +64,36 @@ from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.partial_aggregates import TOUCHED, Fold
 
 
+@dataclass(frozen=True)
+class Closing:
+    """How a sliding-window branch's windows close: Spark's event-time watermark."""
+
+    end: str
+    """The state key holding a window's end."""
+    latest: str
+    """The partial column holding a group's newest event time (its rows')."""
+    delay: int
+    """The watermark's delay, microseconds."""
+
+
+LATEST_FILE = "latest.json"
+"""Beside the state versions: per version, the newest event time folded up to it."""
+
+
 class FoldedAggregate:
     """One branch's fold and its state under ``directory``; ``names``: the query's own
-    output columns (what Spark names them when it runs the query alone)."""
+    output columns (what Spark names them when it runs the query alone); ``closing``:
+    a sliding-window aggregate's watermark (None: none, nothing closes)."""
 
     def __init__(
-        self, fold: Fold, directory: str | Path, names: tuple[str, ...], keep: int = 2
+        self,
+        fold: Fold,
+        directory: str | Path,
+        names: tuple[str, ...],
+        keep: int = 2,
+        closing: Closing | None = None,
     ) -> None:
-        self.fold, self.names = fold, names
+        self.fold, self.names, self.closing = fold, names, closing
         self.directory = Path(directory)
         self._versions = ParquetVersions(self.directory, keep)
         self._held: tuple[int, pa.Table] | None = None
@@ -86,6 +121,14 @@ class FoldedAggregate:
         schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
         target = self._versions.path(batch_id)
         if not target.exists():
+            still_open = None
+            if self.closing is not None:
+                newest = partial.agg(F.unix_micros(F.max(self.closing.latest))).first()[0]
+                still_open = F.col(self.closing.end) > F.timestamp_micros(
+                    F.lit(self.watermark(since))
+                )
+                self._record(since, batch_id, newest)
+                partial = partial.filter(still_open)
             rows = partial.withColumn(TOUCHED, F.lit(batch_id).cast("long"))
             if since != NOTHING:
                 before = session.read.schema(schema).parquet(str(self._versions.path(since)))
@@ -95,6 +138,8 @@ class FoldedAggregate:
                 *(F.expr(f"{how}({c})").cast(types[c]).alias(c) for c, how in self.fold.merges),
                 F.max(TOUCHED).alias(TOUCHED),
             )
+            if still_open is not None:  # closed windows evicted
+                merged = merged.filter(still_open)
             state_bytes = 0 if since == NOTHING else total_bytes(self._versions.files(since))
             small = small_input and state_bytes <= SMALL_BYTES // 2
             self._versions.write(merged, batch_id, small)
@@ -127,6 +172,12 @@ class FoldedAggregate:
         if self._versions.path(batch_id).exists():  # a replay: its version is written
             state = self._state(batch_id)
         else:
+            watermark = None
+            if self.closing is not None:
+                watermark = pa.scalar(self.watermark(since), partial[self.closing.end].type)
+                latest = pc.max(partial[self.closing.latest].cast(pa.int64())).as_py()
+                self._record(since, batch_id, latest)
+                partial = partial.filter(pc.greater(partial[self.closing.end], watermark))
             try:
                 state = merge(
                     None if since == NOTHING else self._state(since),
@@ -137,11 +188,43 @@ class FoldedAggregate:
                 )
             except NotMergeable:
                 return None
+            if watermark is not None and self.closing is not None:  # closed windows evicted
+                state = state.filter(pc.greater(state[self.closing.end], watermark))
             self._versions.write_table(state, batch_id)
             self._versions.prune(batch_id)
         self._held = (batch_id, state) if state.nbytes <= SMALL_BYTES else None
         touched = state.filter(pc.equal(state[TOUCHED], batch_id))
         return self._final(session.createDataFrame(touched, schema=state_schema))
+
+    def watermark(self, since: int) -> int:
+        """The watermark in force for the output after state version ``since``, in
+        microseconds: Spark's (its newest event time so far, in whole milliseconds, less
+        the delay; 0 before any)."""
+        assert self.closing is not None
+        latest = self._latests().get(str(since)) if since != NOTHING else None
+        if latest is None:
+            return 0
+        return max(0, (latest // 1000) * 1000 - self.closing.delay)
+
+    def _latests(self) -> dict[str, int | None]:
+        path = self.directory / LATEST_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def _record(self, since: int, batch_id: int, newest: int | None) -> None:
+        """The newest event time up to output ``batch_id`` (``newest``: its batch's),
+        written before its state version (a replay finds it beside the version), with
+        the versions still kept."""
+        known = self._latests()
+        before = known.get(str(since)) if since != NOTHING else None
+        seen = [t for t in (before, newest) if t is not None]
+        kept = {str(v) for v in self.versions()}
+        out = {k: t for k, t in known.items() if k in kept}
+        out[str(batch_id)] = max(seen) if seen else None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / LATEST_FILE
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(out))
+        os.replace(temporary, path)
 
     def _state(self, version: int) -> pa.Table:
         if self._held is not None and self._held[0] == version:

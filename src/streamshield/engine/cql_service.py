@@ -5,7 +5,9 @@ checks it (SQL gate, query shape, operator limits) and routes it to the engine t
 can run its shape:
 
 - one stream, no window: Spark's native streaming SQL (:class:`QueryService`);
-- one stream, ``[RANGE t SLIDE s]`` aggregate: the same, grouped by Spark's ``window``;
+- one stream, ``[RANGE t SLIDE s]`` aggregate: a folding branch of the same network
+  keyed by its window, Spark's watermark kept by the fold (``share_sliding``), or
+  Spark's windowed streaming aggregation of its own (grouped by Spark's ``window``);
 - one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a branch of the stream's window
   network (one window node per shared window, engine/window_network.py), or with
   ``share_windows`` off a :class:`WindowQuery` of its own;
@@ -163,6 +165,13 @@ class CqlService:
         alone (``python -m bench.window_sharing --kind aggregates``,
         docs/query-sharing.md; eight 1.2-2.3 times before). An aggregate that already ran
         as a query of its own resumes as one (``_route``): its state is its checkpoint's."""
+        self.share_sliding = True
+        """Sliding-window aggregates (``[RANGE t SLIDE s]``) as folding branches of the
+        stream's selection network too, keyed by their window (lang/sliding_fold.py),
+        with Spark's event-time watermark kept by the fold (engine/aggregate_fold.py);
+        the server's ``share_sliding`` setting turns it off (each then runs Spark's
+        windowed streaming aggregation of its own). Only with ``share_aggregates``; one
+        that already ran as a query of its own resumes as one, as an aggregate does."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose
@@ -351,6 +360,17 @@ class CqlService:
                 raise QueryRejected("window_time", f"stream {stream} has no event time")
             seconds = self.streams[stream].types[event_time] == "bigint"
             sliding = Sliding(event_time, window, seconds)
+            folds = (
+                self.share
+                and self.share_aggregates
+                and self.share_sliding
+                and isinstance(sink, CallbackSink)
+                and not self.queries.has_run(name, processor)
+            )
+            if folds:
+                shared = self._branch(SharedNetwork, admitted, sink, name, processor, sliding)
+                if shared is not None:
+                    return shared
             return self.queries.register(
                 admitted, admitted.roles, sink, name, sliding=sliding, processor=processor
             )
@@ -368,10 +388,12 @@ class CqlService:
         sink: Sink,
         name: str,
         processor: LevelProcessor,
+        sliding: Sliding | None = None,
     ) -> RegisteredQuery | None:
         """The query as a branch of its stream's network of ``kind`` (selections or
         windows), one per stream and level processor (levels never share one); None
-        when its plan is not one that network shares (it then runs on its own)."""
+        when its plan is not one that network shares (it then runs on its own).
+        ``sliding``: a sliding-window aggregate's window (its SQL grouped by it)."""
         if isinstance(sink, MemorySink) or len(admitted.streams) != 1:
             return None
         stream = admitted.streams[0]
@@ -414,7 +436,7 @@ class CqlService:
                 scan=scan,
             )
             network = SharedNetwork(parts, self.fuse) if kind is SharedNetwork else kind(parts)
-        sql = self._secured(admitted, stream)
+        sql = self._secured(admitted, stream, sliding)
         scan = network.scan
         assert scan is not None
         with scan.joining():  # no micro-batch between its catch-up and its first batch
@@ -434,13 +456,18 @@ class CqlService:
         handle = network.branch_handle(name)
         return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]
 
-    def _secured(self, admitted: AdmittedQuery, stream: str) -> Callable[..., str]:
+    def _secured(
+        self, admitted: AdmittedQuery, stream: str, sliding: Sliding | None = None
+    ) -> Callable[..., str]:
         """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py);
         ``statistics``: the view is a statistics view (an aggregate's, which a network
-        branch decides as a query of its own would: ``runs_on_statistics``)."""
+        branch decides as a query of its own would: ``runs_on_statistics``);
+        ``sliding``: grouped by that window, as the query alone is."""
 
         def sql(view: str, statistics: bool = False) -> str:
-            rewrite = self.queries.rewrite({stream: view}, statistics, level=admitted.level)
+            rewrite = self.queries.rewrite(
+                {stream: view}, statistics, sliding, level=admitted.level
+            )
             return secure(admitted.checked.tree, rewrite)
 
         return sql

@@ -25,6 +25,13 @@ from streamshield.policy.privileges import Privilege
 from streamshield.policy.query_level import QueryLevel
 
 LABEL_PREFIX = "_ss_"
+WATERMARK = "1 minute"
+"""The event-time watermark's delay on a secured (or statistics) view whose event time
+is a timestamp: Spark drops a windowed aggregate's rows for windows that closed more
+than this before the newest event time, and evicts those windows' state."""
+WATERMARK_MICROS = 60_000_000
+""":data:`WATERMARK` in microseconds (a sliding-window branch keeps it itself,
+engine/aggregate_fold.py)."""
 
 
 def _is_label(column: str) -> bool:
@@ -38,7 +45,7 @@ def secured_view(
     codec: RoleCodec,
     roles: Iterable[str],
     keep_labels: bool = False,
-    watermark: str = "1 minute",
+    watermark: str = WATERMARK,
     salt: str = "",
     grant: bool = False,
     level: QueryLevel | None = None,
@@ -198,7 +205,7 @@ def statistics_view(
     schema: StreamDefinition,
     codec: RoleCodec,
     roles: Iterable[str],
-    watermark: str = "1 minute",
+    watermark: str = WATERMARK,
     level: QueryLevel | None = None,
 ) -> DataFrame:
     """The view of an aggregate query: rows the roles may READ or use for STATISTICS

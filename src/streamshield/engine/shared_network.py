@@ -90,7 +90,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.aggregate_fold import FoldedAggregate
+from streamshield.engine.aggregate_fold import Closing, FoldedAggregate
 from streamshield.engine.aggregate_partials import collect_together
 from streamshield.engine.aggregate_pass import PlannedPartials
 from streamshield.engine.branch_ledger import owed_between, owes
@@ -109,13 +109,19 @@ from streamshield.engine.labelled_store import restored
 from streamshield.engine.levels import assert_within
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
-from streamshield.engine.secured_view import SecuredProjection, StatisticsProjection
+from streamshield.engine.secured_view import (
+    WATERMARK_MICROS,
+    SecuredProjection,
+    StatisticsProjection,
+)
 from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.small_writes import SMALL_BYTES, read_written, total_bytes
 from streamshield.lang.admission import AdmittedQuery
+from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.label_propagation import levels_copied
-from streamshield.lang.partial_aggregates import fold_of, partial_parts
+from streamshield.lang.partial_aggregates import Fold, fold_of, partial_parts
 from streamshield.lang.rewrite_rules import runs_on_statistics
+from streamshield.lang.sliding_fold import sliding_fold
 from streamshield.network.from_query import operator_tree, where_conjuncts
 from streamshield.network.merge import merge
 from streamshield.network.operators import Operator, Project, Select, select
@@ -241,7 +247,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         """A query joins the network (NotShared if it cannot): planned first (Spark's
         refusals are raised here), then it catches up with the stream's history up to
         the network's position and takes every micro-batch after it."""
-        if admitted.streams != (self.stream.name,) or admitted.shape.windows:
+        sliding = admitted.shape.kind is ShapeKind.SLIDING_AGGREGATE
+        if admitted.streams != (self.stream.name,) or (admitted.shape.windows and not sliding):
             raise NotShared("only queries over this stream without a window are shared")
         aggregate = admitted.shape.aggregate
         tree = self._tree(name, admitted)
@@ -299,15 +306,14 @@ class SharedNetwork(BranchedNetwork[Branch]):
         result store holds each update when it happens and a subscriber who comes back
         replays what changed while she was away (``?after=``), which a switched-off
         branch could not give her; it still shares the scan and the selections."""
-        fold = fold_of(branch.text)
-        if fold is None:
-            raise NotShared("the query's aggregates do not fold batch by batch")
+        fold, closing = self._fold_of(branch)
         session = self.spark.newSession()
         empty = session.createDataFrame([], self._schema())
         alone = self._output(branch, empty)
         names = tuple(alone.columns)
         branch.text = fold.partial
-        branch.folded = FoldedAggregate(fold, self.aggregate_path(self.root, branch.name), names)
+        path = self.aggregate_path(self.root, branch.name)
+        branch.folded = FoldedAggregate(fold, path, names, closing=closing)
         try:
             own = self._output(branch, empty)
             planned = branch.folded.plan(own)
@@ -324,6 +330,28 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 branch.partials = None
         branch.folded.purge_after(self.ledger.covered(branch.name))
         return names
+
+    def _fold_of(self, branch: Branch) -> tuple[Fold, Closing | None]:
+        """The branch's fold, and for a sliding-window aggregate how its windows close
+        (lang/sliding_fold.py: the window's start and end are keys; with a timestamp
+        event time, Spark's watermark on its view, kept by the fold). NotShared where
+        it does not fold."""
+        if branch.admitted.shape.kind is not ShapeKind.SLIDING_AGGREGATE:
+            fold = fold_of(branch.text)
+            if fold is None:
+                raise NotShared("the query's aggregates do not fold batch by batch")
+            return fold, None
+        event_time = self.stream.event_time
+        if event_time is None:
+            raise NotShared("the stream has no event time")
+        watermark = self.stream.types[event_time] == "timestamp"  # as its view has one
+        sliding = sliding_fold(branch.text, event_time, watermark)
+        if sliding is None:
+            raise NotShared("the sliding-window aggregate does not fold batch by batch")
+        closing = None
+        if sliding.latest is not None:
+            closing = Closing(sliding.end, sliding.latest, WATERMARK_MICROS)
+        return sliding.fold, closing
 
     @staticmethod
     def aggregate_path(root: Path, name: str) -> Path:

@@ -130,6 +130,13 @@ class ServeSettings(BaseSettings):
         "Spark's streaming aggregation of its own; engine/aggregate_fold.py, "
         "docs/query-sharing.md).",
     )
+    share_sliding: bool = Field(
+        True,
+        description="A sliding-window aggregate ([RANGE t SLIDE s]) runs as a folding "
+        "branch of its stream's selection network too, keyed by its window, Spark's "
+        "event-time watermark kept by the fold (false: each as Spark's windowed streaming "
+        "aggregation of its own; lang/sliding_fold.py, docs/query-sharing.md).",
+    )
     driven_scan: bool = Field(
         True,
         description="A stream's networks read each batch secure ingest commits at once, "
