@@ -59,10 +59,14 @@ def spark_labelled(
     tmp: Path,
     batches: Sequence[Sequence[Element]],
     server=None,
+    flat: bool | None = None,
 ) -> dict[str, list]:
     """Labelled rows per stream after feeding the batches in order (collected).
 
     Between batches the shield state goes through its store and back, as on a restart.
+    ``flat``: how every batch's tuples are collected (``Ingest.flat``: on the driver from
+    one row per tuple, or grouped in Spark); None: the ways alternate, grouped first, so
+    that every multi-batch conformance test decides through both.
     """
     ingest = Ingest(spark, hospital.hierarchy(), STREAMS, server or hospital.server_policies())
     store = StateStore(tmp / "state")
@@ -73,6 +77,7 @@ def spark_labelled(
         path.write_text("\n".join(to_line(e) for e in batch) + "\n")
         frame = spark.read.schema(ELEMENT_SCHEMA).json(str(path))
         states = store.load(index)
+        ingest.flat = bool(index % 2) if flat is None else flat
         for stream, labelled in ingest.label_batch(frame, states).items():
             # as every engine reads it, each left-out label word back; evaluated once
             words = labels.label_names(len(STREAMS[stream].names) + 1, width)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.ingest import Ingest
+from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.tracker_state import StateStore
+from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
+from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
-from tests.spark.conformance import reference, spark_labelled, spark_outcome
+from tests.spark.conformance import STREAMS, reference, spark_labelled, spark_outcome
 
 pytestmark = pytest.mark.spark
 GRANT = "INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: *, SRP = rbac:{role};"
@@ -60,7 +63,8 @@ def windowed(monkeypatch) -> list[set[Channel]]:
     return calls
 
 
-def test_gaps_from_sp_seqs_and_from_the_window_conform(spark, tmp_path, windowed) -> None:
+@pytest.mark.parametrize("flat", [False, True], ids=["grouped", "flat"])
+def test_gaps_from_sp_seqs_and_from_the_window_conform(spark, tmp_path, windowed, flat) -> None:
     # ward-A: every declaration between two sps (the driver counts its gaps)
     clean = Feed("ward-A").sp(1).tuple(1).tuple(1).sp(2, "GP").tuple(2).tuple(2, 125).sp(3)
     # ward-B: an sp re-sent after its policy's first tuple (late) and a tuple going back to
@@ -68,13 +72,14 @@ def test_gaps_from_sp_seqs_and_from_the_window_conform(spark, tmp_path, windowed
     split = Feed("ward-B").sp(1).tuple(1).sp(1).tuple(1).sp(2, "ND").tuple(1).tuple(2)
     split.tuple(2)
     elements = _interleaved(clean, split)
-    labelled = spark_labelled(spark, tmp_path, [elements], server={})
+    labelled = spark_labelled(spark, tmp_path, [elements], server={}, flat=flat)
     assert windowed == [{Channel("HeartRate", "ward-B")}]
     for roles in ROLE_SETS:
         assert spark_outcome(labelled, roles) == reference(elements, roles, server={}), roles
 
 
-def test_gaps_across_batches_and_a_reset_mid_gap_conform(spark, tmp_path, windowed) -> None:
+@pytest.mark.parametrize("flat", [False, True], ids=["grouped", "flat"])
+def test_gaps_across_batches_and_a_reset_mid_gap_conform(spark, tmp_path, windowed, flat) -> None:
     """A forged declaration resets its channel mid-gap (the rest of the gap is denied); the
     next batch continues from the saved state; neither batch needs the window."""
     feed = Feed("ward-C").sp(1).tuple(1).tuple(7).tuple(1).tuple(1)
@@ -82,7 +87,36 @@ def test_gaps_across_batches_and_a_reset_mid_gap_conform(spark, tmp_path, window
     first = len(feed.elements)
     feed.tuple(2).sp(3, "ND").tuple(3).tuple(3, 125)
     elements = feed.elements
-    labelled = spark_labelled(spark, tmp_path, [elements[:first], elements[first:]], server={})
+    batches = [elements[:first], elements[first:]]
+    labelled = spark_labelled(spark, tmp_path, batches, server={}, flat=flat)
     assert windowed == []
     for roles in ROLE_SETS:
         assert spark_outcome(labelled, roles) == reference(elements, roles, server={}), roles
+
+
+def test_the_collect_turns_flat_after_a_batch_of_one_declaration_per_tuple(spark, tmp_path) -> None:
+    """The way of collecting follows the last batch: flat after one sp per tuple (every
+    tuple its own declaration), grouped again after many tuples per declaration. Late
+    tuples are left out of the summaries either way (out of order, deny)."""
+    ingest = Ingest(spark, hospital.hierarchy(), STREAMS, {})
+    store = StateStore(tmp_path / "state")
+    every = Feed("ward-D")
+    for ts in range(1, 6):
+        every.sp(ts).tuple(ts)
+    few = Feed("ward-D")
+    few.seq = every.seq
+    few.sp(6)
+    for _ in range(12):
+        few.tuple(6)
+    assert not ingest.flat  # a fresh Ingest groups: it knows nothing of the batches yet
+    seen = []
+    for index, batch in enumerate([every.elements, few.elements, every.elements]):
+        path = tmp_path / f"batch-{index}.jsonl"
+        path.write_text("\n".join(to_line(e) for e in batch) + "\n")
+        states = store.load(index)
+        ingest.label_batch(spark.read.schema(ELEMENT_SCHEMA).json(str(path)), states)
+        ingest.release()
+        store.save(index, states)
+        seen.append(ingest.flat)
+    # the third batch replays the first one's seqs: all late, no declaration, grouped
+    assert seen == [True, False, False]

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
@@ -144,6 +145,11 @@ GUESSED_DECLARATIONS = 256
 tried on a copy of its channel's tracker on the driver)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
 _COMPILED_LIMIT = 100_000  # compiled policies kept across batches (a few MB)
+FLAT_SHARE = 2
+"""A batch is collected flat (:meth:`Ingest._collect`) after one whose tuples had at
+least one declaration per this many of them: there the grouped aggregate reduces the rows
+by at most this factor and costs a shuffle and more jobs. At 1 sp / 10 or fewer sps it
+would move ten times the rows or more to the driver: grouped."""
 
 
 @dataclass
@@ -176,6 +182,9 @@ class Ingest:
         subscriber)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
+        self.flat = False
+        """Collect the next batch's tuples flat (:meth:`_collect`): the last one labelled by
+        the passes had about one declaration per tuple. Only speed depends on it."""
         self._passed: dict[Channel, set[tuple[int, int]]] = {}
         """The declarations (ts, csn) that passed per channel in the last batch labelled
         by the passes: what :meth:`guess_batch` expects next (only a guess, checked
@@ -423,28 +432,69 @@ class Ingest:
         """The batch's sps and its tuple summaries per (channel, gap, declared ts, csn).
 
         One job collects the sps and a summary per *declaration* (channel, ts, csn: its
-        smallest and largest seq), aggregated where the rows are, with no shuffle of the
-        rows and no sort. A declaration whose seqs no sp of its channel falls between
-        lies in one gap, which the driver counts from the sps' seqs. Only a channel with
-        a declaration on both sides of one of its sps (an sp re-sent or late in the
-        middle of a segment, a provider going back to an older declaration) has its
-        gaps counted by the window over its elements, in a second job.
+        smallest and largest seq). A declaration whose seqs no sp of its channel falls
+        between lies in one gap, which the driver counts from the sps' seqs. Only a
+        channel with a declaration on both sides of one of its sps (an sp re-sent or late
+        in the middle of a segment, a provider going back to an older declaration) has
+        its gaps counted by the window over its elements, in a second job.
+
+        The summaries are aggregated either where the rows are (``groupBy``: a shuffle,
+        one row per declaration to the driver) or, after a batch with about one
+        declaration per tuple (:data:`FLAT_SHARE`), on the driver from one row per tuple
+        (``flat``: one scan, no shuffle; at 1 sp a tuple the aggregate reduces nothing
+        and its stages were most of the pass). Both give the same summaries
+        (:func:`declaration_summaries` aggregates as ``groupBy`` does); only the time
+        differs.
 
         An sp's fields come as typed Arrow columns, read by :func:`wire.sp_of_columns`
         (what :func:`wire.parse_sp` reads from their ``to_json``, without the JSON).
         """
+        sp_fields = [F.col(f"sp.{name}").alias(f"_ss_sp{i}") for i, name in enumerate(SP_COLUMNS)]
+        if self.flat:
+            # Arrow batches from the JVM: no pickled Row object per sp or tuple
+            table = (
+                elements.filter(F.col("is_sp") | (~F.col("is_sp") & ~F.col("late")))
+                .select("is_sp", *CHANNEL, "seq", *sp_fields, "p_ts", "p_csn")
+                .toArrow()
+            )
+            is_sp = table.column("is_sp")
+            tuples = table.filter(pc.invert(is_sp))
+            declared = declaration_summaries(tuples)
+            counted = tuples.num_rows
+        else:
+            table = self._grouped(elements, sp_fields)
+            is_sp = table.column("is_sp")
+            rows = table.filter(pc.invert(is_sp))
+            counted = pc.sum(rows.column("n")).as_py() or 0
+            declared = rows.select([*CHANNEL, "p_ts", "p_csn", "first", "last"]).to_pylist()
+        self.flat = len(declared) * FLAT_SHARE >= counted > 0
+        sps = _read_sps(table.filter(is_sp))
+        seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
+        summaries, split = gap_summaries(seqs, declared)
+        if split:
+            summaries += self._split_summaries(elements, split)
+        return sps, summaries
+
+    @staticmethod
+    def _grouped(elements: DataFrame, sp_fields: list[Column]) -> pa.Table:
+        """The sps and one row per declaration with its seqs' span and tuple count ``n``
+        (aggregated where the rows are, no shuffle or sort of the rows)."""
         sp_rows = elements.filter("is_sp").select(
             F.lit(True).alias("is_sp"),
             *CHANNEL,
             "seq",
-            *(F.col(f"sp.{name}").alias(f"_ss_sp{i}") for i, name in enumerate(SP_COLUMNS)),
-            *(F.lit(None).cast("long").alias(c) for c in ("p_ts", "p_csn", "first", "last")),
+            *sp_fields,
+            *(F.lit(None).cast("long").alias(c) for c in ("p_ts", "p_csn", "first", "last", "n")),
         )
         nulls = sp_rows.schema
         declarations = (
             elements.filter(~F.col("is_sp") & ~F.col("late"))
             .groupBy(*CHANNEL, "p_ts", "p_csn")
-            .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+            .agg(
+                F.min("seq").alias("first"),
+                F.max("seq").alias("last"),
+                F.count(F.lit(1)).alias("n"),
+            )
             .select(
                 F.lit(False).alias("is_sp"),
                 *CHANNEL,
@@ -457,30 +507,10 @@ class Ingest:
                 "p_csn",
                 "first",
                 "last",
+                "n",
             )
         )
-        # Arrow batches from the JVM: no pickled Row object per sp (10k at one sp a tuple)
-        table = sp_rows.unionByName(declarations).toArrow()
-        is_sp = table.column("is_sp")
-        sp_table = table.filter(is_sp)
-        names = [*CHANNEL, "seq", *(f"_ss_sp{i}" for i in range(len(SP_COLUMNS)))]
-        by_channel: dict[tuple, list[tuple[int, SecurityPunctuation | None]]] = defaultdict(list)
-        for stream, provider, seq, *fields in zip(
-            *(sp_table.column(n).to_pylist() for n in names), strict=True
-        ):
-            sp = sp_of_columns(stream, provider, seq, *fields)
-            by_channel[(stream, provider)].append((seq, sp))
-        sps = {Channel(*c): sorted(items, key=_first) for c, items in by_channel.items()}
-        seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
-        declared = (
-            table.filter(pc.invert(is_sp))
-            .select([*CHANNEL, "p_ts", "p_csn", "first", "last"])
-            .to_pylist()
-        )
-        summaries, split = gap_summaries(seqs, declared)
-        if split:
-            summaries += self._split_summaries(elements, split)
-        return sps, summaries
+        return sp_rows.unionByName(declarations).toArrow()
 
     def _split_summaries(self, elements: DataFrame, channels: set[Channel]) -> list[dict]:
         """Per-gap summaries of ``channels`` from the window over their elements."""
@@ -797,6 +827,29 @@ def _decided_summary() -> list[Column]:
         .otherwise(F.lit(NO_READER[1]))
         .alias(HI),
     ]
+
+
+def declaration_summaries(tuples: pa.Table) -> list[dict]:
+    """One summary per declaration (stream, provider, p_ts, p_csn) of ``tuples`` (Arrow
+    rows with those columns and ``seq``): its ``first`` and ``last`` seq, as the grouped
+    collect's ``groupBy`` gives them (null keys form groups of their own, null seqs are
+    skipped, a group of null seqs has none). Natively, in pyarrow: no Python per tuple."""
+    keys = [*CHANNEL, "p_ts", "p_csn"]
+    grouped = tuples.select([*keys, "seq"]).group_by(keys, use_threads=False)
+    spans = grouped.aggregate([("seq", "min"), ("seq", "max")])
+    return spans.rename_columns([*keys, "first", "last"]).to_pylist()
+
+
+def _read_sps(sp_table: pa.Table) -> Sps:
+    """The collected sps per channel in seq order, each read from its typed columns."""
+    names = [*CHANNEL, "seq", *(f"_ss_sp{i}" for i in range(len(SP_COLUMNS)))]
+    by_channel: dict[tuple, list[tuple[int, SecurityPunctuation | None]]] = defaultdict(list)
+    for stream, provider, seq, *fields in zip(
+        *(sp_table.column(n).to_pylist() for n in names), strict=True
+    ):
+        sp = sp_of_columns(stream, provider, seq, *fields)
+        by_channel[(stream, provider)].append((seq, sp))
+    return {Channel(*c): sorted(items, key=_first) for c, items in by_channel.items()}
 
 
 def gap_summaries(

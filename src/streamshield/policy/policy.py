@@ -74,9 +74,23 @@ class Policy:
 
     @cached_property
     def policy_id(self) -> str:
-        """Content hash of the sps' bodies: identical policies share one id (and one decision)."""
-        text = "\n".join(sorted(canonical_text(sp) for sp in self.sps))
-        return "p" + hashlib.sha256(text.encode()).hexdigest()[:15]
+        """Content hash of the sps' bodies: identical policies share one id (and one decision).
+
+        Remembered by the identity of the sps' body objects (:func:`_identity`): secure
+        ingest reads every sp of one wire body into the same pattern and restriction
+        objects (``wire.sp_of_columns``), so at one sp per tuple a body re-sent under a
+        new ts is not rendered and hashed again. The entry holds those objects, so their
+        identities cannot be reused by other objects while it lives; objects not shared
+        (bodies parsed apart) only miss the cache, never share an entry."""
+        key = tuple(_identity(sp) for sp in self.sps)
+        kept = _IDS.get(key)
+        if kept is not None:
+            return kept[1]
+        policy_id = content_id(self.sps)
+        if len(_IDS) >= _ID_LIMIT:
+            _IDS.clear()
+        _IDS[key] = (tuple((sp.ddp, sp.srp) for sp in self.sps), policy_id)
+        return policy_id
 
     @property
     def immutable(self) -> tuple[SecurityPunctuation, ...]:
@@ -85,6 +99,25 @@ class Policy:
     @property
     def mutable(self) -> tuple[SecurityPunctuation, ...]:
         return tuple(sp for sp in self.sps if not sp.immutable)
+
+
+def content_id(sps: Iterable[SecurityPunctuation]) -> str:
+    """The policy id of ``sps``: a hash of their bodies' canonical texts (not their ts or
+    sn), so a policy re-sent under a new ts keeps its id."""
+    text = "\n".join(sorted(canonical_text(sp) for sp in sps))
+    return "p" + hashlib.sha256(text.encode()).hexdigest()[:15]
+
+
+_ID_LIMIT = 65_536
+_IDS: dict[tuple, tuple[tuple, str]] = {}
+"""Policy ids by :func:`_identity` of their sps, with the objects that identity names."""
+
+
+def _identity(sp: SecurityPunctuation) -> tuple:
+    """What an sp's canonical text is a function of: its pattern and restriction objects
+    (frozen; by identity, which is cheap where equality would compare every pattern) and
+    its sign and immutability as the text renders them."""
+    return (id(sp.ddp), id(sp.srp), sp.sign, bool(sp.immutable))
 
 
 def match(sp: SecurityPunctuation, stream: str, tid: object) -> bool:
