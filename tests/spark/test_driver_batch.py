@@ -14,7 +14,7 @@ import pytest
 from streamshield.engine import driver_batch
 from streamshield.engine import ingest as ingest_module
 from streamshield.engine import ingest_job as ingest_job_module
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest, _decision_lookup
+from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest, _decision_entries
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
@@ -251,6 +251,6 @@ def test_each_fallback_labels_as_the_file_source(spark, tmp_path, monkeypatch) -
 
 def test_the_lookup_refuses_repeated_or_null_keys(spark) -> None:
     row = ("HeartRate", "p1", -(2**63), 2**63 - 1, 10, 1, "pass", "id", None, None, [1], 0, 0)
-    assert _decision_lookup([row]) is not None
-    assert _decision_lookup([row, row]) is None
-    assert _decision_lookup([(*row[:4], None, *row[5:])]) is None
+    assert _decision_entries([row]) is not None
+    assert _decision_entries([row, row]) is None
+    assert _decision_entries([(*row[:4], None, *row[5:])]) is None

@@ -173,6 +173,8 @@ class Ingest:
         self._summary: list[Column] | None = None
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
+        self._lookup: tuple[str, list[Column]] | None = None
+        self._flags: list[Column] | None = None
         """Columns that name columns only, built once rather than per batch (each is a
         few py4j calls; a small batch's planning is on its landing's way to the
         subscriber)."""
@@ -350,19 +352,23 @@ class Ingest:
             if guessed is None:
                 return None
             decisions, policies, channels = guessed
-            rows = _decision_rows(decisions, policies, {})
-            lookup = _decision_lookup(rows)
-            if lookup is None:
+            entries = _decision_entries(_decision_rows(decisions, policies, {}))
+            if entries is None:
                 return None
+            if self._lookup is None or self._lookup[0] != entries:
+                # built when the guessed decisions change, not per batch (py4j calls)
+                self._lookup = (entries, _looked_up(_lookup_map(entries)))
             streams = tuple(self.streams)
             known = batch.filter(F.col("stream").isin(list(streams)))
             elements = self._marked(known, states)
             on, columns = self._decision_cols or _decision_columns()
             self._decision_cols = (on, columns)
-            decided = elements.select("*", *_looked_up(lookup)).withColumns(columns)
-            flags = decided.select(
-                *CHANNEL, "seq", "is_sp", "reason", _missed().alias("_ss_missed")
-            )
+            decided = elements.select("*", *self._lookup[1]).withColumns(columns)
+            if self._flags is None:
+                self._flags = [*map(F.col, (*CHANNEL, "seq", "is_sp", "reason"))]
+                self._flags.append(_missed().alias("_ss_missed"))
+            flags = decided.select(*self._flags)
+            began = self.lap("guess (driver): plan", began)
             try:
                 table = driver_arrow(flags)
             except Exception as err:  # an expression failing on a row: the streaming frame
@@ -371,6 +377,7 @@ class Ingest:
             if table is None or pc.any(table.column("_ss_missed")).as_py():
                 log.info("small batch not as guessed on the driver: the streaming frame")
                 return None
+            began = self.lap("guess (driver): check", began)
             newest = {}
             for channel in channels:
                 mine = table.filter(
@@ -387,7 +394,7 @@ class Ingest:
                 passed = pc.sum(pc.equal(mine.column("reason"), PASS)).as_py() or 0
                 counts[stream] = (mine.num_rows, passed)
             frames = self._per_stream(decided, streams, policies, ~F.col("is_sp"), sort=False)
-            self.lap("guess (driver, no job)", began)
+            self.lap("guess (driver): label plan", began)
             return DriverGuess(frames, newest, counts)
 
     def _guessed_decisions(
@@ -821,13 +828,17 @@ def _of(channel: Channel) -> Column:
     return (F.col("stream") == channel.stream) & (F.col("provider") == channel.provider)
 
 
-def _decision_lookup(rows: list[tuple]) -> Column | None:
-    """The decision rows (``_DECISIONS``) as a map literal from their join key (channel,
+def _lookup_type() -> ArrayType:
+    key = _schema("s string, p string, t long, c long")
+    return ArrayType(StructType([StructField("k", key), StructField("v", _DECISIONS)]))
+
+
+def _decision_entries(rows: list[tuple]) -> str | None:
+    """The decision rows (``_DECISIONS``) as JSON entries from their join key (channel,
     declared ts and csn) to the whole row, for a guess, whose decisions are one per key;
     None when a key is repeated or has a NULL (the join would match otherwise than a
-    lookup: then the batch is not labelled on the driver). The literal is JSON text parsed
-    by Spark with the table's types (names and words never become SQL text)."""
-    key_type = _schema("s string, p string, t long, c long")
+    lookup: then the batch is not labelled on the driver)."""
+    key_type = _lookup_type().elementType["k"].dataType
     keys = [(r[0], r[1], r[4], r[5]) for r in rows]
     if len(set(keys)) != len(keys) or any(v is None for k in keys for v in k):
         return None
@@ -841,8 +852,13 @@ def _decision_lookup(rows: list[tuple]) -> Column | None:
         }
         for key, row in zip(keys, rows, strict=True)
     ]
-    kind = ArrayType(StructType([StructField("k", key_type), StructField("v", _DECISIONS)]))
-    return F.map_from_entries(F.from_json(F.lit(json.dumps(entries)), kind))
+    return json.dumps(entries)
+
+
+def _lookup_map(entries: str) -> Column:
+    """:func:`_decision_entries` as a map literal, parsed by Spark with the decision
+    table's types (names and words never become SQL text)."""
+    return F.map_from_entries(F.from_json(F.lit(entries), _lookup_type()))
 
 
 def _looked_up(lookup: Column) -> list[Column]:
