@@ -14,8 +14,15 @@ import pytest
 from streamshield.engine import driver_batch
 from streamshield.engine import ingest as ingest_module
 from streamshield.engine import ingest_job as ingest_job_module
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest, _decision_entries
+from streamshield.engine.ingest import (
+    _DECISIONS,
+    ELEMENT_SCHEMA,
+    Ingest,
+    _decision_entries,
+    _lookup_map,
+)
 from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.local_frames import local_frame
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
 from streamshield.policy.encoding import RoleCodec
@@ -254,3 +261,31 @@ def test_the_lookup_refuses_repeated_or_null_keys(spark) -> None:
     assert _decision_entries([row]) is not None
     assert _decision_entries([row, row]) is None
     assert _decision_entries([(*row[:4], None, *row[5:])]) is None
+
+
+def test_the_lookup_holds_the_decision_table_row_exactly(spark) -> None:
+    """The map literal's row equals the decision table's (the join's) row, rules with
+    every pattern kind, infinities, quotes and non-ASCII text included."""
+    from pyspark.sql import functions as F
+
+    rules = [
+        (0, None, None, None, None, None, None, None, [1, -1, 2**63 - 1]),
+        (1, 0.1, None, None, None, None, None, None, [-(2**63)]),
+        (2, None, 'a"b\\c\u00e4', None, None, None, None, None, [0]),
+        (3, None, None, [1.5, 1e300], ["x", "\u20ac"], None, None, None, [3]),
+        (4, None, None, None, None, float("-inf"), float("inf"), None, [4]),
+        (5, None, None, None, None, None, None, "^a(?>.*?b).*c$", [5]),
+    ]
+    row = ("H", "p\u00e4", -(2**63), 2**63 - 1, 10, 1, "pass", "id", 7, rules, [1, 2], 0, 3)
+    entries = _decision_entries([row])
+    assert entries is not None
+    key = F.struct(
+        F.lit("H").alias("s"),
+        F.lit("p\u00e4").alias("p"),
+        F.lit(10).cast("long").alias("t"),
+        F.lit(1).cast("long").alias("c"),
+    )
+    looked = spark.range(1).select(F.try_element_at(_lookup_map(entries), key).alias("d"))
+    got = looked.select("d.*").collect()[0].asDict(recursive=True)
+    table = local_frame(spark, [row], _DECISIONS).collect()[0].asDict(recursive=True)
+    assert got == table

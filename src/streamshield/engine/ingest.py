@@ -857,8 +857,11 @@ def _decision_entries(rows: list[tuple]) -> str | None:
 
 def _lookup_map(entries: str) -> Column:
     """:func:`_decision_entries` as a map literal, parsed by Spark with the decision
-    table's types (names and words never become SQL text)."""
-    return F.map_from_entries(F.from_json(F.lit(entries), _lookup_type()))
+    table's types (names and words never become SQL text). FAILFAST: a value that would
+    not parse as its type fails the driver's evaluation (the streaming frame is labelled
+    instead) rather than becoming a NULL."""
+    parsed = F.from_json(F.lit(entries), _lookup_type(), {"mode": "FAILFAST"})
+    return F.map_from_entries(parsed)
 
 
 def _looked_up(lookup: Column) -> list[Column]:
