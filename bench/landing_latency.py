@@ -29,10 +29,10 @@ seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
 ``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
-[--no-guess] [--no-ingest-on-driver] [--driven | --no-driven] [--at-marker]`` prints it;
+[--no-guess] [--ingest-on-driver] [--driven | --no-driven] [--at-marker]`` prints it;
 ``--push`` switches on the network's push (off by default: it measured no gain),
-``--no-guess`` switches off ingest's one-pass guess, ``--no-ingest-on-driver`` the small
-batch read and labelled on the driver (``IngestJob.on_driver``, session 22), ``--driven``
+``--no-guess`` switches off ingest's one-pass guess, ``--ingest-on-driver`` switches on the
+small batch read and labelled on the driver (``IngestJob.on_driver``, session 22), ``--driven``
 / ``--no-driven`` the scan driven by ingest's commits (engine/driven_scan.py; the server's
 ``driven_scan`` setting), ``--at-marker`` tells the
 readers of a batch at its marker rather than when ingest's micro-batch returns
@@ -274,9 +274,9 @@ def main() -> None:
     parser.add_argument("--push", action="store_true", help="SharedNetwork.push on")
     parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
     parser.add_argument(
-        "--no-ingest-on-driver",
+        "--ingest-on-driver",
         action="store_true",
-        help="IngestJob.on_driver off (a small batch read by the streaming query's job)",
+        help="IngestJob.on_driver on (a small batch read and labelled on the driver, no job)",
     )
     parser.add_argument(
         "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
@@ -297,7 +297,7 @@ def main() -> None:
         CqlService.driven_scan = args.driven
     IngestJob.guess = not args.no_guess
     IngestJob.hold = not args.at_marker
-    IngestJob.on_driver = not args.no_ingest_on_driver
+    IngestJob.on_driver = args.ingest_on_driver
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

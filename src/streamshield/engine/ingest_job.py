@@ -45,11 +45,13 @@ class IngestJob:
     """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
     every batch by the passes (``bench.landing_latency --no-guess`` measures both)."""
 
-    on_driver = True
+    on_driver = False
     """A small batch (landed bytes <= SMALL_BYTES) guessed with its files read on the
     driver and parsed by Spark's ``from_json`` (engine/driver_batch.py), so that the guess,
     its check and the write run no Spark job; off: the streaming query's frame, read by a
-    job (``bench.landing_latency --no-ingest-on-driver`` measures both)."""
+    job (``bench.landing_latency --ingest-on-driver`` measures both). Off by default: it
+    passes its conformance tests, but on a quiet machine its driver evaluation cost
+    more than the jobs it removes (docs/results.md, session 22)."""
 
     hold = True
     """Readers in this process are told of a batch when its micro-batch returns, not at
