@@ -29,10 +29,12 @@ seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
 ``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
-[--no-guess] [--driven | --no-driven] [--at-marker]`` prints it; ``--push`` switches on
-the network's push (off by default: it measured no gain), ``--no-guess`` switches off
-ingest's one-pass guess, ``--driven`` / ``--no-driven`` the scan driven by ingest's commits
-(engine/driven_scan.py; the server's ``driven_scan`` setting), ``--at-marker`` tells the
+[--no-guess] [--ingest-on-driver] [--driven | --no-driven] [--at-marker]`` prints it;
+``--push`` switches on the network's push (off by default: it measured no gain),
+``--no-guess`` switches off ingest's one-pass guess, ``--ingest-on-driver`` switches on the
+small batch read and labelled on the driver (``IngestJob.on_driver``, session 22), ``--driven``
+/ ``--no-driven`` the scan driven by ingest's commits (engine/driven_scan.py; the server's
+``driven_scan`` setting), ``--at-marker`` tells the
 readers of a batch at its marker rather than when ingest's micro-batch returns
 (``IngestJob.hold``, session 20), to measure each apart.
 With the driven scan, the query batch stages are its micro-batch's (``latestOffset``:
@@ -165,6 +167,7 @@ def measure(
         "push": SharedNetwork.push,
         "guess": IngestJob.guess,
         "hold": IngestJob.hold,
+        "ingest_on_driver": getattr(IngestJob, "on_driver", None),
         "driven_scan": CqlService.driven_scan,
         "pass_on_driver": getattr(SharedNetwork, "on_driver", None),
         "jobs_per_round": jobs,
@@ -271,6 +274,11 @@ def main() -> None:
     parser.add_argument("--push", action="store_true", help="SharedNetwork.push on")
     parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
     parser.add_argument(
+        "--ingest-on-driver",
+        action="store_true",
+        help="IngestJob.on_driver on (a small batch read and labelled on the driver, no job)",
+    )
+    parser.add_argument(
         "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
     )
     parser.add_argument(
@@ -289,6 +297,7 @@ def main() -> None:
         CqlService.driven_scan = args.driven
     IngestJob.guess = not args.no_guess
     IngestJob.hold = not args.at_marker
+    IngestJob.on_driver = args.ingest_on_driver
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

@@ -36,6 +36,7 @@ rows they would have written (the same decisions, from the same tracker).
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import threading
 import time
@@ -61,11 +62,12 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
+from streamshield.engine.driver_rows import driver_arrow
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.levels import assigned_level
-from streamshield.engine.local_frames import local_frame
+from streamshield.engine.local_frames import _as_python, local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.scan_summary import HI, LO, with_scan_summary
+from streamshield.engine.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import sp_of_columns
 from streamshield.policy import patterns
@@ -177,6 +179,8 @@ class Ingest:
         self._summary: list[Column] | None = None
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
+        self._lookup: tuple[str, list[Column]] | None = None
+        self._flags: list[Column] | None = None
         """Columns that name columns only, built once rather than per batch (each is a
         few py4j calls; a small batch's planning is on its landing's way to the
         subscriber)."""
@@ -265,6 +269,7 @@ class Ingest:
         streams: tuple[str, ...],
         policies: Compiled,
         where: Column | None = None,
+        sort: bool = True,
     ) -> dict[str, DataFrame]:
         """Each stream's labelled rows (``where``: of those rows of ``decided`` only),
         with its level words and scan summaries.
@@ -283,7 +288,7 @@ class Ingest:
             rows = decided.filter(mine if where is None else where & mine)
             if per_tuple:
                 labelled = self._label(rows, stream, per_tuple, level=level)
-                out[stream] = self._summarised(labelled, stream)
+                out[stream] = self._summarised(labelled, stream, sort)
             else:
                 # the rows then carry the stored words only, not every word of their
                 # policy (192 at 500 roles), into the sort
@@ -295,7 +300,7 @@ class Ingest:
                     unstored=frozenset(self._unstored(stream, policies)),
                     level=level,
                 )
-                out[stream] = labelled.sortWithinPartitions(LO)
+                out[stream] = labelled.sortWithinPartitions(LO) if sort else labelled
         return out
 
     def _unstored(self, stream: str, policies: Compiled) -> list[str]:
@@ -320,6 +325,93 @@ class Ingest:
     def _guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
         self.passes = {}
         began = time.perf_counter()
+        guessed = self._guessed_decisions(states)
+        if guessed is None:
+            return None
+        decisions, policies, channels = guessed
+        streams = tuple(self.streams)
+        known = batch.filter(F.col("stream").isin(list(streams)))
+        elements = self._marked(known, states)
+        decided = self._join_decisions(elements, decisions, policies, {})
+        newest = [
+            F.max(F.when(_of(c), F.col("seq"))).alias(f"_ss_newest{i}")
+            for i, c in enumerate(channels)
+        ]
+        observation = Observation()
+        decided = decided.observe(observation, F.count_if(_missed()).alias("_ss_missed"), *newest)
+        frames = self._per_stream(decided, streams, policies, where=~F.col("is_sp"))
+        self.lap("guess (driver)", began)
+        return Guess(frames, observation, channels)
+
+    def guess_on_driver(
+        self, batch: DataFrame, states: dict[Channel, ChannelState]
+    ) -> DriverGuess | None:
+        """:meth:`guess_batch` for a ``batch`` over a local relation (engine/driver_batch.py),
+        computed on the driver with no Spark job: the decisions are looked up by a map
+        literal rather than joined (a join does not fold into a local relation), the guess
+        is checked before anything is written, from per-element flags of the same
+        expressions (no observation: it does not fold either), and each stream's rows are
+        left unsorted for the driver's write to sort (small_writes). None: nothing to
+        guess from, a wrong guess, or a plan that does not fold (then the batch takes the
+        streaming query's own frame, as before); ``states`` is not touched."""
+        with self._layout_lock, gc_paused():
+            self.passes = {}
+            began = time.perf_counter()
+            guessed = self._guessed_decisions(states)
+            if guessed is None:
+                return None
+            decisions, policies, channels = guessed
+            entries = _decision_entries(_decision_rows(decisions, policies, {}))
+            if entries is None:
+                return None
+            if self._lookup is None or self._lookup[0] != entries:
+                # built when the guessed decisions change, not per batch (py4j calls)
+                self._lookup = (entries, _looked_up(_lookup_map(entries)))
+            streams = tuple(self.streams)
+            known = batch.filter(F.col("stream").isin(list(streams)))
+            elements = self._marked(known, states)
+            on, columns = self._decision_cols or _decision_columns()
+            self._decision_cols = (on, columns)
+            decided = elements.select("*", *self._lookup[1]).withColumns(columns)
+            if self._flags is None:
+                self._flags = [*map(F.col, (*CHANNEL, "seq", "is_sp", "reason"))]
+                self._flags.append(_missed().alias("_ss_missed"))
+            flags = decided.select(*self._flags)
+            began = self.lap("guess (driver): plan", began)
+            try:
+                table = driver_arrow(flags)
+            except Exception as err:  # an expression failing on a row: the streaming frame
+                log.debug("small batch not guessed on the driver (%s)", type(err).__name__)
+                return None
+            if table is None or pc.any(table.column("_ss_missed")).as_py():
+                log.info("small batch not as guessed on the driver: the streaming frame")
+                return None
+            began = self.lap("guess (driver): check", began)
+            newest = {}
+            for channel in channels:
+                mine = table.filter(
+                    pc.and_(
+                        pc.equal(table.column("stream"), channel.stream),
+                        pc.equal(table.column("provider"), channel.provider),
+                    )
+                )
+                newest[channel] = pc.max(mine.column("seq")).as_py()
+            tuples = table.filter(pc.invert(table.column("is_sp")))
+            counts = {}
+            for stream in streams:
+                mine = tuples.filter(pc.equal(tuples.column("stream"), stream))
+                passed = pc.sum(pc.equal(mine.column("reason"), PASS)).as_py() or 0
+                counts[stream] = (mine.num_rows, passed)
+            frames = self._per_stream(decided, streams, policies, ~F.col("is_sp"), sort=False)
+            self.lap("guess (driver): label plan", began)
+            return DriverGuess(frames, newest, counts)
+
+    def _guessed_decisions(
+        self, states: dict[Channel, ChannelState]
+    ) -> tuple[list[tuple], Compiled, list[Channel]] | None:
+        """The guess's decisions (each declaration that passed last time and passes again
+        without changing its tracker), their compiled policies and channels; None when
+        nothing is guessed. The guessed policies are saved to the registry."""
         expected = sorted(c for c in self._passed if c in states)[:GUESSED_CHANNELS]
         decisions: list[tuple] = []
         policies: Compiled = {}
@@ -342,30 +434,15 @@ class Ingest:
         if self.registry is not None:
             self.registry.save(self._in_force.values())
         self._in_force.clear()
-        streams = tuple(self.streams)
-        known = batch.filter(F.col("stream").isin(list(streams)))
-        elements = self._marked(known, states)
-        decided = self._join_decisions(elements, decisions, policies, {})
-        guessed = ~F.col("is_sp") & ~F.col("late") & F.col("d_reason").isNotNull()
-        missed = ~F.coalesce(guessed, F.lit(False))  # unknown (a NULL) is a miss
-        newest = [
-            F.max(
-                F.when(
-                    (F.col("stream") == c.stream) & (F.col("provider") == c.provider), F.col("seq")
-                )
-            ).alias(f"_ss_newest{i}")
-            for i, c in enumerate(channels)
-        ]
-        observation = Observation()
-        decided = decided.observe(observation, F.count_if(missed).alias("_ss_missed"), *newest)
-        frames = self._per_stream(decided, streams, policies, where=~F.col("is_sp"))
-        self.lap("guess (driver)", began)
-        return Guess(frames, observation, channels)
+        return decisions, policies, channels
 
-    def _summarised(self, labelled: DataFrame, stream: str) -> DataFrame:
+    def _summarised(self, labelled: DataFrame, stream: str, sort: bool = True) -> DataFrame:
         """The scan summaries computed from each row's label words, each file sorted by
         them (scan_summary): only for a stream with a policy naming tuple ids, whose words
-        differ per tuple; every other stream's rows take their policy's summary."""
+        differ per tuple; every other stream's rows take their policy's summary.
+        ``sort`` off: left to the driver's write (a sort does not fold, driver_rows)."""
+        if not sort:
+            return labelled.select("*", *summary_columns(self.codec.block_width))
         return with_scan_summary(labelled, self.codec.block_width)
 
     def lap(self, name: str, began: float) -> float:
@@ -749,6 +826,87 @@ class Guess:
             if newest is not None:
                 state = states[channel]
                 state.last_seq = max(state.last_seq, int(newest))
+
+
+@dataclass
+class DriverGuess:
+    """A batch labelled in one pass on a guess already checked on the driver
+    (:meth:`Ingest.guess_on_driver`): nothing is left to observe."""
+
+    frames: dict[str, DataFrame]
+    newest: dict[Channel, int | None]
+    """Each guessed channel's newest seq in the batch (None: none of its elements)."""
+    counts: dict[str, tuple[int, int]]
+    """Per stream: (tuples, tuples that passed), what ``IngestJob._write`` observes."""
+
+    def advance(self, states: dict[Channel, ChannelState]) -> None:
+        """As :meth:`Guess.advance`."""
+        for channel, newest in self.newest.items():
+            if newest is not None:
+                state = states[channel]
+                state.last_seq = max(state.last_seq, int(newest))
+
+
+def _missed() -> Column:
+    """An element outside the guess: an sp, a late tuple, a tuple of no guessed
+    declaration; unknown (a NULL) is a miss."""
+    guessed = ~F.col("is_sp") & ~F.col("late") & F.col("d_reason").isNotNull()
+    return ~F.coalesce(guessed, F.lit(False))
+
+
+def _of(channel: Channel) -> Column:
+    return (F.col("stream") == channel.stream) & (F.col("provider") == channel.provider)
+
+
+def _lookup_type() -> ArrayType:
+    key = _schema("s string, p string, t long, c long")
+    return ArrayType(StructType([StructField("k", key), StructField("v", _DECISIONS)]))
+
+
+def _decision_entries(rows: list[tuple]) -> str | None:
+    """The decision rows (``_DECISIONS``) as JSON entries from their join key (channel,
+    declared ts and csn) to the whole row, for a guess, whose decisions are one per key;
+    None when a key is repeated or has a NULL (the join would match otherwise than a
+    lookup: then the batch is not labelled on the driver)."""
+    key_type = _lookup_type().elementType["k"].dataType
+    keys = [(r[0], r[1], r[4], r[5]) for r in rows]
+    if len(set(keys)) != len(keys) or any(v is None for k in keys for v in k):
+        return None
+    entries = [
+        {
+            "k": dict(zip(key_type.names, key, strict=True)),
+            "v": {
+                f.name: _as_python(value, f.dataType)
+                for f, value in zip(_DECISIONS.fields, row, strict=True)
+            },
+        }
+        for key, row in zip(keys, rows, strict=True)
+    ]
+    return json.dumps(entries)
+
+
+def _lookup_map(entries: str) -> Column:
+    """:func:`_decision_entries` as a map literal, parsed by Spark with the decision
+    table's types (names and words never become SQL text). FAILFAST: a value that would
+    not parse as its type fails the driver's evaluation (the streaming frame is labelled
+    instead) rather than becoming a NULL."""
+    parsed = F.from_json(F.lit(entries), _lookup_type(), {"mode": "FAILFAST"})
+    return F.map_from_entries(parsed)
+
+
+def _looked_up(lookup: Column) -> list[Column]:
+    """The ``_DECISIONS`` columns of each element's decision, as :meth:`Ingest._join_decisions`'
+    left join gives them: NULL unless the key is found and the seq lies in its gap."""
+    key = F.struct(
+        F.col("stream").alias("s"),
+        F.col("provider").alias("p"),
+        F.col("p_ts").alias("t"),
+        F.col("p_csn").alias("c"),
+    )
+    found = F.try_element_at(lookup, key)
+    inside = (F.col("seq") > found["_ss_d_after"]) & (F.col("seq") < found["_ss_d_before"])
+    matched = F.coalesce(found.isNotNull() & inside, F.lit(False))
+    return [F.when(matched, found[f.name]).alias(f.name) for f in _DECISIONS.fields]
 
 
 def _decision_columns() -> tuple[Column, dict[str, Column]]:

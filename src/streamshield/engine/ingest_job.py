@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamshield.engine import ingest_consistency
+from streamshield.engine import driver_batch, ingest_consistency
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
@@ -44,6 +44,14 @@ class IngestJob:
     guess = True
     """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
     every batch by the passes (``bench.landing_latency --no-guess`` measures both)."""
+
+    on_driver = False
+    """A small batch (landed bytes <= SMALL_BYTES) guessed with its files read on the
+    driver and parsed by Spark's ``from_json`` (engine/driver_batch.py), so that the guess,
+    its check and the write run no Spark job; off: the streaming query's frame, read by a
+    job (``bench.landing_latency --ingest-on-driver`` measures both). Off by default: it
+    passes its conformance tests, but on a quiet machine its driver evaluation cost
+    more than the jobs it removes (docs/results.md, session 22)."""
 
     hold = True
     """Readers in this process are told of a batch when its micro-batch returns, not at
@@ -107,7 +115,9 @@ class IngestJob:
         try:
             began = time.perf_counter()
             landed = self._landed(batch_id)
-            written = self._guessed(batch, batch_id, states, landed)
+            written = self._on_driver(batch_id, states, landed)
+            if written is None:
+                written = self._guessed(batch, batch_id, states, landed)
             if written is None:  # no guess, or a wrong one: the passes label the batch
                 guessing = time.perf_counter() - began
                 frames = self.ingest.label_batch(batch, states)
@@ -144,6 +154,35 @@ class IngestJob:
         guess.advance(states)
         return written
 
+    def _on_driver(
+        self, batch_id: int, states: dict[Channel, ChannelState], landed: int
+    ) -> dict[str, Observation | tuple[int, int] | None] | None:
+        """The small batch guessed and written with no Spark job (Ingest.guess_on_driver),
+        or None (not small, not read on the driver, no guess or a wrong one: nothing was
+        written, ``states`` untouched, and the batch goes the way it always went)."""
+        streams = tuple(self.ingest.streams)
+        if not (self.on_driver and self.guess and landed <= SMALL_BYTES):
+            return None
+        files = SourceLog(self.checkpoint).files(batch_id)
+        if files is None or not self.store.untouched(batch_id, streams):
+            return None
+        read = driver_batch.elements(self.ingest.spark, files)
+        if read is None:
+            return None
+        elements, rows = read
+        guess = self.ingest.guess_on_driver(elements, states)
+        if guess is None:
+            return None
+        began = time.perf_counter()
+        written = self.store.write_batch(batch_id, guess.frames, None, True)
+        self.ingest.lap("label+write", began)
+        if written is None:  # never: no check refuses it
+            return None
+        guess.advance(states)
+        driver_batch.count_read(self.ingest.spark, rows)
+        counted = self.on_counts is not None
+        return {s: guess.counts[s] if counted else None for s in written}
+
     def _landed(self, batch_id: int) -> int:
         """The bytes batch ``batch_id`` reads from the landing zone, counted up to just
         past GUESS_BYTES (past it when its checkpoint cannot say)."""
@@ -173,17 +212,20 @@ class IngestJob:
         self.ingest.lap("label+write", began)
         return None if written is None else {s: observed.get(s) for s in written}
 
-    def _report(self, observed: dict[str, Observation | None]) -> None:
+    def _report(self, observed: dict[str, Observation | tuple[int, int] | None]) -> None:
         """Only for streams whose rows were written: an observation of a frame no action
-        ran on would wait forever."""
+        ran on would wait forever. (tuples, accepted): counted on the driver."""
         if self.on_counts is None:
             return
         for stream, observation in observed.items():
             if observation is None:
                 continue
             try:
-                counts = observation.get
-                tuples, accepted = int(counts["tuples"]), int(counts["accepted"])
+                if isinstance(observation, tuple):
+                    tuples, accepted = observation
+                else:
+                    counts = observation.get
+                    tuples, accepted = int(counts["tuples"]), int(counts["accepted"])
                 self.on_counts(stream, accepted, tuples - accepted)
             except Exception as err:  # counting must never stop ingest
                 log.warning("ingest counts of %s unavailable (%s)", stream, type(err).__name__)
