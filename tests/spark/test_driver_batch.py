@@ -170,13 +170,15 @@ def job_ids(spark) -> set[int]:
     return {int(jobs.apply(i).jobId()) for i in range(jobs.size())}
 
 
-def both(spark, tmp_path, files, monkeypatch) -> tuple[Ran, Ran]:
-    """``files`` through the driver path and through the streaming frame only; asserts
-    they labelled, decided and counted alike."""
+def both(spark, tmp_path, files, monkeypatch, streaming: Ran | None = None) -> tuple[Ran, Ran]:
+    """``files`` through the driver path and through the streaming frame only (or
+    ``streaming``, a run of the same files taken before); asserts they labelled, decided
+    and counted alike."""
     monkeypatch.setattr(IngestJob, "on_driver", True)
     driver = Ran(spark, tmp_path / "driver", files, monkeypatch)
-    monkeypatch.setattr(IngestJob, "on_driver", False)
-    streaming = Ran(spark, tmp_path / "streaming", files, monkeypatch)
+    if streaming is None:
+        monkeypatch.setattr(IngestJob, "on_driver", False)
+        streaming = Ran(spark, tmp_path / "streaming", files, monkeypatch)
     assert stored(spark, driver.job) == stored(spark, streaming.job)
     assert driver.job.state.load(len(files)) == streaming.job.state.load(len(files))
     assert driver.counts == streaming.counts
@@ -240,11 +242,11 @@ def test_each_fallback_labels_as_the_file_source(spark, tmp_path, monkeypatch) -
     driver, and decisions the lookup cannot hold all go the old way, to the same result."""
     files = feed(HARMLESS)[:3]
     monkeypatch.setattr(ingest_job_module, "SMALL_BYTES", 10)
-    driver, _ = both(spark, tmp_path / "large", files, monkeypatch)
+    driver, streaming = both(spark, tmp_path / "large", files, monkeypatch)
     assert [d for d, _ in driver.driver] == [False] * 3
     monkeypatch.undo()
     monkeypatch.setattr(ingest_module, "driver_arrow", lambda frame: None)
-    driver, _ = both(spark, tmp_path / "unfolded", files, monkeypatch)
+    driver, _ = both(spark, tmp_path / "unfolded", files, monkeypatch, streaming)
     assert [d for d, _ in driver.driver] == [False] * 3
     monkeypatch.undo()
 
@@ -252,7 +254,7 @@ def test_each_fallback_labels_as_the_file_source(spark, tmp_path, monkeypatch) -
         raise RuntimeError("an expression failed on a row")
 
     monkeypatch.setattr(ingest_module, "driver_arrow", failing)
-    driver, _ = both(spark, tmp_path / "failing", files, monkeypatch)
+    driver, _ = both(spark, tmp_path / "failing", files, monkeypatch, streaming)
     assert [d for d, _ in driver.driver] == [False] * 3
 
 
