@@ -1,16 +1,16 @@
-"""Crash at any point, short mode of ``bench/crash.py`` (the documented mode is
+"""Crash at any point on SQLite, short mode of ``bench/crash.py`` (the documented mode is
 ``python -m bench.crash --kills 60 --db sqlite|postgresql``): the real server is SIGKILLed
 at chosen crash points, restarted, and the whole history is checked after each kill:
 every acknowledged tuple landed and labelled once under its policy, every output row
 stored once, a subscriber resuming from its last batch got each row once, a recipient
-the policy does not name got nothing, and the catalog agrees with the definitions."""
+the policy does not name got nothing, and the catalog agrees with the definitions.
+PostgreSQL's kill is in test_crash_postgresql.py: a file each, so that the suite's two
+workers (``--dist loadfile``) can run them side by side."""
 
 from __future__ import annotations
 
 import pytest
 from bench.crash import run
-
-from tests.db.conftest import pg_url  # noqa: F401  (the session's PostgreSQL)
 
 pytestmark = pytest.mark.spark
 
@@ -20,9 +20,12 @@ place before Spark committed it, a batch delivered and not yet stored (the repla
 its branch switched off and never stored it): the windows where a bug was found or is
 likeliest. The first is one set-up never passes, so the set-up's server is armed for
 it and kept (one server start fewer: ``bench.crash.Harness.set_up``)."""
+SUITE_POINTS = [SQLITE_POINTS[0], SQLITE_POINTS[3]]
+"""The suite's share: ingest's and delivery's windows, a kill each (a server restart,
+about a minute on the shared machine). Every point runs in long mode."""
 
 
-def _assert_survived(report: dict, points: list[str]) -> None:
+def assert_survived(report: dict, points: list[str]) -> None:
     assert report["violations"] == []
     assert report["kills"] == len(points) and report["survived"] == len(points)
     for point in points:  # each named point was really reached, not a fallback kill
@@ -32,14 +35,14 @@ def _assert_survived(report: dict, points: list[str]) -> None:
     assert delivered["bob:g"] == delivered["bob:q"] == 0
 
 
-def test_kills_at_crash_points_on_sqlite() -> None:
-    report = run(len(SQLITE_POINTS), "sqlite", points=SQLITE_POINTS, log=print)
+@pytest.mark.parametrize(
+    "points",
+    [
+        pytest.param(SUITE_POINTS, id="suite"),
+        pytest.param(SQLITE_POINTS, id="every", marks=pytest.mark.long),
+    ],
+)
+def test_kills_at_crash_points_on_sqlite(points: list[str]) -> None:
+    report = run(len(points), "sqlite", points=points, log=print)
     print(report)
-    _assert_survived(report, SQLITE_POINTS)
-
-
-def test_a_kill_while_landing_on_postgresql(pg_url) -> None:  # noqa: F811
-    points = ["landing.before_seq"]
-    report = run(len(points), "postgresql", points=points, pg_url=pg_url, log=print)
-    print(report)
-    _assert_survived(report, points)
+    assert_survived(report, points)

@@ -10,7 +10,7 @@ applications that resume where they were, and stopping a level's last query stop
 application while the other level's runs on.
 
 It starts four driver JVMs besides the server's (two levels, twice), too long for the
-suite's budget: it runs with ``STREAMSHIELD_LEVEL_APPLICATIONS_TEST=1`` (docs/chinese-wall.md
+suite's budget: it runs in long mode, ``STREAMSHIELD_LONG_TESTS=1`` (docs/chinese-wall.md
 has its times); tests/unit/test_application_query.py checks the routing in the suite,
 against a stand-in driver.
 """
@@ -28,14 +28,7 @@ from tests.server.conftest import Subscriber, poll, serve_root, start_server, st
 from tests.server.conftest import ok as _ok
 from tests.server.test_level_queries import SQL, _log, _send, _session, define_levels
 
-RUN = "STREAMSHIELD_LEVEL_APPLICATIONS_TEST"
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.skipif(
-        not os.environ.get(RUN),
-        reason=f"four driver JVM starts (over a minute even at a low load): set {RUN}=1",
-    ),
-]
+pytestmark = [pytest.mark.spark, pytest.mark.long]  # four driver JVM starts
 
 USERS = {
     "chief": ["ADMIN"],

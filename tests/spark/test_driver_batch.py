@@ -229,6 +229,7 @@ def test_the_driver_labels_what_the_file_source_labels_and_runs_no_job(
             assert driver.read[batch] == streaming.read[batch] >= elements
 
 
+@pytest.mark.long  # the path is off by default (IngestJob.on_driver): turning it on needs this
 def test_hostile_lines_label_as_the_file_source_labels(spark, tmp_path, monkeypatch) -> None:
     files = feed(HOSTILE)
     files.append(b"\n".join(HOSTILE.values()) + b"\n")  # every hostile line in one batch
