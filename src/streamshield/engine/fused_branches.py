@@ -57,6 +57,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.secured_view import SecuredProjection
 
 COMMON, MASKED, FLAG = "common", "masked", "flag"
@@ -194,7 +195,7 @@ class FusedPass:
     specs: Mapping[str, Mapping[str, Any]]
     """Per branch (its slot), how its rows are rebuilt (JSON: it is stored in links)."""
     _java: dict[str, Any] = field(default_factory=dict, repr=False)
-    _rebuilt: dict[str, tuple[Column, list[Column], list[Column]]] = field(
+    _rebuilt: dict[str, tuple[Column, HeldColumns, HeldColumns]] = field(
         default_factory=dict, repr=False
     )
     _outputs: dict[tuple[str, int], _Output] = field(default_factory=dict, repr=False)
@@ -249,9 +250,11 @@ class FusedPass:
         """One branch's rows of :meth:`over` (or of its stored copy), as its own plan
         would output them (its columns built on first use, then reused)."""
         if slot not in self._rebuilt:
-            self._rebuilt[slot] = _rebuild_columns(self.specs[slot])
-        taken, view, items = self._rebuilt[slot]
-        return wide.filter(taken).select(*view).select(*items)
+            taken, view, items = _rebuild_columns(self.specs[slot])
+            # held in the JVM: each batch's two selects are a Py4J call each
+            self._rebuilt[slot] = (taken, HeldColumns(view), HeldColumns(items))
+        taken, held_view, held_items = self._rebuilt[slot]
+        return held_items.select(held_view.select(wide.filter(taken)))
 
     def alike(self, slots: Sequence[str]) -> dict[str, str]:
         """Each of ``slots`` to the first of them whose rows are the same as its own (an

@@ -63,7 +63,9 @@ from pyspark.sql.types import (
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.driver_rows import driver_arrow
+from streamshield.engine.driver_rows import local_frame as local_frame_of
 from streamshield.engine.gc_pause import gc_paused
+from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.levels import assigned_level
 from streamshield.engine.local_frames import _as_python, local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -177,6 +179,9 @@ class Ingest:
         self._compiled: dict[tuple, Body | None] = {}
         """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
         self._summary: list[Column] | None = None
+        self._held_label: dict[tuple, tuple[list[Column], HeldColumns, HeldColumns]] = {}
+        """:meth:`_label`'s two projections per stream, fold, summary and unstored words,
+        held in the JVM (engine/held_columns.py), with the cached list they came from."""
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
         self._lookup: tuple[str, list[Column]] | None = None
@@ -351,9 +356,13 @@ class Ingest:
         literal rather than joined (a join does not fold into a local relation), the guess
         is checked before anything is written, from per-element flags of the same
         expressions (no observation: it does not fold either), and each stream's rows are
-        left unsorted for the driver's write to sort (small_writes). None: nothing to
-        guess from, a wrong guess, or a plan that does not fold (then the batch takes the
-        streaming query's own frame, as before); ``states`` is not touched."""
+        left unsorted for the driver's write to sort (small_writes). The elements are
+        parsed, looked up and flagged once, into an Arrow table the check reads; the
+        labelling runs over that table as a local relation (``driver_rows.local_frame``),
+        not over the lines parsed again (session 22 parsed them twice: its driver path was
+        slower than the jobs it removed). None: nothing to guess from, a wrong guess, or
+        a plan that does not fold (then the batch takes the streaming query's own frame,
+        as before); ``states`` is not touched."""
         with self._layout_lock, gc_paused():
             self.passes = {}
             began = time.perf_counter()
@@ -374,12 +383,12 @@ class Ingest:
             self._decision_cols = (on, columns)
             decided = elements.select("*", *self._lookup[1]).withColumns(columns)
             if self._flags is None:
-                self._flags = [*map(F.col, (*CHANNEL, "seq", "is_sp", "reason"))]
-                self._flags.append(_missed().alias("_ss_missed"))
-            flags = decided.select(*self._flags)
+                self._flags = [F.col("*"), _missed().alias("_ss_missed")]
             began = self.lap("guess (driver): plan", began)
             try:
-                table = driver_arrow(flags)
+                # parsed, looked up and flagged once: the check reads the flags and the
+                # labelling runs over these rows, not over the lines parsed again
+                table = driver_arrow(decided.select(*self._flags))
             except Exception as err:  # an expression failing on a row: the streaming frame
                 log.debug("small batch not guessed on the driver (%s)", type(err).__name__)
                 return None
@@ -387,6 +396,11 @@ class Ingest:
                 log.info("small batch not as guessed on the driver: the streaming frame")
                 return None
             began = self.lap("guess (driver): check", began)
+            rows = local_frame_of(decided, table.drop_columns(["_ss_missed"]))
+            if rows is None:  # Spark would not make them a local relation: the stream
+                return None
+            decided = rows
+            began = self.lap("guess (driver): rows", began)
             newest = {}
             for channel in channels:
                 mine = table.filter(
@@ -746,13 +760,25 @@ class Ingest:
         ``unstored``: label columns left out; ``level``: the level words, last.
         """
         first, second, label = self._label_columns(stream, per_tuple)
+        key = (stream, per_tuple, summary, unstored)
+        held = self._held_label.get(key) if not level else None
+        if held is not None and held[0] is first:
+            # the same projections as the last batch's: held in the JVM, a call each
+            return held[2].select(held[1].select(decided))
         words = [column for name, column in label if name not in unstored]
         if not summary:
-            return decided.select(*first).select(*second, *words, *level)
-        kept = [F.col(name) for name in SUMMARY_NAMES]
-        if self._summary is None:  # built once: they name columns only
-            self._summary = _decided_summary()
-        return decided.select(*first, *self._summary).select(*second, *words, *kept, *level)
+            one, two = list(first), [*second, *words]
+        else:
+            if self._summary is None:  # built once: they name columns only
+                self._summary = _decided_summary()
+            one = [*first, *self._summary]
+            two = [*second, *words, *(F.col(name) for name in SUMMARY_NAMES)]
+        if level:  # a batch's own level words: not held
+            return decided.select(*one).select(*two, *level)
+        if len(self._held_label) >= 256:  # streams and policies come and go
+            self._held_label.clear()
+        self._held_label[key] = (first, HeldColumns(one), HeldColumns(two))
+        return self._held_label[key][2].select(self._held_label[key][1].select(decided))
 
     def _label_columns(
         self, stream: str, per_tuple: bool

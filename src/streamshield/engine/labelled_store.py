@@ -49,6 +49,7 @@ from streamshield.durable import replace_durably, write_atomic
 from streamshield.engine import scan_summary
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.labels import label_names
 from streamshield.engine.small_writes import write_parquet
 from streamshield.faults import crash_point
@@ -341,12 +342,13 @@ def restored(rows: DataFrame, columns: Sequence[str] | None = None) -> DataFrame
     stored every word reads unchanged. ``columns``: the full layout, when ``rows`` (a
     batch as ingest labels it, not read from files) lacks the columns left out."""
     names = tuple(columns) if columns is not None else tuple(rows.columns)
-    return rows.select(*_restoring(names, frozenset(rows.columns)))
+    return _restoring(names, frozenset(rows.columns)).select(rows)
 
 
 @lru_cache(maxsize=64)
-def _restoring(columns: tuple[str, ...], present: frozenset[str]) -> tuple[Column, ...]:
-    """Built once per layout: hundreds of columns at 500 roles, each a py4j call."""
+def _restoring(columns: tuple[str, ...], present: frozenset[str]) -> HeldColumns:
+    """Built once per layout: hundreds of columns at 500 roles, each a py4j call (and
+    held in the JVM, so that each batch's select is one call: engine/held_columns.py)."""
     zero = F.lit(0).cast("long")
 
     def stored(name: str) -> Column:
@@ -361,4 +363,4 @@ def _restoring(columns: tuple[str, ...], present: frozenset[str]) -> tuple[Colum
             return F.coalesce(stored(name), zero).alias(name)
         return F.coalesce(stored(name), stored(f"_ss_{kind}0_{w}"), zero).alias(name)
 
-    return tuple(word(c) for c in columns)
+    return HeldColumns(word(c) for c in columns)

@@ -66,6 +66,7 @@ from pyspark.util import inheritable_thread_target
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING
+from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.source_log import SourceLog
 
@@ -119,6 +120,8 @@ class StreamScan:
         """Held while a micro-batch is handed to the networks, and while one joins."""
         self._dispatched: int | None = None
         """The newest ingest batch of every micro-batch handed out by this process."""
+        self._read_columns: dict[tuple[str, ...], HeldColumns] = {}
+        """The columns each set of networks' reads is selected by, built once."""
 
     @property
     def networks(self) -> tuple[Attached, ...]:
@@ -175,6 +178,18 @@ class StreamScan:
         if handle is not None:
             handle.stop()
 
+    def _reading(self, names: list[str]) -> HeldColumns:
+        """The columns selecting ``names`` (a network's reads), built on first use: four
+        Py4J calls a column each time were a visible share of a landing's micro-batch."""
+        key = tuple(names)
+        held = self._read_columns.get(key)
+        if held is None:
+            if len(self._read_columns) >= 64:  # networks come and go: never unbounded
+                self._read_columns.clear()
+            held = HeldColumns(F.col(f"`{name}`") for name in key)
+            self._read_columns[key] = held
+        return held
+
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         with self._dispatch:
             networks = self.networks
@@ -182,8 +197,7 @@ class StreamScan:
                 return
 
             def hand(network: Attached) -> None:
-                columns = [F.col(f"`{name}`") for name in network.reads()]
-                network._process(batch.select(*columns), batch_id)
+                network._process(self._reading(network.reads()).select(batch), batch_id)
 
             if len(networks) == 1:
                 hand(networks[0])
