@@ -197,3 +197,17 @@ def test_visible_attributes_imply_visible_tuple(provider, q, tid) -> None:
     assert lab.visible(q) or not lab.visible_attributes(q)
     if not any(sp.sign.value == "+" for sp in provider):
         assert not lab.visible(q), "no grant, no access"
+
+
+@given(policies(ts=3), st.integers(1, 2**63 - 1))
+def test_a_policy_of_one_sp_in_a_list_is_the_policy_of_that_sp(sps: list, ts: int) -> None:
+    """``Policy.of`` takes a one-sp list directly (the tracker's every policy at one sp per
+    tuple): the same policy as from any other iterable of that sp."""
+    for sp in sps:
+        moved = sp.__class__(sp.ddp, sp.srp, sp.sign, sp.immutable, ts, sp.sn)
+        for one in (sp, moved):
+            direct = Policy.of([one])
+            assert direct == Policy.of(iter([one])) == Policy.of((one,))
+            assert direct.ts == one.ts and direct.sps == (one,)
+            assert direct.policy_id == Policy.of(iter([one])).policy_id
+            assert direct.is_complete(1) == Policy.of(iter([one])).is_complete(1)

@@ -67,7 +67,7 @@ from streamshield.engine.driver_rows import local_frame as local_frame_of
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.levels import assigned_level
-from streamshield.engine.local_frames import _as_python, local_frame
+from streamshield.engine.local_frames import _as_python, arrow_type, local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
@@ -148,7 +148,12 @@ GUESSED_DECLARATIONS = 256
 """No guess after a batch whose tuples passed under more declarations than this (each is
 tried on a copy of its channel's tracker on the driver)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
-_COMPILED_LIMIT = 100_000  # compiled policies kept across batches (a few MB)
+_COMPILED_LIMIT = 100_000  # compiled policies kept across batches per stream (a few MB)
+_COMPILED_STREAMS = 1_024  # (stream, definition, server policy) entries kept
+DRIVER_WRITE_CELLS = 1 << 22
+"""Up to this many cells (tuples x labelled columns: 10k tuples at 500 roles' 192 label
+words) a batch collected flat is written from the driver (:attr:`Ingest.write_on_driver`),
+a few tens of MB of Arrow."""
 FLAT_SHARE = 2
 """A batch is collected flat (:meth:`Ingest._collect`) after one whose tuples had at
 least one declaration per this many of them: there the grouped aggregate reduces the rows
@@ -176,8 +181,12 @@ class Ingest:
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
         self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
-        self._compiled: dict[tuple, Body | None] = {}
-        """Compiled policies by content id, kept across batches (see :meth:`_compile`)."""
+        self._compiled: dict[tuple, dict[str, Body | None]] = {}
+        """Compiled policies per (stream, definition, server policy), by content id, kept
+        across batches (see :meth:`_compile`)."""
+        self._bodies: dict[str, tuple[object, object, dict[str, Body | None]]] = {}
+        """Per stream, the definition and server policy last seen and their entry of
+        ``_compiled`` (:meth:`_stream_bodies`)."""
         self._summary: list[Column] | None = None
         self._held_label: dict[tuple, tuple[list[Column], HeldColumns, HeldColumns]] = {}
         """:meth:`_label`'s two projections per stream, fold, summary and unstored words,
@@ -191,6 +200,14 @@ class Ingest:
         subscriber)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
+        self.write_on_driver = False
+        """The last batch labelled by the passes (for a caller that can write from the
+        driver, :meth:`label_batch`) is to be written from the driver (its frames
+        collected as Arrow and written by pyarrow, engine/small_writes.py) whatever its
+        landed bytes: it was collected flat with at most :data:`DRIVER_WRITE_CELLS` cells,
+        so one row per tuple already came to the driver once, and Spark's write job of
+        the same rows cost more. Its frames are left unsorted for that write to sort.
+        Only speed depends on it."""
         self.flat = False
         """Collect the next batch's tuples flat (:meth:`_collect`): the last one labelled by
         the passes had about one declaration per tuple. Only speed depends on it."""
@@ -229,16 +246,24 @@ class Ingest:
         with self._layout_lock:
             self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
             self._compiled.clear()  # role members may differ under the new hierarchy
+            self._bodies.clear()
 
     def label_batch(
-        self, batch: DataFrame, states: dict[Channel, ChannelState]
+        self,
+        batch: DataFrame,
+        states: dict[Channel, ChannelState],
+        driver_write: bool = False,
     ) -> dict[str, DataFrame]:
-        """Labelled tuples per stream for one batch; ``states`` is advanced in place."""
+        """Labelled tuples per stream for one batch; ``states`` is advanced in place.
+
+        ``driver_write``: the caller writes the frames from the driver when
+        :attr:`write_on_driver` says so after this call (they are then unsorted: that
+        write sorts them); otherwise they are never set to be, and are sorted."""
         with self._layout_lock, gc_paused():
-            return self._label_batch(batch, states)
+            return self._label_batch(batch, states, driver_write)
 
     def _label_batch(
-        self, batch: DataFrame, states: dict[Channel, ChannelState]
+        self, batch: DataFrame, states: dict[Channel, ChannelState], driver_write: bool
     ) -> dict[str, DataFrame]:
         # A snapshot: the server adds streams to the shared mapping while a batch runs.
         streams = tuple(self.streams)
@@ -247,7 +272,12 @@ class Ingest:
         known = batch.filter(F.col("stream").isin(list(streams)))
         elements = self._marked(known, states).cache()
         self._cached.append(elements)
-        sps, summaries = self._collect(elements)
+        sps, summaries, flat_rows = self._collect(elements)
+        self.write_on_driver = (
+            driver_write
+            and flat_rows is not None
+            and flat_rows * self._row_cells(streams) <= DRIVER_WRITE_CELLS
+        )
         began = self.lap("read+gaps+summaries", began)
         decisions, policies = self._decide(sps, summaries, states)
         self._passed = defaultdict(set)
@@ -264,9 +294,20 @@ class Ingest:
         tuples = elements.filter(~F.col("is_sp"))
         decided = self._join_decisions(tuples, decisions, policies, sps)
         began = self.lap("decision table", began)
-        out = self._per_stream(decided, streams, policies)
+        out = self._per_stream(decided, streams, policies, sort=not self.write_on_driver)
         self.lap("label plan", began)
         return out
+
+    def _row_cells(self, streams: Sequence[str]) -> int:
+        """The most columns a labelled row of ``streams`` has (its label words, values,
+        channel, seq, tid, reason, policy id and scan summary): what one tuple costs a
+        driver write."""
+        most = 0
+        for stream in streams:
+            layout = self.layout(stream)
+            words = len(labels.label_names(len(layout.objects), layout.width))
+            most = max(most, words + len(self.streams[stream].names) + 8)
+        return most
 
     def _per_stream(
         self,
@@ -519,8 +560,9 @@ class Ingest:
         )
         return elements.withColumn("gap", F.sum(F.col("is_sp").cast("int")).over(window))
 
-    def _collect(self, elements: DataFrame) -> tuple[Sps, list[dict]]:
-        """The batch's sps and its tuple summaries per (channel, gap, declared ts, csn).
+    def _collect(self, elements: DataFrame) -> tuple[Sps, list[dict], int | None]:
+        """The batch's sps, its tuple summaries per (channel, gap, declared ts, csn), and
+        when it was collected flat the number of its tuples collected (else None).
 
         One job collects the sps and a summary per *declaration* (channel, ts, csn: its
         smallest and largest seq). A declaration whose seqs no sp of its channel falls
@@ -552,19 +594,21 @@ class Ingest:
             tuples = table.filter(pc.invert(is_sp))
             declared = declaration_summaries(tuples)
             counted = tuples.num_rows
+            flat_rows: int | None = counted
         else:
             table = self._grouped(elements, sp_fields)
             is_sp = table.column("is_sp")
             rows = table.filter(pc.invert(is_sp))
             counted = pc.sum(rows.column("n")).as_py() or 0
             declared = rows.select([*CHANNEL, "p_ts", "p_csn", "first", "last"]).to_pylist()
+            flat_rows = None
         self.flat = len(declared) * FLAT_SHARE >= counted > 0
         sps = _read_sps(table.filter(is_sp))
         seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
         summaries, split = gap_summaries(seqs, declared)
         if split:
             summaries += self._split_summaries(elements, split)
-        return sps, summaries
+        return sps, summaries, flat_rows
 
     @staticmethod
     def _grouped(elements: DataFrame, sp_fields: list[Column]) -> pa.Table:
@@ -688,20 +732,42 @@ class Ingest:
         channels, reuses what an earlier batch compiled. The cache is keyed by everything
         else the rules depend on (the stream's definition and server policy; the role
         hierarchy clears it) and bounded."""
-        key = (stream, policy.policy_id)
+        policy_id = policy.policy_id
+        key = (stream, policy_id)
         if key not in policies:
-            server = self.server.get(stream)
-            cache_key = (stream, policy.policy_id, self.streams[stream], server)
-            if cache_key not in self._compiled:
-                if len(self._compiled) >= _COMPILED_LIMIT:
-                    self._compiled.clear()
-                self._compiled[cache_key] = self._compile_body(stream, policy, server)
-            compiled = self._compiled[cache_key]
+            bodies = self._stream_bodies(stream)
+            if policy_id in bodies:
+                compiled = bodies[policy_id]
+            else:
+                if len(bodies) >= _COMPILED_LIMIT:  # bounded: a few MB per stream
+                    bodies.clear()
+                compiled = bodies[policy_id] = self._compile_body(
+                    stream, policy, self.server.get(stream)
+                )
             if compiled is None:
                 return None
             policies[key] = compiled
-            self._in_force[policy.policy_id] = policy
-        return policy.policy_id
+            self._in_force[policy_id] = policy
+        return policy_id
+
+    def _stream_bodies(self, stream: str) -> dict[str, Body | None]:
+        """The compiled policies of ``stream`` under its current definition and server
+        policy (a stream redefined or a server policy changed compiles again). Their
+        entry is found by hashing them only when either object changed: at one policy per
+        tuple, hashing the definition for every policy cost more than the lookup."""
+        definition, server = self.streams[stream], self.server.get(stream)
+        seen = self._bodies.get(stream)
+        if seen is not None and seen[0] is definition and seen[1] is server:
+            return seen[2]
+        key = (stream, definition, server)
+        bodies = self._compiled.get(key)
+        if bodies is None:
+            if len(self._compiled) >= _COMPILED_STREAMS:
+                self._compiled.clear()
+                self._bodies.clear()
+            bodies = self._compiled[key] = {}
+        self._bodies[stream] = (definition, server, bodies)
+        return bodies
 
     def _compile_body(
         self, stream: str, policy: Policy, server: ServerPolicy | None
@@ -732,7 +798,7 @@ class Ingest:
         a tuple finds it by its declaration and its own seq, without a gap column: the
         join keys are the channel and the declaration, the seq test picks the gap (one
         candidate row unless the declaration spans sps of its channel)."""
-        table = local_frame(self.spark, _decision_rows(decisions, policies, sps), _DECISIONS)
+        table = self.spark.createDataFrame(decision_table(decisions, policies, sps))
         if self._decision_cols is None:
             self._decision_cols = _decision_columns()
         on, columns = self._decision_cols
@@ -1088,6 +1154,73 @@ def _decision_rows(
             (stream, provider, after, before, *rest, rules, fixed, *(summary or (None, None)))
         )
     return rows
+
+
+def decision_table(
+    decisions: list[tuple],
+    policies: Compiled,
+    sps: Mapping[Channel, list[tuple[int, SecurityPunctuation | None]]],
+) -> pa.Table:
+    """:func:`_decision_rows` as an Arrow table of ``_DECISIONS``, built column by column.
+
+    The same rows (``tests/unit/test_decision_table.py`` holds them equal): at one sp per
+    tuple a batch has as many decisions as tuples, and building the table row by row
+    (a Python value per cell, the rules and words converted per decision) was most of
+    this pass. Here each scalar column is one list read off the decisions, and a
+    decision's compiled policy (rules, finished words and their summary, the wide
+    columns) is converted once per distinct policy and picked per decision by
+    ``take``."""
+    types = {f.name: arrow_type(f.dataType) for f in _DECISIONS.fields}
+    if not decisions:
+        return pa.table(
+            {n: pa.array([], type=t) for n, t in types.items()}, schema=pa.schema(types.items())
+        )
+    streams, providers, gaps, ts, csn, reasons, ids, resets = zip(*decisions, strict=True)
+    seqs = {c: [seq for seq, _ in items] for c, items in sps.items()}
+    bounds: dict[tuple, list[int]] = {}
+    after, before = [], []
+    for stream, provider, gap in zip(streams, providers, gaps, strict=True):
+        key = (stream, provider)
+        mine = bounds.get(key)
+        if mine is None:
+            mine = bounds[key] = seqs.get(Channel(stream, provider), [])
+        after.append(mine[gap - 1] if gap > 0 else _FIRST)
+        before.append(mine[gap] if gap < len(mine) else _LAST)
+    index: dict[tuple, int] = {}  # each distinct (stream, policy id) compiled: its row
+    compiled: list[Body] = []
+    picks = []
+    for stream, policy_id in zip(streams, ids, strict=True):
+        key = (stream, policy_id)
+        at = index.get(key)
+        if at is None:
+            body = policies.get(key)
+            at = index[key] = len(compiled) if body is not None else -1
+            if body is not None:
+                compiled.append(body)
+        picks.append(None if at < 0 else at)
+    rules_type = _DECISIONS["_ss_rules"].dataType
+    wide = {
+        "_ss_rules": [_as_python(r, rules_type) if r else r for r, _, _ in compiled],
+        "_ss_fixed": [None if f is None else list(f) for _, f, _ in compiled],
+        "_ss_d_lo": [None if m is None else m[0] for _, _, m in compiled],
+        "_ss_d_hi": [None if m is None else m[1] for _, _, m in compiled],
+    }
+    taken = pa.array(picks, type=pa.int64())
+    columns = {
+        "_ss_d_stream": streams,
+        "_ss_d_provider": providers,
+        "_ss_d_after": after,
+        "_ss_d_before": before,
+        "_ss_d_ts": ts,
+        "_ss_d_csn": csn,
+        "d_reason": reasons,
+        "policy_id": ids,
+        "reset_at": resets,
+    }
+    arrays = {n: pa.array(list(v), type=types[n]) for n, v in columns.items()}
+    for name, values in wide.items():
+        arrays[name] = pa.array(values, type=types[name]).take(taken)
+    return pa.table(arrays, schema=pa.schema(types.items()))
 
 
 def _key(channel: Channel, gap: int, row: Any) -> tuple:

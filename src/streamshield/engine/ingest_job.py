@@ -120,8 +120,9 @@ class IngestJob:
                 written = self._guessed(batch, batch_id, states, landed)
             if written is None:  # no guess, or a wrong one: the passes label the batch
                 guessing = time.perf_counter() - began
-                frames = self.ingest.label_batch(batch, states)
-                written = self._write(batch_id, frames, small=landed <= SMALL_BYTES)
+                frames = self.ingest.label_batch(batch, states, driver_write=True)
+                small = landed <= SMALL_BYTES or self.ingest.write_on_driver
+                written = self._write(batch_id, frames, small=small)
                 self.ingest.passes["no guess or a wrong one"] = guessing
             began = time.perf_counter()
             self.state.save(batch_id, states)

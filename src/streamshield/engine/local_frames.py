@@ -59,6 +59,11 @@ def local_frame(
     spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType
 ) -> DataFrame:
     """A DataFrame of ``rows`` (tuples in schema order), built without Python workers."""
+    return spark.createDataFrame(local_table(rows, schema))
+
+
+def local_table(rows: Sequence[Sequence[object]], schema: StructType) -> pa.Table:
+    """``rows`` (tuples in ``schema`` order) as the Arrow table :func:`local_frame` sends."""
     columns = {
         field.name: pa.array(
             [row[i] for row in rows]
@@ -68,7 +73,6 @@ def local_frame(
         )
         for i, field in enumerate(schema.fields)
     }
-    table = pa.table(
+    return pa.table(
         columns, schema=pa.schema([(f.name, arrow_type(f.dataType)) for f in schema.fields])
     )
-    return spark.createDataFrame(table)
