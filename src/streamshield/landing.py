@@ -129,7 +129,17 @@ class _Reject(Exception):
         self.reason, self.message, self.stream = reason, message, stream
 
 
-Candidate = tuple[int, str | WireFormatError]  # (1-based position, wire line or why none)
+@dataclass(frozen=True)
+class Parsed:
+    """A wire line with the element ``parse_element(line)`` gave for it: the API's gate
+    (server/element_gate.py) parses every line to check who may send it, and hands its
+    elements on rather than have the landing zone parse each line again."""
+
+    line: str
+    element: Element
+
+
+Candidate = tuple[int, str | Parsed | WireFormatError]  # (1-based position, line or why none)
 
 
 class LandingZone:
@@ -169,6 +179,11 @@ class LandingZone:
     def append_lines(self, lines: Iterable[str]) -> AppendResult:
         """Lands wire-format lines; blank lines are skipped but still counted as lines."""
         return self._append((n, line) for n, line in enumerate(lines, 1) if line.strip())
+
+    def append_parsed(self, lines: Iterable[str | Parsed]) -> AppendResult:
+        """Lands lines of which some were parsed already (:class:`Parsed`); the others are
+        parsed here. Every element is checked as :meth:`append_lines` checks it."""
+        return self._append(enumerate(lines, 1))
 
     def append_parquet(self, path: str | os.PathLike[str]) -> AppendResult:
         """Lands the rows of a Parquet file whose columns are the wire fields.
@@ -322,19 +337,22 @@ class LandingZone:
 
 def _check(
     position: int,
-    line: str | WireFormatError,
+    line: str | Parsed | WireFormatError,
     streams: Mapping[str, StreamDefinition],
     hierarchy: RoleHierarchy,
 ) -> Element:
     """The element of one candidate line, or _Reject saying why it cannot land."""
     if isinstance(line, WireFormatError):
         raise _Reject(Reason.MALFORMED, _redact(line.problem))
-    try:
-        element = parse_element(line, position)
-    except ReservedFieldError as err:
-        raise _Reject(Reason.RESERVED_FIELD, err.problem) from None
-    except WireFormatError as err:
-        raise _Reject(Reason.MALFORMED, _redact(err.problem)) from None
+    if isinstance(line, Parsed):
+        element = line.element
+    else:
+        try:
+            element = parse_element(line, position)
+        except ReservedFieldError as err:
+            raise _Reject(Reason.RESERVED_FIELD, err.problem) from None
+        except WireFormatError as err:
+            raise _Reject(Reason.MALFORMED, _redact(err.problem)) from None
     stream = element.channel.stream
     definition = streams.get(stream)
     if definition is None:

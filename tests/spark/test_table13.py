@@ -118,20 +118,25 @@ def test_table13_quick_measures_every_row_and_rewrites_the_readme(
     out = tmp_path / "r.json"
     args = ["--quick", "--json", str(out), "--readme", str(readme), "--results", str(results)]
     result = table13.main(args)
-    assert len(result["table"]) == 10
+    assert len(result["table"]) == 11
     for row in result["table"]:
         assert re.search(r"[0-9]+\.[0-9]+", row["now"]), row
-        assert isinstance(row["met"], bool)
+    floor = [row for row in result["table"] if row["met"] is None]
+    assert [row["figure"].split(":")[0] for row in floor] == ["the floor"]  # not a target
+    assert all(isinstance(row["met"], bool) for row in result["table"] if row not in floor)
     every = result["scans"]["large"]["cases"]["every row"]
     assert set(every) >= {"plain_s", "secured_s", "diy_s", "diy_over_secured"}
     assert all(t > 0 for k in ("plain_s", "secured_s", "diy_s") for t in every[k])
     assert result["scans"]["large"]["limits"]["rows"] == 2 * result["scans"]["small"]["rows"]
     assert result["latency"]["latency_s"] and result["latency"]["p50_s"] > 0
+    plain = result["latency"]["plain"]["shapes"]
+    assert set(plain) == {"one query", "two queries"}
+    assert all(s["latency_s"] and s["p50_s"] > 0 for s in plain.values())
     assert set(result["load"]) >= {"before", "after", "scans", "ingest", "latency"}
     text = readme.read_text()
     assert "STALE-ROW" not in text and "KEEP-ABOVE" in text and "KEEP-BELOW" in text
     block = text[text.index(table13.MARK_BEGIN) : text.index(table13.MARK_END)]
-    assert block.count("\n| ") == 1 + 10  # the header and every row
+    assert block.count("\n| ") == 1 + 11  # the header and every row
     docs = results.read_text()
     assert table13.HEADING in docs and table13.GROWTH_HEADING in docs and "kept" in docs
     # rendering from the committed JSON alone gives the same block

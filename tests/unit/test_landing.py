@@ -24,11 +24,12 @@ from streamshield.landing import (
     TMP_DIR,
     AppendResult,
     LandingZone,
+    Parsed,
     Reason,
     fits,
 )
 from streamshield.lang.cql import parse_pattern
-from streamshield.lang.wire import parse_element, to_dict, to_line
+from streamshield.lang.wire import WireFormatError, parse_element, to_dict, to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.punctuation import (
     DataDescription,
@@ -590,3 +591,40 @@ def test_parquet_rows_are_validated_like_lines(
         (5, "unknown_role"),
     ]
     assert catalog.rejections()[("", "malformed")] == 2
+
+
+def test_lines_parsed_by_the_caller_are_checked_as_text_is(tmp_path: Path) -> None:
+    """The API's gate hands on the elements it parsed (``append_parsed``): each is checked
+    and landed exactly as the same line sent as text, rejections and files alike."""
+    lines = [
+        to_line(tup(1)),
+        to_line(tup(1, provider="bad provider!")),
+        "{not json",
+        to_line(tup(2, stream="Other")),
+        to_line(tup(1)),  # seq not increasing
+        line_of(tup(3), extra=1),
+        to_line(sp(4, roles="NOSUCHROLE")),
+        to_line(tup(5, x="not a double")),
+        to_line(tup(6)),
+    ]
+    results = []
+    for name, items in (
+        ("text", lines),
+        ("parsed", [_parsed_or_text(line) for line in lines]),
+    ):
+        catalog = SqliteCatalog(tmp_path / f"{name}.db")
+        catalog.register_stream(VITALS)
+        catalog.set_roles(["E", "D"], [("D", "E")])
+        zone = LandingZone(tmp_path / name, catalog)
+        result = zone.append_lines(items) if name == "text" else zone.append_parsed(items)
+        stored = [p.read_text() for p in landed(zone)]
+        results.append((result.accepted, reasons(result), stored, catalog.rejections()))
+    assert results[0] == results[1]
+    assert results[0][0] == 2 and len(results[0][1]) == 7
+
+
+def _parsed_or_text(line: str) -> str | Parsed:
+    try:
+        return Parsed(line, parse_element(line))
+    except WireFormatError:
+        return line

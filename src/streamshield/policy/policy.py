@@ -46,7 +46,7 @@ class Policy:
     @classmethod
     def of(cls, sps: Iterable[SecurityPunctuation]) -> Policy:
         """A policy from sps of one timestamp; PolicyError on mixed ts or conflicting sns."""
-        if type(sps) is list and len(sps) == 1:
+        if isinstance(sps, list | tuple) and len(sps) == 1:
             # the common case (one sp per policy; once per tuple at one sp per tuple):
             # nothing to order, dedupe or check, so the same policy as below, directly
             return cls(sps[0].ts, (sps[0],))

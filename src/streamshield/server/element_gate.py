@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from streamshield.landing import LandingZone
+from streamshield.landing import LandingZone, Parsed
 from streamshield.lang.wire import WireFormatError, parse_element
-from streamshield.policy.elements import SpElement
+from streamshield.policy.elements import Element, SpElement
 
 
 @dataclass(frozen=True)
@@ -65,19 +65,19 @@ def append_checked(
 ) -> AppendReport:
     """Lands the lines the caller may send; reports the others by line and reason."""
     report = AppendReport()
-    forwarded: list[str] = []
+    forwarded: list[str | Parsed] = []
     positions: list[int] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        problem = _problem(line, user, stream, may_write, may_inject)
-        if problem is None:
-            forwarded.append(line)
-            positions.append(number)
+        checked = _checked(line, user, stream, may_write, may_inject)
+        if isinstance(checked, tuple):
+            report.rejected.append(LineRejection(number, *checked))
         else:
-            report.rejected.append(LineRejection(number, *problem))
+            forwarded.append(checked)
+            positions.append(number)
     if forwarded:
-        landed = landing.append_lines(forwarded)
+        landed = landing.append_parsed(forwarded)
         report.accepted = landed.accepted
         for rejection in landed.rejected:
             line = positions[rejection.line - 1]
@@ -86,13 +86,23 @@ def append_checked(
     return report
 
 
-def _problem(
+def _checked(
     line: str, user: str, stream: str, may_write: bool, may_inject: bool
-) -> tuple[str, str] | None:
+) -> tuple[str, str] | str | Parsed:
+    """The line to land (parsed, or as text when it does not parse: the landing zone
+    then rejects it with a redacted reason), or (reason, message) when this caller may
+    not send it."""
     try:
         element = parse_element(line)
     except WireFormatError:
-        return None  # the landing zone rejects it with a redacted reason
+        return line
+    problem = _problem(element, user, stream, may_write, may_inject)
+    return Parsed(line, element) if problem is None else problem
+
+
+def _problem(
+    element: Element, user: str, stream: str, may_write: bool, may_inject: bool
+) -> tuple[str, str] | None:
     if element.channel.stream != stream:
         return "stream_mismatch", "the element names another stream than the request path"
     if not owns_provider(user, element.channel.provider):
