@@ -978,17 +978,25 @@ class Guess:
     tuples and tuples of no guessed declaration) and each channel's newest seq."""
     channels: list[Channel]
 
+    _metrics: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def _observed(self) -> dict[str, Any]:
+        """The observed metrics, fetched from the JVM once (a few Py4J calls each time)."""
+        if self._metrics is None:
+            self._metrics = self.observation.get
+        return self._metrics
+
     def holds(self) -> bool:
         """After a write job ran: True when no element fell outside the guess."""
         if not self.frames:  # no write ran: the observation would never arrive
             return False
-        return int(self.observation.get["_ss_missed"]) == 0
+        return int(self._observed()["_ss_missed"]) == 0
 
     def advance(self, states: dict[Channel, ChannelState]) -> None:
         """Moves ``states`` on as the passes would have: trackers as they were (every
         decision passed without changing them), each channel's processed seq to its
         newest tuple."""
-        metrics = self.observation.get
+        metrics = self._observed()
         for i, channel in enumerate(self.channels):
             newest = metrics[f"_ss_newest{i}"]
             if newest is not None:
