@@ -147,6 +147,9 @@ LITERAL_CHANNELS = 256
 GUESSED_DECLARATIONS = 256
 """No guess after a batch whose tuples passed under more declarations than this (each is
 tried on a copy of its channel's tracker on the driver)."""
+LOOKED_UP_DECISIONS = 32
+"""A guess of up to this many decisions looks each element's up in a map literal (a map
+lookup scans its keys: few, then) rather than joining a decision table."""
 KEPT_DECISIONS = 4_096
 """A decision table of up to this many rows keeps its frame for the next batch, which
 reuses it when its table is equal (a guess's decisions stay the same while the providers'
@@ -197,7 +200,7 @@ class Ingest:
         held in the JVM (engine/held_columns.py), with the cached list they came from."""
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
-        self._lookup: tuple[str, list[Column]] | None = None
+        self._lookup: tuple[str, HeldColumns] | None = None
         self._flags: list[Column] | None = None
         self._mark_cols: tuple[Column, Column, Column, Column] | None = None
         self._known: tuple[tuple[str, ...], Column] | None = None
@@ -409,13 +412,32 @@ class Ingest:
         # No filter of the known streams' elements (a frame less to analyse): an element
         # of another stream is in no stream's rows (``_per_stream``) and is not a miss.
         elements = self._marked(batch, states)
-        decided = self._join_decisions(elements, decisions, policies, {})
+        entries = None
+        if len(decisions) <= LOOKED_UP_DECISIONS:
+            entries = _decision_entries(_decision_rows(decisions, policies, {}))
+        if entries is not None:  # no join: a Spark job less (the broadcast) per batch
+            decided = self._looked_up_decisions(elements, entries)
+        else:
+            decided = self._join_decisions(elements, decisions, policies, {})
         observation = Observation()
         decided = decided.observe(observation, *self._observed_columns(channels, streams))
         # unsorted when the driver writes them (small): that write sorts the rows
         frames = self._per_stream(decided, streams, policies, tuples_only=True, sort=sort)
         self.lap("guess (driver)", began)
         return Guess(frames, observation, channels)
+
+    def _looked_up_decisions(self, elements: DataFrame, entries: str) -> DataFrame:
+        """:meth:`_join_decisions`' rows for a guess's decisions (one per key:
+        :func:`_decision_entries`), each element's looked up in a map literal rather than
+        joined: no decision table to build and broadcast (a Spark job of its own on
+        every batch) and no join to plan. The lookup's columns are built and held when
+        the decisions change, not per batch."""
+        if self._lookup is None or self._lookup[0] != entries:
+            looked = [F.col("*"), *_looked_up(_lookup_map(entries))]
+            self._lookup = (entries, HeldColumns(looked))
+        if self._decision_cols is None:
+            self._decision_cols = _decision_columns()
+        return self._lookup[1].select(elements).withColumns(self._decision_cols[1])
 
     def _known_column(self, streams: tuple[str, ...]) -> Column:
         """An element of one of ``streams``: built when the streams change, not per batch."""
@@ -463,15 +485,10 @@ class Ingest:
             entries = _decision_entries(_decision_rows(decisions, policies, {}))
             if entries is None:
                 return None
-            if self._lookup is None or self._lookup[0] != entries:
-                # built when the guessed decisions change, not per batch (py4j calls)
-                self._lookup = (entries, _looked_up(_lookup_map(entries)))
             streams = tuple(self.streams)
             known = batch.filter(self._known_column(streams))
             elements = self._marked(known, states)
-            on, columns = self._decision_cols or _decision_columns()
-            self._decision_cols = (on, columns)
-            decided = elements.select("*", *self._lookup[1]).withColumns(columns)
+            decided = self._looked_up_decisions(elements, entries)
             if self._flags is None:
                 self._flags = [F.col("*"), _missed().alias("_ss_missed")]
             began = self.lap("guess (driver): plan", began)
