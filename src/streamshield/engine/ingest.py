@@ -28,9 +28,11 @@ A small batch of tuples under policies already in force is labelled in *one* pas
 only declarations that passed in the previous batch, decides those with the reference
 tracker on the batch's starting state (each must pass and leave the tracker as it was),
 and the write job itself checks the guess (``DataFrame.observe``: misses, and each
-channel's newest seq for its state). A wrong guess is thrown away before the batch is
-installed and the batch is labelled by the passes above; a right one writes exactly the
-rows they would have written (the same decisions, from the same tracker).
+channel's newest seq for its state). A guess of few decisions is looked up from a map
+literal in the plan rather than joined (no decision table to broadcast: a job less).
+A wrong guess is thrown away before the batch is installed and the batch is labelled by
+the passes above; a right one writes exactly the rows they would have written (the same
+decisions, from the same tracker).
 """
 
 from __future__ import annotations
@@ -202,6 +204,9 @@ class Ingest:
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
         self._lookup: tuple[str, HeldColumns] | None = None
         self._flags: list[Column] | None = None
+        """Columns that name columns only, built once rather than per batch (each is a
+        few py4j calls; a small batch's planning is on its landing's way to the
+        subscriber)."""
         self._mark_cols: tuple[Column, Column, Column, Column] | None = None
         self._known: tuple[tuple[str, ...], Column] | None = None
         self._keys: dict[tuple[str, str], Column] = {}
@@ -211,11 +216,9 @@ class Ingest:
         """Columns and the decision table's frame a batch needs, built once and kept while
         they stay the same (the known streams, channels, guessed decisions), not per
         batch: each is Py4J calls, and a frame is also an analysis by the JVM (the
-        decision table's ``createDataFrame`` alone was six of those), all on a small
-        landing's way to its subscriber (docs/results.md, session 24)."""
-        """Columns that name columns only, built once rather than per batch (each is a
-        few py4j calls; a small batch's planning is on its landing's way to the
-        subscriber)."""
+        decision table's ``createDataFrame`` and broadcast hint were two frames and ~40
+        Py4J calls), all on a small landing's way to its subscriber (docs/results.md,
+        session 24)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
         self.write_on_driver = False
