@@ -3,11 +3,12 @@ join gives (engine/ingest.py, ``Ingest._looked_up_decisions``), and a small batc
 counts taken from the rows the driver wrote are those a job counts
 (engine/ingest_job.py, ``_counts``).
 
-Since session 24 the streaming guess looks its decisions up (no broadcast job) and
-falls back to the join past ``LOOKED_UP_DECISIONS``; the driver path always looked them
-up. The elements here try each way a lookup could differ from the join: a key not
-decided, a NULL in each key field, a seq on and past each end of a decision's gap, a
-late tuple, a reset, an sp, an element of another stream."""
+The driver path looks them up (a join does not fold into its local relation), the
+streaming guess and the passes join them; the two paths are held equal on whole
+batches by test_driver_batch.py, and here row by row. The elements here try each way a
+lookup could differ from the join: a key not decided, a NULL in each key field, a seq
+on and past each end of a decision's gap, a late tuple, a reset, an sp, an element of
+another stream."""
 
 from __future__ import annotations
 

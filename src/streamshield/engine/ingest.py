@@ -28,11 +28,9 @@ A small batch of tuples under policies already in force is labelled in *one* pas
 only declarations that passed in the previous batch, decides those with the reference
 tracker on the batch's starting state (each must pass and leave the tracker as it was),
 and the write job itself checks the guess (``DataFrame.observe``: misses, and each
-channel's newest seq for its state). A guess of few decisions is looked up from a map
-literal in the plan rather than joined (no decision table to broadcast: a job less).
-A wrong guess is thrown away before the batch is installed and the batch is labelled by
-the passes above; a right one writes exactly the rows they would have written (the same
-decisions, from the same tracker).
+channel's newest seq for its state). A wrong guess is thrown away before the batch is
+installed and the batch is labelled by the passes above; a right one writes exactly the
+rows they would have written (the same decisions, from the same tracker).
 """
 
 from __future__ import annotations
@@ -149,9 +147,6 @@ LITERAL_CHANNELS = 256
 GUESSED_DECLARATIONS = 256
 """No guess after a batch whose tuples passed under more declarations than this (each is
 tried on a copy of its channel's tracker on the driver)."""
-LOOKED_UP_DECISIONS = 32
-"""A guess of up to this many decisions looks each element's up in a map literal (a map
-lookup scans its keys: few, then) rather than joining a decision table."""
 KEPT_DECISIONS = 4_096
 """A decision table of up to this many rows keeps its frame for the next batch, which
 reuses it when its table is equal (a guess's decisions stay the same while the providers'
@@ -415,13 +410,10 @@ class Ingest:
         # No filter of the known streams' elements (a frame less to analyse): an element
         # of another stream is in no stream's rows (``_per_stream``) and is not a miss.
         elements = self._marked(batch, states)
-        entries = None
-        if len(decisions) <= LOOKED_UP_DECISIONS:
-            entries = _decision_entries(_decision_rows(decisions, policies, {}))
-        if entries is not None:  # no join: a Spark job less (the broadcast) per batch
-            decided = self._looked_up_decisions(elements, entries)
-        else:
-            decided = self._join_decisions(elements, decisions, policies, {})
+        # Joined, not looked up from a map literal as on the driver: that saves the
+        # broadcast's job but its plan cost the driver ten times the join's
+        # (docs/results.md, session 24)
+        decided = self._join_decisions(elements, decisions, policies, {})
         observation = Observation()
         decided = decided.observe(observation, *self._observed_columns(channels, streams))
         # unsorted when the driver writes them (small): that write sorts the rows
@@ -432,9 +424,9 @@ class Ingest:
     def _looked_up_decisions(self, elements: DataFrame, entries: str) -> DataFrame:
         """:meth:`_join_decisions`' rows for a guess's decisions (one per key:
         :func:`_decision_entries`), each element's looked up in a map literal rather than
-        joined: no decision table to build and broadcast (a Spark job of its own on
-        every batch) and no join to plan. The lookup's columns are built and held when
-        the decisions change, not per batch."""
+        joined (a join does not fold into a local relation: :meth:`guess_on_driver`).
+        The lookup's columns are built and held when the decisions change, not per
+        batch."""
         if self._lookup is None or self._lookup[0] != entries:
             looked = [F.col("*"), *_looked_up(_lookup_map(entries))]
             self._lookup = (entries, HeldColumns(looked))
