@@ -43,7 +43,7 @@ def _stop_during_a_failing_batch(spark, tmp_path: Path, fail) -> object:
     )
     entered, go = threading.Event(), threading.Event()
 
-    def write_batch(batch_id, frames, check=None, small=False):
+    def write_batch(batch_id, frames, check=None, small=False, tables=None):
         entered.set()
         go.wait(60)
         fail()

@@ -147,6 +147,10 @@ LITERAL_CHANNELS = 256
 GUESSED_DECLARATIONS = 256
 """No guess after a batch whose tuples passed under more declarations than this (each is
 tried on a copy of its channel's tracker on the driver)."""
+KEPT_DECISIONS = 4_096
+"""A decision table of up to this many rows keeps its frame for the next batch, which
+reuses it when its table is equal (a guess's decisions stay the same while the providers'
+policies do)."""
 _FIRST, _LAST = -(2**63), 2**63 - 1  # the open ends of a channel's first and last gap
 _COMPILED_LIMIT = 100_000  # compiled policies kept across batches per stream (a few MB)
 _COMPILED_STREAMS = 1_024  # (stream, definition, server policy) entries kept
@@ -193,11 +197,23 @@ class Ingest:
         held in the JVM (engine/held_columns.py), with the cached list they came from."""
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
-        self._lookup: tuple[str, list[Column]] | None = None
+        self._lookup: tuple[str, HeldColumns] | None = None
         self._flags: list[Column] | None = None
         """Columns that name columns only, built once rather than per batch (each is a
         few py4j calls; a small batch's planning is on its landing's way to the
         subscriber)."""
+        self._mark_cols: tuple[Column, Column, Column, Column] | None = None
+        self._known: tuple[tuple[str, ...], Column] | None = None
+        self._keys: dict[tuple[str, str], Column] = {}
+        self._streams: dict[tuple[str, bool], Column] = {}
+        self._observed: tuple[tuple, list[Column]] | None = None
+        self._decided_table: tuple[pa.Table, DataFrame] | None = None
+        """Columns and the decision table's frame a batch needs, built once and kept while
+        they stay the same (the known streams, channels, guessed decisions), not per
+        batch: each is Py4J calls, and a frame is also an analysis by the JVM (the
+        decision table's ``createDataFrame`` and broadcast hint were two frames and ~40
+        Py4J calls), all on a small landing's way to its subscriber (docs/results.md,
+        session 24)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
         self.write_on_driver = False
@@ -269,7 +285,7 @@ class Ingest:
         streams = tuple(self.streams)
         self.passes = {}
         began = time.perf_counter()
-        known = batch.filter(F.col("stream").isin(list(streams)))
+        known = batch.filter(self._known_column(streams))
         elements = self._marked(known, states).cache()
         self._cached.append(elements)
         sps, summaries, flat_rows = self._collect(elements)
@@ -314,10 +330,10 @@ class Ingest:
         decided: DataFrame,
         streams: tuple[str, ...],
         policies: Compiled,
-        where: Column | None = None,
+        tuples_only: bool = False,
         sort: bool = True,
     ) -> dict[str, DataFrame]:
-        """Each stream's labelled rows (``where``: of those rows of ``decided`` only),
+        """Each stream's labelled rows (``tuples_only``: of its tuples only, not its sps),
         with its level words and scan summaries.
 
         As few DataFrame operations as the plan needs: each one is analysed by the JVM
@@ -330,8 +346,7 @@ class Ingest:
         for stream in streams:
             level = assigned_level(assignment, stream) if assignment is not None else []
             per_tuple = any(s == stream and f is None for (s, _), (_, f, _) in policies.items())
-            mine = F.col("stream") == stream
-            rows = decided.filter(mine if where is None else where & mine)
+            rows = decided.filter(self._stream_column(stream, tuples_only))
             if per_tuple:
                 labelled = self._label(rows, stream, per_tuple, level=level)
                 out[stream] = self._summarised(labelled, stream, sort)
@@ -349,6 +364,17 @@ class Ingest:
                 out[stream] = labelled.sortWithinPartitions(LO) if sort else labelled
         return out
 
+    def _stream_column(self, stream: str, tuples_only: bool) -> Column:
+        """:meth:`_per_stream`'s filter of one stream's rows, built once per stream."""
+        key = (stream, tuples_only)
+        column = self._streams.get(key)
+        if column is None:
+            if len(self._streams) >= 1_024:  # streams come and go
+                self._streams.clear()
+            mine = F.col("stream") == stream
+            column = self._streams[key] = (~F.col("is_sp") & mine) if tuples_only else mine
+        return column
+
     def _unstored(self, stream: str, policies: Compiled) -> list[str]:
         """The label columns no row of ``stream`` needs stored in this batch: its rows'
         words are their policies' finished words or zeros (policy.stored_words)."""
@@ -360,15 +386,20 @@ class Ingest:
         names = labels.label_names(objects, layout.width)
         return [names[i] for i in sorted(unstored(bodies, objects, layout.width))]
 
-    def guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
+    def guess_batch(
+        self, batch: DataFrame, states: dict[Channel, ChannelState], sort: bool = True
+    ) -> Guess | None:
         """The batch labelled in one pass on a guess (see the module's docstring), or
         None when there is nothing to guess from. ``states`` is not touched: once the
         write has confirmed the guess (:meth:`Guess.holds`), :meth:`Guess.advance` moves
-        them on as the passes would have."""
+        them on as the passes would have. ``sort`` off: each stream's rows are left
+        unsorted, for a write from the driver (small_writes), which sorts them."""
         with self._layout_lock, gc_paused():
-            return self._guess_batch(batch, states)
+            return self._guess_batch(batch, states, sort)
 
-    def _guess_batch(self, batch: DataFrame, states: dict[Channel, ChannelState]) -> Guess | None:
+    def _guess_batch(
+        self, batch: DataFrame, states: dict[Channel, ChannelState], sort: bool = True
+    ) -> Guess | None:
         self.passes = {}
         began = time.perf_counter()
         guessed = self._guessed_decisions(states)
@@ -376,18 +407,53 @@ class Ingest:
             return None
         decisions, policies, channels = guessed
         streams = tuple(self.streams)
-        known = batch.filter(F.col("stream").isin(list(streams)))
-        elements = self._marked(known, states)
+        # No filter of the known streams' elements (a frame less to analyse): an element
+        # of another stream is in no stream's rows (``_per_stream``) and is not a miss.
+        elements = self._marked(batch, states)
+        # Joined, not looked up from a map literal as on the driver: that saves the
+        # broadcast's job but its plan cost the driver ten times the join's
+        # (docs/results.md, session 24)
         decided = self._join_decisions(elements, decisions, policies, {})
-        newest = [
-            F.max(F.when(_of(c), F.col("seq"))).alias(f"_ss_newest{i}")
-            for i, c in enumerate(channels)
-        ]
         observation = Observation()
-        decided = decided.observe(observation, F.count_if(_missed()).alias("_ss_missed"), *newest)
-        frames = self._per_stream(decided, streams, policies, where=~F.col("is_sp"))
+        decided = decided.observe(observation, *self._observed_columns(channels, streams))
+        # unsorted when the driver writes them (small): that write sorts the rows
+        frames = self._per_stream(decided, streams, policies, tuples_only=True, sort=sort)
         self.lap("guess (driver)", began)
         return Guess(frames, observation, channels)
+
+    def _looked_up_decisions(self, elements: DataFrame, entries: str) -> DataFrame:
+        """:meth:`_join_decisions`' rows for a guess's decisions (one per key:
+        :func:`_decision_entries`), each element's looked up in a map literal rather than
+        joined (a join does not fold into a local relation: :meth:`guess_on_driver`).
+        The lookup's columns are built and held when the decisions change, not per
+        batch."""
+        if self._lookup is None or self._lookup[0] != entries:
+            looked = [F.col("*"), *_looked_up(_lookup_map(entries))]
+            self._lookup = (entries, HeldColumns(looked))
+        if self._decision_cols is None:
+            self._decision_cols = _decision_columns()
+        return self._lookup[1].select(elements).withColumns(self._decision_cols[1])
+
+    def _known_column(self, streams: tuple[str, ...]) -> Column:
+        """An element of one of ``streams``: built when the streams change, not per batch."""
+        if self._known is None or self._known[0] != streams:
+            self._known = (streams, F.col("stream").isin(list(streams)))
+        return self._known[1]
+
+    def _observed_columns(self, channels: list[Channel], streams: tuple[str, ...]) -> list[Column]:
+        """The guess's observed aggregates over every element of the batch: its misses
+        (elements of ``streams`` only, as if the others had been filtered out: an
+        unknown or NULL stream is not a miss) and each channel's newest seq; built when
+        the guessed channels or the streams change, not per batch."""
+        key = (tuple(channels), streams)
+        if self._observed is None or self._observed[0] != key:
+            newest = [
+                F.max(F.when(_of(c), F.col("seq"))).alias(f"_ss_newest{i}")
+                for i, c in enumerate(channels)
+            ]
+            missed = self._known_column(streams) & _missed()
+            self._observed = (key, [F.count_if(missed).alias("_ss_missed"), *newest])
+        return self._observed[1]
 
     def guess_on_driver(
         self, batch: DataFrame, states: dict[Channel, ChannelState]
@@ -414,15 +480,10 @@ class Ingest:
             entries = _decision_entries(_decision_rows(decisions, policies, {}))
             if entries is None:
                 return None
-            if self._lookup is None or self._lookup[0] != entries:
-                # built when the guessed decisions change, not per batch (py4j calls)
-                self._lookup = (entries, _looked_up(_lookup_map(entries)))
             streams = tuple(self.streams)
-            known = batch.filter(F.col("stream").isin(list(streams)))
+            known = batch.filter(self._known_column(streams))
             elements = self._marked(known, states)
-            on, columns = self._decision_cols or _decision_columns()
-            self._decision_cols = (on, columns)
-            decided = elements.select("*", *self._lookup[1]).withColumns(columns)
+            decided = self._looked_up_decisions(elements, entries)
             if self._flags is None:
                 self._flags = [F.col("*"), _missed().alias("_ss_missed")]
             began = self.lap("guess (driver): plan", began)
@@ -457,7 +518,7 @@ class Ingest:
                 mine = tuples.filter(pc.equal(tuples.column("stream"), stream))
                 passed = pc.sum(pc.equal(mine.column("reason"), PASS)).as_py() or 0
                 counts[stream] = (mine.num_rows, passed)
-            frames = self._per_stream(decided, streams, policies, ~F.col("is_sp"), sort=False)
+            frames = self._per_stream(decided, streams, policies, tuples_only=True, sort=False)
             self.lap("guess (driver): label plan", began)
             return DriverGuess(frames, newest, counts)
 
@@ -523,14 +584,33 @@ class Ingest:
             joined = elements.join(F.broadcast(table), CHANNEL, "left")
             late = F.col("seq") <= F.coalesce(F.col("last_seq"), F.lit(-1))
             return joined.select(*self._element_columns(late))
-        last_seq = F.lit(None).cast("long")
+        if self._mark_cols is None:  # they name columns only: built once
+            self._mark_cols = (
+                _channel_key(F.col("stream"), F.col("provider")),
+                F.col("seq"),
+                F.lit(None).cast("long"),
+                F.lit(-1),
+            )
+        key, seq, none, first = self._mark_cols
+        last_seq = none
         if processed:
             seqs = F.create_map(
-                *(x for s, p, n in processed for x in (_channel_key(F.lit(s), F.lit(p)), F.lit(n)))
+                *(x for s, p, n in processed for x in (self._channel_literal(s, p), F.lit(n)))
             )
-            last_seq = F.try_element_at(seqs, _channel_key(F.col("stream"), F.col("provider")))
-        late = F.col("seq") <= F.coalesce(last_seq, F.lit(-1))
+            last_seq = F.try_element_at(seqs, key)
+        late = seq <= F.coalesce(last_seq, first)
         return elements.select(*self._element_columns(late))
+
+    def _channel_literal(self, stream: str, provider: str) -> Column:
+        """A channel's key in :meth:`_marked`'s map literal, built once per channel (only
+        its processed seq changes from batch to batch)."""
+        key = (stream, provider)
+        column = self._keys.get(key)
+        if column is None:
+            if len(self._keys) >= 4 * LITERAL_CHANNELS:  # channels come and go
+                self._keys.clear()
+            column = self._keys[key] = _channel_key(F.lit(stream), F.lit(provider))
+        return column
 
     def _element_columns(self, late: Column) -> list[Column]:
         """:meth:`_marked`'s columns, all but ``late`` built once (they name columns only)."""
@@ -798,11 +878,19 @@ class Ingest:
         a tuple finds it by its declaration and its own seq, without a gap column: the
         join keys are the channel and the declaration, the seq test picks the gap (one
         candidate row unless the declaration spans sps of its channel)."""
-        table = self.spark.createDataFrame(decision_table(decisions, policies, sps))
+        table = decision_table(decisions, policies, sps)
+        kept = self._decided_table
+        if kept is None or not kept[0].equals(table):
+            # The same table from batch to batch while the guessed decisions stay: its
+            # frame (a local relation, immutable: the same plan each time) is kept; only
+            # a small one (a large table's rows would stay in the JVM's memory).
+            frame = F.broadcast(self.spark.createDataFrame(table))
+            kept = (table, frame)
+            self._decided_table = kept if table.num_rows <= KEPT_DECISIONS else None
         if self._decision_cols is None:
             self._decision_cols = _decision_columns()
         on, columns = self._decision_cols
-        return tuples.join(F.broadcast(table), on, "left").withColumns(columns)
+        return tuples.join(kept[1], on, "left").withColumns(columns)
 
     def _label(
         self,
@@ -902,17 +990,25 @@ class Guess:
     tuples and tuples of no guessed declaration) and each channel's newest seq."""
     channels: list[Channel]
 
+    _metrics: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def _observed(self) -> dict[str, Any]:
+        """The observed metrics, fetched from the JVM once (a few Py4J calls each time)."""
+        if self._metrics is None:
+            self._metrics = self.observation.get
+        return self._metrics
+
     def holds(self) -> bool:
         """After a write job ran: True when no element fell outside the guess."""
         if not self.frames:  # no write ran: the observation would never arrive
             return False
-        return int(self.observation.get["_ss_missed"]) == 0
+        return int(self._observed()["_ss_missed"]) == 0
 
     def advance(self, states: dict[Channel, ChannelState]) -> None:
         """Moves ``states`` on as the passes would have: trackers as they were (every
         decision passed without changing them), each channel's processed seq to its
         newest tuple."""
-        metrics = self.observation.get
+        metrics = self._observed()
         for i, channel in enumerate(self.channels):
             newest = metrics[f"_ss_newest{i}"]
             if newest is not None:

@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Observation
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -71,7 +73,8 @@ class IngestJob:
         self.on_counts: Callable[[str, int, int], None] | None = None
         """Told ``(stream, accepted, denied)`` per written batch: tuples labelled under a
         complete policy, and tuples no policy covers (readable by nobody). Counted while
-        the batch is written (``DataFrame.observe``), not by another pass."""
+        the batch is written (``DataFrame.observe``), or from the rows a small batch's
+        write brought to the driver, not by another pass."""
 
     def check(self) -> int | None:
         """The batch ingest runs next, after checking that the checkpoint, the labelled
@@ -145,10 +148,11 @@ class IngestJob:
         streams = tuple(self.ingest.streams)
         if not (self.guess and landed <= GUESS_BYTES and self.store.untouched(batch_id, streams)):
             return None
-        guess = self.ingest.guess_batch(batch, states)
+        small = landed <= SMALL_BYTES
+        guess = self.ingest.guess_batch(batch, states, sort=not small)  # small: sorted there
         if guess is None:
             return None
-        written = self._write(batch_id, guess.frames, guess.holds, landed <= SMALL_BYTES)
+        written = self._write(batch_id, guess.frames, guess.holds, small)
         if written is None:
             log.info("batch %d was not as guessed: labelled by the passes", batch_id)
             return None
@@ -196,22 +200,30 @@ class IngestJob:
         frames: dict[str, DataFrame],
         check: Callable[[], bool] | None = None,
         small: bool = False,
-    ) -> dict[str, Observation | None] | None:
+    ) -> dict[str, Observation | tuple[int, int] | None] | None:
         """Writes the batch (None: ``check`` refused it; ``small``: from the driver);
-        each written stream with the observation of its counts (None: nobody counts)."""
+        each written stream with the observation of its counts, or the counts themselves
+        (None: nobody counts).
+
+        ``small``: counted from the rows the driver wrote (they are on the driver anyway)
+        rather than observed: an observation is another frame for the JVM to analyse and
+        a few aggregates to build, on a small landing's way to its subscriber. A stream
+        Spark wrote after all (a type Arrow cannot carry) is counted by a job."""
         observed: dict[str, Observation] = {}
-        if self.on_counts is not None:
+        counting = self.on_counts is not None
+        if counting and not small:
             for stream, frame in frames.items():
                 observed[stream] = Observation()  # a fresh name each: names are per session
-                frames[stream] = frame.observe(
-                    observed[stream],
-                    F.count(F.lit(1)).alias("tuples"),
-                    F.count_if(F.col("reason") == PASS).alias("accepted"),
-                )
+                frames[stream] = frame.observe(observed[stream], *_counted())
+        tables: dict[str, pa.Table] = {}
         began = time.perf_counter()
-        written = self.store.write_batch(batch_id, frames, check, small)
+        written = self.store.write_batch(batch_id, frames, check, small, tables)
         self.ingest.lap("label+write", began)
-        return None if written is None else {s: observed.get(s) for s in written}
+        if written is None:
+            return None
+        if not counting or not small:
+            return {s: observed.get(s) for s in written}
+        return {s: _counts(tables.get(s), frames[s]) for s in written}
 
     def _report(self, observed: dict[str, Observation | tuple[int, int] | None]) -> None:
         """Only for streams whose rows were written: an observation of a frame no action
@@ -256,3 +268,26 @@ class IngestJob:
             else writer.trigger(processingTime=f"{int(trigger_seconds * 1000)} milliseconds")
         )
         return writer.start()
+
+
+def _counted() -> list[Column]:
+    """A labelled frame's (tuples, accepted): every row, the rows that passed."""
+    return [
+        F.count(F.lit(1)).alias("tuples"),
+        F.count_if(F.col("reason") == PASS).alias("accepted"),
+    ]
+
+
+def _counts(table: pa.Table | None, frame: DataFrame) -> tuple[int, int] | None:
+    """(tuples, accepted) of a written stream: from the rows the driver wrote, natively
+    (no Python per row), or by a job over ``frame`` when Spark wrote it (None: the job
+    failed; counting never stops ingest)."""
+    try:
+        if table is not None:
+            accepted = pc.sum(pc.equal(table.column("reason"), PASS)).as_py() or 0
+            return table.num_rows, int(accepted)
+        row = frame.agg(*_counted()).collect()[0]
+        return int(row["tuples"]), int(row["accepted"])
+    except Exception as err:
+        log.warning("ingest counts unavailable (%s)", type(err).__name__)
+        return None

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -213,6 +214,7 @@ class LabelledStore:
         frames: dict[str, DataFrame],
         check: Callable[[], bool] | None = None,
         small: bool = False,
+        tables: dict[str, pa.Table] | None = None,
     ) -> list[str] | None:
         """Write every stream's labelled rows of one batch, each all or nothing; returns
         the streams written now (a replayed batch's earlier writes are kept as they are).
@@ -220,7 +222,9 @@ class LabelledStore:
         Every stream is staged before any is put in place; ``check`` (asked then) may
         refuse the staged rows: they are dropped, nothing is installed, and None says so.
         ``small``: the batch is small enough to be written from the driver
-        (:mod:`~streamshield.engine.small_writes`)."""
+        (:mod:`~streamshield.engine.small_writes`); ``tables``: given each stream's rows
+        the driver wrote (as written; not a stream Spark wrote), so that the caller can
+        count them without another pass."""
         written: list[str] = []
         if self.committed(batch_id):
             return written
@@ -235,7 +239,11 @@ class LabelledStore:
                 shutil.rmtree(staging, ignore_errors=True)
                 # small pages: the unit a secured scan's range test skips (scan_summary)
                 pages = {"parquet.page.row.count.limit": str(scan_summary.PAGE_ROWS)}
-                write_parquet(frame, staging, small=small, sorted_by=scan_summary.LO, **pages)
+                table = write_parquet(
+                    frame, staging, small=small, sorted_by=scan_summary.LO, **pages
+                )
+                if tables is not None and table is not None:
+                    tables[stream] = table
                 for marker in staging.glob("*.crc"):
                     marker.unlink()
             refused = check is not None and not check()
