@@ -250,6 +250,8 @@ def test_jvm_class_archive_is_named_by_its_class_path(tmp_path) -> None:
 
 def test_jvm_class_archives_beyond_the_newest_few_are_removed(tmp_path) -> None:
     import os
+    import subprocess
+    import sys
 
     from streamshield.engine.session import KEPT_ARCHIVES, class_cache, keep_class_cache
 
@@ -264,6 +266,15 @@ def test_jvm_class_archives_beyond_the_newest_few_are_removed(tmp_path) -> None:
         written.append(archive)
     kept = sorted(tmp_path.glob("classes-*.jsa"))
     assert len(kept) == KEPT_ARCHIVES and written[-1] in kept and written[0] not in kept
+    # a pending archive whose writer is gone is removed at the next start; a live one stays
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"classes-4-x.jsa.{gone.pid}.new"
+    mine = tmp_path / f"classes-4-x.jsa.{os.getpid()}.new"
+    orphan.write_bytes(b"half")
+    mine.write_bytes(b"half")
+    class_cache(tmp_path, "another")
+    assert not orphan.exists() and mine.exists()
 
 
 def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
