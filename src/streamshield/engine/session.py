@@ -177,8 +177,8 @@ def class_path_digest(jars: Path | None = None, java: str | None = None) -> str:
     path, size and mtime of every jar (and ignores it, silently but for one warning line,
     otherwise). A reinstalled virtualenv (every CI run's clean clone) has new jars: under
     a name without this digest the first install's archive was never replaced, and every
-    later server started without one (seen: ``Unable to use shared archive`` on every
-    start, the serve test 78 -> 104-127 s)."""
+    later server started without one (seen on every start since a CI clone wrote the
+    machine's archive on 11-28: ``Unable to use shared archive``)."""
     import pyspark
 
     jars = jars or Path(pyspark.__file__).resolve().parent / "jars"
