@@ -48,8 +48,12 @@ def main() -> None:
         for name, value in sorted(per.items(), key=lambda item: (-item[1], item[0]))
         if round(value) >= MIN_SECONDS
     }
-    old = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
-    doc = {"about": old.get("about", __doc__.splitlines()[0]), "seconds": seconds}
+    about = (
+        "Worker seconds per test file, for the order of --dist loadfile (tests/conftest.py: "
+        f"longest files first), from {Path(sys.argv[1]).name}; only the ratios matter. Files "
+        "not listed weigh 1 s per test. Regenerate: python -m tests.plugins.file_weights X.xml"
+    )
+    doc = {"about": about, "seconds": seconds}
     WEIGHTS.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(seconds)} files written to {WEIGHTS}")
 
