@@ -28,7 +28,7 @@ figures: setup
 test: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: setup
 	$(BIN)/ruff check src tests bench

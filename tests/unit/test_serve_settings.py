@@ -219,6 +219,64 @@ def test_jvm_class_archive_is_written_aside_then_kept(tmp_path) -> None:
     assert conf["spark.driver.extraJavaOptions"] == f"{option} -Dmine=1"
 
 
+def test_jvm_class_archive_is_named_by_its_class_path(tmp_path) -> None:
+    """Another install (new jars: a CI's fresh clone) or another JVM gets an archive of
+    its own; an install's archive is found again by the next start of that install."""
+    import os
+
+    from streamshield.engine.session import class_cache, class_path_digest, keep_class_cache
+
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-core.jar").write_bytes(b"classes")
+    java = tmp_path / "java"
+    java.write_bytes(b"jvm")
+    first = class_path_digest(jars, str(java))
+    assert class_path_digest(jars, str(java)) == first  # the same install: the same name
+    os.utime(jars / "spark-core.jar", ns=(1, 1))  # reinstalled: the JVM would refuse it
+    reinstalled = class_path_digest(jars, str(java))
+    assert reinstalled != first
+    assert class_path_digest(jars, str(tmp_path / "other-java")) != reinstalled
+
+    cache = tmp_path / "cache"
+    _, pending = class_cache(cache, first)
+    assert pending is not None
+    pending.write_bytes(b"archive")
+    keep_class_cache(pending)
+    assert class_cache(cache, first)[1] is None  # found again: mapped, not rewritten
+    option, other = class_cache(cache, reinstalled)  # the old one is not the new install's
+    assert other is not None and option == f"-XX:ArchiveClassesAtExit={other}"
+
+
+def test_jvm_class_archives_beyond_the_newest_few_are_removed(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from streamshield.engine.session import KEPT_ARCHIVES, class_cache, keep_class_cache
+
+    written = []
+    for n in range(KEPT_ARCHIVES + 2):
+        _, pending = class_cache(tmp_path, f"install{n}")
+        assert pending is not None
+        pending.write_bytes(b"archive")
+        keep_class_cache(pending)
+        archive = next(tmp_path.glob(f"classes-*-install{n}.jsa"))
+        os.utime(archive, (1000 + n, 1000 + n))  # written in this order
+        written.append(archive)
+    kept = sorted(tmp_path.glob("classes-*.jsa"))
+    assert len(kept) == KEPT_ARCHIVES and written[-1] in kept and written[0] not in kept
+    # a pending archive whose writer is gone is removed at the next start; a live one stays
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"classes-4-x.jsa.{gone.pid}.new"
+    mine = tmp_path / f"classes-4-x.jsa.{os.getpid()}.new"
+    orphan.write_bytes(b"half")
+    mine.write_bytes(b"half")
+    class_cache(tmp_path, "another")
+    assert not orphan.exists() and mine.exists()
+
+
 def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
     from streamshield.engine.session import DRIVER_JAVA_OPTIONS, fixed_heap, with_java_option
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -162,7 +164,44 @@ def cache_directory() -> Path:
     return Path(base) / "streamshield" / "jvm"
 
 
-def class_cache(directory: Path) -> tuple[str, Path | None]:
+KEPT_ARCHIVES = 3
+"""Class archives kept per machine user (about 200 MB each): the newest, one per install
+(a CI's fresh clone is an install of its own)."""
+
+
+def class_path_digest(jars: Path | None = None, java: str | None = None) -> str:
+    """A digest of what a dynamic class archive is only valid for: the JVM and each jar
+    of the class path with its size and modification time.
+
+    The JVM maps an archive only when the class path it was written for is the same,
+    path, size and mtime of every jar (and ignores it, silently but for one warning line,
+    otherwise). A reinstalled virtualenv (every CI run's clean clone) has new jars: under
+    a name without this digest the first install's archive was never replaced, and every
+    later server started without one (seen on every start since a CI clone wrote the
+    machine's archive on 11-28: ``Unable to use shared archive``)."""
+    import pyspark
+
+    jars = jars or Path(pyspark.__file__).resolve().parent / "jars"
+    java = java or _java()
+    digest = hashlib.sha256(str(java).encode())
+    with contextlib.suppress(OSError):
+        stat = os.stat(java)
+        digest.update(f":{stat.st_size}:{stat.st_mtime_ns}".encode())
+    with contextlib.suppress(OSError):
+        for jar in sorted(jars.iterdir()):
+            stat = jar.stat()
+            digest.update(f"\n{jar.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:12]
+
+
+def _java() -> str:
+    """The java executable Spark's launcher runs (``JAVA_HOME`` first, as it does)."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return os.path.realpath(found) if found else "java"
+
+
+def class_cache(directory: Path, digest: str | None = None) -> tuple[str, Path | None]:
     """The JVM option for class-data sharing through an archive in ``directory``, and
     the archive this run writes at its exit (None when it reads one).
 
@@ -170,19 +209,36 @@ def class_cache(directory: Path) -> tuple[str, Path | None]:
     start-up time. A run without an archive writes one when its JVM exits
     (``-XX:ArchiveClassesAtExit``), under a temporary name that
     :func:`keep_class_cache` renames once the JVM has exited cleanly; later runs map it
-    (``-XX:SharedArchiveFile``). An archive that does not match this JVM or class path
-    is ignored by the JVM, which then starts as without one; the name carries the
-    pyspark version so that an upgrade writes a new one.
+    (``-XX:SharedArchiveFile``). The name carries the pyspark version and
+    :func:`class_path_digest` (``digest``: the caller's), so that another install, an
+    upgrade or another JVM writes an archive of its own instead of starting without one.
     """
     import pyspark
 
     directory.mkdir(parents=True, exist_ok=True)
-    archive = directory / f"classes-{pyspark.__version__}.jsa"
+    _remove_orphans(directory)
+    digest = digest or class_path_digest()
+    archive = directory / f"classes-{pyspark.__version__}-{digest}.jsa"
     if archive.exists() and archive.stat().st_size > 0:
         return f"-XX:SharedArchiveFile={archive}", None
     pending = directory / f"{archive.name}.{os.getpid()}.new"  # runs side by side: one each
     pending.unlink(missing_ok=True)
     return f"-XX:ArchiveClassesAtExit={pending}", pending
+
+
+def _remove_orphans(directory: Path) -> None:
+    """Removes archives being written by processes that are gone: a JVM that outlived
+    :func:`stop_jvm`'s bound (writing 200 MB at a load of 30 took longer) left its
+    ``.new`` file behind, never renamed, for good."""
+    for pending in directory.glob("classes-*.jsa.*.new"):
+        try:
+            os.kill(int(pending.name.rsplit(".", 2)[-2]), 0)
+        except ValueError:
+            continue  # not a name this module writes
+        except ProcessLookupError:
+            pending.unlink(missing_ok=True)
+        except OSError:
+            continue  # alive (another user's, say)
 
 
 def with_java_option(conf: Mapping[str, str], option: str) -> dict[str, str]:
@@ -215,6 +271,12 @@ def stop_jvm(timeout: float = 60.0) -> bool:
 
 
 def keep_class_cache(pending: Path | None) -> None:
-    """Makes the archive written at exit the one later runs read."""
+    """Makes the archive written at exit the one later runs read, and removes the oldest
+    archives beyond :data:`KEPT_ARCHIVES` (each install writes its own)."""
     if pending is not None and pending.exists() and pending.stat().st_size > 0:
         pending.replace(pending.parent / (pending.name.split(".jsa.")[0] + ".jsa"))
+        archives = sorted(
+            pending.parent.glob("classes-*.jsa"), key=lambda a: a.stat().st_mtime, reverse=True
+        )
+        for old in archives[KEPT_ARCHIVES:]:  # a JVM that maps one keeps its mapping
+            old.unlink(missing_ok=True)
