@@ -114,6 +114,21 @@ def _stored(server, name: str) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("_ss_")} for r in rows]
 
 
+_READ: dict[tuple[str, tuple[int, ...]], list[dict]] = {}
+"""A store's rows by its directory and the batches it held when read."""
+
+
+def _polled(server, name: str) -> list[dict]:
+    """:func:`_stored` for a poll: read again only once the store holds another batch (a
+    stored batch does not change), so that waiting does not read nine stores through
+    the server's own Spark every half second while it works. Exact checks read anew."""
+    store = server.service.queries.get(name).store
+    key = (str(store.root), tuple(store.batches()))
+    if key not in _READ:
+        _READ[key] = _stored(server, name)
+    return _READ[key]
+
+
 def _latest(rows: list[dict], key: str | None = None) -> dict:
     """An aggregate's newest value per group (update mode: a group per changing batch)."""
     newest: dict = {}
@@ -137,13 +152,13 @@ def _settled(server, rounds: int, received: tuple[str, ...] = ("rowsagg",)) -> b
     ``rowsagg`` only once in ``received`` (someone subscribes: its switch is on)."""
     counts = _expected_after(rounds)
     for name, expected in counts.items():
-        if len(_stored(server, name)) < expected:
+        if len(_polled(server, name)) < expected:
             return False
     readings = rounds * len(PIDS)
-    agg = _latest(_stored(server, "agg"), "pid")
+    agg = _latest(_polled(server, "agg"), "pid")
     scalars = ("stats", *received)
-    scalar = {n: _latest(_stored(server, n)).get(None, {}).get("n") for n in scalars}
-    slide = max((r["n"] for r in _stored(server, "slide")), default=0)
+    scalar = {n: _latest(_polled(server, n)).get(None, {}).get("n") for n in scalars}
+    slide = max((r["n"] for r in _polled(server, "slide")), default=0)
     return (
         len(agg) == len(PIDS)
         and all(row["n"] == rounds for row in agg.values())

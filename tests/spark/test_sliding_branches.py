@@ -179,25 +179,38 @@ def network(service, root, queries, sinks):
     return shared
 
 
-def alone(service, queries, sinks):
+def alone(service, queries, sinks, monkeypatch):
+    """Each query as its own streaming query: the reference. Its state is kept in one
+    shuffle partition instead of the session's four: the rows are the same (the
+    aggregates are deterministic), and five stateful queries' state tasks, a micro-batch
+    and a no-data micro-batch per landing each, were most of this test's time."""
+    fresh = service.spark.newSession
+
+    def one_partition():
+        session = fresh()
+        session.conf.set("spark.sql.shuffle.partitions", "1")
+        return session
+
     out = {}
-    for name, (text, roles) in queries.items():
-        admitted = service.admit(text, roles)
-        out[name] = service.register(
-            admitted,
-            roles,
-            CallbackSink(sinks[name]),
-            f"alone_{name}",
-            sliding=_sliding(service, admitted),
-        )
+    with monkeypatch.context() as patched:  # only these queries' sessions
+        patched.setattr(service.spark, "newSession", one_partition)
+        for name, (text, roles) in queries.items():
+            admitted = service.admit(text, roles)
+            out[name] = service.register(
+                admitted,
+                roles,
+                CallbackSink(sinks[name]),
+                f"alone_{name}",
+                sliding=_sliding(service, admitted),
+            )
     return out
 
 
-def test_sliding_branches_emit_what_each_query_alone_emits(stream, tmp_path):
+def test_sliding_branches_emit_what_each_query_alone_emits(stream, tmp_path, monkeypatch):
     service, next_batch = stream
     own = {name: Emitted() for name in QUERIES}
     branch = {name: Emitted() for name in QUERIES}
-    queries = alone(service, QUERIES, own)
+    queries = alone(service, QUERIES, own, monkeypatch)
     shared = network(service, tmp_path / "net", QUERIES, branch)
     assert all(b.folded is not None and b.folded.closing for b in shared.branches.values())
     shared.start()
