@@ -15,7 +15,6 @@ import re
 from collections import Counter
 
 from bench import landing_latency
-from streamshield.engine.cql_service import CqlService
 from streamshield.engine.session import spark_session
 
 _ROW = re.compile(r"(\S+)\s+\d+ / (\d+)\s+\d+ / \d+")
@@ -43,7 +42,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
-    CqlService.driven_scan = True
     spark = spark_session(app_name="streamshield-bench-rules")
     spark.sparkContext.setLogLevel("ERROR")
     rules = spark._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor
