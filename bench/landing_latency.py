@@ -29,7 +29,8 @@ seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
 ``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
-[--no-guess] [--ingest-on-driver] [--driven | --no-driven] [--at-marker]`` prints it;
+[--no-guess] [--ingest-on-driver] [--driven | --no-driven] [--driven-ingest |
+--no-driven-ingest] [--at-marker]`` prints it;
 ``--push`` switches on the network's push (off by default: it measured no gain),
 ``--no-guess`` switches off ingest's one-pass guess, ``--ingest-on-driver`` switches on the
 small batch read and labelled on the driver (``IngestJob.on_driver``, session 22), ``--driven``
@@ -169,6 +170,7 @@ def measure(
         "hold": IngestJob.hold,
         "ingest_on_driver": getattr(IngestJob, "on_driver", None),
         "driven_scan": CqlService.driven_scan,
+        "driven_ingest": ServerService.driven_ingest,
         "pass_on_driver": getattr(SharedNetwork, "on_driver", None),
         "jobs_per_round": jobs,
         "profile": profile(spans, progress),
@@ -201,6 +203,8 @@ def jobs_per_round(spark: SparkSession, before: set[int], rounds: int) -> dict[s
 def reports(spark: SparkSession, service: ServerService) -> dict[str, list[dict]]:
     """Progress reports with input rows of ingest and Al's query, as (start epoch s, ms)."""
     found = {q.name: q for q in spark.streams.active if q.name}
+    if service.ingest_query is not None:  # driven ingest is no Spark streaming query
+        found["streamshield-ingest"] = service.ingest_query
     for live in service.queries.all():
         streaming = getattr(getattr(live, "handle", None), "handle", None)
         if streaming is not None:
@@ -263,7 +267,16 @@ def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
     keys = dict.fromkeys(k for s in stages for k in s if k != "pushed rounds")
     medians = {k: round(statistics.median(s[k] for s in stages if k in s), 3) for k in keys}
     pushed = int(sum(s["pushed rounds"] for s in stages))
-    return {"rounds": len(stages), "pushed rounds": pushed} | medians
+    slowest = max(
+        stages, key=lambda s: s["POST (landing)"] + s["ingest batch start to the SSE reader"]
+    )
+    return (
+        {"rounds": len(stages), "pushed rounds": pushed}
+        | medians
+        | {
+            "slowest round": {k: round(v, 3) for k, v in slowest.items()}  # where a tail goes
+        }
+    )
 
 
 def main() -> None:
@@ -286,6 +299,13 @@ def main() -> None:
         action="store_true",
         help="SharedNetwork.on_driver on (a small batch's pass on the driver, no job)",
     )
+    ingest = parser.add_mutually_exclusive_group()
+    ingest.add_argument(
+        "--driven-ingest", action="store_true", default=None, help="driven ingest on"
+    )
+    ingest.add_argument(
+        "--no-driven-ingest", dest="driven_ingest", action="store_false", help="... off"
+    )
     driven = parser.add_mutually_exclusive_group()
     driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
@@ -295,6 +315,8 @@ def main() -> None:
         SharedNetwork.on_driver = True
     if args.driven is not None:
         CqlService.driven_scan = args.driven
+    if args.driven_ingest is not None:
+        ServerService.driven_ingest = args.driven_ingest
     IngestJob.guess = not args.no_guess
     IngestJob.hold = not args.at_marker
     IngestJob.on_driver = args.ingest_on_driver

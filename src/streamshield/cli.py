@@ -260,6 +260,7 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 )
 @click.option("--share-sliding/--no-share-sliding", default=None, help=_setting("share_sliding"))
 @click.option("--driven-scan/--no-driven-scan", default=None, help=_setting("driven_scan"))
+@click.option("--driven-ingest/--no-driven-ingest", default=None, help=_setting("driven_ingest"))
 @click.option("--retention", default=None, help=_setting("retention"))
 def serve(
     config: Path | None,
@@ -286,6 +287,7 @@ def serve(
     share_aggregates: bool | None,
     share_sliding: bool | None,
     driven_scan: bool | None,
+    driven_ingest: bool | None,
     retention: str | None,
 ) -> None:
     """Start the secure server (HTTPS API, continuous ingest, live subscriptions).
@@ -318,6 +320,7 @@ def serve(
         "share_aggregates": share_aggregates,
         "share_sliding": share_sliding,
         "driven_scan": driven_scan,
+        "driven_ingest": driven_ingest,
         "retention": retention,
     }
     try:

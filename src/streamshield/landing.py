@@ -162,6 +162,7 @@ class LandingZone:
         self.max_future_skew = max_future_skew
         """Seconds an sp's ts may be ahead of ``clock``; settable (``serve`` does)."""
         self.clock = clock
+        self._listeners: list[Callable[[list[Path]], None]] = []
         (self.root / TMP_DIR).mkdir(parents=True, exist_ok=True)
         for definition in catalog.streams():
             self.stream_dir(definition.name).mkdir(exist_ok=True)
@@ -169,6 +170,12 @@ class LandingZone:
     def stream_dir(self, stream: str) -> Path:
         """Directory of a stream's landed files (what the Spark ingest reads)."""
         return self.root / stream
+
+    def listen(self, landed: Callable[[list[Path]], None]) -> None:
+        """``landed`` is told the files of each append that landed some, after they are
+        in place (secure ingest starts its micro-batch at once instead of finding them at
+        its next look). It must be quick and must not raise: it runs in the append."""
+        self._listeners.append(landed)
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -225,6 +232,9 @@ class LandingZone:
                 self._land(channel, items, result, failed)
             self._count(failed)
         result.rejected.sort(key=lambda rejection: rejection.line)
+        if result.files:
+            for landed in self._listeners:
+                landed(list(result.files))
         return result
 
     def _in_order(

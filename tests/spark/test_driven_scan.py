@@ -19,7 +19,8 @@ import pytest
 
 from streamshield.engine import driver_rows
 from streamshield.engine import shared_network as shared_network_module
-from streamshield.engine.driven_scan import DrivenScan, ScanLog
+from streamshield.engine.driven_scan import DrivenScan
+from streamshield.engine.file_source_log import FileSourceLog
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.retention import checkpoint_sources
@@ -80,7 +81,7 @@ def test_a_committed_batch_reaches_the_branch_at_once_without_a_streaming_query(
     assert network.handle.isActive and streaming_scans(pipeline) == []
     assert nurse.rows, "the history was handed over"
     scan.poll_seconds = 3600.0  # no poll: only ingest's commit can start the next batch
-    scan._wake.set()  # the wait under way ends; the next one is an hour
+    scan.wake.set()  # the wait under way ends; the next one is an hour
     for part in (second, third):
         nurse.arrived.clear()
         land(pipeline, part)
@@ -169,7 +170,7 @@ def test_a_planned_micro_batch_is_replayed_with_its_own_files_and_id(pipeline) -
     scan = pipeline.cql.scans[KEY]
     checkpoint = scan.checkpoint
     pipeline.cql.stop("cardio")  # the last branch: the scan stops
-    log = ScanLog(checkpoint)
+    log = FileSourceLog(checkpoint)
     last = log.last_batch()
     files = log.files(last)
     (checkpoint / "commits" / str(last)).unlink()  # killed before the commit
@@ -245,7 +246,7 @@ def test_spark_resumes_from_a_driven_log_past_its_compaction(spark, tmp_path) ->
     """Twelve driven micro-batches (a compact file at offset 9, as Spark writes one), then
     a file-source query on the same checkpoint reads only the file landed after them."""
     data, checkpoint = tmp_path / "data", tmp_path / "checkpoint"
-    log = ScanLog(checkpoint)
+    log = FileSourceLog(checkpoint)
     log.prepare()
 
     def stored(batch: int) -> Path:

@@ -120,6 +120,7 @@ def test_serve_refuses_a_bad_config_with_exit_code_2_and_one_line(tmp_path) -> N
     [
         "fuse_branches",  # shared networks' plain selections in one pass (fused_branches.py)
         "driven_scan",  # networks read through the scan ingest's commits drive (driven_scan.py)
+        "driven_ingest",  # ingest's micro-batch started by a landing (driven_ingest.py)
         "share_aggregates",  # aggregates without a window fold as network branches
         "share_sliding",  # sliding-window aggregates fold as network branches too
     ],

@@ -26,6 +26,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamshield.engine import driver_batch, ingest_consistency
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.driven_ingest import DrivenIngest
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
@@ -60,6 +61,13 @@ class IngestJob:
     its marker (``LabelledStore.hold``); off: at the marker, as before session 20
     (``bench.landing_latency --at-marker`` measures both)."""
 
+    driven = False
+    """Micro-batches started by a landing (:meth:`wake`) and run by the project
+    (engine/driven_ingest.py) rather than by Spark's file source on its trigger: the same
+    batch function and checkpoint format. The server turns it on (its ``driven_ingest``
+    setting); off here, so that the tests of the batch function and the benches run it
+    as a streaming query unless they ask."""
+
     def __init__(self, ingest: Ingest, landing: str | Path, root: str | Path) -> None:
         self.ingest = ingest
         self.landing = Path(landing)
@@ -75,6 +83,7 @@ class IngestJob:
         complete policy, and tuples no policy covers (readable by nobody). Counted while
         the batch is written (``DataFrame.observe``), or from the rows a small batch's
         write brought to the driver, not by another pass."""
+        self._driven: DrivenIngest | None = None
 
     def check(self) -> int | None:
         """The batch ingest runs next, after checking that the checkpoint, the labelled
@@ -252,9 +261,22 @@ class IngestJob:
         """Start the query; ``available_now`` processes what is there and stops (tests, demo),
         otherwise a batch starts every ``trigger_seconds`` when files have landed.
 
-        Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step."""
+        Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step.
+        :attr:`driven`: a :class:`~streamshield.engine.driven_handle.DrivenHandle`, which
+        answers as a StreamingQuery does."""
         self.check()
         self.landing.mkdir(parents=True, exist_ok=True)
+        if self.driven:
+            self._driven = DrivenIngest(
+                self.ingest.spark,
+                self.landing,
+                self.checkpoint,
+                ELEMENT_SCHEMA,
+                self._process,
+                poll_seconds=trigger_seconds,
+                max_files=max_files,
+            )
+            return self._driven.start(available_now)  # type: ignore[return-value]
         reader = self.ingest.spark.readStream.schema(ELEMENT_SCHEMA)
         if max_files:
             reader = reader.option("maxFilesPerTrigger", max_files)
@@ -268,6 +290,13 @@ class IngestJob:
             else writer.trigger(processingTime=f"{int(trigger_seconds * 1000)} milliseconds")
         )
         return writer.start()
+
+    def wake(self, *_landed: object) -> None:
+        """A file landed: a driven ingest lists the landing zone at once (a streaming
+        query finds it at its next trigger)."""
+        driven = self._driven
+        if driven is not None:
+            driven.wake.set()
 
 
 def _counted() -> list[Column]:

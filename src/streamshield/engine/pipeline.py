@@ -42,6 +42,7 @@ class Pipeline:
         self.landing = LandingZone(self.root / "landing", catalog)
         ingest = Ingest(spark, hierarchy, streams, catalog.server_policies(), levels=levels)
         self.ingest = IngestJob(ingest, self.root / "landing", self.root / "store")
+        self.landing.listen(self.ingest.wake)
         self.queries = QueryService(
             spark, streams, hierarchy, self.ingest.store, self.root / "store"
         )

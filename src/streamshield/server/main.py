@@ -206,6 +206,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             service.cql.share_aggregates = settings.share_aggregates
             service.cql.share_sliding = settings.share_sliding
             service.cql.driven_scan = settings.driven_scan
+            service.driven_ingest = settings.driven_ingest
             service.retention.max_age = settings.retention
         if stopper.requested.is_set():
             return 0

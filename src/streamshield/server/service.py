@@ -70,16 +70,23 @@ from streamshield.server.system_settings import SettingsRejected, validated
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
 INGEST_TRIGGER_SECONDS = 0.2
-"""How often secure ingest looks for landed files. A landing waits for the next trigger
-before its batch starts: half the interval on average, so the 1 s interval it had cost
-0.5 s of every landing's latency. An idle trigger only lists the landing zone
-(docs/results.md, "Latency: triggers and delivery" for its idle CPU)."""
+"""How often secure ingest looks for landed files. Driven (the default), a landing
+through the API starts its micro-batch at once and this look only finds files landed by
+other means; as a streaming query, a landing waits for the next trigger: half the
+interval on average, so the 1 s interval it had cost 0.5 s of every landing's latency.
+An idle look only lists the landing zone (docs/results.md, "Latency: triggers and
+delivery" for its idle CPU)."""
 INGEST_RETRY_SECONDS = 10.0
 RECOVERY_SECONDS = 30.0
 
 
 class ServerService:
     """Everything the API does, as methods taking the caller's session first."""
+
+    driven_ingest = True
+    """Secure ingest's micro-batches start when a file lands (engine/driven_ingest.py)
+    instead of at the file source's next trigger; the server's ``driven_ingest``
+    setting."""
 
     def __init__(
         self,
@@ -198,6 +205,7 @@ class ServerService:
     def _start_ingest(self) -> Any:
         """The running ingest query, or None when its state forbids starting (halted)."""
         try:
+            self.pipeline.ingest.driven = self.driven_ingest
             return self.pipeline.ingest.start(
                 available_now=False, trigger_seconds=INGEST_TRIGGER_SECONDS
             )

@@ -143,6 +143,12 @@ class ServeSettings(BaseSettings):
         "by a scan driven by ingest's commit markers (false: through a streaming query "
         "that lists the labelled store; engine/driven_scan.py).",
     )
+    driven_ingest: bool = Field(
+        True,
+        description="Secure ingest starts a micro-batch as soon as a file lands through "
+        "the API (false: at the next 0.2 s trigger of a file-source streaming query; same "
+        "checkpoint format and crash rules either way; engine/driven_ingest.py).",
+    )
     retention: float | None = Field(
         DEFAULT_RETENTION,
         description="How long consumed landing files and labelled batches are kept: 7d, "

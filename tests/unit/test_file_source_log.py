@@ -1,4 +1,4 @@
-"""The driven scan's log (engine/driven_scan.py, ``ScanLog``): the file source's own
+"""A file-source log written by the project (engine/file_source_log.py): the file source's own
 checkpoint format, so that the networks' source log, retention and a file-source query
 resuming from it read it as Spark's."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamshield.engine import driven_scan
-from streamshield.engine.driven_scan import ScanLog
+from streamshield.engine import file_source_log
+from streamshield.engine.file_source_log import FileSourceLog
 from streamshield.engine.retention import checkpoint_sources
 from streamshield.engine.source_log import SourceLog
 
@@ -17,7 +17,7 @@ def _file(root: Path, batch: int) -> str:
 
 
 def test_micro_batches_are_logged_as_the_file_source_logs_them(tmp_path) -> None:
-    log = ScanLog(tmp_path / "checkpoint")
+    log = FileSourceLog(tmp_path / "checkpoint")
     log.prepare()
     for batch in range(25):
         log.plan(batch, [_file(tmp_path, batch)])
@@ -36,7 +36,7 @@ def test_micro_batches_are_logged_as_the_file_source_logs_them(tmp_path) -> None
 
 
 def test_a_planned_micro_batch_is_pending_until_committed(tmp_path) -> None:
-    log = ScanLog(tmp_path / "checkpoint")
+    log = FileSourceLog(tmp_path / "checkpoint")
     log.prepare()
     log.plan(0, [_file(tmp_path, 0)])
     log.commit(0)
@@ -52,7 +52,7 @@ def test_a_planned_micro_batch_is_pending_until_committed(tmp_path) -> None:
 def test_an_offset_logged_without_its_micro_batch_is_written_again(tmp_path) -> None:
     """Killed between the file-source log and the offsets: the next plan reuses the
     offset (as Spark's source would list those files again)."""
-    log = ScanLog(tmp_path / "checkpoint")
+    log = FileSourceLog(tmp_path / "checkpoint")
     log.prepare()
     log.plan(0, [_file(tmp_path, 0)])
     log.commit(0)
@@ -62,8 +62,8 @@ def test_an_offset_logged_without_its_micro_batch_is_written_again(tmp_path) -> 
 
 
 def test_old_offsets_and_log_files_go_as_spark_deletes_them(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(driven_scan, "RETAINED", 15)
-    log = ScanLog(tmp_path / "checkpoint")
+    monkeypatch.setattr(file_source_log, "RETAINED", 15)
+    log = FileSourceLog(tmp_path / "checkpoint")
     log.prepare()
     for batch in range(41):
         log.plan(batch, [_file(tmp_path, batch)])
@@ -76,3 +76,38 @@ def test_old_offsets_and_log_files_go_as_spark_deletes_them(tmp_path, monkeypatc
     assert [reader.ingest_ids(b) for b in range(26, 41)] == [frozenset({b}) for b in range(26, 41)]
     (source,) = checkpoint_sources(log.checkpoint)
     assert max(int(p.split("batch=")[1].split("/")[0]) for p in source.committed) == 40
+
+
+def test_seen_files_are_those_of_planned_micro_batches_across_compactions(
+    tmp_path, monkeypatch
+) -> None:
+    """What driven ingest must never read again: every file a planned micro-batch logged,
+    also after compaction deleted the plain files; not a file logged at an offset whose
+    micro-batch was never planned (a crash between the two): that one is read again."""
+    monkeypatch.setattr(file_source_log, "RETAINED", 15)
+    log = FileSourceLog(tmp_path / "checkpoint")
+    log.prepare()
+    assert log.seen() == set()
+    for batch in range(33):
+        log.plan(batch, [_file(tmp_path, batch)], stamps=[1000 + batch])
+        log.commit(batch)
+    assert "3" not in {p.name for p in log.sources.iterdir()}, "compacted and deleted"
+    assert log.seen() == {_file(tmp_path, b) for b in range(33)}
+    (log.sources / "33").write_text('v1\n{"path":"file:///crashed.jsonl","batchId":33}')
+    assert "file:///crashed.jsonl" not in log.seen()
+    log.plan(33, [_file(tmp_path, 33)])
+    assert log.seen() == {_file(tmp_path, b) for b in range(34)}
+    assert '"timestamp":1000,' in (log.sources / "29.compact").read_text(), "the stamps given"
+
+
+def test_a_compact_offset_logged_without_its_micro_batch_leaves_no_plain_file(tmp_path) -> None:
+    """A plain file at the offset a compact file is written for would shadow it."""
+    log = FileSourceLog(tmp_path / "checkpoint")
+    log.prepare()
+    for batch in range(9):
+        log.plan(batch, [_file(tmp_path, batch)])
+        log.commit(batch)
+    (log.sources / "9").write_text('v1\n{"path":"file:///crashed.jsonl","batchId":9}')
+    log.plan(9, [_file(tmp_path, 9)])
+    assert not (log.sources / "9").exists() and (log.sources / "9.compact").is_file()
+    assert SourceLog(log.checkpoint).files(9) == [_file(tmp_path, 9)]
