@@ -76,7 +76,8 @@ class DrivenIngest:
         self.wake = threading.Event()
         self.log = FileSourceLog(self.checkpoint)
         self._seen: set[str] | None = None
-        """Every file a planned micro-batch reads (read at the start from the log)."""
+        """Every file still there that a planned micro-batch reads (from the log at the
+        start, as Spark's file source rebuilds its ``seenFiles``)."""
         self._fresh = True
         """Whether the log must be asked for a planned micro-batch to replay."""
         self._began: float | None = None
@@ -107,7 +108,11 @@ class DrivenIngest:
         return {uri for uri, _ in self._landed()}
 
     def reached(self, goal: set[str]) -> bool:
-        return not self._fresh and self._seen is not None and goal <= self._seen
+        """Every file of ``goal`` was read, or is gone (retention prunes read files)."""
+        if self._fresh or self._seen is None:
+            return False
+        seen = self._seen
+        return all(uri in seen or not os.path.exists(local_path(uri)) for uri in goal)
 
     def interrupt(self, run_id: str) -> None:
         self.spark.sparkContext.cancelJobGroup(run_id)
@@ -143,7 +148,15 @@ class DrivenIngest:
             if pending is not None:
                 return pending[0], pending[1], None
         seen = self._seen if self._seen is not None else set()
-        new = [(uri, stamp) for uri, stamp in self._landed() if uri not in seen]
+        landed = self._landed()
+        listed = {uri for uri, _ in landed}
+        # files retention pruned are never listed again: forgotten, so that the set does
+        # not grow for as long as the server runs (a file merely not listed, say in a
+        # folder unreadable for a moment, is kept: reading it again would duplicate it)
+        seen.difference_update(
+            [uri for uri in seen - listed if not os.path.exists(local_path(uri))]
+        )
+        new = [(uri, stamp) for uri, stamp in landed if uri not in seen]
         if self.max_files:
             new = new[: self.max_files]
         if not new:

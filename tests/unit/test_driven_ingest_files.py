@@ -1,0 +1,97 @@
+"""Which landed files a driven ingest's next micro-batch reads (engine/driven_ingest.py):
+what Spark's file source would read, once each, in landing order, without a JVM."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from streamshield.engine import driven_ingest
+from streamshield.engine.driven_ingest import DrivenIngest
+from streamshield.engine.file_source_log import file_uri
+
+
+def ingest(tmp_path: Path, max_files: int | None = None) -> DrivenIngest:
+    out = DrivenIngest(
+        None,  # no Spark: only the choice of files is tested
+        tmp_path / "landing",
+        tmp_path / "checkpoint",
+        None,
+        lambda _frame, _batch: None,
+        poll_seconds=0.2,
+        max_files=max_files,
+    )
+    out.log.prepare()
+    return out
+
+
+def landed(tmp_path: Path, relative: str, lines: int = 2, at: int = 0) -> str:
+    path = tmp_path / "landing" / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f'{{"n": {i}}}\n' for i in range(lines)))
+    os.utime(path, (1_700_000_000 + at, 1_700_000_000 + at))
+    return file_uri(path)
+
+
+def run(driven: DrivenIngest) -> tuple[int, list[str]] | None:
+    """Plans and commits the next micro-batch as the step does (no rows read)."""
+    found = driven._next()
+    if found is None:
+        return None
+    batch_id, files, stamps = found
+    if stamps is not None:
+        driven.log.plan(batch_id, files, stamps)
+    assert driven._seen is not None
+    driven._seen.update(files)
+    driven.log.commit(batch_id)
+    return batch_id, files
+
+
+def test_files_are_read_once_in_landing_order_as_the_file_source_reads_them(tmp_path) -> None:
+    late = landed(tmp_path, "S/b-late.jsonl", at=5)
+    early = landed(tmp_path, "S/z-early.jsonl", at=1)
+    top = landed(tmp_path, "top.jsonl", at=3)
+    for hidden in ("S/.hidden.jsonl", "_tmp/x.jsonl", ".git/y.jsonl", "S/notes.txt"):
+        landed(tmp_path, hidden)
+    driven = ingest(tmp_path, max_files=2)
+    assert run(driven) == (0, [early, top])
+    assert run(driven) == (1, [late])
+    assert run(driven) is None
+    newer = landed(tmp_path, "T/new.jsonl", at=9)
+    assert run(driven) == (2, [newer])
+    restarted = ingest(tmp_path)
+    assert run(restarted) is None, "the log says what was read"
+    assert driven_ingest._lines([early, late, newer]) == 6
+
+
+def test_a_file_pruned_is_forgotten_and_a_file_not_listed_is_not_read_again(
+    tmp_path, monkeypatch
+) -> None:
+    first = landed(tmp_path, "S/a.jsonl", at=1)
+    second = landed(tmp_path, "S/b.jsonl", at=2)
+    driven = ingest(tmp_path)
+    assert run(driven) == (0, [first, second])
+    os.unlink(tmp_path / "landing" / "S" / "a.jsonl")  # retention pruned it
+    listing = DrivenIngest._landed
+
+    def without_b(self: DrivenIngest) -> list[tuple[str, int]]:
+        return [(uri, at) for uri, at in listing(self) if uri != second]
+
+    monkeypatch.setattr(DrivenIngest, "_landed", without_b)  # b's folder unreadable
+    assert run(driven) is None
+    assert driven._seen == {second}, "the pruned file forgotten, the unlisted one kept"
+    monkeypatch.setattr(DrivenIngest, "_landed", listing)
+    assert run(driven) is None, "listed again, b is not read twice"
+    assert driven.reached({first, second})
+
+
+def test_a_micro_batch_planned_and_not_committed_is_replayed_first(tmp_path) -> None:
+    first = landed(tmp_path, "S/a.jsonl", at=1)
+    driven = ingest(tmp_path)
+    batch_id, files, stamps = driven._next()  # type: ignore[misc]
+    driven.log.plan(batch_id, files, stamps)  # the process dies before the commit
+    later = landed(tmp_path, "S/b.jsonl", at=2)
+    restarted = ingest(tmp_path)
+    assert restarted._next() == (0, [first], None), "replayed with its own files"
+    restarted.log.commit(0)
+    assert run(restarted) == (1, [later])
