@@ -260,8 +260,15 @@ class BranchedNetwork(Generic[B]):
 
     def _each(self, on: dict[str, B], work: Callable[[B], None], covered: int) -> None:
         """``work`` for each branch, side by side (Spark schedules jobs of several threads
-        at once, so N small jobs keep every core busy instead of queueing)."""
+        at once, so N small jobs keep every core busy instead of queueing). One branch runs
+        in the calling thread: a fresh thread per micro-batch costs a thread, a Py4J
+        connection of its own and the lookups of a session it does not have (its work,
+        job group and failure handling are the same either way)."""
         if not on:
+            return
+        if len(on) == 1:
+            (branch,) = on.values()
+            self._run_branch(branch, work, covered)
             return
         with ThreadPoolExecutor(max_workers=min(BRANCH_THREADS, len(on))) as pool:
             futures = [pool.submit(self._run_branch, b, work, covered) for b in on.values()]
