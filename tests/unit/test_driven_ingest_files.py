@@ -11,14 +11,14 @@ from streamshield.engine.driven_ingest import DrivenIngest
 from streamshield.engine.file_source_log import file_uri
 
 
-def ingest(tmp_path: Path, max_files: int | None = None) -> DrivenIngest:
+def ingest(tmp_path: Path, max_files: int | None = None, poll: float = 0.2) -> DrivenIngest:
     out = DrivenIngest(
         None,  # no Spark: only the choice of files is tested
         tmp_path / "landing",
         tmp_path / "checkpoint",
         None,
         lambda _frame, _batch: None,
-        poll_seconds=0.2,
+        poll_seconds=poll,
         max_files=max_files,
     )
     out.log.prepare()
@@ -95,3 +95,28 @@ def test_a_micro_batch_planned_and_not_committed_is_replayed_first(tmp_path) -> 
     assert restarted._next() == (0, [first], None), "replayed with its own files"
     restarted.log.commit(0)
     assert run(restarted) == (1, [later])
+
+
+def test_told_files_are_read_without_a_listing_until_one_is_due(tmp_path, monkeypatch) -> None:
+    """The landing zone says what it landed: read at once, spelt as the listing spells
+    it (no file read twice under two names); files landed by other means wait for the
+    next full listing, at most ``poll_seconds`` later."""
+    first = landed(tmp_path, "S/a.jsonl", at=1)
+    driven = ingest(tmp_path, poll=3600)
+    assert run(driven) == (0, [first])  # the first look is a full listing
+    told = landed(tmp_path, "S/b.jsonl", at=2)
+    other = landed(tmp_path, "S/c.jsonl", at=3)  # landed by someone else
+    listing = DrivenIngest._landed
+
+    def no_listing(self: DrivenIngest) -> list[tuple[str, int]]:
+        raise AssertionError("listed although told and no listing was due")
+
+    monkeypatch.setattr(DrivenIngest, "_landed", no_listing)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.symlink_to(tmp_path / "landing")
+    driven.tell([elsewhere / "S" / "b.jsonl", elsewhere / "S" / ".hidden.jsonl"])
+    assert run(driven) == (1, [told])
+    monkeypatch.setattr(DrivenIngest, "_landed", listing)
+    driven.poll_seconds = 0.0  # a full listing is due
+    driven.tell([tmp_path / "landing" / "S" / "b.jsonl"])
+    assert run(driven) == (2, [other]), "b is not read again"

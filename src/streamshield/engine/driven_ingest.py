@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,11 @@ class DrivenIngest:
         self.poll_seconds, self.max_files = poll_seconds, max_files
         self.name = NAME
         self.wake = threading.Event()
+        self._told: set[Path] = set()
+        """Files the landing zone said it landed since the last micro-batch began."""
+        self._told_lock = threading.Lock()
+        self._listed = 0.0
+        """When the landing zone was last listed in full (monotonic seconds)."""
         self.log = FileSourceLog(self.checkpoint)
         self._seen: set[str] | None = None
         """Every file still there that a planned micro-batch reads (from the log at the
@@ -93,6 +98,14 @@ class DrivenIngest:
         return self.handle
 
     # -- what its handle runs (engine/driven_handle.py) ----------------------------------------
+
+    def tell(self, files: list[Path]) -> None:
+        """The landing zone landed ``files``: the next micro-batch starts at once, and
+        reads them without listing the landing zone (whose listing grows with the files
+        kept there) unless a full listing is due anyway."""
+        with self._told_lock:  # as this job spells its landing zone (<landing>/<stream>/<file>)
+            self._told.update(self.landing / path.parent.name / path.name for path in files)
+        self.wake.set()
 
     def query_id(self) -> str:
         return self.log.query_id()
@@ -122,20 +135,11 @@ class DrivenIngest:
     def _landed(self) -> list[tuple[str, int]]:
         """Every file the file source would read in the landing zone, as (URI,
         modification time in ms), in landing order."""
-        found: list[tuple[int, str]] = []
+        paths: list[Path] = []
         for folder, dirs, files in os.walk(self.landing):
             dirs[:] = [d for d in dirs if not _hidden(d)]
-            for name in files:
-                if _hidden(name) or not name.endswith(SUFFIX):
-                    continue
-                path = Path(folder) / name
-                try:
-                    stamp = int(path.stat().st_mtime * 1000)
-                except OSError:  # pruned or moved while listed
-                    continue
-                found.append((stamp, file_uri(path)))
-        found.sort()
-        return [(uri, stamp) for stamp, uri in found]
+            paths += [Path(folder) / name for name in files]
+        return _stamped(paths)
 
     def _next(self) -> tuple[int, list[str], list[int] | None] | None:
         """The micro-batch to run: the one planned and not committed (a replay, no
@@ -148,14 +152,21 @@ class DrivenIngest:
             if pending is not None:
                 return pending[0], pending[1], None
         seen = self._seen if self._seen is not None else set()
-        landed = self._landed()
-        listed = {uri for uri, _ in landed}
-        # files retention pruned are never listed again: forgotten, so that the set does
-        # not grow for as long as the server runs (a file merely not listed, say in a
-        # folder unreadable for a moment, is kept: reading it again would duplicate it)
-        seen.difference_update(
-            [uri for uri in seen - listed if not os.path.exists(local_path(uri))]
-        )
+        with self._told_lock:
+            told, self._told = self._told, set()
+        if told and time.monotonic() - self._listed < self.poll_seconds:
+            landed = _stamped(told)  # what was just landed, and a full listing is not due
+        else:
+            self._listed = time.monotonic()
+            landed = self._landed()
+            listed = {uri for uri, _ in landed}
+            # files retention pruned are never listed again: forgotten, so that the set
+            # does not grow for as long as the server runs (a file merely not listed, say
+            # in a folder unreadable for a moment, is kept: reading it again would
+            # duplicate it)
+            seen.difference_update(
+                [uri for uri in seen - listed if not os.path.exists(local_path(uri))]
+            )
         new = [(uri, stamp) for uri, stamp in landed if uri not in seen]
         if self.max_files:
             new = new[: self.max_files]
@@ -210,6 +221,22 @@ class DrivenIngest:
         if self._session is None:
             self._session = stream_session(self.spark)
         return self._session
+
+
+def _stamped(paths: Iterable[Path]) -> list[tuple[str, int]]:
+    """The files the file source would read of ``paths`` (not hidden, ``.jsonl``, still
+    there), as (URI, modification time in ms), in landing order."""
+    found: list[tuple[int, str]] = []
+    for path in paths:
+        if _hidden(path.name) or not path.name.endswith(SUFFIX):
+            continue
+        try:
+            stamp = int(path.stat().st_mtime * 1000)
+        except OSError:  # pruned or moved while listed
+            continue
+        found.append((stamp, file_uri(path)))
+    found.sort()
+    return [(uri, stamp) for stamp, uri in found]
 
 
 def _hidden(name: str) -> bool:

@@ -291,12 +291,12 @@ class IngestJob:
         )
         return writer.start()
 
-    def wake(self, *_landed: object) -> None:
-        """A file landed: a driven ingest lists the landing zone at once (a streaming
-        query finds it at its next trigger)."""
+    def wake(self, landed: list[Path] | None = None) -> None:
+        """Files landed (``landed``, when known): a driven ingest reads them at once (a
+        streaming query finds them at its next trigger)."""
         driven = self._driven
         if driven is not None:
-            driven.wake.set()
+            driven.tell(landed or [])
 
 
 def _counted() -> list[Column]:
