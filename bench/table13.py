@@ -622,7 +622,8 @@ def notes(sizes: dict) -> list[str]:
         f"delivery: batches of {sizes['delivery_rows'] // 10:,} and {sizes['delivery_rows']:,}"
         " rows (the earlier figure used 3M)",
         f"latency: {sizes['latency_rounds']} POSTs of {sizes['latency_tuples']} tuples after one"
-        " warm-up POST; p95 is the nearest-rank percentile (the largest of 12 or fewer)",
+        " warm-up POST (a fresh JVM: the first landings are slower while it compiles);"
+        " p95 is the nearest-rank percentile (the largest of 19 or fewer landings)",
     ]
 
 
