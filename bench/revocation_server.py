@@ -340,6 +340,9 @@ def batches_with_rows(spark, service: ServerService, start: float, end: float) -
     started in [start, end] (epoch seconds), from Spark's progress reports. User queries
     run in their own Spark sessions: their handles come from the service's registry."""
     found = {q.id: (q.name or str(q.id), q) for q in spark.streams.active}
+    ingest = service.ingest_query  # driven ingest is no Spark streaming query
+    if ingest is not None:
+        found[ingest.id] = (ingest.name, ingest)
     for live in service.queries.all():
         streaming = getattr(getattr(live, "handle", None), "handle", None)
         if streaming is not None:
