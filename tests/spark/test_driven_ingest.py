@@ -15,12 +15,11 @@ import pytest
 
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.source_log import SourceLog
 from streamshield.examples import hospital
 from tests.polling import poll
 from tests.spark.conformance import STREAMS, reference, spark_outcome, stored
-from tests.spark.test_ingest_job import ROLE_SETS, chunks, land
+from tests.spark.test_ingest_job import ROLE_SETS, chunks, crash_before_marker, land
 
 pytestmark = pytest.mark.spark
 
@@ -77,27 +76,21 @@ def test_a_failed_micro_batch_is_replayed_with_its_own_files_and_id(
     and the next start replays batch 1 with the files it was planned with (files landed
     since go to batch 2), giving what a run without the failure gives."""
     elements = hospital.elements()
-    parts = chunks(elements, 9)
+    parts = chunks(elements, 4)
     landing = tmp_path / "landing"
     for i, part in enumerate(parts[:4]):
         land(landing, part, i)
-    original = LabelledStore._mark
-
-    def crash(store: LabelledStore, batch_id: int, streams: list[str]) -> None:
-        if batch_id == 1:
-            raise RuntimeError("simulated crash before the commit marker")
-        original(store, batch_id, streams)
-
-    monkeypatch.setattr(LabelledStore, "_mark", crash)
-    with pytest.raises(RuntimeError, match="simulated crash"):
+    with crash_before_marker(monkeypatch, 1), pytest.raises(RuntimeError, match="simulated"):
         run(spark, landing, tmp_path / "root")
-    monkeypatch.setattr(LabelledStore, "_mark", original)
     planned = SourceLog(tmp_path / "root" / "checkpoints" / "ingest").files(1)
+    assert planned, "batch 1 was planned before the crash"
     for i, part in enumerate(parts[4:], start=4):
         land(landing, part, i)
     recovered = job(spark, landing, tmp_path / "root")
     recovered.start(available_now=True).awaitTermination()
-    assert SourceLog(recovered.checkpoint).files(1) == planned, "replayed with its own files"
+    log = SourceLog(recovered.checkpoint)
+    assert log.files(1) == planned, "replayed with its own files"
+    assert set(log.files(2) or []) - set(planned), "the files landed since in batch 2"
     for roles in (["C"], ["GP"], ["ND"]):
         assert spark_outcome(stored(spark, recovered.store), roles) == reference(elements, roles)
     assert tuples(spark, recovered) == landed_tuples(elements)

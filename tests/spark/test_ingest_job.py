@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,22 @@ def land(landing: Path, elements, start: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         name = f"{channel.provider}-{items[0].seq:012d}-{start:08d}.jsonl"
         (folder / name).write_text("\n".join(to_line(e) for e in items) + "\n")
+
+
+@contextmanager
+def crash_before_marker(monkeypatch, batch: int) -> Iterator[None]:
+    """Inside: ingest 'dies' after batch ``batch``'s files are in place, before its commit
+    marker."""
+    original = LabelledStore._mark
+
+    def crash(store: LabelledStore, batch_id: int, streams: list[str]) -> None:
+        if batch_id == batch:
+            raise RuntimeError("simulated crash before the commit marker")
+        original(store, batch_id, streams)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LabelledStore, "_mark", crash)
+        yield
 
 
 def run(spark, landing: Path, root: Path) -> IngestJob:
@@ -74,17 +92,11 @@ def test_crash_before_commit_replays_the_batch_identically(spark, tmp_path, monk
     for i, part in enumerate(chunks(elements, 9)):
         land(tmp_path / "landing", part, i)
     clean = run(spark, tmp_path / "landing", tmp_path / "clean")
-    original = LabelledStore._mark
-
-    def crash(store: LabelledStore, batch_id: int, streams: list[str]) -> None:
-        if batch_id == 2:
-            raise RuntimeError("simulated crash before the commit marker")
-        original(store, batch_id, streams)
-
-    monkeypatch.setattr(LabelledStore, "_mark", crash)
-    with pytest.raises(StreamingQueryException, match="simulated crash"):
+    with (
+        crash_before_marker(monkeypatch, 2),
+        pytest.raises(StreamingQueryException, match="simulated crash"),
+    ):
         run(spark, tmp_path / "landing", tmp_path / "crashed")
-    monkeypatch.setattr(LabelledStore, "_mark", original)
     recovered = run(spark, tmp_path / "landing", tmp_path / "crashed")
     for roles in (["C"], ["GP"], ["ND"]):
         assert outcome(spark, recovered, roles) == outcome(spark, clean, roles)

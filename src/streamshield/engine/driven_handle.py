@@ -202,3 +202,28 @@ def stream_session(spark: SparkSession) -> SparkSession:
     session = SparkSession(spark.sparkContext, jsparkSession=clone)
     session.conf.set("spark.sql.adaptive.enabled", "false")
     return session
+
+
+def progress_of(
+    batch_id: int, rows: int, previous: float | None, began: float, ends: dict[str, float]
+) -> dict[str, Any]:
+    """A micro-batch's progress as a streaming query reports it: its input rates since
+    the previous micro-batch began (``previous``) and over its own time (the API,
+    /metrics and the console show both), and ``durationMs`` per stage from ``ends``
+    (each stage's end, in order, the first stage starting at ``began``)."""
+    durations, start = {}, began
+    for stage, end in ends.items():
+        durations[stage] = round((end - start) * 1000)
+        start = end
+    durations["triggerExecution"] = round((start - began) * 1000)
+    return {
+        "batchId": batch_id,
+        "numInputRows": rows,
+        "inputRowsPerSecond": _rate(rows, began - previous) if previous is not None else 0.0,
+        "processedRowsPerSecond": _rate(rows, start - began),
+        "durationMs": durations,
+    }
+
+
+def _rate(rows: int, seconds: float) -> float:
+    return rows / seconds if seconds > 0 else 0.0

@@ -45,7 +45,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamshield.engine.batch_errors import bounded
-from streamshield.engine.driven_handle import DrivenHandle, activate, stream_session
+from streamshield.engine.driven_handle import (
+    DrivenHandle,
+    activate,
+    progress_of,
+    stream_session,
+)
 from streamshield.engine.file_source_log import FileSourceLog, file_uri, local_path
 
 NAME = "streamshield-ingest"
@@ -199,22 +204,15 @@ class DrivenIngest:
         processed = time.perf_counter()
         self.log.commit(batch_id)
         done = time.perf_counter()
-        rows, previous = _lines(files), self._began
-        self._began = began
-        progress.update(
-            batchId=batch_id,
-            numInputRows=rows,
-            inputRowsPerSecond=_rate(rows, began - previous) if previous is not None else 0.0,
-            processedRowsPerSecond=_rate(rows, done - began),
-            durationMs={
-                "latestOffset": round((listed - began) * 1000),
-                "walCommit": round((logged - listed) * 1000),
-                "queryPlanning": round((planned - logged) * 1000),
-                "addBatch": round((processed - planned) * 1000),
-                "commitOffsets": round((done - processed) * 1000),
-                "triggerExecution": round((done - began) * 1000),
-            },
-        )
+        ends = {
+            "latestOffset": listed,
+            "walCommit": logged,
+            "queryPlanning": planned,
+            "addBatch": processed,
+            "commitOffsets": done,
+        }
+        previous, self._began = self._began, began
+        progress.update(progress_of(batch_id, _lines(files), previous, began, ends))
         return True
 
     def _stream_session(self) -> SparkSession:
@@ -259,7 +257,3 @@ def _lines(files: list[str]) -> int:
         except OSError:
             continue
     return total
-
-
-def _rate(rows: int, seconds: float) -> float:
-    return rows / seconds if seconds > 0 else 0.0

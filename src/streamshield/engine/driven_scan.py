@@ -51,7 +51,12 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from streamshield.engine.batch_errors import bounded
-from streamshield.engine.driven_handle import DrivenHandle, activate, stream_session
+from streamshield.engine.driven_handle import (
+    DrivenHandle,
+    activate,
+    progress_of,
+    stream_session,
+)
 from streamshield.engine.file_source_log import FileSourceLog, file_uri, local_path
 from streamshield.engine.labelled_store import labelled_schema, read_batches
 from streamshield.engine.source_log import ingest_id
@@ -195,24 +200,15 @@ class DrivenScan(StreamScan):
         if ids:
             self._read = max(self._read if self._read is not None else -1, max(ids))
         done = time.perf_counter()
-        rows, previous = _rows(existing), self._began
-        self._began = began
-        progress.update(
-            batchId=batch_id,
-            numInputRows=rows,
-            # as a streaming query reports them: since the previous trigger, and over
-            # this one's own time (the API, /metrics and the console show both)
-            inputRowsPerSecond=_rate(rows, began - previous) if previous is not None else 0.0,
-            processedRowsPerSecond=_rate(rows, done - began),
-            ingestBatches=sorted(set(ids)),
-            durationMs={
-                "latestOffset": round((planned - began) * 1000),
-                "queryPlanning": round((handed - planned) * 1000),
-                "addBatch": round((processed - handed) * 1000),
-                "commitOffsets": round((done - processed) * 1000),
-                "triggerExecution": round((done - began) * 1000),
-            },
-        )
+        ends = {
+            "latestOffset": planned,
+            "queryPlanning": handed,
+            "addBatch": processed,
+            "commitOffsets": done,
+        }
+        previous, self._began = self._began, began
+        progress.update(progress_of(batch_id, _rows(existing), previous, began, ends))
+        progress["ingestBatches"] = sorted(set(ids))
         return True
 
     # -- what its handle runs (engine/driven_handle.py) ----------------------------------------
@@ -267,10 +263,6 @@ class DrivenScan(StreamScan):
         )
         rows = read_batches(self._stream_session(), struct, files)
         return rows if self.feed is None else self.feed(rows)
-
-
-def _rate(rows: int, seconds: float) -> float:
-    return rows / seconds if seconds > 0 else 0.0
 
 
 def _rows(files: list[str]) -> int:
