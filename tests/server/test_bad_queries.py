@@ -198,6 +198,42 @@ CORPUS: list[tuple[str, str, int, tuple[str, ...]]] = [
     ("table_function", "SELECT * FROM range(10)", 422, ("range", "function")),
     ("hint", "SELECT /*+ BROADCAST(vitals) */ hr FROM vitals", 422, ("hint",)),
     ("qualified_table", "SELECT * FROM default.vitals", 422, ("qualified", "default")),
+    # numbers past what their type holds (each was a 500 that also cut the next request
+    # on the same connection): refused by bound, never echoed
+    (
+        "number_wide",
+        f"SELECT hr FROM vitals WHERE hr > 1{'0' * 50} AND {WHERE_SECRET}",
+        422,
+        ("38 digits",),
+    ),
+    ("number_huge", f"SELECT hr FROM vitals WHERE hr > 1{'0' * 5000}", 422, ("38 digits",)),
+    (
+        "number_infinite",
+        f"SELECT hr FROM vitals WHERE hr > 1e400 AND {WHERE_SECRET}",
+        422,
+        ("finite",),
+    ),
+    ("number_fraction", f"SELECT hr FROM vitals WHERE hr > 0.{'1' * 60}", 422, ("38 digits",)),
+    ("number_bigint", "SELECT hr FROM vitals WHERE hr > 99999999999999999999L", 422, ("BIGINT",)),
+    ("number_decimal_bd", f"SELECT hr FROM vitals WHERE hr > 1{'0' * 50}BD", 422, ("38",)),
+    (
+        "number_decimal_type",
+        "SELECT CAST(hr AS DECIMAL(99, 0)) AS d FROM vitals",
+        422,
+        ("DECIMAL", "precision"),
+    ),
+    (
+        "number_rows",
+        "SELECT hr FROM vitals [ROWS 99999999999999999999999]",
+        422,
+        ("at most 2147483647",),
+    ),
+    (
+        "number_range",
+        "SELECT hr FROM vitals [RANGE 99999999999999 HOURS]",
+        422,
+        ("at most 2147483647",),
+    ),
 ]
 
 

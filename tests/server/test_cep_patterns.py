@@ -153,6 +153,18 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
             },
         )
         assert raw_omega.status_code == 403 and "Temp.celsius" in raw_omega.text
+        # Every number has a bound: a clear 422, and the connection stays usable.
+        for within, words in (
+            ("99999999999999 HOURS", "at most 2147483647 seconds"),
+            ("1" + "0" * 30 + " HOURS", "at most 2147483647 seconds"),
+            ("2 HOURS", "limit exceeded (range)"),  # the role's max_range_seconds
+        ):
+            text = FIRE.replace("WITHIN 1 MINUTE", f"WITHIN {within}")
+            too_long = al.post("/patterns", json={"name": "x", "pattern": text})
+            assert too_long.status_code == 422 and words in too_long.text, too_long.text
+        wide = FIRE.replace("a.celsius", "a.celsius > 1" + "0" * 40 + " AND a.celsius", 1)
+        wide_answer = al.post("/patterns", json={"name": "x", "pattern": wide})
+        assert wide_answer.status_code == 422 and "64 bits" in wide_answer.text
         bad_key = al.post("/patterns", json={"name": "x", "pattern": FIRE, "key": "celsius"})
         assert bad_key.status_code == 422 and "Smoke has no attribute celsius" in bad_key.text
         fire = {"name": "fire", "pattern": FIRE, "key": "room"}

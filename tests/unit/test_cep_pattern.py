@@ -131,6 +131,43 @@ def test_malformed_patterns_say_where_and_never_echo_values(text, line, column, 
 
 
 @pytest.mark.parametrize(
+    ("where", "within", "problem"),
+    [
+        ("", "77777777777777 HOURS", "WITHIN may span at most 2147483647 seconds"),
+        ("", "1" + "7" * 30 + " HOURS", "WITHIN may span at most"),
+        ("", "7" * 5000 + " SECONDS", "WITHIN may span at most"),
+        ("", "2147483648 SECONDS", "WITHIN may span at most"),
+        ("", "596524 HOURS", "WITHIN may span at most"),
+        ("WHERE a.celsius > " + "7" * 30, "1 SECOND", "must lie within"),
+        ("WHERE a.celsius > 9223372036854775808", "1 SECOND", "(64 bits)"),
+        ("WHERE a.celsius > -9223372036854775809", "1 SECOND", "(64 bits)"),
+        ("WHERE a.celsius > " + "7" * 5000, "1 SECOND", "must lie within"),
+        ("WHERE a.celsius > " + "7" * 400 + ".5", "1 SECOND", "finite double"),
+    ],
+)
+def test_every_number_has_a_bound_and_a_clear_error(where, within, problem) -> None:
+    text = f"PATTERN SEQ(Temperature a, Smoke b) {where} WITHIN {within} RETURN a.room"
+    with pytest.raises(PatternError) as caught:
+        compile_pattern(text, SCHEMAS)
+    assert problem in caught.value.problem
+    assert caught.value.line == 1 and caught.value.column is not None
+    assert "777" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "within"),
+    [
+        ("WHERE a.celsius > 9223372036854775807", "2147483647 SECONDS"),
+        ("WHERE a.celsius > -9223372036854775808", "596523 HOURS"),
+        ("WHERE a.celsius > 1.5", "2147483648 MILLISECONDS"),
+    ],
+)
+def test_numbers_at_their_bounds_are_accepted(where, within) -> None:
+    text = f"PATTERN SEQ(Temperature a, Smoke b) {where} WITHIN {within} RETURN a.room"
+    assert compile_pattern(text, SCHEMAS).within > timedelta(0)
+
+
+@pytest.mark.parametrize(
     ("text", "problem"),
     [
         ("PATTERN SEQ(Temperature a, Fire b) WITHIN 1 SECOND RETURN a.room", "unknown event type"),

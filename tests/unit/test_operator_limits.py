@@ -99,6 +99,17 @@ def test_range_limit_in_every_unit() -> None:
     LIMITS.check(shape("SELECT * FROM vitals [RANGE 1 HOUR]"), {"Admin"}, [])
 
 
+def test_a_patterns_within_is_held_to_the_range_limit() -> None:
+    with pytest.raises(LimitExceeded) as info:
+        LIMITS.check_span({"Nurse"}, 61)
+    assert info.value.rule == "range" and "60 seconds" in info.value.message
+    LIMITS.check_span({"Nurse"}, 60)
+    LIMITS.check_span({"Nurse", "Analyst"}, 600)  # the most permissive role's limit
+    LIMITS.check_span({"Admin"}, 10**9)
+    with pytest.raises(LimitExceeded):
+        OperatorLimits().check_span({"Nurse"}, 3_601)  # the built-in default: one hour
+
+
 def test_user_written_window_calls_cannot_dodge_the_range_limit() -> None:
     long_window = "SELECT count(*) FROM vitals GROUP BY window(ts, '365 days')"
     assert exceeded(LIMITS, long_window, {"Analyst"}).rule == "range"

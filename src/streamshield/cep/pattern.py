@@ -9,6 +9,7 @@ the clause at fault; messages name clauses, types and attributes, never data val
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,7 +19,16 @@ from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, UnexpectedInput, v_args
 
+from streamshield.lang.windows import MAX_WINDOW_SIZE
+
 MIN_EVENTS, MAX_EVENTS = 2, 4
+MAX_WITHIN = timedelta(seconds=MAX_WINDOW_SIZE)
+"""Longest ``WITHIN`` the language accepts: the longest SQL window (about 68 years).
+A role's operator limits (``max_range_seconds``) cap it further when a pattern is
+registered, exactly as they cap SQL windows."""
+MIN_LONG, MAX_LONG = -(2**63), 2**63 - 1
+"""Whole-number literals are Spark ``long`` values: anything wider has no kind to be
+compared with an attribute as."""
 KINDS = frozenset({"long", "double", "string", "boolean", "timestamp"})
 NUMERIC = frozenset({"long", "double"})
 TIME = "ts"  # every event type has its event time under this attribute
@@ -204,6 +214,18 @@ UNITS = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600}
 OPERATORS = {"<>": "!="}
 
 
+def _whole(text: str) -> int | None:
+    """``text`` (an optionally signed run of digits) as an int, or ``None`` when it has
+    more than 20 significant digits: wider than any bound of the language, and refused
+    before Python converts it (a 5,000-digit number takes it time and then an error)."""
+    digits = text.lstrip("+-").lstrip("0")
+    return int(text) if len(digits) <= 20 else None
+
+
+def _place(token: Token) -> tuple[int | None, int | None]:
+    return token.line, token.column
+
+
 def _at(token: Token | Tree) -> Position:
     if isinstance(token, Token):
         return Position(token.line, token.column)
@@ -232,9 +254,15 @@ class _ToPattern(Transformer):
 
     def within(self, meta, children):
         amount, unit = children
-        if int(amount) <= 0:
+        longest = f"WITHIN may span at most {MAX_WINDOW_SIZE} seconds (about 68 years)"
+        value = _whole(str(amount))
+        if value is None:
+            raise PatternError(longest, amount.line, amount.column)
+        if value <= 0:
             raise PatternError("WITHIN must be a positive duration", amount.line, amount.column)
-        seconds = int(amount) * UNITS[unit.lower().rstrip("s")]
+        seconds = value * UNITS[unit.lower().rstrip("s")]
+        if seconds > MAX_WITHIN.total_seconds():
+            raise PatternError(longest, amount.line, amount.column)
         return timedelta(seconds=seconds)
 
     def returns(self, meta, children):
@@ -281,7 +309,21 @@ class _ToPattern(Transformer):
     def number(self, meta, children):
         (token,) = children
         text = str(token)
-        value = float(text) if "." in text else int(text)
+        value: int | float | None
+        if "." in text:
+            value = float(text)
+            if not math.isfinite(value):
+                raise PatternError(
+                    "a decimal number in a pattern must be a finite double", *_place(token)
+                )
+        else:
+            value = _whole(text)
+            if value is None or not MIN_LONG <= value <= MAX_LONG:
+                raise PatternError(
+                    f"a whole number in a pattern must lie within {MIN_LONG} and {MAX_LONG} "
+                    "(64 bits)",
+                    *_place(token),
+                )
         return Literal(value, _at(token))
 
     def string(self, meta, children):

@@ -74,9 +74,23 @@ def spark_error_class(err: BaseException) -> str | None:
 
 
 def is_spark_refusal(err: BaseException) -> bool:
-    """Whether ``err`` is Spark refusing a plan (analysis or an unsupported operation)."""
+    """Whether ``err`` is Spark refusing a plan (analysis, an unsupported operation, or an
+    arithmetic error while folding the query's constants, such as a decimal literal past
+    Spark's precision): the query's fault, never the server's."""
     names = {klass.__name__ for klass in type(err).__mro__}
-    return bool(names & {"AnalysisException", "ParseException", "IllegalArgumentException"})
+    return bool(names & _REFUSALS)
+
+
+_REFUSALS = frozenset(
+    {
+        "AnalysisException",
+        "ParseException",
+        "IllegalArgumentException",
+        "ArithmeticException",
+        "NumberFormatException",
+        "DateTimeException",
+    }
+)
 
 
 def rejected(err: BaseException, sql: str) -> QueryRejected:

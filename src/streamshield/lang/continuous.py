@@ -99,7 +99,7 @@ _FROM_ENDS = frozenset(
 """Tokens after which a ``[`` can no longer follow a FROM item."""
 _NAME_TYPES = frozenset({_T.VAR, _T.IDENTIFIER})
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DIGITS = re.compile(r"[0-9]{1,12}")
+_DIGITS = re.compile(r"[0-9]+")
 _SIZE_WORDS = "a whole number, optionally followed by SECONDS, MINUTES or HOURS"
 _FORMS = "[NOW], [ROWS n], [RANGE t] or [RANGE t SLIDE s]"
 _TIME_WINDOW_CALLS = frozenset({"window", "session_window"})
@@ -523,6 +523,8 @@ def _window_spec(text: str, inner: list[Token], bracket: Token) -> WindowSpec:
         raw = text[token.start : token.end + 1] if token is not None else ""
         if token is None or token.token_type != _T.NUMBER or not _DIGITS.fullmatch(raw):
             raise fail(f"expected {what} after {_word(text, inner[at - 1])}", at)
+        if len(raw.lstrip("0")) > len(str(MAX_WINDOW_SIZE)):
+            raise fail(f"window too large (at most {MAX_WINDOW_SIZE})", at)
         return int(raw)
 
     def seconds(at: int) -> tuple[int, int]:

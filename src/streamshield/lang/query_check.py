@@ -28,6 +28,8 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from streamshield.lang.number_bounds import number_problem
+
 __all__ = [
     "ALLOWED_UNKNOWN_FUNCTIONS",
     "FORBIDDEN_FUNCTIONS",
@@ -572,6 +574,7 @@ def check_query(
         _check_functions(tree)
         _check_regexes(tree)
         _check_expansion(tree)
+        _check_numbers(tree)
         _check_reserved_names(tree)
         _check_stars(tree)
         found = _resolve_tables(tree, catalog, sql)
@@ -1077,6 +1080,13 @@ def _is_amplifying(node: exp.Expression) -> bool:
         or isinstance(node, exp.GenerateSeries | exp.Format | exp.Reduce)
         or (isinstance(node, exp.Anonymous) and node.name.lower() == "printf")
     )
+
+
+def _check_numbers(tree: exp.Expression) -> None:
+    """Every number fits the type Spark reads it as (:mod:`streamshield.lang.number_bounds`)."""
+    problem = number_problem(tree)
+    if problem is not None:
+        raise QueryRejected("number", problem)
 
 
 def _check_expansion(tree: exp.Expression) -> None:

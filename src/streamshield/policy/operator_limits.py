@@ -215,6 +215,15 @@ class OperatorLimits:
                 "together for your roles",
             )
 
+    def check_span(self, effective_roles: Iterable[str], seconds: float) -> None:
+        """Raise :class:`LimitExceeded` (rule ``range``) unless a user with
+        ``effective_roles`` may keep state over ``seconds``: an event pattern's WITHIN,
+        capped like a SQL query's ``[RANGE t]`` and ``window()`` lengths, since it
+        bounds the pattern's join state the same way."""
+        rule = self.effective(effective_roles)
+        if rule.max_range_seconds is not None and seconds > rule.max_range_seconds:
+            raise LimitExceeded("range", self._range_message(rule))
+
     @staticmethod
     def _range_message(rule: LimitRule) -> str:
         return f"a time window may span at most {rule.max_range_seconds} seconds for your roles"

@@ -235,6 +235,8 @@ class PatternService:
         pattern = self._compiled(text, edition.access)
         _check_key(pattern, key, edition.access)
         roles = tuple(sorted(port.roles_of(session)))
+        effective = self.server.pipeline.queries.hierarchy.effective(roles)
+        self.server.limits().check_span(effective, pattern.within.total_seconds())
         try:
             validate(pattern, edition.access, edition.hierarchy, roles, key=key)
         except PatternRefused as refused:
