@@ -6,8 +6,9 @@ under the four operators of paper 4:
 - ``facility`` (the building's technicians): xi on temperatures and smoke, psi on who
   opened a door (``Door.person``) -- it sees doors open, not by whom;
 - ``desk`` (the security desk): xi on smoke and on doors' rooms and times, Phi on
-  ``Door.person`` only for the server room (``room = 'S1'``): elsewhere the name is
-  NULL; no rule on temperatures, so no temperature reaches it (Fig. 3 (b));
+  ``Door.person`` only for the server room (``room = 'S1'``): no other door event
+  reaches it at all (Fig. 3 (d)); no rule on temperatures, so no temperature reaches
+  it (Fig. 3 (b));
 - ``auditor`` (insurance statistics): Omega on ``Temperature.celsius`` (count, avg,
   max) with the k rule, xi on rooms and times, psi on smoke and doors.
 
@@ -163,6 +164,8 @@ def report() -> Iterator[str]:
                 if tree
                 else "nothing (psi)"
             )
+            if tree and tree.conditions:
+                shown += " (only events meeting the Phi condition)"
             yield f"  {role:9} receives {type_}: {shown}"
     for role, name, text in PATTERNS:
         yield f"{role} registers {name}: {text}"
