@@ -4,10 +4,15 @@ and Spark (``tests/spark/test_cep_protection.py``) must answer alike.
 
 The role ``analyst`` (junior ``staff``) meets every operator and the inheritance rules:
 
-- A: id, k xi; v Phi (k = 1); w Omega (count, avg) -- from ``staff``;
-- B: id, v xi; k Phi (v > 2); w psi from ``staff`` beats xi from ``analyst``;
-- C: id and v Phi (v > 3), k and w psi: an all-Phi type, so C events with v <= 3 do
-  not reach the role at all (Fig. 3 (d)).
+- A: id, k xi; v Phi (k = 1); w Omega (count, avg) -- all inherited from ``staff``;
+- B: id, v xi; k Phi (v > 2); ``analyst``'s own xi on id shadows ``staff``'s psi on
+  it, and ``analyst`` inherits ``staff``'s psi on w (it has no rule on B.w);
+- C: id and v Phi (v > 3), k and w psi.
+
+Only the events that meet the condition of every Phi attribute of their type reach the
+role (Fig. 3 (d)): A with k = 1, B with v > 2, C with v > 3, whether a pattern reads
+the Phi attribute or not (``omega`` reads neither A.v nor C.v; ``not`` reads B.k only in
+its NOT, and an invisible B does not kill a pair).
 """
 
 from __future__ import annotations
@@ -35,11 +40,11 @@ RULES = {
                 {"operator": "phi", "attributes": ["v"], "condition": [["k", "=", 1]]},
                 {"operator": "omega", "attributes": ["w"], "functions": ["count", "avg"]},
             ],
-            "B": [{"operator": "psi", "attributes": ["w"]}],
+            "B": [{"operator": "psi", "attributes": ["w", "id"]}],
         },
         "analyst": {
             "B": [
-                {"operator": "xi", "attributes": ["id", "v", "w", "ts"]},
+                {"operator": "xi", "attributes": ["id", "v", "ts"]},
                 {"operator": "phi", "attributes": ["k"], "condition": [["v", ">", 2]]},
             ],
             "C": [
@@ -59,12 +64,14 @@ PATTERNS = {
     # Phi in a correlation (b.k) and in a per-event predicate and RETURN (a.v)
     "seq": "PATTERN SEQ(A a, B b) WHERE a.k = b.k AND a.v > 2 WITHIN 6 SECONDS "
     "RETURN a.id, b.id, a.v, b.k",
-    # rows of an OR: masked values come out NULL; C events outside Phi do not exist
+    # rows of an OR: A and C events outside their Phi do not exist (no NULL rows)
     "or": "PATTERN OR(A a, C c) WHERE a.k >= 0 OR c.v > 0 WITHIN 1 SECOND "
     "RETURN a.id, a.v, c.id, c.v",
     # Omega inside allowed aggregates: groups of fewer than k matches are withheld
     "omega": "PATTERN SEQ(C c, A a) WITHIN 8 SECONDS RETURN count(*), avg(a.w) AS aw, "
     "count(a.w) AS cw",
+    # NOT over a Phi-filtered type: a B the role does not receive kills no pair
+    "not": "PATTERN SEQ(A a, NOT B n, A a2) WHERE n.k = a.k WITHIN 6 SECONDS RETURN a.id, a2.id",
 }
 # A flush batch far ahead: moves every watermark past every window.
 FLUSH = 1000.0
@@ -76,21 +83,21 @@ def event(type_: str, serial: int, second: float, k: int, v: int, w: int) -> Eve
 
 
 def fixed_batches() -> list[list[Event]]:
-    """Hand-made: every operator releases on some events and masks on others."""
+    """Hand-made: every Phi passes some events and filters others."""
     return [
         [
             event("A", 1, 1.5, 1, 5, 10),  # v visible (k = 1)
-            event("A", 2, 2.5, 0, 7, 20),  # v masked: no SEQ match through a.v > 2
-            event("B", 3, 3.5, 1, 4, 0),  # k visible (v > 2): joins a@1
-            event("B", 4, 4.5, 1, 1, 0),  # k masked: joins nothing
+            event("A", 2, 2.5, 0, 7, 20),  # k != 1: does not reach the role
+            event("B", 3, 3.5, 1, 4, 0),  # v > 2: joins a@1, kills a@1 -> a@7
+            event("B", 4, 6.0, 1, 1, 0),  # v <= 2: joins nothing, kills nothing
             event("C", 5, 0.5, 0, 9, 0),  # passes (v > 3)
             event("C", 6, 0.7, 0, 2, 0),  # does not reach the role
             event("A", 7, 5.5, 1, 3, 30),
-            event("A", 8, 6.5, 2, 3, 40),
+            event("A", 8, 6.5, 1, 3, 50),
         ],
         [
             event("C", 9, 20.5, 1, 8, 0),
-            event("A", 10, 21.5, 0, 1, 5),  # one match only in this window: withheld (k)
+            event("A", 10, 21.5, 1, 1, 5),  # one match only in this window: withheld (k)
             event("B", 11, 7.0, 1, 9, 0),  # within the watermark: joins a@7 and a@1
         ],
     ]

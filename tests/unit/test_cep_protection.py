@@ -4,6 +4,7 @@ holds, per operator, and the conformance cases' oracle answers."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -34,31 +35,35 @@ def test_trees_follow_fig3_and_inheritance() -> None:
         "v": Operator.CONDITIONAL,
         "w": Operator.STATISTICS,
     }
-    assert "w" not in trees["B"].released  # staff's psi beats analyst's xi
-    assert not trees["A"].conditional and trees["C"].conditional
-    # staff alone: B has no rule but the psi on w, C none at all: neither passes (3 (b))
+    assert "w" not in trees["B"].released  # staff's psi, inherited: analyst has no rule
+    assert trees["B"].released["id"] == READ  # analyst's own xi shadows staff's psi
+    assert [len(t.conditions) for t in trees.values()] == [1, 1, 2]
+    # staff alone: B has no rule but psi, C none at all: neither passes (3 (b))
     assert set(detectors(case.ACCESS, case.HIERARCHY, {"staff"})) == {"A"}
 
 
-def test_copies_mask_phi_drop_psi_and_filter_all_phi_types() -> None:
+def test_copies_pass_only_events_meeting_every_phi_and_drop_psi() -> None:
     trees = detectors(case.ACCESS, case.HIERARCHY, case.ROLES)
-    a_open, a_masked, _, b_masked, c_in, c_out, *_ = case.fixed_batches()[0]
+    a_in, a_out, b_in, b_out, c_in, c_out, *_ = case.fixed_batches()[0]
     copies = {e.serial: e.values for e in protect(trees, case.fixed_batches()[0])}
-    assert copies[a_open.serial]["v"] == 5 and copies[a_masked.serial]["v"] is None
-    assert copies[a_masked.serial]["w"] == 20  # Omega travels; registration guards it
-    assert "w" not in copies[b_masked.serial] and copies[b_masked.serial]["k"] is None
+    assert copies[a_in.serial]["v"] == 5 and copies[a_in.serial]["w"] == 10  # Omega travels
+    assert "w" not in copies[b_in.serial] and copies[b_in.serial]["k"] == 1
     assert set(copies[c_in.serial]) == {"ts", "id", "v"}  # a new event without k, w
-    assert c_out.serial not in copies
+    assert not {a_out.serial, b_out.serial, c_out.serial} & set(copies)  # not even as NULLs
+    assert None not in {v for copy in copies.values() for v in copy.values()}
 
 
 def test_conformance_cases_oracle_answers() -> None:
     """What the Spark test must find too; protection changes every pattern's answer."""
     found = case.expected(case.fixed_batches())
-    assert sorted(found["seq"]) == [(1, 3, 5, 1), (1, 11, 5, 1), (7, 11, 3, 1)]
-    assert (2, None, None, None) in found["or"]  # a.v masked: NULL, not 7
-    assert all(row[2] != 6 for row in found["or"])  # the C event outside Phi is absent
-    assert [row[2:] for row in found["omega"]] == [(4, 25.0, 4)]  # the 1-match group withheld
+    assert sorted(found["seq"]) == [(1, 3, 5, 1), (1, 11, 5, 1), (7, 11, 3, 1), (8, 11, 3, 1)]
+    assert sorted(r[0] for r in found["or"] if r[0] is not None) == [1, 7, 8, 10]
+    assert sorted(r[2] for r in found["or"] if r[2] is not None) == [5, 9]  # not C 6
+    assert all(None not in (r[:2] if r[0] is not None else r[2:]) for r in found["or"])
+    assert [row[2:] for row in found["omega"]] == [(3, 30.0, 3)]  # the 1-match group withheld
+    assert found["not"] == [(7, 8)]  # B 4 lies between a@7 and a@8; the role never sees it
     raw = case.unprotected(case.fixed_batches())
+    assert sorted(raw["not"]) == [(1, 2), (2, 7), (2, 8)]
     assert all(sorted(raw[n], key=repr) != sorted(found[n], key=repr) for n in case.PATTERNS)
 
 
@@ -100,51 +105,148 @@ OPERATORS = st.sampled_from(list(Operator))
 NAMES = ("p", "q", "r")
 
 
+def _phi(draw) -> Rule:
+    cond = Comparison(draw(st.sampled_from(NAMES)), draw(st.sampled_from(["<", ">="])), 3)
+    return Rule(Operator.CONDITIONAL, conditions=((cond,),))
+
+
 @st.composite
 def trees_and_events(draw):
     released = {}
     for name in NAMES:
         op = draw(OPERATORS)
         if op is Operator.CONDITIONAL:
-            cond = Comparison(draw(st.sampled_from(NAMES)), draw(st.sampled_from(["<", ">="])), 3)
-            released[name] = Rule(op, conditions=((cond,),))
+            released[name] = _phi(draw)
         elif op is Operator.STATISTICS:
             released[name] = Rule(op, functions=frozenset({Function.COUNT}))
         elif op is Operator.READ:
             released[name] = READ
+    on_time = _phi(draw) if draw(st.booleans()) else READ
     values = st.one_of(st.none(), st.integers(0, 6))
     events = [
         Event("T", {"ts": None, **{n: draw(values) for n in NAMES}}, serial)
         for serial in range(draw(st.integers(0, 8)))
     ]
-    return released, events
+    return released, on_time, events
 
 
 @settings(max_examples=200, deadline=None)
 @given(trees_and_events())
 def test_a_copy_releases_nothing_its_rules_do_not(drawn) -> None:
-    released, events = drawn
-    trees = {"T": Detector("T", released)} if released else {}
+    """An event passes whole (its released attributes, unchanged) exactly when it meets
+    every Phi condition of its type, the event time's included; else nothing of it."""
+    released, on_time, events = drawn
+    trees = {"T": Detector("T", released, on_time)} if released else {}
     copies = {c.serial: c for c in protect(trees, events)}
+    phis = [r for r in (*released.values(), on_time) if r.operator is Operator.CONDITIONAL]
     for original in events:
         copy = copies.get(original.serial)
-        if copy is None:  # dropped: no attribute of it is released (or the type is denied)
-            assert not any(
-                r.operator is not Operator.CONDITIONAL or r.readable_on(original.values)
-                for r in released.values()
-            )
+        meets = bool(released) and all(r.readable_on(original.values) for r in phis)
+        assert (copy is not None) == meets
+        if copy is None:
             continue
-        for name in NAMES:
-            rule = released.get(name)
-            if rule is None:
-                assert name not in copy.values  # psi: not in the new event at all
-            elif copy.values[name] is not None:
-                assert copy.values[name] == original.values[name]
-                assert rule.operator is not Operator.CONDITIONAL or rule.readable_on(
-                    original.values
-                )
+        assert set(copy.values) == {"ts", *released}  # psi: not in the new event at all
+        for name in released:
+            assert copy.values[name] == original.values[name]
 
 
 def test_a_type_without_rules_has_no_tree() -> None:
     access = AccessObject({"T": {"ts": "timestamp", "x": "long"}}, {})
     assert detectors(access, RoleHierarchy.build(["r"]), {"r"}) == {}
+
+
+# ------------------------------------------------ Phi: only events inside pass (Fig. 3 (d))
+
+TEMPS = {
+    "Temperature": {"ts": "timestamp", "room": "string", "celsius": "double"},
+    "Smoke": {"ts": "timestamp", "room": "string"},
+}
+COOL = Rule(Operator.CONDITIONAL, conditions=((Comparison("celsius", "<", 40),),))
+PHI_ACCESS = AccessObject(
+    TEMPS,
+    {
+        ("desk", "Temperature", "ts"): READ,
+        ("desk", "Temperature", "room"): READ,
+        ("desk", "Temperature", "celsius"): COOL,
+        ("desk", "Smoke", "ts"): READ,
+        ("desk", "Smoke", "room"): READ,
+    },
+)
+PHI_ROLES = RoleHierarchy.build(["desk"])
+
+
+def _desk(text: str, batches: list[list[Event]]) -> list[tuple]:
+    """The rows the desk's space yields: validated, protected, matched by the oracle."""
+    from streamshield.cep import oracle
+
+    pattern = compile_pattern(text, TEMPS)
+    validate(pattern, PHI_ACCESS, PHI_ROLES, {"desk"})
+    trees = detectors(PHI_ACCESS, PHI_ROLES, {"desk"})
+    copies = [protect(trees, batch) for batch in batches]
+    kept = oracle.admitted(copies, TEMPS, timedelta(seconds=5), drops=oracle.stateful(pattern))
+    return oracle.results(pattern, oracle.matches(pattern, kept))
+
+
+def _reading(serial: int, second: float, room: str, celsius: float | None) -> Event:
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=second)
+    return Event("Temperature", {"ts": at, "room": room, "celsius": celsius}, serial)
+
+
+def _smoke(serial: int, second: float, room: str) -> Event:
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=second)
+    return Event("Smoke", {"ts": at, "room": room}, serial)
+
+
+HOT_AND_COOL = [
+    [
+        _reading(1, 1, "S1", 20.0),
+        _reading(2, 2, "S1", 45.0),  # outside the condition
+        _reading(3, 3, "S1", None),  # unknown is not true: outside too
+        _smoke(4, 4, "S1"),
+        _reading(5, 5, "S1", 30.0),
+        _reading(6, 6, "O2", 90.0),  # outside
+        _smoke(7, 7, "O2"),
+    ]
+]
+
+
+def test_an_event_outside_a_phi_condition_is_not_counted() -> None:
+    counted = _desk(
+        "PATTERN SEQ(Temperature a, Smoke s) WITHIN 1 MINUTE RETURN count(*) AS n",
+        HOT_AND_COOL,
+    )
+    # a@1 and a@5 with s@4 / s@7: 3 pairs; the hot and unknown readings add none
+    assert [row[2:] for row in counted] == [(3,)]
+
+
+def test_an_event_outside_a_phi_condition_is_not_shown_with_null() -> None:
+    rows = _desk(
+        "PATTERN SEQ(Temperature a, Smoke s) WHERE a.room = s.room WITHIN 1 MINUTE "
+        "RETURN a.room, a.celsius",
+        HOT_AND_COOL,
+    )
+    assert sorted(rows) == [("S1", 20.0)]
+
+
+def test_a_pattern_that_does_not_read_the_phi_attribute_is_filtered_alike() -> None:
+    """Else two patterns of one role would differ by the events outside the condition."""
+    rows = _desk(
+        "PATTERN SEQ(Temperature a, Smoke s) WHERE a.room = s.room WITHIN 1 MINUTE "
+        "RETURN a.room, a.ts",
+        HOT_AND_COOL,
+    )
+    assert len(rows) == 1 and rows[0][0] == "S1"  # not O2 (90), not the 45 or the NULL
+
+
+def test_an_event_outside_a_phi_condition_kills_no_match_of_a_not() -> None:
+    """The NOT's absence is of events the role receives: whether a hot reading lies in the
+    gap changes nothing the role sees, so the match tells nothing of it."""
+    text = (
+        "PATTERN SEQ(Smoke s, NOT Temperature t, Smoke s2) WHERE t.room = s.room "
+        "WITHIN 1 MINUTE RETURN s.room, s2.room"
+    )
+    quiet = [[_smoke(1, 1, "S1"), _smoke(2, 5, "S1")]]
+    hot = [[_smoke(1, 1, "S1"), _reading(3, 3, "S1", 45.0), _smoke(2, 5, "S1")]]
+    cool = [[_smoke(1, 1, "S1"), _reading(3, 3, "S1", 25.0), _smoke(2, 5, "S1")]]
+    assert _desk(text, quiet) == _desk(text, hot) == [("S1", "S1")]
+    assert _desk(text, cool) == []

@@ -69,3 +69,47 @@ def test_a_recipient_with_a_narrower_phi_is_named_the_attribute() -> None:
     )
     assert narrower_for(pattern, access, hierarchy, ["narrow"], ["owner"]) == "Temp.celsius"
     assert narrower_for(pattern, access, hierarchy, ["same"], ["owner"]) is None
+
+
+def test_a_recipient_whose_phi_filters_more_events_is_refused_read_or_not() -> None:
+    """A Phi filters a recipient's events on every attribute of the type (Fig. 3 (d)):
+    matches made of events her own space would not receive are not hers, even when the
+    pattern reads nothing under that Phi."""
+    from streamshield.cep.pattern import compile_pattern
+    from streamshield.cep.validation import narrower_for
+    from streamshield.policy.cep_rules import AccessObject
+    from streamshield.policy.roles import RoleHierarchy
+
+    types = {"Temp": {"ts": "timestamp", "room": "string", "celsius": "double"}}
+    cool = phi([(Comparison("celsius", "<", 40),)])
+    cooler = phi([(Comparison("celsius", "<", 30),)])
+    roles = ["owner", "filtered", "same", "wider", "phi_owner"]
+    hierarchy = RoleHierarchy.build(roles)
+
+    def rules(role: str, celsius: Rule) -> dict:
+        return {
+            (role, "Temp", "ts"): XI,
+            (role, "Temp", "room"): XI,
+            (role, "Temp", "celsius"): celsius,
+        }
+
+    access = AccessObject(
+        types,
+        {
+            **rules("owner", XI),
+            **rules("filtered", cool),
+            **rules("same", cool),
+            **rules("wider", XI),
+            **rules("phi_owner", cool),
+        },
+    )
+    pattern = compile_pattern("PATTERN SEQ(Temp a, Temp b) WITHIN 1 MINUTE RETURN a.room", types)
+
+    def narrower(recipient: str, owner: str) -> str | None:
+        return narrower_for(pattern, access, hierarchy, [recipient], [owner])
+
+    assert narrower("filtered", "owner") == "Temp.celsius"  # not read, still binding
+    assert narrower("same", "phi_owner") is None
+    assert narrower("wider", "phi_owner") is None  # she receives every event the owner did
+    access = AccessObject(types, {**access.rules, **rules("same", cooler)})
+    assert narrower("same", "phi_owner") == "Temp.celsius"

@@ -78,46 +78,88 @@ events = st.fixed_dictionaries(
 )
 
 
-def inherited(access: AccessObject, hierarchy: RoleHierarchy, role: str, attr: str) -> list[Rule]:
-    return [
-        rule
-        for r in hierarchy.effective([role])
-        if (rule := access.rules.get((r, "Temp", attr))) is not None
-    ]
+def holders(access: AccessObject, hierarchy: RoleHierarchy, roles, attr: str) -> set[str]:
+    return {r for r in hierarchy.effective(roles) if (r, "Temp", attr) in access.rules}
+
+
+def applicable(access: AccessObject, hierarchy: RoleHierarchy, role: str, attr: str) -> list[Rule]:
+    """An independent statement of which rules apply: a rule-holding effective role's
+    rule applies unless another rule-holding effective role is among its seniors."""
+    found = holders(access, hierarchy, [role], attr)
+    return [access.rules[(r, "Temp", attr)] for r in found if hierarchy.readers([r]) & found == {r}]
 
 
 @settings(max_examples=300)
 @given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.sampled_from(ATTRS), events)
-def test_the_combined_rule_releases_nothing_no_inherited_rule_releases(
+def test_the_combined_rule_releases_nothing_no_applicable_rule_releases(
     access, hierarchy, role, attr, event
 ) -> None:
-    """Each capability (the raw value on this event, one aggregate) comes from one rule."""
+    """Each capability (the raw value on this event, one aggregate) comes from one rule
+    that applies (and so from one rule of an effective role)."""
     effective = access.effective_rule(hierarchy, [role], "Temp", attr)
-    own = inherited(access, hierarchy, role, attr)
+    rules = applicable(access, hierarchy, role, attr)
     for capability in effective.capabilities(event):
-        assert any(capability in rule.capabilities(event) for rule in own), capability
+        assert any(capability in rule.capabilities(event) for rule in rules), capability
+
+
+@given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.sampled_from(ATTRS))
+def test_a_roles_own_rule_wins_over_inherited_ones(access, hierarchy, role, attr) -> None:
+    own = access.rules.get((role, "Temp", attr))
+    if own is not None:
+        assert access.effective_rule(hierarchy, [role], "Temp", attr) == own
+
+
+@given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.sampled_from(ATTRS))
+def test_without_an_own_rule_a_role_acts_as_its_juniors_together(
+    access, hierarchy, role, attr
+) -> None:
+    """No own rule: the inherited combination, with the conflict rules among them."""
+    if (role, "Temp", attr) not in access.rules:
+        juniors = hierarchy.juniors[role]
+        assert access.effective_rule(hierarchy, [role], "Temp", attr) == access.effective_rule(
+            hierarchy, juniors, "Temp", attr
+        )
+        assert access.effective_rule(hierarchy, [role], "Temp", attr) == combine(
+            applicable(access, hierarchy, role, attr)
+        )
 
 
 @given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.sampled_from(ATTRS), events)
-def test_a_prohibition_anywhere_below_binds_the_senior(access, hierarchy, role, attr, event):
-    own = inherited(access, hierarchy, role, attr)
+def test_an_applicable_prohibition_binds(access, hierarchy, role, attr, event) -> None:
+    rules = applicable(access, hierarchy, role, attr)
     effective = access.effective_rule(hierarchy, [role], "Temp", attr)
-    if not own or any(r.operator is Operator.DENY for r in own):
+    if not rules or any(r.operator is Operator.DENY for r in rules):
         assert effective.capabilities(event) == frozenset()
 
 
 @settings(max_examples=300)
 @given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.sampled_from(ATTRS), events)
-def test_a_senior_keeps_every_right_of_its_juniors_without_conflict(
+def test_a_junior_prohibition_yields_only_to_a_rule_of_a_role_above_it(
     access, hierarchy, role, attr, event
 ) -> None:
-    own = {r.operator for r in inherited(access, hierarchy, role, attr)}
-    if Operator.DENY in own or {Operator.CONDITIONAL, Operator.STATISTICS} <= own:
+    """Whatever a role reads past a junior's psi, a rule of some effective role senior
+    to that junior releases: a psi is never lifted by a peer or by the absence of rules."""
+    effective = access.effective_rule(hierarchy, [role], "Temp", attr)
+    if not effective.capabilities(event):
+        return
+    found = holders(access, hierarchy, [role], attr)
+    for junior in found:
+        if access.rules[(junior, "Temp", attr)].operator is Operator.DENY:
+            assert hierarchy.readers([junior]) & found - {junior}, junior
+
+
+@settings(max_examples=300)
+@given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.sampled_from(ATTRS), events)
+def test_a_role_keeps_every_applicable_right_without_conflict(
+    access, hierarchy, role, attr, event
+) -> None:
+    rules = applicable(access, hierarchy, role, attr)
+    kinds = {r.operator for r in rules}
+    if Operator.DENY in kinds or {Operator.CONDITIONAL, Operator.STATISTICS} <= kinds:
         return  # deny overrides; Phi next to Omega is denied (module docstring, rule 5)
-    senior = access.effective_rule(hierarchy, [role], "Temp", attr).capabilities(event)
-    for junior in hierarchy.effective([role]):
-        junior_rule = access.effective_rule(hierarchy, [junior], "Temp", attr)
-        assert junior_rule.capabilities(event) <= senior, junior
+    effective = access.effective_rule(hierarchy, [role], "Temp", attr).capabilities(event)
+    for rule in rules:
+        assert rule.capabilities(event) <= effective, rule
 
 
 @given(access_objects(), hierarchies(), st.sampled_from(ROLES))
@@ -145,6 +187,43 @@ def test_the_conflict_rule_by_example() -> None:
     assert combine([count, avg]).functions == {Function.COUNT, Function.AVG}
     assert combine([phi_hot, count]) == DENIED
     assert combine([]) == DENIED
+
+
+def test_an_own_rule_overrides_an_inherited_prohibition_and_only_it() -> None:
+    """Both directions: the senior's own xi wins over its junior's psi; a senior without
+    a rule of its own inherits the psi; between incomparable juniors deny overrides."""
+    hierarchy = RoleHierarchy.build(
+        ["junior", "senior", "heir", "peer", "both"],
+        [("senior", "junior"), ("heir", "junior"), ("both", "junior"), ("both", "peer")],
+    )
+    access = AccessObject(
+        TYPES,
+        {
+            ("junior", "Temp", "room"): DENIED,
+            ("senior", "Temp", "room"): READ,
+            ("peer", "Temp", "room"): READ,
+        },
+    )
+    rule = access.effective_rule
+    assert rule(hierarchy, ["senior"], "Temp", "room") == READ
+    assert rule(hierarchy, ["senior", "junior"], "Temp", "room") == READ  # junior inside senior
+    assert rule(hierarchy, ["heir"], "Temp", "room") == DENIED
+    assert rule(hierarchy, ["both"], "Temp", "room") == DENIED  # incomparable: psi wins
+    assert rule(hierarchy, ["heir", "peer"], "Temp", "room") == DENIED
+    assert rule(hierarchy, ["junior"], "Temp", "room") == DENIED
+
+
+def test_a_middle_roles_rule_shadows_the_ones_below_it() -> None:
+    hierarchy = RoleHierarchy.build(
+        ["low", "middle", "top"], [("top", "middle"), ("middle", "low"), ("top", "low")]
+    )
+    phi = Rule(Operator.CONDITIONAL, conditions=((Comparison("celsius", "<", 40),),))
+    access = AccessObject(
+        TYPES, {("low", "Temp", "celsius"): DENIED, ("middle", "Temp", "celsius"): phi}
+    )
+    # the edge top -> low is implied by top -> middle -> low and changes nothing
+    assert access.applicable(hierarchy, ["top"], "Temp", "celsius") == [phi]
+    assert access.effective_rule(hierarchy, ["top"], "Temp", "celsius") == phi
 
 
 def test_unstated_attributes_are_denied_and_do_not_override() -> None:

@@ -105,20 +105,31 @@ def test_reads_beyond_the_rules_are_refused_naming_attribute_and_rule(text, colu
     assert "secret" not in str(caught.value) and "L7" not in str(caught.value)
 
 
-def test_allowed_aggregates_pass_and_a_senior_inherits_with_deny_overriding() -> None:
+def test_allowed_aggregates_pass_and_a_senior_inherits_where_it_has_no_rule() -> None:
     _check(HEAD + "WITHIN 1 MINUTE RETURN a.room, avg(a.celsius), count(*) GROUP BY a.room")
-    # chief: xi on all of Temperature, but inherits guard's psi on badge (deny overrides)
-    # and guard's Omega on celsius next to its own xi (xi wins).
-    _check(HEAD + "WITHIN 1 MINUTE RETURN a.celsius", roles=("chief",))
+    # chief's own xi on all of Temperature shadows guard's psi on badge and Omega on
+    # celsius; guard alone stays refused.
+    _check(HEAD + "WITHIN 1 MINUTE RETURN a.celsius, a.badge", roles=("chief",))
     with pytest.raises(PatternRefused, match="badge"):
-        _check(HEAD + "WITHIN 1 MINUTE RETURN a.badge", roles=("chief",))
+        _check(HEAD + "WITHIN 1 MINUTE RETURN a.badge")
+    # chief has no rule on Smoke or Badge: it inherits guard's Phi and psi there.
+    assert _check(HEAD + "WITHIN 1 MINUTE RETURN b.room", roles=("chief",)).conditions
+    with pytest.raises(PatternRefused, match="Badge is denied"):
+        text = "PATTERN SEQ(Temperature a, Badge c) WITHIN 1 MINUTE RETURN a.room"
+        validate(compile_pattern(text, TYPES), ACCESS, HIERARCHY, ("chief",))
 
 
-def test_phi_attributes_are_released_under_their_condition() -> None:
-    clearance = _check(HEAD + "WHERE b.level > 5 WITHIN 1 MINUTE RETURN b.room")
+def test_phi_conditions_bind_every_event_of_their_type_read_or_not() -> None:
+    """Fig. 3 (d): a Smoke event reaches the guard only inside the condition, whether the
+    pattern reads a Phi attribute of it (b.room) or only its time."""
     condition = (Comparison("room", "=", "L7-secret"), Comparison("level", ">", 2))
+    clearance = _check(HEAD + "WHERE b.level > 5 WITHIN 1 MINUTE RETURN b.room")
     assert clearance.conditions == {"b": ((condition,),)}
-    assert _check(HEAD + "WITHIN 1 MINUTE RETURN a.room").conditions == {}
+    assert _check(HEAD + "WITHIN 1 MINUTE RETURN a.room").conditions == {"b": ((condition,),)}
+    assert (
+        _check("PATTERN SEQ(Temperature a, Temperature b) WITHIN 1 MINUTE RETURN a.room").conditions
+        == {}
+    )
 
 
 def test_order_by_is_no_way_to_a_denied_attribute() -> None:

@@ -8,22 +8,31 @@ is a :class:`Detector`, built once per rule version from the role's effective ru
 - (a) every attribute xi: the event passes whole;
 - (b) every attribute psi (or without a rule): the type does not pass at all;
 - (c) some attributes psi: the event passes as a new event without them;
-- (d), (e) Phi: the attribute's value passes on an event meeting the condition (single
-  or multi-value comparisons, checked on the original event), and is NULL on the others;
-  an event on which no attribute is released at all does not pass (all-Phi types are
-  therefore filtered, as the paper's node does);
+- (d), (e) Phi: "the node will only allow the event whose comparison result is true to
+  pass through": an event passes only if it meets the condition of *every* Phi
+  attribute of its type in the role's tree (single or multi-value comparisons, checked
+  on the original event; a NULL compares as unknown, which is not true), and then it
+  passes with every released attribute;
 - (f) Omega: the value passes (the node "is equivalent to xi"); registration
   (:mod:`streamshield.cep.validation`) lets a pattern use it only inside an allowed
   aggregate, and groups of fewer than ``k`` matches are withheld (the project's k rule).
 
-Masking to NULL rather than dropping the event keeps the role's other attributes of the
-same event usable, and the pattern language's three-valued logic makes a NULL compare
-as unknown: no WHERE clause, NOT condition or join key can turn a masked value into a
-match, so none can reveal a value outside the condition. The event time ``ts`` always
-travels (to order and window events; reading it is a read like any other).
+Why every Phi attribute of the type and not only those a pattern reads: the tree is the
+role's, one per event type, built from the role's rules and shared by every pattern of
+its space (the paper's PSPE keeps "the privacy security rules related to such user
+role", not the patterns'), and its combined node sits above all attribute nodes. A
+filter that depended on the pattern would let two patterns of one role, one reading the
+Phi attribute and one not, differ by exactly the events outside the condition. So an
+event outside a condition is not in the role's space at all: it is not counted, not
+matched, not shown with a NULL, and it does not kill a NOT (the absence a NOT checks is
+of events the role may receive; a match that holds beside an event the role may not
+see reveals nothing about that event). It does not move the role's watermark either:
+the watermark moves with the events the space receives, so no emission time tells of
+an event the role may not see. The event time ``ts`` always travels (to order and
+window events; reading it is a read like any other).
 
 :func:`protect` is the reference copy over a list of events (the oracle's input); the
-Spark engine compiles the same detectors to native projections
+Spark engine compiles the same detectors to native projections and one filter
 (:mod:`streamshield.cep.spark_protection`). Pure: no pyspark.
 """
 
@@ -34,7 +43,7 @@ from dataclasses import dataclass
 
 from streamshield.cep.oracle import Event
 from streamshield.cep.pattern import TIME
-from streamshield.policy.cep_rules import AccessObject, Operator, Rule
+from streamshield.policy.cep_rules import READ, AccessObject, Operator, Rule
 from streamshield.policy.roles import RoleHierarchy
 
 K_DEFAULT = 3  # the project's k rule (QueryService.statistics_k): smallest released group
@@ -47,21 +56,26 @@ class Detector:
 
     type: str
     released: Mapping[str, Rule]
+    on_time: Rule = READ
+    """The rule on the event time, which travels whatever it is; a Phi there filters too."""
 
     @property
-    def conditional(self) -> bool:
-        """Whether some event of the type may not pass (every released attribute is Phi)."""
-        return all(r.operator is Operator.CONDITIONAL for r in self.released.values())
+    def conditions(self) -> tuple[Rule, ...]:
+        """The Phi rules of the type: an event passes only if it meets every one."""
+        rules = (*self.released.values(), self.on_time)
+        return tuple(r for r in rules if r.operator is Operator.CONDITIONAL)
+
+    def passes(self, values: Mapping) -> bool:
+        """Whether an event with these values reaches the role's operation space."""
+        return all(rule.readable_on(values) for rule in self.conditions)
 
     def copy(self, event: Event) -> Event | None:
         """What of ``event`` reaches the role's operation space (None: nothing)."""
-        values: dict = {TIME: event.values.get(TIME)}
-        passed = False
-        for name, rule in self.released.items():
-            visible = rule.operator is not Operator.CONDITIONAL or rule.readable_on(event.values)
-            values[name] = event.values.get(name) if visible else None
-            passed = passed or visible
-        return Event(event.type, values, event.serial) if passed else None
+        if not self.passes(event.values):
+            return None
+        values = {TIME: event.values.get(TIME)}
+        values.update((name, event.values.get(name)) for name in self.released)
+        return Event(event.type, values, event.serial)
 
 
 def detectors(
@@ -77,7 +91,7 @@ def detectors(
             if name != TIME and rule.operator is not Operator.DENY
         }
         if released:
-            result[type_] = Detector(type_, released)
+            result[type_] = Detector(type_, released, rules.get(TIME, READ))
     return result
 
 

@@ -2,14 +2,15 @@
 protection on Spark").
 
 Each detecting tree (:class:`~streamshield.cep.protection.Detector`) compiles to one
-native projection over its event type's stream: xi and Omega attributes are selected,
-psi attributes are left out (Fig. 3 (c): a new event), a Phi attribute becomes
-``CASE WHEN condition THEN value END`` over the original event, and an event on which
-nothing is released is filtered out. The paper's hash index over event types is
-resolved when the plan is built (each type is its own stream, Definition 1), so the
-cost per event does not depend on how many types the role has trees for. The filter
-sits below the pattern's watermark on purpose: the role's watermark moves with the
-events its space receives, which is what the oracle over :func:`protect` models.
+native projection and at most one filter over its event type's stream: xi, Phi and
+Omega attributes are selected, psi attributes are left out (Fig. 3 (c): a new event),
+and the events that fail the condition of any Phi attribute of the type are filtered
+out (Fig. 3 (d): only events whose comparison is true pass). The paper's hash index
+over event types is resolved when the plan is built (each type is its own stream,
+Definition 1), so the cost per event does not depend on how many types the role has
+trees for. The filter sits below the pattern's watermark on purpose: the role's
+watermark moves with the events its space receives, which is what the oracle over
+:func:`~streamshield.cep.protection.protect` models.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from streamshield.cep.pattern import TIME, Pattern
 from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.spark import compile_pattern
 from streamshield.cep.validation import validate
-from streamshield.policy.cep_rules import COMPARATORS, AccessObject, Operator, Rule
+from streamshield.policy.cep_rules import COMPARATORS, AccessObject, Rule
 from streamshield.policy.roles import RoleHierarchy
 
 LABELS = "_ss_"
@@ -36,18 +37,11 @@ def protected(tree: Detector, source: DataFrame) -> DataFrame:
     columns, ``_ss_*``, travel unchanged: they are what a match's labels are made of,
     and no user expression reads them)."""
     columns = [F.col(TIME), *(F.col(c) for c in source.columns if c.startswith(LABELS))]
-    visible: list[Column] = []
-    for name, rule in tree.released.items():
-        if rule.operator is Operator.CONDITIONAL:
-            condition = _condition(rule)
-            columns.append(F.when(condition, F.col(name)).alias(name))
-            visible.append(condition)
-        else:
-            columns.append(F.col(name))
-    if tree.conditional:  # no attribute released on every event: drop the empty copies
-        passes = visible[0]
-        for condition in visible[1:]:
-            passes = passes | condition
+    columns += [F.col(name) for name in tree.released]
+    if tree.conditions:
+        passes = _condition(tree.conditions[0])
+        for rule in tree.conditions[1:]:
+            passes = passes & _condition(rule)
         source = source.where(passes)
     return source.select(*columns)
 

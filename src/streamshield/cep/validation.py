@@ -11,12 +11,13 @@ A pattern is refused when it reads what the role's effective rules do not releas
   an aggregate whose function the rule does not allow.
 
 A Phi attribute may be read; the protection engine (:mod:`streamshield.cep.protection`)
-releases its value only on the events that meet its condition (Fig. 3 (d), (e)) and
-NULL elsewhere, so a comparison on it in WHERE can never see, and so never reveal, a
-value outside the condition. :class:`Clearance` lists those conditions per variable and
-whether the pattern aggregates an Omega attribute (then the k rule applies to its
-groups). A partition key is read raw on every event: it needs xi on every type. The
-error names the attribute and the rule, never a value (the rule's constants included).
+lets only the events that meet the condition of every Phi attribute of their type reach
+the role's space (Fig. 3 (d), (e)), so no part of a pattern (WHERE, a NOT, a count) can
+see, and so reveal, an event outside a condition. :class:`Clearance` lists those
+conditions per variable and whether the pattern aggregates an Omega attribute (then the
+k rule applies to its groups). A partition key is read raw on every event: it needs xi
+on every type. The error names the attribute and the rule, never a value (the rule's
+constants included).
 Pure: no pyspark.
 """
 
@@ -44,7 +45,8 @@ class PatternRefused(PatternError):
 @dataclass(frozen=True)
 class Clearance:
     """What an accepted pattern may see: per variable, the Phi conditions its events must
-    meet (each a disjunction of conjunctions; every one of them must hold)."""
+    meet (those of every Phi attribute of its type, read by the pattern or not; each a
+    disjunction of conjunctions; every one of them must hold)."""
 
     conditions: dict[str, tuple[tuple[Conjunction, ...], ...]]
     statistics: bool = False  # an aggregate reads an Omega attribute: the k rule applies
@@ -114,12 +116,13 @@ def validate(
             found = rule(value.attr.var, value.attr.name)
             statistics = statistics or found.operator is Operator.STATISTICS
     conditions: dict[str, list[tuple[Conjunction, ...]]] = {}
-    for attr in _all_reads(pattern):
-        found = rule(attr.var, attr.name)
-        if found.operator is Operator.CONDITIONAL:
-            entry = conditions.setdefault(attr.var, [])
-            if found.conditions not in entry:
-                entry.append(found.conditions)
+    for item in pattern.items:
+        for name in access.event_types.get(item.type, {}):
+            found = rule(item.var, name)
+            if found.operator is Operator.CONDITIONAL:
+                entry = conditions.setdefault(item.var, [])
+                if found.conditions not in entry:
+                    entry.append(found.conditions)
     return Clearance({var: tuple(c) for var, c in conditions.items()}, statistics)
 
 
@@ -129,15 +132,6 @@ def _raw_reads(pattern: Pattern) -> tuple[Attr, ...]:
     written in the pattern is."""
     projected = tuple(o.value for o in pattern.outputs if isinstance(o.value, Attr))
     return (*attributes(pattern.where), *projected, *pattern.group_by)
-
-
-def _all_reads(pattern: Pattern) -> tuple[Attr, ...]:
-    aggregated = tuple(
-        o.value.attr
-        for o in pattern.outputs
-        if isinstance(o.value, Aggregate) and o.value.attr is not None
-    )
-    return (*_raw_reads(pattern), *aggregated)
 
 
 def _refuse(pattern: Pattern, attr: Attr, problem: str) -> None:
@@ -173,9 +167,13 @@ def narrower_for(
     recipient: Iterable[str],
     owner: Iterable[str],
 ) -> str | None:
-    """The first attribute the pattern reads whose raw values the owner's roles release
-    beyond the recipient's (``Type.attr``), or None: a recipient who could register the
-    pattern herself must still not receive values released under a wider Phi."""
+    """The first attribute (``Type.attr``) on which the owner's roles release beyond the
+    recipient's, or None: a recipient who could register the pattern herself must still
+    not receive values released under a wider Phi, nor matches made of events her own
+    space would not receive. So every attribute the pattern reads must be released to
+    her at least as far (:func:`releases_at_least`), and every Phi of hers on any
+    attribute of a type the pattern uses, read or not, must be implied by the owner's
+    Phi on it (it filters her events: Fig. 3 (d)); compared as written, deny when unsure."""
     recipient, owner = frozenset(recipient), frozenset(owner)
     for attr in read_attributes(pattern):
         type_ = pattern.item(attr.var).type
@@ -183,4 +181,14 @@ def narrower_for(
         theirs = access.effective_rule(hierarchy, owner, type_, attr.name)
         if not releases_at_least(mine, theirs):
             return f"{type_}.{attr.name}"
+    for type_ in sorted({item.type for item in pattern.items}):
+        for name in access.event_types.get(type_, {}):
+            mine = access.effective_rule(hierarchy, recipient, type_, name)
+            if mine.operator is not Operator.CONDITIONAL:
+                continue
+            theirs = access.effective_rule(hierarchy, owner, type_, name)
+            if theirs.operator is not Operator.CONDITIONAL or not set(theirs.conditions) <= set(
+                mine.conditions
+            ):
+                return f"{type_}.{name}"
     return None

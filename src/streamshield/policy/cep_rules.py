@@ -4,25 +4,31 @@ An administrator gives a role, per event type and attribute, exactly one operato
 
 - xi (``read``): the attribute's values may be read;
 - Phi (``conditional``): read, but only on events that meet a conjunctive condition
-  over the same event's attributes;
+  over the same event's attributes (the role receives no other event of the type:
+  :mod:`streamshield.cep.protection`);
 - psi (``deny``): a prohibition; nothing about the attribute may be read;
 - Omega (``statistics``): only aggregates with the allowed functions.
 
 A role acts with its own rules and its juniors' (Fig. 1: a senior inherits its
-juniors' rights; :meth:`RoleHierarchy.effective`). When several of those roles have a
-rule on one attribute, :func:`combine` decides, and it never releases a capability (the
-raw value on a given event, or one aggregate function) that none of the inherited rules
-releases on that event:
+juniors' rights; :meth:`RoleHierarchy.effective`). Which rules apply on one attribute
+(:meth:`AccessObject.applicable`): among the effective roles that have a rule on it,
+those of the most senior ones, i.e. of every such role no other such role is senior
+to. A role's own rule is the administrator's most specific statement about it, so it
+shadows whatever it would inherit (the paper assigns each role one operator per
+attribute and introduces inheritance only to spare the administrator from writing
+every rule); a role without one inherits. When several rules apply (incomparable
+juniors, or several activated roles), :func:`combine` decides, and it never releases
+a capability (the raw value on a given event, or one aggregate function) that none of
+the applicable rules releases on that event:
 
-1. a psi anywhere wins (deny overrides: a junior's prohibition binds its seniors);
+1. a psi among them wins (deny overrides between rules of incomparable roles);
 2. else a xi wins (every other operator releases less than xi);
-3. else Phi conditions combine by OR: each condition is checked on the event whose value
-   is released, so on every event the result releases what one of the roles would;
+3. else Phi conditions combine by OR: each condition is checked on the event itself,
+   so every event that passes is one that one of the roles would receive;
 4. else Omega functions combine by union (each aggregate is one some role may compute);
 5. Phi with Omega (neither below the other) gives psi: raw values on some events next
    to aggregates over all of them would reveal aggregates of the remaining events,
-   which no inherited rule releases. The administrator can give the role xi or a
-   plain Phi or Omega only by changing the juniors' rules.
+   which no applicable rule releases. A rule of the role itself settles it.
 
 An attribute no effective role has a rule on is denied (deny by default), but unlike
 psi the absence of a rule does not override a grant from another role. Pure: no pyspark.
@@ -149,16 +155,27 @@ class AccessObject:
     def roles(self) -> frozenset[str]:
         return frozenset(role for role, _, _ in self.rules)
 
+    def applicable(
+        self, hierarchy: RoleHierarchy, activated: Iterable[str], type_: str, attribute: str
+    ) -> list[Rule]:
+        """The rules that apply to the activated roles on one attribute: those of the
+        effective roles with a rule on it that no other such role is senior to (a rule
+        shadows the rules of its role's juniors), in role order."""
+        holders = [
+            role
+            for role in sorted(hierarchy.effective(activated))
+            if (role, type_, attribute) in self.rules
+        ]
+        shadowed = {
+            junior for role in holders for junior in hierarchy.effective([role]) if junior != role
+        }
+        return [self.rules[(role, type_, attribute)] for role in holders if role not in shadowed]
+
     def effective_rule(
         self, hierarchy: RoleHierarchy, activated: Iterable[str], type_: str, attribute: str
     ) -> Rule:
         """The rule the activated roles (with every junior) act with on one attribute."""
-        roles = hierarchy.effective(activated)
-        return combine(
-            rule
-            for role in sorted(roles)
-            if (rule := self.rules.get((role, type_, attribute))) is not None
-        )
+        return combine(self.applicable(hierarchy, activated, type_, attribute))
 
     def effective(
         self, hierarchy: RoleHierarchy, activated: Iterable[str]
