@@ -90,10 +90,10 @@ def sources(spark: SparkSession, types: int, attributes: int, rate: int) -> dict
 
 def trees(types: int, attributes: int, op: str) -> dict[str, Detector]:
     if op == "psi":  # every attribute denied but the event time: Fig. 3 (b) for the values
-        return {f"T{t}": Detector(f"T{t}", {}) for t in range(types)}
+        return {f"T{t}": Detector(f"T{t}", {}, ()) for t in range(types)}
     rule = RULES[op]
     names = [f"a{i + 1}" for i in range(attributes)]
-    return {f"T{t}": Detector(f"T{t}", dict.fromkeys(names, rule)) for t in range(types)}
+    return {f"T{t}": Detector.of(f"T{t}", dict.fromkeys(names, rule)) for t in range(types)}
 
 
 def _protected(tree: Detector, frame: DataFrame) -> DataFrame:

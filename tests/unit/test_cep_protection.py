@@ -15,6 +15,7 @@ from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.protection import Detector, detectors, protect
 from streamshield.cep.validation import PatternRefused, validate
 from streamshield.policy.cep_rules import (
+    DENIED,
     READ,
     AccessObject,
     Comparison,
@@ -24,6 +25,8 @@ from streamshield.policy.cep_rules import (
 )
 from streamshield.policy.roles import RoleHierarchy
 from tests.conformance import cep_protection as case
+from tests.unit.test_cep_rules import ROLES, access_objects, hierarchies
+from tests.unit.test_cep_rules import events as temp_events
 
 
 def test_trees_follow_fig3_and_inheritance() -> None:
@@ -37,7 +40,8 @@ def test_trees_follow_fig3_and_inheritance() -> None:
     }
     assert "w" not in trees["B"].released  # staff's psi, inherited: analyst has no rule
     assert trees["B"].released["id"] == READ  # analyst's own xi shadows staff's psi
-    assert [len(t.conditions) for t in trees.values()] == [1, 1, 2]
+    # one tree each, one comparison: C.id and C.v share theirs
+    assert [len(t.condition[0]) for t in trees.values()] == [1, 1, 1]
     # staff alone: B has no rule but psi, C none at all: neither passes (3 (b))
     assert set(detectors(case.ACCESS, case.HIERARCHY, {"staff"})) == {"A"}
 
@@ -136,7 +140,7 @@ def test_a_copy_releases_nothing_its_rules_do_not(drawn) -> None:
     """An event passes whole (its released attributes, unchanged) exactly when it meets
     every Phi condition of its type, the event time's included; else nothing of it."""
     released, on_time, events = drawn
-    trees = {"T": Detector("T", released, on_time)} if released else {}
+    trees = {"T": Detector.of("T", {**released, "ts": on_time})} if released else {}
     copies = {c.serial: c for c in protect(trees, events)}
     phis = [r for r in (*released.values(), on_time) if r.operator is Operator.CONDITIONAL]
     for original in events:
@@ -250,3 +254,189 @@ def test_an_event_outside_a_phi_condition_kills_no_match_of_a_not() -> None:
     cool = [[_smoke(1, 1, "S1"), _reading(3, 3, "S1", 25.0), _smoke(2, 5, "S1")]]
     assert _desk(text, quiet) == _desk(text, hot) == [("S1", "S1")]
     assert _desk(text, cool) == []
+
+
+# ------------------------------------- a senior receives the union of its juniors' views
+
+CROSS_TYPES = {"T": {"ts": "timestamp", "a": "long", "b": "long", "c": "long"}}
+LOW_A = Rule(Operator.CONDITIONAL, conditions=((Comparison("a", "<", 3),),))
+LOW_B = Rule(Operator.CONDITIONAL, conditions=((Comparison("b", "<", 3),),))
+CROSS_ROLES = RoleHierarchy.build(["j1", "j2", "senior"], [("senior", "j1"), ("senior", "j2")])
+CROSSING = AccessObject(
+    CROSS_TYPES,
+    {
+        ("j1", "T", "ts"): READ,
+        ("j1", "T", "a"): LOW_A,
+        ("j1", "T", "b"): READ,
+        ("j1", "T", "c"): READ,
+        ("j2", "T", "ts"): READ,
+        ("j2", "T", "a"): READ,
+        ("j2", "T", "b"): LOW_B,
+    },
+)
+
+
+def _copies(access: AccessObject, hierarchy: RoleHierarchy, role: str, events) -> dict:
+    return {c.serial: c.values for c in protect(detectors(access, hierarchy, {role}), events)}
+
+
+def test_a_senior_of_crossing_phi_juniors_receives_only_their_events() -> None:
+    """Each junior receives the events meeting its own Phi; the senior (no rule of its
+    own, so xi on a and b by the attribute bound) must not receive the events neither
+    receives, and sees c (only j1's) only on j1's events."""
+    events = [
+        Event("T", {"ts": None, "a": 1, "b": 9, "c": 10}, 1),  # j1's only
+        Event("T", {"ts": None, "a": 9, "b": 1, "c": 20}, 2),  # j2's only
+        Event("T", {"ts": None, "a": 9, "b": 9, "c": 30}, 3),  # neither's
+        Event("T", {"ts": None, "a": 1, "b": 1, "c": 40}, 4),  # both
+    ]
+    senior = _copies(CROSSING, CROSS_ROLES, "senior", events)
+    assert sorted(senior) == [1, 2, 4]
+    assert senior[1] == {"ts": None, "a": 1, "b": 9, "c": 10}
+    assert senior[2] == {"ts": None, "a": 9, "b": 1, "c": None}  # j2 releases no c
+    assert senior[4]["c"] == 40
+    pattern = compile_pattern("PATTERN SEQ(T x, T y) WITHIN 1 SECOND RETURN count(*)", CROSS_TYPES)
+    clearance = validate(pattern, CROSSING, CROSS_ROLES, {"senior"})
+    assert clearance.conditions == {
+        v: ((Comparison("a", "<", 3),), (Comparison("b", "<", 3),)) for v in "xy"
+    }
+
+
+def test_crossing_phi_and_a_partition_key_or_the_event_time() -> None:
+    """A value masked on some of the senior's events is no key and no readable time."""
+    access = AccessObject(CROSS_TYPES, {**CROSSING.rules, ("j1", "T", "ts"): DENIED})
+    pattern = compile_pattern("PATTERN SEQ(T x, T y) WITHIN 1 SECOND RETURN x.a", CROSS_TYPES)
+    validate(pattern, CROSSING, CROSS_ROLES, {"senior"}, key="a")  # both release a
+    with pytest.raises(PatternRefused, match="not on every event"):
+        validate(pattern, CROSSING, CROSS_ROLES, {"senior"}, key="c")
+    validate(
+        compile_pattern("PATTERN SEQ(T x, T y) WITHIN 1 SECOND RETURN x.ts", CROSS_TYPES),
+        CROSSING,
+        CROSS_ROLES,
+        {"senior"},
+    )
+    with pytest.raises(PatternRefused, match=r"T\.ts"):
+        text = "PATTERN SEQ(T x, T y) WITHIN 1 SECOND RETURN x.ts"
+        validate(compile_pattern(text, CROSS_TYPES), access, CROSS_ROLES, {"senior"})
+
+
+def test_omega_across_juniors_keeps_only_what_every_releasing_tree_allows() -> None:
+    """One column carries an Omega attribute: its functions are those every tree that
+    releases it allows; a xi beside an Omega keeps the raw value on the xi junior's
+    events only; a Phi beside an Omega denies (the attribute bound)."""
+    count = Rule(Operator.STATISTICS, functions=frozenset({Function.COUNT}))
+    both = Rule(Operator.STATISTICS, functions=frozenset({Function.COUNT, Function.AVG}))
+    base = {("j1", "T", "a"): LOW_A, ("j2", "T", "b"): READ}
+    senior = {"senior"}
+
+    def view(c1: Rule, c2: Rule):
+        rules = {**base, ("j1", "T", "c"): c1, ("j2", "T", "c"): c2}
+        return detectors(AccessObject(CROSS_TYPES, rules), CROSS_ROLES, senior)["T"]
+
+    assert view(both, count).rule("c") == count
+    assert view(READ, count).rule("c") == READ
+    assert view(READ, count).visible("c") == ((Comparison("a", "<", 3),),)
+    assert view(LOW_B, count).rule("c") == DENIED
+    events = [Event("T", {"ts": None, "a": 9, "b": 1, "c": 5}, 1)]  # j2's only
+    rules = {**base, ("j1", "T", "c"): READ, ("j2", "T", "c"): count}
+    assert _copies(AccessObject(CROSS_TYPES, rules), CROSS_ROLES, "senior", events) == {
+        1: {"ts": None, "a": None, "b": 1, "c": None}
+    }
+
+
+UNION_TYPES = {"U": {"ts": "timestamp", "a": "long", "b": "long", "c": "long"}}
+UNION_ROLES = ("r0", "r1", "r2", "r3")
+SMALL = st.one_of(st.none(), st.integers(0, 3))
+
+
+def _union_rule(draw) -> Rule | None:
+    kind = draw(st.sampled_from(["none", "none", "xi", "psi", "phi", "phi", "omega"]))
+    if kind == "xi":
+        return READ
+    if kind == "psi":
+        return DENIED
+    if kind == "omega":
+        functions = draw(st.sets(st.sampled_from([Function.COUNT, Function.AVG]), min_size=1))
+        return Rule(Operator.STATISTICS, functions=frozenset(functions))
+    if kind == "phi":
+        comparisons = st.builds(
+            Comparison, st.sampled_from("abc"), st.sampled_from(["<", ">="]), st.integers(1, 3)
+        )
+        conjunction = tuple(draw(st.lists(comparisons, min_size=1, max_size=2)))
+        return Rule(Operator.CONDITIONAL, conditions=(conjunction,))
+    return None
+
+
+@st.composite
+def union_cases(draw):
+    """Small hierarchies (a role's juniors have lower numbers), rules on a few small
+    attributes (conditions pass and fail often), and events."""
+    pairs = [(s, j) for s in range(4) for j in range(s)]
+    edges = [(UNION_ROLES[s], UNION_ROLES[j]) for s, j in pairs if draw(st.booleans())]
+    hierarchy = RoleHierarchy.build(UNION_ROLES, edges)
+    rules = {("r0", "U", "ts"): READ}
+    for role in UNION_ROLES:
+        for name in "abc":
+            rule = _union_rule(draw)
+            if rule is not None:
+                rules[(role, "U", name)] = rule
+    values = st.fixed_dictionaries({"a": SMALL, "b": SMALL, "c": SMALL})
+    events = [Event("U", {"ts": None, **v}, n) for n, v in enumerate(draw(st.lists(values)))]
+    role = draw(st.sampled_from(UNION_ROLES))
+    return AccessObject(UNION_TYPES, rules), hierarchy, role, events
+
+
+def _applying(access: AccessObject, hierarchy: RoleHierarchy, role: str, name: str) -> set:
+    """An independent statement: the effective roles with a rule on the attribute that no
+    other such role is senior to."""
+    found = {r for r in hierarchy.effective([role]) if (r, "U", name) in access.rules}
+    return {r for r in found if hierarchy.readers([r]) & found == {r}}
+
+
+@settings(max_examples=400, deadline=None)
+@given(union_cases())
+def test_a_role_receives_nothing_no_applying_role_receives_on_that_event(drawn) -> None:
+    """Every event a role receives, an effective role with rules of its own receives in
+    its own view; every value (attribute, event) it receives, a role whose rule on the
+    attribute applies to it (itself, or a junior) receives on that same event; every
+    aggregate function it may apply to an attribute, each such role allows too."""
+    access, hierarchy, role, events = drawn
+    mine = _copies(access, hierarchy, role, events)
+    views = {r: _copies(access, hierarchy, r, events) for r in hierarchy.effective([role])}
+    holders = {r for r, _, _ in access.rules}
+    view = detectors(access, hierarchy, {role}).get("U")
+    for serial, copy in mine.items():
+        assert any(serial in views[r] for r in views if r in holders), serial
+        for name, value in copy.items():
+            if name == "ts" or value is None:
+                continue
+            sources = [
+                r
+                for r in _applying(access, hierarchy, role, name)
+                if views[r].get(serial, {}).get(name) == value
+            ]
+            assert sources, (serial, name)
+            assert view is not None
+            mode = view.rule(name)
+            if mode.operator is Operator.STATISTICS:
+                for r in sources:
+                    theirs = detectors(access, hierarchy, {r})["U"].rule(name)
+                    assert theirs.operator is Operator.STATISTICS
+                    assert mode.functions <= theirs.functions
+
+
+@settings(max_examples=200, deadline=None)
+@given(access_objects(), hierarchies(), st.sampled_from(ROLES), st.lists(temp_events, max_size=6))
+def test_a_view_releases_nothing_its_attribute_bound_does_not(
+    access, hierarchy, role, drawn
+) -> None:
+    """Per event and attribute, the view stays within the rule the role acts with on
+    that attribute (combine over the applicable rules)."""
+    events = [Event("Temp", {"ts": None, **values}, n) for n, values in enumerate(drawn)]
+    mine = _copies(access, hierarchy, role, events)
+    for event in events:
+        for name, value in mine.get(event.serial, {}).items():
+            if name == "ts" or value is None:
+                continue
+            bound = access.effective_rule(hierarchy, [role], "Temp", name)
+            assert bound.capabilities(event.values), (event.serial, name)

@@ -124,8 +124,8 @@ def test_phi_conditions_bind_every_event_of_their_type_read_or_not() -> None:
     pattern reads a Phi attribute of it (b.room) or only its time."""
     condition = (Comparison("room", "=", "L7-secret"), Comparison("level", ">", 2))
     clearance = _check(HEAD + "WHERE b.level > 5 WITHIN 1 MINUTE RETURN b.room")
-    assert clearance.conditions == {"b": ((condition,),)}
-    assert _check(HEAD + "WITHIN 1 MINUTE RETURN a.room").conditions == {"b": ((condition,),)}
+    assert clearance.conditions == {"b": (condition,)}
+    assert _check(HEAD + "WITHIN 1 MINUTE RETURN a.room").conditions == {"b": (condition,)}
     assert (
         _check("PATTERN SEQ(Temperature a, Temperature b) WITHIN 1 MINUTE RETURN a.room").conditions
         == {}

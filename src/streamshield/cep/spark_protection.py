@@ -1,11 +1,13 @@
 """The protection engine of one role on Spark (issue 15 item 3; docs/cep.md, "Per-role
 protection on Spark").
 
-Each detecting tree (:class:`~streamshield.cep.protection.Detector`) compiles to one
-native projection and at most one filter over its event type's stream: xi, Phi and
-Omega attributes are selected, psi attributes are left out (Fig. 3 (c): a new event),
-and the events that fail the condition of any Phi attribute of the type are filtered
-out (Fig. 3 (d): only events whose comparison is true pass). The paper's hash index
+Each view (:class:`~streamshield.cep.protection.Detector`, the union of the role's
+trees) compiles to one native projection and at most one filter over its event type's
+stream: the events no tree passes are filtered out (one ``where``: the OR over the
+trees of the AND of each tree's Phi conditions, Fig. 3 (d)); every attribute some tree
+releases is selected, psi attributes are left out (Fig. 3 (c): a new event), and an
+attribute that not every tree releases is one ``CASE WHEN`` (its value where a tree
+that releases it passes the event, else NULL). The paper's hash index
 over event types is resolved when the plan is built (each type is its own stream,
 Definition 1), so the cost per event does not depend on how many types the role has
 trees for. The filter sits below the pattern's watermark on purpose: the role's
@@ -26,7 +28,7 @@ from streamshield.cep.pattern import TIME, Pattern
 from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.spark import compile_pattern
 from streamshield.cep.validation import validate
-from streamshield.policy.cep_rules import COMPARATORS, AccessObject, Rule
+from streamshield.policy.cep_rules import COMPARATORS, AccessObject, Condition
 from streamshield.policy.roles import RoleHierarchy
 
 LABELS = "_ss_"
@@ -37,12 +39,13 @@ def protected(tree: Detector, source: DataFrame) -> DataFrame:
     columns, ``_ss_*``, travel unchanged: they are what a match's labels are made of,
     and no user expression reads them)."""
     columns = [F.col(TIME), *(F.col(c) for c in source.columns if c.startswith(LABELS))]
-    columns += [F.col(name) for name in tree.released]
-    if tree.conditions:
-        passes = _condition(tree.conditions[0])
-        for rule in tree.conditions[1:]:
-            passes = passes & _condition(rule)
-        source = source.where(passes)
+    for name in tree.released:
+        value = F.col(name)
+        if not tree.everywhere(name):
+            value = F.when(_condition(tree.visible(name)), value).alias(name)
+        columns.append(value)
+    if () not in tree.condition:
+        source = source.where(_condition(tree.condition))
     return source.select(*columns)
 
 
@@ -83,16 +86,15 @@ def compile_protected(
     )
 
 
-def _condition(rule: Rule) -> Column:
-    """The Phi rule's conditions (an OR of conjunctions) as one Catalyst expression; a
-    comparison with NULL is unknown, so a missing value never releases anything."""
+def _condition(condition: Condition) -> Column:
+    """A disjunction of conjunctions as one Catalyst expression; a comparison with NULL
+    is unknown, so a missing value never releases anything."""
     result = None
-    for conjunction in rule.conditions:
-        part = None
+    for conjunction in condition:
+        part = F.lit(True)
         for comparison in conjunction:
             compare = COMPARATORS[comparison.op]
-            term = compare(F.col(comparison.attribute), F.lit(comparison.value))
-            part = term if part is None else part & term
+            part = part & compare(F.col(comparison.attribute), F.lit(comparison.value))
         result = part if result is None else result | part
-    assert result is not None  # a Phi rule has conditions
+    assert result is not None  # a view has trees; a released attribute, one of them
     return F.coalesce(result, F.lit(False))

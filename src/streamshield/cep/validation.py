@@ -10,14 +10,17 @@ A pattern is refused when it reads what the role's effective rules do not releas
 - an Omega attribute outside an aggregate (raw in RETURN, WHERE or GROUP BY), or inside
   an aggregate whose function the rule does not allow.
 
+The rules checked are those of the role's view (:func:`~streamshield.cep.protection.detectors`:
+per attribute its bound, an Omega with the functions every tree releasing it allows).
 A Phi attribute may be read; the protection engine (:mod:`streamshield.cep.protection`)
-lets only the events that meet the condition of every Phi attribute of their type reach
-the role's space (Fig. 3 (d), (e)), so no part of a pattern (WHERE, a NOT, a count) can
-see, and so reveal, an event outside a condition. :class:`Clearance` lists those
-conditions per variable and whether the pattern aggregates an Omega attribute (then the
-k rule applies to its groups). A partition key is read raw on every event: it needs xi
-on every type. The error names the attribute and the rule, never a value (the rule's
-constants included).
+lets only the events that one of the role's trees passes reach its space (Fig. 3 (d),
+(e)), and releases a value only where such a tree releases it (NULL elsewhere), so no
+part of a pattern (WHERE, a NOT, a count) can see, and so reveal, an event or a value
+outside them. :class:`Clearance` gives those pass conditions per variable and whether
+the pattern aggregates an Omega attribute (then the k rule applies to its groups). A
+partition key is read raw on every event: every tree of every type must release it
+raw; so must every tree for a pattern that reads the event time (never masked). The
+error names the attribute and the rule, never a value (the rule's constants included).
 Pure: no pyspark.
 """
 
@@ -34,7 +37,15 @@ from streamshield.cep.pattern import (
     attributes,
     read_attributes,
 )
-from streamshield.policy.cep_rules import AccessObject, Conjunction, Operator, Rule
+from streamshield.cep.protection import Detector, detectors
+from streamshield.policy.cep_rules import (
+    TRUE,
+    AccessObject,
+    Condition,
+    Operator,
+    Rule,
+    implies,
+)
 from streamshield.policy.roles import RoleHierarchy
 
 
@@ -44,11 +55,11 @@ class PatternRefused(PatternError):
 
 @dataclass(frozen=True)
 class Clearance:
-    """What an accepted pattern may see: per variable, the Phi conditions its events must
-    meet (those of every Phi attribute of its type, read by the pattern or not; each a
-    disjunction of conjunctions; every one of them must hold)."""
+    """What an accepted pattern may see: per variable whose type's events are filtered,
+    the condition they meet to reach the role (one of the role's trees passes them: the
+    Phi conditions of every Phi attribute of that tree, read by the pattern or not)."""
 
-    conditions: dict[str, tuple[tuple[Conjunction, ...], ...]]
+    conditions: dict[str, Condition]
     statistics: bool = False  # an aggregate reads an Omega attribute: the k rule applies
 
 
@@ -62,21 +73,18 @@ def validate(
     """The pattern's clearance for the activated roles, or PatternRefused. ``key``: the
     partition key the pattern runs with (read raw on every event of every type)."""
     activated = frozenset(activated)
-
-    def rule(var: str, name: str) -> Rule:
-        return access.effective_rule(hierarchy, activated, pattern.item(var).type, name)
-
+    trees = detectors(access, hierarchy, activated)
     for item in pattern.items:
-        names = access.event_types.get(item.type, {})
-        if all(
-            access.effective_rule(hierarchy, activated, item.type, a).operator is Operator.DENY
-            for a in names
-        ):
+        if item.type not in trees:
             raise PatternRefused(
                 f"event type {item.type} is denied to this role (psi on every attribute)",
                 item.at.line,
                 item.at.column,
             )
+
+    def rule(var: str, name: str) -> Rule:
+        return trees[pattern.item(var).type].rule(name)
+
     for attr in _raw_reads(pattern):
         found = rule(attr.var, attr.name)
         if found.operator is Operator.DENY:
@@ -101,11 +109,13 @@ def validate(
                 )
     if key is not None:
         for item in pattern.items:
-            found = access.effective_rule(hierarchy, activated, item.type, key)
-            if found.operator is not Operator.READ:
+            tree = trees[item.type]
+            found = tree.rule(key)
+            if found.operator is not Operator.READ or not tree.everywhere(key):
+                shown = found.operator if tree.everywhere(key) else "not on every event"
                 raise PatternRefused(
                     f"partition key {item.type}.{key} is not readable by this role "
-                    f"({found.operator}); a key needs xi",
+                    f"({shown}); a key needs xi",
                     item.at.line,
                     item.at.column,
                 )
@@ -115,15 +125,12 @@ def validate(
         if isinstance(value, Aggregate) and value.attr is not None:
             found = rule(value.attr.var, value.attr.name)
             statistics = statistics or found.operator is Operator.STATISTICS
-    conditions: dict[str, list[tuple[Conjunction, ...]]] = {}
-    for item in pattern.items:
-        for name in access.event_types.get(item.type, {}):
-            found = rule(item.var, name)
-            if found.operator is Operator.CONDITIONAL:
-                entry = conditions.setdefault(item.var, [])
-                if found.conditions not in entry:
-                    entry.append(found.conditions)
-    return Clearance({var: tuple(c) for var, c in conditions.items()}, statistics)
+    conditions = {
+        item.var: trees[item.type].condition
+        for item in pattern.items
+        if TRUE[0] not in trees[item.type].condition
+    }
+    return Clearance(conditions, statistics)
 
 
 def _raw_reads(pattern: Pattern) -> tuple[Attr, ...]:
@@ -170,25 +177,29 @@ def narrower_for(
     """The first attribute (``Type.attr``) on which the owner's roles release beyond the
     recipient's, or None: a recipient who could register the pattern herself must still
     not receive values released under a wider Phi, nor matches made of events her own
-    space would not receive. So every attribute the pattern reads must be released to
-    her at least as far (:func:`releases_at_least`), and every Phi of hers on any
-    attribute of a type the pattern uses, read or not, must be implied by the owner's
-    Phi on it (it filters her events: Fig. 3 (d)); compared as written, deny when unsure."""
+    space would not receive. So, per type the pattern uses, every event the owner's
+    view passes must pass hers (else named by her first Phi attribute there), and every
+    attribute the pattern reads must be released to her at least as far
+    (:func:`releases_at_least`) on every event it is released to the owner on.
+    Conditions are compared as written (:func:`~streamshield.policy.cep_rules.implies`):
+    deny when unsure."""
     recipient, owner = frozenset(recipient), frozenset(owner)
+    mine_all, theirs_all = (
+        detectors(access, hierarchy, recipient),
+        detectors(access, hierarchy, owner),
+    )
+    empty = Detector("", {}, ())
+    for type_ in sorted({item.type for item in pattern.items}):
+        mine, theirs = mine_all.get(type_, empty), theirs_all.get(type_, empty)
+        if not implies(theirs.condition, mine.condition):
+            rules = access.effective(hierarchy, recipient).get(type_, {})
+            filtering = [n for n, r in rules.items() if r.operator is Operator.CONDITIONAL]
+            return f"{type_}.{(filtering or list(rules))[0]}"
     for attr in read_attributes(pattern):
         type_ = pattern.item(attr.var).type
-        mine = access.effective_rule(hierarchy, recipient, type_, attr.name)
-        theirs = access.effective_rule(hierarchy, owner, type_, attr.name)
-        if not releases_at_least(mine, theirs):
+        mine, theirs = mine_all.get(type_, empty), theirs_all.get(type_, empty)
+        if not releases_at_least(mine.rule(attr.name), theirs.rule(attr.name)) or not implies(
+            theirs.visible(attr.name), mine.visible(attr.name)
+        ):
             return f"{type_}.{attr.name}"
-    for type_ in sorted({item.type for item in pattern.items}):
-        for name in access.event_types.get(type_, {}):
-            mine = access.effective_rule(hierarchy, recipient, type_, name)
-            if mine.operator is not Operator.CONDITIONAL:
-                continue
-            theirs = access.effective_rule(hierarchy, owner, type_, name)
-            if theirs.operator is not Operator.CONDITIONAL or not set(theirs.conditions) <= set(
-                mine.conditions
-            ):
-                return f"{type_}.{name}"
     return None

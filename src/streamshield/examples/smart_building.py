@@ -167,7 +167,7 @@ def report() -> Iterator[str]:
                 if tree
                 else "nothing (psi)"
             )
-            if tree and tree.conditions:
+            if tree and () not in tree.condition:
                 shown += " (only events meeting the Phi condition)"
             yield f"  {role:9} receives {type_}: {shown}"
     for role, name, text in PATTERNS:
