@@ -13,6 +13,11 @@ Only the events that meet the condition of every Phi attribute of their type rea
 role (Fig. 3 (d)): A with k = 1, B with v > 2, C with v > 3, whether a pattern reads
 the Phi attribute or not (``omega`` reads neither A.v nor C.v; ``not`` reads B.k only in
 its NOT, and an invisible B does not kill a pair).
+
+The role ``lead`` (pattern ``cross``) is the senior of two juniors with crossing Phi on
+D: ``north`` has Phi (k = 1) on k, xi on v and w; ``south`` xi on k, Phi (v > 5) on v,
+no rule on w. ``lead`` receives a D event only if one of them does (k = 1 or v > 5),
+and w only on north's events (NULL on the others): never an event neither receives.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from streamshield.policy.cep_rules_text import loads
 from streamshield.policy.roles import RoleHierarchy
 
 ATTRS = {"ts": "timestamp", "id": "long", "k": "long", "v": "long", "w": "long"}
-TYPES = {name: ATTRS for name in ("A", "B", "C")}
+TYPES = {name: ATTRS for name in ("A", "B", "C", "D")}
 DDL = "id bigint, k bigint, v bigint, w bigint, ts timestamp"
 RULES = {
     "event_types": TYPES,
@@ -52,9 +57,24 @@ RULES = {
                 {"operator": "psi", "attributes": ["k", "w"]},
             ],
         },
+        "north": {
+            "D": [
+                {"operator": "xi", "attributes": ["id", "v", "w", "ts"]},
+                {"operator": "phi", "attributes": ["k"], "condition": [["k", "=", 1]]},
+            ]
+        },
+        "south": {
+            "D": [
+                {"operator": "xi", "attributes": ["id", "k", "ts"]},
+                {"operator": "phi", "attributes": ["v"], "condition": [["v", ">", 5]]},
+            ]
+        },
     },
 }
-HIERARCHY = RoleHierarchy.build(["staff", "analyst"], [("analyst", "staff")])
+HIERARCHY = RoleHierarchy.build(
+    ["staff", "analyst", "north", "south", "lead"],
+    [("analyst", "staff"), ("lead", "north"), ("lead", "south")],
+)
 ACCESS = loads(json.dumps(RULES), HIERARCHY)
 ROLES = frozenset({"analyst"})
 DELAY = timedelta(seconds=4.25)
@@ -72,7 +92,11 @@ PATTERNS = {
     "count(a.w) AS cw",
     # NOT over a Phi-filtered type: a B the role does not receive kills no pair
     "not": "PATTERN SEQ(A a, NOT B n, A a2) WHERE n.k = a.k WITHIN 6 SECONDS RETURN a.id, a2.id",
+    # crossing Phi of lead's juniors: only their events, w only on north's
+    "cross": "PATTERN SEQ(D d, D e) WITHIN 2 SECONDS RETURN d.id, e.id, d.w, e.k",
 }
+ROLES_OF = {"cross": frozenset({"lead"})}
+"""The roles a pattern runs with, when not ``ROLES``."""
 # A flush batch far ahead: moves every watermark past every window.
 FLUSH = 1000.0
 
@@ -94,6 +118,10 @@ def fixed_batches() -> list[list[Event]]:
             event("C", 6, 0.7, 0, 2, 0),  # does not reach the role
             event("A", 7, 5.5, 1, 3, 30),
             event("A", 8, 6.5, 1, 3, 50),
+            event("D", 12, 1.0, 1, 0, 1),  # north's only
+            event("D", 13, 1.5, 0, 9, 2),  # south's only: w NULL
+            event("D", 14, 2.0, 0, 0, 3),  # neither's: does not reach lead
+            event("D", 15, 2.5, 1, 9, 4),  # both
         ],
         [
             event("C", 9, 20.5, 1, 8, 0),
@@ -109,12 +137,13 @@ def flush() -> list[Event]:
 
 def expected(batches: list[list[Event]]) -> dict[str, list[tuple]]:
     """The oracle's rows per pattern over the role's protected copy of the events."""
-    trees = detectors(ACCESS, HIERARCHY, ROLES)
-    copies = [protect(trees, batch) for batch in [*batches, flush()]]
     found = {}
     for name, text in PATTERNS.items():
+        roles = ROLES_OF.get(name, ROLES)
+        trees = detectors(ACCESS, HIERARCHY, roles)
+        copies = [protect(trees, batch) for batch in [*batches, flush()]]
         pattern = compile_pattern(text, TYPES)
-        clearance = validate(pattern, ACCESS, HIERARCHY, ROLES)
+        clearance = validate(pattern, ACCESS, HIERARCHY, roles)
         kept = oracle.admitted(copies, TYPES, DELAY, drops=oracle.stateful(pattern))
         found[name] = oracle.results(
             pattern,

@@ -44,7 +44,7 @@ def test_protected_patterns_match_the_oracle(spark, tmp_path) -> None:
             compile_pattern(text, case.TYPES),
             case.ACCESS,
             case.HIERARCHY,
-            case.ROLES,
+            case.ROLES_OF.get(name, case.ROLES),
             sources,
             delay=case.DELAY,
         )

@@ -66,6 +66,8 @@ def test_conformance_cases_oracle_answers() -> None:
     assert all(None not in (r[:2] if r[0] is not None else r[2:]) for r in found["or"])
     assert [row[2:] for row in found["omega"]] == [(3, 30.0, 3)]  # the 1-match group withheld
     assert found["not"] == [(7, 8)]  # B 4 lies between a@7 and a@8; the role never sees it
+    # D 14 meets neither junior's Phi: no pair has it; w only where north receives d
+    assert sorted(found["cross"], key=repr) == [(12, 13, 1, 0), (12, 15, 1, 1), (13, 15, None, 1)]
     raw = case.unprotected(case.fixed_batches())
     assert sorted(raw["not"]) == [(1, 2), (2, 7), (2, 8)]
     assert all(sorted(raw[n], key=repr) != sorted(found[n], key=repr) for n in case.PATTERNS)
