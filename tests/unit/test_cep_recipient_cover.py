@@ -113,3 +113,23 @@ def test_a_recipient_whose_phi_filters_more_events_is_refused_read_or_not() -> N
     assert narrower("wider", "phi_owner") is None  # she receives every event the owner did
     access = AccessObject(types, {**access.rules, **rules("same", cooler)})
     assert narrower("same", "phi_owner") == "Temp.celsius"
+
+
+def test_a_junior_does_not_receive_what_its_crossing_senior_saw() -> None:
+    """The senior's view passes the events of either junior: a junior receiving its
+    matches would get events (and values) of the other's; the other way round is
+    covered, event by event."""
+    from streamshield.cep.pattern import compile_pattern
+    from streamshield.cep.validation import narrower_for
+    from tests.conformance import cep_protection as case
+
+    pattern = compile_pattern(case.PATTERNS["cross"], case.TYPES)
+
+    def narrower(recipient: str, owner: str) -> str | None:
+        return narrower_for(pattern, case.ACCESS, case.HIERARCHY, [recipient], [owner])
+
+    assert narrower("north", "lead") == "D.k"  # her Phi on k filters what lead received
+    assert narrower("lead", "north") is None
+    text = "PATTERN SEQ(D d, D e) WITHIN 2 SECONDS RETURN d.id, e.id"
+    ids = compile_pattern(text, case.TYPES)
+    assert narrower_for(ids, case.ACCESS, case.HIERARCHY, ["lead"], ["south"]) is None
