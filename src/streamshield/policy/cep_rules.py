@@ -247,13 +247,14 @@ class AccessObject:
     def effective_rule(
         self, hierarchy: RoleHierarchy, activated: Iterable[str], type_: str, attribute: str
     ) -> Rule:
-        """The rule the activated roles (with every junior) act with on one attribute."""
+        """The activated roles' bound on one attribute (with every junior): no tree of
+        their view releases more of it (:meth:`trees` decides per event)."""
         return combine(self.applicable(hierarchy, activated, type_, attribute))
 
     def effective(
         self, hierarchy: RoleHierarchy, activated: Iterable[str]
     ) -> dict[str, dict[str, Rule]]:
-        """Every event type's attributes with the rule the activated roles act with."""
+        """Every event type's attributes with the activated roles' bound on them."""
         activated = frozenset(activated)
         return {
             type_: {a: self.effective_rule(hierarchy, activated, type_, a) for a in attrs}
