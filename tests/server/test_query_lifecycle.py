@@ -372,7 +372,8 @@ def test_a_disabled_owners_queries_stop_until_she_is_enabled(server):
 
     _ok(joe.post("/users/al/disable"))
     poll(lambda: watcher.events and watcher.events[-1][0] == "closed", timeout=30)
-    assert watcher.events[-1] == ("closed", {"reason": "the owner's roles changed"})
+    reason = "query stopped: its owner acts with none of its roles"
+    assert watcher.events[-1] == ("closed", {"reason": reason})
     query = server.service.queries.get("als")
     assert query.status() == "stopped" and query.roles == ()
     assert joe.get("/queries/als/subscribe").status_code == 409

@@ -185,7 +185,7 @@ def test_match_rows_carry_their_events_labels_and_level(spark, tmp_path) -> None
             pattern,
             OWNER,
             book,
-            lambda processor: sources(processor, failing),
+            lambda processor, _roles: sources(processor, failing),
             lambda _rows: None,
             name=name,
             processors=processors,

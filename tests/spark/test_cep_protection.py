@@ -84,7 +84,7 @@ def test_rule_changes_apply_from_the_next_micro_batch(spark, tmp_path) -> None:
             compile_pattern(case.PATTERNS["seq"], case.TYPES),
             case.ROLES,
             book,
-            lambda processor: {
+            lambda processor, _roles: {
                 t: processor.session.readStream.schema(case.DDL).json(str(root / t))
                 for t in case.TYPES
             },

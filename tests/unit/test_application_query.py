@@ -22,6 +22,7 @@ from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.level_processor import processor_name
 from streamshield.engine.result_store import ResultStore
 from streamshield.lang.query_check import QueryRejected
+from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.operator_limits import LimitExceeded, LimitRule, OperatorLimits
 from streamshield.server.application_query import LEVEL_APPLICATION_LOST, ApplicationQuery
 from streamshield.server.queries import LiveQuery, QueryRegistry
@@ -44,7 +45,9 @@ def routed(tmp_path, importable):  # noqa: F811
     apps = LevelApplications(
         HIERARCHY, STREAMS, tmp_path / "store", tmp_path / "labelled", driver=FAKE
     )
-    engine = SimpleNamespace(hierarchy=HIERARCHY, streams=STREAMS, spark=None)
+    engine = SimpleNamespace(
+        hierarchy=HIERARCHY, codec=RoleCodec(HIERARCHY), streams=STREAMS, spark=None
+    )
     registry = QueryRegistry(SimpleNamespace(queries=engine, streams=STREAMS), apps)  # type: ignore[arg-type]
     yield registry, apps
     for query in registry.all():

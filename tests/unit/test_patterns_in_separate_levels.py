@@ -22,6 +22,7 @@ def service(tmp_path, separate: bool) -> PatternService:
         pipeline=SimpleNamespace(queries=SimpleNamespace(hierarchy=HIERARCHY)),
         security=None,
         applications=object() if separate else None,
+        rights_stamp=lambda: (0, 0),
     )
     return PatternService(server)
 

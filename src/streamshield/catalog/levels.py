@@ -548,6 +548,20 @@ class Levels:
             }
         return LevelAssignment(lattice, streams, channels)
 
+    def clearance_dominates(self, user: str, level: str) -> bool:
+        """Whether ``user``'s clearance now dominates ``level`` (a level's text, read in
+        the lattice of now): whether a query of hers may still run at it. A level the
+        lattice no longer reads, or no lattice, is not dominated (deny by default)."""
+        with self._read() as db:
+            lattice = _lattice(db)
+            if lattice is None:
+                return False
+            try:
+                wanted = lattice.parse(level)
+            except (LatticeError, ValueError):
+                return False
+            return lattice.dominated(wanted, _clearance(db, lattice, user))
+
     def stream_level(self, stream: str) -> Level | None:
         """A stream's level (public when none is set); None while levels are off."""
         assignment = self.level_assignment()

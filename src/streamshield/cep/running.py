@@ -15,6 +15,14 @@ never per event). When the rules changed:
   under the new rules;
 - otherwise the batch is delivered and the new version noted.
 
+The same holds for a change of the roles the rules are read under (the book's
+``rights`` stamp: a role created, a hierarchy edge added or removed, the owner's roles
+or grants changed, a clearance): the pattern's roles are asked anew (``acting``: the
+roles of its registration its owner may still act with, or PatternRefused with why
+not), and its effective roles under the hierarchy in force are part of its protection,
+so a role that no longer reaches a junior's tuples or rules makes the pattern restart
+with sources read through the narrower view, or stop when the rules no longer allow it.
+
 So a change applies from the first micro-batch that starts delivering after it. The
 restart keeps the join and aggregation state (only the projections and filters under
 the watermark change, which Structured Streaming allows on restart): events that reached
@@ -67,9 +75,14 @@ class _RulesChanged(Exception):
     """Raised inside a micro-batch so that Spark does not commit it."""
 
 
-Protection = tuple[bool, tuple[tuple[str, Detector], ...]]
-Sources = Callable[[LevelProcessor], Mapping[str, DataFrame]]
-"""One streaming DataFrame per event type, read with the processor's session."""
+Protection = tuple[bool, tuple[tuple[str, Detector], ...], frozenset[str]]
+"""Whether the k rule applies, each event type's detector trees, and the effective
+roles (the roles and all their juniors) its sources are read with."""
+Sources = Callable[[LevelProcessor, frozenset[str]], Mapping[str, DataFrame]]
+"""One streaming DataFrame per event type, read with the processor's session through
+the view of the given roles."""
+Layout = LabelLayout | Callable[[frozenset[str]], LabelLayout]
+"""The sources' label layout, fixed or built for the roles the pattern starts with."""
 STORAGE = "patterns"  # a pattern's checkpoint: <level directory>/patterns/<name>
 
 
@@ -91,17 +104,25 @@ class RunningPattern:
         key: str | None = None,
         k: int = K_DEFAULT,
         trigger: Mapping[str, Any] | None = None,
-        labels: LabelLayout | None = None,
+        labels: Layout | None = None,
         sink: Callable[[DataFrame, int], None] | None = None,
         earlier: Path | None = None,
+        acting: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         """``deliver`` gets each batch's rows as dicts; ``sink``, when given, gets the
         batch's DataFrame and id instead (a labelled output: the caller stores it and
         checks each recipient natively). ``labels``: the sources' label layout.
         ``processors``: the level processors it runs in (the one of ``level``), where it
         holds its processor under ``holder`` while it runs; ``name`` names its storage.
-        ``earlier``: where an older layout kept its checkpoint (moved in at a start)."""
-        self.pattern, self.roles, self.book = pattern, frozenset(roles), book
+        ``earlier``: where an older layout kept its checkpoint (moved in at a start).
+        ``acting``: the roles it may act with now, asked at every start and after every
+        change of the book's rights (PatternRefused: none; None: always ``roles``)."""
+        self.pattern, self.book = pattern, book
+        self.registered = frozenset(roles)
+        """The roles it was registered with."""
+        self.roles = self.registered
+        """The roles it runs with: those of :attr:`registered` its owner acts with."""
+        self._acting = acting
         self._sources, self._deliver = sources, deliver
         self.name, self._processors, self.level = name, processors, level
         self.checkpoint: Path | None = None
@@ -110,7 +131,7 @@ class RunningPattern:
         self._labels, self._sink, self._earlier = labels, sink, earlier
         self._lock = threading.RLock()
         self._query: Any = None
-        self._version = 0
+        self._stamp: tuple[int, Any] | None = None
         self._protection: Protection | None = None
         self._restart: threading.Thread | None = None
         self.status = Status.STOPPED
@@ -119,14 +140,24 @@ class RunningPattern:
 
     # -- the plan under one edition of the rules -------------------------------------
 
-    def protection(self, edition: Edition) -> Protection:
-        """What the running plan depends on: PatternRefused when the pattern is illegal."""
-        clearance = validate(
-            self.pattern, edition.access, edition.hierarchy, self.roles, key=self._key
-        )
-        trees = detectors(edition.access, edition.hierarchy, self.roles)
+    def protection(self, edition: Edition, roles: frozenset[str] | None = None) -> Protection:
+        """What the running plan depends on, for ``roles`` (its own by default):
+        PatternRefused when the pattern is illegal."""
+        roles = self.roles if roles is None else roles
+        if not roles:
+            raise PatternRefused("its owner acts with none of the roles it was registered with")
+        clearance = validate(self.pattern, edition.access, edition.hierarchy, roles, key=self._key)
+        trees = detectors(edition.access, edition.hierarchy, roles)
         used = sorted({i.type for i in self.pattern.items})
-        return clearance.statistics, tuple((t, trees[t]) for t in used)
+        effective = frozenset(edition.hierarchy.effective(roles))
+        return clearance.statistics, tuple((t, trees[t]) for t in used), effective
+
+    def roles_now(self) -> frozenset[str]:
+        """The roles of its registration its owner may act with now (PatternRefused:
+        she may not run it at all)."""
+        if self._acting is None:
+            return self.registered
+        return self.registered & frozenset(self._acting())
 
     @property
     def holder(self) -> str:
@@ -138,8 +169,9 @@ class RunningPattern:
         processor of its level."""
         with self._lock:
             edition = self.book.current()
-            self._protection = self.protection(edition)  # PatternRefused: not started
-            self._version = edition.version
+            roles = self.roles_now()
+            self._protection = self.protection(edition, roles)  # PatternRefused: not started
+            self.roles, self._stamp = roles, edition.stamp
             processor = self._processors.acquire(self.level, self.holder)
             try:
                 self._start(edition, processor)
@@ -151,7 +183,9 @@ class RunningPattern:
     def _start(self, edition: Edition, processor: LevelProcessor) -> None:
         # The shepherd is trusted code outside the pattern: whatever the sources are,
         # the pattern's space gets only events its level dominates.
-        sources = {t: processor.shepherd(f) for t, f in self._sources(processor).items()}
+        sources = self._sources(processor, self.roles)
+        sources = {t: processor.shepherd(f) for t, f in sources.items()}
+        labels = self._labels(self.roles) if callable(self._labels) else self._labels
         frame = compile_protected(
             self.pattern,
             edition.access,
@@ -161,7 +195,7 @@ class RunningPattern:
             delay=self._delay,
             key=self._key,
             k=self._k,
-            labels=self._labels,
+            labels=labels,
         )
         self.checkpoint = processor.path(STORAGE, self.name)
         if self._earlier is not None:
@@ -226,24 +260,25 @@ class RunningPattern:
 
     def _batch(self, frame: DataFrame, batch_id: int) -> None:
         edition = self.book.current()
-        if edition.version != self._version:
+        if edition.stamp != self._stamp:
             try:
-                protection = self.protection(edition)
+                roles = self.roles_now()
+                protection = self.protection(edition, roles)
             except PatternRefused as refused:
                 self._refused(refused)
                 self._after_this_batch(restart=False)
                 raise _RulesChanged(self.reason) from None
-            if protection != self._protection:
+            if protection != self._protection or roles != self.roles:
                 self._after_this_batch(restart=True)
                 raise _RulesChanged("protection changed")
-            self._version = edition.version
+            self._stamp = edition.stamp
         if self._sink is not None:
             self._sink(frame, batch_id)
         else:
             self._deliver([row.asDict() for row in frame.collect()])
 
     def _refused(self, refused: PatternRefused) -> None:
-        self.status, self.reason = Status.STOPPED, f"stopped by a rule change: {refused}"
+        self.status, self.reason = Status.STOPPED, f"stopped by a rule or role change: {refused}"
 
     def _after_this_batch(self, *, restart: bool) -> None:
         """Once the query has ended (the batch raised), restart it or leave it stopped."""

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,10 +280,22 @@ class LevelApplication:
                 raise ApplicationError(f"{self.name}: the application is gone") from None
             return self._next(timeout)
 
-    def submit(self, name: str, text: str, roles: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    def submit(
+        self,
+        name: str,
+        text: str,
+        roles: tuple[str, ...] | list[str],
+        hierarchy: RoleHierarchy | None = None,
+    ) -> dict[str, Any]:
         """Start ``text`` as query ``name`` with ``roles`` at the application's level;
-        its batches go to :meth:`results`. Refusals raise as they would in-process."""
-        return self.request("start", name=name, text=text, roles=list(roles))
+        its batches go to :meth:`results`. Refusals raise as they would in-process.
+        ``hierarchy``: the server's role hierarchy of now, which the application
+        resolves ``roles`` with (its own is the one of its start: roles created and
+        edges changed since would otherwise not count)."""
+        extra: dict[str, Any] = {}
+        if hierarchy is not None:
+            extra = {"hierarchy": [list(hierarchy.roles), [list(e) for e in hierarchy.edges]]}
+        return self.request("start", name=name, text=text, roles=list(roles), **extra)
 
     def process_all_available(self, name: str, timeout: float = REQUEST_SECONDS) -> dict[str, Any]:
         """Block until the query has processed everything available (tests, batch runs)."""
@@ -329,7 +341,7 @@ class LevelApplications:
 
     def __init__(
         self,
-        hierarchy: RoleHierarchy,
+        hierarchy: RoleHierarchy | Callable[[], RoleHierarchy],
         streams: Mapping[str, StreamDefinition],
         queries_root: Path,
         labelled: Path,
@@ -337,13 +349,20 @@ class LevelApplications:
         conf: Mapping[str, str] | None = None,
         driver: str = DRIVER,
     ) -> None:
-        self.hierarchy, self.streams, self.driver = hierarchy, streams, driver
+        """``hierarchy``: the role hierarchy, or how to ask for the one in force (each
+        query's start hands it to its application)."""
+        self._hierarchy, self.streams, self.driver = hierarchy, streams, driver
         self.queries_root, self.labelled = Path(queries_root), Path(labelled)
         self.master, self.conf = master, dict(conf or {})
         self._applications: dict[str, LevelApplication] = {}
         self._queries: dict[str, set[str]] = {}
         self._owner: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    @property
+    def hierarchy(self) -> RoleHierarchy:
+        """The role hierarchy in force."""
+        return self._hierarchy() if callable(self._hierarchy) else self._hierarchy
 
     def results(self, level: QueryLevel, query: str) -> Path:
         """Where ``level``'s application stores ``query``'s batches (running or not)."""

@@ -52,6 +52,7 @@ from streamshield.engine.session import (
 from streamshield.engine.source_ids import SourceIds
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.query_check import QueryRejected
+from streamshield.policy.roles import RoleHierarchy
 
 audit = logging.getLogger("streamshield.audit")
 SPARK_LOCAL = "spark-local"
@@ -125,8 +126,21 @@ class LevelDriver:
             "root": str(self.root),
         }
 
-    def start(self, name: str, text: str, roles: list[str]) -> dict[str, Any]:
+    def start(
+        self, name: str, text: str, roles: list[str], hierarchy: list | None = None
+    ) -> dict[str, Any]:
+        """``hierarchy``: the server's roles in order and its edges now, which ``roles``
+        are resolved with (the one this application started with may be out of date)."""
         store = ResultStore(self.own.path("results", name))  # refuses a name leaving it
+        if hierarchy is not None:
+            order, edges = hierarchy
+            current = RoleHierarchy.build(
+                order,
+                [tuple(edge) for edge in edges],
+                order=order,
+                capacity=self.spec.role_capacity,
+            )
+            self.cql.queries.use_hierarchy(current)
         admitted = admit(
             text, roles, self.cql.queries.hierarchy, list(self.cql.streams), self.level
         )
@@ -195,7 +209,12 @@ class LevelDriver:
         op = request.get("op")
         try:
             if op == "start":
-                return self.start(str(request["name"]), str(request["text"]), request["roles"])
+                return self.start(
+                    str(request["name"]),
+                    str(request["text"]),
+                    request["roles"],
+                    request.get("hierarchy"),
+                )
             if op == "process":
                 return self.process(str(request["name"]))
             if op == "stop":

@@ -47,16 +47,22 @@ class Pipeline:
             spark, streams, hierarchy, self.ingest.store, self.root / "store"
         )
         self.cql = CqlService(self.queries, self.landing, catalog, ingest, self.ingest.state)
+        self.hierarchy_version = 0
+        """Grows by one with every hierarchy :meth:`use_hierarchy` applies (after it is in
+        place): what derives rights from the hierarchy compares it, not the hierarchy."""
 
     def use_hierarchy(self, hierarchy: RoleHierarchy) -> None:
-        """A changed role hierarchy, live: the next ingest batch labels with it and new
-        query registrations resolve roles with it. It must keep the label layout
-        (positions and width, :meth:`RoleHierarchy.keeps_layout_of`), which the catalog's
-        role administration guarantees; anything else is refused (ValueError)."""
+        """A changed role hierarchy, live: the next ingest batch labels with it, new
+        query registrations and starts resolve roles with it, and ``hierarchy_version``
+        tells whatever derived rights from the old one to derive them again. It must
+        keep the label layout (positions and width, :meth:`RoleHierarchy.keeps_layout_of`),
+        which the catalog's role administration guarantees; anything else is refused
+        (ValueError)."""
         if not hierarchy.keeps_layout_of(self.queries.hierarchy):
             raise ValueError("the new role hierarchy changes the label layout")
         self.ingest.ingest.use_hierarchy(hierarchy)
         self.queries.use_hierarchy(hierarchy)
+        self.hierarchy_version += 1
 
     def ingest_available(self) -> None:
         """Label everything landed so far (an availableNow run of the ingest query)."""

@@ -193,9 +193,11 @@ class QueryService:
         self.sources.add(sorted(streams))
 
     def use_hierarchy(self, hierarchy: RoleHierarchy) -> None:
-        """Registrations from now on resolve roles with ``hierarchy``; running queries keep
-        the effective roles and views they were compiled with (stop and start one to
-        recompile it). Only a hierarchy keeping the label layout is accepted."""
+        """Registrations and starts from now on resolve roles with ``hierarchy``; a
+        running query keeps the views it was compiled with until it is started again
+        (the server does so for every query whose effective roles changed:
+        ``ServerService.reconcile_rights``). Only a hierarchy keeping the label layout is
+        accepted."""
         if not hierarchy.keeps_layout_of(self.hierarchy):
             raise ValueError("the new role hierarchy changes the label layout")
         self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)

@@ -108,7 +108,7 @@ class ApplicationQuery:
         a driver that does not start ApplicationError."""
         query = cls(name, applications, applications.acquire(level, name), store, delivery, spark)
         try:
-            reply = query.application.submit(name, text, roles)
+            reply = query.application.submit(name, text, roles, applications.hierarchy)
         except BaseException:
             with suppress(ApplicationError):
                 applications.release(name)  # the application goes if it was for this one

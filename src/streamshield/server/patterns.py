@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -56,6 +56,7 @@ from streamshield.engine.result_store import ResultStore
 from streamshield.policy.cep_rules import AccessObject
 from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
 from streamshield.policy.query_level import QueryLevel
+from streamshield.policy.roles import RoleHierarchy
 from streamshield.server import security_port as port
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 
@@ -110,13 +111,51 @@ class PatternService:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self.patterns: dict[str, Registered] = {}
-        hierarchy = server.pipeline.queries.hierarchy
         rules = self.root / "rules.json"
         access = AccessObject({}, {})
         if rules.exists():
-            access = from_document(json.loads(rules.read_text()), hierarchy)
-        self.book = RuleBook(access, hierarchy)
+            access = from_document(json.loads(rules.read_text()), self._rights()[1])
+        # The roles are asked of the server at every read, never kept: a role created or
+        # an edge changed at run time is what the next registration, rules change,
+        # recipient check and running pattern's micro-batch see.
+        self.book = RuleBook(access, self._rights)
         self._stored = self.root / "patterns.json"  # name -> text, owner, roles
+
+    def _rights(self) -> tuple[Any, RoleHierarchy]:
+        """The rights stamp and the role hierarchy in force (``RuleBook``'s rights)."""
+        return self.server.rights_stamp(), self.server.pipeline.queries.hierarchy
+
+    def _acting(
+        self,
+        owner: str,
+        registered: Iterable[str],
+        level: QueryLevel | None,
+        inputs: Sequence[str],
+    ) -> Callable[[], frozenset[str]]:
+        """What a running pattern of ``owner`` asks after every change of rights: the
+        roles of its registration (``registered``) she may act with now, while she still
+        holds READ (TUPLE or AGGREGATE) on every stream it reads and, with levels on, her
+        clearance dominates its level; PatternRefused naming what she lost otherwise.
+        Catalog reads happen only then, never per micro-batch."""
+
+        def acting() -> frozenset[str]:
+            security = self.server.security
+            roles = port.held_roles(security, owner) & frozenset(registered)
+            if not roles:
+                raise PatternRefused(
+                    f"its owner {owner} acts with none of the roles it was registered with"
+                )
+            raw, aggregate = security.readable_sources(owner)
+            for stream in inputs:
+                if stream not in raw and stream not in aggregate:
+                    raise PatternRefused(f"its owner {owner} no longer holds READ on {stream}")
+            if level is not None and not port.clearance_dominates(security, owner, level):
+                raise PatternRefused(
+                    f"its owner's clearance no longer dominates its level {level.text}"
+                )
+            return roles
+
+        return acting
 
     def _save(self) -> None:
         """The definitions, so that patterns survive a restart (checkpoints resume them)."""
@@ -312,11 +351,11 @@ class PatternService:
             if count and registered.delivery.subscriptions:
                 registered.delivery(stored, batch_id)
 
-        def sources(processor: LevelProcessor) -> Mapping[str, DataFrame]:
-            return {
-                i.type: self._secured(i.type, registered.roles, level, processor)
-                for i in pattern.items
-            }
+        def sources(processor: LevelProcessor, roles: frozenset[str]) -> Mapping[str, DataFrame]:
+            return {i.type: self._secured(i.type, roles, level, processor) for i in pattern.items}
+
+        def labels(roles: frozenset[str]) -> LabelLayout:
+            return self._layout(level, tuple(sorted(roles)), pattern)
 
         return RunningPattern(
             pattern,
@@ -330,15 +369,18 @@ class PatternService:
             delay=DELAY,
             key=registered.key,
             trigger=TRIGGER,
-            labels=self._layout(level, registered.roles, pattern),
+            labels=labels,
             sink=sink,
             earlier=self.root / "checkpoints" / registered.name,
+            acting=self._acting(
+                registered.owner, registered.roles, level, sorted({i.type for i in pattern.items})
+            ),
         )
 
     def _layout(
         self,
         level: QueryLevel | None,
-        roles: tuple[str, ...] = (),
+        roles: Iterable[str] = (),
         pattern: Pattern | None = None,
     ) -> LabelLayout:
         """The label widths; with ``pattern``, also what its NOT matches' rows are
@@ -358,7 +400,7 @@ class PatternService:
     def _secured(
         self,
         stream: str,
-        roles: tuple[str, ...],
+        roles: Iterable[str],
         level: QueryLevel | None,
         processor: LevelProcessor,
     ) -> DataFrame:
@@ -399,7 +441,8 @@ class PatternService:
         registered = self._get(session, name)
         edition = self.book.current()
         pattern = registered.running.pattern
-        effective = edition.access.effective(edition.hierarchy, registered.roles)
+        roles = registered.running.roles  # those of its registration it runs with now
+        effective = edition.access.effective(edition.hierarchy, roles)
         variables = []
         for item in pattern.items:
             rules = effective.get(item.type, {})
@@ -413,7 +456,7 @@ class PatternService:
             )
         try:
             clearance = validate(
-                pattern, edition.access, edition.hierarchy, registered.roles, key=registered.key
+                pattern, edition.access, edition.hierarchy, roles, key=registered.key
             )
             legal, k_rule = True, clearance.statistics
         except PatternRefused:
@@ -482,7 +525,7 @@ class PatternService:
             edition.access,
             edition.hierarchy,
             port.roles_of(session),
-            registered.roles,
+            registered.running.roles,
         )
         if wider is not None:
             raise Forbidden(

@@ -41,6 +41,7 @@ from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import Shape
 from streamshield.lang.query_check import QueryRejected
+from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.query_level import QueryLevel
 from streamshield.server.application_query import LEVEL_APPLICATION_LOST, ApplicationQuery
@@ -77,6 +78,22 @@ class LiveQuery:
     admitted: AdmittedQuery | None = field(default=None, repr=False)
     """The query as the API admitted it, for its first start (later starts admit the
     stored text again, with the roles it has then)."""
+    suspended: str | None = None
+    """Why it is not running although its record says running (its owner lost a role or
+    right it needs): it starts again when the right comes back."""
+    effective: frozenset[str] = frozenset()
+    """The effective roles (its roles and their juniors) it was last started with:
+    what its secured views read, until it is started again."""
+    compiled_mask: Words | None = field(default=None, repr=False)
+    """Their READ mask, while every start of it in this server compiled the same one
+    (None once two differed: its stored batches may then hold rows of either view, so no
+    recipient is exempt from the row checks)."""
+
+    def compiled(self, effective: frozenset[str], mask: Words) -> None:
+        """Notes a start compiled for ``effective`` with READ mask ``mask``."""
+        first = not self.effective
+        self.compiled_mask = mask if first or self.compiled_mask == mask else None
+        self.effective = effective
 
     def columns(self) -> tuple[str, ...]:
         """Output columns a subscriber receives (labels are never delivered)."""
@@ -170,10 +187,19 @@ class QueryRegistry:
             delivery = query.delivery
             sink = StoringSink(query.store, delivery, wanted=lambda: bool(delivery.subscriptions))
             admitted, query.admitted = query.admitted, None
-            if admitted is None or admitted.roles != query.roles or admitted.level != query.level:
-                admitted = None  # admitted for other roles: admit the text anew
+            engine = self._cql.queries  # the hierarchy in force, the same for every step
+            effective = frozenset(engine.hierarchy.effective(query.roles))
+            mask = tuple(engine.codec.query(query.roles))
+            if (
+                admitted is None
+                or admitted.roles != query.roles
+                or admitted.level != query.level
+                or admitted.effective != effective
+            ):
+                admitted = None  # admitted for other roles or hierarchy: admit it anew
             if self._applications is not None and query.level is not None:
                 self._start_in_application(query, admitted, running, limits)
+                query.compiled(effective, mask)
                 return self._started(query)
             result = self._cql.submit(
                 admitted or query.text,
@@ -189,6 +215,7 @@ class QueryRegistry:
                 raise Invalid("the text is not a continuous query")
             query.handle = result
             query.shape = self._cql.shapes.get(query.internal, query.shape)
+            query.compiled(effective, mask)
         return self._started(query)
 
     @staticmethod

@@ -112,7 +112,7 @@ class ServerService:
         if separate_levels is not None:
             engine = self.pipeline.queries
             self.applications = LevelApplications(
-                engine.hierarchy,
+                lambda: engine.hierarchy,  # asked at each start: the hierarchy of now
                 engine.streams,  # the live mapping: a later stream reaches later drivers
                 engine.root,
                 engine.labelled.root,
@@ -130,6 +130,7 @@ class ServerService:
         self._lock = threading.RLock()
         self._ingest: Any = None
         self._stopping = threading.Event()
+        self._reconciled: tuple[int, int] | None = None  # the rights queries follow
         self.live = LiveSubscriptions()  # re-checked every second and after each revocation
         self._watcher: threading.Thread | None = None
         self.assigner = SeqAssigner(self.pipeline.landing)
@@ -166,6 +167,7 @@ class ServerService:
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
         self.retention.start()
+        self._reconciled = self.rights_stamp()  # the queries just started follow it
         self.started = True
 
     def _watch(self) -> None:
@@ -177,6 +179,8 @@ class ServerService:
                 self.backlog.read_query(self._ingest)
                 self.queries.check_failures(self._query_failed)
                 self.recheck_subscriptions()
+                if self.rights_stamp() != self._reconciled:  # a change made elsewhere
+                    self.reconcile_rights()
                 self.patterns.check_ended()
                 if time.monotonic() >= retry_at and self._ingest_died():
                     retry_at = time.monotonic() + INGEST_RETRY_SECONDS
@@ -264,6 +268,7 @@ class ServerService:
                 continue
             if not roles:
                 audit.error("query %s: owner holds none of its roles: not restarted", record.name)
+                query.suspended = "its owner acts with none of its roles"
                 continue
             due.append(record.name)
         with self.queries.levels_started(due):
@@ -273,35 +278,89 @@ class ServerService:
                 except Exception as err:  # one broken query must not keep the server down
                     audit.error("query %s not restarted: %s", name, type(err).__name__)
 
+    def rights_stamp(self) -> tuple[int, int]:
+        """Changes with every change of roles or rights: the catalog's guarded changes
+        (users' roles, grants, the hierarchy, clearances, levels) and every hierarchy the
+        engine applied. Whatever derives a right from them keeps the stamp it derived it
+        under and derives again when the stamp moved (running patterns per micro-batch,
+        queries in :meth:`reconcile_rights`): comparing two numbers, no catalog read."""
+        return int(getattr(self.security, "changes", 0)), self.pipeline.hierarchy_version
+
     def reconcile_owner(self, user: str) -> None:
-        """After ``user`` was disabled, enabled or given other roles: each of her queries
-        runs with exactly the roles of its record she may act with now. A query whose
-        roles shrink is stopped (its subscribers are told) and started again with what is
-        left; one with none left stays stopped until she is enabled or given a role back.
-        """
-        self.recheck_subscriptions()  # her sessions may have ended, her rights changed
-        acting = port.held_roles(self.security, user)
+        """After ``user`` was disabled, enabled or given other roles (see
+        :meth:`reconcile_rights`, which does it for every owner)."""
+        self.reconcile_rights()
+
+    def reconcile_rights(self) -> None:
+        """Each query runs with exactly what its owner may still give it, under the role
+        hierarchy in force: the roles of its record she acts with now, their effective
+        roles (the roles and their juniors) now, READ (TUPLE or AGGREGATE) on every input
+        and, with levels on, a clearance dominating its level. A query whose roles or
+        effective roles changed is stopped (its subscribers are told why) and started
+        again, recompiled with what is left: from its next micro-batch it reads only what
+        those roles may read now. One that lost its last role, an input's READ or its
+        level stays stopped until the right comes back.
+
+        Called by every request that changes roles or rights before it answers, and by
+        the server's watch when :meth:`rights_stamp` moved (a change made otherwise); the
+        catalog is read then, once per query, never per micro-batch."""
+        stamp = self.rights_stamp()
+        self.recheck_subscriptions()  # sessions may have ended, rights changed
+        acting: dict[str, frozenset[str]] = {}
+        readable: dict[str, tuple[set[str], set[str]]] = {}
         with self._lock:
+            hierarchy = self.pipeline.queries.hierarchy
             for record in port.all_queries(self.security):
                 query = self._maybe(record.name)
-                if record.owner != user or query is None:
+                if query is None:
                     continue
-                roles = tuple(sorted(set(record.roles) & acting))
-                wanted = str(record.status) == "running" and bool(roles)
-                if roles == query.roles and query.running == wanted:
+                owner = record.owner
+                if owner not in acting:
+                    acting[owner] = port.held_roles(self.security, owner)
+                roles = tuple(sorted(set(record.roles) & acting[owner]))
+                if query.handle is None and query.suspended is None:
+                    query.roles = roles  # stopped by its owner: its next start uses them
                     continue
+                lost = self._right_lost(query, owner, roles, readable)
+                effective = frozenset(hierarchy.effective(roles)) if roles else frozenset()
                 if query.handle is not None:
-                    self.queries.stop(record.name, "the owner's roles changed")
+                    if lost is None and (roles, effective) == (query.roles, query.effective):
+                        continue  # derives what it runs with (a failure stays one)
+                    why = lost or "its owner's roles or the role hierarchy changed"
+                    self.queries.stop(record.name, f"query stopped: {why}")
                 query.roles = roles
-                if wanted:
+                if lost is None and str(record.status) == "running":
+                    query.suspended = None
                     try:
                         self.queries.start(record.name, self.limits())
                     except Exception as err:  # audited; the others still reconcile
                         audit.error("query %s not restarted: %s", record.name, err)
-                elif str(record.status) == "running":
-                    audit.warning(
-                        "query %s suspended: its owner acts with none of its roles", record.name
-                    )
+                else:
+                    query.suspended = lost or "stopped"
+                    audit.warning("query %s suspended: %s", record.name, query.suspended)
+        self._reconciled = stamp
+
+    def _right_lost(
+        self,
+        query: LiveQuery,
+        owner: str,
+        roles: tuple[str, ...],
+        readable: dict[str, tuple[set[str], set[str]]],
+    ) -> str | None:
+        """What ``owner`` no longer gives ``query`` (None: nothing): a role, READ on an
+        input, or a clearance dominating its level."""
+        if not roles:
+            return "its owner acts with none of its roles"
+        if owner not in readable:
+            readable[owner] = self.security.readable_sources(owner)
+        raw, aggregate = readable[owner]
+        for stream in query.inputs:
+            if stream not in raw and stream not in aggregate:
+                return f"its owner no longer holds READ on {stream}"
+        level = query.level
+        if level is not None and not port.clearance_dominates(self.security, owner, level):
+            return f"its owner's clearance no longer dominates its level {level.text}"
+        return None
 
     def end_subscriptions(self, reason: str) -> None:
         """Ends every live subscription with a ``closed`` event (before the API stops)."""
@@ -620,8 +679,10 @@ class ServerService:
             output=stored.output,
             level=port.stored_query_level(self.security, stored.level),
         )
-        # A subscriber acting with exactly the query's roles gets its output as it is.
-        query.delivery.query_mask = lambda: self.pipeline.queries.codec.query(query.roles)
+        # A subscriber whose roles read now exactly what the running query was compiled
+        # to read gets its output as it is (never the roles' mask of now: after a role
+        # change the query may read more until it is recompiled).
+        query.delivery.query_mask = lambda: query.compiled_mask
         self.switches.add(query.internal)
         query.delivery.on_access = lambda user, sign: self.inject_query_sp(
             query.internal, user, sign
@@ -768,6 +829,9 @@ class ServerService:
                             "the level's own Spark application did not start; try again "
                             "later (the server's log says why)"
                         )
+                    lost = self._right_lost(query, query.owner, query.roles, {})
+                    if lost is not None:
+                        raise Forbidden(f"the query cannot start: {lost}")
                     failed = query.error_class is not None
                     port.set_query_status(self.security, session, name, "running")
                     try:
@@ -878,8 +942,9 @@ class ServerService:
     def grant(self, session: Any, body: dict, revoke: bool = False) -> None:
         """The catalog decides (owner, CHANGE PERM or grant option; 404 for unseen objects)."""
         port.grant(self.security, session, body, revoke)
-        if revoke:  # a revocation reaches live subscriptions now, not at their next batch
-            self.recheck_subscriptions()
+        # A revocation reaches live subscriptions now, not at their next batch; a query
+        # whose owner lost READ on an input stops (and one given it back starts again).
+        self.reconcile_rights()
 
     def settings(self, session: Any) -> dict:
         self._change_system(session)

@@ -9,8 +9,10 @@ A role created or a hierarchy edge changed reaches the running engine before the
 request answers (:meth:`Pipeline.use_hierarchy`): the next ingest batch labels with it
 (an sp naming the new role applies), and query registrations resolve roles with it.
 Stored labels keep their meaning because role bit positions and the label width never
-change (see :mod:`streamshield.policy.roles`). Running queries keep the effective roles
-they were compiled with until they are stopped and started again.
+change (see :mod:`streamshield.policy.roles`). Running queries whose effective roles
+changed are recompiled before the request answers (``ServerService.reconcile_rights``),
+and running patterns re-check their rules under the new hierarchy at their next
+micro-batch (:mod:`streamshield.cep.running`).
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type,
@@ -161,6 +163,7 @@ def router() -> APIRouter:
         info, hierarchy = change
         with service._lock:
             service.pipeline.use_hierarchy(hierarchy)
+            service.reconcile_rights()  # running queries: the effective roles of now
         return _role(info)
 
     # -- users -------------------------------------------------------------------------------

@@ -290,6 +290,7 @@ def router() -> APIRouter:
         sessions above the new clearance drop to public at once. Needs CHANGE SYSTEM."""
         sec = security(request)
         level, lowered = _answer(sec.set_clearance, who.session, name, body.level)
+        request.app.state.service.reconcile_rights()  # her queries above it stop
         return ClearanceSet(user=name, clearance=level, sessions_lowered=lowered)
 
     @api.get("/me/level", response_model=SessionLevelOut, responses=_errors(401, 409))
