@@ -12,10 +12,10 @@ batch jobs over Parquet into the no-op sink, in two arms (three with ``--before`
 * ``level``: what the engine runs at the query's level ``C``: the dominance conjunct
   (``engine.levels.dominated_by``) beneath the selection, the LUB through the aggregate
   (``lub_aggregate``) and the join (``lub_join``), the level words carried to the
-  output, and after the aggregate and the join the per-row assertion that the output's
-  LUB is dominated by ``C`` (``engine.levels.assert_within``), where the engine emits
-  it (a selection's words are copied from rows that passed the view's conjunct,
-  ``lang.label_propagation.levels_copied``, so it emits none there);
+  output, and after the aggregate and the join the output written at ``C``
+  (``engine.levels.at_output_level``: every row's words replaced by ``C``'s), where the
+  engine does it (a stateless selection's rows keep their tuples' levels,
+  ``lang.output_level``, so it stamps nothing there);
 * ``before`` (``--before``): the level arm as the engine built it before issue 14's
   item 7 work: the LUB through an aggregate with the NULL guard (``count(1)``,
   ``count(w)``, ``bit_or(w)`` per word) and the assertion on every output, selections
@@ -66,8 +66,9 @@ from bench.paired_ratio import overhead
 from bench.plots import plt
 from bench.revocation_latency import write_section
 from bench.secured_scan import load
-from streamshield.engine.levels import assert_within, dominated_by, lub_aggregate, lub_join
+from streamshield.engine.levels import at_output_level, dominated_by, lub_aggregate, lub_join
 from streamshield.engine.session import spark_session
+from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.lattice import Lattice, Level
 from streamshield.policy.query_level import QueryLevel, level_names
 
@@ -236,9 +237,15 @@ def guarded_lub(lattice: Lattice) -> list[Column]:
     ]
 
 
+def written_at(frame: DataFrame, level: QueryLevel) -> DataFrame:
+    """An aggregate's or a join's output written at its query's level, as the engine
+    writes it."""
+    return at_output_level(frame, level, OutputLevel.QUERY)
+
+
 def assert_before(frame: DataFrame, level: QueryLevel) -> DataFrame:
-    """``assert_within`` as it was (the ``before`` arm): on every output, as a Filter of
-    ``coalesce(assert_true(conjunct), true)``."""
+    """The per-row assertion the engine once ran (the ``before`` arm): on every output,
+    as a Filter of ``coalesce(assert_true(conjunct), true)``."""
     inside = dominated_by(level.lattice, level.level, frame.columns)
     return frame.filter(F.coalesce(F.assert_true(inside, "above"), F.lit(True)))
 
@@ -329,9 +336,9 @@ def arm(e: Experiment, kind: str) -> Callable[[DataFrame], DataFrame]:
         build = e.build
         if e.number == 5:
             build = lambda frame, at: window_aggregate(frame, at, bare_lub)  # noqa: E731
-        return lambda frame: assert_within(build(frame, bare), e.query_level)
-    if kind == "level" and e.number > 4:  # a selection's engine path emits none
-        return lambda frame: assert_within(e.build(frame, at), e.query_level)
+        return lambda frame: written_at(build(frame, bare), e.query_level)
+    if kind == "level" and e.number > 4:  # a selection's rows keep their own levels
+        return lambda frame: written_at(e.build(frame, at), e.query_level)
     if kind == BEFORE:
         build = e.build
         if e.number == 5:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
+from streamshield.engine.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, MemorySink
 from streamshield.lang.cql import parse_policy
@@ -215,3 +216,37 @@ def test_a_selection_keeps_its_tuples_levels_and_an_aggregate_is_at_the_querys(
     assert (count["n"], count["_ss_lvl_0"]) == (3, TOP.words[0])
     windowed = run(pipeline, "SELECT id FROM Log [ROWS 1] WHERE svc = 'five'", "AUD", TOP)
     assert {r["_ss_lvl_0"] for r in windowed} == {TOP.words[0]}, "a window's rows are at C"
+
+
+def test_a_recipient_below_the_query_gets_nothing_of_its_aggregate(pipeline) -> None:
+    """DESIGN.md 5a with write-equal: of a [T, T] query, a [1, ⊥] or [⊥, B] recipient
+    receives no aggregate row (not even one over her own companies' tuples alone, whose
+    LUB she dominates), and of a selection exactly the rows of her own tuples."""
+    recipients = {"top": TOP, "one": ONE, "b": QueryLevel(CLOUD, CLOUD.parse("[_, B]"))}
+
+    def deliver(text: str, aggregate: bool) -> dict[str, list]:
+        got: dict[str, list] = {name: [] for name in recipients}
+        delivery = Delivery(
+            lambda _user: ({LOG}, set()),
+            pipeline.queries.provenance,
+            roles=lambda _s: pipeline.queries.codec.query(["AUD"]),
+            aggregate=aggregate,
+            levels=lambda subscription: recipients[subscription.user].words,
+        )
+        for name, rows in got.items():
+            delivery.subscribe(name, lambda batch, rows=rows: rows.extend(batch))
+        query = pipeline.cql.submit(text, ["AUD"], CallbackSink(delivery), level=TOP)
+        try:
+            query.process_all_available()
+        finally:
+            pipeline.cql.stop(query.name)
+        return got
+
+    # company1's tuples alone: their LUB is [1, ⊥], the row is at [T, T]
+    counts = deliver("SELECT count(*) AS n FROM Log WHERE id < 10", aggregate=True)
+    assert [r["n"] for r in counts["top"]] == [3]
+    assert counts["one"] == [] and counts["b"] == []
+    selected = deliver("SELECT id FROM Log WHERE svc = 'five'", aggregate=False)
+    assert sorted(r["id"] for r in selected["top"]) == [3, 11, 21]
+    assert [r["id"] for r in selected["one"]] == [3]
+    assert [r["id"] for r in selected["b"]] == [21]
