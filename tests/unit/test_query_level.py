@@ -133,13 +133,19 @@ def test_an_attribute_called_level_stays_readable() -> None:
 
 
 def test_explain_shows_the_level_conjunct_beneath_the_query() -> None:
-    plan = secured_plan("SELECT id FROM MessageLog", ["MessageLog"], ["AUD"], at("[1, _]"))
+    plan = secured_plan(
+        "SELECT id FROM MessageLog", ["MessageLog"], ["AUD"], at("[1, _]"), OutputLevel.ROW
+    )
     assert plan.level == "[1, ⊥]"
     assert plan.conjuncts[0] == "tuple_label_allows(roles: AUD)"
     assert plan.conjuncts[1].startswith("coalesce((`_ss_lvl_0` & -2) = 0, false)")
     assert "level(t) dominated by [1, ⊥]" in plan.sql
     assert plan.sql.endswith("SELECT id FROM MessageLog")
-    assert any("LUB" in line for line in plan.labels)
+    assert "level: each row at its own tuple's level, dominated by [1, ⊥]" in plan.labels[1]
+    counted = secured_plan(
+        "SELECT count(*) FROM MessageLog", ["MessageLog"], ["AUD"], at("[1, _]"), OutputLevel.QUERY
+    )
+    assert counted.labels[1].startswith("level: every row at [1, ⊥] (write-equal)")
     off = secured_plan("SELECT id FROM MessageLog", ["MessageLog"], ["AUD"], None)
     assert off.level is None and len(off.conjuncts) == 1 and "_ss_lvl" not in off.sql
 

@@ -518,7 +518,7 @@ class CqlService:
         check_level_name(admitted.checked.tree, [a for s in sides for a in s.stream.names])
         tree = _over_join_output(admitted.checked.tree)
         planned(lambda: self._analyse_join(tree, sides), admitted.request.sql)
-        level, output = admitted.level, admitted.output_level  # a pair: at the level
+        level, output = admitted.level, admitted.output_level  # a join writes at its level
         # Joins at different levels never share windows (nor state: the root follows ident).
         ident: tuple = (tuple(sides), self.join_mode)
         if level is not None:
