@@ -12,14 +12,15 @@ batch jobs over Parquet into the no-op sink, in two arms (three with ``--before`
 * ``level``: what the engine runs at the query's level ``C``: the dominance conjunct
   (``engine.levels.dominated_by``) beneath the selection, the LUB through the aggregate
   (``lub_aggregate``) and the join (``lub_join``), the level words carried to the
-  output, and after the aggregate and the join the per-row assertion that the output's
-  LUB is dominated by ``C`` (``engine.levels.assert_within``), where the engine emits
-  it (a selection's words are copied from rows that passed the view's conjunct,
-  ``lang.label_propagation.levels_copied``, so it emits none there);
+  output, and after the aggregate and the join the output written at ``C``
+  (``engine.levels.at_output_level``: every row's words replaced by ``C``'s), where the
+  engine does it (a stateless selection's rows keep their tuples' levels,
+  ``lang.output_level``, so it stamps nothing there);
 * ``before`` (``--before``): the level arm as the engine built it before issue 14's
   item 7 work: the LUB through an aggregate with the NULL guard (``count(1)``,
   ``count(w)``, ``bit_or(w)`` per word) and the assertion on every output, selections
-  included, in its ``coalesce(assert_true(...))`` form.
+  included, in its ``coalesce(assert_true(...))`` form (Experiments 5 and 6 then
+  written at ``C`` too, so that every arm's rows are checked against one oracle).
 
 Experiments (paper section 6.1): 1 = Q1 at [1, ⊥], every tuple at [1, ⊥] and selected;
 2 = Q2 at [1, ⊥], 50% selected; 3 = Q3 at [⊥, B] over five levels of 20% each; 4 = Q4
@@ -66,8 +67,9 @@ from bench.paired_ratio import overhead
 from bench.plots import plt
 from bench.revocation_latency import write_section
 from bench.secured_scan import load
-from streamshield.engine.levels import assert_within, dominated_by, lub_aggregate, lub_join
+from streamshield.engine.levels import at_output_level, dominated_by, lub_aggregate, lub_join
 from streamshield.engine.session import spark_session
+from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.lattice import Lattice, Level
 from streamshield.policy.query_level import QueryLevel, level_names
 
@@ -236,9 +238,15 @@ def guarded_lub(lattice: Lattice) -> list[Column]:
     ]
 
 
+def written_at(frame: DataFrame, level: QueryLevel) -> DataFrame:
+    """An aggregate's or a join's output written at its query's level, as the engine
+    writes it."""
+    return at_output_level(frame, level, OutputLevel.QUERY)
+
+
 def assert_before(frame: DataFrame, level: QueryLevel) -> DataFrame:
-    """``assert_within`` as it was (the ``before`` arm): on every output, as a Filter of
-    ``coalesce(assert_true(conjunct), true)``."""
+    """The per-row assertion the engine once ran (the ``before`` arm): on every output,
+    as a Filter of ``coalesce(assert_true(conjunct), true)``."""
     inside = dominated_by(level.lattice, level.level, frame.columns)
     return frame.filter(F.coalesce(F.assert_true(inside, "above"), F.lit(True)))
 
@@ -329,13 +337,16 @@ def arm(e: Experiment, kind: str) -> Callable[[DataFrame], DataFrame]:
         build = e.build
         if e.number == 5:
             build = lambda frame, at: window_aggregate(frame, at, bare_lub)  # noqa: E731
-        return lambda frame: assert_within(build(frame, bare), e.query_level)
-    if kind == "level" and e.number > 4:  # a selection's engine path emits none
-        return lambda frame: assert_within(e.build(frame, at), e.query_level)
+        return lambda frame: written_at(build(frame, bare), e.query_level)
+    if kind == "level" and e.number > 4:  # a selection's rows keep their own levels
+        return lambda frame: written_at(e.build(frame, at), e.query_level)
     if kind == BEFORE:
         build = e.build
         if e.number == 5:
             build = lambda frame, at: window_aggregate(frame, at, guarded_lub)  # noqa: E731
+        if e.number > 4:  # written at C as every arm is, so that one oracle checks them all
+            q = e.query_level
+            return lambda frame: written_at(assert_before(build(frame, at), q), q)
         return lambda frame: assert_before(build(frame, at), e.query_level)
     return lambda frame: e.build(frame, at)
 
@@ -453,8 +464,9 @@ def pooled(rows: list[dict], kind: str = "level") -> dict[str, dict]:
 
 def oracle_rows(e: Experiment, rows: list[dict]) -> list[tuple]:
     """What the level-aware query must return, in plain Python with the pure lattice:
-    tuples whose decoded level is dominated by ``C`` (and, for Q5/Q6, the LUB of the
-    decoded levels of the window's or pair's tuples, encoded back)."""
+    tuples whose decoded level is dominated by ``C``, a selection's rows at their own
+    levels and Q5's and Q6's at ``C`` (write-equal, docs/chinese-wall.md "Output
+    levels")."""
     c = lvl(e.level)
     seen = [r for r in rows if CLOUD.dominated(CLOUD.decode((r["_ss_lvl_0"],)), c)]
     if e.number <= 4:
@@ -478,19 +490,14 @@ def oracle_rows(e: Experiment, rows: list[dict]) -> list[tuple]:
                 k[1],
                 min(r["timestamp"] for r in g),
                 max(r["timestamp"] for r in g),
-                CLOUD.encode(CLOUD.lub(*(CLOUD.decode((r["_ss_lvl_0"],)) for r in g)))[0],
+                CLOUD.encode(c)[0],
             )
             for k, g in groups.items()
         )
     rs = [r for r in seen if r["msgType"] == "receive" and r["sender"] == "CompanyB"]
     ss = [r for r in seen if r["msgType"] == "send" and r["sender"] == "Company1"]
     return sorted(
-        (
-            a["timestamp"] - b["timestamp"],
-            CLOUD.encode(
-                CLOUD.lub(CLOUD.decode((a["_ss_lvl_0"],)), CLOUD.decode((b["_ss_lvl_0"],)))
-            )[0],
-        )
+        (a["timestamp"] - b["timestamp"], CLOUD.encode(c)[0])
         for a in rs
         for b in ss
         if a["serviceId"] == b["serviceId"] and a["timestamp"] // 100 == b["timestamp"] // 100

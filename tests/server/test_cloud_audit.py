@@ -42,8 +42,10 @@ SHARED = ("q4", "q7")
 SUBSCRIPTIONS = [(q.owner, q.name) for q in ca.QUERIES if q.name in CHECKED] + [
     ("session_b", "q4"),  # [⊥, B] under the [⊥, T] query: CompanyB's rows only
     ("auditor1", "q4"),  # [1, ⊥]: no Q4 row is hers
-    ("auditor1", "q7"),  # [1, ⊥]: every Q7 row joins two companies' logs, none is hers
-    ("cloud_1b", "q7"),  # [1, B]: the 1-B chain and CompanyB's own, 7 of 17
+    # Q7 is a join at [T, T]: its pairs are written at [T, T] (write-equal), so
+    # neither auditor below the top receives one, not even her own companies' pairs.
+    ("auditor1", "q7"),  # [1, ⊥]
+    ("cloud_1b", "q7"),  # [1, B]
 ]
 
 

@@ -1,7 +1,8 @@
 """Chinese-Wall levels on Spark (issue 14, items 2 and 3): secure ingest stamps each
 tuple's level, queries at a level read only what it dominates (selections, windows,
-joins, aggregates), outputs carry the LUB of their inputs' levels, and delivery checks
-each recipient's own level. The pure lattice (``QueryLevel.reads``) is the oracle.
+joins, aggregates), a selection's rows keep their tuples' levels and every other
+query's are at its level (write-equal), and delivery checks each recipient's own
+level. The pure lattice (``QueryLevel.reads``) is the oracle.
 
 The paper's cloud-auditing lattice: COI1 = {1, 2}, COI2 = {A, B, C}. One landing, one
 ingest for the module; each query is its own micro-batch run (``processAllAvailable``).
@@ -21,6 +22,7 @@ from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink, MemorySink
 from streamshield.engine.secured_view import tuple_test
 from streamshield.lang.cql import parse_policy
+from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.lattice import Lattice
@@ -160,16 +162,21 @@ def test_a_rows_window_holds_only_dominated_tuples(pipeline) -> None:
     assert [r["n"] for r in submit(pipeline, sql, at("[T, T]"))] == [10]  # 5 channels x 2
 
 
-def test_an_aggregate_is_labelled_with_the_lub_of_its_contributors(pipeline) -> None:
+def test_an_aggregate_is_labelled_with_its_querys_level(pipeline) -> None:
+    """Write-equal: the count's level is the query's, not its contributors' LUB
+    (``[1, B]`` reads company1's, companyB's and public tuples: LUB ``[1, B]``; at
+    ``[2, B]`` only companyB's and public ones, LUB ``[⊥, B]``)."""
     sql = "SELECT count(*) AS n FROM MessageLog"
     [row] = submit(pipeline, sql, at("[1, B]"))
     assert row["n"] == len(readable(at("[1, B]"), LOG, LOG_TUPLES)) == 8
     assert CLOUD.decode((row["_ss_lvl_0"],)) == CLOUD.parse("[1, B]")
-    [low] = submit(pipeline, sql, at("[1, _]"))
-    assert (low["n"], CLOUD.decode((low["_ss_lvl_0"],))) == (5, CLOUD.parse("[1, _]"))
+    [low] = submit(pipeline, sql, at("[2, B]"))
+    assert (low["n"], CLOUD.decode((low["_ss_lvl_0"],))) == (8, CLOUD.parse("[2, B]"))
 
 
-def test_a_join_pairs_only_dominated_tuples_at_their_lub(pipeline) -> None:
+def test_a_join_pairs_only_dominated_tuples_at_the_querys_level(pipeline) -> None:
+    """A pair exists only while both tuples are in their windows, which depends on every
+    tuple the query reads: each pair is written at the query's level."""
     sql = (
         "SELECT m.id AS id, n.msgType AS notice FROM MessageLog [ROWS 100] m "
         "JOIN Notices [ROWS 100] n ON m.id = n.id"
@@ -179,7 +186,7 @@ def test_a_join_pairs_only_dominated_tuples_at_their_lub(pipeline) -> None:
     assert {CLOUD.format(CLOUD.decode((r["_ss_lvl_0"],))) for r in rows} == {"[1, B]"}
     top = submit(pipeline, sql, at("[T, T]"))
     levels_of = {r["id"]: CLOUD.format(CLOUD.decode((r["_ss_lvl_0"],))) for r in top}
-    assert levels_of == {1: "[1, B]", 2: "[1, B]", 21: "[⊥, T]"}  # A OR B is T in COI2
+    assert levels_of == {1: "[T, T]", 2: "[T, T]", 21: "[T, T]"}  # not their LUBs
 
 
 def test_a_recipient_gets_only_rows_her_own_level_dominates(pipeline) -> None:
@@ -219,13 +226,18 @@ def test_queries_cannot_name_or_compute_the_level(pipeline) -> None:
         assert refused.value.rule == "reserved_name", text
 
 
-def test_an_output_above_its_query_level_fails_the_query(spark) -> None:
-    """The assertion behind "impossible by construction": a row above C stops the query."""
-    frame = spark.createDataFrame([(1, 1), (2, 2)], "id bigint, _ss_lvl_0 bigint")
-    one = at("[1, _]")  # company 1 is bit 0, company 2 bit 1
-    assert levels.assert_within(frame.filter("id = 1"), one).count() == 1
-    with pytest.raises(Exception, match=levels.LUB_ABOVE_LEVEL):
-        levels.assert_within(frame, one).collect()
+def test_an_output_at_its_querys_level_replaces_every_rows_words(spark) -> None:
+    """Write-equal: every row (a NULL word, an empty group's, included) gets C's words;
+    a stateless selection's rows keep theirs; an output without level words stays so."""
+    frame = spark.createDataFrame([(1, 1), (2, None)], "id bigint, _ss_lvl_0 bigint")
+    one = at("[1, _]")  # company 1 is bit 0
+    stamped = levels.at_output_level(frame, one, OutputLevel.QUERY)
+    assert [r["_ss_lvl_0"] for r in stamped.orderBy("id").collect()] == [1, 1]
+    assert stamped.columns == frame.columns
+    kept = levels.at_output_level(frame, one, OutputLevel.ROW)
+    assert [r["_ss_lvl_0"] for r in kept.orderBy("id").collect()] == [1, None]
+    bare = frame.drop("_ss_lvl_0")
+    assert levels.at_output_level(bare, one, OutputLevel.QUERY).columns == ["id"]
 
 
 def test_the_view_conjunct_agrees_with_the_pure_lattice_on_the_table(spark) -> None:

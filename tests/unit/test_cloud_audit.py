@@ -72,21 +72,25 @@ def test_the_recipient_decides_and_a_lowered_session_receives_less() -> None:
     full, lowered = oracle.answers(q4), oracle.received(q4, ca.LOWERED_USER)
     assert set(lowered) < set(full)
     assert {r.level for r in full} - {r.level for r in lowered} == {ca.level("[_, A]")}
-    assert oracle.received(q7, "auditor1") == []  # each Q7 row joins two companies' logs
-    partial = oracle.received(q7, "cloud_1b")
-    assert 0 < len(partial) < len(oracle.answers(q7))
-    assert {r.level for r in partial} == {ca.level("[1, B]"), ca.level("[_, B]")}
+    # Q7 is a join at [T, T]: every pair is written at [T, T] (write-equal), so no
+    # subscriber below the top receives one, not even the pairs of her own companies.
+    assert {r.level for r in oracle.answers(q7)} == {ca.level("[T, T]")}
+    assert oracle.received(q7, "auditor1") == []
+    assert oracle.received(q7, "cloud_1b") == []
 
 
-def test_q5_takes_the_lub_of_its_contributors() -> None:
+def test_q5_is_written_at_its_querys_level() -> None:
+    """Write-equal: the aggregate's row is at the query's level, not at its
+    contributors' LUB, and an empty window's row of NULLs is at that level too."""
     (q5,) = (q for q in ca.QUERIES if q.name == "q5")
     [row] = oracle.answers(q5)
     assert row.level == ca.level("[1, B]")
     at_one = oracle.answers(ca.Query("q5", "auditor1", "[1, _]", q5.text, "aggregate", ""))
     assert [r.level for r in at_one] == [ca.level("[1, _]")]
     at_two = oracle.answers(ca.Query("q5", "cloud_all", "[2, T]", q5.text, "aggregate", ""))
-    assert [r.level for r in at_two] == [ca.level("[_, B]")]  # CompanyB's records only
-    assert oracle.answers(ca.Query("q5", "auditor1", "[2, _]", q5.text, "aggregate", "")) == []
+    assert [r.level for r in at_two] == [ca.level("[2, T]")]  # CompanyB's records only
+    [empty] = oracle.answers(ca.Query("q5", "auditor1", "[2, _]", q5.text, "aggregate", ""))
+    assert empty == oracle.Row((("first_ts", None), ("last_ts", None)), ca.level("[2, _]"))
 
 
 def test_cli_prints_what_each_auditor_receives() -> None:

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from streamshield.catalog import SqliteCatalog, StreamDefinition
 from streamshield.landing import LandingZone, Reason
 from streamshield.lang.admission import admit
-from streamshield.lang.label_propagation import combined, levels_copied
+from streamshield.lang.label_propagation import combined
+from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.query_check import QueryRejected, check_level_name, check_query
 from streamshield.lang.rewrite_rules import Rewrite, secure
 from streamshield.lang.secured_plan import secured_plan
@@ -132,13 +133,19 @@ def test_an_attribute_called_level_stays_readable() -> None:
 
 
 def test_explain_shows_the_level_conjunct_beneath_the_query() -> None:
-    plan = secured_plan("SELECT id FROM MessageLog", ["MessageLog"], ["AUD"], at("[1, _]"))
+    plan = secured_plan(
+        "SELECT id FROM MessageLog", ["MessageLog"], ["AUD"], at("[1, _]"), OutputLevel.ROW
+    )
     assert plan.level == "[1, ⊥]"
     assert plan.conjuncts[0] == "tuple_label_allows(roles: AUD)"
     assert plan.conjuncts[1].startswith("coalesce((`_ss_lvl_0` & -2) = 0, false)")
     assert "level(t) dominated by [1, ⊥]" in plan.sql
     assert plan.sql.endswith("SELECT id FROM MessageLog")
-    assert any("LUB" in line for line in plan.labels)
+    assert "level: each row at its own tuple's level, dominated by [1, ⊥]" in plan.labels[1]
+    counted = secured_plan(
+        "SELECT count(*) FROM MessageLog", ["MessageLog"], ["AUD"], at("[1, _]"), OutputLevel.QUERY
+    )
+    assert counted.labels[1].startswith("level: every row at [1, ⊥] (write-equal)")
     off = secured_plan("SELECT id FROM MessageLog", ["MessageLog"], ["AUD"], None)
     assert off.level is None and len(off.conjuncts) == 1 and "_ss_lvl" not in off.sql
 
@@ -223,39 +230,20 @@ def test_a_stored_query_keeps_its_level_and_one_without_runs_at_public(tmp_path:
     assert store.load("bad") is None  # a damaged definition is not a guess
 
 
-@pytest.mark.parametrize(
-    ("sql", "copied"),
-    [
-        ("SELECT id, msgType FROM v WHERE id > 1", True),
-        ("SELECT * FROM v", True),
-        ("SELECT DISTINCT msgType FROM v", True),
-        ("SELECT m FROM (SELECT msgType AS m FROM v WHERE id > 1) t", True),
-        ("SELECT id FROM v UNION ALL SELECT id FROM v", True),
-        ("SELECT count(*) FROM v", False),  # bit_or: computed words
-        ("SELECT msgType FROM v GROUP BY msgType", False),
-        ("SELECT m FROM (SELECT max(id) AS m FROM v) t", False),
-        ("SELECT a.id FROM v a JOIN w b ON a.id = b.id", False),  # OR of two sides
-        ("SELECT id FROM v UNION SELECT id FROM v", False),
-        ("SELECT id, sum(id) OVER (ORDER BY id) FROM v", False),
-        ("SELECT 1", False),  # no view at all: nothing proves its words
-    ],
-)
-def test_only_a_selection_copies_its_level_words(sql, copied) -> None:
-    """Where the engine leaves the output assertion out: rows copied from the secured
-    view (its conjunct already tested their words); computed words keep it."""
-    assert levels_copied(sql) is copied
-
-
-def test_a_selection_of_the_rewrite_still_copies_and_an_aggregate_still_computes() -> None:
-    """The engine asks about the secured SQL: the rewrite appends the level words as
-    columns to a selection and as bit_or to an aggregate, which keeps the answer."""
+def test_a_row_level_selection_copies_its_words_and_an_aggregate_is_stamped() -> None:
+    """A row keeps its tuple's level only where the rewrite copies the secured view's
+    words into it (a column, no OR), words its view's conjunct has just tested: the
+    premise of ``OutputLevel.ROW``. An aggregate's words are the query's level, stamped
+    by the engine (``engine.levels.at_output_level``) over whatever the rewrite computes."""
     hierarchy = RoleHierarchy.build(["AUD"])
     labels = ("_ss_r0_0", "_ss_d0_0", *at("[1, B]").columns)
-    for sql, copied in (
-        ("SELECT id FROM MessageLog", True),
-        ("SELECT count(*) FROM MessageLog", False),
+    for sql, output in (
+        ("SELECT id FROM MessageLog", OutputLevel.ROW),
+        ("SELECT m FROM (SELECT id AS m FROM MessageLog WHERE id > 1) t", OutputLevel.ROW),
+        ("SELECT count(*) FROM MessageLog", OutputLevel.QUERY),
     ):
         admitted = admit(sql, ["AUD"], hierarchy, ["MessageLog"], at("[1, B]"))
+        assert admitted.output_level is output, sql
         rewrite = Rewrite(
             ("MessageLog",),
             {"MessageLog": "v"},
@@ -264,5 +252,6 @@ def test_a_selection_of_the_rewrite_still_copies_and_an_aggregate_still_computes
             level=at("[1, B]"),
         )
         text = secure(admitted.checked.tree, rewrite)
-        assert levels_copied(text) is copied, text
+        copied = output is OutputLevel.ROW
         assert ("BIT_OR(COALESCE(_ss_lvl_0, -1))" in text) is not copied, text
+        assert "_ss_lvl_0" in text, text

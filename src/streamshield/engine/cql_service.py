@@ -47,7 +47,7 @@ from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.levels import assert_within
+from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import with_label
 from streamshield.engine.queries import (
     CallbackSink,
@@ -490,6 +490,7 @@ class CqlService:
             name,
             self.queries.provenance,
             admitted.level,
+            output=admitted.output_level,
         )
         planned(query.analyse, admitted.request.sql)
         with processor.pool():
@@ -517,7 +518,7 @@ class CqlService:
         check_level_name(admitted.checked.tree, [a for s in sides for a in s.stream.names])
         tree = _over_join_output(admitted.checked.tree)
         planned(lambda: self._analyse_join(tree, sides), admitted.request.sql)
-        level = admitted.level
+        level, output = admitted.level, admitted.output_level  # a join writes at its level
         # Joins at different levels never share windows (nor state: the root follows ident).
         ident: tuple = (tuple(sides), self.join_mode)
         if level is not None:
@@ -553,7 +554,7 @@ class CqlService:
             try:
                 text = _with_pair_labels(tree, frame.columns, view, sides, words, level)
                 out = frame.sparkSession.sql(text)
-                deliver(out if level is None else assert_within(out, level), batch_id)
+                deliver(out if level is None else at_output_level(out, level, output), batch_id)
             finally:
                 frame.sparkSession.catalog.dropTempView(view)
 

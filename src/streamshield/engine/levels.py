@@ -7,7 +7,8 @@ module only spells it in Catalyst:
 * dominated by a constant level ``C``: ``_ss_lvl_w & ~encode(C)_w == 0`` for every
   word, one AND per word, exactly :meth:`Lattice.words_dominated`;
 * LUB: ``bit_or`` per word over an aggregate's contributors, ``bitwiseOR`` of the two
-  sides' words in a join, exactly :meth:`Lattice.lub_words`.
+  sides' words in a join, exactly :meth:`Lattice.lub_words`;
+* the level a query's output is written at: :func:`at_output_level`.
 
 NULL is never a level. A NULL word is not dominated by anything (deny), and an
 aggregate with a NULL contributor gets :attr:`Lattice.unknown` (every bit set, which
@@ -24,6 +25,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.bitset import Words
 from streamshield.policy.lattice import Lattice, Level
 from streamshield.policy.level_assignment import LevelAssignment
@@ -147,28 +149,15 @@ def readable_at(level: QueryLevel, columns: Sequence[str]) -> Column:
     return dominated_by(level.lattice, level.level, columns)
 
 
-LUB_ABOVE_LEVEL = "an output row's level is not dominated by its query's level"
-
-
-def assert_within(frame: DataFrame, level: QueryLevel) -> DataFrame:
-    """``frame`` (a query's output) failing the query if any row's level, the LUB of its
-    inputs', is not dominated by ``C``. Impossible by construction (every input row was
-    dominated and the LUB of dominated levels is dominated); asserted natively per row,
-    so a broken rewrite stops the query instead of delivering above its level. An
-    output without level words (a shape that carries no labels) is delivered to no one
-    and left as it is.
-
-    Emitted where the output's level words are computed (aggregates, joins); a plain
-    selection copies words that passed the view's conjunct in the same plan, so its
-    engine paths do not call this (``lang.label_propagation.levels_copied``). The test
-    is one AND and compare per word and a branch: ``CASE WHEN (w & ~C) = 0 THEN true
-    ELSE raise_error END``; a NULL word takes the ELSE branch, so it fails the query too.
-    """
-    if level_columns(frame.columns) != level_names(level.width):
+def at_output_level(frame: DataFrame, level: QueryLevel, output: OutputLevel) -> DataFrame:
+    """``frame``, the output of a query at level ``C``, with its rows labelled where
+    ``output`` (``lang.output_level``, decided once from the admitted query's shape)
+    says: every row at ``C`` (write-equal: the paper's restricted star-property), or,
+    for a stateless selection, each row at the level its one input tuple had, copied
+    from a row that passed the secured view's conjunct in the same plan (so dominated
+    by ``C`` already). A row at ``C`` is a literal per word: an empty group's, whose
+    LUB over no rows would be NULL, is at ``C`` too. An output without level words (a
+    shape that carries no labels) is delivered to no one and left as it is."""
+    if output is OutputLevel.ROW or level_columns(frame.columns) != level_names(level.width):
         return frame
-    inside = [
-        F.col(n).bitwiseAND(F.lit(~a).cast("long")) == 0
-        for n, a in zip(level.columns, level.words, strict=True)
-    ]
-    held = F.when(reduce(Column.__and__, inside), F.lit(True))
-    return frame.filter(held.otherwise(F.raise_error(F.lit(LUB_ABOVE_LEVEL))))
+    return with_level(frame, level.words)

@@ -31,14 +31,13 @@ from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
 from streamshield.engine.labels import label_names
 from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.levels import assert_within
+from streamshield.engine.levels import at_output_level
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.provenance import provenance_column, with_provenance
 from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.secured_view import secured_view, statistics_view
 from streamshield.engine.source_ids import SourceIds
 from streamshield.lang.admission import AdmittedQuery, admit
-from streamshield.lang.label_propagation import levels_copied
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.rewrite_rules import Rewrite, Sliding, runs_on_statistics, secure
 from streamshield.policy.encoding import RoleCodec
@@ -249,8 +248,8 @@ class QueryService:
         # the user's error: a QueryRejected naming the column or class, before anything runs.
         sql = admitted.request.sql
         result = planned(lambda: session.sql(text), sql)
-        if level is not None and not levels_copied(text):
-            result = assert_within(result, level)
+        if level is not None:
+            result = at_output_level(result, level, admitted.output_level)
         checkpoint = self.checkpoint(name, processor)
         with processor.pool() if processor is not None else contextlib.nullcontext():
             handle = planned(lambda: self._start(result, sink, checkpoint, aggregate), sql)

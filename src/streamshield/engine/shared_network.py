@@ -106,7 +106,7 @@ from streamshield.engine.delivery import Delivery, deliver_together
 from streamshield.engine.driver_rows import local_frame, read_local
 from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
 from streamshield.engine.labelled_store import restored
-from streamshield.engine.levels import assert_within
+from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
 from streamshield.engine.secured_view import (
@@ -118,7 +118,7 @@ from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.small_writes import SMALL_BYTES, read_written, total_bytes
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
-from streamshield.lang.label_propagation import levels_copied
+from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.partial_aggregates import Fold, fold_of, partial_parts
 from streamshield.lang.rewrite_rules import runs_on_statistics
 from streamshield.lang.sliding_fold import sliding_fold
@@ -158,10 +158,10 @@ class Branch:
     projection: SecuredProjection | StatisticsProjection
     """Its secured view (roles, masks, provenance), built once when it joins: a
     statistics view for an aggregate that statistics-only access may feed."""
-    asserted: bool
-    """Whether its rows' LUB is asserted dominated by its level: at a level, unless it
-    only copies level words its view has just tested (``levels_copied``: a SQL parse,
-    so decided once when it joins, not per micro-batch)."""
+    stamped: bool
+    """Whether its rows are labelled at its query's level (write-equal): at a level,
+    unless it is a stateless selection, whose rows keep their tuples' own levels
+    (``AdmittedQuery.output_level``: decided once when it joins, not per micro-batch)."""
     columns: tuple[str, ...] = ()
     """Its output columns (labels included), from planning it at join."""
     fused: FusedBranch | None = field(default=None, repr=False)
@@ -274,8 +274,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 level=admitted.level,  # the branch's own level, next to its roles' test
             ).with_columns(literals)
         text = sql(view, statistics=True) if statistics else sql(view)
-        asserted = admitted.level is not None and not levels_copied(text)
-        branch = Branch(name, admitted, tree, view, text, sink, projection, asserted)
+        stamped = admitted.level is not None and admitted.output_level is OutputLevel.QUERY
+        branch = Branch(name, admitted, tree, view, text, sink, projection, stamped)
         if aggregate:
             branch.columns = self._fold(branch)
             self._unswitched.add(name)
@@ -584,12 +584,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
             return {}, {}
         passed = fused_pass(tuple(b.fused for b in fused.values() if b.fused is not None))
         wide = passed.over(batch)
-        # A link is read back without the level assertion (``Branch.asserted``): such a
-        # branch hands over its asserted rows itself.
+        # A link is read back as the pass wrote it, its rows at their own levels
+        # (``Branch.stamped``): a branch at its query's level hands over its rows itself.
         linking = {
-            n
-            for n, b in fused.items()
-            if callable(getattr(b.sink, "link", None)) and not b.asserted
+            n for n, b in fused.items() if callable(getattr(b.sink, "link", None)) and not b.stamped
         }
         files: list[str] = []
         try:
@@ -844,8 +842,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
     def _output(self, branch: Branch, rows: DataFrame) -> DataFrame:
         """The branch's query over its secured view of ``rows`` (a plan: no job runs);
-        at a level, its rows' LUB is asserted dominated by it unless the branch only
-        copies level words its view has just tested (``levels_copied``)."""
+        at a level, its rows labelled at it unless the branch is a stateless selection
+        (``Branch.stamped``)."""
         session = rows.sparkSession
         branch.projection.apply(rows).createOrReplaceTempView(branch.view)
         try:
@@ -856,11 +854,12 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
 
 def _within(branch: Branch, out: DataFrame) -> DataFrame:
-    """The branch's output, its level asserted where it must be (``Branch.asserted``)."""
-    if not branch.asserted:
+    """The branch's output, labelled at its query's level where it must be
+    (``Branch.stamped``)."""
+    if not branch.stamped:
         return out
     assert branch.admitted.level is not None
-    return assert_within(out, branch.admitted.level)
+    return at_output_level(out, branch.admitted.level, OutputLevel.QUERY)
 
 
 def _view(branch: Branch, rows: DataFrame) -> DataFrame:

@@ -173,6 +173,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
             self.provenance,
             admitted.level,
             own_state=False,
+            output=admitted.output_level,
         )
         query.analyse()
         branch = WindowBranch(name, admitted, query, node, where_conjuncts(admitted))

@@ -32,11 +32,11 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema
-from streamshield.engine.levels import assert_within
+from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view, tuple_test
 from streamshield.engine.window_state import ARRIVAL, WindowState
-from streamshield.lang.label_propagation import levels_copied
+from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.windows import WindowSpec
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
@@ -62,12 +62,15 @@ class WindowQuery:
         provenance: ProvenanceCodec,
         level: QueryLevel | None = None,
         own_state: bool = True,
+        output: OutputLevel = OutputLevel.QUERY,
     ) -> None:
         """``sql(view)`` is the user's checked SQL reading the secured window as ``view``;
         ``level``: the query's level, whose conjunct filters tuples *before* the window
         (``[ROWS n]`` = the n latest tuples the level may read). ``own_state`` False: a
         branch of a window network (engine/window_network.py), whose node keeps the
-        window; the query only secures and queries the relation it is handed."""
+        window; the query only secures and queries the relation it is handed.
+        ``output``: where its rows are labelled (``AdmittedQuery.output_level``; a
+        window's contents depend on several tuples, so the query's level)."""
         self.level = level
         self.levels = level.width if level is not None else 0
         self.spark, self.store, self.stream, self.codec = spark, store, stream, codec
@@ -87,9 +90,7 @@ class WindowQuery:
         )
         self.view = f"ss_{uuid.uuid4().hex}_{stream.name}"
         self.text = sql(self.view)
-        self.asserted = level is not None and not levels_copied(self.text)
-        """Whether its output's LUB is asserted dominated by its level (a SQL parse:
-        decided once, not per micro-batch)."""
+        self.output = output
         self.salt = uuid.uuid4().hex
 
     def analyse(self) -> None:
@@ -137,9 +138,8 @@ class WindowQuery:
         view.createOrReplaceTempView(self.view)
         try:
             out = session.sql(self.text)
-            if self.asserted:
-                assert self.level is not None
-                out = assert_within(out, self.level)
+            if self.level is not None:
+                out = at_output_level(out, self.level, self.output)
             self.deliver(out.drop(ARRIVAL) if ARRIVAL in out.columns else out, batch_id)
         finally:
             session.catalog.dropTempView(self.view)

@@ -9,8 +9,10 @@ engine's encoding, so that it can disagree with the engine:
   (simple security); the windows ``[ROWS 100]`` then hold every readable tuple (the
   scenario stays below 100 tuples, and :func:`answers` refuses more rather than guess
   the eviction);
-* an output row's level is its tuple's level (selection), the LUB of the pair's levels
-  (join) or of the contributors' levels (aggregate);
+* a selection's output row is at its tuple's level; a join's pair and an aggregate's
+  row are at the query's level ``C`` (write-equal: the paper's restricted star-property;
+  only a stateless selection's rows are refined to their own tuples' levels,
+  ``lang.output_level``), an aggregate over an empty window too (a row of NULLs);
 * a user receives a row only if her session's level *at delivery* dominates the row's
   level (the recipient decides, DESIGN.md 5a).
 
@@ -60,11 +62,12 @@ def _row(level: Level, **values: object) -> Row:
     return Row(tuple(sorted(values.items())), level)
 
 
-Evaluator = Callable[[Lattice, Sequence[Logged]], list[Row]]
+Evaluator = Callable[[Level, Sequence[Logged]], list[Row]]
+"""A query's rows at its level ``C`` (the first argument) over the tuples it reads."""
 
 
 def _select(where: Callable[[Values], bool]) -> Evaluator:
-    def run(lattice: Lattice, readable: Sequence[Logged]) -> list[Row]:
+    def run(_at: Level, readable: Sequence[Logged]) -> list[Row]:
         return [_row(t.level, timestamp=t.values["timestamp"]) for t in readable if where(t.values)]
 
     return run
@@ -84,14 +87,14 @@ def _q4(v: Values) -> bool:
     )
 
 
-def _q5(lattice: Lattice, readable: Sequence[Logged]) -> list[Row]:
+def _q5(at: Level, readable: Sequence[Logged]) -> list[Row]:
     group = [
         t for t in readable if t.values["outcome"] == "success" and t.values["serviceId"] == "5"
     ]
-    if not group:
-        return []  # the engine's row of NULLs has no level and reaches no one
     stamps = [int(t.values["timestamp"]) for t in group]
-    return [_row(lattice.lub(*(t.level for t in group)), first_ts=min(stamps), last_ts=max(stamps))]
+    if not stamps:  # a global aggregate over an empty window: one row of NULLs, at C
+        return [_row(at, first_ts=None, last_ts=None)]
+    return [_row(at, first_ts=min(stamps), last_ts=max(stamps))]
 
 
 def _sent_ok(v: Values) -> bool:
@@ -120,27 +123,24 @@ def _delay(s: Logged, r: Logged) -> int:
     return int(r.values["timestamp"]) - int(s.values["timestamp"])
 
 
-def _q6(lattice: Lattice, readable: Sequence[Logged]) -> list[Row]:
+def _q6(at: Level, readable: Sequence[Logged]) -> list[Row]:
     def s_test(v: Values) -> bool:
         return _sent_ok(v) and v["sender"] == "Company1" and v["receiver"] == "CompanyB"
 
     def pair(s: Values, r: Values) -> bool:
         return r["receiver"] == "Company1" and r["sender"] == "CompanyB"
 
-    return [
-        _row(lattice.lub(s.level, r.level), delay=_delay(s, r))
-        for s, r in _pairs(readable, s_test, pair)
-    ]
+    return [_row(at, delay=_delay(s, r)) for s, r in _pairs(readable, s_test, pair)]
 
 
-def _q7(lattice: Lattice, readable: Sequence[Logged]) -> list[Row]:
+def _q7(at: Level, readable: Sequence[Logged]) -> list[Row]:
     def pair(s: Values, r: Values) -> bool:
         same = r["sender"] == s["sender"] and r["receiver"] == s["receiver"]
         return same and 0 <= int(r["timestamp"]) - int(s["timestamp"]) <= 50
 
     return [
         _row(
-            lattice.lub(s.level, r.level),
+            at,
             serviceId=s.values["serviceId"],
             sender=s.values["sender"],
             delay=_delay(s, r),
@@ -170,10 +170,11 @@ def answers(query: ca.Query, tuples: Sequence[Logged] | None = None) -> list[Row
     """What ``query`` returns at its level over ``tuples`` (default: the whole scenario)."""
     lattice = ca.lattice()
     tuples = logged(lattice) if tuples is None else tuples
-    seen = readable(lattice.parse(query.level), tuples, lattice)
+    at = lattice.parse(query.level)
+    seen = readable(at, tuples, lattice)
     if query.kind != "select" and len(seen) > WINDOW:
         raise ValueError(f"{query.name}: {len(seen)} tuples exceed the [ROWS {WINDOW}] window")
-    return EVALUATORS[query.name](lattice, seen)
+    return EVALUATORS[query.name](at, seen)
 
 
 def delivered(rows: Iterable[Row], recipient: Level) -> list[Row]:

@@ -21,6 +21,7 @@ from streamshield.lang.continuous import (
     parse_request,
     plan_shape,
 )
+from streamshield.lang.output_level import OutputLevel, output_level
 from streamshield.lang.query_check import CheckedQuery, QueryRejected, check_query
 from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
@@ -50,6 +51,12 @@ class AdmittedQuery:
     @property
     def streams(self) -> tuple[str, ...]:
         return self.checked.streams
+
+    @property
+    def output_level(self) -> OutputLevel:
+        """Where its output rows are labelled: at its level, or (a stateless selection)
+        at each row's own tuple's (``lang.output_level``)."""
+        return output_level(self.shape, self.checked.tree)
 
     @property
     def delegating(self) -> bool:

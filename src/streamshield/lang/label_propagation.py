@@ -10,7 +10,6 @@ labels and :func:`propagate_labels` says so.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 
 import sqlglot
@@ -57,39 +56,6 @@ def is_aggregate(sql: str) -> bool:
     """Whether the outer SELECT aggregates (decides the streaming output mode)."""
     tree = sqlglot.parse_one(sql, read="spark")
     return isinstance(tree, exp.Select) and _is_aggregate(tree)
-
-
-def levels_copied(sql: str | exp.Expression) -> bool:
-    """Whether every output row of ``sql`` (a query's secured SQL, or its checked tree)
-    is one row of its stream's secured view with the view's level words copied, not combined:
-    a selection, also over derived tables that do not aggregate and as UNION ALL of
-    such. Its output's level words then are words that passed the view's level conjunct
-    (``coalesce((w & ~C) = 0, false)``, the lowest Filter of the same plan), so asserting
-    them dominated by ``C`` (``engine.levels.assert_within``) would re-test that conjunct
-    row by row: the engine emits no assertion there. Aggregates (``bit_or``) and joins
-    (``|``) compute their level words, so they keep it; anything not recognised here
-    keeps it too. Text is parsed once (engines ask per micro-batch)."""
-    return _copied_text(sql) if isinstance(sql, str) else _copied(sql)
-
-
-@functools.lru_cache(maxsize=1024)
-def _copied_text(sql: str) -> bool:
-    return _copied(sqlglot.parse_one(sql, read="spark"))
-
-
-def _copied(tree: exp.Expression) -> bool:
-    if isinstance(tree, exp.Union):
-        return not tree.args.get("distinct") and _copied(tree.this) and _copied(tree.expression)
-    if not isinstance(tree, exp.Select) or any(True for _ in tree.find_all(exp.Join)):
-        return False
-    if _is_aggregate(tree):
-        return False
-    source = tree.args.get("from_")
-    if source is None:
-        return False
-    if isinstance(source.this, exp.Subquery):
-        return _copied(source.this.this)
-    return isinstance(source.this, exp.Table)
 
 
 def hidden_column(attribute: str) -> str:

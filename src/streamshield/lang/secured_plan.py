@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.query_level import QueryLevel
 
 
@@ -36,9 +37,14 @@ def roles_test(roles: Sequence[str]) -> str:
 
 
 def secured_plan(
-    sql: str, streams: Sequence[str], roles: Sequence[str], level: QueryLevel | None
+    sql: str,
+    streams: Sequence[str],
+    roles: Sequence[str],
+    level: QueryLevel | None,
+    output: OutputLevel = OutputLevel.QUERY,
 ) -> SecuredPlan:
-    """The secured plan of a checked query ``sql`` over ``streams``, run by ``roles``."""
+    """The secured plan of a checked query ``sql`` over ``streams``, run by ``roles``;
+    ``output``: where its rows are labelled (``lang.output_level``)."""
     conjuncts = [roles_test(roles)]
     labels = [
         "readers: AND over contributors (joins: both sides); denied, provenance: OR",
@@ -46,12 +52,15 @@ def secured_plan(
     ]
     if level is not None:
         conjuncts.append(f"{level.conjunct_sql()} /* level(t) dominated by {level.text} */")
+        written = (
+            f"each row at its own tuple's level, dominated by {level.text} (a stateless "
+            "selection: a row depends on its one tuple alone)"
+            if output is OutputLevel.ROW
+            else f"every row at {level.text} (write-equal)"
+        )
         labels.insert(
             1,
-            f"level: LUB (OR) of the inputs' levels, asserted dominated by {level.text} "
-            "where an aggregate or a join computes it (a selection's rows keep the level "
-            "the view's conjunct tested); a recipient gets a row only if her session "
-            "level dominates it",
+            f"level: {written}; a recipient gets a row only if her session level dominates it",
         )
     where = " AND ".join(conjuncts)
     views = ", ".join(

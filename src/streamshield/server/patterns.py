@@ -51,8 +51,9 @@ from streamshield.durable import write_atomic
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.levels import assert_within
+from streamshield.engine.levels import at_output_level
 from streamshield.engine.result_store import ResultStore
+from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.cep_rules import AccessObject
 from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
 from streamshield.policy.query_level import QueryLevel
@@ -342,8 +343,8 @@ class PatternService:
         def sink(frame: DataFrame, batch_id: int) -> None:
             """Store the batch (executed whoever listens), then hand it to the live
             subscribers through SecFilter; Python per micro-batch only."""
-            if level is not None:
-                frame = assert_within(frame, level)
+            if level is not None:  # a match depends on several events (and on absences)
+                frame = at_output_level(frame, level, OutputLevel.QUERY)
             stored = registered.store.write(frame, batch_id)
             count = stored.count()
             with self._lock:

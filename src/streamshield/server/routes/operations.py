@@ -28,6 +28,7 @@ from sqlalchemy import text
 
 from streamshield.catalog.audit import AuditFilter, Event
 from streamshield.lang.continuous import ContinuousQuery, ShapeKind, parse_request, plan_shape
+from streamshield.lang.output_level import output_level
 from streamshield.lang.query_check import check_query
 from streamshield.lang.secured_plan import secured_plan
 from streamshield.policy.query_level import QueryLevel
@@ -369,7 +370,8 @@ def _explain(
     shape = plan_shape(request)
     checked = check_query(request.sql, inputs)
     sql = checked.rewrite({s: s for s in checked.streams})
-    secured = secured_plan(sql, checked.streams, roles, level)
+    output = output_level(shape, checked.tree)
+    secured = secured_plan(sql, checked.streams, roles, level, output)
     return QueryExplain(
         name=name,
         kind=shape.kind.value,
