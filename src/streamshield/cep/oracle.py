@@ -64,8 +64,8 @@ def admitted(
     drops: bool = True,
     settled: bool = True,
 ) -> list[Event]:
-    """The events of ``types`` a streaming query keeps when they arrive in these
-    micro-batches (docs/cep.md, "Watermark and late events").
+    """The events of ``types`` (every event type the query reads) a streaming query keeps
+    when they arrive in these micro-batches (docs/cep.md, "Watermark and late events").
 
     Structured Streaming's rule: each source's watermark is its largest event time so far
     minus ``delay``; the query's watermark is the smallest over its sources (``types``),
