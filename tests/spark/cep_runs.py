@@ -18,6 +18,8 @@ from pyspark.sql.types import TimestampType
 
 from streamshield.cep.oracle import Event
 
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
 
 def tagged_union(frames: Mapping[str, DataFrame]) -> DataFrame:
     union = None
@@ -43,8 +45,13 @@ def run_patterns(
     checkpoint: Path,
     batches: Sequence[Sequence[Event]],
     write: Callable[[int, Sequence[Event]], None],
+    *,
+    settled: bool = True,
 ) -> dict[str, list[tuple]]:
-    """Each pattern's rows after ``write(number, batch)`` of every batch in turn."""
+    """Each pattern's rows after ``write(number, batch)`` of every batch in turn, each
+    processed to completion. ``settled``: with Spark's micro-batches without data after
+    each that moves the watermark (its default); without them, each batch of data is one
+    micro-batch judged by the watermark of the one before (``oracle.admitted``)."""
     union = tagged_union(frames)
     got: dict[str, list[tuple]] = {name: [] for name in frames}
 
@@ -52,8 +59,12 @@ def run_patterns(
         for name, row in batch.collect():
             got[name].append(tuple(json.loads(row)))
 
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    confs = {"spark.sql.shuffle.partitions": "1"}
+    if not settled:
+        confs[NO_DATA_BATCHES] = "false"
+    before = {name: spark.conf.get(name) for name in confs}
+    for name, value in confs.items():  # read once, when the query starts
+        spark.conf.set(name, value)
     try:
         query = (
             union.writeStream.outputMode("append")
@@ -62,7 +73,8 @@ def run_patterns(
             .start()
         )
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        for name, value in before.items():
+            spark.conf.set(name, value)
     try:
         for number, batch in enumerate(batches):
             write(number, batch)

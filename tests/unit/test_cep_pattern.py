@@ -275,3 +275,36 @@ def test_the_watermark_model_drops_events_behind_it() -> None:
     assert [e.serial for e in kept] == [1, 2, 4]
     everything = oracle.admitted(batches, ["Temperature", "Smoke"], timedelta(5), drops=False)
     assert len(everything) == 4
+
+
+def test_the_watermark_waits_for_every_source() -> None:
+    """Spark counts a source that has seen no data as watermark 0: nothing is late until
+    every type has had an event."""
+    batches = [
+        [_e("Temperature", 1, 10, room="L1", celsius=1.0)],
+        [_e("Smoke", 2, 2, room="L1"), _e("Temperature", 3, 1, room="L1", celsius=1.0)],
+        [_e("Smoke", 4, 3, room="L1")],  # the watermark after batch 1: min(10, 2) - 1 = 1
+        [_e("Smoke", 5, 1, room="L1")],
+    ]
+    kept = oracle.admitted(batches, ["Temperature", "Smoke"], timedelta(seconds=1))
+    assert [e.serial for e in kept] == [1, 2, 3, 4]
+
+
+def test_unsettled_batches_are_judged_by_the_watermark_one_batch_older() -> None:
+    """Without a micro-batch without data between them, a batch's late events are judged
+    by the watermark the previous micro-batch ran with, not the one it left."""
+    batches = [
+        [_e("Temperature", 1, 10, room="L1", celsius=1.0), _e("Smoke", 2, 20, room="L1")],
+        [_e("Temperature", 3, 30, room="L1", celsius=1.0), _e("Smoke", 4, 40, room="L1")],
+        [_e("Smoke", 5, 8, room="L1"), _e("Smoke", 6, 20, room="L1")],
+    ]
+    types, delay = ["Temperature", "Smoke"], timedelta(seconds=5)
+    # Watermarks: 5 after batch 0, 25 after batch 1; batch 2 ran with 25 when settled,
+    # and is judged by 5 (what batch 1 ran with) when not.
+    assert [e.serial for e in oracle.admitted(batches, types, delay)] == [1, 2, 3, 4]
+    unsettled = oracle.admitted(batches, types, delay, settled=False)
+    assert [e.serial for e in unsettled] == [1, 2, 3, 4, 5, 6]
+    with_empty = [batches[0], batches[1], [], batches[2]]  # Spark ran a batch without data
+    assert oracle.admitted(with_empty, types, delay, settled=False) == oracle.admitted(
+        batches, types, delay
+    )

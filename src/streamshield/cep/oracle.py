@@ -62,27 +62,41 @@ def admitted(
     *,
     key: str | None = None,
     drops: bool = True,
+    settled: bool = True,
 ) -> list[Event]:
-    """The events of ``types`` a streaming query keeps when they arrive in these batches.
+    """The events of ``types`` (every event type the query reads) a streaming query keeps
+    when they arrive in these micro-batches (docs/cep.md, "Watermark and late events").
 
     Structured Streaming's rule: each source's watermark is its largest event time so far
-    minus ``delay``; the query's watermark is the smallest over its sources (``types``)
-    that have seen data, computed at the end of a batch; a stateful plan (``drops``, see
-    :func:`stateful`) drops an event whose time is not after the watermark in force when
-    it arrives. With a partition ``key``, events without a key value are ignored
-    altogether (they advance no watermark either).
+    minus ``delay``; the query's watermark is the smallest over its sources (``types``),
+    none until every source has seen data, computed at the end of a micro-batch for the
+    next one; a stateful plan (``drops``, see :func:`stateful`) drops an event whose time
+    is not after the watermark the *previous* micro-batch ran with (Spark's watermark
+    for late events with several stateful operators), whichever of the pattern's events
+    it is (the compiler gives each variable Spark would judge by a lower watermark an
+    operator of its own over its source). ``settled``: each batch was processed to
+    completion before the next one arrived, so that Spark ran a micro-batch without data
+    after each that moved the watermark (``noDataMicroBatches``, its default) and an
+    event is judged by the watermark after every earlier batch; otherwise the batches
+    are the query's micro-batches exactly as Spark ran them (an empty one a micro-batch
+    without data), as when data keeps arriving on a processing-time trigger. With a
+    partition ``key``, events without a key value are ignored altogether (they advance
+    no watermark either).
     """
     latest: dict[str, datetime] = {}
-    watermark: datetime | None = None
+    watermark: datetime | None = None  # what the next micro-batch runs with
+    ran_with: datetime | None = None  # what the latest micro-batch ran with
     kept: list[Event] = []
     for batch in batches:
         batch = [
             e for e in batch if e.type in types and (key is None or e.values.get(key) is not None)
         ]
-        kept.extend(e for e in batch if not drops or watermark is None or e.ts > watermark)
+        late = watermark if settled else ran_with
+        kept.extend(e for e in batch if not drops or late is None or e.ts > late)
+        ran_with = watermark
         for event in batch:
             latest[event.type] = max(latest.get(event.type, event.ts), event.ts)
-        if latest:
+        if latest and len(latest) == len(set(types)):  # a source without data: 0
             candidate = min(latest.values()) - delay
             watermark = candidate if watermark is None else max(watermark, candidate)
     return kept

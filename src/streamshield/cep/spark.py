@@ -68,6 +68,8 @@ def compile_pattern(
     """
     if pattern.combinator is Combinator.OR:
         matches = _union(pattern, sources, delay, key, labels)
+        if pattern.aggregated:  # Spark would count a late event while its window is open
+            matches = _on_time(matches, copies_count=True)
     else:
         matches = _joins(pattern, sources, delay, key, labels)
         for negation in pattern.negations:
@@ -110,7 +112,39 @@ def _frame(
         own = [c for c in pattern.conjuncts() if variables(c) == {item.var}]
         for conjunct in own:
             frame = frame.where(_guarded(_column(conjunct), F.col(f"{item.var}__{TIME}")))
+        if item.negated or item not in pattern.positives[:2]:
+            frame = _on_time(frame, copies_count=not item.negated)
     return frame
+
+
+def _on_time(frame: DataFrame, *, copies_count: bool) -> DataFrame:
+    """The events of ``frame`` that are later than the query's watermark in force when they
+    arrive, for events that Spark would judge by another rule.
+
+    Spark drops late rows in each stateful operator by that operator's own input
+    watermark: the query's for an operator over sources, but for a join fed by another
+    join the lower bound that join's time bounds give its matches (Spark propagates the
+    watermark through each operator). An event read only there, a negated one or the
+    third of a SEQ, would still be matched (or break a match) well behind the query's
+    watermark, while an event of the first join that late is dropped. A windowed
+    aggregation over the events themselves (an OR's) drops an event only once its
+    window has closed. So such events pass an operator of their own right above the
+    source, which drops by the query's watermark: a deduplication over every column,
+    whose state Spark evicts once the watermark passes the event time. For a negated
+    event that is all (copies of an event break the same matches); when
+    ``copies_count``, the events are joined with those distinct ones, each finding
+    exactly its one copy, so that every copy passes and makes its own matches.
+    """
+    names = frame.columns
+    distinct = frame.dropDuplicates(names)
+    if not copies_count:
+        return distinct
+    other = distinct.select(*(F.col(n).alias(f"__once_{n}") for n in names))
+    condition = F.col(EVENT_TIME) == F.col(f"__once_{EVENT_TIME}")
+    for name in names:
+        if name != EVENT_TIME:
+            condition &= F.col(name).eqNullSafe(F.col(f"__once_{name}"))
+    return frame.join(other, condition, "inner").select(*names)
 
 
 def _right(frame: DataFrame) -> DataFrame:
