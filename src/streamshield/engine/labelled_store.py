@@ -91,8 +91,10 @@ order a ``[ROWS n]`` window counts in (engine/window_state.py)."""
 
 def ingest_column() -> Column:
     """A row's ingest batch, from the path of the file it was read from (evaluated in the
-    scan's stage: a cached frame has no file name)."""
-    return F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1).cast("long")
+    scan's stage: a cached frame has no file name); NULL for a file outside a batch
+    directory (none of the store's)."""
+    found = F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1)
+    return F.nullif(found, F.lit("")).cast("long")
 
 
 class LabelledStore:
