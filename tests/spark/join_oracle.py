@@ -36,15 +36,13 @@ class OracleWindow:
         if window.kind is WindowKind.NOW:
             self.rows = [(r, instant) for r in new]
         elif window.kind is WindowKind.ROWS:
+            # the n latest of the side's stream: by instant (one ingest batch each), then
+            # channel, then seq (lang/windows.py StreamPosition)
             rows = self.rows + [(r, instant) for r in new]
-            by_channel: dict = {}
-            for row, arrived in rows:
-                by_channel.setdefault((row["stream"], row["provider"]), []).append((row, arrived))
-            self.rows = [
-                item
-                for items in by_channel.values()
-                for item in sorted(items, key=lambda i: i[0]["seq"], reverse=True)[: window.size]
-            ]
+            order = sorted(
+                rows, key=lambda i: (i[1], i[0]["stream"], i[0]["provider"], i[0]["seq"])
+            )
+            self.rows = order[-window.size :]
         else:
             rows = self.rows + [(r, instant) for r in new]
             name = self.side.stream.event_time
@@ -58,6 +56,11 @@ class OracleWindow:
                 and r[name].timestamp() > newest - window.size
             ]
         return self.rows
+
+
+def _position(item: tuple[Row, int]) -> tuple:
+    row, instant = item
+    return (instant, row["stream"], row["provider"], row["seq"])
 
 
 class JoinOracle:

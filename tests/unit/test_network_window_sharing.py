@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamshield.lang.windows import WindowKind, WindowSpec
+from streamshield.lang.windows import StreamPosition, WindowKind, WindowSpec, latest_rows
 from streamshield.network.operators import select
 from streamshield.network.predicates import Conjunction
 from streamshield.network.predicates import parse_conjunction as where
@@ -121,17 +121,14 @@ def test_one_range_node_serves_every_reader_and_width_exactly(batches, widths) -
         assert [instant[who] for instant in shared] == range_alone(batches, who, width)
 
 
-def rows_alone(batches: list[list[tuple[str, int]]], size: int) -> list[set[tuple[str, int]]]:
-    """A ROWS window of one query: the ``size`` latest (channel, seq) rows per channel."""
-    window: set[tuple[str, int]] = set()
+def rows_alone(batches: list[list[tuple[str, int]]], size: int) -> list[set[StreamPosition]]:
+    """A ROWS window of one query: the ``size`` latest rows of the stream, batch by batch
+    (``(channel, seq)`` rows; the batch is the ingest batch of lang/windows.py's order)."""
+    window: list[StreamPosition] = []
     out = []
-    for batch in batches:
-        combined = window | set(batch)
-        window = {
-            (ch, seq)
-            for ch, seq in combined
-            if sum(1 for c, s in combined if c == ch and s > seq) < size
-        }
+    for i, batch in enumerate(batches):
+        new = {StreamPosition(i, "s", channel, seq) for channel, seq in batch}
+        window = latest_rows({*window, *new}, size)
         out.append(set(window))
     return out
 
@@ -148,10 +145,7 @@ def test_one_rows_node_keeps_the_largest_size_and_serves_every_smaller_one(batch
     latest out of them are its window alone (engine/window_network.py cuts by rank)."""
     kept = rows_alone(batches, max(sizes))
     for size in sizes:
-        cuts = [
-            {(ch, seq) for ch, seq in node if sum(1 for c, s in node if c == ch and s > seq) < size}
-            for node in kept
-        ]
+        cuts = [{p for p in node if sum(1 for q in node if q > p) < size} for node in kept]
         assert cuts == rows_alone(batches, size)
 
 

@@ -29,15 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_batches
+from streamshield.engine.labelled_store import (
+    INGEST,
+    LabelledStore,
+    ingest_column,
+    labelled_schema,
+    read_batches,
+)
 from streamshield.engine.level_processor import POOL
 from streamshield.engine.source_log import SourceLog
 from streamshield.engine.stream_scan import StreamScan
@@ -54,8 +59,6 @@ TRIGGER_SECONDS = 0.1
 """How often a network looks for newly labelled files: a landing waits half of it on
 average before its rows are read (1 s cost 0.5 s of every landing's latency); an idle
 trigger lists the stream's directory (docs/results.md, "Issue 13: the query side")."""
-INGEST = "_ss_ingest"
-"""A row's ingest batch, added to a micro-batch only when some branch needs part of it."""
 
 
 class NotShared(ValueError):
@@ -330,11 +333,6 @@ class BranchedNetwork(Generic[B]):
 
     def _is_on(self, name: str) -> bool:
         return switched_on(self.active, name)
-
-
-def ingest_column() -> Column:
-    """A row's ingest batch, from the path of the file it was read from."""
-    return F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1).cast("long")
 
 
 def ingest_ids_of(batch: DataFrame) -> frozenset[int]:

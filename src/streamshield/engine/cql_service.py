@@ -86,6 +86,7 @@ from streamshield.lang.recipient_labels import (
     widest,
 )
 from streamshield.lang.rewrite_rules import Sliding, secure
+from streamshield.lang.windows import WindowKind
 from streamshield.network.switches import Switch
 from streamshield.policy.delegation import may_delegate
 from streamshield.policy.elements import Channel, SpElement
@@ -523,6 +524,11 @@ class CqlService:
         ident: tuple = (tuple(sides), self.join_mode)
         if level is not None:
             ident = (*ident, level.text, level.words)
+        # A [ROWS n] side holds the n latest tuples its roles may read: one join per roles.
+        readers = None
+        if any(side.window.kind is WindowKind.ROWS for side in sides):
+            readers = tuple(self.queries.codec.query(roles))
+            ident = (*ident, "readers", readers)
         join = self.joins.get(ident)
         fresh = join is None
         if join is None:
@@ -540,6 +546,7 @@ class CqlService:
                 level=level,
                 feed=processor.shepherd,
                 active=lambda query: self.switch(query),
+                readers=readers,
             )
             self.joins[ident] = join
         deliver = _deliverer(sink)

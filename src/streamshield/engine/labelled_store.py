@@ -83,6 +83,19 @@ META_FIELDS = (
     ("policy_id", StringType()),
 )
 
+INGEST = "_ss_ingest"
+"""A row's ingest batch (the ``batch=<id>`` directory it is stored in), added to a
+reader's rows where it needs it: a branch catching up on part of a micro-batch, and the
+order a ``[ROWS n]`` window counts in (engine/window_state.py)."""
+
+
+def ingest_column() -> Column:
+    """A row's ingest batch, from the path of the file it was read from (evaluated in the
+    scan's stage: a cached frame has no file name); NULL for a file outside a batch
+    directory (none of the store's)."""
+    found = F.regexp_extract(F.input_file_name(), r"/batch=(\d+)/[^/]*$", 1)
+    return F.nullif(found, F.lit("")).cast("long")
+
 
 class LabelledStore:
     def __init__(self, root: str | Path) -> None:

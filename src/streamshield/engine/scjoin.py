@@ -51,9 +51,13 @@ whatever its switch says. The windows, class counts and pairs run in the job gro
 
 Levels (paper 2, Algorithm 1). A join built for a query level ``C`` admits into its
 windows only tuples whose level ``C`` dominates (before the window, so ``[ROWS n]`` is
-the n latest such tuples), and a pair's level is the LUB of its two tuples' levels,
-``bitwiseOR`` per word (``engine.levels.lub_join``). Joins of different levels never
-share windows: the level is part of what identifies a shared join.
+the n latest such tuples of the stream, not n per channel: engine/window_state.py), and
+a pair's level is the LUB of its two tuples' levels, ``bitwiseOR`` per word
+(``engine.levels.lub_join``). Joins of different levels never share windows: the level
+is part of what identifies a shared join. Likewise a join built for ``readers`` (the
+query interface builds a join with a ``[ROWS n]`` side so) admits only tuples those
+roles may read, and only subscriptions of those roles share it: a tuple hidden from a
+subscriber never pushes one she may read out of her window.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
-from streamshield.engine.labels import denied_column, label_names, reader_column
+from streamshield.engine.labels import allows, denied_column, label_names, reader_column
 from streamshield.engine.levels import level_names, lub_join
 from streamshield.engine.local_frames import local_frame
 from streamshield.engine.secured_view import tuple_test
@@ -184,9 +188,13 @@ class SCJoin:
         level: QueryLevel | None = None,
         feed: Callable[[DataFrame], DataFrame] | None = None,
         active: Callable[[str], bool] = lambda _subscription: True,
+        readers: Words | None = None,
     ) -> None:
         """``feed``: what each input's rows pass before anything else (its level
-        processor's shepherd); ``active(name)``: subscription ``name``'s privacy switch."""
+        processor's shepherd); ``active(name)``: subscription ``name``'s privacy switch;
+        ``readers``: effective-role words whose tuples alone enter the windows (a join
+        with a ``[ROWS n]`` side: its n latest are those its roles may read, so only
+        subscriptions of these roles share it); None: every passed tuple."""
         if left.alias.lower() == right.alias.lower():
             raise ValueError("the two sides of a join need different aliases")
         if left.stream.types[left.key] != right.stream.types[right.key]:
@@ -194,7 +202,7 @@ class SCJoin:
         # Its own session: the streaming query and every batch plan in it are planned
         # without constraint propagation (engine/session.py), however ``spark`` is set.
         self.spark, self.store, self.codec = planning_session(spark), store, codec
-        self.level, self.feed, self.active = level, feed, active
+        self.level, self.feed, self.active, self.readers = level, feed, active, readers
         self.levels = level.width if level is not None else 0
         self.sides = (left, right)
         self.mode = mode
@@ -312,7 +320,10 @@ class SCJoin:
         with job_group(self.spark, self.name, "node:windows"):
             for i in range(2):
                 fresh = batch.filter(F.col("_ss_side") == i).select(f"_ss_in{i}.*")
-                test = tuple_test(F.col("reason") == PASS, self.level, fresh.columns)
+                passed = F.col("reason") == PASS
+                if self.readers is not None:
+                    passed = passed & allows(0, self.readers)
+                test = tuple_test(passed, self.level, fresh.columns)
                 windows.append(
                     self._prepared(i, self.windows[i].update(fresh.filter(test), batch_id))
                 )

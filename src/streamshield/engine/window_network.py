@@ -58,16 +58,15 @@ from streamshield.durable import write_atomic
 from streamshield.engine import node_members
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
-    INGEST,
     BranchedNetwork,
     BranchSink,
     NetworkParts,
     NotShared,
-    ingest_column,
 )
+from streamshield.engine.labelled_store import INGEST
 from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.window_query import WindowQuery
-from streamshield.engine.window_state import ARRIVAL, RANK, WindowState, ranked
+from streamshield.engine.window_state import ARRIVAL, RANK, WindowState, ranked, with_ingest
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.windows import WindowKind
@@ -86,7 +85,7 @@ from streamshield.network.window_sharing import (
 _BEFORE = -1
 """The arrival of rows a rebuilt node held before this micro-batch (no batch has it)."""
 KEPT = "kept.json"
-"""Beside a ROWS node's versions: the newest one and how many rows per channel it keeps."""
+"""Beside a ROWS node's versions: the newest one and how many rows it keeps."""
 
 
 @dataclass
@@ -199,6 +198,8 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         groups = window_nodes({n: (b.query.window, b.node.visibility) for n, b in on.items()})
         network = window_network(self.stream.name, groups, self._wheres(on))
         cached: list[DataFrame] = []
+        # each row's ingest batch, which a ROWS window counts in, before anything is cached
+        batch = with_ingest(batch, ids)
         try:
             if len(groups) > 1:  # several nodes read the scan: read its files once
                 batch = batch.persist()
@@ -263,7 +264,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
                     # (a smaller size, other clocks): the rebuild computes it again
                     self._state(node).discard(batch_id)
                     history = self._history(NOTHING, rebuild_before - 1)
-                    old = history if history is not None else self._empty()
+                    old = with_ingest(history if history is not None else self._empty())
                     previous = old.filter(admitted).withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
                 bound = self._slowest(node, branches) if node.per_branch_clock else None
                 size = self._size(node) if node.per_branch_count else None
@@ -344,10 +345,9 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         instant = self._last_batch()
         try:
             state = WindowState(self.spark, branch.query.window, scratch, self._event_time())
-            mine = history.withColumn(INGEST, ingest_column())
-            mine = mine.filter(branch.query.visible(history.columns))
-            before = mine.filter(F.col(INGEST) <= covered).drop(INGEST)
-            new = mine.filter(F.col(INGEST) > covered).drop(INGEST)
+            mine = with_ingest(history).filter(branch.query.visible(history.columns))
+            before = mine.filter(F.col(INGEST) <= covered)
+            new = mine.filter(F.col(INGEST) > covered)
             previous = before.withColumn(ARRIVAL, F.lit(_BEFORE).cast("long"))
             relation = state.update(new, instant, previous)
             self._run_branch(branch, lambda b: b.query.emit(relation, instant), position)
@@ -377,14 +377,14 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         return self._states[node]
 
     def _size(self, node: WindowNode) -> int:
-        """How many latest rows per channel a ROWS node keeps: what its largest branch
-        needs, switched on or not (a branch coming back on finds its rows kept)."""
+        """How many latest rows a ROWS node keeps: what its largest branch needs,
+        switched on or not (a branch coming back on finds its rows kept)."""
         sizes = [b.query.window.size for b in self.branches.values() if b.node == node]
         return max(sizes, default=1)
 
     def _keep(self, node: WindowNode, batch_id: int, size: int) -> None:
-        """Records how many rows per channel the node's version ``batch_id`` keeps: a
-        branch larger than that (one that joined since) needs the node rebuilt."""
+        """Records how many rows the node's version ``batch_id`` keeps: a branch larger
+        than that (one that joined since) needs the node rebuilt."""
         path = self._state(node).directory / KEPT
         write_atomic(path, json.dumps({"batch": batch_id, "size": size}))
 

@@ -12,10 +12,11 @@ What each instant (the end of a micro-batch) emits, following CQL:
 - an aggregate emits RSTREAM: the aggregate over the whole window at this instant,
   labelled with the intersection of its contributors' readers.
 
-Security comes first: only tuples the query's roles may read enter its window (so a
-``ROWS n`` window holds the n latest *visible* tuples, and neither its content nor its
-eviction depends on tuples the query cannot see); the secured view then masks their
-attributes beneath the user's SQL.
+Security comes first: only tuples the query's roles (and level) may read enter its
+window (so a ``ROWS n`` window holds the n latest *visible* tuples of the stream, in the
+stream's order of lang/windows.py ``StreamPosition``, n in all and not n per channel; and
+neither its content nor its eviction depends on tuples the query cannot see); the
+secured view then masks their attributes beneath the user's SQL.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema
+from streamshield.engine.labelled_store import INGEST, LabelledStore, labelled_schema
 from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view, tuple_test
@@ -66,11 +67,11 @@ class WindowQuery:
     ) -> None:
         """``sql(view)`` is the user's checked SQL reading the secured window as ``view``;
         ``level``: the query's level, whose conjunct filters tuples *before* the window
-        (``[ROWS n]`` = the n latest tuples the level may read). ``own_state`` False: a
-        branch of a window network (engine/window_network.py), whose node keeps the
-        window; the query only secures and queries the relation it is handed.
-        ``output``: where its rows are labelled (``AdmittedQuery.output_level``; a
-        window's contents depend on several tuples, so the query's level)."""
+        (``[ROWS n]`` = the n latest tuples of the stream the level may read).
+        ``own_state`` False: a branch of a window network (engine/window_network.py),
+        whose node keeps the window; the query only secures and queries the relation it
+        is handed. ``output``: where its rows are labelled (``AdmittedQuery.output_level``;
+        a window's contents depend on several tuples, so the query's level)."""
         self.level = level
         self.levels = level.width if level is not None else 0
         self.spark, self.store, self.stream, self.codec = spark, store, stream, codec
@@ -133,7 +134,7 @@ class WindowQuery:
         rows new at this instant (ISTREAM), or the aggregate over the whole window."""
         if not self.aggregate:
             relation = relation.filter(F.col(ARRIVAL) == batch_id)
-        view = self._secured(relation)
+        view = self._secured(relation.drop(INGEST))  # the window's order, not a label
         session = relation.sparkSession
         view.createOrReplaceTempView(self.view)
         try:

@@ -12,14 +12,18 @@ Each row carries the batch it arrived in (:data:`ARRIVAL`): windows only evict, 
 rows new at an instant are exactly those with ``ARRIVAL == batch_id`` (what a CQL
 ISTREAM over the window needs).
 
-- ``ROWS n``: the ``n`` latest rows of each channel ``(stream, provider)`` by ``seq``;
+- ``ROWS n``: the ``n`` latest rows it is given (the caller filters before the window,
+  so these are the n latest its query may read), in the stream's order
+  (:class:`~streamshield.lang.windows.StreamPosition`: ingest batch :data:`INGEST`,
+  channel, ``seq``; the rows must carry :data:`INGEST`, see :func:`with_ingest`), n in
+  all and not n per channel; the state is at most n rows;
 - ``RANGE t``: rows whose event time is greater than (newest event time seen) - ``t``
   seconds; a ``bigint`` event time counts seconds; rows without event time are in no
   RANGE window;
 - ``NOW``: this batch's rows only.
 
-Per batch: one small aggregate (RANGE), one Parquet write. Nothing runs per row in
-Python.
+Per batch: one small aggregate (RANGE) or one top-n sort (ROWS: each partition's n
+first, then one merge of those), one Parquet write. Nothing runs per row in Python.
 """
 
 from __future__ import annotations
@@ -31,12 +35,15 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from streamshield.engine.labelled_store import INGEST, ingest_column
 from streamshield.engine.parquet_versions import ParquetVersions
-from streamshield.lang.windows import WindowKind, WindowSpec
+from streamshield.lang.windows import ROW_ORDER, WindowKind, WindowSpec
 
 ARRIVAL = "_ss_batch"
 """The id of the micro-batch a window row arrived in."""
-CHANNEL = ("stream", "provider")
+ORDER = tuple(INGEST if part == "ingest" else part for part in ROW_ORDER)
+"""The columns of a row's place in its stream's order, most significant first (the
+reference's :class:`~streamshield.lang.windows.StreamPosition`)."""
 _MICROS = 1_000_000
 
 
@@ -83,9 +90,12 @@ class WindowState:
         ``bound``: a RANGE window's eviction bound over the rows it may keep, in event
         units: rows at or before it leave, None evicts all (default: their newest event
         time less the width); a shared node keeps what its slowest branch still needs.
-        ``size``: how many latest rows per channel a ROWS window keeps (default: its
-        own size); a shared node keeps what its largest branch needs.
+        ``size``: how many latest rows a ROWS window keeps (default: its own size); a
+        shared node keeps what its largest branch needs.
         """
+        if self.window.kind is WindowKind.ROWS:  # counts in the stream's order
+            new_rows = with_ingest(new_rows)
+            previous = None if previous is None else with_ingest(previous)
         schema = StructType([*new_rows.schema.fields, StructField(ARRIVAL, LongType(), False)])
         target = self._versions.path(batch_id)
         if not target.exists():
@@ -149,15 +159,35 @@ class WindowState:
 
 
 RANK = "_ss_window_rank"
-"""A row's place among its channel's rows, newest first (1: the newest)."""
+"""A row's place among the window's rows, newest first (1: the newest)."""
+
+
+def with_ingest(rows: DataFrame, ids: frozenset[int] | None = None) -> DataFrame:
+    """``rows`` with :data:`INGEST` (kept if they have it): ``ids``, the ingest batches
+    they were read from when known, name it without reading a file name when there is
+    one; otherwise it comes from each row's file (so call it on the scan, not a cache)."""
+    if INGEST in rows.columns:
+        return rows
+    if ids is not None and len(ids) == 1:
+        return rows.withColumn(INGEST, F.lit(next(iter(ids))).cast("long"))
+    return rows.withColumn(INGEST, ingest_column())
+
+
+def _newest_first() -> list[Column]:
+    """The stream's order, newest first (a version stored before rows carried
+    :data:`INGEST` reads NULL there: its rows are the oldest)."""
+    return [F.desc_nulls_last(c) for c in ORDER]
 
 
 def ranked(rows: DataFrame) -> DataFrame:
-    """``rows`` with :data:`RANK` (a ROWS window holds the rows of rank <= its size)."""
-    order = Window.partitionBy(*CHANNEL).orderBy(F.desc("seq"), F.desc(ARRIVAL))
+    """``rows`` with :data:`RANK` (a ROWS window holds the rows of rank <= its size).
+    One ordering of all of them: call it on a window (at most its size), never on a
+    stream's history."""
+    order = Window.partitionBy(F.lit(0)).orderBy(*_newest_first())
     return rows.withColumn(RANK, F.row_number().over(order))
 
 
 def latest(rows: DataFrame, size: int) -> DataFrame:
-    """The ``size`` latest rows of each channel."""
-    return ranked(rows).filter(F.col(RANK) <= size).drop(RANK)
+    """The ``size`` latest rows in the stream's order (a top-n: each partition keeps its
+    ``size`` first, then one merge of those)."""
+    return rows.orderBy(*_newest_first()).limit(size)

@@ -170,7 +170,7 @@ class Shape:
 
     @property
     def window_rows(self) -> int:
-        """Rows the query's ROWS windows declare they keep (per channel); RANGE and NOW
+        """Rows the query's ROWS windows declare they keep (in all); RANGE and NOW
         windows are bounded by time and the micro-batch, not by a declared row count."""
         return sum(w.size for _, _, w in self.windows if w.kind is WindowKind.ROWS)
 

@@ -5,7 +5,9 @@ of a micro-batch: the engine evaluates windows on batch boundaries, so a window'
 content is a function of the batches seen so far and never of arrival order inside
 one batch (Spark does not keep it).
 
-- ``ROWS n``: the ``n`` latest tuples of each channel, by ``seq``;
+- ``ROWS n``: the ``n`` latest tuples of the stream the query may read, in the stream's
+  order (:class:`StreamPosition`; the paper's ``[ROWS n WHERE Level DOMINATED BY C]``
+  and CQL's ``[ROWS n]``: n tuples in all, not n per channel);
 - ``RANGE t``: tuples whose event time lies within ``t`` seconds of the newest event
   time seen on the stream;
 - ``RANGE t SLIDE s``: hopping windows of length ``t`` every ``s`` seconds (aggregates);
@@ -19,6 +21,7 @@ hopping window ``[RANGE t SLIDE 1]``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -127,3 +130,34 @@ def duration_seconds(text: str) -> float | None:
         total += int(match.group(1)) * _SPARK_UNITS[match.group(2)]
         end = match.end()
     return total if end and not words[end:].strip() else None
+
+
+@dataclass(frozen=True, order=True)
+class StreamPosition:
+    """Where a tuple stands in its stream's order, the order ``[ROWS n]`` counts in.
+
+    Order exists only within a channel (``seq``) and Spark keeps no arrival order, so
+    the order across channels is the one the system itself fixes: the ingest
+    micro-batch that labelled the tuple (later posts are labelled in later batches),
+    then, among the tuples of one ingest batch (which arrived within one ingest
+    interval, with no order across channels to recover), the channel's name, then
+    ``seq``. Every part is stored with the tuple (the ingest batch is its directory in
+    the labelled store), so a restart replays the same order. The fields compare in
+    this order; no two tuples share a position.
+    """
+
+    ingest: int
+    stream: str
+    provider: str
+    seq: int
+
+
+ROW_ORDER = ("ingest", "stream", "provider", "seq")
+"""The fields of :class:`StreamPosition`, most significant first (the engine sorts on the
+same columns: engine/window_state.py)."""
+
+
+def latest_rows(positions: Iterable[StreamPosition], n: int) -> list[StreamPosition]:
+    """The reference ``[ROWS n]``: the ``n`` latest of ``positions`` (the tuples the
+    query may read, filtered before the window), oldest first."""
+    return sorted(positions)[-n:] if n > 0 else []

@@ -8,14 +8,15 @@ branch's window may depend on tuples it cannot read.
 
 - ``[NOW]`` is the micro-batch's tuples: filtering by a branch's rights after the window
   equals filtering before it. One node serves every right.
-- ``[ROWS n]`` holds the n latest tuples *the query may read*: which tuples a branch's
+- ``[ROWS n]`` holds the n latest tuples of the stream *the query may read* (in the
+  stream's order, lang/windows.py ``StreamPosition``; n in all): which tuples a branch's
   window holds depends on which tuples it can see (a hidden tuple must not push a
   visible one out). The n latest tuples of everyone are not a synopsis that serves each
   (a branch seeing fewer tuples needs older ones), so a ROWS node is shared only by
   branches with the same visibility: the same reader mask (effective roles) and level.
-  Among those it serves every size: it keeps the latest tuples (per channel) its largest
-  branch needs, and each branch cuts its own n latest out of them (the n latest of the
-  m >= n latest are the n latest).
+  Among those it serves every size: it keeps the latest tuples its largest branch
+  needs, and each branch cuts its own n latest out of them (the n latest of the m >= n
+  latest are the n latest).
 - ``[RANGE t]`` keeps tuples within t of the newest event time *seen by the query*
   (engine/window_state.py): per branch, ``{visible tuples: time > newest visible - t}``.
   That too depends on visibility (a hidden newer tuple must not evict visible ones), but
@@ -68,7 +69,7 @@ class WindowNode:
 
     @property
     def per_branch_count(self) -> bool:
-        """Each branch cuts its own n latest rows per channel out of the node's (ROWS)."""
+        """Each branch cuts its own n latest rows out of the node's (ROWS)."""
         return self.window.kind is WindowKind.ROWS
 
 
