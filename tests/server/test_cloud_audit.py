@@ -54,10 +54,13 @@ def server(spark, tmp_path_factory):
     stop_server(started)
 
 
-def _setup_catalog(chief, levels: bool = True) -> None:
+def _setup_catalog(chief, levels: bool = True, event_time: str | None = None) -> None:
     """The stream, grants and limits; ``levels``: the COI classes, the stream's and
-    channels' levels and the auditors' clearances too."""
+    channels' levels and the auditors' clearances too; ``event_time``: the attribute
+    MessageLog's RANGE windows read (none in the paper's queries)."""
     schema = {"name": ca.SCHEMA, "attributes": [list(a) for a in ca.ATTRIBUTES], "tid": ca.TID}
+    if event_time is not None:
+        schema["event_time"] = event_time
     _ok(chief.post("/schemas", json=schema), 201)
     _ok(chief.post("/streams", json={"name": ca.STREAM, "schema": ca.SCHEMA}), 201)
     for role in (ROLE, "INFO_PROVIDER"):

@@ -8,14 +8,17 @@ ingested (subscribed at once), once after them with no append to follow. Both mu
 the rows the plain-Python oracle gives. A selection, a windowed query and a join run as
 switched branches (a shared network, a window network, a shared join): nobody receives
 the later one while the data arrives, so its history waits for its first subscriber and
-reaches her without another append. An aggregate folds every batch from its
-registration on (it has no switch): what it computed before she subscribed is replayed
-with ``after=-1``.
+reaches her without another append. An aggregate (a tumbling window's too) folds every
+batch from its registration on (it has no switch): what it computed before she
+subscribed is replayed with ``after=-1``; a window whose end has passed was released
+with its tuples, no later append needed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+from collections import Counter
 
 import pytest
 
@@ -30,12 +33,16 @@ pytestmark = pytest.mark.spark
 QUERIES = {q.name: q for q in ca.QUERIES}
 FAILED = 'SELECT eventId FROM MessageLog [ROWS 100] WHERE outcome = "failure"'
 SENDS = 'SELECT count(*) AS n FROM MessageLog WHERE msgType = "send"'
-SHAPES = {  # name -> (owner, text, kind: select | latest | replayed)
+TUMBLING = "SELECT count(*) AS n FROM MessageLog [RANGE 100 SLIDE 100]"
+SHAPES = {  # name -> (owner, text, kind: select | latest | replayed | windows)
     "sel": ("session_b", QUERIES["q3"].text, "select"),  # a shared network's branch
     "win": ("session_coi2", FAILED, "select"),  # a window network's ISTREAM branch
     "winagg": ("cloud_1b", QUERIES["q5"].text, "latest"),  # a window network's aggregate
     "join": ("cloud_1b", QUERIES["q6"].text, "select"),  # a shared join's subscription
     "agg": ("auditor1", SENDS, "replayed"),  # a folding aggregate branch (no switch)
+    # a tumbling window's count, folded: each window's row is released with its tuples,
+    # so a window whose end has passed needs no later append (docs/query-sharing.md)
+    "tumble": ("auditor1", TUMBLING, "windows"),
 }
 
 
@@ -54,6 +61,9 @@ def _expected(name: str, levels: bool) -> list[tuple]:
         rows = [{"eventId": t.values["eventId"]} for t in seen if t.values["outcome"] == "failure"]
     elif name == "agg":
         rows = [{"n": sum(t.values["msgType"] == "send" for t in seen)}]
+    elif name == "tumble":  # bigint event time: seconds, windows [100 k, 100 (k + 1))
+        starts = Counter(int(t.values["timestamp"]) // 100 for t in seen)
+        rows = [{"n": n} for n in starts.values()]
     else:
         query = {"sel": "q3", "winagg": "q5", "join": "q6"}[name]
         rows = [dict(r.values) for r in oracle.EVALUATORS[query](ca.lattice(), seen)]
@@ -62,7 +72,9 @@ def _expected(name: str, levels: bool) -> list[tuple]:
 
 def _got(subscriber: Subscriber, kind: str) -> list[tuple]:
     rows = [{k: v for k, v in r.items() if k != "_masked"} for r in subscriber.rows()]
-    if kind != "select":  # an aggregate: its newest row is its answer now
+    if kind == "windows":  # each window's newest count (update mode: a row per change)
+        rows = [{"n": r["n"]} for r in {json.dumps(r["window"]): r for r in rows}.values()]
+    elif kind != "select":  # an aggregate: its newest row is its answer now
         rows = rows[-1:]
     return sorted(tuple(sorted(r.items())) for r in rows)
 
@@ -88,14 +100,15 @@ def test_a_query_registered_after_the_data_reads_the_kept_history(spark, tmp_pat
     subscribers: list[Subscriber] = []
     try:
         chief = server.login("chief", ["ADMIN"])
-        _setup_catalog(chief, levels)
+        _setup_catalog(chief, levels, event_time="timestamp")
         sessions = {owner: _session(server, owner, levels) for owner, _, _ in SHAPES.values()}
 
         def register(name: str, when: str) -> Subscriber:
             owner, text, kind = SHAPES[name]
             body = {"name": f"{name}_{when}", "text": text}
             ok(sessions[owner].post("/queries", json=body), 201)
-            path = f"/queries/{name}_{when}/subscribe" + ("?after=-1" if kind == "replayed" else "")
+            replayed = kind in ("replayed", "windows")
+            path = f"/queries/{name}_{when}/subscribe" + ("?after=-1" if replayed else "")
             subscriber = Subscriber(sessions[owner], f"{name}_{when}", path)
             assert subscriber.status == 200
             subscribers.append(subscriber)

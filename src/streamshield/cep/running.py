@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from datetime import timedelta
@@ -113,6 +114,9 @@ class RunningPattern:
         self._version = 0
         self._protection: Protection | None = None
         self._restart: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._first = True
+        """Whether the next micro-batch is the first since the query started."""
         self.status = Status.STOPPED
         self.reason: str | None = None
         self.restarts = 0
@@ -169,8 +173,11 @@ class RunningPattern:
         writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self.checkpoint)
         if self._trigger:
             writer = writer.trigger(**self._trigger)
+        self._started = time.monotonic()
+        self._first = True
         with processor.pool():
             self._query = writer.start()
+        log.info("pattern %s: query started in %.1f s", self.name, time.monotonic() - self._started)
 
     def observed(self) -> Status:
         """The status, noticing a query Spark ended with an error (not a rule change):
@@ -225,6 +232,20 @@ class RunningPattern:
     # -- per micro-batch (driver) ----------------------------------------------------
 
     def _batch(self, frame: DataFrame, batch_id: int) -> None:
+        began = time.monotonic()
+        self._deliver_batch(frame, batch_id)
+        if self._first:  # where a start's time goes (docs/cep.md, the first match)
+            self._first = False
+            log.info(
+                "pattern %s: first micro-batch %d began %.1f s after the start, "
+                "delivered in %.1f s",
+                self.name,
+                batch_id,
+                began - self._started,
+                time.monotonic() - began,
+            )
+
+    def _deliver_batch(self, frame: DataFrame, batch_id: int) -> None:
         edition = self.book.current()
         if edition.version != self._version:
             try:
