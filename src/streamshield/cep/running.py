@@ -155,7 +155,9 @@ class RunningPattern:
     def _start(self, edition: Edition, processor: LevelProcessor) -> None:
         # The shepherd is trusted code outside the pattern: whatever the sources are,
         # the pattern's space gets only events its level dominates.
+        began = time.monotonic()
         sources = {t: processor.shepherd(f) for t, f in self._sources(processor).items()}
+        read = time.monotonic()
         frame = compile_protected(
             self.pattern,
             edition.access,
@@ -177,7 +179,13 @@ class RunningPattern:
         self._first = True
         with processor.pool():
             self._query = writer.start()
-        log.info("pattern %s: query started in %.1f s", self.name, time.monotonic() - self._started)
+        log.info(
+            "pattern %s: sources %.1f s, protected plan %.1f s, query started in %.1f s",
+            self.name,
+            read - began,
+            self._started - read,
+            time.monotonic() - self._started,
+        )
 
     def observed(self) -> Status:
         """The status, noticing a query Spark ended with an error (not a rule change):
