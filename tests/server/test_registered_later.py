@@ -124,6 +124,23 @@ def test_a_query_registered_after_the_data_reads_the_kept_history(spark, tmp_pat
             want = _expected(name, levels)
             assert want, name  # every shape has rows to read back
             _settle(subscriber, SHAPES[name][2], want, f"{name} after")
+        if levels:  # the history reaches another recipient only as far as her level
+            owner = sessions["session_coi2"]
+            for permission in ("VIEW OBJECT", "SUBSCRIBE"):
+                body = {"permission": permission, "kind": "stream", "object": "win_after_out"}
+                ok(owner.post("/grants", json=body | {"role": ROLE}))
+            lower = Subscriber(
+                sessions["session_b"], "win_after", "/queries/win_after/subscribe?after=-1"
+            )
+            subscribers.append(lower)
+            seen = _readable("session_b", levels)  # [⊥, B] under the [⊥, T] query
+            want = sorted(
+                (("eventId", t.values["eventId"]),)
+                for t in seen
+                if t.values["outcome"] == "failure"
+            )
+            assert want and len(want) < len(_expected("win", levels))
+            _settle(lower, "select", want, "win after, a lower recipient")
     finally:
         for subscriber in subscribers:
             subscriber.close()

@@ -207,8 +207,8 @@ class SCJoin:
         )
         self.choices = Snapshots(self.root / "state" / "choices")
         self.received = BranchLedger(self.root / "state" / "received")
-        """The subscriptions computed at least once (their newest batch). One without an
-        entry was never received: its first computed batch holds every pair of its
+        """The subscriptions computed at least once (the batch of their first). One
+        without an entry was never received: its first computed batch holds every pair of its
         windows, not only the new ones (:meth:`open`)."""
         self.subscriptions: list[Subscription] = []
         self.stats: list[JoinStats] = []
@@ -345,7 +345,7 @@ class SCJoin:
             stats = self._hand_over(known, windows, strategies, batch_id, stats)
         if first and strategies:  # their first instant: every pair of the windows is new
             stats = self._hand_over(first, windows, strategies, batch_id, stats, every=True)
-        for subscription in due:
+        for subscription in first:  # received from now on (one write, once)
             self.received.advance(subscription.name, batch_id)
         self.choices.save(batch_id, [[pl, pr, s.value] for (pl, pr), s in strategies.items()])
         self.stats.append(stats)
