@@ -255,6 +255,7 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(
         assert joe.post("/networks/sps", json=sp | {"sign": "x"}).status_code == 422
         assert joe.post("/networks/sps", json=sp | {"user": ""}).status_code == 422
         _ok(joe.post("/networks/sps", json=sp | {"user": "nobody", "sign": "-"}))
+        poll(lambda: sum(s.new_rows[0] for s in join.stats) == 24, timeout=120)  # 3 rounds
         pairs = Subscriber(al, "paired")  # never received: its history comes at once
         assert pairs.status == 200
         # Its first instant, with no append: every pair of the windows (seqs 17-26).
