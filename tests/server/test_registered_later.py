@@ -94,7 +94,11 @@ def _settle(subscriber: Subscriber, kind: str, want: list[tuple], who: str) -> N
     assert _got(subscriber, kind) == want, (who, subscriber.events[-3:])
 
 
-@pytest.mark.parametrize("levels", [True, False], ids=["levels", "no-levels"])
+@pytest.mark.parametrize(
+    "levels",
+    # levels off in long mode: the same paths, less to check, a second server's start
+    [pytest.param(True, id="levels"), pytest.param(False, id="no-levels", marks=pytest.mark.long)],
+)
 def test_a_query_registered_after_the_data_reads_the_kept_history(spark, tmp_path, levels):
     server = start_server(tmp_path, spark, USERS)
     subscribers: list[Subscriber] = []
