@@ -56,8 +56,13 @@ def server(spark, tmp_path_factory):
     stop_server(started)
 
 
-def _setup_catalog(chief) -> None:
+def _setup_catalog(chief, levels: bool = True, event_time: str | None = None) -> None:
+    """The stream, grants and limits; ``levels``: the COI classes, the stream's and
+    channels' levels and the auditors' clearances too; ``event_time``: the attribute
+    MessageLog's RANGE windows read (none in the paper's queries)."""
     schema = {"name": ca.SCHEMA, "attributes": [list(a) for a in ca.ATTRIBUTES], "tid": ca.TID}
+    if event_time is not None:
+        schema["event_time"] = event_time
     _ok(chief.post("/schemas", json=schema), 201)
     _ok(chief.post("/streams", json={"name": ca.STREAM, "schema": ca.SCHEMA}), 201)
     for role in (ROLE, "INFO_PROVIDER"):
@@ -70,6 +75,8 @@ def _setup_catalog(chief) -> None:
     _grant(chief, "INJECT SP", "stream", ca.STREAM, "INFO_PROVIDER")
     joins = {"operator_limits": {"roles": {ROLE: {"operators": ["join"]}}}}  # Q6, Q7
     _ok(chief.put("/system/settings", json={"values": joins}))
+    if not levels:
+        return
     for name, companies in ca.COI_CLASSES.items():
         _ok(chief.post("/levels/coi", json={"name": name, "companies": list(companies)}), 201)
     _ok(chief.put(f"/levels/streams/{ca.STREAM}", json={"level": ca.STREAM_LEVEL}))

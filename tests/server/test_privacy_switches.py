@@ -9,7 +9,8 @@ their branches run no Spark job while Al's queries go on, every row of them; whe
 subscribe again and does, the branches resume within a micro-batch and Bob gets the new
 rows only. Al's self-join of the stream (a shared SCJoin, one subscription) has no
 receiver until the end: its windows take every tuple but it computes and stores no pair;
-once she subscribes, its next micro-batch gives her exactly the pairs new then. The
+once she subscribes (its first opening), she gets every pair of its windows at once,
+without an append, and its next micro-batch gives her exactly the pairs new then. The
 switch state is shown by ``GET /networks`` as each caller may see it, and bad or
 unmatched sps open nothing.
 """
@@ -254,18 +255,25 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(
         assert joe.post("/networks/sps", json=sp | {"sign": "x"}).status_code == 422
         assert joe.post("/networks/sps", json=sp | {"user": ""}).status_code == 422
         _ok(joe.post("/networks/sps", json=sp | {"user": "nobody", "sign": "-"}))
-        pairs = Subscriber(al, "paired")  # its switch opens at the join's next batch
+        poll(lambda: sum(s.new_rows[0] for s in join.stats) == 24, timeout=120)  # 3 rounds
+        pairs = Subscriber(al, "paired")  # never received: its history comes at once
         assert pairs.status == 200
+        # Its first instant, with no append: every pair of the windows (seqs 17-26).
+        held = [60 + s for s in range(17, 27)]
+        first = sorted((a, b) for a in held for b in held if a % 4 == b % 4)
+        poll(lambda: len(pairs.rows()) >= len(first), timeout=120)
+        history = sorted((r["left_hr"], r["right_hr"]) for r in pairs.rows())
+        assert history == first, "every pair of windows that took every tuple"
         _ok(ward.post("/streams/vitals/elements", content=_elements(range(27, 31))))
         poll(lambda: len(again.rows()) == 9, timeout=120)  # a micro-batch applied the sp
         # The window holds seqs 21-30 (hr 81-90); new are 27-30: per patient with k
         # tuples there, m of them new, k*k - (k-m)*(k-m) pairs; 16 in all.
-        poll(lambda: len(pairs.rows()) >= 16, timeout=120)
-        got = sorted((r["left_hr"], r["right_hr"]) for r in pairs.rows())
+        poll(lambda: len(pairs.rows()) >= len(first) + 16, timeout=120)
+        got = sorted((r["left_hr"], r["right_hr"]) for r in pairs.rows()[len(first) :])
         window = [60 + s for s in range(21, 31)]
         assert got == sorted(
             (a, b) for a in window for b in window if a % 4 == b % 4 and max(a, b) >= 87
-        ), "the pairs new at its first instant, against windows that took every tuple"
+        ), "then the pairs new at the next instant"
         opened = _switches(joe, "paired")
         assert opened["terminal"]["users"] == ["al"] and opened["initial"]["counter"] == 1
         paired_store = server.service.queries.get("paired").store

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from datetime import timedelta
@@ -134,6 +135,9 @@ class RunningPattern:
         self._stamp: tuple[int, Any] | None = None
         self._protection: Protection | None = None
         self._restart: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._first = True
+        """Whether the next micro-batch is the first since the query started."""
         self.status = Status.STOPPED
         self.reason: str | None = None
         self.restarts = 0
@@ -183,8 +187,10 @@ class RunningPattern:
     def _start(self, edition: Edition, processor: LevelProcessor) -> None:
         # The shepherd is trusted code outside the pattern: whatever the sources are,
         # the pattern's space gets only events its level dominates.
+        began = time.monotonic()
         sources = self._sources(processor, self.roles)
         sources = {t: processor.shepherd(f) for t, f in sources.items()}
+        read = time.monotonic()
         labels = self._labels(self.roles) if callable(self._labels) else self._labels
         frame = compile_protected(
             self.pattern,
@@ -203,8 +209,17 @@ class RunningPattern:
         writer = at_checkpoint(frame.writeStream.foreachBatch(self._batch), self.checkpoint)
         if self._trigger:
             writer = writer.trigger(**self._trigger)
+        self._started = time.monotonic()
+        self._first = True
         with processor.pool():
             self._query = writer.start()
+        log.info(
+            "pattern %s: sources %.1f s, protected plan %.1f s, query started in %.1f s",
+            self.name,
+            read - began,
+            self._started - read,
+            time.monotonic() - self._started,
+        )
 
     def observed(self) -> Status:
         """The status, noticing a query Spark ended with an error (not a rule change):
@@ -259,6 +274,20 @@ class RunningPattern:
     # -- per micro-batch (driver) ----------------------------------------------------
 
     def _batch(self, frame: DataFrame, batch_id: int) -> None:
+        began = time.monotonic()
+        self._deliver_batch(frame, batch_id)
+        if self._first:  # where a start's time goes (docs/cep.md, the first match)
+            self._first = False
+            log.info(
+                "pattern %s: first micro-batch %d began %.1f s after the start, "
+                "delivered in %.1f s",
+                self.name,
+                batch_id,
+                began - self._started,
+                time.monotonic() - began,
+            )
+
+    def _deliver_batch(self, frame: DataFrame, batch_id: int) -> None:
         edition = self.book.current()
         if edition.stamp != self._stamp:
             try:

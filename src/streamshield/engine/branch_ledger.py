@@ -4,7 +4,8 @@ A branch covers the labelled store's ingest batches up to some id: its output of
 micro-batch is stored under the newest ingest id it covers (deterministic, so a replay
 replaces the stored batch instead of adding a second copy), then the ledger moves on.
 A branch that stops keeps its entry, so starting it again reads exactly the batches it
-missed; removing the query drops the entry.
+missed; removing the query drops the entry. A branch without an entry has never been
+received: it reads the kept history at its first opening.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ class BranchLedger:
         except (OSError, ValueError, KeyError, TypeError):
             return NOTHING
         return value if isinstance(value, int) and value >= NOTHING else NOTHING
+
+    def has(self, branch: str) -> bool:
+        """Whether ``branch`` has an entry: it has computed (or moved on) at least once.
+        A branch without one has never been received: its history waits for its first
+        opening (engine/branched_network.py, ``open``)."""
+        return self._path(branch).exists()
 
     def advance(self, branch: str, covered: int) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,10 @@ checkpoint; both keep each branch's position in a :class:`BranchLedger` (the new
 ingest batch it has covered), so that a branch joining reads what it has not covered up
 to the network's position at once (its *catch-up*), a replayed micro-batch is skipped by
 a branch that had it, and a branch whose switch is off moves on without computing
-anything (what arrives while nobody may receive it is never computed). A branch's jobs
+anything (what arrives while nobody may receive it is never computed). A branch never
+received yet (no position) is the exception: its history waits, and it catches up when
+its switch first opens, at once (:meth:`BranchedNetwork.open`), so that a query
+registered after the data reads every labelled batch still kept. A branch's jobs
 run in a Spark job group named ``<network>:<branch>``, which is how tests prove an off
 branch did nothing; a branch's own Spark error stops it alone.
 
@@ -20,6 +23,7 @@ up (``_catch_up``) and where its privacy switches sit (``switches``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -172,7 +176,9 @@ class BranchedNetwork(Generic[B]):
 
     def _join(self, branch: B) -> None:
         """The branch catches up with the stream's history up to the network's position
-        (nothing computed if its switch is off) and takes every micro-batch after it."""
+        (nothing computed if its switch is off) and takes every micro-batch after it. A
+        branch never received (no ledger entry) keeps its history for its first opening
+        (:meth:`open`)."""
         with self._batch:
             position = self._known_position()
             covered = self.ledger.covered(branch.name)
@@ -181,11 +187,39 @@ class BranchedNetwork(Generic[B]):
                 and not self._is_on(branch.name)
                 and not owes(branch, covered, position)
             ):
-                self.ledger.advance(branch.name, position)  # switched off: it computes nothing
+                if self.ledger.has(branch.name):  # switched off: it computes nothing
+                    self.ledger.advance(branch.name, position)
             elif covered < position:
                 self._catch_up(branch, covered, position)
             with self._lock:
                 self._branches[branch.name] = branch
+
+    def open(self, name: str) -> None:
+        """Branch ``name``'s switch may have opened: if it was never received, it reads
+        the kept history now, without waiting for the next micro-batch (its first
+        instant, see :meth:`_open_fresh`). Between micro-batches: no batch is handed out
+        meanwhile (the scan's :meth:`~StreamScan.joining`, then the batch lock)."""
+        joining = self.scan.joining() if self.scan is not None else contextlib.nullcontext()
+        with joining, self._batch:
+            self._open_fresh({name})
+
+    def _open_fresh(self, names: set[str] | None = None) -> None:
+        """Each branch (of ``names``, default all) never received whose switch is on now
+        catches up with the stream's history up to the network's position, as a branch
+        joining does, and has a position from then on. Why: a new query's first
+        micro-batch reads every labelled batch still kept (docs/administration.md), and
+        for a switched branch its first micro-batch is its first opening; what arrives
+        while a branch once received is switched off is never computed (PrS)."""
+        position = self._known_position()
+        for name, branch in self.branches.items():
+            if names is not None and name not in names:
+                continue
+            if branch.failure is not None or self.ledger.has(name) or not self._is_on(name):
+                continue
+            if position > NOTHING:
+                self._catch_up(branch, NOTHING, position)
+            if branch.failure is None and not self.ledger.has(name):
+                self.ledger.advance(name, position)
 
     def remove(self, name: str) -> None:
         """The branch leaves (its position is kept: joining again resumes from it)."""
@@ -235,6 +269,7 @@ class BranchedNetwork(Generic[B]):
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         with self._batch:
+            self._open_fresh()  # their history first: this batch's rows come after it
             self._last = batch_id
             ids = self.log.ingest_ids(batch_id)
             if ids is None:  # the log is not what we read: ask Spark (one job)
@@ -256,8 +291,9 @@ class BranchedNetwork(Generic[B]):
             if covered >= newest:
                 continue  # a replayed micro-batch it has had
             if not self._is_on(name) and not owes(branch, covered, newest):
-                self.ledger.advance(name, newest)  # switched off: nothing is computed for it
-                continue
+                if self.ledger.has(name):  # switched off: nothing is computed for it
+                    self.ledger.advance(name, newest)
+                continue  # never received: its history waits for its first opening
             due[name] = (branch, covered)
         return due
 

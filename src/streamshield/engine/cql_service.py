@@ -23,11 +23,14 @@ that follows from the data's own policies and from the query's roles.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,7 +44,12 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.branch_ledger import BranchLedger
-from streamshield.engine.branched_network import TRIGGER_SECONDS, NetworkParts, NotShared
+from streamshield.engine.branched_network import (
+    TRIGGER_SECONDS,
+    BranchedNetwork,
+    NetworkParts,
+    NotShared,
+)
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
@@ -94,6 +102,8 @@ from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.policy import PolicyError, role_members
 from streamshield.policy.query_level import LEVEL_PREFIX, QueryLevel
 from streamshield.policy.roles import UnknownRoleError
+
+log = logging.getLogger("streamshield.engine")
 
 
 class Switched(Protocol):
@@ -199,6 +209,8 @@ class CqlService:
             WindowNetwork: (self.window_networks, self.window_branches),
         }
         """Per kind of network, the running ones and which branch runs in which."""
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="first-opening")
+        """Runs first openings (``opened``) one at a time, off the request's thread."""
         self.write_level: Callable[[str, QueryLevel], None] | None = None
         """Records that a derived stream is at its query's level (the security catalog's
         ``write_at``); without it, a delegating query at a level is refused."""
@@ -290,11 +302,35 @@ class CqlService:
             self.join_handles.pop(ident).stop()
             del self.joins[ident]
 
+    def opened(self, name: str) -> None:
+        """Someone may now receive query ``name`` (its switch may have opened): a branch
+        or join subscription never received reads the kept history at once, in the
+        background (its first instant needs no new data: ``BranchedNetwork.open``,
+        ``SCJoin.open``). Anything else has nothing to do."""
+        target: BranchedNetwork | SCJoin | None = None
+        for networks, branches in self._kinds.values():
+            key = branches.get(name)
+            if key is not None:
+                target = networks.get(key)
+        if name in self.subscriptions:
+            target = self.joins.get(self.subscriptions[name][0])
+        if target is None:
+            return
+        opener = target.open
+        with contextlib.suppress(RuntimeError):  # shutting down
+            self._opener.submit(_quietly, opener, name)
+
     def forget(self, name: str) -> None:
         """A removed query's engine records: its branch positions in any network (of
         any level: the query's level may have changed since it ran), its aggregate's
-        state, and the window nodes nobody registered uses any more."""
+        state, whether a join's subscription was ever received, and the window nodes
+        nobody registered uses any more."""
         root = self.queries.root
+        for received in (
+            *root.glob("joins/*/state/received"),
+            *root.glob("levels/*/joins/*/state/received"),
+        ):
+            BranchLedger(received).drop(name)
         for kind in (SharedNetwork.FOLDER, WindowNetwork.FOLDER):
             for networks in (root / kind, *root.glob(f"levels/*/{kind}")):
                 for stream in self.streams:
@@ -786,6 +822,15 @@ def _pair_labels(obj: int, word: int) -> tuple[str, str]:
 
 
 _ORIGINS = ("_channel", "_seq", "_tid", "_policy")
+
+
+def _quietly(opener: Callable[[str], None], name: str) -> None:
+    """A first opening in the background: a failure is logged, and the branch's next
+    micro-batch (which also opens branches never received) does it instead."""
+    try:
+        opener(name)
+    except Exception as err:
+        log.warning("first opening of %s failed: %s", name, type(err).__name__)
 
 
 def _deliverer(sink: Sink):

@@ -62,6 +62,7 @@ subscriber never pushes one she may read out of her window.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -76,7 +77,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition, check_name
 from streamshield.engine.batch_errors import bounded
-from streamshield.engine.branch_ledger import owes
+from streamshield.engine.branch_ledger import BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.ingest import PASS
@@ -213,8 +214,14 @@ class SCJoin:
             for i, s in enumerate(self.sides)
         )
         self.choices = Snapshots(self.root / "state" / "choices")
+        self.received = BranchLedger(self.root / "state" / "received")
+        """The subscriptions computed at least once (the batch of their first). One
+        without an entry was never received: its first computed batch holds every pair of its
+        windows, not only the new ones (:meth:`open`)."""
         self.subscriptions: list[Subscription] = []
         self.stats: list[JoinStats] = []
+        self._batch = threading.RLock()
+        """Held through a micro-batch and through a first opening's pairs."""
 
     # -- consumers --------------------------------------------------------------------
 
@@ -238,6 +245,9 @@ class SCJoin:
             subscription = replace(subscription, name=name)
         if subscription.name in self.branches:
             raise ValueError(f"a subscription named {subscription.name!r} exists")
+        stored = getattr(getattr(sink, "store", None), "batches", None)
+        if not self.received.has(subscription.name) and stored is not None and stored():
+            self.received.advance(subscription.name, -1)  # received before this ledger was
         self.subscriptions = [*self.subscriptions, subscription]
         return subscription
 
@@ -315,6 +325,10 @@ class SCJoin:
     # -- one micro-batch --------------------------------------------------------------
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
+        with self._batch:
+            self._process_batch(batch, batch_id)
+
+    def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         due = due_subscriptions(self.subscriptions, self.active, batch_id)
         windows = []
         with job_group(self.spark, self.name, "node:windows"):
@@ -336,10 +350,53 @@ class SCJoin:
             (counts[0], counts[1]),
             strategies,
         )
-        if due and any(new_counts) and strategies:
-            stats = self._hand_over(due, windows, strategies, batch_id, stats)
+        first = [s for s in due if not self.received.has(s.name)]
+        known = [s for s in due if s not in first]
+        if known and any(new_counts) and strategies:
+            stats = self._hand_over(known, windows, strategies, batch_id, stats)
+        if first and strategies:  # their first instant: every pair of the windows is new
+            stats = self._hand_over(first, windows, strategies, batch_id, stats, every=True)
+        for subscription in first:  # received from now on (one write, once)
+            self.received.advance(subscription.name, batch_id)
         self.choices.save(batch_id, [[pl, pr, s.value] for (pl, pr), s in strategies.items()])
         self.stats.append(stats)
+
+    def open(self, name: str) -> None:
+        """Subscription ``name``'s switch may have opened: if it was never received and
+        its switch is on, it gets every pair of the windows as they stand after the
+        newest micro-batch, under that batch's id, without waiting for the next one.
+        Why: a query registered after the data reads every labelled batch still kept
+        (docs/administration.md); the windows took those batches while nobody received
+        the query, so its first instant's ISTREAM is every pair they hold. Before the
+        join's first micro-batch nothing is done: that batch is its first instant."""
+        with self._batch:
+            subscription = self.branches.get(name)
+            if subscription is None or self.received.has(name):
+                return
+            if not switched_on(self.active, name):
+                return
+            current = [
+                state.current(self._input_schema(side))
+                for state, side in zip(self.windows, self.sides, strict=True)
+            ]
+            if any(c is None for c in current):
+                return  # no micro-batch yet: its first one is this subscription's first
+            batch_id = max(c[0] for c in current if c is not None)
+            with job_group(self.spark, self.name, "node:windows"):
+                windows = [self._prepared(i, c[1]) for i, c in enumerate(current) if c]
+                counts, _new_counts = self._policy_counts(windows, batch_id)
+            strategies = self._plan(counts, batch_id + 1)  # the newest choices
+            stats = JoinStats(
+                batch_id,
+                (sum(counts[0].values()), sum(counts[1].values())),
+                (0, 0),
+                (counts[0], counts[1]),
+                strategies,
+            )
+            if strategies:
+                stats = self._hand_over([subscription], windows, strategies, batch_id, stats, True)
+            self.received.advance(name, batch_id)
+            self.stats.append(stats)
 
     def _hand_over(
         self,
@@ -348,14 +405,17 @@ class SCJoin:
         strategies: dict[tuple[str, str], Strategy],
         batch_id: int,
         stats: JoinStats,
+        every: bool = False,
     ) -> JoinStats:
         """The pairs some due subscription may see, computed once and cached while each
-        due subscription's callback takes its own view (in its own job group)."""
+        due subscription's callback takes its own view (in its own job group). ``every``:
+        all pairs of the windows, not only those new at this batch (a first instant)."""
         queries = list({s.query: None for s in due})
         pairs: DataFrame | None = None
         try:
             with job_group(self.spark, self.name, "node:pairs"):
-                joined, stats = self._join(windows, strategies, queries, batch_id, stats)
+                new = F.lit(True) if every else _new(batch_id)
+                joined, stats = self._join(windows, strategies, queries, new, stats)
                 pairs = joined.persist()
                 stats = replace(stats, joined_rows=pairs.count())
             for subscription in due:
@@ -364,7 +424,7 @@ class SCJoin:
         finally:
             if pairs is not None:
                 pairs.unpersist()
-        return replace(stats, computed=tuple(s.name for s in due))
+        return replace(stats, computed=(*stats.computed, *(s.name for s in due)))
 
     def _prepared(self, i: int, window: DataFrame) -> DataFrame:
         """A window with every column under its side's prefix, attributes in one struct."""
@@ -422,17 +482,18 @@ class SCJoin:
         windows: Sequence[DataFrame],
         strategies: dict[tuple[str, str], Strategy],
         queries: Sequence[Words],
-        batch_id: int,
+        new: Column,
         stats: JoinStats,
     ) -> tuple[DataFrame, JoinStats]:
+        """``new``: which pairs are emitted (ISTREAM: those new at this batch)."""
         left, right = windows
         pf = {pair for pair, s in strategies.items() if s is Strategy.PF}
         fp = {pair for pair, s in strategies.items() if s is Strategy.FP}
         parts = []
         if pf:
-            parts.append(self._probe_and_filter(left, right, pf, len(fp) > 0, queries, batch_id))
+            parts.append(self._probe_and_filter(left, right, pf, len(fp) > 0, queries, new))
         if fp:
-            part, classes, compatible = self._filter_and_probe(left, right, fp, queries, batch_id)
+            part, classes, compatible = self._filter_and_probe(left, right, fp, queries, new)
             stats = replace(stats, classes=classes, compatible=compatible)
             if part is not None:
                 parts.append(part)
@@ -448,10 +509,10 @@ class SCJoin:
         pairs: set[tuple[str, str]],
         restrict: bool,
         queries: Sequence[Words],
-        batch_id: int,
+        new: Column,
     ) -> DataFrame:
         L, R = SIDES
-        joined = left.join(right, (F.col(L + "key") == F.col(R + "key")) & _new(batch_id))
+        joined = left.join(right, (F.col(L + "key") == F.col(R + "key")) & new)
         if restrict:  # the other policy pairs run as FP
             table = local_frame(self.spark, sorted(pairs), _POLICY_PAIR)
             joined = joined.join(F.broadcast(table), [L + "pol", R + "pol"], "left_semi")
@@ -463,7 +524,7 @@ class SCJoin:
         right: DataFrame,
         pairs: set[tuple[str, str]],
         queries: Sequence[Words],
-        batch_id: int,
+        new: Column,
     ) -> tuple[DataFrame | None, tuple[int, int], int]:
         L, R = SIDES
         keys = [self._class_columns(0), self._class_columns(1)]
@@ -511,9 +572,7 @@ class SCJoin:
         tagged_right = right.join(F.broadcast(tables[1]), keys[1])
         joined = tagged_left.join(
             tagged_right,
-            (F.col(L + "key") == F.col(R + "key"))
-            & (F.col(PARTNER) == F.col(R + "cls"))
-            & _new(batch_id),
+            (F.col(L + "key") == F.col(R + "key")) & (F.col(PARTNER) == F.col(R + "cls")) & new,
         )
         return joined, (len(used[0]), len(used[1])), len(compatible)
 

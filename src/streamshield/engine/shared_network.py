@@ -423,6 +423,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 handle = self.handle
                 if self._pusher is None or handle is None or not handle.isActive:
                     return
+                self._open_fresh()
                 due = self._settle_owed(self._due(upto), upto)
                 if not due:
                     return

@@ -112,6 +112,16 @@ class WindowState:
             self._versions.prune(batch_id)
         return self._read(target, schema)
 
+    def current(self, schema: StructType) -> tuple[int, DataFrame] | None:
+        """The newest stored instant and its relation (rows of ``schema`` with
+        :data:`ARRIVAL`); None before the first batch."""
+        versions = self.versions()
+        if not versions:
+            return None
+        newest = max(versions)
+        full = StructType([*schema.fields, StructField(ARRIVAL, LongType(), False)])
+        return newest, self._read(self._versions.path(newest), full)
+
     def discard(self, batch_id: int) -> None:
         """Drops the version of ``batch_id``, if any: the next update computes it again."""
         self._versions.discard(batch_id)

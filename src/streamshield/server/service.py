@@ -696,6 +696,8 @@ class ServerService:
         (``-``) receiving the query's output (engine/delivery.py tells when)."""
         with suppress(BadQuerySp):  # refused and audited by the switchboard: opens nothing
             self.switches.inject(QuerySp(internal, user, sign, time.time()))
+            if sign is Sign.GRANT:  # a query never received reads the kept history now
+                self.cql.opened(internal)
 
     def networks(self, session: Any) -> list[dict]:
         """The shared networks (of selections, of windows, and shared joins) with their
@@ -768,6 +770,8 @@ class ServerService:
             self.switches.inject(QuerySp(live.internal, user, Sign(sign), time.time()))
         except (BadQuerySp, ValueError) as err:
             raise Invalid(str(err), "sp") from None
+        if Sign(sign) is Sign.GRANT:
+            self.cql.opened(live.internal)
 
     def _query_sp_ignored(self, sp: QuerySp, outcome: Outcome) -> None:
         public = self.queries.public_name(sp.query) or sp.query  # never the registry lock
