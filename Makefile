@@ -16,6 +16,7 @@ run: setup
 
 bench: setup
 	$(BIN)/python -m bench.table13
+	$(BIN)/python -m bench.served_load
 
 # Every experiment figure of the papers, re-measured (long: see docs/experiments.md);
 # `python -m bench.figures --render` only redraws them from bench/results-*.json.

@@ -58,7 +58,9 @@ class Started:
 
 
 class ServerProcess:
-    """``streamshield serve --no-example`` on ``root`` in a process group of its own."""
+    """``streamshield serve`` on ``root`` in a process group of its own (``--no-example``
+    unless ``example``: the hospital example, whose passwords land in
+    ``root/example-credentials.json``)."""
 
     def __init__(
         self,
@@ -68,11 +70,13 @@ class ServerProcess:
         log: Path | None = None,
         port: int | None = None,
         options: list[str] | None = None,
+        example: bool = False,
     ) -> None:
         """``options``: more ``streamshield serve`` options (say, a bound)."""
         self.root, self.port = root, port or free_port()
         command = [sys.executable, "-m", "streamshield.cli", "serve", "--root", str(root)]
-        command += ["--port", str(self.port), "--no-example", *(options or [])]
+        command += ["--port", str(self.port), *([] if example else ["--no-example"])]
+        command += options or []
         if catalog:
             command += ["--catalog-url", catalog]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
