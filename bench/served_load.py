@@ -263,12 +263,13 @@ class Watchers:
         self._pipe.send("newest")
         return self._pipe.recv()
 
-    def caught_up(self, sent: float, bound: float) -> float | None:
-        """Seconds until every watcher had a row of the last second before ``sent``
-        (epoch seconds), polled; None when ``bound`` seconds pass first."""
+    def caught_up(self, due: list[int], bound: float) -> float | None:
+        """Seconds until every watcher had its newest row due (``due``: per watcher, the
+        ts in ms of the newest accepted post with a row for it), polled; None when
+        ``bound`` seconds pass first."""
         began = time.monotonic()
         while time.monotonic() - began <= bound:
-            if all(ts / 1000 >= sent - 1.0 for ts in self.newest()):
+            if all(got >= want for got, want in zip(self.newest(), due, strict=True)):
                 return round(time.monotonic() - began, 1)
             time.sleep(0.25)
         return None
@@ -430,20 +431,26 @@ def summarise(step: Step, providers: list[Provider], got: list, other: list) -> 
     offered = sum(p.lines for p in posts)
     acked = sum(p.accepted for p in posts if p.status == 200)
     refused = sum(p.lines for p in posts if p.status == 503)
-    values: collections.Counter = collections.Counter()
-    for post in posts:
-        values.update(post.values)
     lo, hi = int(step.start * 1000), int(step.end * 1000)
+    sent: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    for post in posts:  # posts of two providers in one millisecond share their ts
+        sent[int(post.sent * 1000)].update(post.values)
     latencies: list[tuple[float, int]] = []
-    delivered = expected = 0
+    delivered = expected = duplicated = missing = 0
     for watcher, events in enumerate(got):
         c = threshold(watcher)
-        expected += sum(n for bpm, n in values.items() if bpm >= c)
-        for received, counts in events:
+        received: collections.Counter = collections.Counter()
+        for at, counts in events:
             for ts, n in counts.items():
                 if lo <= ts < hi:
-                    latencies.append((received - ts / 1000, n))
-                    delivered += n
+                    latencies.append((at - ts / 1000, n))
+                    received[ts] += n
+        for ts in sent.keys() | received.keys():
+            want = sum(n for bpm, n in sent[ts].items() if bpm >= c) if ts in sent else 0
+            expected += want
+            delivered += received[ts]
+            duplicated += max(0, received[ts] - want)
+            missing += max(0, want - received[ts])
     ends = collections.Counter(e for events in other for _, e in events)
     return {
         "watchers": step.watchers,
@@ -454,6 +461,8 @@ def summarise(step: Step, providers: list[Provider], got: list, other: list) -> 
         "refused_503_per_s": round(refused / seconds),
         "delivered_rows_per_s": round(delivered / seconds),
         "delivered_share": round(delivered / expected, 4) if expected else None,
+        "rows_missing": missing,
+        "rows_beyond_expected": duplicated,
         "latency_s": {
             name: None if (v := percentile(latencies, q)) is None else round(v, 3)
             for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -510,6 +519,20 @@ class Bench:
                 raise RuntimeError(f"register {name}: {answer.status_code} {answer.text[:300]}")
             self.watches.append(Watch(name, token))
 
+    def _due(self) -> list[int]:
+        """Per watcher, the ts (ms) of the newest accepted post with a row for it."""
+        due = []
+        for watcher in range(len(self.watches)):
+            c = threshold(watcher)
+            sent = [
+                int(p.sent * 1000)
+                for v in self.providers
+                for p in v.posts
+                if any(bpm >= c for bpm in p.values)
+            ]
+            due.append(max(sent, default=0))
+        return due
+
     def run_load(self, rate: float, seconds: float) -> tuple[float, float]:
         for provider in self.providers:
             provider.start(rate / len(self.providers))
@@ -526,6 +549,10 @@ class Bench:
         steps: list[Step] = []
         try:
             self.run_load(args.warmup_rate, args.warmup)
+            # Measuring starts once every watcher receives: a query's first batches
+            # (its start, the history it reads) are not the load's.
+            if reader.caught_up(self._due(), args.catch_up) is None:
+                raise RuntimeError("the watchers received nothing of the warm-up")
             for rate in args.rates:
                 step = Step(watchers, rate, rss_before=rss_mb(self.server.pid))
                 sampler = MetricsSampler(self.server, self.admin)
@@ -540,10 +567,7 @@ class Bench:
                 step.metrics = sampler.stop()
                 step.profile = profile.top() if profile else []
                 steps.append(step)
-                sent = max(
-                    (p.sent for v in self.providers for p in v.posts if p.accepted), default=0
-                )
-                step.caught_up = reader.caught_up(sent, args.catch_up)
+                step.caught_up = reader.caught_up(self._due(), args.catch_up)
         finally:
             got, other = reader.finish()
         results = [summarise(step, self.providers, got, other) for step in steps]
@@ -637,7 +661,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=60.0, help="per step")
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds, per configuration")
     parser.add_argument("--warmup-rate", type=float, default=200.0)
-    parser.add_argument("--catch-up", type=float, default=30.0, help="seconds after a step")
+    parser.add_argument(
+        "--catch-up", type=float, default=60.0, help="at most, seconds after a step"
+    )
     parser.add_argument("--providers", type=int, default=4)
     parser.add_argument("--profile", default=None, help="a directory: py-spy per step")
     parser.add_argument("--quick", action="store_true", help="a smoke run, seconds long")
@@ -649,7 +675,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if args.quick:
         args.watchers, args.rates, args.providers = [1, 2], [200], 2
-        args.seconds, args.warmup, args.catch_up = 4.0, 4.0, 6.0
+        args.seconds, args.warmup, args.catch_up = 4.0, 4.0, 90.0
     return args
 
 

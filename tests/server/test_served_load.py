@@ -19,7 +19,9 @@ def test_the_quick_served_load_delivers_every_selected_row() -> None:
     for step in result["steps"]:
         assert step["provider_errors"] == []
         assert step["acknowledged_per_s"] > 0 and step["delivered_rows_per_s"] > 0
-        assert step["delivered_share"] == 1.0  # nothing acknowledged and selected is lost
+        # every acknowledged row a selection takes arrives, once
+        assert (step["rows_missing"], step["rows_beyond_expected"]) == (0, 0)
+        assert step["delivered_share"] == 1.0
         latency = step["latency_s"]
         assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"]
         assert step["caught_up_s"] is not None
