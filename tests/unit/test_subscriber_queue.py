@@ -87,7 +87,7 @@ def test_lagging_comes_in_order_with_the_rows_and_again_after_catching_up() -> N
             queue.push(batch, [{"x": batch}])
         await asyncio.sleep(0)
         for _ in range(4):  # three batches and the notice: caught up
-            seen.append((await anext(events)).event)
+            seen.append((await asyncio.wait_for(anext(events), 10)).event)
         for batch in range(3, 6):
             queue.push(batch, [{"x": batch}])
         queue.close("done")
