@@ -4,9 +4,12 @@ bounded by batches and by bytes (server/subscriptions.py)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamshield.engine.shared_rows import SharedRows
 from streamshield.server import subscriptions
@@ -141,3 +144,43 @@ def test_a_dropped_or_revoked_subscriber_holds_no_rows(end: str) -> None:
     batches, size, items = asyncio.run(run())
     assert (batches, size) == (0, 0)
     assert items == ([] if end == "revoke" else ["lagging"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.one_of(st.integers(1, 3000), st.just(0)), max_size=60),
+    maxsize=st.integers(1, 6),
+    max_bytes=st.integers(500, 8000),
+)
+def test_whatever_the_pace_the_queue_stays_within_its_bounds(steps, maxsize, max_bytes) -> None:
+    """Pushes (a batch of n bytes of payload) and reads (0) in any order: the backlog
+    never passes either bound (but for one batch alone), batches come in order, each
+    lag episode is told once before any drop, and after a drop nothing but the end."""
+
+    async def run():
+        queue = SubscriberQueue(asyncio.get_running_loop(), maxsize, max_bytes)
+        events, seen, batch = queue.events(), [], 0
+        for step in steps:
+            if step:
+                batch += 1
+                queue.push(batch, [{"v": "x" * step}])
+            elif queue._items or (queue.ended and not (seen and seen[-1].event == "dropped")):
+                seen.append(await asyncio.wait_for(anext(events), 10))
+            await asyncio.sleep(0)
+            assert queue._batches <= maxsize
+            assert queue._bytes <= max_bytes or queue._batches == 1
+        queue.close("done")
+        await asyncio.sleep(0)
+        if not (seen and seen[-1].event == "dropped"):
+            seen += [e async for e in events]
+        return seen
+
+    seen = asyncio.run(run())
+    names = [e.event for e in seen]
+    assert names[-1] in ("closed", "dropped") and names.count(names[-1]) == 1
+    ids = [json.loads(e.data)["batch"] for e in seen if e.event == "rows"]
+    assert ids == sorted(set(ids))
+    for before, after in itertools.pairwise(names):
+        assert not (before == "lagging" and after == "lagging")
+    if names[-1] == "dropped":
+        assert "lagging" in names

@@ -14,7 +14,8 @@ the query for anyone else. Its queue is bounded by batches (``maxsize``) and by 
 bytes of their encoded events (``max_bytes``; a single batch larger than that is still
 sent when nothing else is queued). Past half of either bound it gets one ``lagging``
 event, in order with its rows (again only once it has caught up); past the bound its
-queued rows are discarded and it gets ``dropped``.
+queued rows are discarded and it gets ``dropped`` (always after a ``lagging``, also when one
+big batch leapt from under half to past the bound).
 
 Events: ``rows`` (``{"batch": id, "rows": [...]}``, the SSE ``id`` is the batch id),
 ``gap`` (a resumed subscription asked for batches no longer stored: ``{"first",
@@ -173,6 +174,8 @@ class SubscriberQueue:
         if event.event == "rows":
             if self._full(event):
                 bound = "batches" if self._batches >= self._maxsize else "bytes"
+                if not self._lagging:  # one batch leapt past half: told all the same
+                    self._items.append(notice_event("lagging", {"behind": self._batches + 1}))
                 self._finish(_End("dropped", f"slow consumer: too many undelivered {bound}"))
                 return
             self._batches += 1
@@ -206,7 +209,7 @@ class SubscriberQueue:
                 if event.event == "rows":
                     self._batches -= 1
                     self._bytes -= event.size
-                if not self._batches:
+                if not self._items:  # caught up: the next lag is told again
                     self._lagging = False
                 self._room.set()
                 yield event
