@@ -4,14 +4,15 @@ The output (a :class:`~streamshield.server.queries.LiveQuery` or a registered pa
 has a :class:`~streamshield.engine.delivery.Delivery` (SecFilter per subscriber), a
 :class:`~streamshield.engine.result_store.ResultStore` (what a resumed subscription
 replays), an ``output`` stream name and ``closers`` (how its end reaches the stream).
-Each delivered batch is first re-checked by ``allowed(token)`` (once per batch and
-session: subscriptions of one session are one recipient class, handed one shared list,
-which remembers the verdict; :class:`~streamshield.engine.shared_rows.SharedRows`): a
-logout, an expired session or a revoked right ends the stream; the server's one-second
-re-check of
+Each delivered batch is first re-checked by ``allowed(token)``: a logout, an expired
+session or a revoked right ends the stream; the server's one-second re-check of
 :class:`~streamshield.server.subscriptions.LiveSubscriptions` ends it even when no
-batch comes. Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored
-later batch once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
+batch comes. The check runs once per batch and session, not per subscription: the
+subscriptions of one session are one recipient class, handed one shared list that
+remembers the verdict (:class:`~streamshield.engine.shared_rows.SharedRows`).
+
+Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored later batch
+once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
 """
 
 from __future__ import annotations
