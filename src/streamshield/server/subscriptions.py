@@ -14,14 +14,14 @@ the query for anyone else. Its queue is bounded by batches (``maxsize``) and by 
 bytes of their encoded events (``max_bytes``; a single batch larger than that is still
 sent when nothing else is queued). Past half of either bound it gets one ``lagging``
 event, in order with its rows (again only once it has caught up); past the bound its
-queued rows are discarded and it gets ``dropped`` (always after a ``lagging``, also when one
-big batch leapt from under half to past the bound).
+queued rows are discarded and it gets ``dropped``, always after a ``lagging`` (also when
+one big batch leapt from under half the bound to past it).
 
 Events: ``rows`` (``{"batch": id, "rows": [...]}``, the SSE ``id`` is the batch id),
 ``gap`` (a resumed subscription asked for batches no longer stored: ``{"first",
 "last"}``), ``replayed`` (a resumed subscription has had every stored batch: ``{"last":
 id}``, live batches follow), ``lagging`` (``{"behind": n}``: n batches are queued for it,
-more than half its bound), ``closed`` (``{"reason": ...}``: access revoked, session
+past half its bound in batches or bytes), ``closed`` (``{"reason": ...}``: access revoked, session
 ended, query stopped or removed) and ``dropped`` (``{"reason": ...}``: too many
 undelivered batches or bytes).
 
