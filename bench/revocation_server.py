@@ -319,8 +319,9 @@ class Subscriber:
         return [t for t, event, _ in self.events if event == "rows"]
 
     def end(self) -> tuple[float, str] | None:
-        """The first non-rows event (``closed``, ``dropped``, ...) and when it came."""
-        return next(((t, e) for t, e, _ in self.events if e != "rows"), None)
+        """The first event that ends the stream (``closed``, ``dropped``, ...: neither
+        ``rows`` nor ``lagging``) and when it came."""
+        return next(((t, e) for t, e, _ in self.events if e not in ("rows", "lagging")), None)
 
     def close(self) -> None:
         """Ends the stream without touching the reader's TLS state (see the conftest)."""

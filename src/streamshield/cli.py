@@ -732,13 +732,18 @@ def client_subscribe(name: str, limit: int) -> None:
     """Print a query's results as they arrive, one JSON object a line (rows you may read).
 
     A row's ``_masked`` lists its columns hidden from you (null because masked, not
-    because the value is null). An ``error`` or ``end`` event ends the command (exit 1).
+    because the value is null). A ``lagging`` event (the server has more than half its
+    bound queued for you) is a warning on stderr; any other event ends the command
+    (exit 1).
     """
     import json
 
     seen = 0
     with _client() as api:
         for event, data in api.subscribe(name):
+            if event == "lagging":  # told, not dropped: reading on is how to catch up
+                click.echo(f"[lagging] {data.get('behind')} batches behind", err=True)
+                continue
             if event != "rows":
                 message = data.get("reason") or data.get("message") or ""
                 if output_format() == "json":

@@ -1,4 +1,4 @@
-"""INSERT SP, system settings and operator limits, query status, audit and slow consumers
+"""INSERT SP, system settings and operator limits, query status, audit and revocation
 through the real server (one server for the module; tests run in file order).
 
 Each test tries to break one rule; it fails if that protection is removed.
@@ -10,10 +10,8 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 
-import httpx
 import pytest
 
 from streamshield.policy.elements import Channel
@@ -23,7 +21,6 @@ from tests.server.conftest import PASSWORD, Subscriber, audit_text, poll, sp_lin
 pytestmark = pytest.mark.spark
 
 SECRET = "SECRET_SYMBOL_42"
-MARK = 100_000  # length of the slow-consumer test's marker rows
 
 
 def _grant(client, permission, kind, obj, role=None, user=None, revoke=False) -> None:
@@ -217,65 +214,6 @@ def test_audit_shows_own_entries_and_drops_carry_ids_and_counts_only(server, wor
     own = al.get("/audit", params={"limit": 1000}).json()["entries"]
     assert own and {e["actor"] for e in own} == {"al"}
     assert al.get("/audit", params={"user": "mallory"}).json()["entries"] == []
-
-
-# -- slow consumers ------------------------------------------------------------------------------
-
-
-class _Reader:
-    """An SSE client that reads everything it is sent."""
-
-    def __init__(self, client: httpx.Client, name: str) -> None:
-        self.sub = Subscriber(client, name)
-
-    def batches(self) -> list[int]:
-        """Batches of the test's marker rows (real results may arrive in between)."""
-        return [
-            data["batch"]
-            for event, data in self.sub.events
-            if event == "rows" and any(len(r.get("symbol") or "") == MARK for r in data["rows"])
-        ]
-
-
-def test_a_slow_consumer_is_dropped_and_a_reading_one_is_not(server, world) -> None:
-    """Batches are handed to the subscriptions exactly where Delivery hands them over
-    (after SecFilter), so the test does not depend on how fast Spark produces rows."""
-    al = server.login("al", ["CUSTOMER1"])
-    query = server.service.queries.get("mine")
-    reader = _Reader(server.login("al", ["CUSTOMER1"]), "mine")
-    stalled = server.login("al", ["CUSTOMER1"])
-    opened = threading.Event()
-    stalled_events: list[tuple[str, dict]] = []
-    resume = threading.Event()
-
-    def stall() -> None:
-        from streamshield.client import parse_sse
-
-        with stalled.stream(
-            "GET", "/queries/mine/subscribe", timeout=httpx.Timeout(30, read=None)
-        ) as response:
-            opened.set()
-            resume.wait(120)  # reads nothing until the server has given up on it
-            stalled_events.extend(parse_sse(response.iter_lines()))
-
-    thread = threading.Thread(target=stall, daemon=True)
-    thread.start()
-    assert opened.wait(30)
-    poll(lambda: len(query.delivery.subscriptions) == 2, timeout=30)
-    row = {"symbol": "X" * MARK, "price": 1.0}
-    for i in range(200):
-        for subscription in query.delivery.subscriptions:
-            subscription.deliver([row])
-        poll(lambda i=i: len(reader.batches()) > i, timeout=30, every=0.01)
-    poll(lambda: len(query.delivery.subscriptions) == 1, timeout=30)  # the stalled one left
-    resume.set()
-    thread.join(60)
-    assert stalled_events and stalled_events[-1][0] == "dropped"
-    assert len([e for e, _ in stalled_events if e == "rows"]) < 200
-    assert len(reader.batches()) == 200
-    assert not any(event == "dropped" for event, _ in reader.sub.events)
-    reader.sub.close()
-    assert al.get("/catalog").status_code == 200
 
 
 # -- live revocation (SecFilter with current rights) ---------------------------------------------

@@ -37,29 +37,28 @@ from pyspark.sql import types as T
 from streamshield.engine.driver_rows import driver_arrow, is_local
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.observed_collect import collect_observed
+from streamshield.engine.shared_rows import SharedRows
 
 audit = logging.getLogger("streamshield.audit")
-
-Dicts = list[dict[str, Any]]
 
 
 class CollectedRows:
     """One job's rows: a column per recipient class, each made a list of dicts once
-    (subscribers of one class, and equal classes of several outputs, share it;
-    receivers must not mutate it)."""
+    (subscribers of one class, and equal classes of several outputs, share it and what
+    is derived from it: :class:`~streamshield.engine.shared_rows.SharedRows`)."""
 
     def __init__(self, table: pa.Table | None = None, rows: list[Row] | None = None) -> None:
         self._table, self._rows = table, rows
-        self._dicts: dict[int, Dicts] = {}
+        self._dicts: dict[int, SharedRows] = {}
 
-    def dicts(self, position: int) -> Dicts:
+    def dicts(self, position: int) -> SharedRows:
         """The non-NULL structs of column ``position``, in row order."""
         if position not in self._dicts:
             with gc_paused():  # a dict and a list a row: no cycles, but collections
-                self._dicts[position] = self._made(position)
+                self._dicts[position] = SharedRows(self._made(position))
         return self._dicts[position]
 
-    def _made(self, position: int) -> Dicts:
+    def _made(self, position: int) -> list[dict[str, Any]]:
         if self._table is not None:
             column = pc.drop_null(self._table.column(position))
             if not column.chunks:

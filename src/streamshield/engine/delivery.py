@@ -317,8 +317,10 @@ class Delivery:
         for position, key in zip(positions, planned.live, strict=True):
             # One list for every subscriber with equal rows: a copy per subscriber made
             # the driver's memory grow with the number of subscribers times the batch (50
-            # copies in the soak). Receivers must not mutate it (the SSE queue only
-            # serialises it).
+            # copies in the soak). Receivers must not mutate it; what they derive from it
+            # (the SSE event's bytes) they make once for all of them (SharedRows.once).
+            # This thread only hands it over: a receiver queues it and returns, so no
+            # subscriber's socket holds it.
             mine = rows.dicts(position)
             for subscription in planned.classes[key]:
                 self._hand_over(subscription, mine, batch_id)

@@ -79,6 +79,7 @@ from streamshield.server.service import ServerService
 from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
 from streamshield.server.stop_answers import StopAnswers
 from streamshield.server.strict_query import known_query_only
+from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 HANDLED: tuple[type[Exception], ...] = (
     ApiError,
@@ -97,7 +98,8 @@ _FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed"}
 def create_app(
     service: ServerService,
     *,
-    queue_size: int = 64,
+    queue_size: int = DEFAULT_QUEUE,
+    queue_bytes: int = DEFAULT_QUEUE_BYTES,
     metrics_token: str | None = None,
     login_workers: int | None = None,
     login_waiting: int = DEFAULT_WAITING,
@@ -106,7 +108,8 @@ def create_app(
     answers (:mod:`.stop_answers`).
 
     ``login_workers`` password checks at once (default: one per core, at most 4), at
-    most ``login_waiting`` more queued (:mod:`.login_gate`)."""
+    most ``login_waiting`` more queued (:mod:`.login_gate`). A subscriber lagging more
+    than ``queue_size`` batches or ``queue_bytes`` bytes is dropped (:mod:`.subscriptions`)."""
     app = FastAPI(
         title="streamshield",
         version=__version__,
@@ -134,7 +137,7 @@ def create_app(
     app.openapi = _openapi  # type: ignore[method-assign]
     app.include_router(operations.router(service, metrics_token))
     app.include_router(networks.router(service))
-    app.include_router(patterns.router(service, queue_size))
+    app.include_router(patterns.router(service, queue_size, queue_bytes))
     app.include_router(me.router(service))
     app.include_router(stream_ingest.router(service))
     app.include_router(console.router())
@@ -359,6 +362,7 @@ def create_app(
             after,
             queue_size,
             lambda token: service.may_still_subscribe(token, query.output),
+            queue_bytes,
         )
 
     return StopAnswers(BodyLimit(app))

@@ -7,8 +7,12 @@ replays), an ``output`` stream name and ``closers`` (how its end reaches the str
 Each delivered batch is first re-checked by ``allowed(token)``: a logout, an expired
 session or a revoked right ends the stream; the server's one-second re-check of
 :class:`~streamshield.server.subscriptions.LiveSubscriptions` ends it even when no
-batch comes. Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored
-later batch once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
+batch comes. The check runs once per batch and session, not per subscription: the
+subscriptions of one session are one recipient class, handed one shared list that
+remembers the verdict (:class:`~streamshield.engine.shared_rows.SharedRows`).
+
+Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored later batch
+once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,15 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from sse_starlette import EventSourceResponse
 
+from streamshield.engine.shared_rows import SharedRows
 from streamshield.faults import crash_point
 from streamshield.server.errors import Invalid
-from streamshield.server.subscriptions import Resume, SubscriberQueue, Watched
+from streamshield.server.subscriptions import (
+    DEFAULT_QUEUE_BYTES,
+    Resume,
+    SubscriberQueue,
+    Watched,
+)
 
 PING_SECONDS = 15
 
@@ -62,14 +72,23 @@ def stream_rows(
     after: int | None,
     queue_size: int,
     allowed: Callable[[str], bool],
+    queue_bytes: int = DEFAULT_QUEUE_BYTES,
 ) -> EventSourceResponse:
-    """The SSE response serving ``target``'s rows to the caller (checked already)."""
-    queue = SubscriberQueue(asyncio.get_running_loop(), queue_size)
+    """The SSE response serving ``target``'s rows to the caller (checked already); its
+    queue holds at most ``queue_size`` batches and ``queue_bytes`` bytes of them."""
+    queue = SubscriberQueue(asyncio.get_running_loop(), queue_size, queue_bytes)
     resume = Resume(queue, after, hold=queue_size)
+
+    def still_allowed(rows: list[dict]) -> bool:
+        """``allowed(token)`` now; once per batch for every subscription of this session
+        to this output (they share the list: one class)."""
+        if isinstance(rows, SharedRows):
+            return rows.once(("allowed", id(target.delivery), token), lambda: allowed(token))
+        return allowed(token)
 
     def deliver(rows: list[dict], batch_id: int | None = None) -> None:
         # Per batch, not per row.
-        if not allowed(token):
+        if not still_allowed(rows):
             queue.revoke("access revoked or session ended")
             return
         crash_point("subscriber.serving")

@@ -2,21 +2,34 @@
 
 Delivery (SecFilter) calls a subscriber's ``push`` once per micro-batch from Spark's
 callback thread with the rows that subscriber may receive; the queue hands them to the
-event loop serving the SSE response. A subscriber that does not keep up is dropped
-with a clear ``dropped`` event instead of letting its backlog grow without bound (C3):
-one slow client must not hold server memory or slow the query for everyone else.
+event loop serving the SSE response. That thread only encodes and enqueues: the rows of
+one recipient class are one :class:`~streamshield.engine.shared_rows.SharedRows` list,
+so their ``rows`` event is encoded once per batch (JSON and SSE framing, the bytes
+sent as they are) and the same event object is queued to every subscriber of the class;
+the event loop only writes bytes. Socket writes never run in Spark's thread.
+
+A subscriber that does not keep up is told, then dropped, instead of letting its
+backlog grow without bound (C3): one slow client must not hold server memory or slow
+the query for anyone else. Its queue is bounded by batches (``maxsize``) and by the
+bytes of their encoded events (``max_bytes``; a single batch larger than that is still
+sent when nothing else is queued). Past half of either bound it gets one ``lagging``
+event, in order with its rows (again only once it has caught up); past the bound its
+queued rows are discarded and it gets ``dropped``, always after a ``lagging`` (also when
+one big batch leapt from under half the bound to past it).
 
 Events: ``rows`` (``{"batch": id, "rows": [...]}``, the SSE ``id`` is the batch id),
 ``gap`` (a resumed subscription asked for batches no longer stored: ``{"first",
 "last"}``), ``replayed`` (a resumed subscription has had every stored batch: ``{"last":
-id}``, live batches follow), ``closed``
-(``{"reason": ...}``: access revoked, session ended, query stopped or removed) and
-``dropped``.
+id}``, live batches follow), ``lagging`` (``{"behind": n}``: n batches are queued for it,
+past half its bound in batches or bytes), ``closed`` (``{"reason": ...}``: access revoked, session
+ended, query stopped or removed) and ``dropped`` (``{"reason": ...}``: too many
+undelivered batches or bytes).
 
 Resuming (:class:`Resume`): a subscriber that lost its connection (or the server) comes
 back with the last batch id it got (``?after=`` or the SSE ``Last-Event-ID`` header) and
 gets every later batch once: the stored ones replayed from the query's result store, then
-the live ones, each batch id at most once and in order.
+the live ones, each batch id at most once and in order. Replayed batches are encoded per
+subscriber, off the event loop.
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -31,14 +45,51 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
+from streamshield.engine.shared_rows import SharedRows
+
 DEFAULT_QUEUE = 64  # micro-batches a subscriber may lag behind before it is dropped
+DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
+"""Bytes of encoded events a subscriber may lag behind before it is dropped."""
 
 
-@dataclass(frozen=True)
-class _Rows:
-    batch: int
-    rows: list[dict[str, Any]]
-    event: str = "rows"
+class Encoded(ServerSentEvent):
+    """An SSE event encoded once: :meth:`encode` gives the same bytes object to every
+    response it is queued for (sse-starlette writes bytes as they are)."""
+
+    def __init__(self, event: str, data: str, ident: str | None = None) -> None:
+        # Not ServerSentEvent.__init__: the event is kept as its bytes only.
+        self.event, self.id, self.retry, self.comment = event, ident, None, None
+        self.frame = ServerSentEvent(data, event=event, id=ident).encode()
+
+    @property
+    def data(self) -> str:  # type: ignore[override]
+        """The event's data line (for readers of the object; the wire has the frame)."""
+        line = next(x for x in self.frame.split(b"\r\n") if x.startswith(b"data: "))
+        return line[len(b"data: ") :].decode()
+
+    @property
+    def size(self) -> int:
+        return len(self.frame)
+
+    def encode(self) -> bytes:
+        return self.frame
+
+
+def rows_event(batch: int, rows: list[dict[str, Any]]) -> Encoded:
+    """The ``rows`` event of ``batch``: made once for every subscriber of a class (whose
+    rows are one :class:`SharedRows`). ``json.dumps`` with ``default=str`` is the wire
+    format (its C encoder is the fastest one installed)."""
+    if isinstance(rows, SharedRows):
+        return rows.once(("sse rows", batch), lambda: encode_rows(batch, rows))
+    return encode_rows(batch, rows)
+
+
+def encode_rows(batch: int, rows: list[dict[str, Any]]) -> Encoded:
+    return Encoded("rows", json.dumps({"batch": batch, "rows": rows}, default=str), str(batch))
+
+
+def notice_event(event: str, data: dict[str, Any]) -> Encoded:
+    return Encoded(event, json.dumps(data, default=str))
 
 
 @dataclass(frozen=True)
@@ -50,13 +101,28 @@ class _End:
 
 
 class SubscriberQueue:
-    """Thread-safe producer side (``push``/``close``), async consumer side (``events``)."""
+    """Thread-safe producer side (``push``/``close``), async consumer side (``events``).
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, maxsize: int = DEFAULT_QUEUE) -> None:
+    Everything but ``push``'s encoding runs on the event loop (``call_soon_threadsafe``),
+    so the queue's state needs no lock."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        maxsize: int = DEFAULT_QUEUE,
+        max_bytes: int = DEFAULT_QUEUE_BYTES,
+    ) -> None:
         self._loop = loop
-        self._queue: asyncio.Queue[_Rows | _End] = asyncio.Queue(maxsize)
+        self._maxsize, self._max_bytes = maxsize, max_bytes
+        self._items: deque[Encoded] = deque()
+        self._batches = 0
+        self._bytes = 0
+        """Batches (``rows`` events) queued, and the bytes of their events."""
+        self._lagging = False
+        """Told it is lagging since it last caught up (nothing queued)."""
+        self._ready = asyncio.Event()  # something queued, or the end
+        self._room = asyncio.Event()  # something left the queue, or the end
         self._ended: _End | None = None
-        self._ended_event = asyncio.Event()
         self.on_end: Callable[[], None] | None = None
 
     @property
@@ -64,18 +130,24 @@ class SubscriberQueue:
         return self._ended is not None
 
     def push(self, batch: int, rows: list[dict[str, Any]]) -> None:
-        """Called from any thread with one batch's delivered rows."""
+        """Called from any thread with one batch's delivered rows; encodes them in the
+        calling thread (once per class: :func:`rows_event`), queues on the loop."""
         if rows and not self.ended:
-            self._call(self._put, _Rows(batch, rows))
+            self._call(self._put, rows_event(batch, rows))
 
     async def put(self, batch: int, rows: list[dict[str, Any]]) -> None:
         """From the event loop, waiting for room: replayed batches are not a slow consumer."""
-        if rows and not self.ended:
-            await self._queue.put(_Rows(batch, rows))
+        if not rows or self.ended:
+            return
+        event = await asyncio.to_thread(encode_rows, batch, rows)
+        while not self.ended and self._full(event):
+            self._room.clear()
+            await self._room.wait()
+        self._put(event, live=False)
 
     def notice(self, event: str, data: dict[str, Any]) -> None:
         """An event about the stream itself (``gap``, ``replayed``), in order with rows."""
-        self._call(self._put, _Rows(-1, [data], event))
+        self._call(self._put, notice_event(event, data))
 
     def close(self, reason: str, event: str = "closed") -> None:
         """Ends the stream after what is queued (from any thread)."""
@@ -85,53 +157,68 @@ class SubscriberQueue:
         """Ends the stream at once: queued rows are dropped, not delivered."""
         self._call(self._finish, _End("closed", reason, discard=True))
 
-    def _call(self, fn: Callable[[Any], None], arg: Any) -> None:
+    def _call(self, fn: Callable[..., None], arg: Any) -> None:
         # A closed loop means the client left: there is nothing to deliver to.
         with suppress(RuntimeError):
             self._loop.call_soon_threadsafe(fn, arg)
 
-    def _put(self, item: _Rows) -> None:
+    def _full(self, event: Encoded) -> bool:
+        """No room for ``event`` (a batch fits an empty queue whatever its size)."""
+        return self._batches > 0 and (
+            self._batches >= self._maxsize or self._bytes + event.size > self._max_bytes
+        )
+
+    def _put(self, event: Encoded, live: bool = True) -> None:
         if self.ended:
             return
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            self._finish(_End("dropped", "slow consumer: too many undelivered batches"))
+        if event.event == "rows":
+            if self._full(event):
+                bound = "batches" if self._batches >= self._maxsize else "bytes"
+                if not self._lagging:  # one batch leapt past half: told all the same
+                    self._items.append(notice_event("lagging", {"behind": self._batches + 1}))
+                self._finish(_End("dropped", f"slow consumer: too many undelivered {bound}"))
+                return
+            self._batches += 1
+            self._bytes += event.size
+        self._items.append(event)
+        behind = self._batches > self._maxsize / 2 or self._bytes > self._max_bytes / 2
+        if live and behind and not self._lagging:
+            self._lagging = True
+            self._items.append(notice_event("lagging", {"behind": self._batches}))
+        self._ready.set()
 
     def _finish(self, end: _End) -> None:
         if self.ended:
             return
         self._ended = end
-        self._ended_event.set()
+        if end.discard or end.event == "dropped":  # its rows are not sent: free them now
+            kept = () if end.discard else [e for e in self._items if e.event != "rows"]
+            self._items = deque(kept)
+            self._batches = self._bytes = 0
+        self._ready.set()
+        self._room.set()
         if self.on_end is not None:
             self.on_end()
 
     async def events(self) -> AsyncIterator[ServerSentEvent]:
-        """Rows as they come; a drop ends the stream at once, a close after the backlog."""
+        """What is queued as it comes, then the end (a drop or revocation has discarded
+        the rows still queued; a close sends them first)."""
         while True:
-            if self._ended is not None and (self._ends_now() or self._queue.empty()):
-                yield _event(self._ended.event, {"reason": self._ended.reason})
+            if self._items:
+                event = self._items.popleft()
+                if event.event == "rows":
+                    self._batches -= 1
+                    self._bytes -= event.size
+                if not self._items:  # caught up: the next lag is told again
+                    self._lagging = False
+                self._room.set()
+                yield event
+            elif self._ended is not None:
+                yield notice_event(self._ended.event, {"reason": self._ended.reason})
                 return
-            getter = asyncio.ensure_future(self._queue.get())
-            ended = asyncio.ensure_future(self._ended_event.wait())
-            try:
-                await asyncio.wait({getter, ended}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                ended.cancel()
-                if not getter.done():
-                    getter.cancel()
-            if getter.done() and not getter.cancelled():
-                item = getter.result()
-                if isinstance(item, _Rows) and not (self._ended is not None and self._ends_now()):
-                    if item.event != "rows":
-                        yield _event(item.event, item.rows[0])
-                    else:
-                        data = {"batch": item.batch, "rows": item.rows}
-                        yield _event("rows", data, str(item.batch))
-
-    def _ends_now(self) -> bool:
-        assert self._ended is not None
-        return self._ended.event == "dropped" or self._ended.discard
+            else:
+                self._ready.clear()
+                await self._ready.wait()
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,7 +316,3 @@ class Resume:
                     self.last = batch
                     self._queue.push(batch, rows)
             self._held, self._replaying = [], False
-
-
-def _event(name: str, data: dict[str, Any], ident: str | None = None) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(data, default=str), event=name, id=ident)

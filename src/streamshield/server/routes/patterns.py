@@ -21,7 +21,7 @@ from sse_starlette import EventSourceResponse
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors
 from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
-from streamshield.server.subscriptions import DEFAULT_QUEUE
+from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 
 class PatternBody(BaseModel):
@@ -86,7 +86,9 @@ class PatternRows(BaseModel):
     )
 
 
-def router(service: Any, queue_size: int = DEFAULT_QUEUE) -> APIRouter:
+def router(
+    service: Any, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
+) -> APIRouter:
     api = APIRouter(tags=["patterns"])
     patterns = service.patterns
 
@@ -175,6 +177,7 @@ def router(service: Any, queue_size: int = DEFAULT_QUEUE) -> APIRouter:
             after,
             queue_size,
             lambda token: patterns.may_still_receive(token, name),
+            queue_bytes,
         )
 
     return api
