@@ -203,7 +203,7 @@ class SqlCatalog:
     def advance_seq(self, channel: Channel, seq: int) -> None:
         """Records ``seq`` as accepted; never moves a channel backwards."""
         current = t.channel_seqs.c.seq
-        with transaction(self.engine, write=True) as db:
+        with transaction(self.engine, write=True, versioned=False) as db:
             upsert(
                 db,
                 t.channel_seqs,
@@ -214,7 +214,7 @@ class SqlCatalog:
 
     def count_rejection(self, stream: str | None, reason: str, n: int = 1) -> None:
         """Adds ``n`` rejections of ``reason`` for ``stream`` (None: not attributable)."""
-        with transaction(self.engine, write=True) as db:
+        with transaction(self.engine, write=True, versioned=False) as db:
             upsert(
                 db,
                 t.rejections,
