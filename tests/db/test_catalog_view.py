@@ -151,7 +151,6 @@ def test_every_versioned_table_has_its_trigger(sec) -> None:
         "set_user_roles",
         "disable",
         "logout",
-        "login",
         "hierarchy",
         "add_stream",
         "define_coi_class",
@@ -170,8 +169,6 @@ def test_each_kind_of_change_moves_the_version(sec, change) -> None:
         sec.set_disabled(admin, "al", True)
     elif change == "logout":
         sec.logout(admin.token)
-    elif change == "login":
-        sec.login("al", "al-pw")
     elif change == "hierarchy":
         sec.catalog.set_roles([*ROLES, "NEW"], EDGES)
     elif change == "add_stream":
@@ -181,9 +178,14 @@ def test_each_kind_of_change_moves_the_version(sec, change) -> None:
     assert sec._version() > before
 
 
-def test_audit_sequence_numbers_and_rejections_leave_the_version(sec) -> None:
-    """Written on the data path (per batch, per append): they must not churn it."""
+def test_audit_sequence_numbers_rejections_and_logins_leave_the_version(sec) -> None:
+    """Written on the data path (per batch, per append) or by every login: they must not
+    churn it. A new session invalidates nothing: what is kept is keyed by tokens."""
+    al = sec.login("al", "al-pw")
+    assert sec.can_subscribe(al, "s1")
     generation, before = sec.changes, sec._version()
+    other = sec.login("al", "al-pw")
+    assert sec.can_subscribe(other, "s1")
     sec.record_drop("al", S1, 3, policy_ids=["p"])
     sec.catalog.advance_seq(Channel("s1", "ed"), 7)
     sec.catalog.count_rejection("s1", "late", 2)
@@ -191,6 +193,8 @@ def test_audit_sequence_numbers_and_rejections_leave_the_version(sec) -> None:
         sec.login("al", "wrong")  # a login failure only: no session
     assert sec._version() == before
     assert sec.changes == generation
+    sec.logout(other.token)  # ending one does
+    assert sec._version() > before
     assert sec.audit_entries(joe(sec), AuditFilter(limit=10))  # the audit was written
 
 
@@ -289,6 +293,14 @@ def test_expiry_ends_a_kept_session_without_any_change(sec, clock) -> None:
     assert not sec.session_expired()
     with pytest.raises(AuthError):  # ...and still refused, read afresh
         sec.session(al.token)
+
+
+def test_a_login_sweeping_an_expired_session_moves_the_version(sec, clock) -> None:
+    al = sec.login("al", "al-pw")
+    clock.now = al.expires_at
+    before = sec._version()
+    sec.login("al", "al-pw")
+    assert sec._version() > before
 
 
 def test_an_unreadable_version_keeps_nothing_and_denies(sec) -> None:

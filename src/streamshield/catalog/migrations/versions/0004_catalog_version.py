@@ -12,6 +12,12 @@ statement. Readers keep what they derived from those tables only while the numbe
 put (``streamshield.catalog.view``). Tables written on the data path (sequence numbers,
 rejection counts, the audit log, login failures) and the settings and quotas, from which
 no right is derived, have no trigger: writing them never invalidates anything.
+
+A new session (a login) moves nothing either: what is kept is keyed by a session's
+token, a new token is never among it, and ending, changing or sweeping sessions (an
+update or delete) still moves the version. So a login does not make every live
+subscription be re-checked. On PostgreSQL the sessions trigger is per row, so the
+sweep of expired sessions at each login moves the version only when it removes one.
 """
 
 from __future__ import annotations
@@ -65,26 +71,41 @@ def upgrade() -> None:
             f"SET search_path FROM CURRENT AS $$ BEGIN {_BUMP}; RETURN NULL; END $$"
         )
         for table in VERSIONED:
+            if table == "sessions":
+                op.execute(
+                    f"CREATE TRIGGER {table}_changed AFTER UPDATE OR DELETE ON {table} "
+                    f"FOR EACH ROW EXECUTE FUNCTION {_PG_FUNCTION}()"
+                )
+                op.execute(
+                    f"CREATE TRIGGER {table}_truncated_changed AFTER TRUNCATE ON {table} "
+                    f"FOR EACH STATEMENT EXECUTE FUNCTION {_PG_FUNCTION}()"
+                )
+                continue
             op.execute(
                 f"CREATE TRIGGER {table}_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE "
                 f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {_PG_FUNCTION}()"
             )
         return
     for table in VERSIONED:
-        for action in ("INSERT", "UPDATE", "DELETE"):
+        for action in _actions(table):
             op.execute(
                 f"CREATE TRIGGER {table}_{action.lower()}_changed AFTER {action} ON {table} "
                 f"BEGIN {_BUMP}; END"
             )
 
 
+def _actions(table: str) -> tuple[str, ...]:
+    return ("UPDATE", "DELETE") if table == "sessions" else ("INSERT", "UPDATE", "DELETE")
+
+
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         for table in VERSIONED:
             op.execute(f"DROP TRIGGER IF EXISTS {table}_changed ON {table}")
+        op.execute("DROP TRIGGER IF EXISTS sessions_truncated_changed ON sessions")
         op.execute(f"DROP FUNCTION IF EXISTS {_PG_FUNCTION}()")
     else:
         for table in VERSIONED:
-            for action in ("insert", "update", "delete"):
-                op.execute(f"DROP TRIGGER IF EXISTS {table}_{action}_changed")
+            for action in _actions(table):
+                op.execute(f"DROP TRIGGER IF EXISTS {table}_{action.lower()}_changed")
     op.drop_table("catalog_version")
