@@ -144,10 +144,12 @@ def test_failures_are_not_kept(view, catalog) -> None:
 def test_too_many_answers_start_afresh(catalog, clock) -> None:
     view = CatalogView(catalog.read_version, poll_seconds=POLL, max_entries=3, clock=clock)
     generation = view.generation
-    for key in range(4):
-        view.lookup(key, catalog.read_value)
-    assert view.generation > generation
-    assert len(view.kept("")) == 0 and view.lookup(0, catalog.read_value) == 0
+    for key in range(3):
+        view.lookup(("k", key), catalog.read_value)
+    assert len(view.kept("k")) == 3
+    view.lookup(("k", 3), catalog.read_value)
+    assert view.generation > generation and view.kept("k") == []
+    assert view.lookup(("k", 0), catalog.read_value) == 0
 
 
 def test_kept_lists_one_kind(view, catalog) -> None:
