@@ -189,6 +189,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         self.clock = clock
         self.view = CatalogView(self._version, poll_seconds=view_poll_seconds)
         on_write(self.engine, self.view.written)
+        self.catalog.view = self.view
         with self._write() as db:
             if db.execute(select(t.objects.c.name).where(_is(SYSTEM))).first() is None:
                 db.execute(insert(t.objects).values(kind="system", name="system", created_at=0.0))

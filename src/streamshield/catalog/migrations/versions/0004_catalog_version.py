@@ -41,6 +41,7 @@ VERSIONED = (
     "grants",
     "queries",
     "streams",
+    "stream_attributes",
     "coi_classes",
     "companies",
     "ci_classes",
