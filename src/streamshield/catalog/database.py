@@ -16,8 +16,11 @@ grant?") cannot interleave with another writer in any process.
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ _WRITE = "streamshield_write"  # execution option marking a writing transaction
 _PG_WRITE_LOCK = 0x5354_5348  # advisory lock key ("STSH") serialising catalog writers
 
 UrlOrEngine = str | os.PathLike[str] | Engine
+_callbacks_lock = threading.Lock()
 
 
 def open_engine(target: UrlOrEngine) -> Engine:
@@ -92,11 +96,45 @@ def _install_hooks(engine: Engine) -> None:
 
 
 @contextmanager
-def transaction(engine: Engine, write: bool = False) -> Iterator[Connection]:
-    """One connection, one transaction: committed on success, rolled back on any error."""
+def transaction(
+    engine: Engine, write: bool = False, *, versioned: bool = True
+) -> Iterator[Connection]:
+    """One connection, one transaction: committed on success, rolled back on any error.
+
+    After a writing transaction ends (committed or not) the engine's :func:`on_write`
+    callbacks run, so that what this process derived from the catalog is checked
+    against the catalog version at once. ``versioned=False`` skips them for a writer of
+    tables no right is derived from (the audit log, sequence numbers); were one of those
+    tables versioned after all, the change would still be seen within the view's poll
+    period, as one made by another process.
+    """
     connection = engine.connect().execution_options(**{_WRITE: write})
-    with connection, connection.begin():
-        yield connection
+    try:
+        with connection, connection.begin():
+            yield connection
+    finally:
+        if write and versioned:
+            _wrote(engine)
+
+
+def on_write(engine: Engine, callback: Callable[[], None]) -> None:
+    """Calls ``callback`` after every writing transaction on ``engine`` in this process.
+
+    Held weakly when it is a bound method: a catalog object that is gone is forgotten.
+    """
+    held: Callable[[], Callable[[], None] | None] = (
+        weakref.WeakMethod(callback) if inspect.ismethod(callback) else lambda: callback
+    )
+    with _callbacks_lock:
+        callbacks = engine.__dict__.setdefault("_streamshield_on_write", [])
+        callbacks[:] = [c for c in callbacks if c() is not None] + [held]
+
+
+def _wrote(engine: Engine) -> None:
+    for held in list(engine.__dict__.get("_streamshield_on_write", ())):
+        callback = held()
+        if callback is not None:
+            callback()
 
 
 def upsert(

@@ -10,7 +10,6 @@ back.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,17 +69,6 @@ class GuardedChanges:
     _acl: Callable[[Connection], ox.AclState]
     _refuse: Callable[..., SecurityError]
     clock: Callable[[], float]
-    _changes = 0
-    _changes_lock = threading.Lock()
-
-    @property
-    def changes(self) -> int:
-        """How many guarded changes this catalog object has committed: every change of
-        users, roles, the hierarchy, grants, queries and levels is one. Whatever derives a
-        right from them (a running query's roles, a pattern's rules) compares this number
-        with the one it was derived under and derives again only when it moved, so that
-        no micro-batch has to read the catalog to notice a change."""
-        return self._changes
 
     @contextmanager
     def _guarded(self, who: Any, event: Event) -> Iterator[Change]:
@@ -93,8 +81,6 @@ class GuardedChanges:
                 yield Change(db, subject, self._acl(db), event, self.clock())
         except _Refused as refused:
             raise self._refuse(actor, event, refused.error) from None
-        with self._changes_lock:  # committed: counted after, so a reader sees it done
-            self._changes += 1
 
     @contextmanager
     def _administering(self, who: Any, event: Event) -> Iterator[tuple[Connection, str]]:

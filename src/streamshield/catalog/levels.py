@@ -59,6 +59,7 @@ from streamshield.policy.level_assignment import LevelAssignment, from_stored, t
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
+    from streamshield.catalog.view import CatalogView
 
 DEFAULT_LEVEL_CAPACITY = 64
 MAX_LEVEL_CAPACITY = 64 * WORD_BITS  # 4096 companies: 64 label words per tuple at most
@@ -146,6 +147,8 @@ class Levels:
     _refuse: Callable[..., SecurityError]
     clock: Callable[[], float]
     _administering: Callable[..., Any]
+    session: Callable[[str], Session]
+    view: CatalogView
 
     # -- auditing (the guarded transaction, _administering: catalog/guarded.py) -------------
 
@@ -528,11 +531,19 @@ class Levels:
     def lattice(self) -> Lattice | None:
         """The lattice of the defined classes; None while no COI class is defined (then
         levels are off: nothing is labelled and no query is restricted by level)."""
-        with self._read() as db:
-            return _lattice(db)
+
+        def read() -> Lattice | None:
+            with self._read() as db:
+                return _lattice(db)
+
+        return self.view.lookup(("lattice",), read)
 
     def level_assignment(self) -> LevelAssignment | None:
-        """Stream and channel levels in one snapshot (None while no class is defined)."""
+        """Stream and channel levels in one snapshot (None while no class is defined);
+        kept by the view until the version moves."""
+        return self.view.lookup(("assignment",), self._level_assignment)
+
+    def _level_assignment(self) -> LevelAssignment | None:
         with self._read() as db:
             lattice = _lattice(db)
             if lattice is None:
@@ -552,15 +563,19 @@ class Levels:
         """Whether ``user``'s clearance now dominates ``level`` (a level's text, read in
         the lattice of now): whether a query of hers may still run at it. A level the
         lattice no longer reads, or no lattice, is not dominated (deny by default)."""
-        with self._read() as db:
-            lattice = _lattice(db)
-            if lattice is None:
-                return False
-            try:
-                wanted = lattice.parse(level)
-            except (LatticeError, ValueError):
-                return False
-            return lattice.dominated(wanted, _clearance(db, lattice, user))
+
+        def read() -> bool:
+            with self._read() as db:
+                lattice = _lattice(db)
+                if lattice is None:
+                    return False
+                try:
+                    wanted = lattice.parse(level)
+                except (LatticeError, ValueError):
+                    return False
+                return lattice.dominated(wanted, _clearance(db, lattice, user))
+
+        return self.view.lookup(("dominates", user, level), read)
 
     def stream_level(self, stream: str) -> Level | None:
         """A stream's level (public when none is set); None while levels are off."""
@@ -572,12 +587,17 @@ class Levels:
         clearance still dominates it, else public. Re-reads the session (AuthError when
         it has ended). None while levels are off."""
         token = session if isinstance(session, str) else session.token
-        with self._read() as db:
-            live = self._session(db, token)
-            lattice = _lattice(db)
-            if lattice is None:
-                return None
-            return _session_level(db, lattice, token, live.user)
+        live = self.session(token)  # expiry checked now, whatever the view keeps
+
+        def read() -> Level | None:
+            with self._read() as db:
+                self._session(db, token)
+                lattice = _lattice(db)
+                if lattice is None:
+                    return None
+                return _session_level(db, lattice, token, live.user)
+
+        return self.view.lookup(("level", _token_hash(token)), read)
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from streamshield.catalog import oxrbac as ox
 from streamshield.catalog import tables as t
 from streamshield.catalog.administration import Administration
 from streamshield.catalog.audit import AuditEntry, AuditFilter, Event, Outcome
-from streamshield.catalog.database import UrlOrEngine, transaction, upsert
+from streamshield.catalog.database import UrlOrEngine, on_write, transaction, upsert
 from streamshield.catalog.errors import (
     AlreadyExists,
     AuthError,
@@ -77,6 +77,7 @@ from streamshield.catalog.passwords import DEFAULT_HASHER, Passwords
 from streamshield.catalog.store import SqlCatalog, StreamExists, insert_stream, load_hierarchy
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.catalog.throttle import ThrottlePolicy, login_keys
+from streamshield.catalog.view import POLL_SECONDS, CatalogView
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -175,6 +176,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         throttle: ThrottlePolicy | None = None,
         password_hasher: PasswordHasher = DEFAULT_HASHER,
         clock: Callable[[], float] = time.time,
+        view_poll_seconds: float = POLL_SECONDS,
     ) -> None:
         if session_ttl <= 0:
             raise ValueError("session_ttl must be positive")
@@ -185,6 +187,9 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         self.passwords = Passwords(password_hasher)
         self.passwords.prepare()  # unknown names cost the same from the first login on
         self.clock = clock
+        self.view = CatalogView(self._version, poll_seconds=view_poll_seconds)
+        on_write(self.engine, self.view.written)
+        self.catalog.view = self.view
         with self._write() as db:
             if db.execute(select(t.objects.c.name).where(_is(SYSTEM))).first() is None:
                 db.execute(insert(t.objects).values(kind="system", name="system", created_at=0.0))
@@ -201,8 +206,27 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         with transaction(self.engine) as db:
             yield db
 
+    def _version(self) -> int:
+        """The catalog version (:data:`tables.catalog_version`)."""
+        with self._read() as db:
+            version = db.scalar(select(t.catalog_version.c.version))
+        if version is None:
+            raise LookupError("the catalog version row is missing")
+        return int(version)
+
+    @property
+    def changes(self) -> int:
+        """Moves with every change of the catalog a right is derived from (users, roles,
+        the hierarchy, sessions, grants, queries, levels), made by this process (seen at
+        once) or by another one (seen within the view's poll period). Whatever derives a
+        right from them (a running query's roles, a pattern's rules, a live subscription)
+        compares this number with the one it was derived under and derives again only
+        when it moved, so that no micro-batch has to read the catalog to notice a change."""
+        return self.view.generation
+
     def _audit(self, event: Event, outcome: Outcome, **kwargs: Any) -> None:
-        with self._write() as db:
+        # The audit log derives no right: writing it leaves the view as it is.
+        with transaction(self.engine, write=True, versioned=False) as db:
             audit.record(db, self.clock(), event, outcome, **kwargs)
 
     def _refuse(
@@ -290,9 +314,13 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
 
     def acting_roles(self, name: str) -> frozenset[str]:
         """The roles a user's queries may run with now: none for a disabled user."""
-        with self._read() as db:
-            disabled = db.scalar(select(t.users.c.disabled).where(t.users.c.name == name))
-            return frozenset() if disabled is not False else _held_roles(db, name)
+
+        def read() -> frozenset[str]:
+            with self._read() as db:
+                disabled = db.scalar(select(t.users.c.disabled).where(t.users.c.name == name))
+                return frozenset() if disabled is not False else _held_roles(db, name)
+
+        return self.view.lookup(("acting", name), read)
 
     # -- authentication and sessions ---------------------------------------------------------
 
@@ -412,9 +440,30 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         return Session(token, name, roles, expires_at, client)
 
     def session(self, token: str) -> Session:
-        """The live session of a token; AuthError when unknown, forged, expired or ended."""
-        with self._read() as db:
-            return self._session(db, token)
+        """The live session of a token; AuthError when unknown, forged, expired or ended.
+
+        Kept by the view (an ended session, a disabled user or a role taken away moves
+        the version); expiry is checked against the clock on every call."""
+        if not isinstance(token, str) or not token:
+            raise AuthError()
+
+        def read() -> Session:
+            with self._read() as db:
+                return self._session(db, token)
+
+        live = self.view.lookup(("session", _token_hash(token)), read)
+        if live.expires_at <= self.clock():
+            raise AuthError()  # still kept: session_expired() reports it to the watch
+        return live
+
+    def session_expired(self) -> bool:
+        """Whether a session the view keeps has expired (a live subscription of it must
+        end although no change moved the version); each expired one is reported once."""
+        now = self.clock()
+        expired = [live for live in self.view.kept("session") if live.expires_at <= now]
+        for live in expired:
+            self.view.forget(("session", _token_hash(live.token)))
+        return bool(expired)
 
     def _session(self, db: Connection, token: str) -> Session:
         if not isinstance(token, str) or not token:
@@ -453,6 +502,29 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
 
     # -- subjects and the ACL state ------------------------------------------------------------
 
+    def _kept_subject(self, who: Who) -> Subject:
+        """:meth:`_subject` through the view (outside any transaction)."""
+        if isinstance(who, Session):
+            live = self.session(who.token)
+            user, activated = live.user, live.roles
+        elif isinstance(who, str):
+            user, activated = who, None
+        else:
+            raise TypeError("expected a Session or a user name")
+
+        def read() -> Subject:
+            with self._read() as db:
+                return _effective(db, user, activated)
+
+        return self.view.lookup(("subject", user, activated), read)
+
+    def _kept_acl(self) -> ox.AclState:
+        def read() -> ox.AclState:
+            with self._read() as db:
+                return self._acl(db)
+
+        return self.view.lookup(("acl",), read)
+
     def _subject(self, db: Connection, who: Who) -> Subject:
         if isinstance(who, Session):
             live = self._session(db, who.token)
@@ -488,9 +560,14 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
     # -- decisions -----------------------------------------------------------------------------
 
     def check(self, who: Who, permission: Permission, obj: ObjectRef) -> bool:
-        """Does the session (or user, with all its roles) hold the permission?"""
-        with self._read() as db:
-            return ox.holds(self._acl(db), self._subject(db, who), Permission(permission), obj)
+        """Does the session (or user, with all its roles) hold the permission? (Kept by
+        the view: a grant, a revocation, a role or session change moves the version.)"""
+        permission = Permission(permission)
+        subject = self._kept_subject(who)
+        return self.view.lookup(
+            ("check", subject, permission, obj),
+            lambda: ox.holds(self._kept_acl(), subject, permission, obj),
+        )
 
     def require(self, who: Who, permission: Permission, obj: ObjectRef) -> None:
         """Like :meth:`check`, raising PermissionDenied / NotFound (audited) when refused."""
@@ -509,13 +586,20 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
     def readable_sources(self, who: Who) -> tuple[set[str], set[str]]:
         """(streams readable raw, streams readable as aggregates) for SecFilter.
 
-        Read fresh on every call (delivery calls it every micro-batch) in one read
-        transaction of a few indexed queries: only grants of the two read permissions
-        to this user or its roles are loaded. Raw reading implies aggregate reading.
+        Delivery calls it every micro-batch: the view keeps the answer per subject until
+        the version moves; computing it is one read transaction of a few indexed queries
+        (only grants of the two read permissions to this user or its roles are loaded).
+        Raw reading implies aggregate reading. The sets are the caller's own.
         """
+        subject = self._kept_subject(who)
+        raw, aggregate = self.view.lookup(
+            ("readable", subject), lambda: self._readable_sources(subject)
+        )
+        return set(raw), set(aggregate)
+
+    def _readable_sources(self, subject: Subject) -> tuple[frozenset[str], frozenset[str]]:
         reads = (Permission.READ_TUPLE.value, Permission.READ_AGGREGATE.value)
         with self._read() as db:
-            subject = self._subject(db, who)
             grantees = or_(
                 (t.grants.c.grantee_kind == "user") & (t.grants.c.grantee == subject.user),
                 (t.grants.c.grantee_kind == "role") & t.grants.c.grantee.in_(sorted(subject.roles)),
@@ -538,7 +622,8 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
             ref = ObjectRef(Kind.STREAM, name)
             objects.setdefault(ref, ox.CatalogObject(ref, None))
         state = ox.AclState(objects, frozenset(_grant(row) for row in rows))
-        return ox.readable(state, subject, names)
+        raw, aggregate = ox.readable(state, subject, names)
+        return frozenset(raw), frozenset(aggregate)
 
     def can_write(self, who: Who, stream: str) -> bool:
         """May append tuples to the stream (WRITE; section 5.2: authorised senders)."""

@@ -26,6 +26,7 @@ from streamshield.catalog import migrations
 from streamshield.catalog import tables as t
 from streamshield.catalog.database import UrlOrEngine, open_engine, transaction, upsert
 from streamshield.catalog.streams import StreamDefinition
+from streamshield.catalog.view import CatalogView
 from streamshield.lang.cql import parse_policy, parse_statements
 from streamshield.policy.elements import Channel
 from streamshield.policy.patterns import Literal, OneOf, Pattern
@@ -103,6 +104,9 @@ class SqlCatalog:
 
     def __init__(self, target: UrlOrEngine) -> None:
         self.engine: Engine = open_engine(target)
+        self.view: CatalogView | None = None
+        """Set by :class:`~streamshield.catalog.security.SecurityCatalog`: streams and the
+        hierarchy are then kept until the catalog version moves."""
         with transaction(self.engine, write=True) as db:
             migrations.upgrade(db)
 
@@ -126,7 +130,13 @@ class SqlCatalog:
         return definition
 
     def streams(self) -> list[StreamDefinition]:
-        """All streams, sorted by name (binary order)."""
+        """All streams, sorted by name (binary order); kept by the security catalog's
+        view when there is one (the landing zone asks with every append)."""
+        if self.view is None:
+            return self._streams()
+        return list(self.view.lookup(("streams",), lambda: tuple(self._streams())))
+
+    def _streams(self) -> list[StreamDefinition]:
         with transaction(self.engine) as db:
             rows = db.execute(select(t.streams.c.name, t.streams.c.tid, t.streams.c.event_time))
             found = [_definition(db, *row) for row in rows.all()]
@@ -158,9 +168,14 @@ class SqlCatalog:
             store_hierarchy(db, hierarchy)
 
     def hierarchy(self) -> RoleHierarchy:
-        """The stored hierarchy; an empty one when no roles were set."""
-        with transaction(self.engine) as db:
-            return load_hierarchy(db)
+        """The stored hierarchy; an empty one when no roles were set (kept by the view
+        when there is one)."""
+
+        def read() -> RoleHierarchy:
+            with transaction(self.engine) as db:
+                return load_hierarchy(db)
+
+        return read() if self.view is None else self.view.lookup(("hierarchy",), read)
 
     # -- server-side policies --------------------------------------------------------------
 
@@ -203,7 +218,7 @@ class SqlCatalog:
     def advance_seq(self, channel: Channel, seq: int) -> None:
         """Records ``seq`` as accepted; never moves a channel backwards."""
         current = t.channel_seqs.c.seq
-        with transaction(self.engine, write=True) as db:
+        with transaction(self.engine, write=True, versioned=False) as db:
             upsert(
                 db,
                 t.channel_seqs,
@@ -214,7 +229,7 @@ class SqlCatalog:
 
     def count_rejection(self, stream: str | None, reason: str, n: int = 1) -> None:
         """Adds ``n`` rejections of ``reason`` for ``stream`` (None: not attributable)."""
-        with transaction(self.engine, write=True) as db:
+        with transaction(self.engine, write=True, versioned=False) as db:
             upsert(
                 db,
                 t.rejections,

@@ -65,6 +65,16 @@ catalog_meta = Table(
 )
 """Facts about the storage root itself, e.g. ``role_capacity`` (the fixed label width)."""
 
+catalog_version = Table(
+    "catalog_version",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # the one row: 1
+    Column("version", BigInteger, nullable=False),
+)
+"""Moved by database triggers with every change of a table rights are derived from
+(migration 0004 lists them); :mod:`streamshield.catalog.view` keeps what it derived
+while it stays put."""
+
 role_juniors = Table(
     "role_juniors",
     metadata,

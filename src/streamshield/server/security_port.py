@@ -34,6 +34,7 @@ class SecurityApi(Protocol):
         self, name: str, password: str, roles: Iterable[str] | None = None, *, client: str | None
     ) -> Session: ...
     def session(self, token: str) -> Session: ...
+    def session_expired(self) -> bool: ...
     def logout(self, token: str) -> None: ...
     def session_level(self, session: Session | str) -> Level | None: ...
     def lattice(self) -> Lattice | None: ...
@@ -125,6 +126,12 @@ def session(security: SecurityApi, token: str) -> Any:
 
 def logout(security: SecurityApi, token: str) -> None:
     security.logout(token)
+
+
+def session_expired(security: SecurityApi) -> bool:
+    """Whether a session the catalog remembers has expired since it was last checked
+    (its live subscriptions must end; expiry moves no catalog version)."""
+    return bool(security.session_expired())
 
 
 # -- Chinese-Wall levels --------------------------------------------------------------------

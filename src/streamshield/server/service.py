@@ -69,6 +69,9 @@ from streamshield.server.system_settings import SettingsRejected, validated
 
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
+RIGHTS_SECONDS = 0.2
+"""How often the watch looks at the catalog version (and session expiries): a change
+made by another process ends a subscription it revokes within about twice this."""
 INGEST_TRIGGER_SECONDS = 0.2
 """How often secure ingest looks for landed files. Driven (the default), a landing
 through the API starts its micro-batch at once and this look only finds files landed by
@@ -131,7 +134,8 @@ class ServerService:
         self._ingest: Any = None
         self._stopping = threading.Event()
         self._reconciled: tuple[int, int] | None = None  # the rights queries follow
-        self.live = LiveSubscriptions()  # re-checked every second and after each revocation
+        self._rechecked: tuple[int, int] | None = None  # the rights subscriptions follow
+        self.live = LiveSubscriptions()  # re-checked when rights or a session change
         self._watcher: threading.Thread | None = None
         self.assigner = SeqAssigner(self.pipeline.landing)
         self.started = False  # ingest runs and the previous run's queries are restored
@@ -171,16 +175,21 @@ class ServerService:
         self.started = True
 
     def _watch(self) -> None:
-        """Notices, within a second, a query the engine stopped with an error, and
-        restarts secure ingest if it died (nothing would be labelled until a restart)."""
-        retry_at = 0.0
-        while not self._stopping.wait(WATCH_SECONDS):
+        """Follows the catalog (:meth:`follow_rights`, every RIGHTS_SECONDS); notices,
+        within a second, a query the engine stopped with an error, and restarts secure
+        ingest if it died (nothing would be labelled until a restart)."""
+        retry_at = slow_at = 0.0
+        while not self._stopping.wait(RIGHTS_SECONDS):
+            try:
+                self.follow_rights()
+            except Exception as err:  # the watch must outlive any one bad check
+                audit.error("rights watch: %s", type(err).__name__)
+            if time.monotonic() < slow_at:
+                continue
+            slow_at = time.monotonic() + WATCH_SECONDS
             try:
                 self.backlog.read_query(self._ingest)
                 self.queries.check_failures(self._query_failed)
-                self.recheck_subscriptions()
-                if self.rights_stamp() != self._reconciled:  # a change made elsewhere
-                    self.reconcile_rights()
                 self.patterns.check_ended()
                 if time.monotonic() >= retry_at and self._ingest_died():
                     retry_at = time.monotonic() + INGEST_RETRY_SECONDS
@@ -279,12 +288,24 @@ class ServerService:
                     audit.error("query %s not restarted: %s", name, type(err).__name__)
 
     def rights_stamp(self) -> tuple[int, int]:
-        """Changes with every change of roles or rights: the catalog's guarded changes
-        (users' roles, grants, the hierarchy, clearances, levels) and every hierarchy the
-        engine applied. Whatever derives a right from them keeps the stamp it derived it
-        under and derives again when the stamp moved (running patterns per micro-batch,
-        queries in :meth:`reconcile_rights`): comparing two numbers, no catalog read."""
+        """Changes with every change of roles or rights: the catalog's version (users,
+        roles, sessions, grants, the hierarchy, clearances, levels, changed by any
+        process: :mod:`streamshield.catalog.view`) and every hierarchy the engine
+        applied. Whatever derives a right from them keeps the stamp it derived it under
+        and derives again when the stamp moved (running patterns per micro-batch, queries
+        in :meth:`reconcile_rights`, live subscriptions in :meth:`follow_rights`):
+        comparing two numbers, at most one catalog read per poll period."""
         return int(getattr(self.security, "changes", 0)), self.pipeline.hierarchy_version
+
+    def follow_rights(self) -> None:
+        """Reconciles the queries when the rights stamp moved, or else re-checks the
+        live subscriptions when it moved since their last re-check or a session the
+        catalog's view keeps has expired: no per-subscriber work while nothing changes."""
+        stamp = self.rights_stamp()
+        if stamp != self._reconciled:
+            self.reconcile_rights()  # re-checks the subscriptions first
+        elif stamp != self._rechecked or port.session_expired(self.security):
+            self.recheck_subscriptions()
 
     def reconcile_owner(self, user: str) -> None:
         """After ``user`` was disabled, enabled or given other roles (see
@@ -932,6 +953,7 @@ class ServerService:
 
     def recheck_subscriptions(self) -> int:
         """Ends every live subscription whose session or SUBSCRIBE right is gone."""
+        self._rechecked = self.rights_stamp()  # before: a change meanwhile re-checks again
         return self.live.recheck(self.may_still_subscribe)
 
     def may_still_subscribe(self, token: str, output: str) -> bool:
