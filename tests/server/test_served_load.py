@@ -7,7 +7,6 @@ figures of the full run are the bench's, on a quiet machine."""
 from __future__ import annotations
 
 import pytest
-
 from bench.served_load import main
 
 pytestmark = pytest.mark.spark

@@ -17,7 +17,8 @@ only if
   level words reaches no one.
 
 A revocation therefore takes effect with the next micro-batch, also for results
-computed before it.
+computed before it (a change another process makes to the catalog: once the server's
+catalog view has read the new version, within its poll period; docs/security.md).
 
 The check is a native condition per *distinct* (rights, roles, level) class
 (subscribers with equal ones share it); Python runs per micro-batch, per class and per

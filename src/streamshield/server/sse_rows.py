@@ -5,11 +5,12 @@ has a :class:`~streamshield.engine.delivery.Delivery` (SecFilter per subscriber)
 :class:`~streamshield.engine.result_store.ResultStore` (what a resumed subscription
 replays), an ``output`` stream name and ``closers`` (how its end reaches the stream).
 Each delivered batch is first re-checked by ``allowed(token)``: a logout, an expired
-session or a revoked right ends the stream; the server's one-second re-check of
-:class:`~streamshield.server.subscriptions.LiveSubscriptions` ends it even when no
-batch comes. The check runs once per batch and session, not per subscription: the
-subscriptions of one session are one recipient class, handed one shared list that
-remembers the verdict (:class:`~streamshield.engine.shared_rows.SharedRows`).
+session or a revoked right ends the stream; the server's re-check of
+:class:`~streamshield.server.subscriptions.LiveSubscriptions` whenever the catalog
+version moves (docs/security.md, "The catalog view") ends it even when no batch comes.
+The check runs once per batch and session, not per subscription: the subscriptions of
+one session are one recipient class, handed one shared list that remembers the verdict
+(:class:`~streamshield.engine.shared_rows.SharedRows`).
 
 Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored later batch
 once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
