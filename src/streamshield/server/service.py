@@ -515,7 +515,8 @@ class ServerService:
     ) -> AppendReport:
         """Lands the lines the caller may send; ``assign``: the server gives seqs (and
         sp ts/sn, tuple policies) per channel, see :mod:`provider_assign`. Appends on one
-        stream are serialised so that assigned seqs never race."""
+        channel are serialised so that assigned seqs never race (different providers'
+        appends are not)."""
         self._visible(session, "stream", stream)
         definition = self.pipeline.queries.streams.get(stream)
         if definition is None:
@@ -527,7 +528,7 @@ class ServerService:
         self.halt.refuse_input()
         self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
         user = port.user_of(session)
-        with self.assigner.lock(stream):
+        with self.assigner.lock(stream, user):
             assigned = None
             if assign:
                 assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
