@@ -283,9 +283,10 @@ def tuple_of_dict(raw: dict, escapes: bool = True) -> TupleElement | None:
     An append of thousands of lines would otherwise pay a dump and a validation per
     line. The common shape is exactly the fields of a tuple, each of its exact JSON type
     and range (``StrictInt``: no bool, no float), ``values`` of scalars only, every
-    string valid UTF-8 (no lone surrogates) and every float finite (``NaN`` is no JSON):
-    on such input the validator accepts and builds the same element, and on anything
-    else it gives its own error. A property test holds the two equal.
+    string valid UTF-8 (no lone surrogates) and every float finite (the rare NaN and
+    infinities are left to the validator): on such input the validator accepts and
+    builds the same element, and anything else it judges itself. A property test holds
+    the two equal.
 
     ``escapes=False``: the caller read ``raw`` from text without a backslash, whose
     strings (strictly decoded UTF-8) then hold no lone surrogate: they are not checked.
