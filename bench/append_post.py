@@ -5,10 +5,14 @@ users each POST ``/streams/s/elements?assign=seq`` bodies of ``--lines`` ndjson 
 (``{"values": {...}}``; each provider's first post starts with an sp line) back to back
 for ``--posts`` posts. Reported: the latency of one post (median, p99, max) per body
 size, and the tuples per second the server accepted over all providers in parallel.
-``--max-ingest-backlog 0`` is passed so that admission control does not interfere.
+Admission control is off (``--max-ingest-backlog 0 --ingest-latency-budget 0``): the
+append path itself is measured, not how fast ingest drains; ``--admission`` keeps the
+server's defaults, and a post refused with 503 ``ingest_backlog`` is then sent again
+after its Retry-After (counted as ``refused``; its wait is in the post's latency).
 ``--pid-file`` writes the server's pid (for ``py-spy record --pid``).
 
-``python -m bench.append_post [--lines 1250 5000] [--providers 1 4] [--posts 20]``
+``python -m bench.append_post [--lines 1250 5000] [--providers 1 4] [--posts 20]
+[--admission]``
 """
 
 from __future__ import annotations
@@ -50,13 +54,15 @@ def main() -> None:
     parser.add_argument("--providers", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--posts", type=int, default=20)
     parser.add_argument("--pid-file", type=Path)
+    parser.add_argument("--admission", action="store_true")
     args = parser.parse_args()
     most = max(args.providers)
     users = {"joe": ["ADMIN"]} | {f"p{i}": ["PROV"] for i in range(most)}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "root"
         prepare_root(root, None, ["ADMIN", "PROV", "R1"], users)
-        server = ServerProcess(root, options=["--max-ingest-backlog", "0"])
+        off = ["--max-ingest-backlog", "0", "--ingest-latency-budget", "0"]
+        server = ServerProcess(root, options=[] if args.admission else off)
         try:
             server.wait_ready()
             if args.pid_file:
@@ -81,16 +87,24 @@ def run(server: ServerProcess, args: argparse.Namespace, most: int) -> None:
     for lines in args.lines:
         for providers in args.providers:
             times: list[float] = []
-            accepted = [0]
+            accepted, refused = [0], [0]
             lock = threading.Lock()
 
-            def provider(i: int, lines=lines, times=times, accepted=accepted, lock=lock) -> None:
+            def provider(
+                i: int, lines=lines, times=times, accepted=accepted, refused=refused, lock=lock
+            ) -> None:
                 for _ in range(args.posts):
                     text = body(i, next_n[i], lines, next_n[i] == 1)
                     began = time.perf_counter()
-                    answer = clients[i].post(
-                        f"/streams/{STREAM}/elements", params={"assign": "seq"}, content=text
-                    )
+                    while True:
+                        answer = clients[i].post(
+                            f"/streams/{STREAM}/elements", params={"assign": "seq"}, content=text
+                        )
+                        if answer.status_code != 503:
+                            break
+                        with lock:
+                            refused[0] += 1
+                        time.sleep(float(answer.headers.get("Retry-After", "1")))
                     took = time.perf_counter() - began
                     answer.raise_for_status()
                     got = answer.json()
@@ -116,6 +130,7 @@ def run(server: ServerProcess, args: argparse.Namespace, most: int) -> None:
                 "p99_s": round(times[min(len(times) - 1, int(len(times) * 0.99))], 4),
                 "max_s": round(times[-1], 4),
                 "accepted_per_s": round(accepted[0] / wall),
+                "refused": refused[0],
             }
             results.append(row)
             print(json.dumps(row), flush=True)
