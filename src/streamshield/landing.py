@@ -530,7 +530,10 @@ def _newest_file(directory: Path, provider: str) -> tuple[int, Path] | None:
     newest: tuple[int, Path] | None = None
     if not directory.is_dir():
         return None
+    prefix = provider + "-"  # others' files are told apart without the regex
     for entry in os.scandir(directory):
+        if not entry.name.startswith(prefix):
+            continue
         match = FILE_NAME.match(entry.name)
         if match and match["provider"] == provider:
             first = int(match["seq"])

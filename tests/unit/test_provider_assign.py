@@ -57,3 +57,50 @@ def test_the_policy_is_read_past_tuples_that_look_like_sps(tmp_path: Path) -> No
     landed = sorted((zone.root / "Kinds").glob("ann-*.jsonl"))
     last = json.loads(landed[-1].read_text())
     assert (last["seq"], last["policy"]) == (4, {"ts": 1_000_000, "csn": 1})
+
+
+def test_the_landed_files_are_read_again_only_when_another_writer_landed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """After a clean append the assigner knows the channel's policy at its last seq: the
+    next append lists no files (the landing zone keeps days of them). An sp landed on the
+    channel by another writer moves the last seq, and the files are read again."""
+    from streamshield.server import provider_assign
+
+    catalog = SqliteCatalog(tmp_path / "catalog.db")
+    catalog.register_stream(KINDS)
+    catalog.set_roles(["R"], [])
+    zone = LandingZone(tmp_path / "land", catalog)
+    assigner = SeqAssigner(zone)
+    listed: list[str] = []
+    real = provider_assign._files
+    monkeypatch.setattr(provider_assign, "_files", lambda d, p: listed.append(p) or real(d, p))
+
+    def post(rows: list[dict]) -> None:
+        lines = [json.dumps(row) for row in rows]
+        assigned = assigner.assign("Kinds", "ann", "id", lines)
+        report = append_checked(
+            zone, "ann", "Kinds", assigned.lines, may_write=True, may_inject=True
+        )
+        assigner.landed(assigned, clean=not report.rejected)
+
+    post([{"values": {"id": 1, "type": "a"}}])
+    post([{"values": {"id": 2, "type": "a"}}])
+    assert listed == ["ann"]  # the first append only
+    sp = {
+        "type": "sp",
+        "stream": "Kinds",
+        "provider": "ann",
+        "seq": 3,
+        "ts": 7_000_000,
+        "sn": 1,
+        "ddp": {"streams": "*", "tuples": "*", "attributes": "*"},
+        "srp": {"roles": "{R}", "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+    assert zone.append_lines([json.dumps(sp)]).accepted == 1  # another writer's sp
+    post([{"values": {"id": 4, "type": "a"}}])
+    assert listed == ["ann", "ann"]
+    last = json.loads(sorted((zone.root / "Kinds").glob("ann-*.jsonl"))[-1].read_text())
+    assert (last["seq"], last["policy"]) == (4, {"ts": 7_000_000, "csn": 1})

@@ -49,6 +49,7 @@ NO_POLICY = {"ts": 1, "csn": 0}
 class _Known:
     newest_file: int = 0  # first seq of the newest file read
     policy: tuple[int, int] | None = None
+    last_seq: int | None = None  # the channel's last seq while ``policy`` was its current one
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Assigned:
     lines: list[str | Parsed]
     rejected: list[tuple[int, str, str]] = field(default_factory=list)
     last_seq: dict[str, int] = field(default_factory=dict)
+    channels: dict[Channel, _Channel] = field(default_factory=dict)
 
 
 class SeqAssigner:
@@ -95,7 +97,7 @@ class SeqAssigner:
     def assign(self, stream: str, user: str, tid: str, lines: Sequence[str]) -> Assigned:
         """Fills the lines (call with :meth:`lock` held until they have landed)."""
         out = Assigned([])
-        channels: dict[Channel, _Channel] = {}
+        channels = out.channels
         for number, line in enumerate(lines, 1):
             raw = line.strip()
             element = _object(raw)
@@ -121,9 +123,8 @@ class SeqAssigner:
                 continue
             state = channels.get(channel)
             if state is None:
-                state = channels[channel] = _Channel(
-                    self.landing.last_seq(channel), self.policy(channel)
-                )
+                last_seq = self.landing.last_seq(channel)
+                state = channels[channel] = _Channel(last_seq, self.policy(channel, last_seq))
             state.seq += 1
             element["seq"] = state.seq
             out.last_seq[channel.provider] = state.seq
@@ -173,12 +174,28 @@ class SeqAssigner:
         else:
             state.policy = ts, sn
 
-    def policy(self, channel: Channel) -> tuple[int, int] | None:
-        """The newest policy (ts, csn) landed on ``channel``, or None."""
+    def landed(self, assigned: Assigned, clean: bool) -> None:
+        """The assigned lines were landed (the lock still held); ``clean``: every one of
+        them. Then each channel's policy is the one :meth:`assign` derived, at the last
+        seq it assigned, and the next append on it need not read its files again."""
+        if not clean:
+            return  # a rejected sp must not count: the files are read again
+        for channel, state in assigned.channels.items():
+            known = self._known.setdefault(channel, _Known())
+            known.policy, known.last_seq = state.policy, state.seq
+
+    def policy(self, channel: Channel, last_seq: int | None = None) -> tuple[int, int] | None:
+        """The newest policy (ts, csn) landed on ``channel``, or None; ``last_seq``: the
+        channel's last landed seq. While it is the one the known policy was derived at,
+        nothing has landed on the channel since (seqs only grow), and the landed files,
+        as many as the landing zone keeps, are not listed."""
         known = self._known.setdefault(channel, _Known())
+        if last_seq is not None and known.last_seq == last_seq:
+            return known.policy
         files = _files(self.landing.stream_dir(channel.stream), channel.provider)
         fresh = [(first, path) for first, path in files if first > known.newest_file]
         if not fresh:
+            known.last_seq = last_seq
             return known.policy
         found: tuple[int, int] | None = None
         for _first, path in sorted(fresh, reverse=True):
@@ -191,7 +208,7 @@ class SeqAssigner:
             elif found is None:
                 found = known.policy
         known.newest_file = max(first for first, _ in fresh)
-        known.policy = found
+        known.policy, known.last_seq = found, last_seq
         return found
 
 
@@ -221,7 +238,10 @@ def _files(directory: Path, provider: str) -> list[tuple[int, Path]]:
     if not directory.is_dir():
         return []
     found = []
+    prefix = provider + "-"  # others' files are told apart without the regex
     for entry in os.scandir(directory):
+        if not entry.name.startswith(prefix):
+            continue
         match = FILE_NAME.match(entry.name)
         if match and match["provider"] == provider:
             found.append((int(match["seq"]), Path(entry.path)))

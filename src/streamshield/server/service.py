@@ -541,6 +541,8 @@ class ServerService:
                 may_write=may_write,
                 may_inject=may_inject,
             )
+            if assigned is not None:
+                self.assigner.landed(assigned, clean=not report.rejected)
         if assigned is not None:
             report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
             report.rejected.sort(key=lambda r: r.line)
