@@ -131,9 +131,11 @@ class _Reject(Exception):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A wire line with the element ``parse_element(line)`` gave for it: the API's gate
-    (server/element_gate.py) parses every line to check who may send it, and hands its
-    elements on rather than have the landing zone parse each line again."""
+    """A line as sent with the element read from it: the API's gate
+    (server/element_gate.py) parses every line to check who may send it, and the
+    assigner (server/provider_assign.py) builds the common tuple of an ``assign=seq``
+    line (:func:`~streamshield.lang.wire.tuple_of_dict`); either hands its elements on
+    rather than have the landing zone parse each line again."""
 
     line: str
     element: Element
@@ -249,25 +251,19 @@ class LandingZone:
         """Accepted elements per channel; each seq must exceed the channel's last one."""
         last: dict[Channel, int] = {}
         groups: dict[Channel, list[Checked]] = defaultdict(list)
-        channel: Channel | None = None  # of the previous element: runs need no look-up
-        newest, group = 0, []
         for item in checked:
             position, element, _ = item
-            if element.channel is not channel:
-                if channel is not None:
-                    last[channel] = newest
-                channel = element.channel
-                if channel not in last:
-                    last[channel] = self._last_seq(channel)
-                newest, group = last[channel], groups[channel]
-            if element.seq <= newest:
-                message = f"seq {element.seq} is not greater than {newest} (last accepted)"
+            channel = element.channel
+            if channel not in last:
+                last[channel] = self._last_seq(channel)
+            if element.seq <= last[channel]:
+                message = f"seq {element.seq} is not greater than {last[channel]} (last accepted)"
                 reject = _Reject(Reason.SEQ_NOT_INCREASING, message, channel.stream)
                 _reject(result, counts, position, reject)
                 continue
-            newest = element.seq
-            group.append(item)
-        return {channel: group for channel, group in groups.items() if group}
+            last[channel] = element.seq
+            groups[channel].append(item)
+        return groups
 
     def last_seq(self, channel: Channel) -> int:
         """The channel's last landed seq (0 for a new channel), under the landing lock."""

@@ -324,8 +324,8 @@ def tuple_of_dict(raw: dict, escapes: bool = True) -> TupleElement | None:
 
 
 interned_channel = lru_cache(maxsize=4096)(Channel)
-"""One Channel object per channel: the tuples of a post share it, and the landing zone
-tells runs of one channel by identity, without hashing each tuple's channel."""
+"""One Channel object per channel: the tuples of a post share it, and the look-ups by
+channel (the assigner's, the landing zone's) find it by identity, comparing no fields."""
 
 
 def _text(value: object) -> bool:

@@ -30,6 +30,7 @@ from streamshield.policy.operator_limits import LimitExceeded
 from streamshield.server import wire_schema
 from streamshield.server.auth import Auth, Caller  # noqa: F401  (Caller: kept importable here)
 from streamshield.server.body_limit import BodyLimit
+from streamshield.server.element_gate import AppendReport
 from streamshield.server.errors import ApiError, Invalid, to_response
 from streamshield.server.login_gate import DEFAULT_WAITING, LoginGate
 from streamshield.server.models import (
@@ -360,7 +361,9 @@ def create_app(
     return StopAnswers(BodyLimit(app))
 
 
-def _append(service: ServerService, session: Any, stream: str, body: bytes, assign: bool) -> Any:
+def _append(
+    service: ServerService, session: Any, stream: str, body: bytes, assign: bool
+) -> AppendReport:
     """Decodes, splits and appends a body in a worker thread: decoding 4 MiB in the event
     loop would hold every other request (and /healthz) meanwhile."""
     try:
