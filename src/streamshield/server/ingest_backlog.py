@@ -46,7 +46,6 @@ from typing import Any
 
 from streamshield.server.errors import ApiError
 from streamshield.server.settings import DEFAULT_BACKLOG as DEFAULT_LIMIT
-from streamshield.server.settings import DEFAULT_LATENCY_BUDGET
 
 RETRY_BOUNDS = (1, 60)
 """Retry-After is the expected drain time, at least 1 s and at most a minute."""
@@ -111,7 +110,9 @@ class IngestBacklog:
     """Elements landed and not yet read by secure ingest, and the admission rule on them.
 
     ``limit``: appends are refused while more than that many wait; ``budget``: while
-    the backlog exceeds that many seconds (None or 0: no such bound). Thread-safe:
+    the backlog exceeds that many seconds (None or 0: no such bound; ``streamshield
+    serve`` sets its ``ingest_latency_budget_seconds``, default
+    :data:`~streamshield.server.settings.DEFAULT_LATENCY_BUDGET`). Thread-safe:
     appends run in the API's worker threads, :meth:`read` in the watch loop.
     """
 
@@ -119,7 +120,7 @@ class IngestBacklog:
         self,
         limit: int | None = DEFAULT_LIMIT,
         clock: Callable[[], float] = time.monotonic,
-        budget: float | None = DEFAULT_LATENCY_BUDGET,
+        budget: float | None = None,
     ) -> None:
         self.limit = limit
         self.budget = budget

@@ -19,9 +19,13 @@ Races: every append on a channel through this server holds its provider family's
 (:meth:`SeqAssigner.lock`) while it reads the channel's last seq and policy, assigns, and
 lands (the landing zone has its own lock across processes, so an outside writer can at
 worst make assigned lines stale: rejected and reported, never landed twice or out of
-order). Different providers' appends hold different locks and overlap. The current policy is read
-from the landed files themselves (the truth the ingest reads), newest first, with a cache
-of what was already read (landed files never change).
+order). Different providers' appends hold different locks and overlap.
+
+The current policy is read from the landed files themselves (the truth the ingest
+reads), newest first, with a cache of what was already read (landed files never
+change); while the channel's last seq is the one the cached policy was derived at
+(after a clean append through this server), nothing else landed on it and the files
+are not listed at all.
 """
 
 from __future__ import annotations
