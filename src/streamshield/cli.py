@@ -253,6 +253,13 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
 @click.option("--round-seconds", type=float, default=None, help=_setting("round_seconds"))
 @click.option("--max-clock-skew", type=float, default=None, help=_setting("max_clock_skew"))
 @click.option("--max-ingest-backlog", type=int, default=None, help=_setting("max_ingest_backlog"))
+@click.option(
+    "--ingest-latency-budget",
+    "ingest_latency_budget_seconds",
+    type=float,
+    default=None,
+    help=_setting("ingest_latency_budget_seconds"),
+)
 @click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
 @click.option("--fuse-branches/--no-fuse-branches", default=None, help=_setting("fuse_branches"))
 @click.option(
@@ -282,6 +289,7 @@ def serve(
     round_seconds: float | None,
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
+    ingest_latency_budget_seconds: float | None,
     share_windows: bool | None,
     fuse_branches: bool | None,
     share_aggregates: bool | None,
@@ -315,6 +323,7 @@ def serve(
         "round_seconds": round_seconds,
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
+        "ingest_latency_budget_seconds": ingest_latency_budget_seconds,
         "share_windows": share_windows,
         "fuse_branches": fuse_branches,
         "share_aggregates": share_aggregates,

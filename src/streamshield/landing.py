@@ -131,15 +131,18 @@ class _Reject(Exception):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A wire line with the element ``parse_element(line)`` gave for it: the API's gate
-    (server/element_gate.py) parses every line to check who may send it, and hands its
-    elements on rather than have the landing zone parse each line again."""
+    """A line as sent with the element read from it: the API's gate
+    (server/element_gate.py) parses every line to check who may send it, and the
+    assigner (server/provider_assign.py) builds the common tuple of an ``assign=seq``
+    line (:func:`~streamshield.lang.wire.tuple_of_dict`); either hands its elements on
+    rather than have the landing zone parse each line again."""
 
     line: str
     element: Element
 
 
 Candidate = tuple[int, str | Parsed | WireFormatError]  # (1-based position, line or why none)
+Checked = tuple[int, Element, str]  # (1-based position, element, its wire line)
 
 
 class LandingZone:
@@ -206,12 +209,13 @@ class LandingZone:
     def _append(self, candidates: Iterable[Candidate]) -> AppendResult:
         streams = {definition.name: definition for definition in self.catalog.streams()}
         hierarchy = self.catalog.hierarchy()
+        types = {name: definition.types for name, definition in streams.items()}
         result, counts = AppendResult(), Counter[tuple[str | None, Reason]]()
-        checked: list[tuple[int, Element]] = []
+        checked: list[Checked] = []
         latest_ts = int((self.clock() + self.max_future_skew) * 1_000_000)
         for position, line in candidates:
             try:
-                element = _check(position, line, streams, hierarchy)
+                element = _check(position, line, streams, hierarchy, types)
                 future = _future_field(element, streams, latest_ts)
                 if future is not None:
                     raise _Reject(
@@ -220,7 +224,8 @@ class LandingZone:
                         "server's clock",
                         element.channel.stream,
                     )
-                checked.append((position, element))
+                # Written out here, not under the lock: other appends land meanwhile.
+                checked.append((position, element, to_line(element)))
             except _Reject as reject:
                 _reject(result, counts, position, reject)
         with self._lock():
@@ -239,14 +244,15 @@ class LandingZone:
 
     def _in_order(
         self,
-        checked: list[tuple[int, Element]],
+        checked: list[Checked],
         result: AppendResult,
         counts: Counter[tuple[str | None, Reason]],
-    ) -> dict[Channel, list[tuple[int, Element]]]:
+    ) -> dict[Channel, list[Checked]]:
         """Accepted elements per channel; each seq must exceed the channel's last one."""
         last: dict[Channel, int] = {}
-        groups: dict[Channel, list[tuple[int, Element]]] = defaultdict(list)
-        for position, element in checked:
+        groups: dict[Channel, list[Checked]] = defaultdict(list)
+        for item in checked:
+            position, element, _ = item
             channel = element.channel
             if channel not in last:
                 last[channel] = self._last_seq(channel)
@@ -256,7 +262,7 @@ class LandingZone:
                 _reject(result, counts, position, reject)
                 continue
             last[channel] = element.seq
-            groups[channel].append((position, element))
+            groups[channel].append(item)
         return groups
 
     def last_seq(self, channel: Channel) -> int:
@@ -282,33 +288,33 @@ class LandingZone:
     def _land(
         self,
         channel: Channel,
-        items: list[tuple[int, Element]],
+        items: list[Checked],
         result: AppendResult,
         failed: Counter[tuple[str | None, Reason]],
     ) -> None:
-        elements = sorted((element for _, element in items), key=lambda e: e.seq)
+        ordered = sorted(items, key=lambda item: item[1].seq)
         try:
-            path = self._write(channel, elements)
+            path = self._write(channel, ordered[0][1].seq, [line for _, _, line in ordered])
         except OSError as err:
             message = f"could not write the file of channel {channel}: {err.strerror or 'error'}"
-            for position, _ in items:
+            for position, _, _ in items:
                 reject = _Reject(Reason.WRITE_FAILED, message, channel.stream)
                 _reject(result, failed, position, reject)
             return
         crash_point("landing.before_seq")
-        self.catalog.advance_seq(channel, elements[-1].seq)
-        result.accepted += len(elements)
+        self.catalog.advance_seq(channel, ordered[-1][1].seq)
+        result.accepted += len(ordered)
         result.files.append(path)
 
-    def _write(self, channel: Channel, elements: list[Element]) -> Path:
+    def _write(self, channel: Channel, first_seq: int, lines: list[str]) -> Path:
         """Writes one file in ``_tmp``, fsyncs it and moves it into place in one step."""
-        name = f"{channel.provider}-{elements[0].seq:012d}-{uuid.uuid4().hex[:8]}.jsonl"
+        name = f"{channel.provider}-{first_seq:012d}-{uuid.uuid4().hex[:8]}.jsonl"
         directory = self.stream_dir(channel.stream)
         directory.mkdir(exist_ok=True)
         tmp = self.root / TMP_DIR / f".{name}.tmp"
         try:
             with open(tmp, "x", encoding="utf-8") as out:
-                out.writelines(to_line(element) + "\n" for element in elements)
+                out.write("\n".join(lines) + "\n")
             crash_point("landing.before_rename")
             replace_durably(tmp, directory / name)
         except BaseException:
@@ -350,8 +356,10 @@ def _check(
     line: str | Parsed | WireFormatError,
     streams: Mapping[str, StreamDefinition],
     hierarchy: RoleHierarchy,
+    types: Mapping[str, Mapping[str, str]],
 ) -> Element:
-    """The element of one candidate line, or _Reject saying why it cannot land."""
+    """The element of one candidate line, or _Reject saying why it cannot land
+    (``types``: each stream's attribute types)."""
     if isinstance(line, WireFormatError):
         raise _Reject(Reason.MALFORMED, _redact(line.problem))
     if isinstance(line, Parsed):
@@ -375,7 +383,7 @@ def _check(
             stream,
         )
     if isinstance(element, TupleElement):
-        _check_tuple(element, definition)
+        _check_tuple(element, definition, types[stream])
     else:
         _check_sp(element, hierarchy)
     return element
@@ -419,16 +427,26 @@ def _check_bigints(fields: Mapping[str, int], stream: str) -> None:
             raise _Reject(Reason.OUT_OF_RANGE, f"{name} does not fit a bigint", stream)
 
 
-def _check_tuple(element: TupleElement, definition: StreamDefinition) -> None:
+def _check_tuple(
+    element: TupleElement, definition: StreamDefinition, types: Mapping[str, str]
+) -> None:
+    """``types``: ``definition.types``, built once per append rather than per tuple."""
     stream = definition.name
-    bigints = {"seq": element.seq, "policy.ts": element.policy_ts}
-    _check_bigints({**bigints, "policy.csn": element.policy_csn}, stream)
-    types = definition.types
-    for name in element.values:
-        if name not in types and reserved_field(name):  # a stream may have a "level"
-            raise _Reject(Reason.RESERVED_FIELD, reserved_message(f"values.{name}"), stream)
-        if name not in types:
-            raise _Reject(Reason.UNKNOWN_ATTRIBUTE, f"values.{name}: not an attribute", stream)
+    low, high = _INT64
+    if not (
+        low <= element.seq <= high
+        and low <= element.policy_ts <= high
+        and low <= element.policy_csn <= high
+    ):
+        bigints = {"seq": element.seq, "policy.ts": element.policy_ts}
+        _check_bigints({**bigints, "policy.csn": element.policy_csn}, stream)
+    if not types.keys() >= element.values.keys():
+        for name in element.values:
+            if name not in types and reserved_field(name):  # a stream may have a "level"
+                raise _Reject(Reason.RESERVED_FIELD, reserved_message(f"values.{name}"), stream)
+            if name not in types:
+                message = f"values.{name}: not an attribute"
+                raise _Reject(Reason.UNKNOWN_ATTRIBUTE, message, stream)
     for name, value in element.values.items():
         if value is not None and not fits(types[name], value):
             message = f"values.{name}: not a valid {types[name]}"
@@ -508,7 +526,10 @@ def _newest_file(directory: Path, provider: str) -> tuple[int, Path] | None:
     newest: tuple[int, Path] | None = None
     if not directory.is_dir():
         return None
+    prefix = provider + "-"  # others' files are told apart without the regex
     for entry in os.scandir(directory):
+        if not entry.name.startswith(prefix):
+            continue
         match = FILE_NAME.match(entry.name)
         if match and match["provider"] == provider:
             first = int(match["seq"])

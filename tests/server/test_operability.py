@@ -390,3 +390,123 @@ def test_appends_are_refused_while_ingest_is_far_behind_and_accepted_once_it_dra
         assert accepted["accepted"] == 2 and accepted["rejected"] == 0  # seqs were free
     finally:
         backlog.limit = before
+
+
+def test_appends_are_refused_while_the_backlog_exceeds_its_latency_budget(server, world) -> None:
+    """A stalled ingest (simulated by moving the backlog's clock on, as if what landed had
+    waited 30 s): far below the element bound, an append is a 503 ``ingest_backlog`` with
+    Retry-After and lands nothing; once ingest has read what waited, the same lines land."""
+    ed, backlog = world["ed"], server.service.backlog
+    limit, budget, clock = backlog.limit, backlog.budget, backlog.clock
+    backlog.limit, backlog.budget = 10**6, 2.0
+    try:
+        first = [sp_line("ticks", "ed.lb", 1, "{CUSTOMER1}")]
+        first += [
+            tuple_line("ticks", "ed.lb", s, 800 + s, {"id": 800 + s, "sym": "8", "px": 1.0})
+            for s in range(2, 5)
+        ]
+        answer = ed.post("/streams/ticks/elements", content="\n".join(first))
+        assert answer.status_code == 200 and answer.json()["accepted"] == 4, answer.text
+        backlog.clock = lambda: clock() + 30.0
+        again = tuple_line("ticks", "ed.lb", 5, 805, {"id": 805, "sym": "8", "px": 1.0})
+        refused = ed.post("/streams/ticks/elements", content=again)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"] == "ingest_backlog"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        landed = server.service.pipeline.landing.last_seq(Channel("ticks", "ed.lb"))
+        assert landed == 4  # nothing of the refused append landed
+
+        def resent() -> dict | None:
+            answer = ed.post("/streams/ticks/elements", content=again)
+            return answer.json() if answer.status_code == 200 else None
+
+        accepted = poll(resent, timeout=120, every=1.0)
+        assert accepted["accepted"] == 1 and accepted["rejected"] == 0  # its seq was free
+    finally:
+        backlog.limit, backlog.budget, backlog.clock = limit, budget, clock
+
+
+def test_four_mib_bodies_back_to_back_leave_the_server_responsive(server, world) -> None:
+    """A provider posting bodies at the 4 MiB limit back to back: /healthz keeps
+    answering at once (the body is decoded, split and landed in a worker thread), every
+    acknowledged line is ingested, and one byte over the limit is a 413 ``too_large``."""
+    import threading
+    import time
+
+    from streamshield.server.body_limit import ELEMENTS_LIMIT
+
+    joe, ed = world["joe"], world["ed"]
+    assert joe.post("/streams", json={"name": "bulk", "schema": "tick"}).status_code == 201
+    for permission in ("WRITE", "INJECT SP", "VIEW OBJECT"):
+        _grant(joe, permission, "stream", "bulk", "INFO_PROVIDER")
+    pad = "x" * 1000
+    sp = json.dumps(
+        {
+            "type": "sp",
+            "provider": "ed.bulk",
+            "ddp": {"streams": "bulk", "tuples": "*", "attributes": "*"},
+            "srp": {"roles": "{CUSTOMER1}", "grant_option": False},
+            "sign": "+",
+            "immutable": False,
+        }
+    )
+
+    def body(start: int) -> tuple[str, int]:
+        lines = [sp] if start == 0 else []
+        size, n = len(sp) + 1, start
+        while True:
+            row = {"provider": "ed.bulk", "values": {"id": n, "sym": pad, "px": 1.0}}
+            line = json.dumps(row)
+            if size + len(line) + 1 > ELEMENTS_LIMIT:
+                return "\n".join(lines), n
+            lines.append(line)
+            size, n = size + len(line) + 1, n + 1
+
+    acknowledged, answers = 0, []
+    done = threading.Event()
+
+    def provider() -> None:
+        nonlocal acknowledged
+        start = 0
+        with server.client(ed.headers["Authorization"].split()[1]) as http:
+            for _ in range(3):
+                text, end = body(start)
+                assert len(text.encode()) <= ELEMENTS_LIMIT
+                answer = http.post("/streams/bulk/elements", params={"assign": "seq"}, content=text)
+                answers.append(answer)
+                if answer.status_code == 200:
+                    assert answer.json()["rejected"] == 0, answer.text[:300]
+                    acknowledged += answer.json()["accepted"]
+                    start = end
+        done.set()
+
+    thread = threading.Thread(target=provider)
+    thread.start()
+    took: list[float] = []
+    with server.client() as anonymous:
+        while not done.is_set():
+            began = time.perf_counter()
+            assert anonymous.get("/healthz").status_code == 200
+            took.append(time.perf_counter() - began)
+    thread.join(60)
+    for answer in answers:  # landed, or refused whole with a clear code (nothing landed)
+        assert answer.status_code == 200 or (
+            answer.status_code == 503 and answer.json()["error"] == "ingest_backlog"
+        ), (answer.status_code, answer.text[:200])
+    took.sort()
+    print(
+        f"/healthz during 4 MiB posts: n={len(took)} median={took[len(took) // 2]:.4f} "
+        f"max={took[-1]:.4f}"
+    )
+    assert took[len(took) // 2] < 0.1 and took[int(len(took) * 0.9)] < 0.25, took[-10:]
+    over = ed.post("/streams/bulk/elements", content=b"x" * (ELEMENTS_LIMIT + 1))
+    assert (over.status_code, over.json()["error"]) == (413, "too_large")
+
+    def ingested() -> dict | None:
+        counts = joe.get("/streams/bulk/ingest").json()["counts"]
+        labelled = counts["tuples_accepted"] + counts["tuples_denied"]
+        return counts if labelled >= acknowledged - 1 else None  # the sp is no tuple
+
+    assert acknowledged > 3000
+    counts = poll(ingested, timeout=240, every=1.0)
+    assert counts["tuples_accepted"] == acknowledged - 1

@@ -10,6 +10,7 @@ line and the field; nothing of a bad line is kept.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Annotated, Any, Literal
@@ -270,6 +271,74 @@ def _common_sp(line: str) -> tuple | None:
     )
 
 
+_TUPLE_KEYS = frozenset(("type", "stream", "provider", "seq", "tid", "policy", "values"))
+_POLICY_KEYS = frozenset(("ts", "csn"))
+
+
+def tuple_of_dict(raw: dict, escapes: bool = True) -> TupleElement | None:
+    """The tuple :func:`parse_element` reads from ``json.dumps(raw)``, built without the
+    general validator when ``raw`` (as ``json.loads`` gave it) is a tuple of the common
+    shape; None for anything else, which the caller hands to :func:`parse_element`.
+
+    An append of thousands of lines would otherwise pay a dump and a validation per
+    line. The common shape is exactly the fields of a tuple, each of its exact JSON type
+    and range (``StrictInt``: no bool, no float), ``values`` of scalars only, every
+    string valid UTF-8 (no lone surrogates) and every float finite (the rare NaN and
+    infinities are left to the validator): on such input the validator accepts and
+    builds the same element, and anything else it judges itself. A property test holds
+    the two equal.
+
+    ``escapes=False``: the caller read ``raw`` from text without a backslash, whose
+    strings (strictly decoded UTF-8) then hold no lone surrogate: they are not checked.
+    """
+    if type(raw) is not dict or raw.keys() != _TUPLE_KEYS or raw["type"] != "tuple":
+        return None
+    stream, provider, seq = raw["stream"], raw["provider"], raw["seq"]
+    tid, policy, values = raw["tid"], raw["policy"], raw["values"]
+    if not (
+        type(stream) is str
+        and type(provider) is str
+        and stream
+        and provider
+        and type(seq) is int
+        and seq >= 0
+        and (type(tid) is int or type(tid) is str)
+        and type(policy) is dict
+        and policy.keys() == _POLICY_KEYS
+        and type(values) is dict
+    ):
+        return None
+    ts, csn = policy["ts"], policy["csn"]
+    if not (type(ts) is int and type(csn) is int and ts > 0 and csn >= 0):
+        return None
+    for value in values.values():
+        kind = type(value)
+        if kind is float:
+            if not math.isfinite(value):
+                return None
+        elif not (kind is str or kind is int or kind is bool or value is None):
+            return None
+    if escapes and not all(map(_text, (stream, provider, tid, *values, *values.values()))):
+        return None
+    return TupleElement(interned_channel(stream, provider), seq, tid, ts, csn, values)
+
+
+interned_channel = lru_cache(maxsize=4096)(Channel)
+"""One Channel object per channel: the tuples of a post share it, and the look-ups by
+channel (the assigner's, the landing zone's) find it by identity, comparing no fields."""
+
+
+def _text(value: object) -> bool:
+    """Whether a decoded JSON string is one the validator reads back as it is."""
+    if type(value) is not str or value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): the validator's to judge
+        return False
+    return True
+
+
 _BODY_LIMIT = 16_384
 """Sp bodies kept by :func:`sp_of_columns` (each a few small objects; texts longer than
 :data:`CACHED_PATTERN_CHARS` are never kept)."""
@@ -408,9 +477,41 @@ def _srp_dict(srp: SecurityRestriction) -> dict[str, Any]:
     return out
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
 def to_line(element: Element) -> str:
-    """One element as one JSON line (no trailing newline)."""
-    return json.dumps(to_dict(element), separators=(",", ":"), sort_keys=True)
+    """One element as one JSON line (no trailing newline): sorted keys, no spaces.
+
+    A tuple whose numbers are plain ints is written field by field (its sorted keys in
+    a fixed template, one encoding of ``values``), the same text as the general path
+    gives (a property test holds them equal) at a fraction of the cost: every landed
+    tuple is written through here.
+    """
+    if (
+        type(element) is TupleElement
+        and type(element.seq) is int
+        and type(element.policy_ts) is int
+        and type(element.policy_csn) is int
+        and type(element.tid) in (int, str)
+        and type(element.channel.provider) is str
+        and type(element.channel.stream) is str
+    ):
+        before_seq, before_tid = _channel_text(element.channel.provider, element.channel.stream)
+        tid, values = element.tid, element.values
+        return (
+            f'{{"policy":{{"csn":{element.policy_csn},"ts":{element.policy_ts}}},'
+            f"{before_seq}{element.seq}{before_tid}"
+            f"{tid if type(tid) is int else _encode(tid)},"
+            f'"type":"tuple","values":{_encode(values if type(values) is dict else dict(values))}}}'
+        )
+    return _encode(to_dict(element))
+
+
+@lru_cache(maxsize=4096)
+def _channel_text(provider: object, stream: object) -> tuple[str, str]:
+    """The parts of a tuple's line around its seq that only its channel decides."""
+    return f'"provider":{_encode(provider)},"seq":', f',"stream":{_encode(stream)},"tid":'
 
 
 _NOWHERE = Channel("_", "_")

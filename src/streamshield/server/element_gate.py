@@ -58,7 +58,7 @@ def append_checked(
     landing: LandingZone,
     user: str,
     stream: str,
-    lines: Iterable[str],
+    lines: Iterable[str | Parsed],
     *,
     may_write: bool,
     may_inject: bool,
@@ -68,9 +68,13 @@ def append_checked(
     forwarded: list[str | Parsed] = []
     positions: list[int] = []
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if isinstance(line, Parsed):  # parsed already (assign=seq): only the rules
+            problem = _problem(line.element, user, stream, may_write, may_inject)
+            checked: tuple[str, str] | str | Parsed = line if problem is None else problem
+        elif not line.strip():
             continue
-        checked = _checked(line, user, stream, may_write, may_inject)
+        else:
+            checked = _checked(line, user, stream, may_write, may_inject)
         if isinstance(checked, tuple):
             report.rejected.append(LineRejection(number, *checked))
         else:

@@ -201,6 +201,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             )
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
             service.backlog.limit = settings.max_ingest_backlog
+            service.backlog.budget = settings.ingest_latency_budget_seconds
             service.cql.share_windows = settings.share_windows
             service.cql.fuse = settings.fuse_branches
             service.cql.share_aggregates = settings.share_aggregates

@@ -15,12 +15,17 @@ server continues from the channel's last landed seq. Missing fields are filled s
   no policy at all gets a reference to none (``ts`` 1, ``csn`` 0), which the shield denies
   (``no_policy``): deny by default, never granted by a guess.
 
-Races: every append on a stream through this server holds the stream's lock while it
-reads the channel's last seq and policy, assigns, and lands (the landing zone has its own
-lock across processes, so an outside writer can at worst make assigned lines stale:
-rejected and reported, never landed twice or out of order). The current policy is read
-from the landed files themselves (the truth the ingest reads), newest first, with a cache
-of what was already read (landed files never change).
+Races: every append on a channel through this server holds its provider family's lock
+(:meth:`SeqAssigner.lock`) while it reads the channel's last seq and policy, assigns, and
+lands (the landing zone has its own lock across processes, so an outside writer can at
+worst make assigned lines stale: rejected and reported, never landed twice or out of
+order). Different providers' appends hold different locks and overlap.
+
+The current policy is read from the landed files themselves (the truth the ingest
+reads), newest first, with a cache of what was already read (landed files never
+change); while the channel's last seq is the one the cached policy was derived at
+(after a clean append through this server), nothing else landed on it and the files
+are not listed at all.
 """
 
 from __future__ import annotations
@@ -33,9 +38,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamshield.landing import FILE_NAME, LandingZone
+from streamshield.landing import FILE_NAME, LandingZone, Parsed
+from streamshield.lang.wire import interned_channel, tuple_of_dict
 from streamshield.policy.elements import Channel
 
+SP_MARK = '"type":"sp"'
+"""In every landed sp line (``to_line`` writes compact JSON): a line or file without it
+holds no sp, so the newest policy is found without decoding the tuples before it."""
 NO_POLICY = {"ts": 1, "csn": 0}
 """What a plain tuple declares on a channel without any policy: denied (no_policy)."""
 
@@ -44,6 +53,17 @@ NO_POLICY = {"ts": 1, "csn": 0}
 class _Known:
     newest_file: int = 0  # first seq of the newest file read
     policy: tuple[int, int] | None = None
+    last_seq: int | None = None  # the channel's last seq while ``policy`` was its current one
+
+
+@dataclass
+class _Channel:
+    """A channel while one request is assigned: its last seq, its policy, and the
+    (stamped ts, last sn) of the run of ts-less sps it is in, if any."""
+
+    seq: int
+    policy: tuple[int, int] | None
+    run: tuple[int, int] | None = None
 
 
 @dataclass
@@ -51,35 +71,44 @@ class Assigned:
     """Lines ready for the gate (rejected ones blanked, keeping line numbers), the
     rejections, and the last seq assigned per provider."""
 
-    lines: list[str]
+    lines: list[str | Parsed]
     rejected: list[tuple[int, str, str]] = field(default_factory=list)
     last_seq: dict[str, int] = field(default_factory=dict)
+    channels: dict[Channel, _Channel] = field(default_factory=dict)
 
 
 class SeqAssigner:
     def __init__(self, landing: LandingZone, clock: Callable[[], int] = time.time_ns) -> None:
         self.landing, self.clock = landing, clock
         self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._known: dict[Channel, _Known] = {}
 
-    def lock(self, stream: str) -> threading.Lock:
-        """The lock every append on ``stream`` through this server holds."""
+    def lock(self, stream: str, user: str) -> threading.Lock:
+        """The lock an append by ``user`` on ``stream`` through this server holds.
+
+        One per stream and provider family (the user name up to its first dot): every
+        channel ``user`` may write (``user`` and ``user.*``, see
+        :func:`~streamshield.server.element_gate.owns_provider`) is in its family, and
+        so is every other user who may write one of those channels
+        (``a`` and ``a.b`` may both write ``a.b``), so no two appends on one channel
+        assign at once, while different providers' appends run side by side.
+        """
+        key = (stream, user.split(".", 1)[0])
         with self._guard:
-            return self._locks.setdefault(stream, threading.Lock())
+            return self._locks.setdefault(key, threading.Lock())
 
     def assign(self, stream: str, user: str, tid: str, lines: Sequence[str]) -> Assigned:
         """Fills the lines (call with :meth:`lock` held until they have landed)."""
         out = Assigned([])
-        seqs: dict[Channel, int] = {}
-        policies: dict[Channel, tuple[int, int] | None] = {}
-        run: dict[Channel, tuple[int, int]] = {}  # channel -> (stamped ts, last sn) of a run
+        channels = out.channels
         for number, line in enumerate(lines, 1):
             raw = line.strip()
             element = _object(raw)
             if element is None:
                 out.lines.append(line)  # not a JSON object: the landing zone says why
-                run.clear()
+                for state in channels.values():
+                    state.run = None
                 continue
             if "seq" in element:
                 out.lines.append("")
@@ -96,63 +125,81 @@ class SeqAssigner:
             if channel is None:
                 out.lines.append(json.dumps(element))
                 continue
-            if channel not in seqs:
-                seqs[channel] = self.landing.last_seq(channel)
-                policies[channel] = self.policy(channel)
-            seqs[channel] += 1
-            element["seq"] = seqs[channel]
-            out.last_seq[channel.provider] = seqs[channel]
-            if element.get("type") == "sp":
-                policies[channel] = self._sp(element, channel, policies[channel], run)
+            state = channels.get(channel)
+            if state is None:
+                last_seq = self.landing.last_seq(channel)
+                state = channels[channel] = _Channel(last_seq, self.policy(channel, last_seq))
+            state.seq += 1
+            element["seq"] = state.seq
+            out.last_seq[channel.provider] = state.seq
+            kind = element.get("type")
+            if kind == "sp":
+                self._sp(element, state)
             else:
-                run.pop(channel, None)
-                if element.get("type") == "tuple":
+                state.run = None
+                if kind == "tuple":
                     if "tid" not in element and isinstance(values, dict) and tid in values:
                         element["tid"] = values[tid]
                     if "policy" not in element:
-                        current = policies[channel]
+                        current = state.policy
                         element["policy"] = (
                             {"ts": current[0], "csn": current[1]} if current else dict(NO_POLICY)
                         )
-            out.lines.append(json.dumps(element, separators=(",", ":")))
+            parsed = tuple_of_dict(element, "\\" in raw) if kind == "tuple" else None
+            if parsed is None:
+                out.lines.append(json.dumps(element, separators=(",", ":")))
+            else:  # the common tuple: the gate and the landing zone need not parse it again
+                out.lines.append(Parsed(line, parsed))
         return out
 
-    def _sp(
-        self,
-        element: dict,
-        channel: Channel,
-        current: tuple[int, int] | None,
-        run: dict[Channel, tuple[int, int]],
-    ) -> tuple[int, int] | None:
-        """Stamps ``ts``/``sn`` when missing; the channel's policy after this sp."""
+    def _sp(self, element: dict, state: _Channel) -> None:
+        """Stamps ``ts``/``sn`` when missing; moves the channel's policy past this sp."""
+        current = state.policy
         if "ts" not in element:
-            if channel in run:
-                ts, sn = run[channel]
+            if state.run is not None:
+                ts, sn = state.run
             else:
                 floor = current[0] + 1 if current else 1
                 ts, sn = max(self.clock() // 1000, floor), 0
             element["ts"] = ts
             element.setdefault("sn", sn + 1)
             sn_now = element["sn"] if isinstance(element["sn"], int) else sn + 1
-            run[channel] = (ts, sn_now)
+            state.run = (ts, sn_now)
         else:
-            run.pop(channel, None)
+            state.run = None
             if "sn" not in element:
                 same = current is not None and current[0] == element["ts"]
                 element["sn"] = current[1] + 1 if same and current else 1
         ts, sn = element.get("ts"), element.get("sn")
         if not (isinstance(ts, int) and isinstance(sn, int)):
-            return current  # malformed: the landing zone rejects it, the policy stays
+            return  # malformed: the landing zone rejects it, the policy stays
         if current is not None and current[0] == ts:
-            return ts, max(current[1], sn)
-        return ts, sn
+            state.policy = ts, max(current[1], sn)
+        else:
+            state.policy = ts, sn
 
-    def policy(self, channel: Channel) -> tuple[int, int] | None:
-        """The newest policy (ts, csn) landed on ``channel``, or None."""
+    def landed(self, assigned: Assigned, clean: bool) -> None:
+        """The assigned lines were landed (the lock still held); ``clean``: every one of
+        them. Then each channel's policy is the one :meth:`assign` derived, at the last
+        seq it assigned, and the next append on it need not read its files again."""
+        if not clean:
+            return  # a rejected sp must not count: the files are read again
+        for channel, state in assigned.channels.items():
+            known = self._known.setdefault(channel, _Known())
+            known.policy, known.last_seq = state.policy, state.seq
+
+    def policy(self, channel: Channel, last_seq: int | None = None) -> tuple[int, int] | None:
+        """The newest policy (ts, csn) landed on ``channel``, or None; ``last_seq``: the
+        channel's last landed seq. While it is the one the known policy was derived at,
+        nothing has landed on the channel since (seqs only grow), and the landed files,
+        as many as the landing zone keeps, are not listed."""
         known = self._known.setdefault(channel, _Known())
+        if last_seq is not None and known.last_seq == last_seq:
+            return known.policy
         files = _files(self.landing.stream_dir(channel.stream), channel.provider)
         fresh = [(first, path) for first, path in files if first > known.newest_file]
         if not fresh:
+            known.last_seq = last_seq
             return known.policy
         found: tuple[int, int] | None = None
         for _first, path in sorted(fresh, reverse=True):
@@ -165,24 +212,29 @@ class SeqAssigner:
             elif found is None:
                 found = known.policy
         known.newest_file = max(first for first, _ in fresh)
-        known.policy = found
+        known.policy, known.last_seq = found, last_seq
         return found
 
 
+_decode = json.JSONDecoder().raw_decode
+
+
 def _object(raw: str) -> dict | None:
+    """``json.loads(raw)`` when it is an object (``raw`` is stripped: nothing may follow
+    the value), else None."""
     if not raw:
         return None
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value, end = _decode(raw)
+    except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    return value if end == len(raw) and isinstance(value, dict) else None
 
 
 def _channel(element: dict) -> Channel | None:
     stream, provider = element.get("stream"), element.get("provider")
     if isinstance(stream, str) and isinstance(provider, str) and stream and provider:
-        return Channel(stream, provider)
+        return interned_channel(stream, provider)
     return None
 
 
@@ -190,7 +242,10 @@ def _files(directory: Path, provider: str) -> list[tuple[int, Path]]:
     if not directory.is_dir():
         return []
     found = []
+    prefix = provider + "-"  # others' files are told apart without the regex
     for entry in os.scandir(directory):
+        if not entry.name.startswith(prefix):
+            continue
         match = FILE_NAME.match(entry.name)
         if match and match["provider"] == provider:
             found.append((int(match["seq"]), Path(entry.path)))
@@ -205,9 +260,15 @@ def _newest_policy(
     The policy is the newest sp's ts; its csn the largest sn of that ts. It is whole once
     an element older than its run of sps is seen.
     """
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for line in reversed(lines):
+    text = path.read_text(encoding="utf-8")
+    if SP_MARK not in text:  # only tuples: nothing to read line by line
+        return found, found is not None
+    for line in reversed(text.splitlines()):
         if not line.strip():
+            continue
+        if SP_MARK not in line:  # a tuple (every landed sp line has the mark)
+            if found is not None:
+                return found, True
             continue
         element = json.loads(line)
         if element.get("type") != "sp":

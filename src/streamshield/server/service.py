@@ -536,7 +536,8 @@ class ServerService:
     ) -> AppendReport:
         """Lands the lines the caller may send; ``assign``: the server gives seqs (and
         sp ts/sn, tuple policies) per channel, see :mod:`provider_assign`. Appends on one
-        stream are serialised so that assigned seqs never race."""
+        channel are serialised so that assigned seqs never race (different providers'
+        appends are not)."""
         self._visible(session, "stream", stream)
         definition = self.pipeline.queries.streams.get(stream)
         if definition is None:
@@ -548,7 +549,7 @@ class ServerService:
         self.halt.refuse_input()
         self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
         user = port.user_of(session)
-        with self.assigner.lock(stream):
+        with self.assigner.lock(stream, user):
             assigned = None
             if assign:
                 assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
@@ -561,6 +562,8 @@ class ServerService:
                 may_write=may_write,
                 may_inject=may_inject,
             )
+            if assigned is not None:
+                self.assigner.landed(assigned, clean=not report.rejected)
         if assigned is not None:
             report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
             report.rejected.sort(key=lambda r: r.line)

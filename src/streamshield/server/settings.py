@@ -34,6 +34,10 @@ DEFAULT_BACKLOG = 50_000
 """Elements (tuples and sps) landed and not yet read by secure ingest before appends are
 refused (:mod:`streamshield.server.ingest_backlog`): a few minutes of the soak's offered
 load; an ingest batch of that size is ~10 MB of JSON, small beside the JVM's 2 GB heap."""
+DEFAULT_LATENCY_BUDGET = 5.0
+"""Seconds a landed element may wait for secure ingest (measured, or predicted from the
+backlog and ingest's throughput) before appends are refused: above the served targets'
+end-to-end p99 of 1-2 s, well below the minutes an unbounded backlog reaches."""
 DEFAULT_RETENTION = "7d"
 """Spark's file sources remember the files they saw for 7 days (``maxFileAge``): keeping
 a week of consumed data costs a week of disk and lets a late query start a week back."""
@@ -109,6 +113,15 @@ class ServeSettings(BaseSettings):
         le=10**9,
         description="Landed elements that may wait for secure ingest; beyond it an append "
         "is answered 503 ingest_backlog with Retry-After and nothing lands (0: no bound).",
+    )
+    ingest_latency_budget_seconds: float = Field(
+        DEFAULT_LATENCY_BUDGET,
+        ge=0,
+        le=3600,
+        description="Seconds landed elements may wait for secure ingest; an append is "
+        "answered 503 ingest_backlog with Retry-After while the oldest waiting element "
+        "has waited longer, or the backlog would take longer to drain at ingest's recent "
+        "throughput, and nothing lands (0: no budget).",
     )
     share_windows: bool = Field(
         True,
