@@ -66,6 +66,7 @@ MARK_BEGIN, MARK_END = "<!-- bench:served-load -->", "<!-- /bench:served-load --
 STREAM = "HeartRate"
 CLINICIANS = {"carol": "C", "nina": "ND", "gus": "GP", "erin": "ER", "ivan": "INS"}
 POSTS_PER_SECOND = 4
+RETRY_CAP = 5.0  # seconds a provider pauses at most when told to retry later
 BPM = (40, 180)  # beats per minute sent, uniformly (integers)
 SP = {
     "type": "sp",
@@ -108,6 +109,7 @@ class Provider:
         self.posts: list[Post] = []
         self.errors: list[str] = []
         self.rate = 0.0
+        self.retry_after = 0.0
         self._started = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -143,6 +145,9 @@ class Provider:
             count, owed = int(owed), owed - int(owed)
             if count:
                 self._post(count)
+            if self.retry_after:  # the server asked for a pause (503 ingest_backlog)
+                self._stop.wait(self.retry_after)
+                due, self.retry_after = time.monotonic(), 0.0
             due += interval
             self._stop.wait(max(0.0, due - time.monotonic()))
             due = max(due, time.monotonic() - interval)  # behind: offered load drops
@@ -167,6 +172,8 @@ class Provider:
             self._started = True
             if report["rejected"]:
                 self.errors.append(f"rejected: {report['rejections'][:2]}")
+        elif answer.status_code == 503:  # refused, nothing landed: honour Retry-After
+            self.retry_after = min(float(answer.headers.get("Retry-After", "1")), RETRY_CAP)
         elif len(self.errors) < 20:
             self.errors.append(f"{answer.status_code}: {answer.text[:120]}")
         kept = values if answer.status_code == 200 else collections.Counter()
