@@ -492,9 +492,17 @@ class Bench:
         passwords = json.loads((root / "root" / "example-credentials.json").read_text())
         self.passwords = passwords
         self.admin = self._login("admin", ["ADMIN"])
+        # Every clinician runs her share of the watchers' queries (13 of 64): more than
+        # the default limit of five running queries a user.
+        limits = {"operator_limits": {"default": {"max_queries": max(args.watchers)}}}
+        with self.server.client(self.admin) as http:
+            answer = http.put("/system/settings", json={"values": limits})
+        if answer.status_code != 200:
+            raise RuntimeError(f"operator limits: {answer.status_code} {answer.text[:300]}")
         ward = self._login("ward", ["PROVIDER"])
         self.providers = [Provider(self.server, ward, i, seed=i) for i in range(args.providers)]
         self.watches: list[Watch] = []
+        self.results: list[dict] = []
 
     def _login(self, user: str, roles: list[str]) -> str:
         with self.server.client() as anonymous:
@@ -549,7 +557,9 @@ class Bench:
             provider.stop()
         return start, time.time()
 
-    def configuration(self, watchers: int) -> list[dict]:
+    def configuration(self, watchers: int) -> None:
+        """Watchers added up to ``watchers``, a warm-up, then every rate; each measured
+        step's summary is added to :attr:`results`, also when a later one fails."""
         args = self.args
         self.add_watchers(watchers)
         reader = Watchers(self.server, self.watches)
@@ -577,10 +587,9 @@ class Bench:
                 step.caught_up = reader.caught_up(self._due(), args.catch_up)
         finally:
             got, other = reader.finish()
-        results = [summarise(step, self.providers, got, other) for step in steps]
-        for provider in self.providers:
-            provider.posts.clear()
-        return results
+            self.results += [summarise(step, self.providers, got, other) for step in steps]
+            for provider in self.providers:
+                provider.posts.clear()
 
     def close(self) -> None:
         self.server.stop()
@@ -591,8 +600,12 @@ def run(args: argparse.Namespace) -> dict:
     load = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="served-load-"))
     bench = Bench(args, work)
+    failure = None
     try:
-        steps = [s for watchers in args.watchers for s in bench.configuration(watchers)]
+        for watchers in args.watchers:
+            bench.configuration(watchers)
+    except Exception as err:  # the steps measured so far are kept and reported
+        failure = f"{type(err).__name__}: {err}"
     finally:
         bench.close()
         if not args.keep:
@@ -603,7 +616,8 @@ def run(args: argparse.Namespace) -> dict:
         "ended": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "load_average": [list(load), list(os.getloadavg())],
         "cores": os.cpu_count(),
-        "steps": steps,
+        "steps": bench.results,
+        "failure": failure,
     }
 
 
@@ -641,6 +655,8 @@ def table(result: dict) -> str:
             f"| {s['server_cores']}, {s['server_rss_mb'][0]}-{s['server_rss_mb'][1]} "
             f"| {ingest if ingest is not None else '-'} / {query if query is not None else '-'} |"
         )
+    if result.get("failure"):
+        lines += ["", f"The run stopped early: {result['failure']}"]
     return "\n".join([*lines, MARK_END])
 
 

@@ -26,3 +26,4 @@ def test_the_quick_served_load_delivers_every_selected_row() -> None:
         assert step["caught_up_s"] is not None
         assert step["server_cores"] > 0 and step["server_rss_mb"][1] > 0
         assert step["events"] == {}  # no watcher was closed or dropped
+    assert result["failure"] is None
