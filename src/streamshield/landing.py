@@ -166,6 +166,11 @@ class LandingZone:
         """Seconds an sp's ts may be ahead of ``clock``; settable (``serve`` does)."""
         self.clock = clock
         self._listeners: list[Callable[[list[Path]], None]] = []
+        self._known_seq: dict[Channel, int] = {}
+        """Channels' last seqs as this zone last checked or landed them: valid only while
+        no other writer held the lock since (:meth:`_lock`'s epoch)."""
+        self._epoch: int | None = None
+        """The lock file's epoch this zone wrote when it last held the lock."""
         (self.root / TMP_DIR).mkdir(parents=True, exist_ok=True)
         for definition in catalog.streams():
             self.stream_dir(definition.name).mkdir(exist_ok=True)
@@ -276,13 +281,17 @@ class LandingZone:
         A writer that died between ``os.replace`` and ``advance_seq`` left a visible file
         the catalog does not know; accepting its seqs again would duplicate elements.
         """
+        known = self._known_seq.get(channel)
+        if known is not None:  # nobody else landed since: no catalog read, no listing
+            return known
         recorded = self.catalog.last_seq(channel)
         newest = _newest_file(self.stream_dir(channel.stream), channel.provider)
         if newest is not None and newest[0] > recorded:
             landed = _last_line_seq(newest[1])
             if landed > recorded:
                 self.catalog.advance_seq(channel, landed)
-                return landed
+                recorded = landed
+        self._known_seq[channel] = recorded
         return recorded
 
     def _land(
@@ -303,6 +312,7 @@ class LandingZone:
             return
         crash_point("landing.before_seq")
         self.catalog.advance_seq(channel, ordered[-1][1].seq)
+        self._known_seq[channel] = ordered[-1][1].seq
         result.accepted += len(ordered)
         result.files.append(path)
 
@@ -328,17 +338,51 @@ class LandingZone:
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
-        """Exclusive across processes and threads (flock is per open file description)."""
+        """Exclusive across processes and threads (flock is per open file description).
+
+        Every holder moves the lock file's epoch (a number in the file). What this zone
+        knows of channels' last seqs (:attr:`_known_seq`) is kept only while the epoch it
+        finds is the one it wrote itself when it last held the lock: then no other writer
+        (another process, another zone) landed or crashed mid-landing in between, and the
+        check for a file landed beyond the catalog's seq (:meth:`_last_seq`), a listing
+        of the stream's files, need not run again at every append. The epoch is not
+        fsynced: after a power cut every process starts without knowledge anyway.
+        """
         try:
-            handle = open(self.root / LOCK_FILE, "a")  # noqa: SIM115  (closed below)
+            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:  # a read-only or vanished landing zone: nothing can land
             raise LandingUnavailable(err.strerror or type(err).__name__) from None
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            done = False
             try:
+                self._claim(fd)
                 yield
+                done = True
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                if not done:  # what it knew may be half true now: check afresh
+                    self._known_seq.clear()
+                    self._epoch = None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _claim(self, fd: int) -> None:
+        """Under the lock: forgets what it knew when another writer held the lock since,
+        then writes the next epoch (a zone that cannot write it keeps nothing)."""
+        try:
+            epoch = int(os.pread(fd, 32, 0).strip() or 0)
+        except ValueError:  # an old lock file (empty) or garbage: nothing is known
+            epoch = -1
+        if self._epoch is None or epoch != self._epoch:
+            self._known_seq.clear()
+        try:
+            written = max(epoch, 0) + 1
+            os.pwrite(fd, str(written).encode().ljust(32), 0)
+            self._epoch = written
+        except OSError:
+            self._known_seq.clear()
+            self._epoch = None
 
     def _clear_tmp(self) -> None:
         """Removes files a crashed writer left; only lock holders write there, so all are stale."""

@@ -628,3 +628,60 @@ def _parsed_or_text(line: str) -> str | Parsed:
         return Parsed(line, parse_element(line))
     except WireFormatError:
         return line
+
+
+def test_another_writer_in_between_is_seen_through_the_lock_epoch(
+    tmp_path: Path, catalog: SqliteCatalog
+) -> None:
+    """Two zones on one root stand for two processes: what one knows of a channel's
+    last seq must not outlive the other's landing on it."""
+    one = LandingZone(tmp_path / "land", catalog)
+    other = LandingZone(tmp_path / "land", catalog)
+    assert one.append([tup(1)]).accepted == 1
+    assert other.append([tup(2)]).accepted == 1
+    result = one.append([tup(2), tup(3)])
+    assert (result.accepted, reasons(result)) == (1, [(1, "seq_not_increasing")])
+    assert catalog.last_seq(Channel("Vitals", "p1")) == 3
+
+
+def test_a_crashed_writer_in_between_is_seen_through_the_lock_epoch(
+    tmp_path: Path, catalog: SqliteCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer landed a file and died before its seq reached the catalog: the zone
+    that knew the channel's seq must look at the files again."""
+    one = LandingZone(tmp_path / "land", catalog)
+    assert one.append([tup(1)]).accepted == 1
+    crashed = LandingZone(tmp_path / "land", catalog)
+
+    def die(channel: Channel, seq: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(catalog, "advance_seq", die)
+    with pytest.raises(KeyboardInterrupt):
+        crashed.append([tup(2), tup(3)])
+    monkeypatch.undo()
+    assert catalog.last_seq(Channel("Vitals", "p1")) == 1
+    result = one.append([tup(3), tup(4)])
+    assert (result.accepted, reasons(result)) == (1, [(1, "seq_not_increasing")])
+    assert catalog.last_seq(Channel("Vitals", "p1")) == 4
+
+
+def test_appends_alone_on_a_root_list_no_files(
+    zone: LandingZone, catalog: SqliteCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check for a file beyond the catalog's seq lists the stream's files: once per
+    channel while no other writer comes in between, not at every append."""
+    import streamshield.landing as landing
+
+    listings: list[str] = []
+    real = landing._newest_file
+
+    def counted(directory: Path, provider: str) -> Any:
+        listings.append(provider)
+        return real(directory, provider)
+
+    monkeypatch.setattr(landing, "_newest_file", counted)
+    for seq in range(1, 6):
+        assert zone.append([tup(seq), tup(seq, provider="p2")]).accepted == 2
+    assert sorted(listings) == ["p1", "p2"]
+    assert catalog.last_seq(Channel("Vitals", "p1")) == 5
