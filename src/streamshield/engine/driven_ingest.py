@@ -85,6 +85,8 @@ class DrivenIngest:
         self._listed = 0.0
         """When the landing zone was last listed in full (monotonic seconds)."""
         self.log = FileSourceLog(self.checkpoint)
+        self._uris: dict[str, str] = {}
+        """Listed files' URIs by path: a full listing computes those of new files only."""
         self._seen: set[str] | None = None
         """Every file still there that a planned micro-batch reads (from the log at the
         start, as Spark's file source rebuilds its ``seenFiles``)."""
@@ -123,7 +125,7 @@ class DrivenIngest:
 
     def goal(self) -> set[str]:
         """The files landed now."""
-        return {uri for uri, _ in self._landed()}
+        return self._listing()
 
     def reached(self, goal: set[str]) -> bool:
         """Every file of ``goal`` was read, or is gone (retention prunes read files)."""
@@ -137,14 +139,25 @@ class DrivenIngest:
 
     # -- one micro-batch ----------------------------------------------------------------------
 
-    def _landed(self) -> list[tuple[str, int]]:
-        """Every file the file source would read in the landing zone, as (URI,
-        modification time in ms), in landing order."""
-        paths: list[Path] = []
+    def _listing(self) -> set[str]:
+        """Every file the file source would read in the landing zone, as URIs.
+
+        Runs every ``poll_seconds`` over every landed file still kept (days of them), so
+        it does per file only a name test and a lookup: the URI is computed once per file
+        and the modification time only for files no micro-batch read (:meth:`_next`)."""
+        listed: set[str] = set()
+        known: dict[str, str] = {}
         for folder, dirs, files in os.walk(self.landing):
             dirs[:] = [d for d in dirs if not _hidden(d)]
-            paths += [Path(folder) / name for name in files]
-        return _stamped(paths)
+            for name in files:
+                if _hidden(name) or not name.endswith(SUFFIX):
+                    continue
+                path = os.path.join(folder, name)
+                uri = self._uris.get(path) or file_uri(Path(path))
+                known[path] = uri
+                listed.add(uri)
+        self._uris = known  # files gone (pruned) are forgotten
+        return listed
 
     def _next(self) -> tuple[int, list[str], list[int] | None] | None:
         """The micro-batch to run: the one planned and not committed (a replay, no
@@ -163,8 +176,8 @@ class DrivenIngest:
             landed = _stamped(told)  # what was just landed, and a full listing is not due
         else:
             self._listed = time.monotonic()
-            landed = self._landed()
-            listed = {uri for uri, _ in landed}
+            listed = self._listing()
+            landed = _stamped(Path(local_path(uri)) for uri in listed - seen)
             # files retention pruned are never listed again: forgotten, so that the set
             # does not grow for as long as the server runs (a file merely not listed, say
             # in a folder unreadable for a moment, is kept: reading it again would
