@@ -72,15 +72,15 @@ def test_a_file_pruned_is_forgotten_and_a_file_not_listed_is_not_read_again(
     driven = ingest(tmp_path)
     assert run(driven) == (0, [first, second])
     os.unlink(tmp_path / "landing" / "S" / "a.jsonl")  # retention pruned it
-    listing = DrivenIngest._landed
+    listing = DrivenIngest._listing
 
-    def without_b(self: DrivenIngest) -> list[tuple[str, int]]:
-        return [(uri, at) for uri, at in listing(self) if uri != second]
+    def without_b(self: DrivenIngest) -> set[str]:
+        return listing(self) - {second}
 
-    monkeypatch.setattr(DrivenIngest, "_landed", without_b)  # b's folder unreadable
+    monkeypatch.setattr(DrivenIngest, "_listing", without_b)  # b's folder unreadable
     assert run(driven) is None
     assert driven._seen == {second}, "the pruned file forgotten, the unlisted one kept"
-    monkeypatch.setattr(DrivenIngest, "_landed", listing)
+    monkeypatch.setattr(DrivenIngest, "_listing", listing)
     assert run(driven) is None, "listed again, b is not read twice"
     assert driven.reached({first, second})
 
@@ -106,17 +106,37 @@ def test_told_files_are_read_without_a_listing_until_one_is_due(tmp_path, monkey
     assert run(driven) == (0, [first])  # the first look is a full listing
     told = landed(tmp_path, "S/b.jsonl", at=2)
     other = landed(tmp_path, "S/c.jsonl", at=3)  # landed by someone else
-    listing = DrivenIngest._landed
+    listing = DrivenIngest._listing
 
-    def no_listing(self: DrivenIngest) -> list[tuple[str, int]]:
+    def no_listing(self: DrivenIngest) -> set[str]:
         raise AssertionError("listed although told and no listing was due")
 
-    monkeypatch.setattr(DrivenIngest, "_landed", no_listing)
+    monkeypatch.setattr(DrivenIngest, "_listing", no_listing)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.symlink_to(tmp_path / "landing")
     driven.tell([elsewhere / "S" / "b.jsonl", elsewhere / "S" / ".hidden.jsonl"])
     assert run(driven) == (1, [told])
-    monkeypatch.setattr(DrivenIngest, "_landed", listing)
+    monkeypatch.setattr(DrivenIngest, "_listing", listing)
     driven.poll_seconds = 0.0  # a full listing is due
     driven.tell([tmp_path / "landing" / "S" / "b.jsonl"])
     assert run(driven) == (2, [other]), "b is not read again"
+
+
+def test_a_full_listing_stamps_only_files_no_batch_read(tmp_path, monkeypatch) -> None:
+    """The backstop listing runs over every file kept (days of them): the files read
+    before are not stat-ed again, only the new one."""
+    old = [landed(tmp_path, f"S/{n}.jsonl", at=n) for n in range(1, 6)]
+    driven = ingest(tmp_path, poll=0.0)  # every look is a full listing
+    assert run(driven) == (0, old)
+    new = landed(tmp_path, "S/6.jsonl", at=6)
+    stamped: list[Path] = []
+    real = driven_ingest._stamped
+
+    def counted(paths):
+        paths = list(paths)
+        stamped.extend(paths)
+        return real(paths)
+
+    monkeypatch.setattr(driven_ingest, "_stamped", counted)
+    assert run(driven) == (1, [new])
+    assert [p.name for p in stamped] == ["6.jsonl"]
