@@ -15,8 +15,8 @@ seconds) is the post's send time; the send time in milliseconds travels in the p
 (``send_ms * 1000 + patient``), so a row's latency is the moment its subscriber reads it
 minus that send time.
 
-Per configuration (``--watchers``: 1, 16, 64 queries/watchers, added to the same server) a
-warm-up runs first, then every rate of ``--rates`` for ``--seconds``; after each step the load
+Per configuration (``--watchers``: 1, 16, 64 queries/watchers, each on a server of its own)
+a warm-up runs first, then every rate of ``--rates`` for ``--seconds``; after each step the load
 stops and delivery gets ``--catch-up`` seconds to deliver everything sent. Reported per
 step: offered and acknowledged tuples/s (answers 200; 503s counted apart), delivered rows/s
 over all watchers, latency p50/p95/p99 of every delivered row sent during the step, the
@@ -42,6 +42,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import pickle
 import random
 import re
 import shutil
@@ -507,6 +508,8 @@ class Bench:
         self.providers = [Provider(self.server, ward, i, seed=i) for i in range(args.providers)]
         self.watches: list[Watch] = []
         self.results: list[dict] = []
+        self.raw: list[tuple] = []
+        """Per configuration, the steps, posts and events summarised (``--dump``)."""
 
     def _login(self, user: str, roles: list[str]) -> str:
         with self.server.client() as anonymous:
@@ -592,6 +595,7 @@ class Bench:
         finally:
             got, other = reader.finish()
             self.results += [summarise(step, self.providers, got, other) for step in steps]
+            self.raw.append((steps, [v.posts[:] for v in self.providers], got, other))
             for provider in self.providers:
                 provider.posts.clear()
 
@@ -600,27 +604,39 @@ class Bench:
 
 
 def run(args: argparse.Namespace) -> dict:
+    """Each configuration on a server of its own, on a fresh root: a query registered
+    later reads every labelled batch still kept (docs/administration.md), so watchers
+    added to a server that has taken minutes of load would first read all of it."""
     began = datetime.now(UTC)
     load = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="served-load-"))
-    bench = Bench(args, work)
+    results: list[dict] = []
     failure = None
-    try:
-        for watchers in args.watchers:
+    for watchers in args.watchers:
+        work = Path(tempfile.mkdtemp(prefix="served-load-"))
+        bench = None
+        try:
+            bench = Bench(args, work)
             bench.configuration(watchers)
-    except Exception as err:  # the steps measured so far are kept and reported
-        failure = f"{type(err).__name__}: {err}"
-    finally:
-        bench.close()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        except Exception as err:  # the steps measured so far are kept and reported
+            failure = f"{watchers} watchers: {type(err).__name__}: {err}"
+        finally:
+            if bench is not None:
+                results += bench.results
+                if args.dump:
+                    with open(f"{args.dump}-{watchers}.pickle", "wb") as out:
+                        pickle.dump(bench.raw, out)
+                bench.close()
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        if failure:
+            break
     return {
         "command": "python -m bench.served_load " + " ".join(args.argv),
         "began": began.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "ended": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "load_average": [list(load), list(os.getloadavg())],
         "cores": os.cpu_count(),
-        "steps": bench.results,
+        "steps": results,
         "failure": failure,
     }
 
@@ -698,6 +714,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--readme", default=str(ROOT / "README.md"))
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--keep", action="store_true", help="keep the server's root")
+    parser.add_argument("--dump", default=None, help="a path prefix: raw data per run")
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if args.quick:
