@@ -439,7 +439,6 @@ def summarise(step: Step, providers: list[Provider], got: list, other: list) -> 
     offered = sum(p.lines for p in posts)
     acked = sum(p.accepted for p in posts if p.status == 200)
     refused = sum(p.lines for p in posts if p.status == 503)
-    lo, hi = int(step.start * 1000), int(step.end * 1000)
     sent: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for post in posts:  # posts of two providers in one millisecond share their ts
         sent[int(post.sent * 1000)].update(post.values)
@@ -450,11 +449,11 @@ def summarise(step: Step, providers: list[Provider], got: list, other: list) -> 
         received: collections.Counter = collections.Counter()
         for at, counts in events:
             for ts, n in counts.items():
-                if lo <= ts < hi:
+                if ts in sent:  # a row of a post of this step
                     latencies.append((at - ts / 1000, n))
                     received[ts] += n
-        for ts in sent.keys() | received.keys():
-            want = sum(n for bpm, n in sent[ts].items() if bpm >= c) if ts in sent else 0
+        for ts in sent:
+            want = sum(n for bpm, n in sent[ts].items() if bpm >= c)
             expected += want
             delivered += received[ts]
             duplicated += max(0, received[ts] - want)
@@ -556,9 +555,9 @@ class Bench:
         return due
 
     def run_load(self, rate: float, seconds: float) -> tuple[float, float]:
+        start = time.time()  # before the first post: every post of the step is after it
         for provider in self.providers:
             provider.start(rate / len(self.providers))
-        start = time.time()
         time.sleep(seconds)
         for provider in self.providers:
             provider.stop()
