@@ -396,8 +396,9 @@ class Profile:
             total += int(samples)
             for frame in {f.split(" (")[0] for f in stack.split(";")}:
                 inclusive[frame] += int(samples)
-        skip = ("<module>", "run", "_bootstrap", "_bootstrap_inner", "main", "wait")
-        ranked = [(f, n) for f, n in inclusive.most_common() if f.split(" ")[0] not in skip]
+        plumbing = ("threading.py", "concurrent/futures", "asyncio/", "selectors.py")
+        plumbing += ("uvicorn/", "pyspark/util.py", "contextlib.py", "<module>")
+        ranked = [(f, n) for f, n in inclusive.most_common() if not any(p in f for p in plumbing)]
         return [(frame, round(100 * n / total, 1)) for frame, n in ranked[:count]] if total else []
 
 
