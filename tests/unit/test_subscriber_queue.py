@@ -8,7 +8,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamshield.engine.shared_rows import SharedRows
@@ -147,6 +147,7 @@ def test_a_dropped_or_revoked_subscriber_holds_no_rows(end: str) -> None:
 
 
 @settings(max_examples=60, deadline=None)
+@example(steps=[1, 0, 0, 1, 1], maxsize=1, max_bytes=500)  # lag told, read, lag, drop
 @given(
     steps=st.lists(st.one_of(st.integers(1, 3000), st.just(0)), max_size=60),
     maxsize=st.integers(1, 6),

@@ -120,6 +120,8 @@ class SubscriberQueue:
         """Batches (``rows`` events) queued, and the bytes of their events."""
         self._lagging = False
         """Told it is lagging since it last caught up (nothing queued)."""
+        self._sent: str | None = None
+        """The last event handed to the reader."""
         self._ready = asyncio.Event()  # something queued, or the end
         self._room = asyncio.Event()  # something left the queue, or the end
         self._ended: _End | None = None
@@ -192,7 +194,13 @@ class SubscriberQueue:
             return
         self._ended = end
         if end.discard or end.event == "dropped":  # its rows are not sent: free them now
-            kept = () if end.discard else [e for e in self._items if e.event != "rows"]
+            kept: list[Encoded] = []
+            previous = self._sent
+            for event in () if end.discard else self._items:
+                # without the rows between them, two notices of lag would follow each other
+                if event.event != "rows" and not (event.event == previous == "lagging"):
+                    kept.append(event)
+                    previous = event.event
             self._items = deque(kept)
             self._batches = self._bytes = 0
         self._ready.set()
@@ -206,6 +214,7 @@ class SubscriberQueue:
         while True:
             if self._items:
                 event = self._items.popleft()
+                self._sent = event.event
                 if event.event == "rows":
                     self._batches -= 1
                     self._bytes -= event.size
