@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from streamshield.lang import wire
 from streamshield.lang.wire import WireFormatError, parse_element, to_dict, to_line, tuple_of_dict
 from streamshield.policy.elements import Channel, TupleElement
+from tests.unit.test_wire import tuple_dict
 from tests.unit.test_wire_fast_sp import HOSTILE, outcome
 from tests.unit.test_wire_fast_sp import hostile_lines as _hostile_sp_lines
 
@@ -45,23 +46,11 @@ PATHS = [
 TEXTS = st.sampled_from(["p1", "HeartRate", "\u00e9t\u00e9", 'a"b', "a\\b", "\ud800", "", "x\n"])
 
 
-def _tuple() -> dict[str, Any]:
-    return {
-        "type": "tuple",
-        "stream": "HeartRate",
-        "provider": "p1",
-        "seq": 1,
-        "tid": 125,
-        "policy": {"ts": 100, "csn": 1},
-        "values": {"patient_id": 125, "beats_per_min": 88.5},
-    }
-
-
 @st.composite
 def hostile_tuples(draw: st.DrawFn) -> str:
     """A tuple's line with a few fields removed, retyped (texts with escapes, quotes,
     lone surrogates and non-ASCII; NaN, huge ints, nested values) or added."""
-    raw = _tuple()
+    raw = tuple_dict()
     for _ in range(draw(st.integers(0, 3))):
         path = draw(st.sampled_from(PATHS))
         parent = raw
@@ -99,11 +88,11 @@ def same(text: str) -> None:
 
 
 @given(hostile_tuples())
-@example(json.dumps({**_tuple(), "values": {"x": math.nan}}))
-@example(json.dumps({**_tuple(), "values": {"x": [1]}}))
-@example(json.dumps({**_tuple(), "provider": "\ud800"}))
-@example(json.dumps({**_tuple(), "tid": True}))
-@example(json.dumps({**_tuple(), "seq": 1.0}))
+@example(json.dumps({**tuple_dict(), "values": {"x": math.nan}}))
+@example(json.dumps({**tuple_dict(), "values": {"x": [1]}}))
+@example(json.dumps({**tuple_dict(), "provider": "\ud800"}))
+@example(json.dumps({**tuple_dict(), "tid": True}))
+@example(json.dumps({**tuple_dict(), "seq": 1.0}))
 def test_hostile_tuples_read_as_the_validator_reads_them(text: str) -> None:
     same(text)
 
@@ -123,12 +112,12 @@ def test_what_the_fast_path_refuses_the_validator_judges() -> None:
         {"level": 3},
         {"stream": ""},
     ):
-        raw = {**_tuple(), **edit}
+        raw = {**tuple_dict(), **edit}
         assert tuple_of_dict(raw) is None
         with pytest.raises(WireFormatError):
             parse_element(json.dumps(raw))
     for value in ({"nested": 1}, [1], math.inf, math.nan):
-        assert tuple_of_dict({**_tuple(), "values": {"x": value}}) is None
+        assert tuple_of_dict({**tuple_dict(), "values": {"x": value}}) is None
 
 
 SCALARS = st.one_of(
