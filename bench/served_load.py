@@ -371,6 +371,7 @@ class Profile:
 
     def __init__(self, pid: int, seconds: float, out: Path) -> None:
         self.out = out
+        out.parent.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(
             [
                 shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),

@@ -202,3 +202,40 @@ def test_a_small_stored_batch_is_passed_from_the_driver(pipeline, each) -> None:
     for folder in passes:  # the driver writes one file and none of Spark's markers
         assert len(list(folder.glob("*.parquet"))) == 1
         assert not list(folder.glob("_SUCCESS"))
+
+
+@pytest.mark.parametrize("budget", [0, 10**9], ids=["job", "driver"])
+def test_the_pass_is_delivered_by_a_job_past_the_driver_work_bound(
+    pipeline, each, tmp_path, monkeypatch, budget
+) -> None:
+    """A local relation's projections are computed interpreted while Spark plans (their
+    cost a row growing with the square of the columns: 16 branches' 390 columns cost
+    ~3 ms a row), so a pass whose rows times branches squared pass ``DRIVER_WORK`` is
+    delivered by a Spark job over its stored files, one within it from the driver; the
+    rows are the same either way."""
+    _, alone, alone_drops = each
+    ways: list[str] = []
+
+    def collect(frame, metrics, then):
+        ways.append("job")
+        return collect_rows(frame, metrics, then)
+
+    def on_driver(frame, picks, drops):
+        got = collect_on_driver(frame, picks, drops)
+        if got is not None:
+            ways.append("driver")
+        return got
+
+    monkeypatch.setattr(shared_network, "DRIVER_WORK", budget)
+    monkeypatch.setattr(delivery_module, "collect_rows", collect)
+    monkeypatch.setattr(delivery_module, "collect_on_driver", on_driver)
+    _, together, together_drops = run(pipeline, tmp_path / "one", together=True)
+    monkeypatch.undo()
+    assert set(ways) == {"job" if budget == 0 else "driver"}, ways
+
+    def key(row: dict) -> str:
+        return repr(sorted(row.items()))
+
+    for subscription, rows in alone.items():
+        assert sorted(map(key, together[subscription])) == sorted(map(key, rows)), subscription
+    assert sorted(together_drops, key=repr) == sorted(alone_drops, key=repr)

@@ -141,6 +141,15 @@ PUSH_STOP_SECONDS = 60.0
 """How long stopping a network waits for a push under way (it hands over one batch)."""
 SMALL_BATCHES = 64
 """At most this many ingest batches in a pass written from the driver (each is listed)."""
+DRIVER_WORK = 4_000
+"""At most this many rows times branches squared in a pass delivered from the driver
+(its rows a local relation: engine/driver_rows.py). Catalyst computes a local
+relation's projections interpreted while it plans, and a projection's cost a row grows
+with the square of its columns (``InterpretedMutableProjection`` indexes a Scala
+``List``): 16 branches' view columns (390) cost ~3 ms a row, so a 1,000-row batch took
+3 s and, as batches grew with the delay, delivery fell ever further behind. A job's
+generated code costs its fixed ~0.1-0.2 s and little a row: one branch stays on the
+driver up to 4,000 rows, sixteen hardly ever."""
 
 
 @dataclass
@@ -594,7 +603,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         try:
             if linking:
                 files, table = self.store.add_rows(wide, output_id, small)
-                local = None if table is None else local_frame(wide, table)
+                cheap = table is not None and table.num_rows * len(fused) ** 2 <= DRIVER_WORK
+                local = local_frame(wide, table) if cheap and table is not None else None
                 wide = read_written(wide, files) if local is None else local
             elif len(fused) > 1:
                 wide = wide.persist()
