@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from streamshield.engine.fused_branches import (
+    bare_column,
     COMMON,
     NotFused,
     _plain_select,
     _tag,
-    shared_source,
     suffixed,
 )
 from streamshield.engine.secured_view import SecuredProjection
@@ -91,16 +91,22 @@ def test_equal_visibilities_share_a_tag_and_others_do_not() -> None:
 
 
 def test_items_placed_beside_other_branches_read_only_their_own_view_columns() -> None:
-    """One delivery job for every listening branch (FusedPass.outputs): a shared column is
-    read where the pass stores it once, any other item over its own branch's view
-    columns only (renamed with the branch's suffix; a lambda's variable is not one)."""
+    """One delivery job for every listening branch (FusedPass.outputs): a bare view
+    column is placed as it stands (a shared one where the pass stores it once), any
+    other item over its own branch's view columns only (renamed with the branch's
+    suffix; a lambda's variable is not one), which are then the only ones added."""
     items, _, read, _ = _plain_select(SECURED, VIEW, "vT")
     kinds = {name: ("masked", name) for name in read}
     kinds["_ss_r0_0"] = (COMMON, "_ss_common__ss_r0_0")
-    placed = {name: shared_source(sql, kinds) for name, sql in items}
-    assert placed["_ss_r0_0"] == "_ss_common__ss_r0_0" and placed["patient_id"] is None
-    assert suffixed(dict(items)["b2"], kinds, "__o3") == "`beats_per_min__o3` * 2"
-    masked = suffixed(dict(items)["_ss_masked"], kinds, "__o3")
+    placed = {name: bare_column(sql, kinds) for name, sql in items}
+    assert placed["_ss_r0_0"] == "_ss_r0_0" and placed["patient_id"] == "patient_id"
+    assert placed["b2"] is None and placed["_ss_masked"] is None
+    assert suffixed(dict(items)["b2"], kinds, "__o3") == (
+        "`beats_per_min__o3` * 2",
+        ["beats_per_min"],
+    )
+    masked, reads = suffixed(dict(items)["_ss_masked"], kinds, "__o3")
+    assert "_ss_hide_patient_id" in reads
     assert "`_ss_hide_patient_id__o3`" in masked and "x -> NOT x IS NULL" in masked
     assert "`patient_id`" not in masked and "`_ss_hide_patient_id`" not in masked
     with pytest.raises(NotFused):

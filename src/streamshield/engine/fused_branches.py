@@ -269,8 +269,9 @@ class FusedPass:
 
     def outputs(self, wide: DataFrame, slots: Sequence[str]) -> Outputs:
         """Several branches' rows of :meth:`over` (or of its stored copy) side by side, one
-        row per row of ``wide``: per branch its view columns and, where each of its output
-        columns is, the shared column or its item over those view columns (what one
+        row per row of ``wide``: per branch the view columns its computed items read and,
+        where each of its output columns is, the shared column, the view column's own
+        expression, or its item over those view columns (what one
         delivery job for every listening branch reads; NotFused if an item cannot be
         placed so). An item is computed only where the job picks it, inside a ``CASE
         WHEN`` whose condition starts with its branch's taken bit, so, as in
@@ -285,7 +286,7 @@ class FusedPass:
             parts.append(self._outputs[slot, index])
         views = [c for part in parts for c in part.view]
         return Outputs(
-            wide.select("*", *views),
+            wide.select("*", *views) if views else wide,
             {slot: part.taken for slot, part in zip(slots, parts, strict=True)},
             {slot: part.col for slot, part in zip(slots, parts, strict=True)},
             {slot: part.columns for slot, part in zip(slots, parts, strict=True)},
@@ -331,15 +332,25 @@ class _Output:
 
     @classmethod
     def of(cls, spec: Mapping[str, Any], suffix: str) -> _Output:
+        """A bare view column is placed as its expression over the pass's row (a shared
+        column as stored, a masked value under its mask bit), with no column of its own:
+        only what a computed item reads is added to the frame (as ``<name><suffix>``).
+        64 branches' view columns side by side made the delivery's frame ~1,500 columns
+        wide, planned again every batch, for items that are mostly bare columns."""
         word, bit = spec["taken"]
         kinds = {name: (kind, source) for name, kind, source, _w, _b in spec["view"]}
-        view = tuple(c.alias(f"{name}{suffix}") for name, c in _view_columns(spec))
+        columns = dict(_view_columns(spec))
         items: dict[str, Column] = {}
+        read: dict[str, None] = {}
         for name, sql in spec["items"]:
-            source = shared_source(sql, kinds)
-            items[name] = (
-                F.col(source) if source is not None else F.expr(suffixed(sql, kinds, suffix))
-            )
+            bare = bare_column(sql, kinds)
+            if bare is not None:
+                items[name] = columns[bare]
+                continue
+            text, reads = suffixed(sql, kinds, suffix)
+            items[name] = F.expr(text)
+            read.update(dict.fromkeys(reads))
+        view = tuple(columns[name].alias(f"{name}{suffix}") for name in read)
         return cls(_is_set(word, bit), view, items, [n for n, _ in spec["items"]])
 
     def col(self, name: str) -> Column:
@@ -347,28 +358,32 @@ class _Output:
         return self.items[name]
 
 
-def shared_source(sql: str, kinds: Mapping[str, tuple[str, str]]) -> str | None:
-    """The pass's column an item is, as stored, when it is a shared view column (``kinds``:
-    view column -> (kind, source)); None when the item is the branch's own."""
+def bare_column(sql: str, kinds: Mapping[str, tuple[str, str]]) -> str | None:
+    """The view column an item is, when it is one as it stands (``kinds``: view column
+    -> (kind, source)); None when the item computes something."""
     tree = sqlglot.parse_one(sql, dialect="spark")
-    if isinstance(tree, exp.Column) and not tree.table:
-        kind, source = kinds.get(tree.name, ("", ""))
-        return source if kind == COMMON else None
+    if isinstance(tree, exp.Column) and not tree.table and tree.name in kinds:
+        return tree.name
     return None
 
 
-def suffixed(sql: str, kinds: Mapping[str, tuple[str, str]], suffix: str) -> str:
-    """An item over the view columns renamed ``<column><suffix>`` (NotFused when it reads
-    anything but a view column)."""
+def suffixed(
+    sql: str, kinds: Mapping[str, tuple[str, str]], suffix: str
+) -> tuple[str, list[str]]:
+    """An item over the view columns renamed ``<column><suffix>``, and the view columns
+    it reads (NotFused when it reads anything but a view column)."""
+    read: dict[str, None] = {}
 
     def own(node: exp.Expression) -> exp.Expression:
         if not isinstance(node, exp.Column):
             return node
         if node.name not in kinds or node.table:
             raise NotFused(f"item column {node.name!r} is not a view column")
+        read[node.name] = None
         return exp.column(f"{node.name}{suffix}", quoted=True)
 
-    return sqlglot.parse_one(sql, dialect="spark").transform(own).sql(dialect="spark")
+    text = sqlglot.parse_one(sql, dialect="spark").transform(own).sql(dialect="spark")
+    return text, list(read)
 
 
 @functools.lru_cache(maxsize=8)
