@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from streamshield.engine.fused_branches import (
-    bare_column,
     COMMON,
     NotFused,
     _plain_select,
     _tag,
+    bare_column,
     suffixed,
 )
 from streamshield.engine.secured_view import SecuredProjection

@@ -367,9 +367,7 @@ def bare_column(sql: str, kinds: Mapping[str, tuple[str, str]]) -> str | None:
     return None
 
 
-def suffixed(
-    sql: str, kinds: Mapping[str, tuple[str, str]], suffix: str
-) -> tuple[str, list[str]]:
+def suffixed(sql: str, kinds: Mapping[str, tuple[str, str]], suffix: str) -> tuple[str, list[str]]:
     """An item over the view columns renamed ``<column><suffix>``, and the view columns
     it reads (NotFused when it reads anything but a view column)."""
     read: dict[str, None] = {}
