@@ -260,6 +260,19 @@ def _conf_option(flag: str, what: str, setting: str) -> Callable:
     default=None,
     help=_setting("ingest_latency_budget_seconds"),
 )
+@click.option(
+    "--subscriber-queue-batches", type=int, default=None, help=_setting("subscriber_queue_batches")
+)
+@click.option(
+    "--subscriber-queue-bytes", type=int, default=None, help=_setting("subscriber_queue_bytes")
+)
+@click.option(
+    "--catalog-poll",
+    "catalog_poll_seconds",
+    type=float,
+    default=None,
+    help=_setting("catalog_poll_seconds"),
+)
 @click.option("--share-windows/--no-share-windows", default=None, help=_setting("share_windows"))
 @click.option("--fuse-branches/--no-fuse-branches", default=None, help=_setting("fuse_branches"))
 @click.option(
@@ -290,6 +303,9 @@ def serve(
     max_clock_skew: float | None,
     max_ingest_backlog: int | None,
     ingest_latency_budget_seconds: float | None,
+    subscriber_queue_batches: int | None,
+    subscriber_queue_bytes: int | None,
+    catalog_poll_seconds: float | None,
     share_windows: bool | None,
     fuse_branches: bool | None,
     share_aggregates: bool | None,
@@ -324,6 +340,9 @@ def serve(
         "max_clock_skew": max_clock_skew,
         "max_ingest_backlog": max_ingest_backlog,
         "ingest_latency_budget_seconds": ingest_latency_budget_seconds,
+        "subscriber_queue_batches": subscriber_queue_batches,
+        "subscriber_queue_bytes": subscriber_queue_bytes,
+        "catalog_poll_seconds": catalog_poll_seconds,
         "share_windows": share_windows,
         "fuse_branches": fuse_branches,
         "share_aggregates": share_aggregates,

@@ -286,3 +286,27 @@ def test_the_servers_heap_is_sized_once_and_the_operator_wins() -> None:
     conf = with_java_option(mine, fixed_heap(mine))
     # the operator's options come later on the JVM's command line, so they win
     assert conf[DRIVER_JAVA_OPTIONS] == "-Xms3g -XX:+AlwaysPreTouch -XX:-AlwaysPreTouch"
+
+
+def test_subscriber_bounds_and_the_catalog_poll_are_serve_options(monkeypatch) -> None:
+    """The slow-subscriber bounds and the catalog view's poll period are settings like any
+    other (option, environment, file), checked: a bound of one batch would drop every
+    subscriber at her first batch, a poll of 0 would spin on the catalog."""
+    started: list[ServeSettings] = []
+
+    def run_server(settings: ServeSettings, _echo) -> int:
+        started.append(settings)
+        return 0
+
+    monkeypatch.setattr("streamshield.server.main.run_server", run_server)
+    options = ["--subscriber-queue-batches", "8", "--subscriber-queue-bytes", "1048576"]
+    result = CliRunner().invoke(main, ["serve", *options, "--catalog-poll", "0.5"])
+    assert result.exit_code == 0, result.output
+    chosen = started.pop()
+    assert (chosen.subscriber_queue_batches, chosen.subscriber_queue_bytes) == (8, 1 << 20)
+    assert chosen.catalog_poll_seconds == 0.5
+    monkeypatch.setenv("STREAMSHIELD_CATALOG_POLL_SECONDS", "2")
+    assert load({}).catalog_poll_seconds == 2.0
+    for bad in ({"subscriber_queue_batches": 1}, {"catalog_poll_seconds": 0}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            load(bad)

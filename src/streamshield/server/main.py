@@ -188,7 +188,9 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
                 if settings.tls_cert and settings.tls_key
                 else ensure_self_signed(root / "tls")
             )
-            security = SecurityCatalog(settings.catalog_target)
+            security = SecurityCatalog(
+                settings.catalog_target, view_poll_seconds=settings.catalog_poll_seconds
+            )
             fresh = _fresh(security)
             users = None
             if settings.example and fresh:  # the hierarchy before the engine reads it
@@ -220,7 +222,12 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
         if stopper.requested.is_set():
             return 0
         with timings.phase("api"):
-            app = create_app(service, metrics_token=settings.metrics_token)
+            app = create_app(
+                service,
+                queue_size=settings.subscriber_queue_batches,
+                queue_bytes=settings.subscriber_queue_bytes,
+                metrics_token=settings.metrics_token,
+            )
             try:
                 api = serve_in_thread(
                     app,

@@ -27,7 +27,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from streamshield.catalog.view import POLL_SECONDS
 from streamshield.engine.retention import parse_retention
+from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 ENV_PREFIX = "STREAMSHIELD_"
 DEFAULT_BACKLOG = 50_000
@@ -122,6 +124,29 @@ class ServeSettings(BaseSettings):
         "answered 503 ingest_backlog with Retry-After while the oldest waiting element "
         "has waited longer, or the backlog would take longer to drain at ingest's recent "
         "throughput, and nothing lands (0: no budget).",
+    )
+    subscriber_queue_batches: int = Field(
+        DEFAULT_QUEUE,
+        ge=2,
+        le=100_000,
+        description="Batches a subscriber may lag behind: past half of it she is told "
+        "(an SSE lagging event), past it she is dropped with a reason, so that one slow "
+        "reader never holds the server's memory or the others' delivery.",
+    )
+    subscriber_queue_bytes: int = Field(
+        DEFAULT_QUEUE_BYTES,
+        ge=64 * 1024,
+        le=1 << 34,
+        description="Bytes of encoded events a subscriber may lag behind (told past half, "
+        "dropped past it; one batch larger than this is still delivered alone).",
+    )
+    catalog_poll_seconds: float = Field(
+        POLL_SECONDS,
+        gt=0,
+        le=60,
+        description="Seconds between looks at the catalog's version for changes made by "
+        "another process (another server, the CLI, SQL by hand): a revocation there "
+        "reaches this server's subscribers within it; its own changes at once.",
     )
     share_windows: bool = Field(
         True,
