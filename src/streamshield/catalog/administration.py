@@ -49,6 +49,7 @@ from streamshield.catalog.errors import (
     SecurityError,
     Throttled,
 )
+from streamshield.catalog.grant_rows import drop_unsupported
 from streamshield.catalog.guarded import not_admin
 from streamshield.catalog.oxrbac import SYSTEM, Permission, Subject
 from streamshield.catalog.store import load_hierarchy, store_hierarchy
@@ -428,18 +429,14 @@ class Administration:
             changed = hierarchy.without_junior(senior, junior)
             store_hierarchy(db, changed)
             state = self._acl(db)
-            doomed = state.grants - ox.supported(state)
-            from streamshield.catalog.security import _delete_grant
-
-            for grant in doomed:
-                _delete_grant(db, grant)
+            removed = drop_unsupported(db, state)
             self._record(
                 db,
                 Event.REMOVE_JUNIOR,
                 actor,
                 role=senior,
                 junior=junior,
-                grants_removed=len(doomed),
+                grants_removed=removed,
             )
         return RoleInfo(senior, tuple(sorted(changed.juniors[senior]))), changed
 

@@ -62,6 +62,7 @@ from streamshield.catalog.errors import (
     Throttled,
     from_denial,
 )
+from streamshield.catalog.grant_rows import delete_grant, drop_unsupported
 from streamshield.catalog.guarded import GuardedChanges
 from streamshield.catalog.levels import Levels
 from streamshield.catalog.oxrbac import (
@@ -304,7 +305,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
             if db.execute(select(t.users.c.name).where(t.users.c.name == name)).first() is None:
                 raise ValueError("unknown user")
             _set_user_roles(db, name, roles)
-            dropped = _drop_unsupported(db, self._acl(db))
+            dropped = drop_unsupported(db, self._acl(db))
             change.done(detail={"user": name, "roles": sorted(roles), "grants_removed": dropped})
 
     def user_roles(self, name: str) -> frozenset[str]:
@@ -858,7 +859,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
             if not plan:
                 raise GrantNotFound(permission, obj, grantee)  # not a refusal: nothing to undo
             for grant in plan:
-                _delete_grant(change.db, grant)
+                delete_grant(change.db, grant)
             detail = {"permission": permission.value, "grantee": str(grantee), "removed": len(plan)}
             change.done(obj=obj, detail=detail)
         return len(plan)
@@ -1051,27 +1052,6 @@ def _grant(row: Any) -> ox.Grant:
         row.grantor,
         bool(row.with_grant_option),
     )
-
-
-def _delete_grant(db: Connection, grant: ox.Grant) -> None:
-    c = t.grants.c
-    db.execute(
-        delete(t.grants).where(
-            c.permission == grant.permission.value,
-            c.obj_kind == grant.obj.kind.value,
-            c.obj_name == grant.obj.name,
-            c.grantee_kind == grant.grantee.kind.value,
-            c.grantee == grant.grantee.name,
-            c.grantor == grant.grantor,
-        )
-    )
-
-
-def _drop_unsupported(db: Connection, state: ox.AclState) -> int:
-    doomed = state.grants - ox.supported(state)
-    for grant in doomed:
-        _delete_grant(db, grant)
-    return len(doomed)
 
 
 def _settings(db: Connection) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import administration as adm
+from streamshield.server.auth import Auth
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
 
@@ -150,9 +151,7 @@ def _role(info: adm.RoleInfo) -> RoleOut:
 
 
 def router() -> APIRouter:
-    """The administration routes (built on call: ``Auth`` lives in the app module)."""
-    from streamshield.server.app import Auth
-
+    """The administration routes."""
     api = APIRouter(tags=["administration"])
 
     def security(request: Request) -> Any:
