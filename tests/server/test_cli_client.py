@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from streamshield.cli import main
-from streamshield.cli_output import (
+from streamshield.cli.output import (
     EXIT_LOCAL,
     EXIT_REFUSED,
     EXIT_SERVER,

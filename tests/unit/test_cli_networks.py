@@ -1,6 +1,6 @@
 """The CLI's network table: one row per switch, with the level its queries run at."""
 
-from streamshield.cli_networks import switch_rows
+from streamshield.cli.networks import switch_rows
 
 
 def _switch(kind: str, queries: list[str]) -> dict:

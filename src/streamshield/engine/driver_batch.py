@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.engine.driver_rows import _path
+from streamshield.engine.driver_rows import local_path
 from streamshield.engine.ingest import ELEMENT_SCHEMA
 
 log = logging.getLogger("streamshield.engine")
@@ -52,7 +52,7 @@ def lines(files: Sequence[str]) -> pa.Array | None:
     cut: list[bytes] = []
     for uri in files:
         try:
-            data = Path(_path(uri)).read_bytes()
+            data = Path(local_path(uri)).read_bytes()
         except OSError:
             return None
         if data.translate(None, _ALLOWED):

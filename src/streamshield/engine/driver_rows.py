@@ -129,7 +129,7 @@ def read_local(
         wanted = {f.name for f in fields}
         tables = []
         for uri in files:
-            table = pq.read_table(_path(uri))
+            table = pq.read_table(local_path(uri))
             names = table.column_names
             if len({n.lower() for n in names}) != len(names):
                 return None  # names Spark would find ambiguous
@@ -157,5 +157,6 @@ def read_local(
         return None
 
 
-def _path(uri: str) -> str:
+def local_path(uri: str) -> str:
+    """The file a Spark file URI names (a plain path as it is)."""
     return unquote(urlparse(uri).path) if uri.startswith("file:") else uri

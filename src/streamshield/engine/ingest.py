@@ -67,7 +67,7 @@ from streamshield.engine.driver_rows import local_frame as local_frame_of
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.levels import assigned_level
-from streamshield.engine.local_frames import _as_python, arrow_type, local_frame
+from streamshield.engine.local_frames import arrow_type, as_python, local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
@@ -1064,7 +1064,7 @@ def _decision_entries(rows: list[tuple]) -> str | None:
         {
             "k": dict(zip(key_type.names, key, strict=True)),
             "v": {
-                f.name: _as_python(value, f.dataType)
+                f.name: as_python(value, f.dataType)
                 for f, value in zip(_DECISIONS.fields, row, strict=True)
             },
         }
@@ -1296,7 +1296,7 @@ def decision_table(
         picks.append(None if at < 0 else at)
     rules_type = _DECISIONS["_ss_rules"].dataType
     wide = {
-        "_ss_rules": [_as_python(r, rules_type) if r else r for r, _, _ in compiled],
+        "_ss_rules": [as_python(r, rules_type) if r else r for r, _, _ in compiled],
         "_ss_fixed": [None if f is None else list(f) for _, f, _ in compiled],
         "_ss_d_lo": [None if m is None else m[0] for _, _, m in compiled],
         "_ss_d_hi": [None if m is None else m[1] for _, _, m in compiled],

@@ -39,17 +39,17 @@ def arrow_type(spark_type: DataType) -> pa.DataType:
     return _SCALARS[type(spark_type)]
 
 
-def _as_python(value: object, spark_type: DataType) -> object:
+def as_python(value: object, spark_type: DataType) -> object:
     """Tuples of struct fields become dicts, which is how pyarrow reads structs."""
     if value is None:
         return None
     if isinstance(spark_type, ArrayType):
         if not isinstance(spark_type.elementType, ArrayType | StructType):
             return list(value)  # scalars as they are: label words are hundreds per row
-        return [_as_python(v, spark_type.elementType) for v in value]  # type: ignore[union-attr]
+        return [as_python(v, spark_type.elementType) for v in value]  # type: ignore[union-attr]
     if isinstance(spark_type, StructType):
         return {
-            f.name: _as_python(v, f.dataType)
+            f.name: as_python(v, f.dataType)
             for f, v in zip(spark_type.fields, value, strict=True)  # type: ignore[arg-type]
         }
     return value
@@ -68,7 +68,7 @@ def local_table(rows: Sequence[Sequence[object]], schema: StructType) -> pa.Tabl
         field.name: pa.array(
             [row[i] for row in rows]
             if type(field.dataType) in _SCALARS  # as they are: pyarrow reads them directly
-            else [_as_python(row[i], field.dataType) for row in rows],
+            else [as_python(row[i], field.dataType) for row in rows],
             type=arrow_type(field.dataType),
         )
         for i, field in enumerate(schema.fields)

@@ -13,7 +13,7 @@ import json
 
 import click
 
-from streamshield.cli_admin import OUTPUT, _request, _show
+from streamshield.cli.http import OUTPUT, request, show
 
 COLUMNS = ["stream", "level", "kind", "queries", "open", "counter", "receivers", "users", "since"]
 
@@ -30,13 +30,13 @@ def network_list(output: str) -> None:
 
     Example: streamshield client network list --output json
     """
-    answer = _request("GET", "/networks")
+    answer = request("GET", "/networks")
     if output == "json":
         click.echo(json.dumps(answer, indent=2))
         return
     rows = switch_rows(answer)
     with_levels = any(r["level"] != "-" for r in rows)  # a column only while levels are on
-    _show(rows, [c for c in COLUMNS if with_levels or c != "level"], output)
+    show(rows, [c for c in COLUMNS if with_levels or c != "level"], output)
 
 
 def switch_rows(answer: dict) -> list[dict]:
@@ -73,7 +73,7 @@ def network_sp(query: str, user: str, sign: str) -> None:
 
     Example: streamshield client network sp ward_watch bob -
     """
-    _request("POST", "/networks/sps", json={"query": query, "user": user, "sign": sign})
+    request("POST", "/networks/sps", json={"query": query, "user": user, "sign": sign})
     click.echo(f"queued: {sign} {user} on {query}")
 
 

@@ -8,16 +8,10 @@ from pathlib import Path
 
 import click
 
-from streamshield import (
-    __version__,
-    cli_admin,
-    cli_cep,
-    cli_levels,
-    cli_networks,
-    cli_operations,
-    cli_recovery,
-)
-from streamshield.cli_output import (
+from streamshield import __version__
+from streamshield.cli import admin, cep, levels, networks, operations, recovery
+from streamshield.cli.http import session_client
+from streamshield.cli.output import (
     EXIT_REFUSED,
     EXIT_SESSION,
     ClientGroup,
@@ -415,20 +409,6 @@ def client() -> None:
     """
 
 
-def _client():
-    from streamshield.client import Client, load_saved
-
-    saved = load_saved()
-    if saved is None or saved.token is None:
-        raise Failure("not logged in: run 'streamshield client login' first", EXIT_SESSION)
-    return Client(saved.url, saved.token, saved.ca)
-
-
-def _call(fn, *args, **kwargs):
-    """Kept for command modules written against it: errors now leave through ClientGroup."""
-    return fn(*args, **kwargs)
-
-
 def _when(value: object) -> str:
     """An API time (ISO-8601 or epoch seconds) as ``YYYY-MM-DD HH:MM:SS UTC``."""
     if isinstance(value, int | float):
@@ -494,7 +474,7 @@ def client_logout() -> None:
     from streamshield.client import ClientError, LocalFileError, forget
 
     try:
-        with _client() as api:
+        with session_client() as api:
             api.logout()
     except (ClientError, Failure, LocalFileError):
         pass  # an expired, missing or unreadable session is as good as ended
@@ -506,7 +486,7 @@ def client_logout() -> None:
 @output_option
 def client_catalog() -> None:
     """The schemas, streams and queries you may see."""
-    with _client() as api:
+    with session_client() as api:
         view = api.catalog()
     emit(view)
     if output_format() == "table":
@@ -519,7 +499,7 @@ def client_catalog() -> None:
 @output_option
 def client_stream(name: str) -> None:
     """One stream's definition."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.stream(name)
     if answer.get("kind") == "output":
         emit(
@@ -559,7 +539,7 @@ def client_add_schema(name: str, attributes: tuple[str, ...], tid: str, event_ti
     pairs = [tuple(a.split(":", 1)) for a in attributes]
     if any(len(p) != 2 for p in pairs):
         raise click.UsageError("attributes are name:type")
-    with _client() as api:
+    with session_client() as api:
         answer = api.add_schema(name, pairs, tid, event_time)
     emit(answer, text=f"schema {name} added")
 
@@ -572,7 +552,7 @@ def client_add_schema(name: str, attributes: tuple[str, ...], tid: str, event_ti
 @output_option
 def client_add_stream(name: str, schema: str) -> None:
     """Add a stream of a schema (needs ADD on the schema)."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.add_stream(name, schema)
     emit(answer, text=f"stream {name} added")
 
@@ -605,7 +585,7 @@ def client_ingest(stream: str, file, show: int, assign: str) -> None:
     and rejected, with the first reasons by line number; exits 1 if any was rejected.
     """
     accepted, rejected, rejections = 0, 0, []
-    with _client() as api:
+    with session_client() as api:
         for _first, answer in api.append_chunked(stream, file, assign=assign):
             accepted += answer["accepted"]
             rejected += answer["rejected"]
@@ -638,7 +618,7 @@ def client_query() -> None:
 @output_option
 def client_query_register(name: str, text: str) -> None:
     """Register a query (or send an INSERT SP script)."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.register(name, text)
     emit(answer, text=" ".join(f"{k}={v}" for k, v in answer.items()))
 
@@ -648,7 +628,7 @@ def client_query_register(name: str, text: str) -> None:
 @output_option
 def client_query_start(name: str) -> None:
     """Start a stopped query (it resumes from its checkpoint)."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.set_status(name, True)
     emit(answer, text=str(answer["status"]))
 
@@ -658,7 +638,7 @@ def client_query_start(name: str) -> None:
 @output_option
 def client_query_stop(name: str) -> None:
     """Stop a query (kept, with its subscribers, until removed)."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.set_status(name, False)
     emit(answer, text=str(answer["status"]))
 
@@ -668,7 +648,7 @@ def client_query_stop(name: str) -> None:
 @output_option
 def client_query_remove(name: str) -> None:
     """Stop and remove a query; its subscriptions end."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.remove(name)
     emit(answer, text=f"query {name} removed")
 
@@ -707,7 +687,7 @@ def _grant_body(permission, kind, obj, role, user, grant_option: bool) -> dict:
 @output_option
 def client_grant(permission, kind, obj, role, user, grant_option) -> None:
     """Grant PERMISSION (e.g. "READ TUPLE") on KIND OBJ to --role or --user."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.grant(_grant_body(permission, kind, obj, role, user, grant_option))
     emit(answer, text="granted")
 
@@ -719,7 +699,7 @@ def client_grant(permission, kind, obj, role, user, grant_option) -> None:
 @output_option
 def client_revoke(permission, kind, obj, role, user) -> None:
     """Revoke PERMISSION on KIND OBJ from --role or --user (404 if there is no such grant)."""
-    with _client() as api:
+    with session_client() as api:
         answer = api.grant(_grant_body(permission, kind, obj, role, user, False), revoke=True)
     emit(answer, text="revoked")
 
@@ -744,7 +724,7 @@ def client_settings(assignments: tuple[str, ...]) -> None:
             values[key] = json.loads(raw)
         except json.JSONDecodeError:
             values[key] = raw
-    with _client() as api:
+    with session_client() as api:
         answer = api.set_settings(values) if values else api.settings()
     rows = [{"key": k, "value": json.dumps(v)} for k, v in sorted(answer.items())]
     emit(answer, rows=rows)
@@ -767,7 +747,7 @@ def client_subscribe(name: str, limit: int) -> None:
     import json
 
     seen = 0
-    with _client() as api:
+    with session_client() as api:
         for event, data in api.subscribe(name):
             if event == "lagging":  # told, not dropped: reading on is how to catch up
                 click.echo(f"[lagging] {data.get('behind')} batches behind", err=True)
@@ -786,14 +766,11 @@ def client_subscribe(name: str, limit: int) -> None:
                     return
 
 
-cli_operations.attach(client, client_query)  # client query list/show/explain, audit
+operations.attach(client, client_query)  # client query list/show/explain, audit
 
 
-cli_admin.attach(main, client)  # admin init; client user, role, passwd
-cli_admin.admin.add_command(cli_recovery.relabel)  # admin relabel
-cli_levels.attach(client)  # client level ...
-cli_networks.attach(client)  # client network list|sp
-cli_cep.attach(main, client)  # cep-example; client pattern ...|cep-rules get|put
-
-if __name__ == "__main__":
-    main()
+admin.attach(main, client)  # admin init; client user, role, passwd
+admin.admin.add_command(recovery.relabel)  # admin relabel
+levels.attach(client)  # client level ...
+networks.attach(client)  # client network list|sp
+cep.attach(main, client)  # cep-example; client pattern ...|cep-rules get|put

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import click
 
-from streamshield.cli_admin import OUTPUT, _request, _show
+from streamshield.cli.http import OUTPUT, request, show
 
 
 def _path(name: str) -> str:
@@ -24,7 +24,7 @@ def _one(answer: dict, columns: list[str], output: str) -> None:
     if output == "json":
         click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
     else:
-        _show([answer], columns, output)
+        show([answer], columns, output)
 
 
 @click.group("level")
@@ -42,13 +42,13 @@ def level_show(output: str) -> None:
 
     Example: streamshield client level show
     """
-    answer = _request("GET", "/levels")
+    answer = request("GET", "/levels")
     if output == "json":
         click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
         return
     rows = [{"kind": "COI", **c, "level": ""} for c in answer["coi_classes"]]
     rows += [{"kind": "CI", **c} for c in answer["ci_classes"]]
-    _show(rows, ["kind", "name", "companies", "level"], output)
+    show(rows, ["kind", "name", "companies", "level"], output)
     click.echo(f"public {answer['public']}  trusted {answer['trusted']}")
 
 
@@ -65,7 +65,7 @@ def level_coi(name: str, companies: tuple[str, ...], capacity: int | None, outpu
     body: dict = {"name": name, "companies": list(companies)}
     if capacity is not None:
         body["capacity"] = capacity
-    _one(_request("POST", "/levels/coi", json=body), ["name", "companies"], output)
+    _one(request("POST", "/levels/coi", json=body), ["name", "companies"], output)
 
 
 @level.command("add-company")
@@ -77,7 +77,7 @@ def level_add_company(name: str, company: str, output: str) -> None:
 
     Example: streamshield client level add-company COI2 D
     """
-    answer = _request("POST", f"/levels/coi/{_path(name)}/companies", json={"company": company})
+    answer = request("POST", f"/levels/coi/{_path(name)}/companies", json={"company": company})
     _one(answer, ["name", "companies"], output)
 
 
@@ -90,7 +90,7 @@ def level_ci(name: str, companies: tuple[str, ...], output: str) -> None:
 
     Example: streamshield client level ci service5 1 B
     """
-    answer = _request("POST", "/levels/ci", json={"name": name, "companies": list(companies)})
+    answer = request("POST", "/levels/ci", json={"name": name, "companies": list(companies)})
     _one(answer, ["name", "companies", "level"], output)
 
 
@@ -117,7 +117,7 @@ def stream_show(name: str, output: str) -> None:
 
     Example: streamshield client level stream show MessageLog
     """
-    answer = _request("GET", f"/levels/streams/{_path(name)}")
+    answer = request("GET", f"/levels/streams/{_path(name)}")
     _one(_stream_row(answer) if output == "table" else answer, STREAM_COLUMNS, output)
 
 
@@ -130,7 +130,7 @@ def stream_set(name: str, level_text: str, output: str) -> None:
 
     Example: streamshield client level stream set MessageLog '[T, T]'
     """
-    answer = _request("PUT", f"/levels/streams/{_path(name)}", json={"level": level_text})
+    answer = request("PUT", f"/levels/streams/{_path(name)}", json={"level": level_text})
     _one(_stream_row(answer) if output == "table" else answer, STREAM_COLUMNS, output)
 
 
@@ -144,7 +144,7 @@ def stream_channel(name: str, provider: str, level_text: str, output: str) -> No
 
     Example: streamshield client level stream channel MessageLog company1 '[1, _]'
     """
-    answer = _request(
+    answer = request(
         "PUT",
         f"/levels/streams/{_path(name)}/channels/{_path(provider)}",
         json={"level": level_text},
@@ -161,7 +161,7 @@ def stream_unset_channel(name: str, provider: str, output: str) -> None:
 
     Example: streamshield client level stream unset-channel MessageLog company1
     """
-    answer = _request("DELETE", f"/levels/streams/{_path(name)}/channels/{_path(provider)}")
+    answer = request("DELETE", f"/levels/streams/{_path(name)}/channels/{_path(provider)}")
     _one(_stream_row(answer) if output == "table" else answer, STREAM_COLUMNS, output)
 
 
@@ -181,7 +181,7 @@ def clearance_show(user: str, output: str) -> None:
 
     Example: streamshield client level clearance show ann
     """
-    _one(_request("GET", f"/users/{_path(user)}/clearance"), ["user", "clearance"], output)
+    _one(request("GET", f"/users/{_path(user)}/clearance"), ["user", "clearance"], output)
 
 
 @clearance.command("set")
@@ -193,7 +193,7 @@ def clearance_set(user: str, level_text: str, output: str) -> None:
 
     Example: streamshield client level clearance set ann '[1, B]'
     """
-    answer = _request("PUT", f"/users/{_path(user)}/clearance", json={"level": level_text})
+    answer = request("PUT", f"/users/{_path(user)}/clearance", json={"level": level_text})
     _one(answer, ["user", "clearance", "sessions_lowered"], output)
 
 
@@ -204,7 +204,7 @@ def level_me(output: str) -> None:
 
     Example: streamshield client level me
     """
-    _one(_request("GET", "/me/level"), ["user", "clearance", "level"], output)
+    _one(request("GET", "/me/level"), ["user", "clearance", "level"], output)
 
 
 @level.command("activate")
@@ -215,7 +215,7 @@ def level_activate(level_text: str, output: str) -> None:
 
     Example: streamshield client level activate '[_, B]'
     """
-    answer = _request("PUT", "/me/level", json={"level": level_text})
+    answer = request("PUT", "/me/level", json={"level": level_text})
     _one(answer, ["user", "clearance", "level"], output)
 
 

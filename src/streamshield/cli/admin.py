@@ -7,22 +7,13 @@ and ``ps``): they come from a file (``--password-file``, first line) or a hidden
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from streamshield.cli_output import print_table
-
-OUTPUT = click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Table for people, JSON for scripts.",
-)
+from streamshield.cli.http import OUTPUT, request, show
 
 
 def _password(path: Path | None, prompt: str, confirm: bool = True) -> str:
@@ -30,34 +21,6 @@ def _password(path: Path | None, prompt: str, confirm: bool = True) -> str:
         lines = path.read_text(encoding="utf-8").splitlines()
         return lines[0] if lines else ""
     return click.prompt(prompt, hide_input=True, confirmation_prompt=confirm)
-
-
-def _request(method: str, path: str, **kwargs: Any) -> Any:
-    """One API call as the saved session; refusals and network errors are one line."""
-    import httpx
-
-    from streamshield.cli import _call, _client
-
-    try:
-        with _client() as api:
-            return _call(api.request, method, path, **kwargs)
-    except httpx.HTTPError as err:
-        raise click.ClickException(f"cannot reach the server: {type(err).__name__}") from None
-
-
-def _show(rows: Iterable[dict], columns: list[str], output: str, key: str | None = None) -> None:
-    rows = list(rows)
-    if output == "json":
-        click.echo(json.dumps(rows if key is None else {key: rows}, indent=2))
-        return
-    # one way of printing tables (cli_output: wide enough off a terminal, cells folded)
-    print_table([{c: _cell(row.get(c)) for c in columns} for row in rows], columns)
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
 
 
 # -- streamshield admin ---------------------------------------------------------------------
@@ -146,7 +109,7 @@ def user_create(name: str, roles: tuple[str, ...], password_file: Path | None, o
     """
     password = _password(password_file, f"password for {name}")
     body = {"name": name, "password": password, "roles": list(roles)}
-    _show([_request("POST", "/users", json=body)], USER_COLUMNS, output)
+    show([request("POST", "/users", json=body)], USER_COLUMNS, output)
 
 
 @user.command("list")
@@ -156,7 +119,7 @@ def user_list(output: str) -> None:
 
     Example: streamshield client user list --output json
     """
-    _show(_request("GET", "/users")["users"], USER_COLUMNS, output, key="users")
+    show(request("GET", "/users")["users"], USER_COLUMNS, output, key="users")
 
 
 @user.command("show")
@@ -167,7 +130,7 @@ def user_show(name: str, output: str) -> None:
 
     Example: streamshield client user show nina
     """
-    _show([_request("GET", f"/users/{name}")], USER_COLUMNS, output)
+    show([request("GET", f"/users/{name}")], USER_COLUMNS, output)
 
 
 @user.command("roles")
@@ -179,8 +142,8 @@ def user_roles(name: str, roles: tuple[str, ...], output: str) -> None:
 
     Example: streamshield client user roles nina --role ND --role E
     """
-    answer = _request("PUT", f"/users/{name}/roles", json={"roles": list(roles)})
-    _show([answer], USER_COLUMNS, output)
+    answer = request("PUT", f"/users/{name}/roles", json={"roles": list(roles)})
+    show([answer], USER_COLUMNS, output)
 
 
 @user.command("password")
@@ -192,7 +155,7 @@ def user_password(name: str, password_file: Path | None) -> None:
     Example: streamshield client user password nina --password-file new.pw
     """
     password = _password(password_file, f"new password for {name}")
-    _request("POST", f"/users/{name}/password", json={"password": password})
+    request("POST", f"/users/{name}/password", json={"password": password})
     click.echo(f"password of {name} set")
 
 
@@ -201,7 +164,7 @@ def _state_command(action: str, help_text: str) -> Callable[..., Any]:
     @click.argument("name")
     @OUTPUT
     def command(name: str, output: str) -> None:
-        _show([_request("POST", f"/users/{name}/{action}")], USER_COLUMNS, output)
+        show([request("POST", f"/users/{name}/{action}")], USER_COLUMNS, output)
 
     return command
 
@@ -234,8 +197,8 @@ def role_create(name: str, juniors: tuple[str, ...], output: str) -> None:
 
     Example: streamshield client role create CARDIO --junior D
     """
-    answer = _request("POST", "/roles", json={"name": name, "juniors": list(juniors)})
-    _show([answer], ROLE_COLUMNS, output)
+    answer = request("POST", "/roles", json={"name": name, "juniors": list(juniors)})
+    show([answer], ROLE_COLUMNS, output)
 
 
 @role.command("list")
@@ -245,7 +208,7 @@ def role_list(output: str) -> None:
 
     Example: streamshield client role list
     """
-    _show(_request("GET", "/roles")["roles"], ROLE_COLUMNS, output, key="roles")
+    show(request("GET", "/roles")["roles"], ROLE_COLUMNS, output, key="roles")
 
 
 @role.command("add-junior")
@@ -257,8 +220,8 @@ def role_add_junior(name: str, junior: str, output: str) -> None:
 
     Example: streamshield client role add-junior CARDIO D
     """
-    answer = _request("POST", f"/roles/{name}/juniors", json={"junior": junior})
-    _show([answer], ROLE_COLUMNS, output)
+    answer = request("POST", f"/roles/{name}/juniors", json={"junior": junior})
+    show([answer], ROLE_COLUMNS, output)
 
 
 @role.command("remove-junior")
@@ -270,7 +233,7 @@ def role_remove_junior(name: str, junior: str, output: str) -> None:
 
     Example: streamshield client role remove-junior CARDIO D
     """
-    _show([_request("DELETE", f"/roles/{name}/juniors/{junior}")], ROLE_COLUMNS, output)
+    show([request("DELETE", f"/roles/{name}/juniors/{junior}")], ROLE_COLUMNS, output)
 
 
 # -- streamshield client passwd -------------------------------------------------------------
@@ -286,7 +249,7 @@ def passwd(current_file: Path | None, new_file: Path | None) -> None:
     """
     current = _password(current_file, "current password", confirm=False)
     new = _password(new_file, "new password")
-    answer = _request("POST", "/me/password", json={"current": current, "new": new})
+    answer = request("POST", "/me/password", json={"current": current, "new": new})
     click.echo(f"password of {answer['name']} changed")
 
 

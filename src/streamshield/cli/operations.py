@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from streamshield.cli.http import request
+
 OUTPUT = click.option(
     "--output",
     "-o",
@@ -32,14 +34,6 @@ QUERY_COLUMNS = [
     "subscribers",
 ]
 AUDIT_COLUMNS = ["id", "at", "actor", "action", "outcome", "object", "detail"]
-
-
-def _get(path: str, params: dict[str, Any] | None = None) -> Any:
-    """GET on the logged-in server; errors as one line (the main CLI's conventions)."""
-    from streamshield.cli import _call, _client
-
-    with _client() as api:
-        return _call(api.request, "GET", path, params=params)
 
 
 def _print(answer: Any, rows: list[dict], columns: list[str], output: str, title: str) -> None:
@@ -74,7 +68,7 @@ def query_list(output: str) -> None:
 
     Example: streamshield client query list --output json
     """
-    answer = _get("/queries")
+    answer = request("GET", "/queries")
     _print(answer, answer["queries"], QUERY_COLUMNS, output, "queries")
 
 
@@ -86,7 +80,7 @@ def query_show(name: str, output: str) -> None:
 
     Example: streamshield client query show heart_nina
     """
-    answer = _get(f"/queries/{name}")
+    answer = request("GET", f"/queries/{name}")
     rows = [{"field": k, "value": v} for k, v in answer.items()]
     _print(answer, rows, ["field", "value"], output, f"query {name}")
 
@@ -99,7 +93,7 @@ def query_explain(name: str, output: str) -> None:
 
     Example: streamshield client query explain heart_nina
     """
-    answer = _get(f"/queries/{name}/explain")
+    answer = request("GET", f"/queries/{name}/explain")
     rows = [{"field": k, "value": v} for k, v in answer.items()]
     _print(answer, rows, ["field", "value"], output, f"plan of {name}")
 
@@ -139,7 +133,7 @@ def audit(
         "limit": limit,
         "before_id": before_id,
     }
-    answer = _get("/audit", {k: v for k, v in params.items() if v is not None})
+    answer = request("GET", "/audit", params={k: v for k, v in params.items() if v is not None})
     rows = [
         {
             **entry,

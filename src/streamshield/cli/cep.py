@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from streamshield.cli_admin import OUTPUT, _request, _show
+from streamshield.cli.http import OUTPUT, request, show
 
 COLUMNS = ["name", "owner", "roles", "status", "reason", "delivered", "pattern"]
 
@@ -66,7 +66,7 @@ def pattern_register(name: str, text: str, key: str | None) -> None:
     WITHIN 1 MINUTE RETURN b.level" --key room
     """
     body = {"name": name, "pattern": text, **({"key": key} if key else {})}
-    answer = _request("POST", "/patterns", json=body)
+    answer = request("POST", "/patterns", json=body)
     click.echo(f"{answer['name']}: {answer['status']} (output {answer['output']})")
 
 
@@ -77,8 +77,8 @@ def pattern_list(output: str) -> None:
 
     Example: streamshield client pattern list --output json
     """
-    rows = _request("GET", "/patterns")["patterns"]
-    _show([{**r, "roles": ",".join(r["roles"])} for r in rows], COLUMNS, output)
+    rows = request("GET", "/patterns")["patterns"]
+    show([{**r, "roles": ",".join(r["roles"])} for r in rows], COLUMNS, output)
 
 
 @pattern.command("explain")
@@ -88,7 +88,7 @@ def pattern_explain(name: str) -> None:
 
     Example: streamshield client pattern explain fire
     """
-    click.echo(json.dumps(_request("GET", f"/patterns/{name}"), indent=2))
+    click.echo(json.dumps(request("GET", f"/patterns/{name}"), indent=2))
 
 
 @pattern.command("start")
@@ -98,7 +98,7 @@ def pattern_start(name: str) -> None:
 
     Example: streamshield client pattern start fire
     """
-    click.echo(_request("POST", f"/patterns/{name}/status", json={"running": True})["status"])
+    click.echo(request("POST", f"/patterns/{name}/status", json={"running": True})["status"])
 
 
 @pattern.command("stop")
@@ -108,7 +108,7 @@ def pattern_stop(name: str) -> None:
 
     Example: streamshield client pattern stop fire
     """
-    click.echo(_request("POST", f"/patterns/{name}/status", json={"running": False})["status"])
+    click.echo(request("POST", f"/patterns/{name}/status", json={"running": False})["status"])
 
 
 @pattern.command("remove")
@@ -118,7 +118,7 @@ def pattern_remove(name: str) -> None:
 
     Example: streamshield client pattern remove fire
     """
-    _request("DELETE", f"/patterns/{name}")
+    request("DELETE", f"/patterns/{name}")
     click.echo(f"pattern {name} removed")
 
 
@@ -133,7 +133,7 @@ def pattern_rows(name: str, after: int) -> None:
 
     Example: streamshield client pattern rows fire --after 10
     """
-    for row in _request("GET", f"/patterns/{name}/rows", params={"after": after})["rows"]:
+    for row in request("GET", f"/patterns/{name}/rows", params={"after": after})["rows"]:
         click.echo(json.dumps(row))
 
 
@@ -148,7 +148,7 @@ def cep_rules_get() -> None:
 
     Example: streamshield client cep-rules get
     """
-    click.echo(json.dumps(_request("GET", "/cep/rules"), indent=2))
+    click.echo(json.dumps(request("GET", "/cep/rules"), indent=2))
 
 
 @cep_rules.command("put")
@@ -163,7 +163,7 @@ def cep_rules_put(file: Path) -> None:
         document = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise click.ClickException(f"line {err.lineno}, column {err.colno}: not JSON") from None
-    click.echo(f"rules version {_request('PUT', '/cep/rules', json=document)['version']}")
+    click.echo(f"rules version {request('PUT', '/cep/rules', json=document)['version']}")
 
 
 def attach(main: click.Group, client: click.Group) -> None:
