@@ -39,10 +39,13 @@ class Rule:
     name: str
     pattern: re.Pattern[str]
     why: str
+    unless_after: re.Pattern[str] | None = None
+    """A match is no finding when the text before it ends with this."""
 
 
-def _rule(name: str, pattern: str, why: str) -> Rule:
-    return Rule(name, re.compile(pattern, re.IGNORECASE), why)
+def _rule(name: str, pattern: str, why: str, unless_after: str | None = None) -> Rule:
+    unless = re.compile(unless_after + r"$", re.IGNORECASE) if unless_after else None
+    return Rule(name, re.compile(pattern, re.IGNORECASE), why, unless)
 
 
 WORK_PERIOD = "a work period is not a property of the code: say what it does and why"
@@ -60,12 +63,12 @@ PROSE_RULES: tuple[Rule, ...] = (
     _rule(
         "before/after the change", r"\b(before|after|until|since) (this|the|that) change", CHANGE
     ),
-    # The past of a habit is flagged; the passive voice (be, is, was ... + used) is not.
+    # The past of a habit is flagged; the passive voice (is never used, can be used) is not.
     _rule(
         "past habit",
-        r"(?<!\bbe )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?<!\bbeen )(?<!\bbeing )"
         r"\bused to\b",
         CHANGE,
+        unless_after=r"\b(?:be|is|are|was|were|been|being|gets?|got)\s+(?:\w+\s+)?",
     ),
     _rule("date", r"\b20\d\d-[01]\d-[0-3]\d\b", DATED),
 )
@@ -115,6 +118,8 @@ def _match(path: str, line: int, text: str, rules: Iterable[Rule]) -> Iterator[F
         if _allowed(path, rule):
             continue
         for found in rule.pattern.finditer(text):
+            if rule.unless_after and rule.unless_after.search(text[: found.start()]):
+                continue
             yield Finding(path, line, rule, found.group(0))
 
 

@@ -45,7 +45,7 @@ def test_clean_text_passes() -> None:
     text = (
         "One job per batch instead of one per branch: 16 branches cost 7x one in jobs\n"
         "alone (`python -m bench.branch_passes`). The key can be used to sign a token;\n"
-        "it is used to check one. Spark refused to commit; sessions expire after 8 h.\n"
+        "it is never used to check one. Spark refused to commit; sessions expire after 8 h.\n"
         "Issues of the wire format are listed in docs/wire-format.md, s3 is a bucket.\n"
     )
     assert history_lint.check_markdown("docs/x.md", text) == []
