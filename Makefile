@@ -27,13 +27,16 @@ figures: setup
 # most of the suite waits on Spark triggers, servers and a browser, so two processes
 # on two cores finish well before one. `pytest` alone still runs everything serially.
 test: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/python -m tools.history_lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
+# tools.history_lint: code, docs and test names say what and why, never when.
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/python -m tools.history_lint
 
 setup: $(STAMP)
 

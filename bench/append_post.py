@@ -1,4 +1,4 @@
-"""Append throughput through a real ``streamshield serve`` process (issue 40's ingest half).
+"""Append throughput through a real ``streamshield serve`` process (served ingest).
 
 One server (``bench.server_process``) on a fresh root with one stream; ``--providers``
 users each POST ``/streams/s/elements?assign=seq`` bodies of ``--lines`` ndjson lines

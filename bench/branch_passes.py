@@ -1,7 +1,7 @@
 """What N branches over one cached micro-batch cost, by how their outputs are planned.
 
 One command: ``.venv/bin/python -m bench.branch_passes [--branches 16] [--rows 20000]``
-(issue 12 item 5: why 16 shared branches still cost about 8x one). A shared network
+(why 16 shared branches planned one by one cost about 8x one). A shared network
 reads the scan once and then runs one plan per branch. This asks whether fewer, larger
 Spark jobs would make the branches cheap, on a synthetic batch shaped like a labelled
 stream (an id, two attributes, 12 label words), cached as a network caches it. Each

@@ -1,4 +1,4 @@
-"""Chinese-Wall Table 1 measured the paper's way: tuples arriving at its rate (issue 14, item 7).
+"""Chinese-Wall Table 1 measured the paper's way: tuples arriving at its rate.
 
 ``python -m bench.cw_paced [--quick]``. Paper 2 (section 6.1) feeds its MessageLog
 tuples into the query at 50,000 tuples per second (2,500 for the join) and reports the
@@ -15,7 +15,7 @@ batch holding the last tuple is through the arm, and the driver JVM's CPU time o
 
 The arms alternate (the one that goes first alternates between rounds) after one short
 untimed run of each; the overhead is the geometric mean of the rounds' level / vanilla
-ratios with a 95% bootstrap interval (``bench.paired_ratio``), judged against issue 14's
+ratios with a 95% bootstrap interval (``bench.paired_ratio``), judged against the
 targets (2% for Experiments 1-5, 5% for the join) on the execution time, as the paper
 judges it. ``--quick`` (2,000 tuples at 1,000 per second, Experiments 1 and 5, one
 round) only proves that it runs and that the source is paced.

@@ -1,4 +1,4 @@
-"""Table 1 of the Chinese-Wall paper on Spark: vanilla vs level-aware queries (issue 14, item 7).
+"""Table 1 of the Chinese-Wall paper on Spark: vanilla vs level-aware queries.
 
 ``python -m bench.cw_table1 [--quick]``. Paper 2 (``papers/chinese-wall-streams.txt``,
 section 6.1) runs its queries Q1-Q6 (section 4) over the MessageLog stream in a vanilla
@@ -16,8 +16,8 @@ batch jobs over Parquet into the no-op sink, in two arms (three with ``--before`
   (``engine.levels.at_output_level``: every row's words replaced by ``C``'s), where the
   engine does it (a stateless selection's rows keep their tuples' levels,
   ``lang.output_level``, so it stamps nothing there);
-* ``before`` (``--before``): the level arm as the engine built it before issue 14's
-  item 7 work: the LUB through an aggregate with the NULL guard (``count(1)``,
+* ``before`` (``--before``): the level arm with the exact guard everywhere:
+  the LUB through an aggregate with the NULL guard (``count(1)``,
   ``count(w)``, ``bit_or(w)`` per word) and the assertion on every output, selections
   included, in its ``coalesce(assert_true(...))`` form (Experiments 5 and 6 then
   written at ``C`` too, so that every arm's rows are checked against one oracle).
@@ -93,7 +93,7 @@ PAPER = {
 }
 PAPER_SIZES = {"1-5": [2_000_000, 5_000_000, 10_000_000], "6": [100_000, 250_000, 500_000]}
 TARGET_PCT = {1: 2.0, 2: 2.0, 3: 2.0, 4: 2.0, 5: 2.0, 6: 5.0}
-"""Issue 14's targets: within 2% of vanilla for Experiments 1-5, 5% for the join."""
+"""The targets: within 2% of vanilla for Experiments 1-5, 5% for the join."""
 
 
 def lvl(text: str) -> Level:

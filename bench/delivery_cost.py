@@ -4,8 +4,8 @@ One command: ``.venv/bin/python -m bench.delivery_cost [--rows N]``. The batch l
 a secured query's output (payload, label words, provenance, policy id, and the salted
 channel hash the secured view adds); its one subscriber may not read its source, so
 nothing is collected and the figure is Delivery's own work: its checks and the drop
-report (one job since 2026-11-24; before, a cache, an emptiness check, the filter and
-a drop aggregate). The plain fan-out caches and counts the payload. Best of
+report (one job, not a cache, an emptiness check, the filter and a drop aggregate
+each). The plain fan-out caches and counts the payload. Best of
 ``--repeats`` warm runs each, alternating, printed as seconds and as a ratio (plain /
 secured throughput); ``measure`` is what bench.table13 calls.
 """

@@ -1,4 +1,4 @@
-"""The do-it-yourself peer (issue 13): what a Spark user writes today without streamshield.
+"""The do-it-yourself peer: what a Spark user writes today without streamshield.
 
 The user keeps the provider's policies beside the data and enforces them per query:
 

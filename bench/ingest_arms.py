@@ -1,10 +1,10 @@
 """Plain ingest, secure ingest before a change, this tree's, and this tree's without its
-per-file sort, interleaved in one Spark session (issue 13 item 3).
+per-file sort, interleaved in one Spark session.
 
     python -m bench.ingest_arms --tuples 100000 --configs 100x1,100x500 --reps 3
 
-``before``: ``engine/ingest.py`` of ``--before`` (default fd4f5e8, the per-row scan
-summaries of session 11); ``secure``: this tree; ``nosort``: this tree with
+``before``: ``engine/ingest.py`` of ``--before`` (default fd4f5e8, with per-row scan
+summaries); ``secure``: this tree; ``nosort``: this tree with
 ``sortWithinPartitions`` made a no-op, the cost of sorting each file by ``lo`` (files
 then skip fewer pages; never a correctness change). A configuration is tuples-per-sp x
 roles; the arms' order rotates every repetition. Prints every run with its passes and

@@ -4,7 +4,7 @@
         --configs 100000x100x1,100000x100x500,10000x1x64 --out /tmp/before-after.json
 
 Arms: ``plain`` ingest; ``before``: ``engine/ingest.py`` as of ``--before`` (default
-054181a, the code before the issue-13 ingest work of 2026-11-24) with every sp pattern
+054181a, ingest without its one-pass labelling) with every sp pattern
 read by the grammar (``--before-patterns fast``: with the fast pattern reader, for a
 base that has it); ``after``: this tree. The arms' order rotates every repetition;
 a configuration is tuples x tuples-per-sp x roles. Prints every run with its passes and

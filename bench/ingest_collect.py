@@ -1,4 +1,4 @@
-"""Secure ingest's two ways of collecting a batch, in one process (session 22).
+"""Secure ingest's two ways of collecting a batch, in one process.
 
     python -m bench.ingest_collect --rounds 9
 

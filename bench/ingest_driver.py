@@ -8,8 +8,8 @@ find the gaps, replay the reference tracker and compile each policy (``decide``)
 record the new policies (``registry``) and build the decision table's Arrow columns.
 Arms, interleaved (the order rotates every repetition), each on a fresh ``Ingest``:
 ``before``: the general validator on Spark's JSON, the collector running; ``after``:
-``wire.sp_of_columns`` on the sps' typed columns (as ``Ingest._collect`` reads them since
-session 19) under ``gc_paused``; ``after, same bodies again``: a second batch of the same policy
+``wire.sp_of_columns`` on the sps' typed columns (as ``Ingest._collect`` reads
+them) under ``gc_paused``; ``after, same bodies again``: a second batch of the same policy
 bodies on the same ``Ingest`` (policies compiled by content id are reused). Prints the
 median microseconds per sp of each step and the load average.
 """

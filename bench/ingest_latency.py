@@ -1,4 +1,4 @@
-"""Where the time of a small landing file goes, in process (issue 13 item 4).
+"""Where the time of a small landing file goes, in process.
 
     python -m bench.ingest_latency --files 8 --tuples 1000 --trigger 1
 

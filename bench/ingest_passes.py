@@ -1,9 +1,9 @@
 """Secure vs plain ingest, paired and interleaved in one Spark session, with the cost of
-each secure-ingest pass (issue 13 items 3-4).
+each secure-ingest pass.
 
     python -m bench.ingest_passes --tuples 200000 --pairs 3
 
-Every configuration of issue 13's table (1 sp per 100 tuples with 1 and 500 roles, 1 sp
+Every configuration of the ingest targets (1 sp per 100 tuples with 1 and 500 roles, 1 sp
 per 10 and per tuple with 64 roles) lands once; then plain and secure ingest of the same
 files alternate (the order flips every pair), each a fresh ``availableNow`` query. The
 ratio is plain time / secure time per pair (1.0 = security costs nothing); median and

@@ -1,4 +1,4 @@
-"""Landing -> subscriber latency through the real HTTPS/SSE server (issue 13, table row 6).
+"""Landing -> subscriber latency through the real HTTPS/SSE server (target p50 <= 0.4 s).
 
 A server runs in this process over TLS on loopback (``bench.revocation_server``'s
 ``busy_root_server``, one Spark session, a temporary root), with one stream and one
@@ -33,11 +33,11 @@ and the labelled store while nothing happens.
 --no-driven-ingest] [--at-marker]`` prints it;
 ``--push`` switches on the network's push (off by default: it measured no gain),
 ``--no-guess`` switches off ingest's one-pass guess, ``--ingest-on-driver`` switches on the
-small batch read and labelled on the driver (``IngestJob.on_driver``, session 22), ``--driven``
+small batch read and labelled on the driver (``IngestJob.on_driver``), ``--driven``
 / ``--no-driven`` the scan driven by ingest's commits (engine/driven_scan.py; the server's
 ``driven_scan`` setting), ``--at-marker`` tells the
 readers of a batch at its marker rather than when ingest's micro-batch returns
-(``IngestJob.hold``, session 20), to measure each apart.
+(``IngestJob.hold``), to measure each apart.
 With the driven scan, the query batch stages are its micro-batch's (``latestOffset``:
 reading the markers and writing its log; ``queryPlanning``: the read's plan).
 """

@@ -1,4 +1,4 @@
-"""The secured view as it was before issue 13 (commit 7ab627c), kept for the bench only.
+"""The secured view of commit 7ab627c (a tuple test in every mask), kept for the bench only.
 
 ``python -m bench.secured_scan --legacy`` runs it as a third arm beside the plain and the
 current secured query, so a before/after ratio comes from one Spark session on one load

@@ -1,5 +1,5 @@
-"""What plain Spark pays for a landing to reach a reader: the floor under issue 13's
-latency row (table row 6).
+"""What plain Spark pays for a landing to reach a reader: the floor under the
+landing latency target.
 
 The secured row (``bench.landing_latency``) runs a landing through the server: a POST,
 secure ingest's streaming query (0.2 s trigger) into the labelled store, then the stream's

@@ -1,8 +1,8 @@
-"""Prototype for issue 13's latency row: a plan optimised once and re-executed over each
-new batch, against the same plan built and optimised per batch (session 24).
+"""Prototype for the landing latency: a plan optimised once and re-executed over each
+new batch, against the same plan built and optimised per batch.
 
 What is left of a landing's latency is Catalyst optimising the security plans on every
-batch (docs/results.md, session 24). PySpark has no call that swaps the data under an
+batch (``bench.rule_time``). PySpark has no call that swaps the data under an
 optimised plan, but a DataFrame keeps its physical plan between actions: over a Python
 data source whose reader reads "the current batch" (a pointer file the driver replaces,
 the batch's Parquet written with pyarrow), the same DataFrame's ``toArrow`` runs the

@@ -1,7 +1,7 @@
 """Revocation on a busy server: how long a revoked or logged-out subscriber still receives.
 
-One command: ``.venv/bin/python -m bench.revocation_server`` (about 3 minutes; issue 11,
-item 1: "measure the time from the revoke call to the last row and to the ``closed``
+One command: ``.venv/bin/python -m bench.revocation_server`` (about 3 minutes; the
+revocation target: "measure the time from the revoke call to the last row and to the ``closed``
 event, on a busy server").
 
 A real server runs in this process over TLS on loopback (as tests/server/conftest.py

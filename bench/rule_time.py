@@ -1,4 +1,4 @@
-"""Catalyst's time per rule over a landing bench run (issue 13's latency row).
+"""Catalyst's time per rule over a landing bench run (the landing latency).
 
 Why: the rounds of ``bench.landing_latency`` spend part of each landing in Spark's
 analyzer and optimizer, per DataFrame built and per plan run; this says which rules and

@@ -1,4 +1,4 @@
-"""Benchmarks of issue 3: secure vs plain ingest, secured vs unsecured selection query.
+"""Benchmarks: secure vs plain ingest, secured vs unsecured selection query.
 
 One command: ``.venv/bin/python -m bench.run`` (``make bench``). Every ratio compares two
 runs on the same generated data in the same Spark session; results go to

@@ -1,4 +1,4 @@
-"""Where the secured scan's time goes, arm by arm, layout before and after (issue 13 item 2).
+"""Where the secured scan's time goes, arm by arm, with the old layout and the current one.
 
 ``python -m bench.scan_experiment TUPLES COPIES ROUNDS``: one ingest (the current code:
 summaries, files sorted by lo, small pages), an "old" store rewritten from it as ingest

@@ -1,4 +1,4 @@
-"""Secured selection vs the same plain query (issue 13, the secured-scan rows of its table).
+"""Secured selection vs the same plain query (the secured-scan rows of the performance table).
 
 ``python -m bench.secured_scan [--quick]``. One stream (``bench.workload``: 8 providers,
 64 roles, an sp every 100 tuples granting 1-8 random roles) goes through secure ingest
@@ -14,7 +14,7 @@ sink) over the plain files and over the secured view, for:
   scan itself costs shows without the output.
 
 Plain and secured runs alternate in one Spark session (the order rotates each round;
-``--legacy`` adds the view as it was before issue 13 as a third arm, so before and after
+``--legacy`` adds the view of ``bench.legacy_secured_view`` as a third arm, so both views
 come from the same session and load), after one untimed run of each. Every ratio is plain
 time / that arm's time within one round (1.0 = no loss; above 1 the secured query is
 faster); we report the median and min-max over the rounds and the machine load, because

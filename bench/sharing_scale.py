@@ -1,7 +1,7 @@
 """What N users watching one stream cost today, when every query is its own Spark query.
 
 One command: ``.venv/bin/python -m bench.sharing_scale [--queries 1 4 16] [--rows 20000]``
-(issue 12 item 5, the "before sharing" half). The default, 1, 4 and 16 queries, took
+(the "without sharing" half). The default, 1, 4 and 16 queries, took
 about 6 minutes on the project's shared 2 cores; ``--queries 1 4 16 64`` adds the large
 case and took about 12 (registering 64 queries alone takes ~30 s per case).
 

@@ -1,7 +1,7 @@
 """1, 4, 16 and 64 users on one stream, registered and served the way the server does it.
 
 One command: ``.venv/bin/python -m bench.sharing_users [--queries 1 4 16 64] [--reps 2]``
-(issue 12 item 5). ``bench.sharing_scale`` drives ``CqlService`` with sinks of its own;
+(the scale targets). ``bench.sharing_scale`` drives ``CqlService`` with sinks of its own;
 here every query goes through the server's own registration path, in process (no HTTP):
 
 * a :class:`~streamshield.server.queries.LiveQuery` per user, built as
@@ -17,7 +17,7 @@ here every query goes through the server's own registration path, in process (no
 Three arms, interleaved: **fused** (every user's selection a branch of the stream's
 network, computed in one pass written once, each branch's batch a link, every listening
 branch delivered by one Spark job: ``SharedNetwork.deliver_together`` on, the server's
-default since session 14), **fused-each** (the same, each listening branch delivered by a
+default), **fused-each** (the same, each listening branch delivered by a
 job of its own)
 and **separate** (``CqlService(share=False)``: each query its own
 streaming query, a full pass each: what N users cost before sharing). Per case, after

@@ -1,4 +1,4 @@
-"""Every row of issue 13's table in one Spark session, and how each grows (``make bench``).
+"""Every row of the performance table in one Spark session, and how each grows (``make bench``).
 
 ``python -m bench.table13 [--quick]``. Plain and secured runs of each figure alternate in
 one session (the order rotating every round), after one untimed run of each; a ratio is
@@ -347,7 +347,7 @@ def fmt(s: dict, unit: str = "") -> str:
 
 
 def table_rows(result: dict) -> list[dict]:
-    """Issue 13's table: figure, before (the issue's "now"), measured now, target, met."""
+    """The performance table: figure, the reference figure, measured, target, met."""
     scans = result["scans"]["large"]
     every, few = scans["cases"]["every row"], scans["cases"]["few rows"]
     ingest = result["ingest"]["large"]

@@ -1,5 +1,5 @@
 """N users' window queries on one stream: each a window query of its own, or branches of
-one window network (issue 12 item 2, engine/window_network.py); with ``--kind
+one window network (engine/window_network.py); with ``--kind
 aggregates``, N aggregates without a window: each Spark's streaming aggregation of its
 own, or folding branches of the stream's selection network (engine/aggregate_fold.py).
 

@@ -1,4 +1,4 @@
-"""The main job, first version: the hospital example through the reference Security Shield.
+"""The hospital example through the reference Security Shield.
 
 For every role it prints the tuples and attributes the role receives and, for every
 tuple it does not receive, the reason and the policy that decided. Masked attributes

@@ -1,5 +1,5 @@
 """Two levels' query processors as two Spark applications on a loopback standalone
-cluster (paper 2, section 6; issue 14, item 4).
+cluster (paper 2, section 6).
 
 The trusted ingest runs here (local mode, this process) and stamps every MessageLog
 tuple with its channel's level. A query at ``[1, B]`` and one at ``[2, ⊥]`` then each

@@ -1,4 +1,4 @@
-"""Conformance cases of the per-role protection engine (issue 15 item 3): one role's
+"""Conformance cases of the per-role protection engine (paper 4, section IV): one role's
 rules, patterns and events that the pure oracle (``tests/unit/test_cep_protection.py``)
 and Spark (``tests/spark/test_cep_protection.py``) must answer alike.
 

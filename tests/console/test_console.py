@@ -2,8 +2,8 @@
 
 One server and one browser for the module; each test opens its own browser context, so
 tokens, storage and cookies never carry over. Tests run in file order and share the
-``ward`` stream. Each test tries to break one rule of issue 16 and fails if the console
-or the server stops enforcing it.
+``ward`` stream. Each test tries to break one rule the console must keep
+(docs/console.md) and fails if the console or the server stops enforcing it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The console's administration pages in a real browser (issue 16, second slice).
+"""The console's administration pages in a real browser (docs/console.md).
 
 Shares the package's server and browser with test_console (runs after it: names here are
 its own, and nothing assumes a fresh catalog). An administrator builds a role, a grant and

@@ -1,5 +1,5 @@
 """Chinese-Wall classes, levels and clearances in the security catalog, on SQLite and
-PostgreSQL (issue 14 item 2).
+PostgreSQL (paper 2, sections 3-4).
 
 Each rule has a test that tries to break it: non-administrators defining classes or
 levels, a session activating a level above its clearance, a CI class with two companies

@@ -1,4 +1,4 @@
-"""Event patterns through the real server over TLS (issue 15 item 5): rules administered
+"""Event patterns through the real server over TLS (docs/cep.md): rules administered
 through the API, registration refused with a 4xx naming the attribute, the life cycle,
 the recipient's check, and a revocation stopping a running pattern at its next batch.
 
@@ -254,7 +254,7 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
             lambda: (e := ok(al.get("/patterns/fire")))["status"] == "stopped" and e, timeout=240
         )
         assert "Smoke.level" in stopped["reason"] and "denied" in stopped["reason"]
-        assert stopped["delivered"] == 1  # the batch after the change delivered nothing
+        assert stopped["delivered"] == 1  # the batch after the rule change delivered nothing
         poll(lambda: any(event == "closed" for event, _ in live.events), timeout=30)
         live.close()
         # ... and al's own operators no longer allow what was delivered before either

@@ -1,7 +1,7 @@
 """A stop while requests are in progress answers them and prints no traceback.
 
-uvicorn gives requests in progress the graceful time, then cancels their tasks; each
-used to leave an ``asyncio.CancelledError`` traceback on stderr and a cut connection
+uvicorn gives requests in progress the graceful time, then cancels their tasks; unanswered, each
+would leave an ``asyncio.CancelledError`` traceback on stderr and a cut connection
 (seen in the crash harness's server logs). Real uvicorn over TLS on loopback, with a
 route held in a thread past the graceful time and an endless event stream; no Spark.
 """

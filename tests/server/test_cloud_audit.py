@@ -1,5 +1,5 @@
 """The paper's cloud-auditing scenario end to end through the real server over TLS
-(issue 14, item 6), checked row by row against the plain-Python oracle.
+(paper 2, section 4), checked row by row against the plain-Python oracle.
 
 Five auditors log in at [1, ⊥], [⊥, B], [⊥, T], [1, B] and [T, T] (their clearances),
 register Q1-Q5 at their levels and subscribe; two of them also subscribe to the [⊥, T]
@@ -32,8 +32,8 @@ USERS = {
 }
 QUERIES = {q.name: q for q in ca.QUERIES}
 CHECKED = tuple(QUERIES)
-"""All seven, the self-joins Q6 and Q7 included (each used to spend minutes per micro-batch
-planning, docs/chinese-wall.md "Why the joins were slow")."""
+"""All seven, the self-joins Q6 and Q7 included (planned as written each would spend minutes per
+micro-batch planning, docs/chinese-wall.md "Why the joins were slow")."""
 SETTLE = float(os.environ.get("CLOUD_AUDIT_SETTLE", "180"))
 """Seconds a subscription may take to fill: an upper bound, not a sleep (the wait ends
 with the last row); raise it on a machine loaded far beyond its cores."""

@@ -1,4 +1,4 @@
-"""A real server runs its shared networks fused (issue 12): one pass per micro-batch,
+"""A real server runs its shared networks fused (docs/query-sharing.md): one pass per micro-batch,
 each row stored once, each query's batch a link into it, and security still per branch.
 
 Al (CUSTOMER1) and Bob (CUSTOMER2) register the same selection over one stream: it runs

@@ -1,4 +1,4 @@
-"""A Spark application per level, through the real server over TLS (issue 14, item 4).
+"""A Spark application per level, through the real server over TLS (paper 2, section 6).
 
 The server runs with ``level_applications = separate`` (local-mode drivers): Ann
 (session [1, B]) and Bob (session [2, B]) each register a query on MessageLog, whose

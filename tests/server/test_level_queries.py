@@ -1,4 +1,4 @@
-"""Level-aware queries through the real server over TLS (issue 14, items 2, 3 and 5).
+"""Level-aware queries through the real server over TLS (docs/chinese-wall.md).
 
 The cloud-auditing lattice (COI1 = {1, 2}, COI2 = {A, B, C}); MessageLog at [T, T]
 with company1's channel at [1, ⊥] and company2's at [2, ⊥]. Ann (cleared [T, T]) and

@@ -1,4 +1,4 @@
-"""Chinese-Wall levels through the real server over TLS (issue 14 item 2): classes,
+"""Chinese-Wall levels through the real server over TLS (paper 2, sections 3-4): classes,
 stream and channel levels, clearances, a session's level at login and after, the CLI.
 
 One server for the module; tests run in file order and build on each other (the

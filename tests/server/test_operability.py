@@ -355,7 +355,7 @@ def test_cli_query_and_audit_commands(server, world, tmp_path, monkeypatch) -> N
 def test_appends_are_refused_while_ingest_is_far_behind_and_accepted_once_it_drains(
     server, world
 ) -> None:
-    """Admission control (issue 17, flat memory under overload): over the backlog bound an
+    """Admission control (flat memory under overload): over the backlog bound an
     append is a 503 ``ingest_backlog`` with Retry-After and lands nothing (its seqs stay
     free); once secure ingest has read the backlog the very same lines land."""
     ed, backlog = world["ed"], server.service.backlog

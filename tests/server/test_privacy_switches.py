@@ -1,4 +1,4 @@
-"""Privacy switches on a real server (issue 12, item 3).
+"""Privacy switches on a real server (docs/query-sharing.md).
 
 Al's two selections over one stream run as one shared network, her two windowed queries
 (``[ROWS 100]``: the new rows, and their count) as one window network sharing one window

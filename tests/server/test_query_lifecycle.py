@@ -1,8 +1,8 @@
 """Queries never die and restarts resume: every shape, with and without subscribers.
 
 Each query running on its own writes every micro-batch to its own result store whoever
-listens, so a stateful plan is always executed to the end (it used to die with
-STATE_STORE_COMMIT_VALIDATION_FAILED when nobody subscribed). Selections, windowed
+listens, so a stateful plan is always executed to the end (unexecuted, Spark fails it with
+STATE_STORE_COMMIT_VALIDATION_FAILED when nobody subscribes). Selections, windowed
 queries and joins run as branches of their stream's networks or of a shared join, whose
 privacy switches compute a branch only while someone receives it: a window aggregate
 nobody subscribes to stores nothing, and once subscribed its first batch is its whole

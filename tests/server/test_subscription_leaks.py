@@ -1,6 +1,6 @@
 """Subscribing and leaving, again and again, leaves nothing behind in the server: no
 Python thread, no subscription in the query's delivery, in the re-check list or among
-the query's closers (the soak's thread and memory figures rest on this; issue 17)."""
+the query's closers (the soak's thread and memory figures rest on this)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Aggregates without a window as branches of their stream's network (issue 12, item 2).
+"""Aggregates without a window as branches of their stream's network (docs/query-sharing.md).
 
 The data and the oracle are tests/spark/test_statistics.py's: random policies over four
 channels plus fixed statistics-only cases, every role set's released groups computed by

@@ -1,4 +1,4 @@
-"""The Fig. 4 bench of paper 4 runs end to end in quick mode (issue 15 item 6); the full
+"""The Fig. 4 bench of paper 4 runs end to end in quick mode; the full
 run is ``python -m bench.cep_fig4`` (docs/experiments.md)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Chinese-Wall level runs in its level's processor and matches only events that level
 dominates, a NOT match reaches only recipients who could read every event it says is
 absent, and a pattern whose Spark query fails shows ``failed`` with the error class
-while another goes on (issue 15 follow-ups; docs/cep.md "Labels of match rows").
+while another goes on (docs/cep.md "Labels of match rows").
 
 Two running patterns at two levels over the same labelled file sources (the layout of
 the labelled store): one delivering through :class:`~streamshield.engine.delivery.Delivery`

@@ -1,5 +1,5 @@
 """The per-role protection engine on Spark answers the conformance cases exactly as the
-oracle does over the role's protected copy (issue 15 item 3).
+oracle does over the role's protected copy (paper 4, section IV).
 
 One streaming query runs every pattern of the cases (a union) over the role's protected
 file sources: two batches of data, one that moves the watermark past every window.

@@ -185,7 +185,7 @@ def test_delegation_without_grant_option_is_rejected_at_registration(
 
 
 def test_an_aggregate_that_ran_on_its_own_resumes_on_its_own(pipeline) -> None:
-    """Switching aggregates to folding branches (the default since session 21) must not
+    """Switching aggregates to folding branches (the default) must not
     move one that already ran as a streaming query of its own: its checkpoint holds every
     group since it began, while a branch would fold only the batches still stored, and
     would emit every group again. Resumed with sharing on, it stays alone, emits nothing
@@ -194,7 +194,7 @@ def test_an_aggregate_that_ran_on_its_own_resumes_on_its_own(pipeline) -> None:
     text = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
     before, after = Collect(), Collect()
     assert cql.share_aggregates
-    cql.share_aggregates = False  # as a release before session 21 ran it
+    cql.share_aggregates = False  # as a server with the setting off runs it
     try:
         cql.submit(text, ["C"], CallbackSink(before), name="upgraded").process_all_available()
     finally:

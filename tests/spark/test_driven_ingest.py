@@ -1,5 +1,4 @@
-"""Secure ingest whose micro-batches a landing starts (engine/driven_ingest.py, issue 13
-item 4).
+"""Secure ingest whose micro-batches a landing starts (engine/driven_ingest.py).
 
 The rules of ingest as a streaming query must hold unchanged: the stored labels conform to
 the reference shield, every landed tuple is stored exactly once across stops, restarts,

@@ -1,4 +1,4 @@
-"""A stream's scan driven by ingest's commits (engine/driven_scan.py, issue 13 item 4).
+"""A stream's scan driven by ingest's commits (engine/driven_scan.py).
 
 With ``driven_scan`` on, no file-source streaming query reads a stream for its networks:
 each committed ingest batch is handed to them at once, from the files its commit marker

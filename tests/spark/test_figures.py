@@ -42,7 +42,7 @@ def test_figures_quick_redraws_every_figure_with_the_papers_values(
     assert "8.63 (text)" in text  # 1 -> 500 roles: 11.31 / 1.31, the normalised panel
     assert "FP faster at 25% (text)" in text and "down faster at high selectivity" in text
     assert "0.081-0.218" in text  # CW Table 1: the range its text states
-    # the figures added for issue 18: the paper's statements beside ours
+    # the paper's statements beside ours
     assert "pushed down needs less memory (text)" in text  # SP Fig. 15b
     assert "| 18 (text) |" in text and "| 5 (text) |" in text  # Borealis Fig. 12
     assert "Median ms per step of registration" in text  # Borealis Fig. 11's split

@@ -1,4 +1,4 @@
-"""Every listening branch of a fused network delivered by one Spark job (issue 12 item 5).
+"""Every listening branch of a fused network delivered by one Spark job.
 
 With the server's sinks (a result store, then SecFilter delivery), each listening branch
 reads its link back and delivers in a job of its own: N listening users, N jobs. With

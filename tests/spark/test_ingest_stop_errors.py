@@ -1,4 +1,4 @@
-"""Issue 13: the StackOverflowError in java.util.regex in the ingest stream thread at
+"""The StackOverflowError in java.util.regex in the ingest stream thread at
 shutdown (see :mod:`streamshield.engine.batch_errors`).
 
 A batch that fails while the query stops sends Spark a Py4J error text that Spark matches

@@ -1,4 +1,4 @@
-"""Chinese-Wall levels on Spark (issue 14, items 2 and 3): secure ingest stamps each
+"""Chinese-Wall levels on Spark (paper 2, sections 3-4): secure ingest stamps each
 tuple's level, queries at a level read only what it dominates (selections, windows,
 joins, aggregates), a selection's rows keep their tuples' levels and every other
 query's are at its level (write-equal), and delivery checks each recipient's own

@@ -1,4 +1,4 @@
-"""Figs. 8-9 on Spark (issue 12 item 4): every mode gives each query the pure reference's
+"""Figs. 8-9 on Spark (paper 3): every mode gives each query the pure reference's
 rows, an off operator runs no Spark job, and the bench runs end to end in quick mode."""
 
 from __future__ import annotations

@@ -413,7 +413,7 @@ def test_one_shared_join_gives_each_consumer_only_its_own(scenario, runs, mode) 
     assert case.join.last_stats.joined_rows == 2, "the join ran once for all consumers"
 
 
-# -- privacy switches: a subscription is a switched branch (issue 12, item 3) ----------------
+# -- privacy switches: a subscription is a switched branch ----------------------------------
 
 SWITCHED_WINDOW = rows(10)  # keeps round 1's tuples, so round 2 joins against them
 SWITCHED = {"kept": ("C",), "toggled": ("GP",)}  # one join: toggled is off in round 1

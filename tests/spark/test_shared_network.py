@@ -1,4 +1,4 @@
-"""Selections over one stream as one shared network (issue 12, item 2, first step).
+"""Selections over one stream as one shared network (docs/query-sharing.md).
 
 Four users with different roles watch HeartRate with overlapping selections. Run as one
 network (one scan, shared selections, a secured branch per query) each gets exactly what

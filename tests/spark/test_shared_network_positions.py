@@ -1,5 +1,5 @@
 """Branches of a shared network join, leave, rejoin, fail and replay without losing or
-repeating a row (issue 12, item 2).
+repeating a row.
 
 The network is the one CqlService runs for every selection over HeartRate. Each query's
 rows, summed over everything its branch was handed, must equal what the same query

@@ -1,4 +1,4 @@
-"""Sliding-window aggregates as folding branches of their stream's network (issue 12).
+"""Sliding-window aggregates as folding branches of their stream's network (docs/query-sharing.md).
 
 Each query runs twice over the same labelled batches: alone (Spark's windowed streaming
 aggregation in update mode, over a watermarked secured view: ``QueryService.register``

@@ -2,8 +2,8 @@
 
 It lives in the driver's heap whether the web UI runs or not; by default it keeps 1000
 SQL executions (plans and metrics), 1000 jobs and 1000 stages, which a server of
-continuous queries fills within minutes and then holds for nobody (issue 17: flat
-memory under overload). The bounds are static (read when the JVM's context starts), so
+continuous queries fills within minutes and then holds for nobody (flat memory
+under overload needs them bounded). The bounds are static (read when the JVM's context starts), so
 this checks that the running context has them and holds no more than they allow; in
 the suite, hundreds of executions ran in this session before it. A run of more
 executions than the bound in a row (``STREAMSHIELD_RETENTION_RUN=1``) checks the

@@ -3,7 +3,7 @@
 Each is a "cached" pool whose core size is its maximum (1024 for shuffle exchanges and
 result stages): every stage planned starts a new thread while fewer than that exist,
 idle ones included, and threads live 60 s. Unbounded by the caps, the soak's JVM grew
-~100 threads a minute (issue 17); many planned stages in a row must not grow a pool
+~100 threads a minute; many planned stages in a row must not grow a pool
 past its cap.
 """
 

@@ -1,5 +1,5 @@
-"""Windowed queries over one stream as one window network (issue 12, item 2: windows and
-aggregates as node kinds of a shared network).
+"""Windowed queries over one stream as one window network: windows and
+aggregates are node kinds of a shared network.
 
 Users with different rights watch HeartRate through ``[RANGE 30]`` (and one ``[RANGE 1]``
 reading the same node), ``[ROWS 2]`` (also counted: an aggregate branch) and ``[NOW]``

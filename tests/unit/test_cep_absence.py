@@ -1,4 +1,4 @@
-"""Who may receive a NOT match's row (issue 15 follow-up; docs/cep.md "NOT matches"):
+"""Who may receive a NOT match's row (docs/cep.md "NOT matches"):
 only a recipient whose READ mask is exactly the pattern's, checked through the same
 label words (readers, denied) Delivery tests every row slot with.
 

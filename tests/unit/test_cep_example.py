@@ -1,4 +1,4 @@
-"""The smart-building example (issue 15 item 7): all four operators, three roles, and
+"""The smart-building example (docs/cep.md): all four operators, three roles, and
 the refusals, through ``streamshield cep-example`` (the oracle; ``--spark``, which
 runs it on local Spark and compares, is a documented command outside the suite)."""
 

@@ -25,7 +25,7 @@ SCHEMAS = {
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def test_the_issues_example_parses() -> None:
+def test_a_sequence_joined_by_room_within_minutes_parses() -> None:
     pattern = compile_pattern(
         "PATTERN SEQ(Temperature a, Smoke b) WHERE a.room = b.room AND a.celsius > 50 "
         "WITHIN 5 MINUTES RETURN a.room, b.ts",

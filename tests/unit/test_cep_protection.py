@@ -1,4 +1,4 @@
-"""The per-role protection engine, pure (issue 15 item 3): what a role's copy of the bus
+"""The per-role protection engine, pure (paper 4, section IV): what a role's copy of the bus
 holds, per operator, and the conformance cases' oracle answers."""
 
 from __future__ import annotations

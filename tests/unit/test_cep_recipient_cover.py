@@ -1,5 +1,5 @@
 """A recipient never receives raw values released to a pattern's roles beyond her own
-operators (issue 15 follow-up: a narrower Phi must not see what a wider one released)."""
+operators (a narrower Phi must not see what a wider one released)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_the_book_reads_the_hierarchy_of_now_and_its_stamp_moves_with_it() -> No
     assert third.version == second.version + 1 and third.hierarchy is WITHOUT_EDGE
 
 
-def test_a_fixed_hierarchy_still_works() -> None:
+def test_a_fixed_hierarchy_keeps_one_stamp() -> None:
     book = RuleBook(ACCESS, WITH_EDGE)
     assert book.current().hierarchy is WITH_EDGE
     assert book.current().stamp == book.current().stamp

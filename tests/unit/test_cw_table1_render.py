@@ -1,6 +1,6 @@
 """bench.cw_table1's table and plot from a result (no Spark): the pooled overhead per
-experiment with its interval and its verdict against issue 14's targets (2%; 5% for
-the join), beside the paper's stated ranges."""
+experiment with its interval and its verdict against the overhead targets (2%; 5%
+for the join), beside the paper's stated ranges."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_other_plans_are_not_shared(text: str) -> None:
 
 
 def test_two_clinicians_queries_share_their_window_and_selection() -> None:
-    """The common case of issue 12: two users watching one ward share the work."""
+    """The common case of query sharing: two users watching one ward share the work."""
     q1 = operator_tree(admitted("SELECT * FROM HeartRate [ROWS 50] WHERE patient_id = 120"))
     q2 = operator_tree(
         admitted(

@@ -1,4 +1,4 @@
-"""A query's Chinese-Wall level, pure (issue 14, items 2, 3 and 5): what it reads, how
+"""A query's Chinese-Wall level, pure (paper 2, sections 3-4): what it reads, how
 the level travels through admission and rewrites, what explain shows, and the refusals
 of a provider or a query that tries to set or name the level."""
 

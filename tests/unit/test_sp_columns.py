@@ -1,12 +1,12 @@
 """Secure ingest reads an sp from its typed columns exactly as from their JSON (lang/wire).
 
-``Ingest._collect`` used to collect each sp as Spark's ``to_json`` of its fields and read
-that text with ``wire.parse_sp``; it now collects the fields as typed Arrow columns and
-reads them with ``wire.sp_of_columns``, which keeps what it derives from a body per
-distinct body. On every combination of field values Spark's schema can hold (None for a
-null, hostile strings, out-of-range numbers), the column reader must return the sp that
-``parse_sp`` reads from the JSON, or None exactly where ``parse_sp`` raises: a malformed
-or forged sp is dropped (its policy stays incomplete, its tuples are denied) either way.
+``Ingest._collect`` collects an sp's fields as typed Arrow columns, not as Spark's
+``to_json`` of its fields read with ``wire.parse_sp``, and reads them with
+``wire.sp_of_columns``, which keeps what it derives from a body per distinct body. On
+every combination of field values Spark's schema can hold (None for a null, hostile
+strings, out-of-range numbers), the column reader must return the sp that ``parse_sp``
+reads from the JSON, or None exactly where ``parse_sp`` raises: a malformed or forged sp
+is dropped (its policy stays incomplete, its tuples are denied) either way.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def hostile_tuples(draw: st.DrawFn) -> str:
 
 def same(text: str) -> None:
     """What the assigner does with a decoded line: the fast element, or the validator's
-    verdict on the dumped line (what the gate used to parse), must agree."""
+    verdict on the dumped line (what the gate parses without the fast path), must agree."""
     try:
         raw = json.loads(text)
     except (ValueError, RecursionError):

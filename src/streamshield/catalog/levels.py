@@ -1,5 +1,5 @@
 """Chinese-Wall levels in the catalog: classes, stream and channel levels, clearances,
-the level a session activates (paper 2, sections 3-4; issue 14 item 2).
+the level a session activates (paper 2, sections 3-4).
 
 A mixin of :class:`~streamshield.catalog.security.SecurityCatalog`, like
 :class:`~streamshield.catalog.administration.Administration`: it uses the catalog's

@@ -1,7 +1,7 @@
 """Event patterns: the parsed form of the pattern language and its checks (docs/cep.md).
 
-Pure (no pyspark): the oracle, the Spark compiler and the registration checks of
-issue 15 item 4 all read the same :class:`Pattern`, so that what the user wrote is
+Pure (no pyspark): the oracle, the Spark compiler and the registration checks
+(cep/validation.py) all read the same :class:`Pattern`, so that what the user wrote is
 interpreted once. Every error is a :class:`PatternError` with the line and column of
 the clause at fault; messages name clauses, types and attributes, never data values
 (the pattern text may hold literals, but an error only says where they are).

@@ -1,5 +1,5 @@
-"""The privacy security protection engine (PSPE) of one role, pure (paper 4, section IV;
-issue 15 item 3).
+"""The privacy security protection engine (PSPE) of one role, pure (paper 4,
+section IV).
 
 A role's operation space receives a *copy* of the event bus: per event type, the
 event attribute detecting trees of Fig. 3 decide what of each event passes. A

@@ -1,4 +1,4 @@
-"""The administrator's current attribute operators, versioned (issue 15 item 4).
+"""The administrator's current attribute operators, versioned (docs/cep.md).
 
 Running patterns read the book at every micro-batch: a new version of the rules, or of
 the roles the rules are read under (the role hierarchy, users' roles, grants, levels:

@@ -1,4 +1,4 @@
-"""A registered pattern running on Spark under the rules in force (issue 15 item 4).
+"""A registered pattern running on Spark under the rules in force (docs/cep.md).
 
 The pattern's query delivers each micro-batch through ``foreachBatch``; before it hands
 any row on, the driver compares the :class:`~streamshield.cep.rule_book.RuleBook`'s
@@ -26,7 +26,7 @@ with sources read through the narrower view, or stop when the rules no longer al
 So a change applies from the first micro-batch that starts delivering after it. The
 restart keeps the join and aggregation state (only the projections and filters under
 the watermark change, which Structured Streaming allows on restart): events that reached
-the role's space before the change keep what they were released with while they wait
+the role's space under the previous rules keep what they were released with while they wait
 for a match (at most WITHIN plus the watermark delay); every later event is protected
 under the new rules.
 

@@ -1,4 +1,4 @@
-"""The protection engine of one role on Spark (issue 15 item 3; docs/cep.md, "Per-role
+"""The protection engine of one role on Spark (docs/cep.md, "Per-role
 protection on Spark").
 
 Each view (:class:`~streamshield.cep.protection.Detector`, the union of the role's

@@ -1,5 +1,5 @@
 """Pattern registration against a role's attribute operators (paper 4, the algorithm
-after Fig. 2; issue 15 item 4, the pure part).
+after Fig. 2; the pure part).
 
 A pattern is refused when it reads what the role's effective rules do not release:
 

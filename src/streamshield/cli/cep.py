@@ -1,4 +1,4 @@
-"""Command line for event patterns (issue 15): ``streamshield cep-example`` and, over
+"""Command line for event patterns (docs/cep.md): ``streamshield cep-example`` and, over
 HTTPS, ``streamshield client pattern ...`` and ``streamshield client cep-rules ...``."""
 
 from __future__ import annotations

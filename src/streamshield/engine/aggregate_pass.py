@@ -17,7 +17,7 @@ aggregations of different partition counts (a global aggregate has one) is not
 coalesced by Spark's adaptive execution, and the tasks' fixed cost was most of that
 stage (engine/aggregate_partials.py collects every branch's in one job).
 
-Tried and dropped (session 21): one aggregation over the union of every branch's rows,
+Rejected as slower: one aggregation over the union of every branch's rows,
 grouped by (branch tag, every branch's keys), one shuffle for all. Its hundreds of
 aggregates exceed whole-stage code generation's field limit, and each task cost 4-5
 times the CPU of a branch's own aggregation: slower than the branches' own.

@@ -85,7 +85,7 @@ def bounded(process: BatchFunction) -> BatchFunction:
     A failure is logged whole first; an interruption is the query being stopped (the
     server's stop interrupts a batch that does not reach its end in time; Spark redoes
     it from the checkpoint at the next start), so it is one line, not a traceback on
-    every clean stop of a busy server (issue 17)."""
+    every clean stop of a busy server."""
 
     @functools.wraps(process)
     def run(frame: DataFrame, batch_id: int) -> None:

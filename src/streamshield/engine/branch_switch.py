@@ -1,5 +1,5 @@
 """What every switched node kind asks before it works for a branch, and where that work
-runs (issue 12, item 3): the networks of selections and of windows
+runs (docs/query-sharing.md): the networks of selections and of windows
 (engine/branched_network.py) and the shared join (engine/scjoin.py).
 
 A branch computes only while its privacy switch is on, and an error asking the switch

@@ -1,6 +1,6 @@
 """What every network of branches over one stream keeps the same way: which branches it
 has, how far each has read, whether its switch lets it run, its job group, its failure
-(issue 12, items 2-3).
+(docs/query-sharing.md).
 
 Why one base: the selection network (engine/shared_network.py) and the window network
 (engine/window_network.py) differ in what a micro-batch computes for the branches that
@@ -62,7 +62,7 @@ BRANCH_THREADS = 4
 TRIGGER_SECONDS = 0.1
 """How often a network looks for newly labelled files: a landing waits half of it on
 average before its rows are read (1 s cost 0.5 s of every landing's latency); an idle
-trigger lists the stream's directory (docs/results.md, "Issue 13: the query side")."""
+trigger lists the stream's directory (``bench.landing_latency``)."""
 
 
 class NotShared(ValueError):

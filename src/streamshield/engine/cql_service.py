@@ -136,11 +136,11 @@ class CqlService:
     driven_scan = True
     """A stream's networks read it through a scan driven by ingest's commits
     (engine/driven_scan.py) instead of a file-source streaming query of their own; the
-    server's ``driven_scan`` setting. On since session 20: woken when ingest's micro-batch
+    server's ``driven_scan`` setting. On by default: woken when ingest's micro-batch
     returns and with its thread's active session set, it was faster than the streaming
     scan in 3 of 4 interleaved pairs, the two quietest included, and saves the scan's
     listing and logs and a third of the idle CPU (``bench.landing_latency``,
-    docs/results.md, sessions 19 and 20); with the crash, restart, switch and lifecycle
+    interleaved pairs); with the crash, restart, switch and lifecycle
     tests green under it."""
 
     def __init__(
@@ -169,8 +169,8 @@ class CqlService:
         self.share_aggregates = True
         """Aggregates without a window as folding branches of the stream's selection
         network (engine/aggregate_fold.py); the server's ``share_aggregates`` setting
-        turns it off (each then runs Spark's streaming aggregation of its own). On since
-        session 21: folded on the driver (session 20), each branch's partial query and
+        turns it off (each then runs Spark's streaming aggregation of its own). On by
+        default: folded on the driver, each branch's partial query and
         final select built once as column expressions (engine/aggregate_pass.py), one
         costs 0.72-0.96 times and eight 1.03-1.27 times (1.03 pooled) what they cost
         alone (``python -m bench.window_sharing --kind aggregates``,

@@ -1,11 +1,11 @@
-"""Secure ingest's micro-batches started by a landing instead of a file-source trigger
-(issue 13, item 4: a landing's latency).
+"""Secure ingest's micro-batches started by a landing instead of a file-source trigger,
+to cut a landing's latency.
 
 Why. Secure ingest ran as a file-source streaming query with a 0.2 s processing-time
 trigger: a landing waited for the next trigger (0.1 s on average), then each micro-batch
 listed the landing zone through Hadoop's file system, wrote its offsets, planned a
 streaming read and committed (~0.15 s a landing besides the labelling itself,
-docs/results.md, sessions 23-25), although the server had just written the file and
+``bench.landing_latency``), although the server had just written the file and
 knew it. :class:`DrivenIngest` runs the same micro-batches itself, in a thread of its
 own (engine/driven_handle.py): told by the landing zone that a file landed
 (``LandingZone.listen``), it lists the landing zone at once and runs one micro-batch

@@ -1,11 +1,11 @@
-"""A stream's scan driven by ingest's commits instead of a file-source streaming query
-(issue 13, item 4: a landing's latency).
+"""A stream's scan driven by ingest's commits instead of a file-source streaming query,
+to cut a landing's latency.
 
 Why. A landing reached a subscriber through two streaming queries in series: ingest's,
 then the stream's scan (engine/stream_scan.py), a file source over the labelled store.
 The scan's micro-batch waited for its trigger, listed the stream's directory, wrote its
 file-source log and offsets, planned the streaming read and committed (measured ~0.15-0.2
-s a batch besides the networks' own work, docs/results.md, session 18), although ingest
+s a batch besides the networks' own work, ``bench.landing_latency``), although ingest
 had just said which files it stored: its commit marker lists them
 (engine/labelled_store.py). A :class:`DrivenScan` is told each committed ingest batch
 (``LabelledStore.listen``; a short poll of the markers as a backstop, for ingest in
@@ -15,8 +15,8 @@ as the streaming query did (:meth:`StreamScan._process`, so joining, positions, 
 ledgers, owed batches and switches are the same code). Ingest in this process tells it
 when ingest's micro-batch returns, not at its marker, and the poll leaves the batch that
 micro-batch holds (``LabelledStore.hold``): started at the marker, the scan's micro-batch
-ran beside the rest of ingest's on the same two cores (docs/results.md, session 20). Only
-batches whose markers exist are ever read, as before.
+ran beside the rest of ingest's on the same two cores (``bench.landing_latency --at-marker``). Only
+batches whose markers exist are ever read.
 
 Its micro-batches keep the file source's durable bookkeeping, in the file source's own
 format and in the same checkpoint (engine/file_source_log.py), so everything that reads a
@@ -220,8 +220,8 @@ class DrivenScan(StreamScan):
         """Makes the micro-batches' session this thread's active session in the JVM, as a
         streaming query's thread has its own. Why: PySpark calls that look the active
         session up (a reader's ``schema``, among others) otherwise fall to the builder's
-        ``getOrCreate``, several Py4J round trips each (py-spy, docs/results.md, session
-        20)."""
+        ``getOrCreate``, several Py4J round trips each (a py-spy profile of
+        ``bench.landing_latency``)."""
         activate(self._stream_session())
 
     def finished(self) -> None:
@@ -244,7 +244,7 @@ class DrivenScan(StreamScan):
         of the scan's session (its confs, its temp views) with adaptive execution off,
         which a streaming query turns off for its micro-batches. Every plan the networks
         build over the rows runs there, so they run as under the streaming scan (measured
-        alone it changed no latency: docs/results.md, session 19, pair 6)."""
+        alone it changed no latency, ``bench.landing_latency``)."""
         if self._session is None:
             self._session = stream_session(self.spark)
         return self._session

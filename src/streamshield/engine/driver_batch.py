@@ -3,7 +3,7 @@ parser, so that its labelling folds into the relation and no Spark job runs.
 
 Ingest's streaming file source reads a landing's JSON lines in a Spark job; for a landing
 of a few hundred elements that job (and the write's collect over it) was most of ingest's
-micro-batch (docs/results.md, session 22). Here the batch's files (its checkpoint's
+micro-batch (``bench.landing_latency``). Here the batch's files (its checkpoint's
 source log) are read as bytes on the driver, cut into lines as Hadoop's line reader cuts
 them (``\\n``, ``\\r`` or ``\\r\\n``: what ``bytes.splitlines`` does), and put as one string
 column into a ``LocalRelation``; :func:`elements` parses them with ``from_json`` and the

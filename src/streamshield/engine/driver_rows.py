@@ -2,8 +2,8 @@
 
 On a landing's path the shared network writes its pass from the driver
 (engine/small_writes.py): the pass's rows are then on the driver as an Arrow table, and
-delivery used to read the files just written back with a Spark job (planning a file
-scan, a job, the files decoded again), to collect what each subscriber gets. Over a frame
+reading the files just written back with a Spark job (planning a file scan, a job, the
+files decoded again) to collect what each subscriber gets would cost a job more. Over a frame
 that is a ``LocalRelation`` (:func:`local_frame`), Spark's optimizer evaluates the
 projections and filters above it on the driver (``ConvertToLocalRelation``), so the
 delivery's plan (its SecFilter conditions and picks, unchanged Catalyst expressions,
@@ -11,7 +11,7 @@ interpreted rather than compiled) folds into a ``LocalTableScan`` whose rows are
 computed; :func:`driver_arrow` hands them over as Arrow, written by the JVM's own Arrow
 converter, as a job's collect would (the same types, ``ArrowConverters``). A plan that
 does not fold (an aggregate, an observation, a join) is not computed here: None, and the
-caller runs its Spark job as before.
+caller runs its Spark job.
 
 The pass itself (``SharedNetwork.on_driver``, off by default): a small micro-batch's
 files are read on the driver by pyarrow (:func:`read_local`, only where that reads
@@ -20,9 +20,9 @@ case; else Spark reads them), so that the network's pass over them folds too and
 written with no job (small_writes.py).
 
 Measured at a landing of 1,000 rows through the server (``bench.landing_latency``, its
-``jobs_per_round``; docs/results.md, session 21): the network's micro-batch ran two
-Spark jobs (the pass's collect, the delivery's collect of the pass read back), now one
-(none with the pass on the driver, which saved no time there).
+``jobs_per_round``): the network's micro-batch runs one Spark job instead of two (the
+pass's collect and the delivery's collect of the pass read back); none with the pass on
+the driver, which saved no time there.
 """
 
 from __future__ import annotations

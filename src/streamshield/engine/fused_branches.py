@@ -1,5 +1,5 @@
 """Every branch of a shared network computed in one pass over a micro-batch, each row
-stored once whatever the number of branches (issue 12, item 5).
+stored once whatever the number of branches (docs/query-sharing.md).
 
 Why: a branch planned on its own is its own Spark job and its own planning per
 micro-batch. On one cached batch, 16 prebuilt branch plans cost ~7x one branch in jobs

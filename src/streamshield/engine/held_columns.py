@@ -7,7 +7,7 @@ round trip per column); ``F.col(name)`` costs two more (the function looked up, 
 called). On a landing's way to its subscriber the same projections are selected on
 every micro-batch (the scan's columns per network, the label restoration, each branch's
 rebuild and ingest's label projections): a py-spy profile of ``bench.landing_latency``
-(docs/results.md, session 23) found those conversions among the driver's largest
+found those conversions among the driver's largest
 Python-side costs. The columns are unresolved expressions that name columns only and are
 resolved by each plan's analysis, so one sequence serves every batch: the plan Spark
 builds is the one ``select`` builds from the list.

@@ -212,8 +212,8 @@ class Ingest:
         they stay the same (the known streams, channels, guessed decisions), not per
         batch: each is Py4J calls, and a frame is also an analysis by the JVM (the
         decision table's ``createDataFrame`` and broadcast hint were two frames and ~40
-        Py4J calls), all on a small landing's way to its subscriber (docs/results.md,
-        session 24)."""
+        Py4J calls), all on a small landing's way to its subscriber
+        (``bench.landing_latency``)."""
         self.passes: dict[str, float] = {}
         """Seconds of each pass of the last batch (driver wall time; the bench prints them)."""
         self.write_on_driver = False
@@ -411,8 +411,8 @@ class Ingest:
         # of another stream is in no stream's rows (``_per_stream``) and is not a miss.
         elements = self._marked(batch, states)
         # Joined, not looked up from a map literal as on the driver: that saves the
-        # broadcast's job but its plan cost the driver ten times the join's
-        # (docs/results.md, session 24)
+        # broadcast's job but its plan costs the driver ten times the join's
+        # (``bench.landing_latency``)
         decided = self._join_decisions(elements, decisions, policies, {})
         observation = Observation()
         decided = decided.observe(observation, *self._observed_columns(channels, streams))
@@ -466,10 +466,10 @@ class Ingest:
         left unsorted for the driver's write to sort (small_writes). The elements are
         parsed, looked up and flagged once, into an Arrow table the check reads; the
         labelling runs over that table as a local relation (``driver_rows.local_frame``),
-        not over the lines parsed again (session 22 parsed them twice: its driver path was
-        slower than the jobs it removed). None: nothing to guess from, a wrong guess, or
-        a plan that does not fold (then the batch takes the streaming query's own frame,
-        as before); ``states`` is not touched."""
+        not over the lines parsed again (parsed twice, the driver path was slower than the
+        jobs it removes). None: nothing to guess from, a wrong guess, or
+        a plan that does not fold (then the batch takes the streaming query's own frame);
+        ``states`` is not touched."""
         with self._layout_lock, gc_paused():
             self.passes = {}
             began = time.perf_counter()

@@ -54,11 +54,11 @@ class IngestJob:
     its check and the write run no Spark job; off: the streaming query's frame, read by a
     job (``bench.landing_latency --ingest-on-driver`` measures both). Off by default: it
     passes its conformance tests, but on a quiet machine its driver evaluation cost
-    more than the jobs it removes (docs/results.md, session 22)."""
+    more than the jobs it removes (``bench.landing_latency --ingest-on-driver``)."""
 
     hold = True
     """Readers in this process are told of a batch when its micro-batch returns, not at
-    its marker (``LabelledStore.hold``); off: at the marker, as before session 20
+    its marker (``LabelledStore.hold``); off: at the marker
     (``bench.landing_latency --at-marker`` measures both)."""
 
     driven = False
@@ -107,7 +107,7 @@ class IngestJob:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch. Readers in this process are told of its commit when it
         returns (``LabelledStore.hold``), not at its marker: started at the marker they
-        ran beside its state save on the same cores (docs/results.md, session 20)."""
+        run beside its state save on the same cores (``bench.landing_latency --at-marker``)."""
         if not self.hold:
             self._labelled(batch, batch_id)
             return

@@ -24,8 +24,9 @@ then told when the micro-batch returns (:meth:`~LabelledStore.release`), not at 
 and :meth:`~LabelledStore.held` names it, so a reader in the same process that looks at
 the markers itself can leave it until then. Why: a reader starting at the marker ran
 beside the rest of ingest's micro-batch (saving the shield state, unpersisting its caches)
-in the same driver, Python and Py4J on two cores, and both were slower (docs/results.md,
-sessions 19 and 20). A reader in another process, which cannot know, reads at the marker.
+in the same driver, Python and Py4J on two cores, and both were slower
+(``bench.landing_latency --at-marker``). A reader in another process, which cannot
+know, reads at the marker.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One query processor per Chinese-Wall level (paper 2, section 6; issue 14, item 4).
+"""One query processor per Chinese-Wall level (paper 2, section 6).
 
 The paper runs every level's queries in a processor of their own, so that nothing a
 query at one level builds (window contents, join state, caches, spill files) is ever

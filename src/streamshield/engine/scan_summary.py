@@ -9,11 +9,11 @@ avoid work the label test would have thrown away:
   so a query's range test on them is pushed to Parquet and its page statistics skip
   pages no row of which the query's roles can read;
 
-Until session 16 a third summary, ``_ss_scan_same`` (every attribute label is the
-tuple's), let a mask skip its attribute's words. A batch now leaves such words out of
-its files (policy/stored_words.py), so a mask reads missing columns there, and reading
-``same`` on every row cost more than it saved (every-row scan 0.70 -> 0.80 of plain
-without it): it is no longer written, and older files' column is not read.
+No third summary (``_ss_scan_same``: every attribute label is the tuple's) lets a mask
+skip its attribute's words: a batch leaves such words out of its files
+(policy/stored_words.py), so a mask reads missing columns there, and reading ``same`` on
+every row cost more than it saved (every-row scan 0.70 -> 0.80 of plain without it): it
+is not written, and a file's column of that name is not read.
 
 Files written before these columns existed read NULL there: the range test lets NULL
 through, so such files are read exactly as before (tests/spark/test_scan_summary.py).
@@ -43,7 +43,7 @@ PAGE_ROWS = 10_000
 default (20,000) makes a small ingest batch one page, which nothing skips; but every
 page costs each column read a fixed decoding set-up, so pages of 2,000 rows made a scan
 of every row 0.76 of plain at 10M rows against 0.95 at 10,000, while a role reading 7%
-of the rows went from 1.06 to 1.00 (session 16, bench.table13 --sections scans)."""
+of the rows went from 1.06 to 1.00 (``bench.table13 --sections scans``)."""
 
 
 def summary_columns(block_width: int) -> list[Column]:

@@ -35,7 +35,7 @@ The join runs once per batch for all subscribers: its result is cached for the
 duration of the batch and each subscriber's callback gets its own filtered and masked
 view, valid only during the callback. No Python runs per row.
 
-Privacy switches (issue 12, item 3; network/join_switches.py). The join is one node kind
+Privacy switches (network/join_switches.py). The join is one node kind
 of the shared networks: each subscription is a branch named after its query, with a
 privacy switch (``active(name)``; an error reads as off). A subscription whose switch is
 off runs no Spark job at that batch, and with every switch off the pairs are not

@@ -120,8 +120,7 @@ a file-stream source lists its whole directory at every trigger: a stream's labe
 store holds one ``batch=<id>`` directory per ingest batch, so past 32 batches every poll
 of every query on it was a Spark job of one task per batch ever ingested (on 2 cores, a
 job of hundreds of tasks per poll, growing with the server's age). Listing on the driver
-costs a ``listStatus`` per directory, no job (docs/results.md, "Issue 13: the query
-side")."""
+costs a ``listStatus`` per directory, no job."""
 
 
 def planning_session(spark: SparkSession) -> SparkSession:

@@ -1,8 +1,8 @@
 """Queries over one stream run as one shared network: one scan, shared selections, a
-branch per query with its own security (issue 12, item 2; first step).
+branch per query with its own security (docs/query-sharing.md).
 
-N users watching one stream used to cost N streaming queries: N scans of the labelled
-store and N micro-batches of fixed cost. Here one streaming query reads the stream and,
+Why: N users watching one stream as N streaming queries would cost N scans of the
+labelled store and N micro-batches of fixed cost. Here one streaming query reads the stream and,
 per micro-batch, computes the merged operator network of its branches
 (:mod:`streamshield.network.merge`): the scan once, each selection shared by several
 queries once (cached while its consumers run), then every branch whose privacy switch is
@@ -40,8 +40,8 @@ A branch that fails (a Spark error in its own SQL) stops alone: its error is kep
 handle, and the network and the other branches go on. (This bookkeeping, shared with the
 window network, is engine/branched_network.py.)
 
-Push. A landing's rows used to reach a branch only when the network's file source next
-listed the stream's directory, after ingest had finished its micro-batch (its offsets
+Push. Without it a landing's rows reach a branch only when the network's file source next
+lists the stream's directory, after ingest has finished its micro-batch (its offsets
 committed), and then through a micro-batch of the network's own (listing, its offset log
 written). While its streaming query runs, a network also *listens* to the labelled store
 (:meth:`LabelledStore.listen`): once ingest has committed batch N (its marker written:
@@ -215,13 +215,13 @@ class SharedNetwork(BranchedNetwork[Branch]):
     on_driver = False
     """A small micro-batch's fused pass computed on the driver over its files read by
     pyarrow (:meth:`_on_driver`), rather than by a Spark job over Spark's read of them.
-    Off: measured interleaved (``bench.landing_latency --pass-on-driver``, docs/results.md,
-    session 21) it removed the job but not the time (the network's batch 0.46 s with it,
-    0.48 s without, quiet; 0.60 against 0.51 s at load 6-10)."""
+    Off: measured interleaved (``bench.landing_latency --pass-on-driver``) it removes the
+    job but not the time (the network's batch 0.46 s with it, 0.48 s without, quiet; 0.60
+    against 0.51 s at load 6-10)."""
     push = False
     """A committed labelled batch handed to the branches at once (see the module's
-    docstring). Off: measured quietly and interleaved (``bench.landing_latency``,
-    docs/results.md, session 14) it saved nothing (p50 1.65 s with it, 1.68 s without),
+    docstring). Off: measured quietly and interleaved (``bench.landing_latency``)
+    it saves nothing (p50 1.65 s with it, 1.68 s without),
     as the network's 0.1 s trigger already starts right after ingest commits; so only the
     network's own micro-batches hand rows over, the path the crash bench proved."""
 

@@ -1,5 +1,5 @@
 """The select nodes of a merged network as Spark filters over labelled rows, each shared
-node computed once per micro-batch (issue 12, item 2).
+node computed once per micro-batch (docs/query-sharing.md).
 
 Both networks of a stream use it: the selection network over the scan's rows
 (engine/shared_network.py) and the window network over each window node's relation

@@ -1,5 +1,5 @@
-"""One streaming query per stream for every network over it (issue 12, item 2: a
-stream's selections and windows share its scan).
+"""One streaming query per stream for every network over it: a
+stream's selections and windows share its scan.
 
 Why: the selection network (engine/shared_network.py) and the window network
 (engine/window_network.py) of one stream each ran a streaming query of their own over

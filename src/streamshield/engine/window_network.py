@@ -1,6 +1,6 @@
 """Windowed queries over one stream run as one network: one scan, each window node kept
-once, a branch per query with its own security (issue 12, item 2: windows and
-aggregates as node kinds of a shared network).
+once, a branch per query with its own security: windows and
+aggregates are node kinds of a shared network.
 
 A window query alone (engine/window_query.py) is a streaming query of its own that keeps
 its own window state: N users with ``[RANGE 60]`` over one stream cost N scans and N

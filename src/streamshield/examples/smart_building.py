@@ -1,4 +1,4 @@
-"""The smart-building CEP example (issue 15 item 7; ``streamshield cep-example``).
+"""The smart-building CEP example (``streamshield cep-example``).
 
 Three roles watch one building's event bus (temperatures, smoke detectors, door badges)
 under the four operators of paper 4:

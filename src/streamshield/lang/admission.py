@@ -1,6 +1,6 @@
 """A query admitted once: parsed, checked, shaped and given its roles on the way in.
 
-A query's text used to be parsed and checked again at every layer it passed (the API,
+A query's text is parsed and checked once, not again at every layer it passes (the API,
 the query interface, the query service): each layer could read it differently, and
 none could say which reading Spark got. Admission does it once and hands on one value;
 every later step (limits, routing, the security rewrites of :mod:`rewrite_rules`, the

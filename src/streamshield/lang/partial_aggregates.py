@@ -3,7 +3,7 @@
 Why: a query aggregating a stream without a window (``SELECT pid, count(*) FROM s GROUP
 BY pid``) ran Spark's own streaming aggregation, whose state lives in the query's own
 streaming query, so it could not be a branch of its stream's shared network (one scan
-for every query, privacy switches: issue 12). As a branch it keeps its state itself:
+for every query, privacy switches: docs/query-sharing.md). As a branch it keeps its state itself:
 each micro-batch's rows are aggregated into *partials* per group, the partials are
 merged with the branch's state as of its previous batch into the new state, and the
 query's select list and HAVING are evaluated over the merged groups this batch touched,

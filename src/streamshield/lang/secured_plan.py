@@ -1,4 +1,4 @@
-"""What the security rewrites add to a query, written out for ``explain`` (issue 14, item 5).
+"""What the security rewrites add to a query, written out for ``explain``.
 
 A user or an auditor reads here, for a registered query, the conjuncts its secured
 views filter on beneath every expression of the query (the tuple label test of its

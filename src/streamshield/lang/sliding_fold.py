@@ -1,7 +1,7 @@
 """A ``[RANGE t SLIDE s]`` aggregate folded batch by batch, keyed by its window.
 
 Why: a sliding-window aggregate ran Spark's own windowed streaming aggregation, one
-streaming query per query (issue 12). As a branch of its stream's network it folds as an
+streaming query per query. As a branch of its stream's network it folds as an
 aggregate without a window does (lang/partial_aggregates.py), with the window as one
 more group key. Its secured SQL (after :func:`~streamshield.lang.rewrite_rules.secure`,
 whose ``sliding_window`` rule groups by Spark's ``window(<time>, <range>, <slide>)``)

@@ -1,6 +1,6 @@
 """The operator tree of an admitted query, built from its checked syntax tree.
 
-Query sharing (issue 12) merges operator trees, so each query needs one; it is built
+Query sharing (docs/query-sharing.md) merges operator trees, so each query needs one; it is built
 from the :class:`~streamshield.lang.admission.AdmittedQuery` (the tree that was checked,
 never the text again). Only plans the papers' operators express exactly are built:
 windows, a conjunction of ``attribute op constant`` selections, a projection to named

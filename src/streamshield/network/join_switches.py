@@ -1,4 +1,4 @@
-"""Where the privacy switches of a shared join sit (issue 12, items 2-3; PrS Algorithm 2).
+"""Where the privacy switches of a shared join sit (PrS Algorithm 2).
 
 A shared SCJoin (engine/scjoin.py) is one node kind of the shared networks: queries that
 join the same two windowed streams (same aliases, keys, windows, plan and level) share

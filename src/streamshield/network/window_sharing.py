@@ -1,4 +1,4 @@
-"""Which windowed queries may share one window node, and why (issue 12, item 2).
+"""Which windowed queries may share one window node, and why.
 
 Queries over the same stream with an equal window specification could keep the window's
 state once. Whether they may depends on the window's meaning under security: a query's
@@ -80,12 +80,12 @@ def shares_across_rights(window: WindowSpec) -> bool:
 
 RANGE_NODE = WindowSpec(WindowKind.RANGE, MAX_WINDOW_SIZE)
 """The window of a stream's one RANGE node. It serves every width: what it keeps is the
-bound its branches give it, each branch cutting its own width (so this size is never
-used to evict)."""
+bound its branches give it, each branch cutting its own width (so this size never
+evicts a row)."""
 ROWS_NODE = WindowSpec(WindowKind.ROWS, MAX_WINDOW_SIZE)
 """The window of a visibility's one ROWS node. It serves every size: it keeps as many
-latest rows as its largest branch needs, each branch cutting its own (so this size is
-never used to evict)."""
+latest rows as its largest branch needs, each branch cutting its own (so this size
+never evicts a row)."""
 
 
 def window_node(window: WindowSpec, visibility: Hashable) -> WindowNode:

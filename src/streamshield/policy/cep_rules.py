@@ -1,4 +1,4 @@
-"""Per-role event attribute operators (paper 4, Definition 2; issue 15 item 2).
+"""Per-role event attribute operators (paper 4, Definition 2).
 
 An administrator gives a role, per event type and attribute, exactly one operator:
 

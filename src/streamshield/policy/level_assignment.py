@@ -9,9 +9,9 @@ Defaults:
 
 * a stream without an assigned level is *public* (``[⊥, ..., ⊥]``): the Chinese Wall
   restricts the streams an administrator puts behind it, and every other stream stays
-  governed by its role labels alone (the lead's decision for issue 14; the first
-  version made it *trusted*, which hid every unlabelled stream, the whole hospital
-  example with it, from every query below the top once a COI class existed);
+  governed by its role labels alone (not *trusted*, which would hide every unlabelled
+  stream, the whole hospital example with it, from every query below the top once a COI
+  class exists);
 * a channel (stream, provider) without a level of its own sends at its stream's level;
 * a user without a clearance is cleared for *public* only, and a session that has not
   activated a level runs at *public*.

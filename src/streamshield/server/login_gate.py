@@ -1,10 +1,10 @@
 """Password checks off the event loop, a few at a time, with a bounded queue.
 
 An argon2id check costs ~0.1 s of one core and 64 MiB (:mod:`streamshield.catalog.
-passwords`); ``POST /login`` used to run it in the framework's shared pool of 40
-threads. Fifty logins at once on two cores then ran 40 checks side by side (2.5 GiB
-of argon2 memory), each 20 times slower, and held every thread the other synchronous
-routes need: answers took minutes and clients timed out. Here at most ``workers``
+passwords`). Run in the framework's shared pool of 40 threads, fifty logins at once on
+two cores would run 40 checks side by side (2.5 GiB of argon2 memory), each 20 times
+slower, and hold every thread the other synchronous routes need: answers would take
+minutes and clients time out. Here at most ``workers``
 checks run at once (about one per core: more only slows each down), at most
 ``waiting`` more wait their turn, and a login beyond that is answered at once with
 503 ``login_busy`` and a ``Retry-After`` of the expected wait, never left to time

@@ -1,4 +1,4 @@
-"""Event patterns (complex event processing) behind the HTTP API (issue 15 item 5).
+"""Event patterns (complex event processing) behind the HTTP API (docs/cep.md).
 
 A pattern is an OxRBAC *query* object (``ADD`` on SYSTEM, ``READ`` on every stream it
 reads, the owner's quota, ``SET QUERY STATUS``, ``VIEW OBJECT``; its output stream

@@ -151,7 +151,7 @@ class ServerService:
             retention=lambda: self.retention.pruner,
         )
         self.pipeline.ingest.on_counts = self.metrics.labelled
-        self.patterns = PatternService(self)  # event patterns (issue 15, docs/cep.md)
+        self.patterns = PatternService(self)  # event patterns (docs/cep.md)
 
     # -- life cycle ------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 On SIGTERM the API stops taking connections and gives the requests in progress
 ``timeout_graceful_shutdown`` seconds (:mod:`.runner`); uvicorn then cancels the tasks
-still running, and each cancelled request used to leave as an "Exception in ASGI
+still running, and each cancelled request would leave as an "Exception in ASGI
 application" with an ``asyncio.CancelledError`` traceback on stderr and a cut
 connection for its client (seen in the crash harness's logs: a query registration in
 Spark's hands at the moment of the stop). This outermost ASGI wrapper turns that

@@ -1,4 +1,4 @@
-"""Every query shape carries what its recipients are checked against (issue 11, item 1).
+"""Every query shape carries what its recipients are checked against: the recipient decides.
 
 A cardiologist's (C) queries over the hospital example are delivered, through the real
 Delivery, to a nurse (ND: HeartRate ids and beats only; BodyTemperature temperatures,

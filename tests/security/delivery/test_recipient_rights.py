@@ -2,7 +2,7 @@
 
 Al (CUSTOMER1) reads every tuple and attribute of the ward stream. Bob (CUSTOMER2) reads
 tuples 1-5 only and not their temperature; Mallory (OTHER) may only use the stream for
-statistics. Al shares his queries' outputs with both (SUBSCRIBE). Issue 11, item 1:
+statistics. Al shares his queries' outputs with both (SUBSCRIBE). The recipient decides:
 each recipient gets what her own query would return (the same query registered by
 her, subscribed beside the shared one), never more: rows she could not read are
 dropped, attributes masked, aggregates over tuples she could not read withheld.

@@ -2,9 +2,9 @@
 
 Delivery re-checks a subscriber's right with every batch, but a query can produce
 nothing for a long time: without a push, a revoked subscriber would keep her stream
-open (and receive the rows queued for her) until data happens to arrive. Issue 11,
-item 1: the ``closed`` event comes within a second of the revoke or logout call, and
-rows queued before it are not delivered.
+open (and receive the rows queued for her) until data happens to arrive. The
+recipient's rights are current: the ``closed`` event comes within a second of the
+revoke or logout call, and rows queued before it are not delivered.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Threat: a user expression evaluated on a row the secured view drops.
 
 The secured view masks each attribute with its own label test only and leaves the tuple
-test to the Filter beneath the masks (issue 13: the tuple test is no longer repeated in
+test to the Filter beneath the masks (the tuple test is not repeated in
 every mask). A user predicate that Catalyst pushes through the masks must therefore
 still run only on rows that Filter kept: otherwise an ANSI error (an overflowing cast)
 on a dropped row's value would tell that the row exists and something of its value.

@@ -1,4 +1,4 @@
-"""Shared query networks and their privacy switches (issue 12, item 3).
+"""Shared query networks and their privacy switches (docs/query-sharing.md).
 
 ``GET /networks`` shows, per network (a stream's selections, its windowed queries, or
 the queries sharing one join of two streams, run as one), the privacy switches placed in

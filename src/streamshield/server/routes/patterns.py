@@ -1,4 +1,4 @@
-"""Event patterns and the per-role attribute operators (issue 15 item 5; docs/cep.md).
+"""Event patterns and the per-role attribute operators (docs/cep.md).
 
 ``POST /patterns`` registers a pattern with the caller's activated roles: a malformed
 pattern or an unknown event type or attribute is 422 (with line and column), a pattern
