@@ -171,7 +171,6 @@ def measure(
         "ingest_on_driver": getattr(IngestJob, "on_driver", None),
         "driven_scan": CqlService.driven_scan,
         "driven_ingest": ServerService.driven_ingest,
-        "pass_on_driver": getattr(SharedNetwork, "on_driver", None),
         "jobs_per_round": jobs,
         "profile": profile(spans, progress),
     }
@@ -294,11 +293,6 @@ def main() -> None:
     parser.add_argument(
         "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
     )
-    parser.add_argument(
-        "--pass-on-driver",
-        action="store_true",
-        help="SharedNetwork.on_driver on (a small batch's pass on the driver, no job)",
-    )
     ingest = parser.add_mutually_exclusive_group()
     ingest.add_argument(
         "--driven-ingest", action="store_true", default=None, help="driven ingest on"
@@ -311,8 +305,6 @@ def main() -> None:
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
     args = parser.parse_args()
     SharedNetwork.push = args.push
-    if args.pass_on_driver:
-        SharedNetwork.on_driver = True
     if args.driven is not None:
         CqlService.driven_scan = args.driven
     if args.driven_ingest is not None:

@@ -17,14 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamshield.engine import driver_rows
-from streamshield.engine import shared_network as shared_network_module
 from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.file_source_log import FileSourceLog
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries import CallbackSink
 from streamshield.engine.retention import checkpoint_sources
-from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.source_log import SourceLog
 from tests.spark.hospital_pipeline import (
     Rows,
@@ -273,20 +270,3 @@ def test_spark_resumes_from_a_driven_log_past_its_compaction(spark, tmp_path) ->
     query.awaitTermination()
     assert seen == [12]
     assert SourceLog(checkpoint).ingest_ids(12) == frozenset({12})
-
-
-def test_a_small_pass_on_the_driver_gives_every_row_exactly_once(pipeline, monkeypatch) -> None:
-    """``SharedNetwork.on_driver``: a small micro-batch's files read by pyarrow and its
-    pass computed on the driver (engine/driver_rows.py) give each branch what its query
-    alone gives, with branches joining, leaving and rejoining (behind the network)."""
-    read: list[bool] = []
-
-    def spied(*args):
-        rows = driver_rows.read_local(*args)
-        read.append(rows is not None)
-        return rows
-
-    monkeypatch.setattr(SharedNetwork, "on_driver", True)
-    monkeypatch.setattr(shared_network_module, "read_local", spied)
-    test_join_leave_and_rejoin_give_every_row_exactly_once(pipeline)
-    assert any(read), "some pass was computed on the driver"

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from streamshield.engine import collected_rows
 from streamshield.engine.collected_rows import collect_on_driver, collect_rows
 from streamshield.engine.delivery import Delivery
-from streamshield.engine.driver_rows import driver_arrow, is_local, local_frame, read_local
+from streamshield.engine.driver_rows import driver_arrow, is_local, local_frame
 from streamshield.engine.labelled_store import labelled_schema
 from streamshield.engine.provenance import with_provenance
 from streamshield.engine.secured_view import secured_view
@@ -206,48 +206,3 @@ def test_the_driver_failing_falls_back_to_the_job(spark, monkeypatch) -> None:
     assert ran == 1
     assert sorted(r["v"] for r in got["hr"]) == [0, 2, 4] and got["no"] == []
     assert drops == [("hr", 5, 3, ("p1",)), ("no", 5, 6, ("p0", "p1"))]
-
-
-def test_files_read_on_the_driver_are_what_spark_reads(spark, tmp_path) -> None:
-    """Two files of one batch with different columns (a batch stores only the label words
-    it needs): read by pyarrow, a missing column is NULL, as in Spark's read with the
-    schema; the pass written from the driver over them is the job's, with no job."""
-    frame = spark.sql(ROWS)
-    write_parquet(frame.drop("words", "st"), tmp_path / "a", small=True)
-    write_parquet(frame.drop("mp").filter("id > 20"), tmp_path / "b", small=True)
-    files = [str(p) for d in ("a", "b") for p in (tmp_path / d).glob("*.parquet")]
-    struct = frame.schema
-    theirs = spark.read.schema(struct).parquet(*files)
-    mine = read_local(spark, struct, [f"file://{f}" for f in files])
-    assert mine is not None and is_local(mine)
-    assert [f.name for f in mine.schema] == [f.name for f in theirs.schema]
-
-    def rows(f: DataFrame) -> list:
-        return sorted(f.collect(), key=lambda r: (r["id"], r["mp"] is None))
-
-    assert rows(mine) == rows(theirs)
-    pass_ = mine.filter(F.col("id") % 2 == 0).select("id", "s", "ts", "st", "mp")
-    before = jobs(spark)
-    table = write_parquet(pass_, tmp_path / "pass", small=True)
-    assert jobs(spark) == before, "the pass computed on the driver"
-    assert table is not None
-    expected = spark.read.schema(struct).parquet(*files)
-    expected = expected.filter(F.col("id") % 2 == 0).select("id", "s", "ts", "st", "mp")
-    assert table.schema == expected.toArrow().schema
-    assert sorted(map(repr, table.to_pylist())) == sorted(map(repr, expected.toArrow().to_pylist()))
-
-
-def test_files_spark_might_read_otherwise_are_left_to_spark(spark, tmp_path) -> None:
-    frame = spark.sql(ROWS)
-    write_parquet(frame, tmp_path / "spark", small=False)  # timestamps as INT96
-    files = [str(p) for p in (tmp_path / "spark").glob("*.parquet")]
-    assert read_local(spark, frame.schema, files) is None
-    write_parquet(frame.select("id", "s"), tmp_path / "ok", small=True)
-    ok = [str(p) for p in (tmp_path / "ok").glob("*.parquet")]
-    schema = frame.select("id", "s").schema
-    assert read_local(spark, schema, ok) is not None
-    assert read_local(spark, schema, [*ok, str(tmp_path / "gone.parquet")]) is None
-    upper = frame.select(F.col("id").alias("ID"), "s")  # Spark matches names by case
-    write_parquet(upper, tmp_path / "case", small=True)
-    case = [str(p) for p in (tmp_path / "case").glob("*.parquet")]
-    assert read_local(spark, schema, case) is None

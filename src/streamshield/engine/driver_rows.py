@@ -13,28 +13,21 @@ converter, as a job's collect would (the same types, ``ArrowConverters``). A pla
 does not fold (an aggregate, an observation, a join) is not computed here: None, and the
 caller runs its Spark job.
 
-The pass itself (``SharedNetwork.on_driver``, off by default): a small micro-batch's
-files are read on the driver by pyarrow (:func:`read_local`, only where that reads
-exactly what Spark's read with the stream's schema reads: no cast, no name matched by
-case; else Spark reads them), so that the network's pass over them folds too and is
-written with no job (small_writes.py).
-
 Measured at a landing of 1,000 rows through the server (``bench.landing_latency``, its
 ``jobs_per_round``): the network's micro-batch runs one Spark job instead of two (the
-pass's collect and the delivery's collect of the pass read back); none with the pass on
-the driver, which saved no time there.
+pass's collect and the delivery's collect of the pass read back). Interpreted evaluation
+costs per row and grows with a projection's width, so a wide pass is delivered by a job
+(``shared_network.DRIVER_WORK``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 log = logging.getLogger("streamshield.engine")
@@ -108,53 +101,6 @@ def _nullable(kind: T.DataType) -> T.DataType:
     if isinstance(kind, T.MapType):
         return T.MapType(kind.keyType, _nullable(kind.valueType), True)
     return kind
-
-
-def read_local(
-    session: SparkSession, struct: T.StructType, files: Sequence[str]
-) -> DataFrame | None:
-    """The Parquet ``files`` read with ``struct`` on the driver (pyarrow) as a local
-    frame: what ``session.read.schema(struct).parquet(*files)`` reads, a column no file
-    has being NULL, every field nullable. Only where that is certain without a cast: each
-    column a file has is of exactly the Arrow type Spark gives the field (a timestamp
-    Spark wrote as INT96, say, is not) and named exactly as the field (Spark matches
-    names regardless of case); None otherwise, or when a file is missing or unreadable
-    (Spark then reads them)."""
-    try:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        large = session._jsparkSession.sessionState().conf().arrowUseLargeVarTypes()
-        target = to_arrow_schema(struct, timezone="UTC", prefers_large_types=bool(large))
-        fields = [f.with_nullable(True) for f in target]
-        wanted = {f.name for f in fields}
-        tables = []
-        for uri in files:
-            table = pq.read_table(local_path(uri))
-            names = table.column_names
-            if len({n.lower() for n in names}) != len(names):
-                return None  # names Spark would find ambiguous
-            lower = {n.lower() for n in names} & {w.lower() for w in wanted}
-            if lower != {n.lower() for n in names if n in wanted}:
-                return None  # a column Spark would match by another case
-            columns = []
-            for field in fields:
-                if field.name not in names:
-                    columns.append(pa.nulls(table.num_rows, field.type))
-                    continue
-                column = table.column(field.name)
-                if column.type != field.type:
-                    return None
-                columns.append(column)
-            tables.append(pa.Table.from_arrays(columns, schema=pa.schema(fields)))
-        if not tables:
-            return None
-        frame = session.createDataFrame(pa.concat_tables(tables), schema=_nullable(struct))
-        if frame._jdf.queryExecution().optimizedPlan().nodeName() != "LocalRelation":
-            return None
-        return frame
-    except Exception as err:  # Spark reads the files
-        log.debug("files not read on the driver (%s)", type(err).__name__)
-        return None
 
 
 def local_path(uri: str) -> str:

@@ -103,9 +103,8 @@ from streamshield.engine.branched_network import (
     ingest_column,
 )
 from streamshield.engine.delivery import Delivery, deliver_together
-from streamshield.engine.driver_rows import local_frame, read_local
+from streamshield.engine.driver_rows import local_frame
 from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
-from streamshield.engine.labelled_store import restored
 from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import label_literals
 from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
@@ -212,12 +211,6 @@ class SharedNetwork(BranchedNetwork[Branch]):
     fails), each distinct class plan once (equal questions with equal rights are one
     column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
     docs/results.md."""
-    on_driver = False
-    """A small micro-batch's fused pass computed on the driver over its files read by
-    pyarrow (:meth:`_on_driver`), rather than by a Spark job over Spark's read of them.
-    Off: measured interleaved (``bench.landing_latency --pass-on-driver``) it removes the
-    job but not the time (the network's batch 0.46 s with it, 0.48 s without, quiet; 0.60
-    against 0.51 s at load 6-10)."""
     push = False
     """A committed labelled batch handed to the branches at once (see the module's
     docstring). Off: measured quietly and interleaved (``bench.landing_latency``)
@@ -478,8 +471,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         newest = max(ids)
         due = self._settle_owed(self._due(newest), newest)
         # where a branch that has had every batch stands
-        files = self.log.files(_batch_id)
-        self._compute(batch, due, self._known_position(), min(ids), newest, files)
+        self._compute(batch, due, self._known_position(), min(ids), newest)
 
     def _compute(
         self,
@@ -488,14 +480,11 @@ class SharedNetwork(BranchedNetwork[Branch]):
         expected: int,
         oldest: int,
         newest: int,
-        files: list[str] | None = None,
     ) -> None:
         """The due branches' outputs of ``batch`` (the stored rows of ingest batches
         ``oldest`` to ``newest``), handed over under id ``newest``. The branches that
         stand at ``expected`` share the batch (the fused pass, or the merged network's
-        shared operators); any other computes its own rows from its position.
-        ``files``: the files ``batch`` was read from (None: unknown); a small batch's
-        fused pass is then computed over them read on the driver (:meth:`_on_driver`)."""
+        shared operators); any other computes its own rows from its position."""
         on: dict[str, Branch] = {}
         behind: dict[str, int] = {}
         for name, (branch, covered) in due.items():
@@ -518,10 +507,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 batch = batch.persist()  # a shared scan: read its files once
                 cached.append(batch)
             small = self._small(oldest, newest)
-            scanned = self._on_driver(batch, files) if small and fused else None
-            outputs, linked = self._fused_outputs(
-                batch if scanned is None else scanned, fused, cached, newest, small
-            )
+            outputs, linked = self._fused_outputs(batch, fused, cached, newest, small)
             alone.update({n: b for n, b in fused.items() if n not in outputs and n not in linked})
             shared = {n: b for n, b in alone.items() if n in together and n not in scanning}
             inputs = self._shared_inputs(batch, shared, cached)
@@ -553,24 +539,6 @@ class SharedNetwork(BranchedNetwork[Branch]):
             for name in self.labelled.files(self.stream.name, i)
         ]
         return total_bytes(files) <= SMALL_BYTES
-
-    def _on_driver(self, batch: DataFrame, files: list[str] | None) -> DataFrame | None:
-        """``batch``'s rows, read from ``files`` (the files it was read from) on the driver
-        as a local relation, restored and fed as the scan's rows are, so that the fused
-        pass over them is computed on the driver without a Spark job, and the pass's
-        delivery too (engine/driver_rows.py); None where that cannot be certain (see
-        :func:`~streamshield.engine.driver_rows.read_local`): the pass reads ``batch``.
-        Only under a driven scan, which counts a micro-batch's rows from its files: a
-        streaming scan's progress counts what Spark reads of ``batch`` (none, here)."""
-        from streamshield.engine.driven_scan import DrivenScan
-
-        if not self.on_driver or not files or not isinstance(self.scan, DrivenScan):
-            return None  # a streaming scan's progress counts the rows its batch reads
-        rows = read_local(batch.sparkSession, self._schema(), files)
-        if rows is None:
-            return None
-        rows = restored(rows)
-        return rows if self.feed is None else self.feed(rows)
 
     def _fused_outputs(
         self,
