@@ -213,7 +213,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--experiments", type=int, nargs="+", default=[e.number for e in EXPERIMENTS]
     )
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results-cw-paced.json"))
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "cw-paced.json"))
     parser.add_argument("--results", default=str(ROOT / "docs" / "experiments.md"))
     args = parser.parse_args(argv)
     if args.quick:

@@ -709,7 +709,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--render", action="store_true", help="only redo docs/plot from --json")
     parser.add_argument(
         "--json",
-        default=str(ROOT / "bench" / "results-cw-table1.json"),
+        default=str(ROOT / "bench" / "results" / "cw-table1.json"),
         help="where the results go ('-': nowhere); docs and plot only after all experiments",
     )
     parser.add_argument("--plot", default=str(ROOT / "docs" / "img" / "cw-table1.png"))

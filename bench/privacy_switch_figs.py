@@ -23,7 +23,7 @@ and repetition. Post-filtering does the same work
 whatever access was lost (every output job runs, outputs are dropped at the end), so it
 is measured once per network and repetition and paired with every loss pattern.
 
-Writes ``bench/results-privacy-switches.json``, ``docs/img/prs-fig8.png``,
+Writes ``bench/results/privacy-switches.json``, ``docs/img/prs-fig8.png``,
 ``docs/img/prs-fig9.png`` and the section ``MEASURED`` of ``docs/experiments.md``
 (``--out DIR`` puts all of them under DIR instead).
 """
@@ -386,7 +386,7 @@ def markdown(result: dict, command: str) -> str:
         f"{PAPER['fig9_mean_switches']} switches per network.",
         "",
         "Plots: `docs/img/prs-fig8.png`, `docs/img/prs-fig9.png`; raw samples in "
-        "`bench/results-privacy-switches.json`.",
+        "`bench/results/privacy-switches.json`.",
         "",
     ]
     return "\n".join(lines)
@@ -457,8 +457,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
             for m in items
         ],
     }
-    (out / "bench").mkdir(parents=True, exist_ok=True)
-    (out / "bench" / "results-privacy-switches.json").write_text(
+    (out / "bench" / "results").mkdir(parents=True, exist_ok=True)
+    (out / "bench" / "results" / "privacy-switches.json").write_text(
         json.dumps(result, indent=2) + "\n"
     )
     plot_fig8(result, out / "docs" / "img" / "prs-fig8.png")

@@ -18,7 +18,7 @@ Plain and secured runs alternate in one Spark session (the order rotates each ro
 come from the same session and load), after one untimed run of each. Every ratio is plain
 time / that arm's time within one round (1.0 = no loss; above 1 the secured query is
 faster); we report the median and min-max over the rounds and the machine load, because
-the machine is shared and noisy. Results go to ``bench/results-secured-scan.json`` and
+the machine is shared and noisy. Results go to ``bench/results/secured-scan.json`` and
 the "Secured scans" section of docs/results.md.
 
 ``--quick`` (tiny sizes, one pair) only proves that the bench runs and that the secured
@@ -272,7 +272,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs section from --json"
     )
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results-secured-scan.json"))
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "secured-scan.json"))
     parser.add_argument("--results", default=str(ROOT / "docs" / "results.md"))
     args = parser.parse_args(argv)
     if args.quick:

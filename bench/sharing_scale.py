@@ -26,7 +26,7 @@ until every query's ``processAllAvailable`` returned are kept too (ingest commit
 before its call returns, so queries may start reading before it ends). Cases are
 interleaved (rep 1: every N, rep 2: every N, ..., order rotated per rep); the figure
 per N is the median over reps and batches, with min and max, and its ratio to N=1.
-Results go to ``bench/results-sharing-scale.json`` and to their own section of
+Results go to ``bench/results/sharing-scale.json`` and to their own section of
 ``docs/results.md``.
 
 ``--shared``: the N queries are submitted to ``CqlService`` as the server submits them
@@ -472,7 +472,7 @@ def main() -> None:
     suffix, heading = ("-shared", SHARED_HEADING) if args.shared else ("", HEADING)
     if args.store:
         suffix, heading = suffix + "-store", heading + " (the server's storing sinks)"
-    out = ROOT / "bench" / f"results-sharing-scale{suffix}.json"
+    out = ROOT / "bench" / "results" / f"sharing-scale{suffix}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result, command)
     if args.shared:

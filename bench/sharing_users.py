@@ -41,7 +41,7 @@ k`` (k in 4 thresholds); a batch's span runs from the first micro-batch reading 
 starting to the last one ending (Spark's progress reports). Each listening batch also
 records the seconds spent in delivery (summed over the users' deliveries, which run up
 to four side by side) and the rows handed over. Results go to
-``bench/results-sharing-users.json`` and their own section of ``docs/results.md``.
+``bench/results/sharing-users.json`` and their own section of ``docs/results.md``.
 """
 
 from __future__ import annotations
@@ -482,7 +482,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
-    parser.add_argument("--out", default="bench/results-sharing-users.json")
+    parser.add_argument("--out", default="bench/results/sharing-users.json")
     parser.add_argument(
         "--part",
         default="",
