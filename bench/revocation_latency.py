@@ -8,7 +8,7 @@ HeartRate, later gets it back. Per revocation we record how many micro-batches s
 reached the revoked subscriber, how long after the revocation the last of them arrived,
 and when the first batch that enforced it started; per grant, how long until rows
 arrived again. Figures go to ``bench/results/revocation.json`` and to their own section
-of ``docs/results.md``.
+of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def main() -> None:
     command = "python -m bench.revocation_latency"
     if args.rounds != 8:
         command += f" --rounds {args.rounds}"
-    write_section(ROOT / "docs" / "results.md", markdown(result, command))
+    write_section(ROOT / "docs" / "performance.md", markdown(result, command))
     print(json.dumps({k: v for k, v in result.items() if k != "per_round"}, indent=2))
 
 

@@ -27,7 +27,7 @@ before its call returns, so queries may start reading before it ends). Cases are
 interleaved (rep 1: every N, rep 2: every N, ..., order rotated per rep); the figure
 per N is the median over reps and batches, with min and max, and its ratio to N=1.
 Results go to ``bench/results/sharing-scale.json`` and to their own section of
-``docs/results.md``.
+``docs/performance.md``.
 
 ``--shared``: the N queries are submitted to ``CqlService`` as the server submits them
 (one network over HeartRate; ``--fused`` sets its ``fuse`` setting, on in the server).
@@ -479,7 +479,7 @@ def main() -> None:
         text = shared_markdown(text)
     if args.store:
         text = text.replace(SHARED_HEADING if args.shared else HEADING, heading, 1)
-    write_section(ROOT / "docs" / "results.md", text, heading)
+    write_section(ROOT / "docs" / "performance.md", text, heading)
 
 
 def shared_markdown(text: str) -> str:

@@ -41,7 +41,7 @@ k`` (k in 4 thresholds); a batch's span runs from the first micro-batch reading 
 starting to the last one ending (Spark's progress reports). Each listening batch also
 records the seconds spent in delivery (summed over the users' deliveries, which run up
 to four side by side) and the rows handed over. Results go to
-``bench/results/sharing-users.json`` and their own section of ``docs/results.md``.
+``bench/results/sharing-users.json`` and their own section of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ from streamshield.policy.punctuation import Sign
 from streamshield.server.queries import LiveQuery, QueryRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADING = "## Query sharing: N users through the server's path (issue 12 item 5)"
+HEADING = "## Query sharing: N users through the server's path"
 ARMS = ("fused", "fused-each", "separate")
 MODES = ("nobody", "listening")
 SHOWN = (
@@ -410,7 +410,7 @@ def markdown(result: dict, command: str, heading: str = HEADING) -> str:
         "delivered by one job (`deliver_together` on: the server's default); **each**: the",
         "same but a delivery job per listening branch; **separate**: each query its own",
         "streaming query",
-        "(`share` off: a full pass each, the before figure). **nobody**: every switch held",
+        "(`share` off: a full pass each). **nobody**: every switch held",
         "open by hand, nothing delivered; **listening**: every user subscribed to her own",
         "query, rows through SecFilter into a bounded inbox. Batch span (first micro-batch",
         "reading the batch",
@@ -486,7 +486,7 @@ def main() -> None:
     parser.add_argument(
         "--part",
         default="",
-        help="names this run's section of docs/results.md (several runs: one each)",
+        help="names this run's section of docs/performance.md (several runs: one each)",
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
@@ -538,12 +538,12 @@ def main() -> None:
     if args.no_write:
         return
     (ROOT / args.out).write_text(json.dumps(result, indent=2) + "\n")
-    heading = f"{HEADING[:-1]}, {args.part})" if args.part else HEADING
+    heading = f"{HEADING} ({args.part})" if args.part else HEADING
     if args.out != parser.get_default("out"):
         command += f" --out {args.out}"
     if args.part:
         command += f" --part {args.part!r}"
-    write_section(ROOT / "docs" / "results.md", markdown(result, command, heading), heading)
+    write_section(ROOT / "docs" / "performance.md", markdown(result, command, heading), heading)
 
 
 if __name__ == "__main__":
