@@ -167,7 +167,7 @@ def markdown(result: dict) -> str:
         HEADING,
         "",
         f"`python -m bench.branch_passes --branches {result['branches']} --rows "
-        f"{result['rows']}` ({result['date']}, 2 cores shared with other Spark jobs: load "
+        f"{result['rows']}` (2 cores shared with other Spark jobs: load "
         f"{result['load_before']} before, {result['load_after']} after; median and min-max "
         f"of {result['reps']} interleaved repetitions after a warm-up). One cached batch, "
         f"{result['branches']} secured selections materialised in full:",

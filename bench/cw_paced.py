@@ -177,7 +177,7 @@ def markdown(result: dict) -> str:
     lines = [
         HEADING,
         "",
-        f"`{result['command']}`, started {result['started']}, finished {result['finished']};",
+        f"`{result['command']}`;",
         f"load average (1, 5, 15 min) before / after: {result['load_before_after'][0]} /",
         f"{result['load_before_after'][1]} (2 cores, shared). Each arm runs as a streaming",
         "query over Spark's `rate` source at the paper's rate; time = from the query's start",

@@ -638,7 +638,7 @@ def markdown(result: dict) -> str:
     lines = [
         HEADING,
         "",
-        f"`{result['command']}`, started {result['started']}, finished {result['finished']}",
+        f"`{result['command']}`",
         f"({result.get('bench_seconds', '?')} s); load average (1, 5, 15 min) before / after:",
         f"{result['load_before_after'][0]} / {result['load_before_after'][1]} (2 cores shared",
         f"with other engineers' Spark jobs). {result['rounds']} interleaved rounds per row",

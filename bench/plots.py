@@ -116,6 +116,12 @@ class Caption:
         parts = [f"Machine: {self.machine}", f"data: {self.data}", f"run: {self.date}"]
         return "; ".join(parts) + (f". {self.extra}" if self.extra else ".")
 
+    def markdown(self) -> str:
+        """The caption in the docs, without the run's date: the figure and its command
+        stay true until the next run, the date stays in the results JSON and the image."""
+        parts = [f"Machine: {self.machine}", f"data: {self.data}"]
+        return "; ".join(parts) + (f". {self.extra}" if self.extra else ".")
+
 
 def machine() -> str:
     """This machine, as a caption states it (cores, CPU model, load at the time)."""
@@ -394,5 +400,12 @@ def output_args(parser, name: str, docs: Path) -> None:  # type: ignore[no-untyp
 def generated_section(image: str, caption: Caption, panels: Sequence[Panel]) -> str:
     """The generated block under a figure's heading: the plot, its caption, its tables."""
     return "\n".join(
-        [f"![{Path(image).stem}]({image})", "", f"*{caption.text()}*", "", panel_table(panels), ""]
+        [
+            f"![{Path(image).stem}]({image})",
+            "",
+            f"*{caption.markdown()}*",
+            "",
+            panel_table(panels),
+            "",
+        ]
     )
