@@ -19,7 +19,7 @@ bench: setup
 	$(BIN)/python -m bench.served_load
 
 # Every experiment figure of the papers, re-measured (long: see docs/experiments.md);
-# `python -m bench.figures --render` only redraws them from bench/results-*.json.
+# `python -m bench.figures --render` only redraws them from bench/results/*.json.
 figures: setup
 	$(BIN)/python -m bench.figures
 

@@ -28,7 +28,7 @@ The difference is therefore all the security work *and* the server's transport (
 TLS, SSE), which the paper's unprotected Borealis also had and ours cannot separate
 from the secured server; ``bench.landing_latency`` profiles where the secured arm's
 time goes. The first round of each arm warms up and is not reported.
-Writes ``bench/results-borealis-latency.json`` and ``docs/img/borealis-latency.png``.
+Writes ``bench/results/borealis-latency.json`` and ``docs/img/borealis-latency.png``.
 """
 
 from __future__ import annotations

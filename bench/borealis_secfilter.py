@@ -16,7 +16,7 @@ interleaved round by round. Per round:
   SecFilter's (the paper's x axis is query size; ours is batch size: see
   docs/experiments.md).
 
-Writes ``bench/results-borealis-secfilter.json`` and the figure; ``--render`` redraws
+Writes ``bench/results/borealis-secfilter.json`` and the figure; ``--render`` redraws
 from the JSON.
 """
 

@@ -29,7 +29,7 @@ code path no one runs. The SQL check (``check_query``) is reported on its own an
 counted in the rest, since an unprotected system parses and validates too.
 
 Rounds are interleaved: every round registers Q1..Q6 (reversed every other round).
-Writes ``bench/results-borealis-setup.json`` and ``docs/img/borealis-setup.png``.
+Writes ``bench/results/borealis-setup.json`` and ``docs/img/borealis-setup.png``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ label words kept for the recipient check. Planned four ways:
 
 Every arm materialises every output row and column (Spark's ``noop`` writer). Arms are
 interleaved and rotated per repetition in one session; the first repetition is warm-up.
-Results: ``bench/results-branch-passes.json`` and a section of ``docs/results.md``.
+Results: ``bench/results/branch-passes.json`` and a section of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -156,8 +156,10 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     if args.no_write:
         return
-    (ROOT / "bench" / "results-branch-passes.json").write_text(json.dumps(result, indent=2) + "\n")
-    write_section(ROOT / "docs" / "results.md", markdown(result), HEADING)
+    (ROOT / "bench" / "results" / "branch-passes.json").write_text(
+        json.dumps(result, indent=2) + "\n"
+    )
+    write_section(ROOT / "docs" / "performance.md", markdown(result), HEADING)
 
 
 def markdown(result: dict) -> str:
@@ -165,7 +167,7 @@ def markdown(result: dict) -> str:
         HEADING,
         "",
         f"`python -m bench.branch_passes --branches {result['branches']} --rows "
-        f"{result['rows']}` ({result['date']}, 2 cores shared with other Spark jobs: load "
+        f"{result['rows']}` (2 cores shared with other Spark jobs: load "
         f"{result['load_before']} before, {result['load_after']} after; median and min-max "
         f"of {result['reps']} interleaved repetitions after a warm-up). One cached batch, "
         f"{result['branches']} secured selections materialised in full:",

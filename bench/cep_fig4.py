@@ -316,9 +316,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "per_event": large,
     }
     suffix = "-quick" if args.quick else ""
-    (out / "bench").mkdir(parents=True, exist_ok=True)
-    (out / "bench" / f"results-cep-fig4{suffix}.json").write_text(json.dumps(result, indent=2))
-    (out / "bench" / f"results-cep-fig4{suffix}.md").write_text(markdown(result))
+    (out / "bench" / "results").mkdir(parents=True, exist_ok=True)
+    (out / "bench" / "results" / f"cep-fig4{suffix}.json").write_text(json.dumps(result, indent=2))
+    (out / "bench" / "results" / f"cep-fig4{suffix}.md").write_text(markdown(result))
     data = f"rates {sorted({p['rate'] for p in points})} events/s, {args.reps} reps"
     caption = Caption(machine(), data, result["date"])
     plot(points, large, out / "docs" / "img" / f"cep-fig4{suffix}.png", caption)

@@ -3,7 +3,7 @@
 ``python -m bench.crash --kills 60 --db sqlite`` (and ``--db postgresql``: a private
 PostgreSQL as tests/db/conftest.py starts it; or ``STREAMSHIELD_PG_URL``). The suite runs
 a short mode (``tests/server/test_crash.py``). Figures go to
-``bench/results-crash-<db>.json`` and docs/reliability.md.
+``bench/results/crash-<db>.json`` and docs/reliability.md.
 
 What runs: ``streamshield serve`` in a process group of its own on a temporary root; a
 provider appends on three channels of stream ``s``, each with its own sequence numbers
@@ -858,14 +858,14 @@ def main() -> None:
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
-        "--out", type=Path, default=None, help="JSON report (default bench/results-crash-<db>.json)"
+        "--out", type=Path, default=None, help="JSON report (default bench/results/crash-<db>.json)"
     )
     parser.add_argument("--minutes", type=float, default=None, help="no new kill after this")
     parser.add_argument("--keep", type=Path, default=None, help="copy the root here at the end")
     args = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the server this run started is killed on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    out = args.out or ROOT / "bench" / f"results-crash-{args.db}.json"
+    out = args.out or ROOT / "bench" / "results" / f"crash-{args.db}.json"
     report = run(args.kills, args.db, args.seed, args.keep, minutes=args.minutes, out=out)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "violations"}, indent=2))

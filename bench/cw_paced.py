@@ -177,7 +177,7 @@ def markdown(result: dict) -> str:
     lines = [
         HEADING,
         "",
-        f"`{result['command']}`, started {result['started']}, finished {result['finished']};",
+        f"`{result['command']}`;",
         f"load average (1, 5, 15 min) before / after: {result['load_before_after'][0]} /",
         f"{result['load_before_after'][1]} (2 cores, shared). Each arm runs as a streaming",
         "query over Spark's `rate` source at the paper's rate; time = from the query's start",
@@ -213,7 +213,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--experiments", type=int, nargs="+", default=[e.number for e in EXPERIMENTS]
     )
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results-cw-paced.json"))
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "cw-paced.json"))
     parser.add_argument("--results", default=str(ROOT / "docs" / "experiments.md"))
     args = parser.parse_args(argv)
     if args.quick:

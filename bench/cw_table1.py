@@ -638,7 +638,7 @@ def markdown(result: dict) -> str:
     lines = [
         HEADING,
         "",
-        f"`{result['command']}`, started {result['started']}, finished {result['finished']}",
+        f"`{result['command']}`",
         f"({result.get('bench_seconds', '?')} s); load average (1, 5, 15 min) before / after:",
         f"{result['load_before_after'][0]} / {result['load_before_after'][1]} (2 cores shared",
         f"with other engineers' Spark jobs). {result['rounds']} interleaved rounds per row",
@@ -709,7 +709,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--render", action="store_true", help="only redo docs/plot from --json")
     parser.add_argument(
         "--json",
-        default=str(ROOT / "bench" / "results-cw-table1.json"),
+        default=str(ROOT / "bench" / "results" / "cw-table1.json"),
         help="where the results go ('-': nowhere); docs and plot only after all experiments",
     )
     parser.add_argument("--plot", default=str(ROOT / "docs" / "img" / "cw-table1.png"))

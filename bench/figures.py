@@ -3,7 +3,7 @@
 * ``python -m bench.figures`` (``make figures``) re-measures everything with each
   bench's default sizes, one after the other (more than an hour on 2 shared cores), and
   redraws every plot, per-figure page and generated table of ``docs/experiments.md``.
-* ``--render`` only redraws from the committed results JSON (``bench/results-*.json``):
+* ``--render`` only redraws from the committed results JSON (``bench/results/*.json``):
   seconds, no Spark; what to run after changing a plot or a paper value.
 * ``--quick --out DIR`` is the proof that the command works (the test suite runs it):
   it redraws every figure from the committed JSON into DIR, through the same render
@@ -39,7 +39,7 @@ from bench import (
 from bench.revocation_latency import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench"
+RESULTS = ROOT / "bench" / "results"
 
 
 def _paper_figs(module, name: str) -> Callable[[Path, bool], None]:  # type: ignore[no-untyped-def]
@@ -69,7 +69,7 @@ def _privacy_switches(out: Path, measure: bool) -> None:
     if measure:
         privacy_switch_figs.main([])
         return
-    result = json.loads((RESULTS / "results-privacy-switches.json").read_text())
+    result = json.loads((RESULTS / "privacy-switches.json").read_text())
     privacy_switch_figs.plot_fig8(result, out / "img" / "prs-fig8.png")
     privacy_switch_figs.plot_fig9(result, out / "img" / "prs-fig9.png")
     section = privacy_switch_figs.markdown(result, result["command"])
@@ -81,17 +81,17 @@ def _cw_table1(out: Path, measure: bool) -> None:
     if measure:
         cw_table1.main(paths)
     else:
-        cw_table1.main(["--render", "--json", str(RESULTS / "results-cw-table1.json"), *paths])
+        cw_table1.main(["--render", "--json", str(RESULTS / "cw-table1.json"), *paths])
 
 
 FIGURES: dict[str, Callable[[Path, bool], None]] = {
-    "SP Fig. 13": _paper_figs(paper_fig13, "results-fig13.json"),
-    "SP Fig. 14": _paper_figs(paper_fig14, "results-fig14.json"),
-    "SP Fig. 15b": _paper_figs(sp_fig15b, "results-fig15b.json"),
-    "SP Fig. 16": _paper_figs(paper_fig16, "results-fig16.json"),
-    "Borealis Figs. 11-12": _paper_figs(borealis_setup, "results-borealis-setup.json"),
+    "SP Fig. 13": _paper_figs(paper_fig13, "fig13.json"),
+    "SP Fig. 14": _paper_figs(paper_fig14, "fig14.json"),
+    "SP Fig. 15b": _paper_figs(sp_fig15b, "fig15b.json"),
+    "SP Fig. 16": _paper_figs(paper_fig16, "fig16.json"),
+    "Borealis Figs. 11-12": _paper_figs(borealis_setup, "borealis-setup.json"),
     "Borealis Figs. 13, 15": _borealis,
-    "Borealis Fig. 14": _paper_figs(borealis_latency, "results-borealis-latency.json"),
+    "Borealis Fig. 14": _paper_figs(borealis_latency, "borealis-latency.json"),
     "PrS Figs. 8-9": _privacy_switches,
     "CW Table 1": _cw_table1,
 }

@@ -8,7 +8,7 @@ at a random moment; the latency is from the file's rename into the landing zone 
 batch being committed (marker and shield state written). Per file it reports that
 latency, the batch's passes (driver wall time) and the rest: the wait for the next
 trigger plus the query's own bookkeeping (offsets, commit log). Results go to
-``bench/results-ingest-latency.json``.
+``bench/results/ingest-latency.json``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--trigger", type=float, default=1.0, help="seconds between triggers")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results-ingest-latency.json"))
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest-latency.json"))
     args = parser.parse_args()
     spark = spark_session()
     spark.sparkContext.setLogLevel("ERROR")

@@ -13,7 +13,7 @@ few hundred columns built through py4j at 500 roles: 0.3-1.5 s) and compiled pol
 are built once per stream, not per batch; that first run's time is reported as
 ``cold_secure_s``. ``passes`` is the secure run's driver wall time per pass (median
 over the pairs), ``other`` the rest of the query (trigger, offsets, commit log).
-Results go to ``bench/results-ingest-passes.json``.
+Results go to ``bench/results/ingest-passes.json``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--tuples", type=int, default=200_000)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--only", help="one configuration, e.g. 100x500 (tuples per sp x roles)")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results-ingest-passes.json"))
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest-passes.json"))
     args = parser.parse_args()
     spark = spark_session()
     spark.sparkContext.setLogLevel("ERROR")

@@ -229,7 +229,7 @@ def render(result: dict, out: Path) -> Path:
             [
                 "# Fig. 13 on Spark: measured",
                 "",
-                f"`{result['command']}`; {caption.text()} Every sample of every point (ms per",
+                f"`{result['command']}`; {caption.markdown()} Every sample of every point (ms per",
                 "1000 tuples), the arms interleaved round by round. ![Fig. 13](img/fig13.png)",
                 "",
                 markdown_table(result["rows"], COLUMNS),

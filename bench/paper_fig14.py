@@ -230,7 +230,7 @@ def render(result: dict, out: Path) -> Path:
     text = [
         "# Fig. 14 on Spark: measured",
         "",
-        f"`{result['command']}`; {caption.text()} ![Fig. 14](img/fig14.png)",
+        f"`{result['command']}`; {caption.markdown()} ![Fig. 14](img/fig14.png)",
         "",
         "Evaluation order read from each physical plan:",
         "",

@@ -302,7 +302,7 @@ def render(result: dict, out: Path) -> Path:
     text = [
         "# Fig. 16 on Spark: measured",
         "",
-        f"`{result['command']}`; {caption.text()}",
+        f"`{result['command']}`; {caption.markdown()}",
         "Times: median `addBatch` ms per batch / 200 input tuples. `out_rows`: joined pairs",
         "over all batches (the same for every plan, checked). `adaptive_FP_share`: share",
         "of policy pairs for which ADAPTIVE ran FP. ![Fig. 16](img/fig16.png)",

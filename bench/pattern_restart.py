@@ -1,7 +1,7 @@
 """How long an event pattern takes to give its first match after a server restart, and
 where the time goes, through a real ``streamshield serve`` process.
 
-    python -m bench.pattern_restart --reps 2 --out bench/results-pattern-restart.json
+    python -m bench.pattern_restart --reps 2 --out bench/results/pattern-restart.json
 
 Per repetition: a fresh root, the server started, the event types and rules (docs/cep.md's
 fire alarm: ``SEQ(Temp a, Smoke b)`` on the room), the pattern registered and one match
@@ -32,7 +32,7 @@ import httpx
 from bench.restart_profile import steps
 from bench.server_process import ServerProcess, prepare_root
 
-RESULTS = Path(__file__).resolve().parent / "results-pattern-restart.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "pattern-restart.json"
 ROLES = ["ADMIN", "CUSTOMER1", "INFO_PROVIDER"]
 USERS = {"joe": ["ADMIN"], "ward": ["INFO_PROVIDER"], "al": ["CUSTOMER1"]}
 SCHEMAS = {

@@ -116,6 +116,12 @@ class Caption:
         parts = [f"Machine: {self.machine}", f"data: {self.data}", f"run: {self.date}"]
         return "; ".join(parts) + (f". {self.extra}" if self.extra else ".")
 
+    def markdown(self) -> str:
+        """The caption in the docs, without the run's date: the figure and its command
+        stay true until the next run, the date stays in the results JSON and the image."""
+        parts = [f"Machine: {self.machine}", f"data: {self.data}"]
+        return "; ".join(parts) + (f". {self.extra}" if self.extra else ".")
+
 
 def machine() -> str:
     """This machine, as a caption states it (cores, CPU model, load at the time)."""
@@ -139,9 +145,9 @@ def results(args, module: str, name: str, docs: Path, measure: Callable[[], dict
     """The results of a bench: read from ``args.json`` with ``--render``, else measured now
     (``measure`` returns the bench's own fields) and written there with the command, the
     machine, start and end, so that every plot can be redrawn and captioned later."""
-    path = Path(args.json or (Path(args.out) / f"results-{name}.json"))
+    path = Path(args.json or (Path(args.out) / "results" / f"{name}.json"))
     if args.json is None and Path(args.out).resolve() == docs.resolve():
-        path = docs.parent / "bench" / f"results-{name}.json"
+        path = docs.parent / "bench" / "results" / f"{name}.json"
     if args.render:
         return json.loads(path.read_text())
     started = clock()
@@ -385,7 +391,8 @@ def output_args(parser, name: str, docs: Path) -> None:  # type: ignore[no-untyp
     """``--out``, ``--json`` and ``--render``, as every experiment takes them."""
     parser.add_argument("--out", default=str(docs), help="docs directory to write")
     parser.add_argument(
-        "--json", help=f"results file (default bench/results-{name}.json, or OUT/ with --out)"
+        "--json",
+        help=f"results file (default bench/results/{name}.json, or OUT/results/ with --out)",
     )
     parser.add_argument("--render", action="store_true", help="only redraw from --json")
 
@@ -393,5 +400,12 @@ def output_args(parser, name: str, docs: Path) -> None:  # type: ignore[no-untyp
 def generated_section(image: str, caption: Caption, panels: Sequence[Panel]) -> str:
     """The generated block under a figure's heading: the plot, its caption, its tables."""
     return "\n".join(
-        [f"![{Path(image).stem}]({image})", "", f"*{caption.text()}*", "", panel_table(panels), ""]
+        [
+            f"![{Path(image).stem}]({image})",
+            "",
+            f"*{caption.markdown()}*",
+            "",
+            panel_table(panels),
+            "",
+        ]
     )

@@ -1,7 +1,8 @@
-"""Writes the reliability figures (crash runs, soak) into the README and docs/reliability.md.
+"""Writes the reliability figures (crash runs, soak) into docs/performance.md and
+docs/reliability.md.
 
 ``python -m bench.reliability_report`` after ``bench.crash`` and ``bench.soak`` runs: it
-reads ``bench/results-crash-<db>.json`` and ``bench/results-soak.json`` (whichever exist)
+reads ``bench/results/crash-<db>.json`` and ``bench/results/soak.json`` (whichever exist)
 and replaces the text between the ``<!-- reliability:figures -->``, ``<!-- crash:figures
 -->`` and ``<!-- soak:figures -->`` markers.
 """
@@ -13,7 +14,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
+BENCH = ROOT / "bench" / "results"
 
 
 def _load(name: str) -> dict | None:
@@ -24,7 +25,7 @@ def _load(name: str) -> dict | None:
 def crash_rows() -> list[str]:
     rows = []
     for db in ("sqlite", "postgresql"):
-        report = _load(f"results-crash-{db}.json")
+        report = _load(f"crash-{db}.json")
         if report is None:
             continue
         points = report["points"]
@@ -42,29 +43,6 @@ def crash_rows() -> list[str]:
     return rows
 
 
-def runs_on_record() -> str:
-    """Every crash run kept in ``bench/`` (the latest above, earlier ones beside it),
-    including the run that found a bug: a reader sees the whole record, not the best run."""
-    lines = []
-    for db in ("sqlite", "postgresql"):
-        reports = [
-            (path.name, json.loads(path.read_text()))
-            for path in sorted(BENCH.glob(f"results-crash-{db}*.json"))
-        ]
-        if not reports:
-            continue
-        kills = sum(r["kills"] for _, r in reports)
-        survived = sum(r["survived"] for _, r in reports)
-        with_violations = [
-            f"`{name}` ({len(r['violations'])})" for name, r in reports if r["violations"]
-        ]
-        lines.append(
-            f"* {db}: {len(reports)} runs on record, {kills} kills, {survived} survived"
-            + (f"; runs with violations: {', '.join(with_violations)}" if with_violations else "")
-        )
-    return "\n".join(lines)
-
-
 def crash_table() -> str:
     rows = crash_rows()
     if not rows:
@@ -76,10 +54,8 @@ def crash_table() -> str:
             "|---|---:|---:|---|---:|---:|---:|---:|",
             *rows,
             "",
-            "The latest run per catalog above; all runs kept in `bench/` "
-            "(a violation is a lost, duplicated or leaked row, or a harness error):",
-            "",
-            runs_on_record(),
+            "One run per catalog, `bench/results/crash-<db>.json` (a violation is a lost, "
+            "duplicated or leaked row, or a harness error).",
         ]
     )
 
@@ -87,7 +63,7 @@ def crash_table() -> str:
 def crash_points() -> str:
     lines = []
     for db in ("sqlite", "postgresql"):
-        report = _load(f"results-crash-{db}.json")
+        report = _load(f"crash-{db}.json")
         if report is None:
             continue
         slow = report.get("slow_catch_ups", 0)
@@ -106,7 +82,7 @@ def crash_points() -> str:
 
 
 def soak_text() -> str:
-    report = _load("results-soak.json")
+    report = _load("soak.json")
     if report is None:
         return "No soak run recorded yet."
     shape, latency, revocation = (
@@ -148,9 +124,8 @@ def _replace(path: Path, marker: str, text: str) -> None:
 
 
 def main() -> None:
-    readme, doc = ROOT / "README.md", ROOT / "docs" / "reliability.md"
-    summary = crash_table() + "\n\n" + soak_text().replace("(img/", "(docs/img/")
-    _replace(readme, "reliability:figures", summary)
+    performance, doc = ROOT / "docs" / "performance.md", ROOT / "docs" / "reliability.md"
+    _replace(performance, "reliability:figures", crash_table() + "\n\n" + soak_text())
     _replace(doc, "crash:figures", crash_table() + "\n\n" + crash_points())
     _replace(doc, "soak:figures", soak_text())
 

@@ -1,7 +1,7 @@
 """Where a restart's time goes: the soak's server (16 queries, 3 providers' channels),
 killed with SIGKILL after some load, started again on the same root.
 
-    python -m bench.restart_profile --restarts 1 --out bench/results-restart-profile.json
+    python -m bench.restart_profile --restarts 1 --out bench/results/restart-profile.json
 
 Each restart reports kill-to-ready (the harness's clock: process start to ``/readyz``
 200) and the server's own start-up steps, from the line ``streamshield serve`` prints
@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.server_process import ServerProcess
 from bench.soak import Shape, Soak
 
-RESULTS = Path(__file__).resolve().parent / "results-restart-profile.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "restart-profile.json"
 _READY = re.compile(r"ready after ([0-9.]+)s \((.*)\)")
 _STEP = re.compile(r"(.+?) ([0-9.]+)s(?:, |$)")  # a step's name may hold ", "
 

@@ -7,8 +7,8 @@ subscribers read it; at a random moment inside a micro-batch one of them loses R
 HeartRate, later gets it back. Per revocation we record how many micro-batches still
 reached the revoked subscriber, how long after the revocation the last of them arrived,
 and when the first batch that enforced it started; per grant, how long until rows
-arrived again. Figures go to ``bench/results-revocation.json`` and to their own section
-of ``docs/results.md``.
+arrived again. Figures go to ``bench/results/revocation.json`` and to their own section
+of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -271,11 +271,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
     result = run(args.rounds, args.seed)
-    (ROOT / "bench" / "results-revocation.json").write_text(json.dumps(result, indent=2) + "\n")
+    (ROOT / "bench" / "results" / "revocation.json").write_text(json.dumps(result, indent=2) + "\n")
     command = "python -m bench.revocation_latency"
     if args.rounds != 8:
         command += f" --rounds {args.rounds}"
-    write_section(ROOT / "docs" / "results.md", markdown(result, command))
+    write_section(ROOT / "docs" / "performance.md", markdown(result, command))
     print(json.dumps({k: v for k, v in result.items() if k != "per_round"}, indent=2))
 
 

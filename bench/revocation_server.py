@@ -25,7 +25,7 @@ call: then it says how long before the call her last rows came. How busy the ser
 is measured from Spark's progress reports of every streaming query of the session
 (ingest and the five user queries): batches that had input rows, per second, and the
 share of the time each query spent in a batch, during the rounds. Figures go to
-``bench/results-revocation-server.json`` and to their own section of ``docs/results.md``.
+``bench/results/revocation-server.json`` and to their own section of ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from streamshield.server.tls import ensure_self_signed
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Delivery: revocation on a busy server"
-RESULTS = ROOT / "bench" / "results-revocation-server.json"
+RESULTS = ROOT / "bench" / "results" / "revocation-server.json"
 PASSWORD = "correct horse battery staple"
 ROLES = ["ADMIN", "INFO_PROVIDER", "CUSTOMER1", "CUSTOMER2"]
 STREAM = "feed"
@@ -711,7 +711,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     result = run(args)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    write_section(ROOT / "docs" / "results.md", markdown(result), HEADING)
+    write_section(ROOT / "docs" / "performance.md", markdown(result), HEADING)
     print(json.dumps({k: v for k, v in result.items() if k != "per_round"}, indent=2))
 
 

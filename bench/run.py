@@ -2,7 +2,7 @@
 
 One command: ``.venv/bin/python -m bench.run`` (``make bench``). Every ratio compares two
 runs on the same generated data in the same Spark session; results go to
-``bench/results.json`` and ``docs/results.md``.
+``bench/results/run.json`` and ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def run_config(
 
 
 def write_results(results: list[dict], n: int) -> None:
-    (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (ROOT / "bench" / "results" / "run.json").write_text(json.dumps(results, indent=2) + "\n")
     lines = [
         "# Benchmark results",
         "",
@@ -136,7 +136,7 @@ def write_results(results: list[dict], n: int) -> None:
             f"{r['secured_query_s']} | {r['query_ratio']} |"
         )
     # Only its own part (up to the first section): the rest is other benches' sections.
-    write_section(ROOT / "docs" / "results.md", "\n".join(lines) + "\n", lines[0])
+    write_section(ROOT / "docs" / "performance.md", "\n".join(lines) + "\n", lines[0])
 
 
 def main() -> None:

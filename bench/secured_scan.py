@@ -18,8 +18,8 @@ Plain and secured runs alternate in one Spark session (the order rotates each ro
 come from the same session and load), after one untimed run of each. Every ratio is plain
 time / that arm's time within one round (1.0 = no loss; above 1 the secured query is
 faster); we report the median and min-max over the rounds and the machine load, because
-the machine is shared and noisy. Results go to ``bench/results-secured-scan.json`` and
-the "Secured scans" section of docs/results.md.
+the machine is shared and noisy. Results go to ``bench/results/secured-scan.json`` and
+the "Secured scans" section of docs/performance.md.
 
 ``--quick`` (tiny sizes, one pair) only proves that the bench runs and that the secured
 query returns the rows it should; it asserts nothing about speed.
@@ -226,7 +226,7 @@ def markdown(result: dict) -> str:
     lines = [
         HEADING,
         "",
-        f"`{result['command']}`, started {result['started']}, finished {result['finished']}",
+        f"`{result['command']}`",
         f"({result.get('bench_seconds', '?')} s); load average (1, 5, 15 min) before / after:",
         f"{result['load_before_after'][0]} / {result['load_before_after'][1]} (2 cores shared",
         f"with other agents' Spark jobs). {result['tuples_ingested']} tuples through secure",
@@ -252,7 +252,7 @@ def markdown(result: dict) -> str:
                 x = [old / new for old, new in zip(r["legacy_s"], r["secured_s"], strict=True)]
                 gain = f"{statistics.median(x):.2f} ({min(x):.2f}-{max(x):.2f})"
             lines.append(
-                f"| {name}{' (before: legacy view)' if kind == 'legacy' else ''} | "
+                f"| {name}{' (legacy view)' if kind == 'legacy' else ''} | "
                 f"{r['secured_rows']} | {statistics.median(r['plain_s']):.2f} | "
                 f"{statistics.median(r[f'{kind}_s']):.2f} | {ratio['median']} | "
                 f"{ratio['min']}-{ratio['max']} | {gain} |"
@@ -272,8 +272,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs section from --json"
     )
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results-secured-scan.json"))
-    parser.add_argument("--results", default=str(ROOT / "docs" / "results.md"))
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "secured-scan.json"))
+    parser.add_argument("--results", default=str(ROOT / "docs" / "performance.md"))
     args = parser.parse_args(argv)
     if args.quick:
         args.tuples, args.copies, args.repeats = 4_000, 2, 1

@@ -29,7 +29,7 @@ profile of the server per step, its top frames in the output).
 The subscribers run in a process of their own (one asyncio loop reading every SSE stream;
 rows are counted and their ``ts`` read with a regular expression, never decoded), the
 providers in threads of this one, so the clients' work stays out of the server's process.
-Results: ``bench/results-served-load.json`` and the README table between
+Results: ``bench/results/served-load.json`` and the table of docs/performance.md between
 ``<!-- bench:served-load -->`` markers.
 """
 
@@ -62,7 +62,7 @@ import httpx
 from bench.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results-served-load.json"
+RESULTS = ROOT / "bench" / "results" / "served-load.json"
 MARK_BEGIN, MARK_END = "<!-- bench:served-load -->", "<!-- /bench:served-load -->"
 STREAM = "HeartRate"
 CLINICIANS = {"carol": "C", "nina": "ND", "gus": "GP", "erin": "ER", "ivan": "INS"}
@@ -700,13 +700,13 @@ def _load(values: list[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values)
 
 
-def write_readme(path: Path, text: str) -> None:
-    """Replaces the marked block; a README without it is an error, not a guess."""
-    readme = path.read_text()
-    start, end = readme.find(MARK_BEGIN), readme.find(MARK_END)
+def write_block(path: Path, text: str) -> None:
+    """Replaces the marked block; a doc without it is an error, not a guess."""
+    doc = path.read_text()
+    start, end = doc.find(MARK_BEGIN), doc.find(MARK_END)
     if start < 0 or end < start:
         raise ValueError(f"{path} has no {MARK_BEGIN} ... {MARK_END} block")
-    path.write_text(readme[:start] + text + readme[end + len(MARK_END) :])
+    path.write_text(doc[:start] + text + doc[end + len(MARK_END) :])
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -723,7 +723,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", default=None, help="a directory: py-spy per step")
     parser.add_argument("--quick", action="store_true", help="a smoke run, seconds long")
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    parser.add_argument("--doc", default=str(ROOT / "docs" / "performance.md"))
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--keep", action="store_true", help="keep the server's root")
     parser.add_argument("--dump", default=None, help="a path prefix: raw data per run")
@@ -741,7 +741,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps(result, indent=2))
     if not args.no_write:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-        write_readme(Path(args.readme), table(result))
+        write_block(Path(args.doc), table(result))
     return result
 
 

@@ -2,7 +2,7 @@
 
 ``python -m bench.soak --seconds 600`` (the documented mode: 3 providers, 16 continuous
 queries, 50 subscribers); ``tests/server/test_soak.py`` runs a short mode. Figures go to
-``bench/results-soak.json``, plots to ``docs/img/soak-*.png`` (``--plot``).
+``bench/results/soak.json``, plots to ``docs/img/soak-*.png`` (``--plot``).
 
 A ``streamshield serve`` process on loopback (its own process group, so its RSS, open
 files and threads are the Python driver's and the JVM's together, read from /proc).
@@ -46,7 +46,7 @@ from bench.server_process import ServerProcess, prepare_root
 from streamshield.client import parse_sse
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results-soak.json"
+RESULTS = ROOT / "bench" / "results" / "soak.json"
 STREAM = "s"
 ROLES = ["ADMIN", "PROV", "R1", "R2"]
 RESOURCES = (

@@ -22,7 +22,7 @@ heap are those of a shared JVM: it proves the path, not the numbers. A select-pr
 query keeps no streaming state, so there is no state-store memory to read
 (``stateOperators`` of its progress is empty; checked and recorded).
 
-Writes ``bench/results-fig15b.json`` and ``docs/img/fig15b.png``; ``--render`` redraws.
+Writes ``bench/results/fig15b.json`` and ``docs/img/fig15b.png``; ``--render`` redraws.
 """
 
 from __future__ import annotations

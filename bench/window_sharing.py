@@ -16,7 +16,7 @@ warm-up batch, then ``--batches`` timed batches of ``--rows`` tuples; a batch's 
 the driver's wall time from its ingest returning until every query's
 ``processAllAvailable`` returned. Cases interleaved (rep by rep, arms alternating, order
 rotated); median, min and max per (arm, N), and the load average next to each.
-Results: ``bench/results-window-sharing.json`` (``results-aggregate-sharing.json``), each
+Results: ``bench/results/window-sharing.json`` (``aggregate-sharing.json``), each
 run appended to the earlier ones with its ``--label``.
 
 Aggregates: user ``i`` registers ``SELECT patient_id, count(*) AS n, avg(beats_per_min)
@@ -26,7 +26,7 @@ count(*) AS n, max(beats_per_min) AS hi FROM HeartRate`` when odd; the arms diff
 aggregates over ``[RANGE 60 SLIDE 30]`` (HeartRate's event time is a bigint: no
 watermark): each Spark's windowed streaming aggregation of its own, or folding branches
 keyed by their window (``share_sliding``, lang/sliding_fold.py); results
-``results-sliding-sharing.json``.
+``bench/results/sliding-sharing.json``.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def main() -> None:
             }
     print(json.dumps(summary, indent=1))
     name = {"windows": "window", "aggregates": "aggregate"}.get(args.kind, args.kind)
-    out = Path(args.out) if args.out else ROOT / "bench" / f"results-{name}-sharing.json"
+    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"{name}-sharing.json"
     run = {"label": args.label, "args": vars(args), "cases": cases, "summary": summary}
     out.write_text(json.dumps({"runs": [*_earlier(out), run]}, indent=1))
     spark.stop()

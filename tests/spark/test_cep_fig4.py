@@ -17,12 +17,14 @@ def test_the_bench_runs_in_quick_mode(spark, tmp_path: Path) -> None:
     [point] = result["points"]
     assert point["experiment"] == "c" and point["rate"] == 1000
     assert point["pattern_ms"] > 0 and "median" in point["pspe_paired_ms"]
-    saved = json.loads((tmp_path / "bench" / "results-cep-fig4-quick.json").read_text())
+    saved = json.loads((tmp_path / "bench" / "results" / "cep-fig4-quick.json").read_text())
     assert saved["points"] == result["points"]
     [large] = saved["per_event"]
     assert large["events"] == 3000 and large["raw_ns_per_event"] > 0
     assert (tmp_path / "docs" / "img" / "cep-fig4-quick.png").stat().st_size > 0
-    assert "| c | phi | 1000 |" in (tmp_path / "bench" / "results-cep-fig4-quick.md").read_text()
+    assert (
+        "| c | phi | 1000 |" in (tmp_path / "bench" / "results" / "cep-fig4-quick.md").read_text()
+    )
 
 
 def test_the_protected_bus_is_native(spark) -> None:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 def test_fig16_quick(spark: SparkSession, tmp_path: Path) -> None:
     paper_fig16.main(["--quick", "--out", str(tmp_path)])
     assert (tmp_path / "img" / "fig16.png").read_bytes()[:4] == b"\x89PNG"
-    assert (tmp_path / "results-fig16.json").exists()  # the samples the plot was drawn from
+    assert (tmp_path / "results" / "fig16.json").exists()  # the samples the plot was drawn from
     table = (tmp_path / "fig16.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "sweep" not in line]
     assert len(rows) == 3, table  # quick: one configuration, shown in each sweep

@@ -32,7 +32,8 @@ def test_figures_quick_redraws_every_figure_with_the_papers_values(
     text = (tmp_path / "experiments.md").read_text()
     for key in ("fig13", "fig14", "fig16", "fig15b", "borealis-setup", "borealis-latency"):
         block = text[text.index(f"bench.figures: {key} -->") : text.index(f"generated: {key} -->")]
-        assert "Machine: " in block and "run: " in block, key  # the caption
+        assert "Machine: " in block and "data: " in block, key  # the caption
+        assert "run: " not in block, key  # the date stays in the JSON and the image
         letters = re.findall(r"^\*\*\(([a-z])\)", block, flags=re.MULTILINE)
         least = 4 if key in ("fig13", "fig14", "fig16") else 2
         assert letters == list("abcdef"[: len(letters)]) and len(letters) >= least, (key, letters)

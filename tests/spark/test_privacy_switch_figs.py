@@ -93,7 +93,7 @@ def test_an_off_operator_runs_no_spark_job(spark: SparkSession, case) -> None:  
 
 def test_the_bench_runs_in_quick_mode(spark: SparkSession, tmp_path: Path) -> None:
     result = privacy_switch_figs.main(["--quick", "--out", str(tmp_path)])
-    saved = json.loads((tmp_path / "bench" / "results-privacy-switches.json").read_text())
+    saved = json.loads((tmp_path / "bench" / "results" / "privacy-switches.json").read_text())
     assert saved["fig8"] == json.loads(json.dumps(result["fig8"]))
     (row8,) = saved["fig8"]["3q-15ops"].values()
     for mode in ("non-shared", "shared", "switches"):
