@@ -110,8 +110,8 @@ On (its default), each ``F.col``, ``select`` or ``when`` makes four more Py4J ro
 only so that an analysis error can name the Python line that built the failing column.
 The engine builds its plans per micro-batch (label projections, decision joins, branch
 rebuilds, delivery): with call sites on, ~0.05 s of a small ingest batch's 0.22 s of
-planning was this bookkeeping (``bench.landing_latency``, docs/results.md). Errors keep
-their message and SQL context."""
+planning was this bookkeeping (``bench.landing_latency``,
+bench/results/landing-latency.json). Errors keep their message and SQL context."""
 
 LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 """Never list directories with a Spark job. Spark lists a directory's subdirectories

@@ -210,7 +210,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
     own (a job per branch when it is off, when fewer than two listen, or when the one job
     fails), each distinct class plan once (equal questions with equal rights are one
     column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
-    docs/results.md."""
+    docs/performance.md."""
     push = False
     """A committed labelled batch handed to the branches at once (see the module's
     docstring). Off: measured quietly and interleaved (``bench.landing_latency``)

@@ -6,7 +6,7 @@ pass. Spark's write of 1,000 rows costs ~0.2 s here, most of it not the rows: pl
 the write, a job with its task and job commit through the Hadoop committer (temporary
 directories and renames), the ``_SUCCESS`` marker. Collected as Arrow (one job, the
 JVM writing the columns) and written by pyarrow (C++, no per-row Python), the same rows
-cost ~0.09 s (``bench.landing_latency``, docs/results.md).
+cost ~0.09 s (``bench.landing_latency``, bench/results/landing-latency.json).
 
 Only frames known to be small take this path: the caller decides from the files it
 reads (:func:`total_bytes`; a micro-batch's files are in its checkpoint's source log,

@@ -5,7 +5,7 @@ certificate made on first start; :mod:`streamshield.server.settings` says what c
 changed. With the example, a fresh root gets the hospital's users, stream, grants and
 queries, and a provider thread keeps landing readings.
 
-Start-up order (README, "Running the server", has the measured times): the Spark
+Start-up order (docs/performance.md, "Start-up", has the measured times): the Spark
 session and the catalog first, then the HTTPS API (``/healthz`` answers, ``/readyz``
 says 503 "starting"), then the example, ingest and the queries of the previous run;
 ``/readyz`` turns 200 once they run. SIGTERM and SIGINT stop the API, the queries

@@ -77,8 +77,8 @@ INGEST_TRIGGER_SECONDS = 0.2
 through the API starts its micro-batch at once and this look only finds files landed by
 other means; as a streaming query, a landing waits for the next trigger: half the
 interval on average, so the 1 s interval it had cost 0.5 s of every landing's latency.
-An idle look only lists the landing zone (docs/results.md, "Latency: triggers and
-delivery" for its idle CPU)."""
+An idle look only lists the landing zone (its idle CPU: ``bench.landing_latency``,
+bench/results/landing-latency.json)."""
 INGEST_RETRY_SECONDS = 10.0
 RECOVERY_SECONDS = 30.0
 
