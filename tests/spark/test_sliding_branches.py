@@ -50,7 +50,10 @@ INSERT SP INTO STREAM Vitals LET DDP = ATTRIBUTES: hr, SRP = rbac:INS FOR STATIS
 """
 SECRET_HR = 900
 """Heart rates of patients 50-99 (B may not read them) start here; ward w9 has only them."""
-BATCHES = 8
+BATCHES = 7
+"""Landings 0-6: the last one has a late row (:data:`LATE`) and is the one folded again
+after the simulated crash; its watermark has closed, and the fold evicted, the windows
+that ended by then. Each landing is two micro-batches of every query alone."""
 STEP = 40  # seconds of event time per batch
 LATE = {4: 10, 6: 90}
 """Batch -> the second of a late row in it. Batch 4's watermark is 150 - 60 = 90 s: of
