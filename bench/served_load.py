@@ -730,7 +730,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if args.quick:
-        args.watchers, args.rates, args.providers = [1, 2], [200], 2
+        # one configuration (a server start each): two watchers on it check fan-out
+        args.watchers, args.rates, args.providers = [2], [200], 2
         args.seconds, args.warmup, args.catch_up = 4.0, 4.0, 90.0
     return args
 
