@@ -706,7 +706,7 @@ class ServerService:
         # A subscriber whose roles read now exactly what the running query was compiled
         # to read gets its output as it is (never the roles' mask of now: after a role
         # change the query may read more until it is recompiled).
-        query.delivery.query_mask = lambda: query.compiled_mask
+        query.delivery.query_mask = query.own_mask
         self.switches.add(query.internal)
         query.delivery.on_access = lambda user, sign: self.inject_query_sp(
             query.internal, user, sign
