@@ -339,7 +339,7 @@ class CqlService:
                         aggregate = SharedNetwork.aggregate_path(networks / stream, name)
                         shutil.rmtree(aggregate, ignore_errors=True)
                     else:  # the window nodes it was the last registered query of
-                        WindowNetwork.forget(networks / stream, name)
+                        WindowNetwork.forget_nodes(networks / stream, name)
 
     # -- INSERT SP -----------------------------------------------------------------------
 

@@ -363,7 +363,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
     # -- parts --------------------------------------------------------------------------------
 
     @staticmethod
-    def forget(root: Path, name: str) -> None:
+    def forget_nodes(root: Path, name: str) -> None:
         """Query ``name`` is removed for good: the nodes under the network folder
         ``root`` it was the last registered query of go (engine/node_members.py)."""
         node_members.leave(root / "nodes", name)
