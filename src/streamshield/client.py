@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +137,7 @@ class Client:
         return self.request("GET", f"/streams/{name}")
 
     def add_schema(
-        self, name: str, attributes: list[tuple[str, str]], tid: str, event_time: str | None
+        self, name: str, attributes: Sequence[Sequence[str]], tid: str, event_time: str | None
     ) -> dict:
         body = {
             "name": name,

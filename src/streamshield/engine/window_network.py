@@ -60,6 +60,7 @@ from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
     BranchedNetwork,
     BranchSink,
+    BranchSql,
     NetworkParts,
     NotShared,
 )
@@ -141,7 +142,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         return window_switches(self.stream.name, self.nodes(), self._wheres(self.branches))
 
     def add(
-        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
+        self, name: str, admitted: AdmittedQuery, sql: BranchSql, sink: BranchSink
     ) -> WindowBranch:
         """A windowed query joins (NotShared if it cannot): planned first (Spark's
         refusals are raised here), then it reads its window over the stream's history up
