@@ -29,13 +29,16 @@ figures: setup
 test: setup
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/mypy
 	$(BIN)/python -m tools.history_lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
+# mypy: configured in pyproject.toml ([tool.mypy]); incremental in .mypy_cache.
 # tools.history_lint: code, docs and test names say what and why, never when.
 lint: setup
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/mypy
 	$(BIN)/python -m tools.history_lint
 
 setup: $(STAMP)
@@ -48,7 +51,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/ensure-java.sh
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
 # Re-pin constraints.txt to what the ranges of pyproject.toml resolve to today.
 constraints:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +137,7 @@ class Client:
         return self.request("GET", f"/streams/{name}")
 
     def add_schema(
-        self, name: str, attributes: list[tuple[str, str]], tid: str, event_time: str | None
+        self, name: str, attributes: Sequence[Sequence[str]], tid: str, event_time: str | None
     ) -> dict:
         body = {
             "name": name,
@@ -233,7 +233,9 @@ def chunks(
     """``(first line number, lines, too-long line numbers)`` batches of at most
     ``max_bytes`` UTF-8 bytes each. Blank lines keep their numbers (the server skips
     them), so the server's per-chunk line numbers map back to the file's."""
-    first, batch, size, too_long = 1, [], 0, []
+    first, size = 1, 0
+    batch: list[str] = []
+    too_long: list[int] = []
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         cost = len(line.encode("utf-8")) + 1
@@ -265,7 +267,8 @@ def _has_seqs(lines: Iterable[str]) -> bool:
 
 def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict]]:
     """Server-sent events from text lines; comments (pings) are skipped."""
-    event, data = "message", []
+    event = "message"
+    data: list[str] = []
     for line in lines:
         if not line:
             if data:

@@ -518,20 +518,20 @@ def fits(spark_type: str, value: object) -> bool:
 
     Booleans are never numbers here, although Python treats them as ints.
     """
-    is_int = isinstance(value, int) and not isinstance(value, bool)
+    whole = value if isinstance(value, int) and not isinstance(value, bool) else None
     if spark_type == "bigint":
-        return is_int and _INT64[0] <= value <= _INT64[1]
+        return whole is not None and _INT64[0] <= whole <= _INT64[1]
     if spark_type == "int":
-        return is_int and _INT32[0] <= value <= _INT32[1]
+        return whole is not None and _INT32[0] <= whole <= _INT32[1]
     if spark_type == "double":
-        return is_int or isinstance(value, float)
+        return whole is not None or isinstance(value, float)
     if spark_type == "string":
         return isinstance(value, str)
     if spark_type == "boolean":
         return isinstance(value, bool)
     if spark_type == "timestamp":
-        if is_int:
-            return _EPOCH_SECONDS[0] <= value <= _EPOCH_SECONDS[1]
+        if whole is not None:
+            return _EPOCH_SECONDS[0] <= whole <= _EPOCH_SECONDS[1]
         return isinstance(value, str) and _is_iso_8601(value)
     return False
 

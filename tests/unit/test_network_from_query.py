@@ -142,3 +142,12 @@ def test_two_clinicians_queries_share_their_window_and_selection() -> None:
 def test_a_where_gives_the_conjuncts_a_shared_select_may_filter_by(text, expected) -> None:
     conjuncts = where_conjuncts(admitted(text))
     assert conjuncts == (None if expected is None else parse_conjunction(expected))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["SELECT 1", "SELECT 1 AS one", "SELECT * FROM HeartRate UNION ALL SELECT 2"],
+)
+def test_a_select_without_from_has_no_tree(text: str) -> None:
+    """A SELECT of constants is admitted, but no stream feeds it: nothing to share."""
+    assert operator_tree(admitted(text)) is None

@@ -53,3 +53,12 @@ def test_a_deletion_cut_short_by_a_crash_is_finished_later(tmp_path: Path) -> No
     kept = _node(tmp_path, "bb", "q2")
     node_members.leave(tmp_path, "q1")
     assert not half.exists() and kept.exists()
+
+
+def test_a_window_network_forgets_a_query_as_every_branched_network_does() -> None:
+    """Code holding any BranchedNetwork calls ``forget(name)``: a WindowNetwork must take
+    the same call (dropping its nodes is a separate helper over a folder)."""
+    from streamshield.engine.branched_network import BranchedNetwork
+    from streamshield.engine.window_network import WindowNetwork
+
+    assert WindowNetwork.forget is BranchedNetwork.forget

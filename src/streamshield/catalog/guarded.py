@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.engine import Connection
 
@@ -46,12 +46,14 @@ class Change:
     def actor(self) -> str:
         return self.subject.user
 
+    def refuse(self, problem: ox.Denial | SecurityError) -> NoReturn:
+        """Refuses the change: ``problem`` is a denial or an error."""
+        raise _Refused(from_denial(problem) if isinstance(problem, ox.Denial) else problem)
+
     def refuse_if(self, problem: ox.Denial | SecurityError | None) -> None:
         """Refuses the change when ``problem`` is a denial or an error (None: go on)."""
-        if isinstance(problem, ox.Denial):
-            raise _Refused(from_denial(problem))
         if problem is not None:
-            raise _Refused(problem)
+            self.refuse(problem)
 
     def done(self, obj: ObjectRef | None = None, detail: dict[str, Any] | None = None) -> None:
         """Audits the change as made (in its transaction: it commits with it)."""

@@ -35,6 +35,7 @@ the clearance again anyway.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
@@ -172,7 +173,7 @@ class Levels:
         companies = list(companies)
         _checked(lambda: check_name("class", name), "name")
         for company in companies:
-            _checked(lambda c=company: check_name("company", c), "companies")
+            _checked(functools.partial(check_name, "company", company), "companies")
         with self._administering(session, Event.DEFINE_COI_CLASS) as (db, actor):
             taken = db.scalar(
                 select(t.coi_classes.c.name).where(func.lower(t.coi_classes.c.name) == name.lower())

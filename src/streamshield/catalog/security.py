@@ -721,6 +721,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
             .select_from(t.queries)
             .where(t.queries.c.owner == user, t.queries.c.status == QueryStatus.RUNNING.value)
         )
+        assert running is not None  # COUNT(*) always gives a row
         if running >= self._quota(db, user).max_running_queries:
             return QuotaExceeded("running-query quota reached")
         return None
@@ -749,7 +750,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
             if ox.can_see(state, subject, ObjectRef(Kind.QUERY, row.name))
         ]
 
-    def set_query_status(self, session: Session, name: str, status: QueryStatus) -> None:
+    def set_query_status(self, session: Session, name: str, status: QueryStatus | str) -> None:
         """Starts or stops a query (SET QUERY STATUS); starting counts against the quota."""
         ref = ObjectRef(Kind.QUERY, name)
         status = QueryStatus(status)
@@ -855,7 +856,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         with self._guarded(session, Event.REVOKE) as change:
             plan = ox.plan_revoke(change.acl, change.subject, permission, obj, grantee)
             if isinstance(plan, ox.Denial):
-                change.refuse_if(plan)
+                change.refuse(plan)
             if not plan:
                 raise GrantNotFound(permission, obj, grantee)  # not a refusal: nothing to undo
             for grant in plan:

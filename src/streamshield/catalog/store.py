@@ -295,7 +295,7 @@ def load_hierarchy(db: Connection) -> RoleHierarchy:
     edges = [tuple(edge) for edge in db.execute(select(t.role_juniors)).all()]
     return RoleHierarchy.build(
         roles,
-        edges,  # type: ignore[arg-type]
+        edges,
         order=roles,
         capacity=role_capacity(db),
     )

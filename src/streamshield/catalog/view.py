@@ -81,7 +81,7 @@ class CatalogView:
             with self._lock:
                 hit = self._entries.get(key, _MISSING)
             if hit is not _MISSING:
-                return hit  # type: ignore[no-any-return]
+                return hit
         value = compute()
         if generation is not None:
             with self._lock:

@@ -25,6 +25,7 @@ from streamshield.cep.pattern import (
     Comparison,
     Expr,
     Function,
+    Item,
     Literal,
     Not,
     Pattern,
@@ -113,9 +114,9 @@ def matches(pattern: Pattern, events: Iterable[Event], key: str | None = None) -
     if pattern.combinator is Combinator.OR:
         for item in positives:
             for event in by_type.get(item.type, []):
-                binding = {i.var: (event if i is item else None) for i in positives}
-                if _true(_eval(pattern.where, binding)):
-                    found.append(binding)
+                alone = {i.var: (event if i is item else None) for i in positives}
+                if _true(_eval(pattern.where, alone)):
+                    found.append(alone)
         return found
     for combination in itertools.product(*(by_type.get(i.type, []) for i in positives)):
         binding = {item.var: event for item, event in zip(positives, combination, strict=True)}
@@ -151,7 +152,13 @@ def _positive_part(pattern: Pattern) -> Expr | None:
     return AllOf(parts) if parts else None
 
 
-def _present(pattern: Pattern, negation, binding: Match, by_type, key: str | None) -> bool:
+def _present(
+    pattern: Pattern,
+    negation: Item,
+    binding: Mapping[str, Event],
+    by_type: Mapping[str, list[Event]],
+    key: str | None,
+) -> bool:
     """Whether an event of the negated type stands in its gap and meets its conjuncts."""
     before, after = pattern.gap(negation)
     low = binding[before.var].ts

@@ -18,6 +18,7 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, UnexpectedInput, v_args
+from lark.tree import Meta
 
 from streamshield.lang.windows import MAX_WINDOW_SIZE
 
@@ -306,7 +307,7 @@ class _ToPattern(Transformer):
         var, name = children
         return Attr(str(var), str(name), _at(var))
 
-    def number(self, meta, children):
+    def number(self, meta: Meta, children: list[Token]) -> Literal:
         (token,) = children
         text = str(token)
         value: int | float | None

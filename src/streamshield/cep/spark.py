@@ -238,7 +238,11 @@ def _outputs(
     if not pattern.aggregated:
         return matches.select(
             *lead,
-            *(F.col(o.value.column).alias(o.name) for o in pattern.outputs),
+            *(  # every output is an attribute: none aggregates
+                F.col(o.value.column).alias(o.name)
+                for o in pattern.outputs
+                if isinstance(o.value, Attr)
+            ),
             *(column.alias(name) for name, (column, _kind) in marks.items()),
         )
     if marks:

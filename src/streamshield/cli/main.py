@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import click
 
@@ -165,7 +166,8 @@ def query(
         raise click.UsageError("--out is needed for file outputs")
     try:
         if fmt == "punctuated":
-            registered = pipeline.queries.export_punctuated(sql, roles, out)
+            # cast: file outputs have an --out (checked above)
+            registered = pipeline.queries.export_punctuated(sql, roles, cast(Path, out))
         else:
             sink = ConsoleSink() if fmt == "console" else FileSink(str(out), fmt)
             registered = pipeline.queries.register(sql, roles, sink)
@@ -316,7 +318,7 @@ def serve(
     from streamshield.server.main import run_server
     from streamshield.server.settings import ConfigError, load, parse_conf
 
-    given = {
+    given: dict[str, Any] = {
         "root": root,
         "host": host,
         "port": port,
@@ -584,7 +586,8 @@ def client_ingest(stream: str, file, show: int, assign: str) -> None:
     Tuples need WRITE on the stream, sps INJECT SP. Prints how many lines were accepted
     and rejected, with the first reasons by line number; exits 1 if any was rejected.
     """
-    accepted, rejected, rejections = 0, 0, []
+    accepted, rejected = 0, 0
+    rejections: list[dict[str, Any]] = []
     with session_client() as api:
         for _first, answer in api.append_chunked(stream, file, assign=assign):
             accepted += answer["accepted"]

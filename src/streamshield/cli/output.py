@@ -55,7 +55,9 @@ class Failure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_REFUSED) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # ignore: click's stubs make exit_code a ClassVar, yet set per instance is how
+        # click's own exceptions carry theirs
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 def failure(err: BaseException) -> Failure:

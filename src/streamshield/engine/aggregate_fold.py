@@ -123,7 +123,9 @@ class FoldedAggregate:
         if not target.exists():
             still_open = None
             if self.closing is not None:
-                newest = partial.agg(F.unix_micros(F.max(self.closing.latest))).first()[0]
+                row = partial.agg(F.unix_micros(F.max(self.closing.latest))).first()
+                assert row is not None  # a global aggregate has one row
+                newest = row[0]
                 still_open = F.col(self.closing.end) > F.timestamp_micros(
                     F.lit(self.watermark(since))
                 )

@@ -52,8 +52,8 @@ def collect_together(
             _layouts.popitem(last=False)
     _layouts.move_to_end(key)
     selects = _layouts[key]
-    parts = [
-        ClassicFrame(frame._jdf.select(select), frame.sparkSession)  # type: ignore[attr-defined]
+    parts: list[DataFrame] = [
+        ClassicFrame(frame._jdf.select(select), frame.sparkSession)
         for frame, select in zip(frames.values(), selects, strict=True)
     ]
     table = functools.reduce(DataFrame.unionAll, parts).toArrow()

@@ -89,5 +89,5 @@ class PlannedPartials:
                 rest=_to_seq(sc, rest, _to_java_column),
             )
         java = self._java
-        grouped = rows._jdf.groupBy(java["keys"])  # type: ignore[attr-defined]
+        grouped = rows._jdf.groupBy(java["keys"])
         return ClassicFrame(grouped.agg(java["first"], java["rest"]).coalesce(1), rows.sparkSession)

@@ -57,6 +57,14 @@ from streamshield.policy.provenance import ProvenanceCodec
 
 audit = logging.getLogger("streamshield.audit")
 BranchSink = Callable[[DataFrame, int], None]
+
+
+class BranchSql(Protocol):
+    """A branch's SQL over a view name (``statistics``: the view is a statistics one)."""
+
+    def __call__(self, view: str, statistics: bool = False) -> str: ...
+
+
 BRANCH_THREADS = 4
 """Branches of one micro-batch run at once (their jobs share the cores, not a queue)."""
 TRIGGER_SECONDS = 0.1
@@ -142,9 +150,7 @@ class BranchedNetwork(Generic[B]):
 
     # -- what a subclass says -----------------------------------------------------------------
 
-    def add(
-        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
-    ) -> B:
+    def add(self, name: str, admitted: AdmittedQuery, sql: BranchSql, sink: BranchSink) -> B:
         """A query joins as a branch (NotShared if it cannot): ``sql(view)`` is its
         secured SQL over its rows offered as ``view``, ``sink`` takes each output."""
         raise NotImplementedError

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import types as T
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
 from streamshield.engine.driver_rows import driver_arrow, is_local
 from streamshield.engine.gc_pause import gc_paused
@@ -83,6 +84,7 @@ def collect_rows(
             return CollectedRows(table=table), counts
         except Exception as err:  # whatever it was, the classic collect runs the job again
             audit.warning("rows collected without Arrow (%s)", type(err).__name__)
+    rows: list[Row]
     rows, counts = collect_observed(frame, metrics, then)
     return CollectedRows(rows=rows), counts
 
@@ -131,7 +133,8 @@ def _arrow_table(frame: DataFrame) -> pa.Table:
     ``DataFrame.toArrow``: it casts to a schema whose nested fields are not nullable and
     so fails on a NULL struct of non-nullable fields (a class's column on a row that is
     not its own)."""
-    return pa.Table.from_batches(frame._collect_as_arrow(empty_list_if_zero_records=False))
+    classic = cast(ClassicFrame, frame)  # the engine's frames are classic (no Spark Connect)
+    return pa.Table.from_batches(classic._collect_as_arrow(empty_list_if_zero_records=False))
 
 
 def _naive(array: pa.Array) -> pa.Array:

@@ -339,7 +339,7 @@ class CqlService:
                         aggregate = SharedNetwork.aggregate_path(networks / stream, name)
                         shutil.rmtree(aggregate, ignore_errors=True)
                     else:  # the window nodes it was the last registered query of
-                        WindowNetwork.forget(networks / stream, name)
+                        WindowNetwork.forget_nodes(networks / stream, name)
 
     # -- INSERT SP -----------------------------------------------------------------------
 
@@ -614,9 +614,10 @@ class CqlService:
         it)``: a stream's networks of selections and of windows (keyed by stream and
         level processor), and each shared join (reading ``<left> JOIN <right>``)."""
         found: list[tuple[str, str, Switched]] = [
-            (stream, kind, network)
-            for kind, networks in (("selections", self.networks), ("windows", self.window_networks))
-            for (stream, _processor), network in list(networks.items())
+            (stream, "selections", n) for (stream, _processor), n in list(self.networks.items())
+        ]
+        found += [
+            (stream, "windows", n) for (stream, _processor), n in list(self.window_networks.items())
         ]
         found += [(" JOIN ".join(j.streams), "joins", j) for j in list(self.joins.values())]
         return found
@@ -739,7 +740,7 @@ class _DerivedSink:
         self.spgen(frame, batch_id)
 
 
-def _over_join_output(checked: exp.Expression) -> exp.Select:
+def _over_join_output(checked: exp.Expr) -> exp.Select:
     """The user's join query reading the join's output (placeholder ``__ss_join__``).
 
     The output has one struct column per alias, so ``a.hr`` resolves as a field; the
@@ -786,7 +787,7 @@ def _with_pair_labels(
 
 def _pair_slots(
     tree: exp.Select, sides: Sequence[JoinSide], words: int, aggregate: bool
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """Dependency slots of a query over the join output (one struct per alias)."""
     objects: dict[str, dict[str, int]] = {}
     obj = 0

@@ -214,8 +214,8 @@ class FusedPass:
                 common.setdefault(name, column)
             raw.update(dict.fromkeys(branch.raw))
             taken_bits.setdefault(branch.taken_key, branch.taken)
-            for key, column in branch.masks:
-                mask_bits.setdefault(key, column)
+            for key, bit in branch.masks:
+                mask_bits.setdefault(key, bit)
         taken_index = {key: i for i, key in enumerate(taken_bits)}
         mask_index = {key: i for i, key in enumerate(mask_bits)}
         taken_words = _words(TAKEN, list(taken_bits.values()))
@@ -372,7 +372,7 @@ def suffixed(sql: str, kinds: Mapping[str, tuple[str, str]], suffix: str) -> tup
     it reads (NotFused when it reads anything but a view column)."""
     read: dict[str, None] = {}
 
-    def own(node: exp.Expression) -> exp.Expression:
+    def own(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Column):
             return node
         if node.name not in kinds or node.table:
@@ -505,7 +505,7 @@ def _plain_select(
     if any(n.is_star and n.parent is not tree for n in _below(tree)):
         raise NotFused("a star inside an expression")
 
-    def renamed(node: exp.Expression, read: dict[str, None], suffix: str) -> exp.Expression:
+    def renamed(node: exp.Expr, read: dict[str, None], suffix: str) -> exp.Expr:
         def own(column: exp.Column) -> exp.Column:
             real = view.get(column.name.lower())
             if real is None:
@@ -515,7 +515,7 @@ def _plain_select(
 
         return node.copy().transform(lambda n: own(n) if isinstance(n, exp.Column) else n)
 
-    named: list[tuple[str, exp.Expression]] = []
+    named: list[tuple[str, exp.Expr]] = []
     for item in tree.expressions:
         if item.is_star:  # every column of the view, in its order
             named += [(c, exp.column(c, quoted=True)) for c in view.values()]
@@ -540,7 +540,7 @@ def _plain_select(
     )
 
 
-def _volatile(node: exp.Expression) -> bool:
+def _volatile(node: exp.Expr) -> bool:
     for n in node.walk():
         if isinstance(n, exp.Func):
             name = n.name if isinstance(n, exp.Anonymous) else n.sql_name()
@@ -549,7 +549,7 @@ def _volatile(node: exp.Expression) -> bool:
     return False
 
 
-def _below(tree: exp.Select) -> Iterable[exp.Expression]:
+def _below(tree: exp.Select) -> Iterable[exp.Expr]:
     for node in tree.walk():
         if node is not tree:
             yield node

@@ -45,6 +45,6 @@ class HeldColumns:
         session = frame.sparkSession
         seq = self._seq
         if seq is None:
-            seq = _to_seq(session.sparkContext, [c._jc for c in self.columns])  # type: ignore[attr-defined]
+            seq = _to_seq(session.sparkContext, [c._jc for c in self.columns])
             self._seq = seq
         return ClassicFrame(frame._jdf.select(seq), session)

@@ -171,7 +171,7 @@ class Ingest:
 
     spark: SparkSession
     hierarchy: RoleHierarchy
-    streams: Mapping[str, StreamDefinition]
+    streams: dict[str, StreamDefinition]
     server: Mapping[str, ServerPolicy] = field(default_factory=dict)
     registry: PolicyRegistry | None = None
     levels: Callable[[], LevelAssignment | None] | None = None
@@ -184,7 +184,9 @@ class Ingest:
         self._layout_lock = threading.Lock()  # a batch is labelled with one hierarchy
         self._cached: list[DataFrame] = []
         self._in_force: dict[str, Policy] = {}  # policies of the current batch
-        self._projections: dict[tuple, tuple[list[Column], list[Column]]] = {}
+        self._projections: dict[
+            tuple, tuple[list[Column], list[Column], list[tuple[str, Column]]]
+        ] = {}
         self._compiled: dict[tuple, dict[str, Body | None]] = {}
         """Compiled policies per (stream, definition, server policy), by content id, kept
         across batches (see :meth:`_compile`)."""
@@ -379,8 +381,9 @@ class Ingest:
         """The label columns no row of ``stream`` needs stored in this batch: its rows'
         words are their policies' finished words or zeros (policy.stored_words)."""
         layout = self.layout(stream)
-        bodies = [fixed for (s, _), (_, fixed, _) in policies.items() if s == stream]
-        if any(fixed is None for fixed in bodies):  # folded per tuple: words unknown here
+        fixed = [f for (s, _), (_, f, _) in policies.items() if s == stream]
+        bodies = [f for f in fixed if f is not None]
+        if len(bodies) != len(fixed):  # folded per tuple: words unknown here
             return []
         objects = len(layout.objects)
         names = labels.label_names(objects, layout.width)
@@ -1046,9 +1049,12 @@ def _of(channel: Channel) -> Column:
     return (F.col("stream") == channel.stream) & (F.col("provider") == channel.provider)
 
 
+def _lookup_key() -> StructType:
+    return _schema("s string, p string, t long, c long")
+
+
 def _lookup_type() -> ArrayType:
-    key = _schema("s string, p string, t long, c long")
-    return ArrayType(StructType([StructField("k", key), StructField("v", _DECISIONS)]))
+    return ArrayType(StructType([StructField("k", _lookup_key()), StructField("v", _DECISIONS)]))
 
 
 def _decision_entries(rows: list[tuple]) -> str | None:
@@ -1056,7 +1062,7 @@ def _decision_entries(rows: list[tuple]) -> str | None:
     declared ts and csn) to the whole row, for a guess, whose decisions are one per key;
     None when a key is repeated or has a NULL (the join would match otherwise than a
     lookup: then the batch is not labelled on the driver)."""
-    key_type = _lookup_type().elementType["k"].dataType
+    key_type = _lookup_key()
     keys = [(r[0], r[1], r[4], r[5]) for r in rows]
     if len(set(keys)) != len(keys) or any(v is None for k in keys for v in k):
         return None

@@ -135,6 +135,7 @@ class IngestJob:
                 frames = self.ingest.label_batch(batch, states, driver_write=True)
                 small = landed <= SMALL_BYTES or self.ingest.write_on_driver
                 written = self._write(batch_id, frames, small=small)
+                assert written is not None  # no check: nothing refuses the write
                 self.ingest.passes["no guess or a wrong one"] = guessing
             began = time.perf_counter()
             self.state.save(batch_id, states)
@@ -149,7 +150,7 @@ class IngestJob:
         batch_id: int,
         states: dict[Channel, ChannelState],
         landed: int,
-    ) -> dict[str, Observation | None] | None:
+    ) -> dict[str, Observation | tuple[int, int] | None] | None:
         """The batch labelled and written in one pass (Ingest.guess_batch), or None when
         there is no guess, a replay (part of the batch is in place) or a wrong guess
         (nothing was installed, ``states`` untouched). A wrong guess costs a write thrown

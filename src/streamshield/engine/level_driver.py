@@ -104,7 +104,7 @@ class LevelDriver:
         self.cql = CqlService(
             queries,
             _Refused("landing"),  # type: ignore[arg-type]
-            _Refused("catalog"),  # type: ignore[arg-type]
+            _Refused("catalog"),
             _Refused("ingest"),  # type: ignore[arg-type]
             _Refused("shield state"),  # type: ignore[arg-type]
         )
@@ -150,6 +150,7 @@ class LevelDriver:
             )
         sink = StoringSink(store, _nowhere, wanted=lambda: False)  # stored, delivered elsewhere
         query = self.cql.submit(admitted, admitted.roles, CallbackSink(sink), name=name)
+        assert isinstance(query, RegisteredQuery)  # an admitted query, not an sp script
         processor = self.cql.processors.of(name)
         if processor is None or processor.root.resolve() != self.root:
             self.cql.stop(name)
@@ -177,7 +178,7 @@ class LevelDriver:
     def status(self) -> dict[str, Any]:
         context = self.spark.sparkContext
         ids = context._jvm.scala.jdk.javaapi.CollectionConverters.asJava(  # type: ignore[union-attr]
-            context._jsc.sc().getExecutorIds()  # type: ignore[union-attr]
+            context._jsc.sc().getExecutorIds()
         )
         queries = {name: _state(query) for name, query in self.cql.queries.queries.items()}
         for name, state in queries.items():

@@ -132,7 +132,7 @@ class LevelProcessors:
         with self._lock:
             name = self._owner.pop(query, None)
             processor = self._processors.get(name) if name is not None else None
-            if processor is None:
+            if name is None or processor is None:
                 return
             processor.queries.discard(query)
             if not processor.queries:

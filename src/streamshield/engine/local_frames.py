@@ -8,6 +8,7 @@ no Python runs on executors at all (the engine then needs nothing but a JVM ther
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -39,18 +40,18 @@ def arrow_type(spark_type: DataType) -> pa.DataType:
     return _SCALARS[type(spark_type)]
 
 
-def as_python(value: object, spark_type: DataType) -> object:
-    """Tuples of struct fields become dicts, which is how pyarrow reads structs."""
+def as_python(value: Any, spark_type: DataType) -> object:
+    """Tuples of struct fields become dicts, which is how pyarrow reads structs (``value``:
+    whatever Spark gives for ``spark_type``)."""
     if value is None:
         return None
     if isinstance(spark_type, ArrayType):
         if not isinstance(spark_type.elementType, ArrayType | StructType):
             return list(value)  # scalars as they are: label words are hundreds per row
-        return [as_python(v, spark_type.elementType) for v in value]  # type: ignore[union-attr]
+        return [as_python(v, spark_type.elementType) for v in value]
     if isinstance(spark_type, StructType):
         return {
-            f.name: as_python(v, f.dataType)
-            for f, v in zip(spark_type.fields, value, strict=True)  # type: ignore[arg-type]
+            f.name: as_python(v, f.dataType) for f, v in zip(spark_type.fields, value, strict=True)
         }
     return value
 

@@ -11,6 +11,7 @@ data values, goes to the audit log.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import re
@@ -177,7 +178,7 @@ class QueryService:
     def __init__(
         self,
         spark: SparkSession,
-        streams: Mapping[str, StreamDefinition],
+        streams: dict[str, StreamDefinition],
         hierarchy: RoleHierarchy,
         labelled: LabelledStore,
         root: str | Path,
@@ -253,7 +254,7 @@ class QueryService:
         checkpoint = self.checkpoint(name, processor)
         with processor.pool() if processor is not None else contextlib.nullcontext():
             handle = planned(lambda: self._start(result, sink, checkpoint, aggregate), sql)
-        query = RegisteredQuery(
+        registered = RegisteredQuery(
             name,
             sql,
             roles,
@@ -265,10 +266,10 @@ class QueryService:
             tuple(result.columns),
             level,
         )
-        self.queries[name] = query
+        self.queries[name] = registered
         at = f" at level {level.text}" if level is not None else ""
         audit.info("query %s registered by roles %s%s over %s", name, roles, at, streams)
-        return query
+        return registered
 
     def checkpoint(self, name: str, processor: LevelProcessor | None = None) -> Path:
         """Where the streaming query of its own named ``name`` keeps its checkpoint (its
@@ -339,11 +340,11 @@ class QueryService:
             level,
         )
 
-    def _label_columns(self) -> list[str]:
+    def _label_columns(self) -> builtins.list[str]:
         """Tuple label and provenance words: what a query's output rows carry on."""
         return label_names(1, self.codec.width) + self._provenance_columns()
 
-    def _provenance_columns(self) -> list[str]:
+    def _provenance_columns(self) -> builtins.list[str]:
         return [provenance_column(w) for w in range(self.provenance.width)]
 
     def _view(

@@ -254,7 +254,7 @@ def stop_jvm(timeout: float = 60.0) -> bool:
 
     gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None)
-    if process is None:
+    if gateway is None or process is None:
         return False
     with contextlib.suppress(Exception):  # already gone: only the process is left
         gateway.shutdown()

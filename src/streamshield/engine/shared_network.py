@@ -78,7 +78,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -98,6 +98,7 @@ from streamshield.engine.branched_network import (
     INGEST,
     BranchedNetwork,
     BranchSink,
+    BranchSql,
     NetworkParts,
     NotShared,
     ingest_column,
@@ -243,9 +244,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         """The newest pushes that handed rows over: (ingest batch, start, end), epoch
         seconds (the latency bench reads them)."""
 
-    def add(
-        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
-    ) -> Branch:
+    def add(self, name: str, admitted: AdmittedQuery, sql: BranchSql, sink: BranchSink) -> Branch:
         """A query joins the network (NotShared if it cannot): planned first (Spark's
         refusals are raised here), then it catches up with the stream's history up to
         the network's position and takes every micro-batch after it."""
@@ -286,7 +285,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self._join(branch)
         return branch
 
-    def _tree(self, name: str, admitted: AdmittedQuery) -> Operator:
+    def _tree(self, name: str, admitted: AdmittedQuery) -> Operator | str:
         """The branch's operator tree: a selection's own; an aggregate keeps a state of
         its own, so it is one vertex over the selections it shares (CW Figs. 3-5)."""
         if admitted.shape.aggregate:
@@ -606,7 +605,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
             return {}
         network = merge({name: _as_tree(b.tree, self.stream) for name, b in on.items()})
         rows = batch.drop(INGEST) if INGEST in batch.columns else batch
-        leaves = {self.stream.name: rows}
+        leaves: dict[str | Operator, DataFrame] = {self.stream.name: rows}
         return selected_frames(network, on, leaves, self.stream, cached, persist)
 
     def _own_input(self, batch: DataFrame, covered: int, oldest: int) -> DataFrame:
@@ -812,7 +811,9 @@ class SharedNetwork(BranchedNetwork[Branch]):
         view = branch.projection.apply(empty).columns
         try:
             slot = f"_ss_b{uuid.uuid4().hex[:12]}"
-            fused = FusedBranch.of(slot, branch.projection, view, branch.text)
+            # cast: statistics branches are aggregates, folded and never analysed here
+            projection = cast(SecuredProjection, branch.projection)
+            fused = FusedBranch.of(slot, projection, view, branch.text)
             alone = fused_pass((fused,))
             same = tuple(alone.rows(alone.over(empty), slot).columns) == columns
         except (NotFused, AnalysisException):  # not plain, or planned otherwise: its own plan
@@ -851,7 +852,7 @@ def _view(branch: Branch, rows: DataFrame) -> DataFrame:
         sc = rows.sparkSession.sparkContext
         branch.java_view = _to_seq(sc, list(projection.columns), _to_java_column)
     filtered = rows.filter(projection.condition)
-    return ClassicFrame(filtered._jdf.select(branch.java_view), rows.sparkSession)  # type: ignore[attr-defined]
+    return ClassicFrame(filtered._jdf.select(branch.java_view), rows.sparkSession)
 
 
 def _nodes(tree: Operator | str) -> list[Operator]:

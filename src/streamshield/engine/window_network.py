@@ -60,6 +60,7 @@ from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import (
     BranchedNetwork,
     BranchSink,
+    BranchSql,
     NetworkParts,
     NotShared,
 )
@@ -141,7 +142,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
         return window_switches(self.stream.name, self.nodes(), self._wheres(self.branches))
 
     def add(
-        self, name: str, admitted: AdmittedQuery, sql: Callable[[str], str], sink: BranchSink
+        self, name: str, admitted: AdmittedQuery, sql: BranchSql, sink: BranchSink
     ) -> WindowBranch:
         """A windowed query joins (NotShared if it cannot): planned first (Spark's
         refusals are raised here), then it reads its window over the stream's history up
@@ -363,7 +364,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
     # -- parts --------------------------------------------------------------------------------
 
     @staticmethod
-    def forget(root: Path, name: str) -> None:
+    def forget_nodes(root: Path, name: str) -> None:
         """Query ``name`` is removed for good: the nodes under the network folder
         ``root`` it was the last registered query of go (engine/node_members.py)."""
         node_members.leave(root / "nodes", name)

@@ -141,7 +141,9 @@ class WindowState:
         if kind is WindowKind.RANGE:
             time, width = self.event_units()
             if bound is None:
-                newest = rows.agg(F.max(time)).first()[0]
+                row = rows.agg(F.max(time)).first()
+                assert row is not None  # a global aggregate has one row
+                newest = row[0]
                 limit = None if newest is None else newest - width
             else:
                 limit = bound(rows)

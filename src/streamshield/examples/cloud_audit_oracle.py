@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from streamshield.examples import cloud_audit as ca
 from streamshield.policy.lattice import Lattice, Level
 from streamshield.policy.query_level import QueryLevel
 
-Values = dict[str, object]
+Values = dict[str, Any]  # JSON values, each attribute its own type
 WINDOW = 100
 
 

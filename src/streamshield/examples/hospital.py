@@ -111,7 +111,8 @@ class _Channel:
     """Writes one channel's elements with consecutive sequence numbers."""
 
     def __init__(self, stream: str, provider: str = "ward-A") -> None:
-        self.channel, self.seq, self.out = Channel(stream, provider), 0, []
+        self.channel, self.seq = Channel(stream, provider), 0
+        self.out: list[Element] = []
         self.declared = (0, 0)
 
     def _next(self) -> int:

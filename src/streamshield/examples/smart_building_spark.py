@@ -56,6 +56,7 @@ def compare(spark: SparkSession, root: Path) -> dict[str, tuple[Counter, Counter
         for name, row in batch.collect():
             got[name][tuple(map(comparable, json.loads(row).values()))] += 1
 
+    assert union is not None  # the example's patterns: some are accepted
     query = (
         union.writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(root / "checkpoint"))

@@ -570,7 +570,7 @@ def _shape_error(problem: str) -> QueryRejected:
     return QueryRejected("query_shape", problem)
 
 
-def plan_shape(query: ContinuousQuery, tree: exp.Expression | None = None) -> Shape:
+def plan_shape(query: ContinuousQuery, tree: exp.Expr | None = None) -> Shape:
     """Which path the engine takes for ``query``; :class:`QueryRejected` (``query_shape``)
     for shapes no path supports. Run it next to ``check_query``, which it does not replace;
     ``tree``: the checked tree of ``query.sql`` (read only), to parse it once.
@@ -631,7 +631,7 @@ def plan_shape(query: ContinuousQuery, tree: exp.Expression | None = None) -> Sh
     return Shape(ShapeKind.JOIN, tuple(ordered), aggregate, keys, operators=frozenset(operators))
 
 
-def _from_items(select: exp.Select) -> list[tuple[str, exp.Expression]]:
+def _from_items(select: exp.Select) -> list[tuple[str, exp.Expr]]:
     """(alias or name, relation) of the outer FROM and each JOIN, in order."""
     from_ = select.args.get("from_") or select.args.get("from")
     relations = ([from_.this] if from_ is not None else []) + [
@@ -640,7 +640,7 @@ def _from_items(select: exp.Select) -> list[tuple[str, exp.Expression]]:
     return [(relation.alias_or_name, relation) for relation in relations]
 
 
-def _is_aggregate(node: exp.Expression) -> bool:
+def _is_aggregate(node: exp.Expr) -> bool:
     if not isinstance(node, exp.Select):
         return False
     return bool(node.args.get("group")) or any(
@@ -650,7 +650,7 @@ def _is_aggregate(node: exp.Expression) -> bool:
 
 def _join_keys(
     select: exp.Select,
-    items: list[tuple[str, exp.Expression]],
+    items: list[tuple[str, exp.Expr]],
     joins: list[exp.Join],
     nested_joins: int,
 ) -> tuple[JoinKey, ...]:
@@ -681,7 +681,7 @@ def _join_keys(
     return tuple(keys)
 
 
-def _equality(node: exp.Expression, left: str, right: str) -> JoinKey:
+def _equality(node: exp.Expr, left: str, right: str) -> JoinKey:
     message = (
         "a join condition must be equalities between the two sides, joined by AND, "
         "with columns qualified by alias (ON x.k = y.k)"
@@ -699,7 +699,7 @@ def _equality(node: exp.Expression, left: str, right: str) -> JoinKey:
     return JoinKey(left, sides[left.lower()].name, right, sides[right.lower()].name)
 
 
-def _time_window_lengths(tree: exp.Expression) -> list[float | None]:
+def _time_window_lengths(tree: exp.Expr) -> list[float | None]:
     """Lengths of user-written ``window()`` / ``session_window()`` calls, for limits."""
     lengths: list[float | None] = []
     for func in tree.find_all(exp.Anonymous):
@@ -736,13 +736,13 @@ def sliding_window_sql(
 
 
 def sliding_window_tree(
-    tree: exp.Expression,
+    tree: exp.Expr,
     event_time: str,
     window: WindowSpec,
     column: str = "window",
     *,
     seconds: bool = False,
-) -> exp.Expression:
+) -> exp.Expr:
     """:func:`sliding_window_sql` on a tree (a new one; ``tree`` is not changed)."""
     if window.kind is not WindowKind.RANGE:
         raise ValueError("only a RANGE window becomes Spark's window()")
@@ -758,7 +758,7 @@ def sliding_window_tree(
         raise _shape_error(f"the query already has a column called {column}")
     hop = window.hop
     assert hop is not None
-    time = exp.column(event_time, quoted=True)
+    time: exp.Expr = exp.column(event_time, quoted=True)
     if seconds:
         time = exp.Anonymous(this="timestamp_seconds", expressions=[time])
     call = exp.Anonymous(

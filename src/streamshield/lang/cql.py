@@ -12,8 +12,10 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, UnexpectedInput, v_args
+from lark.tree import Meta
 
 from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Pattern, Range, value_text
 from streamshield.policy.policy import Policy
@@ -71,7 +73,11 @@ def _value(token: Token) -> str | int | float:
     return _unquote(token)
 
 
-class _ToModel(Transformer):
+# One ``part = value`` of a statement: the part, its ``name.`` prefix, where it is, its value.
+_Assignment = tuple[str, Token | None, Meta, object]
+
+
+class _ToModel(Transformer[Token, object]):
     """Builds patterns and statements; semantic checks raise CqlError with positions."""
 
     def glob(self, items: list[Token]) -> Pattern:
@@ -107,12 +113,12 @@ class _ToModel(Transformer):
     def privilege(self, items: list[Token]) -> Privilege:
         return Privilege(str(items[0]).lower())
 
-    def ddp_term(self, items: list) -> tuple[str, Pattern, Token]:
+    def ddp_term(self, items: list[Any]) -> tuple[str, Pattern, Token]:
         part = str(items[0]).upper()
         return ("STREAMS" if part == "STREAM" else part), items[1], items[0]
 
     @v_args(meta=True)
-    def ddp(self, meta, items: list) -> tuple:
+    def ddp(self, meta: Meta, items: list[Any]) -> _Assignment:
         prefix, *terms = items
         parts: dict[str, Pattern] = {}
         for part, pattern, token in terms:
@@ -122,7 +128,7 @@ class _ToModel(Transformer):
         return "DDP", prefix, meta, parts
 
     @v_args(meta=True)
-    def srp(self, meta, items: list) -> tuple:
+    def srp(self, meta: Meta, items: list[Any]) -> _Assignment:
         prefix, model, roles, privilege, grant = items
         if str(model).lower() not in ACCESS_MODELS:
             raise CqlError(
@@ -134,20 +140,20 @@ class _ToModel(Transformer):
         return "SRP", prefix, meta, restriction
 
     @v_args(meta=True)
-    def sign(self, meta, items: list) -> tuple:
+    def sign(self, meta: Meta, items: list[Any]) -> _Assignment:
         prefix, value = items
         negative = str(value).upper() in {"NEGATIVE", "-"}
         return "SIGN", prefix, meta, Sign.DENY if negative else Sign.GRANT
 
     @v_args(meta=True)
-    def immutable(self, meta, items: list) -> tuple:
+    def immutable(self, meta: Meta, items: list[Any]) -> _Assignment:
         prefix, value = items
         return "IMMUTABLE", prefix, meta, str(value).upper() == "TRUE"
 
     @v_args(meta=True)
-    def statement(self, meta, items: list) -> SpStatement:
+    def statement(self, meta: Meta, items: list[Any]) -> SpStatement:
         _keyword, name, stream, *assignments = items
-        given: dict[str, object] = {}
+        given: dict[str, Any] = {}  # each part its own type: patterns, a restriction, a sign
         for part, prefix, where, value in assignments:
             if prefix is not None and str(prefix) != name:
                 raise CqlError(

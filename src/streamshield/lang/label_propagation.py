@@ -43,7 +43,7 @@ def _is_aggregate(select: exp.Select) -> bool:
     )
 
 
-def uses_reserved_names(sql: str | exp.Expression) -> bool:
+def uses_reserved_names(sql: str | exp.Expr) -> bool:
     """Whether user SQL names a label or origin column itself (it could forge labels)."""
     tree = sqlglot.parse_one(sql, read="spark") if isinstance(sql, str) else sql
     return any(
@@ -63,7 +63,7 @@ def hidden_column(attribute: str) -> str:
     return f"{HIDDEN_PREFIX}{attribute}"
 
 
-def masked_expression(select: exp.Select, attributes: Sequence[str]) -> exp.Expression:
+def masked_expression(select: exp.Select, attributes: Sequence[str]) -> exp.Expr:
     """``_ss_masked``: the names of the output columns of a plain selection whose value is
     NULL because an attribute they read is hidden from the query's roles.
 
@@ -149,14 +149,14 @@ def propagate_labels(
 
 
 def propagate_tree(
-    tree: exp.Expression,
+    tree: exp.Expr,
     label_columns: Sequence[str],
     readers_prefix: str,
     attributes: Sequence[str] = (),
     sources: Mapping[str, Sequence[str]] | None = None,
     words: int = 0,
     level: QueryLevel | None = None,
-) -> exp.Expression:
+) -> exp.Expr:
     """:func:`propagate_labels` on a tree (a new one; ``tree`` is not changed)."""
     if uses_reserved_names(tree):
         raise LabelsNotPropagated(f"names starting with {RESERVED!r} are reserved")
@@ -193,14 +193,14 @@ class _Slots:
 
         return dependencies(select, resolve, tuple(range(1, len(names) + 1)))
 
-    def branches(self, tree: exp.Expression) -> list[exp.Select]:
+    def branches(self, tree: exp.Expr) -> list[exp.Select]:
         if isinstance(tree, exp.Union):
             return self.branches(tree.this) + self.branches(tree.expression)
         if not isinstance(tree, exp.Select):
             raise LabelsNotPropagated("labels propagate through SELECTs and UNION ALL only")
         return [tree]
 
-    def layout(self, tree: exp.Expression, fold: bool = False) -> tuple[int, tuple[int, ...]]:
+    def layout(self, tree: exp.Expr, fold: bool = False) -> tuple[int, tuple[int, ...]]:
         """The slot layout every branch pads to. Over a derived table the outer names are
         aliases of the inner's columns, so the inner's dependencies, columns folded into
         the row, are the whole query's: such a layout has row slots only."""
@@ -224,7 +224,7 @@ class _Slots:
 
     def columns(
         self, select: exp.Select, layout: tuple[int, tuple[int, ...]], aggregate: bool
-    ) -> list[exp.Expression]:
+    ) -> list[exp.Expr]:
         deps = self.dependencies(select)
         if not layout[1]:
             deps = deps.folded()
@@ -257,14 +257,14 @@ def _derived(select: exp.Select) -> exp.Subquery | None:
 
 
 def _propagate(
-    tree: exp.Expression,
+    tree: exp.Expr,
     label_columns: Sequence[str],
     readers_prefix: str,
     attributes: Sequence[str] = (),
     slots: _Slots | None = None,
     layout: tuple[int, tuple[int, ...]] | None = None,
     level: QueryLevel | None = None,
-) -> tuple[exp.Expression, bool]:
+) -> tuple[exp.Expr, bool]:
     """The labelled tree, and whether its rows still have one origin each."""
     if isinstance(tree, exp.Union):
         if tree.args.get("distinct") or tree.args.get("by_name"):
@@ -283,7 +283,7 @@ def _propagate(
     if any(_outside(node, tree, derived) for node in tree.find_all(exp.Select)):
         raise LabelsNotPropagated("subqueries outside FROM carry no labels")
     aggregate = _is_aggregate(tree)
-    dependency: list[exp.Expression] = []
+    dependency: list[exp.Expr] = []
     if derived is not None:
         # A derived table: label its rows first, then combine them here as usual; its
         # dependency slots (the whole query's attributes, see _Slots) are computed inside.
@@ -304,7 +304,7 @@ def _propagate(
     if not aggregate and any(isinstance(e, exp.Star) for e in tree.expressions):
         # The star already carries the labels (and the hidden flags, which delivery drops).
         return tree.select(*masked, *dependency, append=True), origin
-    extra: list[exp.Expression] = []
+    extra: list[exp.Expr] = []
     for column in label_columns:
         if aggregate:
             extra.append(exp.alias_(combined(column, readers_prefix, level), column))
@@ -315,7 +315,7 @@ def _propagate(
     return tree.select(*extra, *masked, *dependency, append=True), origin and not aggregate
 
 
-def combined(column: str, readers_prefix: str, level: QueryLevel | None = None) -> exp.Expression:
+def combined(column: str, readers_prefix: str, level: QueryLevel | None = None) -> exp.Expr:
     """A label column over a group. Level words (``_ss_lvl_*``) are the LUB, one
     ``bit_or`` per word with a contributor's missing word counted as every bit set
     (``Lattice.lub_group``, the form of ``engine.levels.lub_aggregate``): ``bit_or``
@@ -346,7 +346,7 @@ def _combine(column: str, readers_prefix: str) -> str:
     return "bit_and" if column.startswith(readers_prefix) else "bit_or"
 
 
-def _outside(node: exp.Expression, top: exp.Select, derived: exp.Subquery | None) -> bool:
+def _outside(node: exp.Expr, top: exp.Select, derived: exp.Subquery | None) -> bool:
     """Whether ``node`` is a SELECT nested in ``top`` other than in its derived table."""
     if node is top:
         return False

@@ -46,7 +46,7 @@ OUT_OF_RANGE = (
 )
 
 
-def number_problem(tree: exp.Expression) -> str | None:
+def number_problem(tree: exp.Expr) -> str | None:
     """Why a number in ``tree`` cannot be read as its type, or ``None`` when all can."""
     for node in tree.walk():
         if isinstance(node, exp.Literal) and not node.is_string:
@@ -82,7 +82,7 @@ def _split_exponent(text: str) -> tuple[str, bool]:
 def _cast_problem(node: exp.Cast | exp.TryCast) -> str | None:
     """A literal cast to an integer type (``5L`` is ``TRY_CAST(5 AS BIGINT)``) must fit."""
     target = node.to.this if isinstance(node.to, exp.DataType) else None
-    bits = _INTEGER_RANGES.get(target)  # type: ignore[arg-type]
+    bits = _INTEGER_RANGES.get(target)
     value = _integer(node.this)
     if bits is None or value is None:
         return None
@@ -90,10 +90,10 @@ def _cast_problem(node: exp.Cast | exp.TryCast) -> str | None:
         value = -value  # ``-9223372036854775808L``: Spark reads the sign with the literal
     if -(2 ** (bits - 1)) <= value <= 2 ** (bits - 1) - 1:
         return None
-    return f"a whole number in the query does not fit in {target.value} ({bits} bits)"  # type: ignore[union-attr]
+    return f"a whole number in the query does not fit in {target.value} ({bits} bits)"
 
 
-def _integer(node: exp.Expression) -> int | None:
+def _integer(node: exp.Expr) -> int | None:
     negative = isinstance(node, exp.Neg)
     inner = node.this if negative else node
     if not (isinstance(inner, exp.Literal) and not inner.is_string):

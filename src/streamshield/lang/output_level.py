@@ -53,7 +53,7 @@ _POSITIONAL_NAMES = frozenset({"monotonically_increasing_id", "spark_partition_i
 """The same among functions sqlglot does not model (``exp.Anonymous``)."""
 
 
-def output_level(shape: Shape, tree: exp.Expression) -> OutputLevel:
+def output_level(shape: Shape, tree: exp.Expr) -> OutputLevel:
     """The level the output rows of an admitted query of ``shape`` and checked ``tree``
     are written at: ROW only for a stateless selection (see the module docstring)."""
     if shape.kind is not ShapeKind.STREAM or shape.aggregate or shape.windows:
@@ -63,7 +63,7 @@ def output_level(shape: Shape, tree: exp.Expression) -> OutputLevel:
     return OutputLevel.ROW if _stateless(tree) else OutputLevel.QUERY
 
 
-def _stateless(tree: exp.Expression) -> bool:
+def _stateless(tree: exp.Expr) -> bool:
     """Whether every output row of ``tree`` is computed from one input row alone."""
     if type(tree) is exp.Union:  # EXCEPT and INTERSECT are subclasses: anti/semi joins
         return not _parts(tree) - {"this", "expression"} and all(
@@ -81,11 +81,11 @@ def _stateless(tree: exp.Expression) -> bool:
     return not any(_stateful(node, tree, relation) for node in tree.walk())
 
 
-def _parts(node: exp.Expression) -> set[str]:
+def _parts(node: exp.Expr) -> set[str]:
     return {key for key, value in node.args.items() if value}
 
 
-def _stateful(node: exp.Expression, select: exp.Select, relation: exp.Expression) -> bool:
+def _stateful(node: exp.Expr, select: exp.Select, relation: exp.Expr) -> bool:
     """Whether ``node``, in ``select`` over ``relation`` (checked on its own), reads
     more than its own row."""
     if node is select or _within(node, relation):
@@ -97,7 +97,7 @@ def _stateful(node: exp.Expression, select: exp.Select, relation: exp.Expression
     return isinstance(node, exp.Anonymous) and node.name.lower() in _POSITIONAL_NAMES
 
 
-def _within(node: exp.Expression | None, ancestor: exp.Expression) -> bool:
+def _within(node: exp.Expr | None, ancestor: exp.Expr) -> bool:
     while node is not None:
         if node is ancestor:
             return True

@@ -117,12 +117,12 @@ def fold_of(sql: str) -> Fold | None:
         return None  # not an aggregate
     if any(isinstance(p, exp.AggFunc) for c in calls for p in _ancestors(c)):
         return None  # an aggregate inside another one
-    partials: list[exp.Expression] = []
+    partials: list[exp.Expr] = []
     merges: list[tuple[str, str]] = []
-    replaced: dict[int, exp.Expression] = {}
+    replaced: dict[int, exp.Expr] = {}
     named: dict[str, str] = {}  # a partial's SQL -> its column: equal calls computed once
 
-    def part(call: exp.Expression, merge: str) -> exp.Column:
+    def part(call: exp.Expr, merge: str) -> exp.Column:
         text = call.sql(dialect="spark")
         if text not in named:
             named[text] = f"{PART}{len(partials)}"
@@ -144,7 +144,7 @@ def fold_of(sql: str) -> Fold | None:
             return None
     keys = tuple(f"{KEY}{i}" for i in range(len(groups)))
 
-    def swap(node: exp.Expression) -> exp.Expression:
+    def swap(node: exp.Expr) -> exp.Expr:
         if id(node) in replaced:
             return replaced[id(node)]
         for g, key in zip(groups, keys, strict=True):
@@ -160,7 +160,7 @@ def fold_of(sql: str) -> Fold | None:
         # attribute has that name): it reads that output's expression over the state
         aliases = {o.alias.lower(): e for o, e in zip(outputs, final, strict=True) if o.alias}
 
-        def named(node: exp.Expression) -> exp.Expression:
+        def by_alias(node: exp.Expr) -> exp.Expr:
             if (
                 isinstance(node, exp.Column)
                 and not node.table
@@ -170,7 +170,7 @@ def fold_of(sql: str) -> Fold | None:
                 return exp.Paren(this=aliases[node.name.lower()].copy())
             return node
 
-        state_condition = condition.transform(swap, copy=False).transform(named, copy=False)
+        state_condition = condition.transform(swap, copy=False).transform(by_alias, copy=False)
     for root in (*final, *([state_condition] if state_condition is not None else [])):
         if any(c.name not in state_columns for c in root.find_all(exp.Column)):
             return None  # reads something the state does not keep
@@ -193,11 +193,11 @@ def fold_of(sql: str) -> Fold | None:
     )
 
 
-def _unaliased(expression: exp.Expression) -> exp.Expression:
+def _unaliased(expression: exp.Expr) -> exp.Expr:
     return expression.this if isinstance(expression, exp.Alias) else expression
 
 
-def _ancestors(node: exp.Expression) -> list[exp.Expression]:
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
     out = []
     parent = node.parent
     while parent is not None:

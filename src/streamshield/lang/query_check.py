@@ -372,7 +372,7 @@ FILE_FORMATS = frozenset(
 )
 """Data-source names Spark accepts in ``format.`path``` to read files as a relation."""
 
-_STATEMENT_NODES: tuple[type[exp.Expression], ...] = tuple(
+_STATEMENT_NODES: tuple[type[exp.Expr], ...] = tuple(
     node
     for node in (
         getattr(exp, name, None)
@@ -476,10 +476,10 @@ class CheckedQuery:
     """The original text, as the user wrote it (for the audit log)."""
     streams: tuple[str, ...]
     """Catalog streams the query reads, spelled as in the catalog, sorted and unique."""
-    _tree: exp.Expression = field(repr=False, compare=False)
+    _tree: exp.Expr = field(repr=False, compare=False)
 
     @property
-    def tree(self) -> exp.Expression:
+    def tree(self) -> exp.Expr:
         """The checked syntax tree (shared: copy it before changing anything)."""
         return self._tree
 
@@ -489,9 +489,7 @@ class CheckedQuery:
         return bind_views(self._tree, self.streams, view_names).sql(dialect="spark")
 
 
-def bind_views(
-    tree: exp.Expression, streams: Collection[str], view_names: Mapping[str, str]
-) -> exp.Expression:
+def bind_views(tree: exp.Expr, streams: Collection[str], view_names: Mapping[str, str]) -> exp.Expr:
     """A copy of a checked ``tree`` (or of one our rewrites grew from it) with every stream
     reference replaced by the given (secured) view name.
 
@@ -588,7 +586,7 @@ def check_query(
     return CheckedQuery(sql=sql, streams=tuple(sorted(found)), _tree=tree)
 
 
-def parse_tree(sql: str) -> exp.Expression:
+def parse_tree(sql: str) -> exp.Expr:
     """The one statement of ``sql`` as a sqlglot tree, read by the same token rules as
     :func:`check_query` (statement splitting, SET/RESET, hints, ``window(`` calls).
 
@@ -642,7 +640,7 @@ def _shown(name: str) -> str:
     return repr(clean)
 
 
-def _parse_one(sql: str) -> tuple[exp.Expression, frozenset[str]]:
+def _parse_one(sql: str) -> tuple[exp.Expr, frozenset[str]]:
     """Tokenize, enforce the statement-level rules on tokens, then parse the one statement.
 
     Statement splitting, ``SET``/``RESET`` and hints are decided on tokens because sqlglot
@@ -678,7 +676,7 @@ def _parse_one(sql: str) -> tuple[exp.Expression, frozenset[str]]:
         raise _scrubbed(error, literals) from None
 
 
-def _parse_statements(sql: str, dialect: Spark, statements: list[list[Token]]) -> exp.Expression:
+def _parse_statements(sql: str, dialect: Spark, statements: list[list[Token]]) -> exp.Expr:
     for statement in statements:
         first = statement[0]
         if first.token_type == TokenType.SET or first.text.upper() == "RESET":
@@ -741,7 +739,7 @@ def _window_calls_as_functions(tokens: list[Token]) -> list[Token]:
     return fixed
 
 
-def _statement_kind(node: exp.Expression) -> str:
+def _statement_kind(node: exp.Expr) -> str:
     """A keyword naming a statement for messages, never user text beyond a keyword."""
     if isinstance(node, exp.Command):
         words = str(node.this or "").split()
@@ -751,7 +749,7 @@ def _statement_kind(node: exp.Expression) -> str:
     return "this kind of statement"
 
 
-def _check_shape(tree: exp.Expression) -> None:
+def _check_shape(tree: exp.Expr) -> None:
     """One query at the top; no statements, INTO, script transforms or hints inside it."""
     root = tree
     while isinstance(root, exp.Subquery):
@@ -779,7 +777,7 @@ def _check_shape(tree: exp.Expression) -> None:
             raise QueryRejected("recursive_cte", "WITH RECURSIVE is not allowed")
 
 
-def _check_relations(tree: exp.Expression) -> None:
+def _check_relations(tree: exp.Expr) -> None:
     """Everything in FROM/JOIN is a named relation, a subquery or inline VALUES.
 
     Table-valued functions (``range``, ``read_files``, ``explode`` ...), ``TABLE(...)``,
@@ -803,7 +801,7 @@ def _check_relations(tree: exp.Expression) -> None:
             raise QueryRejected("table_function", _table_function_message(node))
 
 
-def _table_function_message(relation: exp.Expression) -> str:
+def _table_function_message(relation: exp.Expr) -> str:
     inner = relation.this if isinstance(relation, exp.Table) else relation
     if isinstance(inner, exp.Func):
         return f"table-valued function {_shown(_func_name(inner))} in FROM is not allowed"
@@ -825,7 +823,7 @@ def _func_names(node: exp.Func) -> set[str]:
     return {name.lower() for name in type(node).sql_names()} | {type(node).key.lower()}
 
 
-def _check_functions(tree: exp.Expression) -> None:
+def _check_functions(tree: exp.Expr) -> None:
     """Forbidden names anywhere; unknown names only if allow-listed; no qualified calls."""
     for node in tree.walk():
         if not isinstance(node, exp.Func):
@@ -849,7 +847,7 @@ def _check_functions(tree: exp.Expression) -> None:
             )
 
 
-def _check_regexes(tree: exp.Expression) -> None:
+def _check_regexes(tree: exp.Expr) -> None:
     """Every text Spark compiles as a Java regex is a short literal that cannot backtrack.
 
     Java's regex engine backtracks: ``(a+)+b``, ``(.*a){20}`` or ``%a%a%a%a%b`` take time
@@ -876,7 +874,7 @@ def _check_regexes(tree: exp.Expression) -> None:
                 _check_like_pattern(choice, shown)
             continue
         name = type(node).__name__
-        arguments: list[exp.Expression | None] = []
+        arguments: list[exp.Expr | None] = []
         if name in _REGEX_ARGS:
             arguments = [node.args.get(arg) for arg in _REGEX_ARGS[name]]
             shown = _shown(_func_name(node))  # type: ignore[arg-type]
@@ -890,7 +888,7 @@ def _check_regexes(tree: exp.Expression) -> None:
                 _check_regex_literal(argument, shown)
 
 
-def _flatten_tuples(choices: list[exp.Expression]) -> Iterator[exp.Expression]:
+def _flatten_tuples(choices: list[exp.Expr]) -> Iterator[exp.Expr]:
     for choice in choices:
         if isinstance(choice, exp.Tuple | exp.Paren):
             yield from _flatten_tuples(list(choice.iter_expressions()))
@@ -898,12 +896,12 @@ def _flatten_tuples(choices: list[exp.Expression]) -> Iterator[exp.Expression]:
             yield choice
 
 
-def _literal_text(node: exp.Expression, shown: str) -> str:
+def _literal_text(node: exp.Expr, shown: str) -> str:
     if not (isinstance(node, exp.Literal) and node.is_string):
         raise QueryRejected(
             "regex", f"the pattern of {shown} must be a string literal, not an expression"
         )
-    text = node.this
+    text: str = node.this
     if len(text) > MAX_REGEX_CHARS:
         raise QueryRejected(
             "regex", f"the pattern of {shown} is longer than {MAX_REGEX_CHARS} characters"
@@ -911,7 +909,7 @@ def _literal_text(node: exp.Expression, shown: str) -> str:
     return text
 
 
-def _check_regex_literal(node: exp.Expression, shown: str) -> None:
+def _check_regex_literal(node: exp.Expr, shown: str) -> None:
     text = _literal_text(node, shown)
     escaped = False
     for char in text:
@@ -933,7 +931,7 @@ _REGEX_MESSAGE = (
 )
 
 
-def _check_like_pattern(node: exp.Expression, shown: str) -> None:
+def _check_like_pattern(node: exp.Expr, shown: str) -> None:
     text = _literal_text(node, shown)
     body = text.rstrip("%")
     inner = text[1:-1] if len(text) >= 2 else ""
@@ -952,7 +950,7 @@ pass for one of them."""
 _RESERVED_IN_TEXT = re.compile(r"(?:\A|[^A-Za-z0-9_])_ss_", re.IGNORECASE)
 
 
-def _check_reserved_names(tree: exp.Expression) -> None:
+def _check_reserved_names(tree: exp.Expr) -> None:
     """No name the query writes, and no string that can become a name, starts with ``_ss_``.
 
     Identifiers are the obvious way; strings are the other: a schema string
@@ -980,7 +978,7 @@ LEVEL_NAME = "level"
 an attribute of that name, so no query can pass a column of its own for the level."""
 
 
-def check_level_name(tree: exp.Expression, attributes: Collection[str]) -> None:
+def check_level_name(tree: exp.Expr, attributes: Collection[str]) -> None:
     """QueryRejected when the query names or computes a ``level`` column that is not an
     attribute of one of its inputs (``attributes``: theirs, any case)."""
     if any(a.lower() == LEVEL_NAME for a in attributes):
@@ -994,7 +992,7 @@ def check_level_name(tree: exp.Expression, attributes: Collection[str]) -> None:
             )
 
 
-def _check_stars(tree: exp.Expression) -> None:
+def _check_stars(tree: exp.Expr) -> None:
     """``*`` only selects the columns of a plain selection or counts rows (``count(*)``).
 
     A secured view holds columns the user never names: labels, mask flags and, in the
@@ -1004,10 +1002,10 @@ def _check_stars(tree: exp.Expression) -> None:
     to those columns and hand statistics-only values out raw (``collect_list``, ``max``).
     """
     for star in tree.find_all(exp.Star):
-        node: exp.Expression | None = star.parent
+        node: exp.Expr | None = star.parent
         if isinstance(node, exp.Count) and node.this is star:
             continue
-        item: exp.Expression = star
+        item: exp.Expr = star
         if isinstance(node, exp.Column):  # ``t.*``
             item, node = node, node.parent
         if (
@@ -1039,7 +1037,7 @@ One character class and nothing after it, so matching is linear (no backtracking
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def _expansion_arguments(node: exp.Expression) -> list[tuple[str, exp.Expression | None]]:
+def _expansion_arguments(node: exp.Expr) -> list[tuple[str, exp.Expr | None]]:
     """The size arguments of a size-amplifying call, each with what it is called."""
     if isinstance(node, exp.Repeat):
         return [("count", node.args.get("times"))]
@@ -1056,11 +1054,11 @@ def _expansion_arguments(node: exp.Expression) -> list[tuple[str, exp.Expression
     return []
 
 
-def _is_string(node: exp.Expression) -> bool:
+def _is_string(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) and node.is_string
 
 
-def _integer_literal(node: exp.Expression | None) -> int | None:
+def _integer_literal(node: exp.Expr | None) -> int | None:
     """The value of an integer literal (``-5`` included), None for anything else."""
     negative = isinstance(node, exp.Neg)
     if negative:
@@ -1074,7 +1072,7 @@ def _integer_literal(node: exp.Expression | None) -> int | None:
     return -value if negative else value
 
 
-def _is_amplifying(node: exp.Expression) -> bool:
+def _is_amplifying(node: exp.Expr) -> bool:
     return (
         bool(_expansion_arguments(node))
         or isinstance(node, exp.GenerateSeries | exp.Format | exp.Reduce)
@@ -1082,14 +1080,14 @@ def _is_amplifying(node: exp.Expression) -> bool:
     )
 
 
-def _check_numbers(tree: exp.Expression) -> None:
+def _check_numbers(tree: exp.Expr) -> None:
     """Every number fits the type Spark reads it as (:mod:`streamshield.lang.number_bounds`)."""
     problem = number_problem(tree)
     if problem is not None:
         raise QueryRejected("number", problem)
 
 
-def _check_expansion(tree: exp.Expression) -> None:
+def _check_expansion(tree: exp.Expr) -> None:
     """No expression can make its output much larger than its input by the query's choice.
 
     ``repeat('x', 1000000000)``, ``lpad(s, 2147483647)``, ``array_repeat(v, n)``,
@@ -1126,7 +1124,7 @@ def _check_expansion(tree: exp.Expression) -> None:
         _check_not_nested(node, name)
 
 
-def _expansion_name(node: exp.Expression) -> str:
+def _expansion_name(node: exp.Expr) -> str:
     """The Spark name the user wrote (sqlglot renames some of these functions)."""
     if isinstance(node, exp.Pad):
         return "lpad" if node.args.get("is_left") else "rpad"
@@ -1148,7 +1146,7 @@ def _check_series(node: exp.GenerateSeries, name: str) -> None:
         raise QueryRejected("expansion", f"{name} may produce at most {MAX_EXPANSION} elements")
 
 
-def _check_format(node: exp.Expression, name: str) -> None:
+def _check_format(node: exp.Expr, name: str) -> None:
     text = node.this if isinstance(node, exp.Format) else (node.expressions or [None])[0]
     if not (isinstance(text, exp.Expression) and _is_string(text)):
         raise QueryRejected("expansion", f"the format of {name} must be a string literal")
@@ -1162,7 +1160,7 @@ def _check_format(node: exp.Expression, name: str) -> None:
                 raise QueryRejected("expansion", message)
 
 
-def _check_not_nested(node: exp.Expression, name: str) -> None:
+def _check_not_nested(node: exp.Expr, name: str) -> None:
     """Refuse an amplifying call under another one or in a lambda (limits would multiply)."""
     parent = node.parent
     while parent is not None:
@@ -1178,7 +1176,7 @@ def _table_name(table: exp.Table) -> str:
     return ".".join(part.name for part in table.parts)
 
 
-def _resolve_tables(tree: exp.Expression, catalog: Mapping[str, str], sql: str) -> set[str]:
+def _resolve_tables(tree: exp.Expr, catalog: Mapping[str, str], sql: str) -> set[str]:
     """Resolve every table reference as Spark would; mark stream references for rewrite.
 
     CTE scope follows Spark: a CTE body sees outer CTEs and the CTEs defined before it in
@@ -1187,7 +1185,7 @@ def _resolve_tables(tree: exp.Expression, catalog: Mapping[str, str], sql: str) 
     to its secured view) or an unknown relation (rejected), never an unsecured read.
     """
     found: set[str] = set()
-    stack: list[tuple[exp.Expression, frozenset[str]]] = [(tree, frozenset())]
+    stack: list[tuple[exp.Expr, frozenset[str]]] = [(tree, frozenset())]
     while stack:
         node, ctes = stack.pop()
         if isinstance(node, exp.Table):
@@ -1243,17 +1241,17 @@ def _resolve_table(
     raise QueryRejected("unknown_relation", f"unknown relation {_shown(table.name)}")
 
 
-def _count(tree: exp.Expression, kind: type[exp.Expression]) -> int:
+def _count(tree: exp.Expr, kind: type[exp.Expr]) -> int:
     return sum(1 for _ in tree.find_all(kind))
 
 
-def _time_windows(tree: exp.Expression) -> Iterator[exp.Anonymous]:
+def _time_windows(tree: exp.Expr) -> Iterator[exp.Anonymous]:
     for func in tree.find_all(exp.Anonymous):
         if func.name.lower() in TIME_WINDOW_FUNCTIONS:
             yield func
 
 
-def _check_limits(tree: exp.Expression, max_joins: int, max_windows: int) -> None:
+def _check_limits(tree: exp.Expr, max_joins: int, max_windows: int) -> None:
     """Joins and time windows hold streaming state; cap them so one query cannot hog it."""
     joins = _count(tree, exp.Join)
     if joins > max_joins:

@@ -86,13 +86,13 @@ def column_slot(i: int, j: int, kind: str, w: int) -> str:
     return f"{COLUMN}{i}x{j}_{kind}{w}"
 
 
-def _is_star(node: exp.Expression) -> bool:
+def _is_star(node: exp.Expr) -> bool:
     return isinstance(node, exp.Star) or (
         isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
     )
 
 
-def _reads(node: exp.Expression, resolve: Resolve, every: tuple[int, ...]) -> set[int]:
+def _reads(node: exp.Expr, resolve: Resolve, every: tuple[int, ...]) -> set[int]:
     objects: set[int] = set()
     for column in node.find_all(exp.Column):
         if _is_star(column):
@@ -135,14 +135,14 @@ def slot_columns(
     labels: Labels,
     words: int,
     aggregate: bool,
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """The slot projections for ``deps``, padded to ``widths`` (the widest branch of a
     union): a missing dependency is a neutral slot that every recipient passes."""
-    out: list[exp.Expression] = []
+    out: list[exp.Expr] = []
 
-    def slot(obj: int | None, name: str, kind: str, w: int) -> exp.Expression:
+    def slot(obj: int | None, name: str, kind: str, w: int) -> exp.Expr:
         if obj is None:  # padding: readers all, denied none
-            value: exp.Expression = sqlglot.parse_one("-1L" if kind == "r" else "0L", read="spark")
+            value: exp.Expr = sqlglot.parse_one("-1L" if kind == "r" else "0L", read="spark")
         else:
             source = exp.column(labels(obj, w)[0 if kind == "r" else 1], quoted=True)
             fn = "bit_and" if kind == "r" else "bit_or"

@@ -83,28 +83,28 @@ class Rewrite:
         object.__setattr__(self, "view_attributes", by_view)
 
 
-Rule = Callable[[exp.Expression, Rewrite], exp.Expression]
+Rule = Callable[[exp.Expr, Rewrite], exp.Expr]
 
 
-def refuse_reserved_names(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
+def refuse_reserved_names(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
     if uses_reserved_names(tree):
         raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
     check_level_name(tree, [a for s in rewrite.streams for a in rewrite.attributes[s]])
     return tree
 
 
-def sliding_window(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
+def sliding_window(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
     if rewrite.sliding is None:
         return tree
     s = rewrite.sliding
     return sliding_window_tree(tree, s.event_time, s.window, seconds=s.seconds)
 
 
-def bind_views(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
+def bind_views(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
     return _bind(tree, rewrite.streams, rewrite.views)
 
 
-def statistics_only(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
+def statistics_only(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
     if not rewrite.statistics:
         return tree
     (stream,) = rewrite.streams
@@ -121,7 +121,7 @@ def statistics_only(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
     return out
 
 
-def propagate_labels(tree: exp.Expression, rewrite: Rewrite) -> exp.Expression:
+def propagate_labels(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
     """Labels for every shape that has them; other shapes stay unlabelled, and delivery
     hands unlabelled rows to no one."""
     if rewrite.statistics:
@@ -150,14 +150,14 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def secure(tree: exp.Expression, rewrite: Rewrite, rules: tuple[Rule, ...] = RULES) -> str:
+def secure(tree: exp.Expr, rewrite: Rewrite, rules: tuple[Rule, ...] = RULES) -> str:
     """The SQL Spark runs for a checked ``tree``: every rule in order."""
     for rule in rules:
         tree = rule(tree, rewrite)
     return tree.sql(dialect="spark", comments=False)
 
 
-def runs_on_statistics(tree: exp.Expression, streams: tuple[str, ...], aggregate: bool) -> bool:
+def runs_on_statistics(tree: exp.Expr, streams: tuple[str, ...], aggregate: bool) -> bool:
     """Whether a query's views are statistics views: a supported single-stream aggregate
     (delegating queries never: statistics-only access is not passed on)."""
     return aggregate and len(streams) == 1 and statistics_supported(tree)

@@ -76,7 +76,7 @@ def sliding_fold(sql: str, event_time: str, watermark: bool) -> SlidingFold | No
         f"named_struct('start', {text}.start, 'end', {text}.end)", read="spark"
     )
 
-    def rebuilt(node: exp.Expression) -> exp.Expression:
+    def rebuilt(node: exp.Expr) -> exp.Expr:
         return struct.copy() if node == call else node
 
     tree = tree.copy()
@@ -103,11 +103,11 @@ def sliding_fold(sql: str, event_time: str, watermark: bool) -> SlidingFold | No
     return SlidingFold(fold, fold.keys[at], fold.keys[at + 1], latest)
 
 
-def _is_window(node: exp.Expression) -> bool:
+def _is_window(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() == "window"
 
 
-def _field_of(node: exp.Expression) -> bool:
+def _field_of(node: exp.Expr) -> bool:
     """Whether a window call is read as its ``start`` or ``end`` field."""
     parent = node.parent
     return (

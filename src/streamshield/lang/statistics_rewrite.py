@@ -75,7 +75,7 @@ def _denied(obj: int, word: int) -> str:
     return f"_ss_d{obj}_{word}"
 
 
-def _supported(tree: exp.Expression) -> bool:
+def _supported(tree: exp.Expr) -> bool:
     if not isinstance(tree, exp.Select) or tree.args.get("with") or tree.args.get("laterals"):
         return False
     if any(isinstance(node, _UNSUPPORTED) for node in tree.walk()):
@@ -86,13 +86,13 @@ def _supported(tree: exp.Expression) -> bool:
     return len(tables) == 1
 
 
-def _is_statistic(node: exp.Expression) -> bool:
+def _is_statistic(node: exp.Expr) -> bool:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower() in _ANONYMOUS and len(node.expressions) == 1
     return isinstance(node, _AGGREGATES) and not node.args.get("expressions")
 
 
-def _bare_argument(node: exp.Expression) -> exp.Column | None:
+def _bare_argument(node: exp.Expr) -> exp.Column | None:
     arg = node.expressions[0] if isinstance(node, exp.Anonymous) else node.this
     if not isinstance(arg, exp.Column) or isinstance(node.parent, _WRAPPERS):
         return None
@@ -120,24 +120,24 @@ def rewrite_statistics(
     return None if out is None else out.sql(dialect="spark")
 
 
-def statistics_supported(tree: exp.Expression) -> bool:
+def statistics_supported(tree: exp.Expr) -> bool:
     """Whether :func:`statistics_tree` can rewrite ``tree``: a plain single-stream SELECT
     (the caller then runs it over a statistics view, else over the READ view)."""
     return _supported(tree) and not uses_reserved_names(tree)
 
 
 def statistics_tree(
-    tree: exp.Expression,
+    tree: exp.Expr,
     attributes: Sequence[str],
     block_width: int,
     k: int,
     provenance: Sequence[str] = (),
     level: QueryLevel | None = None,
-) -> exp.Expression | None:
+) -> exp.Expr | None:
     """:func:`rewrite_statistics` on a tree (a new one; ``tree`` is not changed)."""
     if k < 1:
         raise ValueError(f"the minimum group size must be >= 1, got {k}")
-    if not statistics_supported(tree):
+    if not isinstance(tree, exp.Select) or not statistics_supported(tree):
         return None
     tree = tree.copy()
     index = {name.lower(): obj for obj, name in enumerate(attributes, start=1)}
@@ -196,11 +196,11 @@ def _aggregates(tree: exp.Select) -> bool:
     )
 
 
-def _parse(text: str) -> exp.Expression:
+def _parse(text: str) -> exp.Expr:
     return sqlglot.parse_one(text, read="spark")
 
 
-def _release(stats_used: set[int], k: int) -> exp.Expression:
+def _release(stats_used: set[int], k: int) -> exp.Expr:
     """Per measure: no contributor hidden from READ, or at least k of them."""
     hidden = [f"NOT {full_column(0)}"]
     hidden += [f"{stats_column(o)} IS NOT NULL AND NOT {full_column(o)}" for o in stats_used]
@@ -210,7 +210,7 @@ def _release(stats_used: set[int], k: int) -> exp.Expression:
 
 def _output_labels(
     stats_only: list[int], raw_used: list[int], width: int, k: int
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     readers, denied = _label_terms(stats_only, raw_used, width, k)
     columns = []
     for w in range(BLOCKS * width):
@@ -221,7 +221,7 @@ def _output_labels(
 
 def _column_slot(
     column: int, stats_only: list[int], raw_used: list[int], width: int, k: int
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """One dependency slot (lang/recipient_labels.py) of output ``column``: the READ block
     of the label its measures would give the row on their own."""
     readers, denied = _label_terms(stats_only, raw_used, width, k)

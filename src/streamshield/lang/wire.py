@@ -20,6 +20,7 @@ from pydantic import ValidationError as _ValidationError
 
 from streamshield.lang.cql import CqlError, parse_pattern
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
+from streamshield.policy.patterns import Pattern
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
     DataDescription,
@@ -117,7 +118,7 @@ CACHED_PATTERN_CHARS = 256
 """Longer texts (tuple id lists) are parsed each time: the cache holds at most 4 MB."""
 
 
-def _pattern(text: str, where: str):
+def _pattern(text: str, where: str) -> Pattern:
     try:
         if len(text) > CACHED_PATTERN_CHARS:
             return parse_pattern(text)
@@ -146,6 +147,14 @@ def _to_element(raw: _Tuple | _Sp) -> Element:
         raw.sign,
         raw.immutable,
     )
+
+
+_SpFields = tuple[Channel, int, int, int, tuple[str, str, str], tuple[str, bool, str], str, bool]
+"""The arguments of :func:`_sp_of`, in order."""
+
+_BodyKey = tuple[str, str, str, str, bool, str, str, bool]
+"""An sp body's fields: ddp streams, tuples, attributes; srp roles, grant option, privilege;
+sign; immutable."""
 
 
 def _sp_of(
@@ -230,7 +239,7 @@ def parse_sp(line: str) -> Element:
     return _sp_of(*fields)
 
 
-def _common_sp(line: str) -> tuple | None:
+def _common_sp(line: str) -> _SpFields | None:
     """The arguments of :func:`_sp_of` when ``line`` is an sp of the common shape."""
     if not line.isascii() or "\\" in line:
         return None  # escapes and non-ASCII text: the validator reads strings
@@ -275,7 +284,7 @@ _TUPLE_KEYS = frozenset(("type", "stream", "provider", "seq", "tid", "policy", "
 _POLICY_KEYS = frozenset(("ts", "csn"))
 
 
-def tuple_of_dict(raw: dict, escapes: bool = True) -> TupleElement | None:
+def tuple_of_dict(raw: dict[str, Any], escapes: bool = True) -> TupleElement | None:
     """The tuple :func:`parse_element` reads from ``json.dumps(raw)``, built without the
     general validator when ``raw`` (as ``json.loads`` gave it) is a tuple of the common
     shape; None for anything else, which the caller hands to :func:`parse_element`.
@@ -342,7 +351,7 @@ def _text(value: object) -> bool:
 _BODY_LIMIT = 16_384
 """Sp bodies kept by :func:`sp_of_columns` (each a few small objects; texts longer than
 :data:`CACHED_PATTERN_CHARS` are never kept)."""
-_bodies: dict[tuple, tuple[DataDescription, SecurityRestriction, Sign] | None] = {}
+_bodies: dict[_BodyKey, tuple[DataDescription, SecurityRestriction, Sign] | None] = {}
 
 
 def sp_of_columns(
@@ -380,7 +389,6 @@ def sp_of_columns(
         return None
     if privilege is None:
         privilege = "read"
-    key = (streams, tuples, attributes, roles, grant_option, privilege, sign, immutable)
     if not (
         type(streams) is str
         and type(tuples) is str
@@ -392,6 +400,7 @@ def sp_of_columns(
         and type(immutable) is bool
     ):
         return None
+    key = (streams, tuples, attributes, roles, grant_option, privilege, sign, immutable)
     try:
         body = _bodies[key]
     except KeyError:
@@ -409,7 +418,7 @@ def sp_of_columns(
         return None
 
 
-def _body(key: tuple) -> tuple[DataDescription, SecurityRestriction, Sign] | None:
+def _body(key: _BodyKey) -> tuple[DataDescription, SecurityRestriction, Sign] | None:
     """The parts of an sp :func:`_sp_of` builds from a body of checked types, or None
     when it would fail (its sp checks run on a probe with a valid ts and sn)."""
     streams, tuples, attributes, roles, grant_option, privilege, sign, immutable = key

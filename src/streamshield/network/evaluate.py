@@ -26,6 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from streamshield.network.merge import Network
 from streamshield.network.operators import (
@@ -45,7 +46,7 @@ Row = dict[str, object]
 Streams = Mapping[str, Sequence[Mapping[str, object]]]
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -56,13 +57,13 @@ def apply_window(spec: WindowSpec, rows: list[Row]) -> list[Row]:
         assert spec.size is not None
         return rows[-spec.size :] if rows else []
     assert spec.size is not None
-    timed = [r for r in rows if _number(r.get(spec.time_attribute))]
+    timed = [(t, r) for r in rows if _number(t := r.get(spec.time_attribute))]
     if not timed:
         return []
-    now = max(r[spec.time_attribute] for r in timed)  # type: ignore[type-var]
+    now = max(t for t, _ in timed)
     if spec.slide is not None:
-        now = math.floor(now / spec.slide) * spec.slide  # type: ignore[operator]
-    return [r for r in timed if now - spec.size < r[spec.time_attribute] <= now]  # type: ignore[operator]
+        now = math.floor(now / spec.slide) * spec.slide
+    return [r for t, r in timed if now - spec.size < t <= now]
 
 
 def _join(node: Join, left: list[Row], right: list[Row]) -> list[Row]:
@@ -110,8 +111,9 @@ def _fold(function: Aggregation, values: list[object]) -> object:
 
 def _union_order(row: Row) -> tuple[int, float, str]:
     ts = row.get("ts")
-    timed = _number(ts)
-    return (0 if timed else 1, float(ts) if timed else 0.0, repr(sorted(row.items())))  # type: ignore[arg-type]
+    if _number(ts):
+        return (0, float(ts), repr(sorted(row.items())))
+    return (1, 0.0, repr(sorted(row.items())))
 
 
 def _compute(node: Operator, inputs: list[list[Row]]) -> list[Row]:

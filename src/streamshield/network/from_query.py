@@ -33,7 +33,7 @@ from streamshield.network.operators import (
 )
 from streamshield.network.predicates import Comparison, Conjunction, Op
 
-_COMPARISONS: dict[type[exp.Expression], Op] = {
+_COMPARISONS: dict[type[exp.Expr], Op] = {
     exp.EQ: Op.EQ,
     exp.NEQ: Op.NE,
     exp.LT: Op.LT,
@@ -42,7 +42,7 @@ _COMPARISONS: dict[type[exp.Expression], Op] = {
     exp.GTE: Op.GE,
 }
 _MIRRORED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}
-_AGGREGATIONS: dict[type[exp.Expression], Aggregation] = {
+_AGGREGATIONS: dict[type[exp.Expr], Aggregation] = {
     exp.Count: Aggregation.COUNT,
     exp.Sum: Aggregation.SUM,
     exp.Min: Aggregation.MIN,
@@ -95,12 +95,14 @@ def _tree(admitted: AdmittedQuery, event_time: str) -> Operator | str:
         raise NotShareable("ON RESULT and window() calls are planned on their own")
     if isinstance(tree, exp.Union):
         return union(*(_select(b, windows, event_time) for b in _branches(tree)))
+    if not isinstance(tree, exp.Select):
+        raise NotShareable("not a SELECT")
     if admitted.shape.kind is ShapeKind.JOIN:
         return _join(tree, admitted, windows, event_time)
     return _select(tree, windows, event_time)
 
 
-def _branches(tree: exp.Expression) -> list[exp.Select]:
+def _branches(tree: exp.Expr) -> list[exp.Select]:
     if isinstance(tree, exp.Union):
         if tree.args.get("distinct"):
             raise NotShareable("only UNION ALL is a bag union")
@@ -117,7 +119,7 @@ def _plain(select_: exp.Select) -> None:
 
 
 def _source(
-    relation: exp.Expression, windows: dict[str, tuple[str, CqlWindow]], event_time: str
+    relation: exp.Expr, windows: dict[str, tuple[str, CqlWindow]], event_time: str
 ) -> Operator | str:
     if not isinstance(relation, exp.Table):
         raise NotShareable("a derived table")
@@ -143,6 +145,8 @@ def _select(
     if tree.args.get("joins"):
         raise NotShareable("a join outside the windowed join shape")
     source = tree.args.get("from_")
+    if source is None:
+        raise NotShareable("a SELECT of constants reads no stream")
     node: Operator | str = _source(source.this, windows, event_time)
     where = tree.args.get("where")
     if where is not None:
@@ -171,7 +175,7 @@ def _output(tree: exp.Select, node: Operator | str) -> Operator | str:
     return project([_attribute(e) for e in tree.expressions], node)
 
 
-def _aggregate_of(node: exp.Expression) -> tuple[Aggregation, str] | None:
+def _aggregate_of(node: exp.Expr) -> tuple[Aggregation, str] | None:
     if isinstance(node, exp.Alias):
         raise NotShareable("a renamed column")
     function = _AGGREGATIONS.get(type(node))
@@ -187,22 +191,22 @@ def _aggregate_of(node: exp.Expression) -> tuple[Aggregation, str] | None:
     return function, _attribute(argument)
 
 
-def _attribute(node: exp.Expression) -> str:
+def _attribute(node: exp.Expr) -> str:
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
         return node.name
     raise NotShareable("an expression where an attribute is expected")
 
 
-def _conjunction(node: exp.Expression) -> Conjunction:
+def _conjunction(node: exp.Expr) -> Conjunction:
     atoms: list[Comparison] = []
     for part in node.flatten() if isinstance(node, exp.And) else [node]:
         atoms.append(_comparison(part))
     return Conjunction.of(atoms)
 
 
-def _comparison(node: exp.Expression) -> Comparison:
+def _comparison(node: exp.Expr) -> Comparison:
     op = _COMPARISONS.get(type(node))
-    if op is None:
+    if op is None or not isinstance(node, exp.Binary):
         raise NotShareable("a predicate that is not attribute op constant")
     left, right = node.left, node.right
     if isinstance(right, exp.Column) and not isinstance(left, exp.Column):
@@ -210,7 +214,7 @@ def _comparison(node: exp.Expression) -> Comparison:
     return Comparison(_attribute(left), op, _constant(right))
 
 
-def _constant(node: exp.Expression) -> int | float | str:
+def _constant(node: exp.Expr) -> int | float | str:
     negative = isinstance(node, exp.Neg)
     literal = node.this if negative else node
     if not isinstance(literal, exp.Literal):
@@ -218,20 +222,18 @@ def _constant(node: exp.Expression) -> int | float | str:
     if literal.is_string:
         if negative:
             raise NotShareable("a negated string")
-        return literal.this
+        return str(literal.this)
     text = literal.this
     value: int | float = float(text) if any(c in text for c in ".eE") else int(text)
     return -value if negative else value
 
 
 def _join(
-    tree: exp.Expression,
+    tree: exp.Select,
     admitted: AdmittedQuery,
     windows: dict[str, tuple[str, CqlWindow]],
     event_time: str,
 ) -> Operator:
-    if not isinstance(tree, exp.Select):
-        raise NotShareable("a join is one SELECT")
     _plain(tree)
     (only,) = admitted.shape.join_keys
     joins = tree.args.get("joins") or []

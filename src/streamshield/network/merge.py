@@ -63,6 +63,7 @@ def _next_replacements(roots: Iterable[Operator]) -> dict[Operator, Operator]:
         members = groups[key]
         if len(members) < 2:
             continue
+        found: Mapping[Select, Operator] | Mapping[Project, Operator]
         if key[0] is Select:
             found = share_selects(m for m in members if isinstance(m, Select))
         else:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from typing import Any
 
 Constant = int | float | str
 
@@ -40,7 +41,8 @@ class Op(Enum):
         return _APPLY[self](left, right)
 
 
-_APPLY: dict[Op, Callable[[object, object], bool]] = {
+# Any: the operands are whatever overloads comparisons (a Spark Column gives a Column).
+_APPLY: dict[Op, Callable[[Any, Any], Any]] = {
     Op.EQ: operator.eq,
     Op.NE: operator.ne,
     Op.LT: operator.lt,
@@ -92,7 +94,7 @@ class Comparison:
         actual = row.get(self.attribute)
         if actual is None or not _comparable(actual, self.value):
             return False
-        return _APPLY[self.op](actual, self.value)
+        return bool(_APPLY[self.op](actual, self.value))
 
     def implies(self, other: Comparison) -> bool:
         """Sound (not complete) test that every row satisfying self satisfies other."""
@@ -100,26 +102,29 @@ class Comparison:
             return True
         if self.attribute != other.attribute or not _comparable(self.value, other.value):
             return False
-        v, w = self.value, other.value
+        # Any: _comparable has checked both are numbers or both strings, which mypy cannot
+        # carry over from one value to the other.
+        v: Any = self.value
+        w: Any = other.value
         if self.op is Op.EQ:
-            return _APPLY[other.op](v, w)
+            return bool(_APPLY[other.op](v, w))
         if self.op in (Op.LT, Op.LE):  # x < v  or  x <= v
             strict = self.op is Op.LT
             if other.op is Op.LT:
-                return v < w or (strict and v == w)
+                return bool(v < w or (strict and v == w))
             if other.op is Op.LE:
-                return v <= w
+                return bool(v <= w)
             if other.op is Op.NE:
-                return w > v or (strict and w == v)
+                return bool(w > v or (strict and w == v))
             return False
         if self.op in (Op.GT, Op.GE):  # x > v  or  x >= v
             strict = self.op is Op.GT
             if other.op is Op.GT:
-                return v > w or (strict and v == w)
+                return bool(v > w or (strict and v == w))
             if other.op is Op.GE:
-                return v >= w
+                return bool(v >= w)
             if other.op is Op.NE:
-                return w < v or (strict and w == v)
+                return bool(w < v or (strict and w == v))
             return False
         return False  # NE implies only itself
 

@@ -17,12 +17,16 @@ All arithmetic is done on Python ints in unsigned form and converted back with
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
 
 WORD_BITS = 64
 _WORD_MASK = (1 << WORD_BITS) - 1
 _SIGN_BIT = 1 << (WORD_BITS - 1)
 _MIN_SIGNED = -(1 << (WORD_BITS - 1))
 _MAX_SIGNED = (1 << (WORD_BITS - 1)) - 1
+
+M = TypeVar("M", bound=Hashable)
+"""A codec's member type (role, stream and company names are ``str``)."""
 
 Words = tuple[int, ...]
 """One label: signed 64-bit ints in ``[-2**63, 2**63 - 1]``, as a Spark LongType holds."""
@@ -100,18 +104,18 @@ class UnknownMemberError(KeyError):
         return str(self.args[0]) if self.args else super().__str__()
 
 
-class BitsetCodec:
+class BitsetCodec(Generic[M]):
     """Maps a fixed, ordered universe of member names to and from :data:`Words`.
 
     The order is part of the encoding: the same names in another order give different
     words, so a codec must be built from the same ordered list wherever labels are shared.
     """
 
-    def __init__(self, members: Iterable[Hashable], width: int | None = None) -> None:
+    def __init__(self, members: Iterable[M], width: int | None = None) -> None:
         """``width``: a fixed word count (at least what the members need), so that
         members appended later keep every existing label's shape."""
         ordered = tuple(members)
-        index: dict[Hashable, int] = {}
+        index: dict[M, int] = {}
         for i, m in enumerate(ordered):
             if m in index:
                 raise ValueError(f"duplicate member {m!r} at positions {index[m]} and {i}")
@@ -128,7 +132,7 @@ class BitsetCodec:
         return f"BitsetCodec({list(self._members)!r})"
 
     @property
-    def members(self) -> tuple[Hashable, ...]:
+    def members(self) -> tuple[M, ...]:
         """Members in index order."""
         return self._members
 
@@ -137,7 +141,7 @@ class BitsetCodec:
         """Number of 64-bit words (Spark columns) every encoded label has."""
         return self._width
 
-    def index(self, member: Hashable) -> int:
+    def index(self, member: M) -> int:
         """Bit position of ``member``; unknown names are an error, never ignored."""
         try:
             return self._index[member]
@@ -146,12 +150,12 @@ class BitsetCodec:
                 f"unknown member {member!r}; known members: {len(self._members)}"
             ) from None
 
-    def bit(self, member: Hashable) -> tuple[int, int]:
+    def bit(self, member: M) -> tuple[int, int]:
         """``(word index, signed mask)`` so Spark can test one member against one column."""
         i = self.index(member)
         return i // WORD_BITS, to_signed(1 << (i % WORD_BITS))
 
-    def encode(self, members: Iterable[Hashable]) -> Words:
+    def encode(self, members: Iterable[M]) -> Words:
         """Encode a set of names into exactly :attr:`width` signed words."""
         raw = [0] * self._width
         for m in members:
@@ -159,12 +163,12 @@ class BitsetCodec:
             raw[i // WORD_BITS] |= 1 << (i % WORD_BITS)
         return tuple(to_signed(w) for w in raw)
 
-    def decode(self, words: Words) -> frozenset[Hashable]:
+    def decode(self, words: Words) -> frozenset[M]:
         """Decode words back to names; stray bits mean corrupt or foreign data, so reject."""
         if len(words) != self._width:
             raise ValueError(f"expected {self._width} words, got {len(words)}")
         n = len(self._members)
-        out: list[Hashable] = []
+        out: list[M] = []
         for w_idx, word in enumerate(words):
             u = to_unsigned(word)
             base = w_idx * WORD_BITS

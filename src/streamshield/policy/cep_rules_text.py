@@ -195,7 +195,7 @@ def _expect(value: Any, kind: type, at: str, what: str) -> None:
         raise RulesError(at, f"expected {what}")
 
 
-def _keys(value: dict, allowed: set[str], at: str, *, required: set[str]) -> None:
+def _keys(value: Mapping[str, Any], allowed: set[str], at: str, *, required: set[str]) -> None:
     for key in value:
         if key not in allowed:
             raise RulesError(f"{at}.{key}" if at else key, "unknown field")

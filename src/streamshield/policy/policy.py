@@ -113,11 +113,12 @@ def content_id(sps: Iterable[SecurityPunctuation]) -> str:
 
 
 _ID_LIMIT = 65_536
-_IDS: dict[tuple, tuple[tuple, str]] = {}
+_Identity = tuple[int, int, Sign, bool]
+_IDS: dict[tuple[_Identity, ...], tuple[tuple[tuple[object, object], ...], str]] = {}
 """Policy ids by :func:`_identity` of their sps, with the objects that identity names."""
 
 
-def _identity(sp: SecurityPunctuation) -> tuple:
+def _identity(sp: SecurityPunctuation) -> _Identity:
     """What an sp's canonical text is a function of: its pattern and restriction objects
     (frozen; by identity, which is cheap where equality would compare every pattern) and
     its sign and immutability as the text renders them."""
@@ -313,7 +314,7 @@ def label_for(
 
     def access(attribute: str | None) -> Access:
         provider = mutable.access(attribute)
-        if refining is not None and refining.covers(attribute):
+        if server is not None and refining is not None and refining.covers(attribute):
             srv_readers = refining.access(attribute).granted_only()
             provider = (
                 provider.intersect(srv_readers)

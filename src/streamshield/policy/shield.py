@@ -16,9 +16,10 @@ the current policy is dropped (line 16), so the rest of that segment is denied t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.policy import Label, Policy, PolicyError, ServerPolicy, label_for
@@ -95,7 +96,7 @@ class PolicyTracker:
         self.current, self.current_ts, self.first_tuple = [], 0, True
         self.frozen, self.conflict = None, False
 
-    def snapshot(self, encode: Callable[[SecurityPunctuation], str]) -> dict:
+    def snapshot(self, encode: Callable[[SecurityPunctuation], str]) -> dict[str, Any]:
         """The tracker as JSON-ready data; ``encode`` writes an sp (the wire format is the
         language layer's, not the policy core's)."""
         return {
@@ -108,7 +109,9 @@ class PolicyTracker:
         }
 
     @classmethod
-    def restore(cls, data: dict, decode: Callable[[str], SecurityPunctuation]) -> PolicyTracker:
+    def restore(
+        cls, data: Mapping[str, Any], decode: Callable[[str], SecurityPunctuation]
+    ) -> PolicyTracker:
         """The tracker :meth:`snapshot` saved (KeyError/TypeError/ValueError if it is not)."""
         frozen = data["frozen"]
         return cls(

@@ -84,8 +84,8 @@ def append_checked(
         landed = landing.append_parsed(forwarded)
         report.accepted = landed.accepted
         for rejection in landed.rejected:
-            line = positions[rejection.line - 1]
-            report.rejected.append(LineRejection(line, rejection.reason.value, rejection.message))
+            at = positions[rejection.line - 1]
+            report.rejected.append(LineRejection(at, rejection.reason.value, rejection.message))
     report.rejected.sort(key=lambda r: r.line)
     return report
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -156,7 +156,7 @@ class ServerMetrics:
         return generate_latest(self.registry)
 
 
-def status_of(query: Any) -> str:
+def status_of(query: Any) -> Literal["running", "stopped", "failed"]:
     """``running``, ``stopped`` or ``failed`` for a live query (the lead's ``status``
     attributes when present, else from its handle)."""
     handle = getattr(query, "handle", None)
@@ -340,7 +340,7 @@ class _Retention(Collector):
         report = pruner.last
         if report is None:
             return
-        families = {
+        families: dict[tuple[str, str], GaugeMetricFamily | CounterMetricFamily] = {
             ("kept", "files"): GaugeMetricFamily(
                 "streamshield_storage_kept_files",
                 "Files kept per store after the last prune.",

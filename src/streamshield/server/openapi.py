@@ -46,7 +46,9 @@ def _ref(method: str, path: str) -> str:
     return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method.lower()
 
 
-def links(status: int, description: str, *uses: tuple[str, str, str]) -> dict[int, Any]:
+def links(
+    status: int, description: str, *uses: tuple[str, str, str]
+) -> dict[int | str, dict[str, Any]]:
     """``responses=`` entry declaring OpenAPI links from a created object to its uses.
 
     Each use is (method, path, target): a path parameter name, or ``body.<key>`` for a

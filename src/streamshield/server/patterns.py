@@ -75,7 +75,8 @@ class Registered:
     text: str
     owner: str
     roles: tuple[str, ...]
-    running: RunningPattern
+    running: RunningPattern = field(init=False)
+    """Set once the record exists: the running pattern's sink writes to the record."""
     store: ResultStore
     """Each micro-batch's labelled rows (what ``rows`` and a resumed subscription read)."""
     delivery: Delivery
@@ -328,11 +329,10 @@ class PatternService:
             text,
             owner,
             roles,
-            None,
             store,
             delivery,
             key,
-            level,  # type: ignore[arg-type]
+            level,
         )
         registered.running = self._running(registered, pattern)
         return registered

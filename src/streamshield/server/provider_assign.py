@@ -107,8 +107,8 @@ class SeqAssigner:
             element = _object(raw)
             if element is None:
                 out.lines.append(line)  # not a JSON object: the landing zone says why
-                for state in channels.values():
-                    state.run = None
+                for other in channels.values():
+                    other.run = None
                 continue
             if "seq" in element:
                 out.lines.append("")
@@ -154,6 +154,8 @@ class SeqAssigner:
 
     def _sp(self, element: dict, state: _Channel) -> None:
         """Stamps ``ts``/``sn`` when missing; moves the channel's policy past this sp."""
+        ts: object  # stamped here, else the element's own: checked below
+        sn: object
         current = state.policy
         if "ts" not in element:
             if state.run is not None:

@@ -95,6 +95,12 @@ class LiveQuery:
         self.compiled_mask = mask if first or self.compiled_mask == mask else None
         self.effective = effective
 
+    def own_mask(self) -> Words:
+        """The READ mask a recipient acting with exactly it gets the output as it is
+        with (``Delivery.query_mask``): the compiled one, or the empty mask, which
+        exempts nobody, before the first start and once two starts differed."""
+        return () if self.compiled_mask is None else self.compiled_mask
+
     def columns(self) -> tuple[str, ...]:
         """Output columns a subscriber receives (labels are never delivered)."""
         shown = self.handle.columns if self.handle is not None else ()

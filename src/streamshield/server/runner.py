@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from streamshield.server.tls import TlsFiles
 
@@ -41,12 +42,12 @@ IN_PROCESS_GRACEFUL = 2
 
 
 def _config(
-    app: object,
+    app: ASGIApp,
     host: str,
     port: int,
     tls: TlsFiles,
     log_level: str = "warning",
-    graceful: float = GRACEFUL_SECONDS,
+    graceful: int = GRACEFUL_SECONDS,
 ) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -60,19 +61,19 @@ def _config(
     )
 
 
-def serve(app: object, host: str, port: int, tls: TlsFiles) -> None:
+def serve(app: ASGIApp, host: str, port: int, tls: TlsFiles) -> None:
     """Serves until interrupted."""
     uvicorn.Server(_config(app, host, port, tls)).run()
 
 
 def serve_in_thread(
-    app: object,
+    app: ASGIApp,
     host: str,
     port: int,
     tls: TlsFiles,
     startup_timeout: float = 30.0,
     log_level: str = "warning",
-    graceful: float = IN_PROCESS_GRACEFUL,
+    graceful: int = IN_PROCESS_GRACEFUL,
 ) -> Running:
     """Starts the server in a daemon thread and waits (bounded) until it listens.
 

@@ -40,6 +40,7 @@ from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
 from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.faults import crash_point
+from streamshield.landing import Parsed
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
@@ -435,7 +436,7 @@ class ServerService:
         codec = getattr(self.pipeline.queries, "provenance", None)
         return codec if isinstance(codec, ProvenanceCodec) else self._codec
 
-    def _rights(self, user: str) -> object:
+    def _rights(self, user: str) -> tuple[set[str], set[str]]:
         return self.security.readable_sources(user)
 
     def _read_mask(self, subscription: Subscription) -> Words:
@@ -523,7 +524,7 @@ class ServerService:
         with self._lock:
             port.add_stream(self.security, session, schema, definition)
             # Ingest and queries share this mapping: the stream is live from the next batch.
-            self.pipeline.queries.streams[name] = definition  # type: ignore[index]
+            self.pipeline.queries.streams[name] = definition
             self._codec = self._codec.appended([name])
             sources = getattr(self.pipeline.queries, "sources", None)
             if sources is not None:  # the stream's provenance bit, persisted before any use
@@ -551,14 +552,15 @@ class ServerService:
         user = port.user_of(session)
         with self.assigner.lock(stream, user):
             assigned = None
+            landing: Iterable[str | Parsed] = lines
             if assign:
                 assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
-                lines = assigned.lines
+                landing = assigned.lines
             report = append_checked(
                 self.pipeline.landing,
                 user,
                 stream,
-                lines,
+                landing,
                 may_write=may_write,
                 may_inject=may_inject,
             )
@@ -706,7 +708,7 @@ class ServerService:
         # A subscriber whose roles read now exactly what the running query was compiled
         # to read gets its output as it is (never the roles' mask of now: after a role
         # change the query may read more until it is recompiled).
-        query.delivery.query_mask = lambda: query.compiled_mask
+        query.delivery.query_mask = query.own_mask
         self.switches.add(query.internal)
         query.delivery.on_access = lambda user, sign: self.inject_query_sp(
             query.internal, user, sign

@@ -187,7 +187,8 @@ class ServeSettings(BaseSettings):
         "the API (false: at the next 0.2 s trigger of a file-source streaming query; same "
         "checkpoint format and crash rules either way; engine/driven_ingest.py).",
     )
-    retention: float | None = Field(
+    # ignore: Field types its default as the field's, but validate_default parses this text
+    retention: float | None = Field(  # type: ignore[assignment]
         DEFAULT_RETENTION,
         description="How long consumed landing files and labelled batches are kept: 7d, "
         "12h, 30m, 90s, or 'forever'. Only what secure ingest and every query's "

@@ -140,9 +140,12 @@ MAX_ID = 2**63 - 1
 """The largest id the catalog's databases store (a 64-bit signed integer): a larger
 ``before_id`` reached SQLite as an OverflowError, a 500 (found by the API fuzzer)."""
 
-NEEDS_TOKEN = {401: {"model": ErrorBody, "description": "no, expired or forged token"}}
-NOT_VISIBLE = {404: {"model": ErrorBody, "description": "no such query (or not visible)"}}
-INVALID = {422: {"model": ErrorBody, "description": "a parameter is invalid (named)"}}
+Responses = dict[int | str, dict[str, Any]]
+NEEDS_TOKEN: Responses = {401: {"model": ErrorBody, "description": "no, expired or forged token"}}
+NOT_VISIBLE: Responses = {
+    404: {"model": ErrorBody, "description": "no such query (or not visible)"}
+}
+INVALID: Responses = {422: {"model": ErrorBody, "description": "a parameter is invalid (named)"}}
 
 
 def iso(seconds: float | None) -> str | None:
@@ -230,7 +233,9 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
         }
         if all(checks.values()):
             return Readiness(status="ready", checks=checks)
-        status = "starting" if not checks["queries_restored"] else "unavailable"
+        status: Literal["starting", "unavailable"] = (
+            "starting" if not checks["queries_restored"] else "unavailable"
+        )
         body = Readiness(status=status, checks=checks).model_dump()
         return JSONResponse(body, status_code=503)
 
