@@ -14,6 +14,7 @@ and none is written twice.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -97,12 +98,17 @@ def _send(client, stream: str, elements: list[dict]) -> None:
     assert report["accepted"] == len(elements), report
 
 
+DAY = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
+"""The readings' day: yesterday, so that their event times are neither ahead of the
+server's clock nor older than what it keeps (a fixed date ages past it)."""
+
+
 def _vitals(round_no: int) -> list[dict]:
     """Round r: one reading per patient, seqs continuing after the two sps."""
     out = []
     for i, pid in enumerate(PIDS):
         n = (round_no - 1) * len(PIDS) + i + 1
-        at = f"2026-11-23T10:00:{n:02d}Z"
+        at = f"{DAY}T10:00:{n:02d}Z"
         values = {"id": n, "pid": pid, "hr": 60 + n, "at": at}
         out.append(_tuple("vitals", 2 + n, values))
     return out
