@@ -1,11 +1,13 @@
 """Where deliveries ran: the Spark job group of each delivery's collect, whether a Spark
-job collected its rows or the driver did (a small pass: engine/driver_rows.py), so that
-tests can prove a branch delivered, or did nothing, without counting Spark jobs."""
+job collected its rows, the driver did (a small pass: engine/driver_rows.py) or the job
+that computed a small pass collected them with it (``SharedNetwork._pass_delivered``),
+so that tests can prove a branch delivered, or did nothing, without counting Spark jobs."""
 
 from __future__ import annotations
 
 from streamshield.engine import delivery as delivery_module
-from streamshield.engine.collected_rows import collect_on_driver, collect_rows
+from streamshield.engine import shared_network as network_module
+from streamshield.engine.collected_rows import arrow_table, collect_on_driver, collect_rows
 
 
 def record_groups(monkeypatch, sc) -> list[str]:
@@ -23,4 +25,5 @@ def record_groups(monkeypatch, sc) -> list[str]:
 
     monkeypatch.setattr(delivery_module, "collect_rows", recorded(collect_rows))
     monkeypatch.setattr(delivery_module, "collect_on_driver", recorded(collect_on_driver))
+    monkeypatch.setattr(network_module, "arrow_table", recorded(arrow_table))
     return groups

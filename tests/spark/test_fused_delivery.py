@@ -16,7 +16,12 @@ import pytest
 
 from streamshield.engine import delivery as delivery_module
 from streamshield.engine import shared_network
-from streamshield.engine.collected_rows import collect_on_driver, collect_rows
+from streamshield.engine.collected_rows import (
+    arrow_table,
+    collect_on_driver,
+    collect_rows,
+    picked_rows,
+)
 from streamshield.engine.delivery import Delivery, _class_plan
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
@@ -119,9 +124,19 @@ def test_one_job_delivers_every_listening_branch_as_each_alone(
         plans.append(args[3])
         return _class_plan(*args)
 
+    def with_pass(frame):  # the job that computes a small pass delivers too
+        groups.append(sc.getLocalProperty("spark.jobGroup.id"))
+        return arrow_table(frame)
+
+    def picked(table, first, picks, drops):
+        jobs.append(table.column_names[first : first + picks])
+        return picked_rows(table, first, picks, drops)
+
     monkeypatch.setattr(delivery_module, "collect_rows", collect)
     monkeypatch.setattr(delivery_module, "collect_on_driver", on_driver)
     monkeypatch.setattr(delivery_module, "_class_plan", class_plan)
+    monkeypatch.setattr(shared_network, "arrow_table", with_pass)
+    monkeypatch.setattr(shared_network, "picked_rows", picked)
     one, together, together_drops = run(pipeline, tmp_path / "one", together=True)
     monkeypatch.undo()
 
@@ -182,6 +197,7 @@ def test_when_the_one_job_fails_each_branch_delivers_alone(
         return recorded
 
     monkeypatch.setattr(shared_network, "deliver_together", failing)
+    monkeypatch.setattr(shared_network, "arrow_table", failing)  # the pass's own job
     monkeypatch.setattr(delivery_module, "collect_rows", grouped(collect_rows))
     monkeypatch.setattr(delivery_module, "collect_on_driver", grouped(collect_on_driver))
     network, got, _ = run(pipeline, tmp_path / "one", together=True)
@@ -227,6 +243,8 @@ def test_the_pass_is_delivered_by_a_job_past_the_driver_work_bound(
         return got
 
     monkeypatch.setattr(shared_network, "DRIVER_WORK", budget)
+    # as when the pass's own job cannot deliver (:meth:`SharedNetwork._pass_delivered`)
+    monkeypatch.setattr(SharedNetwork, "_pass_delivered", lambda *_args: None)
     monkeypatch.setattr(delivery_module, "collect_rows", collect)
     monkeypatch.setattr(delivery_module, "collect_on_driver", on_driver)
     _, together, together_drops = run(pipeline, tmp_path / "one", together=True)

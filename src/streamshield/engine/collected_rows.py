@@ -78,9 +78,9 @@ def collect_rows(
     """``then(frame)``'s rows and ``metrics`` over every row of ``frame`` in one job
     (:func:`~streamshield.engine.observed_collect.collect_observed`), as Arrow columns
     when every type in them gives the value classic rows give; classic rows otherwise."""
-    if all(_as_classic(field.dataType) for field in then(frame).schema.fields):
+    if arrow_as_classic(then(frame)):
         try:
-            table, counts = collect_observed(frame, metrics, then, _arrow_table)
+            table, counts = collect_observed(frame, metrics, then, arrow_table)
             return CollectedRows(table=table), counts
         except Exception as err:  # whatever it was, the classic collect runs the job again
             audit.warning("rows collected without Arrow (%s)", type(err).__name__)
@@ -94,6 +94,11 @@ Drops = tuple[str, str, Column, Column]
 policy ids, and per row whether she missed it and, if so, its policy id (a string)."""
 
 
+def drop_flags(drops: Sequence[Drops]) -> list[Column]:
+    """Per drop count, its two per-row columns (missed, policy id), in order."""
+    return [c for _, _, missed, policy in drops for c in (missed, policy)]
+
+
 def collect_on_driver(
     frame: DataFrame, picks: Sequence[Column], drops: Sequence[Drops]
 ) -> tuple[CollectedRows, dict[str, Any]] | None:
@@ -101,18 +106,16 @@ def collect_on_driver(
     job, when ``frame`` is a local relation the picks fold into
     (:func:`~streamshield.engine.driver_rows.driver_arrow`): the rows each pick is not
     NULL on are its rows, as :func:`collect_rows` of ``frame`` filtered by any pick's
-    condition gives them; a count is the rows whose flag is true (``count_if``), the
-    policy ids the distinct non-NULL ones (``collect_set``). None when it cannot (not
-    local, a type Arrow gives otherwise than classic rows, or anything failing): the
-    caller collects with its Spark job, which fails or delivers as it always did."""
+    condition gives them (:func:`picked_rows`). None when it cannot (not local, a type
+    Arrow gives otherwise than classic rows, or anything failing): the caller collects
+    with its Spark job, which fails or delivers as it always did."""
     if not picks and not drops:
         return None
-    flags = [c for _, _, missed, policy in drops for c in (missed, policy)]
     try:
         if not is_local(frame):
             return None
-        picked = frame.select(*picks, *flags)
-        if not all(_as_classic(field.dataType) for field in picked.schema.fields):
+        picked = frame.select(*picks, *drop_flags(drops))
+        if not arrow_as_classic(picked):
             return None
         table = driver_arrow(picked)
     except Exception as err:  # the Spark job runs the same plan and reports it
@@ -120,15 +123,31 @@ def collect_on_driver(
         return None
     if table is None:
         return None
+    return picked_rows(table, 0, len(picks), drops)
+
+
+def picked_rows(
+    table: pa.Table, first: int, picks: int, drops: Sequence[Drops]
+) -> tuple[CollectedRows, dict[str, Any]]:
+    """The rows of ``picks`` pick columns from column ``first`` of ``table`` (collected
+    over every row: a pick is NULL on the rows that are not its own), and the counts of
+    ``drops`` from their flags after them (:func:`drop_flags`): a count is the rows whose
+    flag is true (``count_if``), the policy ids the distinct non-NULL ones
+    (``collect_set``)."""
     counts: dict[str, Any] = {}
     for index, (count, policies, _, _) in enumerate(drops):
-        at = len(picks) + 2 * index
+        at = first + picks + 2 * index
         counts[count] = int(pc.sum(table.column(at)).as_py() or 0)
         counts[policies] = pc.unique(pc.drop_null(table.column(at + 1))).to_pylist()
-    return CollectedRows(table=table.select(list(range(len(picks))))), counts
+    return CollectedRows(table=table.select(list(range(first, first + picks)))), counts
 
 
-def _arrow_table(frame: DataFrame) -> pa.Table:
+def arrow_as_classic(frame: DataFrame) -> bool:
+    """Whether Arrow gives every column of ``frame`` as classic rows do."""
+    return all(_as_classic(field.dataType) for field in frame.schema.fields)
+
+
+def arrow_table(frame: DataFrame) -> pa.Table:
     """Every row of ``frame``, its schema kept when it has none. Not
     ``DataFrame.toArrow``: it casts to a schema whose nested fields are not nullable and
     so fails on a NULL struct of non-nullable fields (a class's column on a row that is

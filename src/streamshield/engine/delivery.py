@@ -61,6 +61,7 @@ from streamshield.engine.collected_rows import (
     Drops,
     collect_on_driver,
     collect_rows,
+    drop_flags,
 )
 from streamshield.engine.levels import dominated_words, level_columns
 from streamshield.engine.provenance import delivered, provenance_columns
@@ -396,6 +397,57 @@ class Delivery:
                     audit.error("drop hook failed (%s)", type(err).__name__)
 
 
+@dataclass(frozen=True)
+class Together:
+    """Several outputs' deliveries as the columns of one job (:meth:`of`): a column
+    per distinct class plan (equal classes of outputs with equal rows share theirs, and
+    their subscribers one list of rows), and every output's drops."""
+
+    parts: Sequence[tuple[Delivery, Planned]]
+    picks: dict[str, ClassPlan]
+    observed: list[Column]
+    """The drop counts as aggregates (observed while a job collects the picks)."""
+    counted: list[Drops]
+    """The drop counts as per-row flags (summed on the driver over collected rows)."""
+
+    @classmethod
+    def of(cls, parts: Sequence[tuple[Delivery, Planned]]) -> Together:
+        picks: dict[str, ClassPlan] = {}
+        metrics: dict[str, ClassPlan] = {}
+        for _, planned in parts:
+            for key in planned.live:
+                picks.setdefault(planned.parts[key].name, planned.parts[key])
+            for plan in planned.parts.values():
+                if plan.metrics:
+                    metrics.setdefault(plan.drops[0], plan)
+        observed = [m for plan in metrics.values() for m in plan.metrics]
+        counted = [plan.counted for plan in metrics.values() if plan.counted is not None]
+        return cls(parts, picks, observed, counted)
+
+    @property
+    def columns(self) -> list[Column]:
+        """Each class's pick, then each drop count's flags: what
+        :func:`~streamshield.engine.collected_rows.picked_rows` reads back."""
+        return [plan.pick for plan in self.picks.values()] + drop_flags(self.counted)
+
+    def finish(
+        self,
+        rows: CollectedRows,
+        counts: dict[str, Any] | None,
+        batch_id: int,
+        arrived: float,
+    ) -> None:
+        """Every output's subscribers handed their rows (the job is done: nothing here
+        may fail the other outputs)."""
+        where = {name: i for i, name in enumerate(self.picks)}
+        for delivery, planned in self.parts:
+            positions = [where[planned.parts[key].name] for key in planned.live]
+            try:
+                delivery.finish(planned, rows, positions, counts, batch_id, arrived)
+            except Exception as err:
+                audit.error("handing over one output's rows failed (%s)", type(err).__name__)
+
+
 def deliver_together(
     frame: DataFrame,
     parts: Sequence[tuple[Delivery, Planned]],
@@ -404,38 +456,25 @@ def deliver_together(
 ) -> None:
     """Several outputs' deliveries in one Spark job over one frame (each planned over it
     with its own ``col`` and ``taken``: :meth:`Delivery.plan`): a row some class of some
-    output may have is collected once, with one column per distinct class plan (equal
-    classes of outputs with equal rows share theirs, and their subscribers one list of
-    rows), and every output's drops are counted by the same job. Each subscriber still
-    gets only what her own output's checks let through: her class's column is NULL on
-    every other row."""
-    picks: dict[str, ClassPlan] = {}
-    metrics: dict[str, ClassPlan] = {}
-    for _, planned in parts:
-        for key in planned.live:
-            picks.setdefault(planned.parts[key].name, planned.parts[key])
-        for plan in planned.parts.values():
-            if plan.metrics:
-                metrics.setdefault(plan.drops[0], plan)
-    observed = [m for plan in metrics.values() for m in plan.metrics]
-    counted = [plan.counted for plan in metrics.values() if plan.counted is not None]
+    output may have is collected once, with one column per distinct class plan
+    (:class:`Together`), and every output's drops are counted by the same job. Each
+    subscriber still gets only what her own output's checks let through: her class's
+    column is NULL on every other row."""
+    together = Together.of(parts)
+    picks = together.picks
     rows, counts = CollectedRows(), None
-    local = collect_on_driver(frame, [plan.pick for plan in picks.values()], counted)
+    local = collect_on_driver(frame, [plan.pick for plan in picks.values()], together.counted)
     if local is not None:  # a local frame: no job (engine/driver_rows.py)
         rows, counts = local
     elif picks:
         some = reduce(operator.or_, (plan.condition for plan in picks.values()))
         columns = [plan.pick for plan in picks.values()]
-        rows, counts = collect_rows(frame, observed, lambda f: f.filter(some).select(*columns))
-    if observed and counts is None:  # nobody may read, or the filter folded away
-        counts = frame.agg(*observed).collect()[0].asDict(recursive=False)
-    where = {name: i for i, name in enumerate(picks)}
-    for delivery, planned in parts:  # the job is done: nothing below may fail the others
-        positions = [where[planned.parts[key].name] for key in planned.live]
-        try:
-            delivery.finish(planned, rows, positions, counts, batch_id, arrived)
-        except Exception as err:
-            audit.error("handing over one output's rows failed (%s)", type(err).__name__)
+        rows, counts = collect_rows(
+            frame, together.observed, lambda f: f.filter(some).select(*columns)
+        )
+    if together.observed and counts is None:  # nobody may read, or the filter folded away
+        counts = frame.agg(*together.observed).collect()[0].asDict(recursive=False)
+    together.finish(rows, counts, batch_id, arrived)
 
 
 def _class_plan(

@@ -62,7 +62,7 @@ from pyspark.sql import functions as F
 
 from streamshield.durable import fsync_dir, fsync_tree, replace_durably, write_atomic
 from streamshield.engine.fused_branches import rebuild, select_layout
-from streamshield.engine.small_writes import write_parquet
+from streamshield.engine.small_writes import write_parquet, write_table
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
@@ -112,6 +112,17 @@ class ResultStore:
         """:meth:`add`, and the rows written when written from the driver (else None)."""
         staging = self._staging / f"{batch_id}.{uuid.uuid4().hex}"
         table = write_parquet(frame, staging, small=small)
+        return self._placed(staging, batch_id), table
+
+    def add_table(self, table: pa.Table, batch_id: int) -> list[str]:
+        """:meth:`add` of rows already on the driver (as Arrow, in the types Spark
+        writes): the files written."""
+        staging = self._staging / f"{batch_id}.{uuid.uuid4().hex}"
+        write_table(table, staging)
+        return self._placed(staging, batch_id)
+
+    def _placed(self, staging: Path, batch_id: int) -> list[str]:
+        """The files written in ``staging``, moved into batch ``batch_id`` durably."""
         for marker in staging.glob("*.crc"):
             marker.unlink()
         names = sorted(p.name for p in staging.glob("*.parquet"))
@@ -124,7 +135,7 @@ class ResultStore:
                 os.replace(staging / name, target / name)
             fsync_dir(target)
             shutil.rmtree(staging, ignore_errors=True)
-        return [str(target / name) for name in names], table
+        return [str(target / name) for name in names]
 
     def owe(self, batch_id: int) -> None:
         """Records, durably, that batch ``batch_id`` reaches subscribers before it is

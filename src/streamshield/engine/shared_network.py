@@ -82,7 +82,7 @@ from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import _to_java_column, _to_seq
 from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
@@ -103,7 +103,13 @@ from streamshield.engine.branched_network import (
     NotShared,
     ingest_column,
 )
-from streamshield.engine.delivery import Delivery, deliver_together
+from streamshield.engine.collected_rows import (
+    CollectedRows,
+    arrow_as_classic,
+    arrow_table,
+    picked_rows,
+)
+from streamshield.engine.delivery import Delivery, Together, deliver_together
 from streamshield.engine.driver_rows import local_frame
 from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
 from streamshield.engine.levels import at_output_level
@@ -115,7 +121,12 @@ from streamshield.engine.secured_view import (
     StatisticsProjection,
 )
 from streamshield.engine.shared_selections import selected_frames
-from streamshield.engine.small_writes import SMALL_BYTES, read_written, total_bytes
+from streamshield.engine.small_writes import (
+    SMALL_BYTES,
+    read_written,
+    spark_arrow_schema,
+    total_bytes,
+)
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.output_level import OutputLevel
@@ -200,6 +211,24 @@ class Linked:
     wide: DataFrame | None = field(default=None, repr=False)
     """The pass and its stored copy, read: where every listening branch's delivery
     reads in one job."""
+    delivered: PassDelivered | None = field(default=None, repr=False)
+    """Its delivery, collected by the job that computed the pass (a small pass)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PassDelivered:
+    """A small pass, stored, and its listening branches' deliveries, collected by the
+    same job (:meth:`SharedNetwork._pass_delivered`): handed over once every one of
+    them has its link stored."""
+
+    files: list[str]
+    table: pa.Table
+    """The pass's rows as stored."""
+    together: Together
+    rows: CollectedRows
+    counts: dict[str, Any] | None
+    arrived: float
+    names: frozenset[str]
 
 
 class SharedNetwork(BranchedNetwork[Branch]):
@@ -210,7 +239,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
     """Every listening linked branch delivered by one Spark job instead of each by its
     own (a job per branch when it is off, when fewer than two listen, or when the one job
     fails), each distinct class plan once (equal questions with equal rights are one
-    column and one list of rows). Measured at 64 listening users: ``bench.sharing_users``,
+    column and one list of rows); over a small pass, by the job that computes the pass
+    (:meth:`_pass_delivered`). Measured at 64 listening users: ``bench.sharing_users``,
     docs/performance.md."""
     push = False
     """A committed labelled batch handed to the branches at once (see the module's
@@ -567,9 +597,15 @@ class SharedNetwork(BranchedNetwork[Branch]):
             n for n, b in fused.items() if callable(getattr(b.sink, "link", None)) and not b.stamped
         }
         files: list[str] = []
+        delivered: PassDelivered | None = None
         try:
             if linking:
-                files, table = self.store.add_rows(wide, output_id, small)
+                if small:
+                    delivered = self._pass_delivered(fused, linking, passed, wide, output_id)
+                if delivered is not None:
+                    files, table = delivered.files, delivered.table
+                else:
+                    files, table = self.store.add_rows(wide, output_id, small)
                 cheap = table is not None and table.num_rows * len(fused) ** 2 <= DRIVER_WORK
                 local = local_frame(wide, table) if cheap and table is not None else None
                 wide = read_written(wide, files) if local is None else local
@@ -586,11 +622,89 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
         outputs = {n: rows(b) for n, b in fused.items() if n not in linking}
         linked = {
-            n: Linked(files, functools.partial(rows, b), passed.specs[b.fused.slot], passed, wide)
+            n: Linked(
+                files,
+                functools.partial(rows, b),
+                passed.specs[b.fused.slot],
+                passed,
+                wide,
+                delivered if delivered is not None and n in delivered.names else None,
+            )
             for n, b in fused.items()
             if n in linking and b.fused is not None
         }
         return outputs, linked
+
+    def _pass_delivered(
+        self,
+        fused: dict[str, Branch],
+        linking: set[str],
+        passed: FusedPass,
+        wide: DataFrame,
+        output_id: int,
+    ) -> PassDelivered | None:
+        """A small pass stored and every listening branch's delivery collected by one
+        Spark job (job group ``<network>:(delivery)``): the pass's rows with each class's
+        pick and drop flags beside them, collected as Arrow; the pass's columns are
+        stored (from the driver, as a small pass always is) and the rest is handed over
+        once every listening branch's link is stored (:meth:`_deliver_together`).
+        Without it the same batch costs two jobs, even for one listening branch: the
+        pass's write, then the delivery's read of the files it wrote. None when nobody
+        listens, or when that job fails: the pass is then written on its own, and each
+        branch delivers as it would have, so that one branch's failing expression fails
+        it alone."""
+        listening = self._listening({n: fused[n] for n in linking})
+        if not listening or not self.deliver_together:
+            return None
+        arrived = time.monotonic()
+        slots = {n: b.fused.slot for n, b in fused.items() if b.fused and n in listening}
+        rows_of = passed.alike(list(slots.values()))  # equal rows: built once
+        built = list(dict.fromkeys(rows_of.values()))
+        try:
+            with self._job_group(DELIVERY):
+                outputs = passed.outputs(wide, built)
+                parts = []
+                for name, (_, delivery) in listening.items():
+                    slot = rows_of[slots[name]]
+                    planned = delivery.plan(
+                        outputs.columns[slot],
+                        delivery.subscriptions,
+                        outputs.col[slot],
+                        outputs.taken[slot],
+                        f"b{built.index(slot)}",
+                        outputs.memo[slot],
+                    )
+                    parts.append((delivery, planned))
+                together = Together.of(parts)
+                kept = wide.columns
+                picked = outputs.frame.select(*map(_quoted, kept), *together.columns)
+                if not arrow_as_classic(picked):
+                    return None
+                table = arrow_table(picked)
+            stored = table.select(list(range(len(kept)))).cast(spark_arrow_schema(wide))
+            files = self.store.add_table(stored, output_id)
+        except Exception as err:  # the pass alone, then each branch as it would
+            audit.warning(
+                "network %s: the pass and its deliveries failed together (%s); "
+                "the pass is written alone",
+                self.name,
+                type(err).__name__,
+            )
+            return None
+        rows, counts = picked_rows(table, len(kept), len(together.picks), together.counted)
+        return PassDelivered(files, stored, together, rows, counts, arrived, frozenset(listening))
+
+    def _listening(self, linked: Mapping[str, Branch]) -> dict[str, tuple[StoringSink, Delivery]]:
+        """The linked branches whose sink is the server's and someone listens to: those
+        one job delivers together."""
+        listening: dict[str, tuple[StoringSink, Delivery]] = {}
+        for name, branch in linked.items():
+            sink = branch.sink
+            if not isinstance(sink, StoringSink) or not isinstance(sink.deliver, Delivery):
+                continue  # not the server's sink: it delivers its own way
+            if sink.wanted() and sink.deliver.subscriptions:
+                listening[name] = (sink, sink.deliver)
+        return listening
 
     def _shared_inputs(
         self,
@@ -740,19 +854,19 @@ class SharedNetwork(BranchedNetwork[Branch]):
         """Every listening linked branch's batch stored (its link) and delivered, all in
         one Spark job (job group ``<network>:(delivery)``) instead of one per branch: the
         pass read once, each branch's rows rebuilt beside the others', each subscriber
-        checked by her own branch's delivery (SecFilter) on her own branch's rows only.
+        checked by her own branch's delivery (SecFilter) on her own branch's rows only
+        (those the pass's own job delivered, :meth:`_pass_delivered`, need no job here).
         The names done; none when fewer than two listen, or when that job fails: each
         then stores and delivers on its own, so that one branch's failing expression
         fails it alone."""
-        listening: dict[str, tuple[StoringSink, Delivery]] = {}
-        for name, to in linked.items():
-            sink = on[name].sink
-            if not isinstance(sink, StoringSink) or not isinstance(sink.deliver, Delivery):
-                continue  # not the server's sink: it delivers its own way
-            if to.passed is not None and sink.wanted() and sink.deliver.subscriptions:
-                listening[name] = (sink, sink.deliver)
+        done = self._delivered_with_pass(on, linked, output_id)
+        listening = {
+            name: parts
+            for name, parts in self._listening({n: on[n] for n in linked}).items()
+            if name not in done and linked[name].passed is not None
+        }
         if len(listening) < 2 or not self.deliver_together:
-            return set()
+            return done
         arrived = time.monotonic()
         first = linked[next(iter(listening))]
         assert first.passed is not None and first.wide is not None
@@ -782,8 +896,24 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 self.name,
                 type(err).__name__,
             )
+            return done
+        return done | set(listening)
+
+    def _delivered_with_pass(
+        self, on: dict[str, Branch], linked: dict[str, Linked], output_id: int
+    ) -> set[str]:
+        """The branches whose delivery the pass's job collected
+        (:meth:`_pass_delivered`): each one's link stored, then every one's rows handed
+        over. The names done."""
+        delivered = next((to.delivered for to in linked.values() if to.delivered), None)
+        if delivered is None:
             return set()
-        return set(listening)
+        for name in delivered.names:
+            sink, fused, to = on[name].sink, on[name].fused, linked[name]
+            assert isinstance(sink, StoringSink) and fused is not None
+            sink.store.link(output_id, to.files, fused.slot, to.spec)  # stored first
+        delivered.together.finish(delivered.rows, delivered.counts, output_id, delivered.arrived)
+        return set(delivered.names)
 
     # -- joining ------------------------------------------------------------------------------
 
@@ -853,6 +983,11 @@ def _view(branch: Branch, rows: DataFrame) -> DataFrame:
         branch.java_view = _to_seq(sc, list(projection.columns), _to_java_column)
     filtered = rows.filter(projection.condition)
     return ClassicFrame(filtered._jdf.select(branch.java_view), rows.sparkSession)
+
+
+def _quoted(name: str) -> Column:
+    """The column named ``name``, whatever characters the name holds."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _nodes(tree: Operator | str) -> list[Operator]:

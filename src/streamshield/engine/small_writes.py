@@ -95,16 +95,22 @@ def write_parquet(
         else:
             if sorted_by is not None and sorted_by in table.column_names:
                 table = table.sort_by(sorted_by)
-            shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True)
-            name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-            pq.write_table(table, directory / name, compression="snappy", write_page_index=True)
+            write_table(table, directory)
             return table
     writer = frame.write.mode("overwrite")
     for key, value in options.items():
         writer = writer.option(key, value)
     writer.parquet(str(directory))
     return None
+
+
+def write_table(table: pa.Table, directory: Path) -> None:
+    """``table`` as the one Parquet file Spark's writer would make of its rows, in
+    ``directory`` (replaced if it exists)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    pq.write_table(table, directory / name, compression="snappy", write_page_index=True)
 
 
 def _arrow(frame: DataFrame) -> pa.Table:
@@ -118,11 +124,11 @@ def _arrow(frame: DataFrame) -> pa.Table:
             log.debug("rows not computed on the driver (%s)", type(err).__name__)
             table = None
         if table is not None:
-            return table.cast(_spark_arrow_schema(frame))
+            return table.cast(spark_arrow_schema(frame))
     return frame.toArrow()
 
 
-def _spark_arrow_schema(frame: DataFrame) -> pa.Schema:
+def spark_arrow_schema(frame: DataFrame) -> pa.Schema:
     """The schema ``DataFrame.toArrow`` casts its rows to."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
