@@ -15,29 +15,20 @@ the wait for ingest's next trigger, the ingest batch (and its secure passes), th
 until Al's query starts a batch on the new labelled file, that batch (its ``addBatch``
 includes delivery to the SSE queue and then the result store's write) and the rest until
 the reader has the event (negative: the reader had the rows before the batch ended;
-``query batch start to the SSE reader`` is the query side's share of the latency).
-When the network pushed the batch (engine/shared_network.py, "Push": its branches are
-handed a batch as soon as ingest commits it, before the network's micro-batch lists it),
-the ``push`` stages say when the push started after the ingest batch's start, how long it
-took (the branch's delivery and result store) and when the reader had the rows after its
-start; ``pushed rounds`` counts the rounds whose rows came that way (the query batch
-stages are then left out of the round: its micro-batch, if any, had nothing to do). A
+``query batch start to the SSE reader`` is the query side's share of the latency). A
 stage is the median over the rounds that have it.
 
 ``idle_cpu`` is what the server costs when nothing lands: after the rounds, the CPU
 seconds the driver JVM and this process spend over ``--idle`` quiet seconds, per wall
 second (1.0 is one core busy): the price of short triggers, which poll the landing zone
 and the labelled store while nothing happens.
-``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--push]
-[--no-guess] [--ingest-on-driver] [--driven | --no-driven] [--driven-ingest |
---no-driven-ingest] [--at-marker]`` prints it;
-``--push`` switches on the network's push (off by default: it measured no gain),
-``--no-guess`` switches off ingest's one-pass guess, ``--ingest-on-driver`` switches on the
-small batch read and labelled on the driver (``IngestJob.on_driver``), ``--driven``
-/ ``--no-driven`` the scan driven by ingest's commits (engine/driven_scan.py; the server's
-``driven_scan`` setting), ``--at-marker`` tells the
-readers of a batch at its marker rather than when ingest's micro-batch returns
-(``IngestJob.hold``), to measure each apart.
+``python -m bench.landing_latency [--rounds N] [--tuples N] [--idle S] [--no-guess]
+[--driven | --no-driven] [--driven-ingest | --no-driven-ingest]`` prints it;
+``--no-guess`` switches off ingest's one-pass guess (every batch by the passes, as a large
+one goes), ``--driven`` / ``--no-driven`` the scan driven by ingest's commits
+(engine/driven_scan.py; the server's ``driven_scan`` setting) and ``--driven-ingest`` /
+``--no-driven-ingest`` ingest driven by the landings (the server's ``driven_ingest``
+setting), to measure each apart.
 With the driven scan, the query batch stages are its micro-batch's (``latestOffset``:
 reading the markers and writing its log; ``queryPlanning``: the read's plan).
 """
@@ -69,7 +60,6 @@ from bench.revocation_server import (
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
-from streamshield.engine.shared_network import SharedNetwork
 from streamshield.server.service import ServerService
 
 QUERY = f"SELECT id, symbol, price FROM {STREAM} WHERE price >= 0"
@@ -141,11 +131,6 @@ def measure(
                             )
                         time.sleep(rng.uniform(0.1, 1.0))  # a random phase against the trigger
                     progress = reports(spark, server.service)
-                    progress["pushes"] = [
-                        {"batch": b, "start": start, "end": end}
-                        for network in server.service.cql.networks.values()
-                        for b, start, end in getattr(network, "pushed", ())
-                    ]
                     time.sleep(2.0)  # the last batch's tail (commits) is not idle time
                     jobs = jobs_per_round(spark, counted, rounds)
                     idle_share = idle_cpu(spark, idle)
@@ -165,10 +150,7 @@ def measure(
         "min_s": min(latencies),
         "max_s": max(latencies),
         "idle_cpu": idle_share,
-        "push": SharedNetwork.push,
         "guess": IngestJob.guess,
-        "hold": IngestJob.hold,
-        "ingest_on_driver": getattr(IngestJob, "on_driver", None),
         "driven_scan": CqlService.driven_scan,
         "driven_ingest": ServerService.driven_ingest,
         "jobs_per_round": jobs,
@@ -226,51 +208,35 @@ def profile(spans: list[dict], progress: dict[str, list[dict]]) -> dict:
         end = span["posted"] + span["latency_s"]
         ingest = [b for b in progress["streamshield-ingest"] if span["posted"] <= b["start"] <= end]
         query = [b for b in progress["al_q"] if span["posted"] <= b["start"] <= end]
-        if not ingest:
+        if not ingest or not query:
             continue
-        i = ingest[0]
-        pushes = [p for p in progress.get("pushes", ()) if i["start"] <= p["start"] <= end]
-        if not query and not pushes:
-            continue
+        i, q = ingest[0], query[-1]
+        ingest_end = i["start"] + i["triggerExecution"] / 1000
+        query_end = q["start"] + q["triggerExecution"] / 1000
         stage = {
             "POST (landing)": span["post_s"],
             "wait for ingest trigger": i["start"] - span["posted"] - span["post_s"],
             "ingest batch": i["triggerExecution"] / 1000,
             "ingest batch start to the SSE reader": end - i["start"],
+            "wait for query batch": q["start"] - ingest_end,
+            "query batch (incl. delivery)": q["triggerExecution"] / 1000,
+            "to the SSE reader": end - query_end,
+            "query batch start to the SSE reader": end - q["start"],
         }
-        if pushes:  # the rows came by a push: the network's micro-batch did not run for them
-            push = pushes[0]
-            stage |= {
-                "push start after ingest batch start": push["start"] - i["start"],
-                "push (delivery and result store)": push["end"] - push["start"],
-                "push start to the SSE reader": end - push["start"],
-            }
-        else:
-            q = query[-1]
-            ingest_end = i["start"] + i["triggerExecution"] / 1000
-            query_end = q["start"] + q["triggerExecution"] / 1000
-            stage |= {
-                "wait for query batch": q["start"] - ingest_end,
-                "query batch (incl. delivery)": q["triggerExecution"] / 1000,
-                "to the SSE reader": end - query_end,
-                "query batch start to the SSE reader": end - q["start"],
-            }
-            timed = (k for k in q if k not in ("start", "triggerExecution"))
-            stage |= {f"query {k}": q[k] / 1000 for k in timed}
-        stage["pushed rounds"] = 1.0 if pushes else 0.0
+        timed = (k for k in q if k not in ("start", "triggerExecution"))
+        stage |= {f"query {k}": q[k] / 1000 for k in timed}
         stage |= {f"ingest pass: {k}": v for k, v in span["passes"].items()}
         stage |= {f"ingest {k}": i[k] / 1000 for k in i if k not in ("start", "triggerExecution")}
         stages.append(stage)
     if not stages:
         return {"rounds": 0}
-    keys = dict.fromkeys(k for s in stages for k in s if k != "pushed rounds")
+    keys = dict.fromkeys(k for s in stages for k in s)
     medians = {k: round(statistics.median(s[k] for s in stages if k in s), 3) for k in keys}
-    pushed = int(sum(s["pushed rounds"] for s in stages))
     slowest = max(
         stages, key=lambda s: s["POST (landing)"] + s["ingest batch start to the SSE reader"]
     )
     return (
-        {"rounds": len(stages), "pushed rounds": pushed}
+        {"rounds": len(stages)}
         | medians
         | {
             "slowest round": {k: round(v, 3) for k, v in slowest.items()}  # where a tail goes
@@ -283,16 +249,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
-    parser.add_argument("--push", action="store_true", help="SharedNetwork.push on")
     parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
-    parser.add_argument(
-        "--ingest-on-driver",
-        action="store_true",
-        help="IngestJob.on_driver on (a small batch read and labelled on the driver, no job)",
-    )
-    parser.add_argument(
-        "--at-marker", action="store_true", help="IngestJob.hold off (told at the marker)"
-    )
     ingest = parser.add_mutually_exclusive_group()
     ingest.add_argument(
         "--driven-ingest", action="store_true", default=None, help="driven ingest on"
@@ -304,14 +261,11 @@ def main() -> None:
     driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
     args = parser.parse_args()
-    SharedNetwork.push = args.push
     if args.driven is not None:
         CqlService.driven_scan = args.driven
     if args.driven_ingest is not None:
         ServerService.driven_ingest = args.driven_ingest
     IngestJob.guess = not args.no_guess
-    IngestJob.hold = not args.at_marker
-    IngestJob.on_driver = args.ingest_on_driver
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))

@@ -89,9 +89,6 @@ def test_right_guesses_write_what_the_passes_write_and_wrong_ones_nothing(
         return verdicts[-1]
 
     monkeypatch.setattr(Guess, "holds", spy)
-    # the guess checked by its write job; the same batches on the driver, with no job:
-    # test_driver_batch.py
-    monkeypatch.setattr(IngestJob, "on_driver", False)
     guessed = ingest(spark, tmp_path / "guessed", parts)
     assert verdicts == [True, True, False, True, True, False, False, True]
     monkeypatch.setattr(IngestJob, "guess", False)  # the guess off: the passes only

@@ -10,12 +10,10 @@ nothing twice, and one failing branch stops alone.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
 
-from streamshield.engine import branched_network
 from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.queries import CallbackSink, QueryFailed
 from streamshield.engine.result_store import ResultStore, StoringSink
@@ -37,9 +35,9 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture
 def pipeline(spark, tmp_path):
-    """The stream's scan as a file-source streaming query (the push and the shared scan's
-    tests below are about that query; tests/spark/test_driven_scan.py has the scan driven
-    by ingest's commits, the ``driven_scan`` setting)."""
+    """The stream's scan as a file-source streaming query (the shared scan's tests below
+    are about that query; tests/spark/test_driven_scan.py has the scan driven by ingest's
+    commits, the ``driven_scan`` setting)."""
     for running in hospital_pipeline(spark, tmp_path, []):
         running.cql.driven_scan = False
         yield running
@@ -109,47 +107,14 @@ def test_a_replayed_micro_batch_hands_nothing_twice(pipeline) -> None:
     assert cardio.sorted() == alone(pipeline, "cardio")
 
 
-def test_a_committed_batch_is_pushed_once_before_the_network_lists_it(
-    pipeline, monkeypatch
-) -> None:
-    """Ingest's commit of a batch hands its rows to the branches at once (push), without
-    the network's micro-batch; that micro-batch, when it comes (here: after a restart),
-    hands nothing again (engine/shared_network.py, "Push")."""
-    first, second, third = parts()
-    land(pipeline, first)
-    monkeypatch.setattr(SharedNetwork, "push", True)  # off by default (it saved nothing)
-    monkeypatch.setattr(branched_network, "TRIGGER_SECONDS", 3600.0)  # no listing after the first
-    cardio = Arrivals()
-    submit(pipeline, "cardio", cardio)  # the network's first micro-batch hands the first part
-    network = pipeline.cql.networks[("HeartRate", "unlevelled")]
-    assert cardio.started.wait(120)
-    with network._batch:
-        seen = len(cardio.rows)
-    land(pipeline, second)
-    assert cardio.arrived.wait(120), "the push handed the new batch over"
-    with network._batch:  # the push moves the branch's position after its sink returns
-        assert len(cardio.rows) > seen
-    newest = pipeline.queries.labelled.markers()[-1]
-    assert network.ledger.covered("cardio") == newest == cardio.batches[-1]
-    assert network.log.position() < newest, "no micro-batch of the network read it"
-    pipeline.cql.stop("cardio")  # the network stops before it ever listed that batch
-    monkeypatch.undo()
-    handed = list(cardio.rows)
-    submit(pipeline, "cardio", cardio).process_all_available()  # its micro-batch reads it
-    assert cardio.rows == handed, "what was pushed is not handed again"
-    land(pipeline, third)
-    pipeline.queries.queries["cardio"].process_all_available()
-    assert cardio.sorted() == alone(pipeline, "cardio")
-
-
-def test_an_owed_pushed_batch_is_stored_again_under_its_own_id(pipeline, tmp_path) -> None:
-    """A push hands ingest batch N over under id N (not a micro-batch of the network).
-    Killed after the delivery and before the store's write, N is owed, and the restarted
-    network's first micro-batch reads N together with the batch after it while nobody
-    listens: N must be stored alone, under N (a resuming subscriber who had N skips it;
-    folded into a later id she would be handed its rows twice), and the batch after it,
-    which nobody may receive, is not computed. The crash is rebuilt as it leaves the
-    disk: a fresh checkpoint (no micro-batch ran), the position before N, N owed."""
+def test_an_owed_batch_is_stored_again_under_its_own_id(pipeline, tmp_path) -> None:
+    """A branch's output is handed over under an ingest batch's id N. Killed after the
+    delivery and before the store's write, N is owed, and the restarted network's first
+    micro-batch reads N together with the batch after it while nobody listens: N must be
+    stored alone, under N (a resuming subscriber who had N skips it; folded into a later
+    id she would be handed its rows twice), and the batch after it, which nobody may
+    receive, is not computed. The crash is rebuilt as it leaves the disk: a fresh
+    checkpoint (no micro-batch ran), the position before N, N owed."""
     first, second, third = parts()
     land(pipeline, first)
     before = alone(pipeline, "cardio", "_before")
@@ -188,18 +153,6 @@ def test_an_owed_pushed_batch_is_stored_again_under_its_own_id(pipeline, tmp_pat
     stored(store.stored(ids[1], engine.spark), ids[1])
     expected = Counter(with_n) - Counter(before)
     assert stored.rows and Counter(stored.rows) == expected, "exactly N's rows"
-
-
-class Arrivals(Rows):
-    """Rows, with an event set by the first batch handed over and one by the next."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.started, self.arrived = threading.Event(), threading.Event()
-
-    def __call__(self, frame, batch_id) -> None:
-        super().__call__(frame, batch_id)
-        (self.arrived if self.started.is_set() else self.started).set()
 
 
 WINDOW = "SELECT count(*) AS n FROM HeartRate [ROWS 2]"

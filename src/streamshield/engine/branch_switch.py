@@ -33,8 +33,8 @@ _GROUP = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCa
 @contextmanager
 def job_group(spark: SparkSession, node: str, part: str, pool: str | None = None) -> Iterator[None]:
     """The enclosed Spark jobs run in the job group ``<node>:<part>`` (and in scheduler
-    pool ``pool`` when given: a fresh thread, such as a pushed batch's, does not inherit
-    its node's pool); then the thread's group and pool are what they were (a streaming
+    pool ``pool`` when given: a fresh thread, such as a branch's of a micro-batch, does
+    not inherit its node's pool); then the thread's group and pool are what they were (a streaming
     query's own group, which its ``stop`` cancels, or none)."""
     context = spark.sparkContext
     keys = (*_GROUP, POOL) if pool is not None else _GROUP

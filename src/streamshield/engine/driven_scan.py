@@ -15,7 +15,7 @@ as the streaming query did (:meth:`StreamScan._process`, so joining, positions, 
 ledgers, owed batches and switches are the same code). Ingest in this process tells it
 when ingest's micro-batch returns, not at its marker, and the poll leaves the batch that
 micro-batch holds (``LabelledStore.hold``): started at the marker, the scan's micro-batch
-ran beside the rest of ingest's on the same two cores (``bench.landing_latency --at-marker``). Only
+ran beside the rest of ingest's on the same two cores, and both were slower. Only
 batches whose markers exist are ever read.
 
 Its micro-batches keep the file source's durable bookkeeping, in the file source's own

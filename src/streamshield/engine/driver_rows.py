@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -101,8 +100,3 @@ def _nullable(kind: T.DataType) -> T.DataType:
     if isinstance(kind, T.MapType):
         return T.MapType(kind.keyType, _nullable(kind.valueType), True)
     return kind
-
-
-def local_path(uri: str) -> str:
-    """The file a Spark file URI names (a plain path as it is)."""
-    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri

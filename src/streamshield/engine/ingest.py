@@ -36,7 +36,6 @@ rows they would have written (the same decisions, from the same tracker).
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import threading
 import time
@@ -62,8 +61,6 @@ from pyspark.sql.types import (
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
-from streamshield.engine.driver_rows import driver_arrow
-from streamshield.engine.driver_rows import local_frame as local_frame_of
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.held_columns import HeldColumns
 from streamshield.engine.levels import assigned_level
@@ -199,8 +196,6 @@ class Ingest:
         held in the JVM (engine/held_columns.py), with the cached list they came from."""
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
-        self._lookup: tuple[str, HeldColumns] | None = None
-        self._flags: list[Column] | None = None
         """Columns that name columns only, built once rather than per batch (each is a
         few py4j calls; a small batch's planning is on its landing's way to the
         subscriber)."""
@@ -413,9 +408,6 @@ class Ingest:
         # No filter of the known streams' elements (a frame less to analyse): an element
         # of another stream is in no stream's rows (``_per_stream``) and is not a miss.
         elements = self._marked(batch, states)
-        # Joined, not looked up from a map literal as on the driver: that saves the
-        # broadcast's job but its plan costs the driver ten times the join's
-        # (``bench.landing_latency``)
         decided = self._join_decisions(elements, decisions, policies, {})
         observation = Observation()
         decided = decided.observe(observation, *self._observed_columns(channels, streams))
@@ -423,19 +415,6 @@ class Ingest:
         frames = self._per_stream(decided, streams, policies, tuples_only=True, sort=sort)
         self.lap("guess (driver)", began)
         return Guess(frames, observation, channels)
-
-    def _looked_up_decisions(self, elements: DataFrame, entries: str) -> DataFrame:
-        """:meth:`_join_decisions`' rows for a guess's decisions (one per key:
-        :func:`_decision_entries`), each element's looked up in a map literal rather than
-        joined (a join does not fold into a local relation: :meth:`guess_on_driver`).
-        The lookup's columns are built and held when the decisions change, not per
-        batch."""
-        if self._lookup is None or self._lookup[0] != entries:
-            looked = [F.col("*"), *_looked_up(_lookup_map(entries))]
-            self._lookup = (entries, HeldColumns(looked))
-        if self._decision_cols is None:
-            self._decision_cols = _decision_columns()
-        return self._lookup[1].select(elements).withColumns(self._decision_cols[1])
 
     def _known_column(self, streams: tuple[str, ...]) -> Column:
         """An element of one of ``streams``: built when the streams change, not per batch."""
@@ -457,73 +436,6 @@ class Ingest:
             missed = self._known_column(streams) & _missed()
             self._observed = (key, [F.count_if(missed).alias("_ss_missed"), *newest])
         return self._observed[1]
-
-    def guess_on_driver(
-        self, batch: DataFrame, states: dict[Channel, ChannelState]
-    ) -> DriverGuess | None:
-        """:meth:`guess_batch` for a ``batch`` over a local relation (engine/driver_batch.py),
-        computed on the driver with no Spark job: the decisions are looked up by a map
-        literal rather than joined (a join does not fold into a local relation), the guess
-        is checked before anything is written, from per-element flags of the same
-        expressions (no observation: it does not fold either), and each stream's rows are
-        left unsorted for the driver's write to sort (small_writes). The elements are
-        parsed, looked up and flagged once, into an Arrow table the check reads; the
-        labelling runs over that table as a local relation (``driver_rows.local_frame``),
-        not over the lines parsed again (parsed twice, the driver path was slower than the
-        jobs it removes). None: nothing to guess from, a wrong guess, or
-        a plan that does not fold (then the batch takes the streaming query's own frame);
-        ``states`` is not touched."""
-        with self._layout_lock, gc_paused():
-            self.passes = {}
-            began = time.perf_counter()
-            guessed = self._guessed_decisions(states)
-            if guessed is None:
-                return None
-            decisions, policies, channels = guessed
-            entries = _decision_entries(_decision_rows(decisions, policies, {}))
-            if entries is None:
-                return None
-            streams = tuple(self.streams)
-            known = batch.filter(self._known_column(streams))
-            elements = self._marked(known, states)
-            decided = self._looked_up_decisions(elements, entries)
-            if self._flags is None:
-                self._flags = [F.col("*"), _missed().alias("_ss_missed")]
-            began = self.lap("guess (driver): plan", began)
-            try:
-                # parsed, looked up and flagged once: the check reads the flags and the
-                # labelling runs over these rows, not over the lines parsed again
-                table = driver_arrow(decided.select(*self._flags))
-            except Exception as err:  # an expression failing on a row: the streaming frame
-                log.debug("small batch not guessed on the driver (%s)", type(err).__name__)
-                return None
-            if table is None or pc.any(table.column("_ss_missed")).as_py():
-                log.info("small batch not as guessed on the driver: the streaming frame")
-                return None
-            began = self.lap("guess (driver): check", began)
-            rows = local_frame_of(decided, table.drop_columns(["_ss_missed"]))
-            if rows is None:  # Spark would not make them a local relation: the stream
-                return None
-            decided = rows
-            began = self.lap("guess (driver): rows", began)
-            newest = {}
-            for channel in channels:
-                mine = table.filter(
-                    pc.and_(
-                        pc.equal(table.column("stream"), channel.stream),
-                        pc.equal(table.column("provider"), channel.provider),
-                    )
-                )
-                newest[channel] = pc.max(mine.column("seq")).as_py()
-            tuples = table.filter(pc.invert(table.column("is_sp")))
-            counts = {}
-            for stream in streams:
-                mine = tuples.filter(pc.equal(tuples.column("stream"), stream))
-                passed = pc.sum(pc.equal(mine.column("reason"), PASS)).as_py() or 0
-                counts[stream] = (mine.num_rows, passed)
-            frames = self._per_stream(decided, streams, policies, tuples_only=True, sort=False)
-            self.lap("guess (driver): label plan", began)
-            return DriverGuess(frames, newest, counts)
 
     def _guessed_decisions(
         self, states: dict[Channel, ChannelState]
@@ -1019,25 +931,6 @@ class Guess:
                 state.last_seq = max(state.last_seq, int(newest))
 
 
-@dataclass
-class DriverGuess:
-    """A batch labelled in one pass on a guess already checked on the driver
-    (:meth:`Ingest.guess_on_driver`): nothing is left to observe."""
-
-    frames: dict[str, DataFrame]
-    newest: dict[Channel, int | None]
-    """Each guessed channel's newest seq in the batch (None: none of its elements)."""
-    counts: dict[str, tuple[int, int]]
-    """Per stream: (tuples, tuples that passed), what ``IngestJob._write`` observes."""
-
-    def advance(self, states: dict[Channel, ChannelState]) -> None:
-        """As :meth:`Guess.advance`."""
-        for channel, newest in self.newest.items():
-            if newest is not None:
-                state = states[channel]
-                state.last_seq = max(state.last_seq, int(newest))
-
-
 def _missed() -> Column:
     """An element outside the guess: an sp, a late tuple, a tuple of no guessed
     declaration; unknown (a NULL) is a miss."""
@@ -1047,60 +940,6 @@ def _missed() -> Column:
 
 def _of(channel: Channel) -> Column:
     return (F.col("stream") == channel.stream) & (F.col("provider") == channel.provider)
-
-
-def _lookup_key() -> StructType:
-    return _schema("s string, p string, t long, c long")
-
-
-def _lookup_type() -> ArrayType:
-    return ArrayType(StructType([StructField("k", _lookup_key()), StructField("v", _DECISIONS)]))
-
-
-def _decision_entries(rows: list[tuple]) -> str | None:
-    """The decision rows (``_DECISIONS``) as JSON entries from their join key (channel,
-    declared ts and csn) to the whole row, for a guess, whose decisions are one per key;
-    None when a key is repeated or has a NULL (the join would match otherwise than a
-    lookup: then the batch is not labelled on the driver)."""
-    key_type = _lookup_key()
-    keys = [(r[0], r[1], r[4], r[5]) for r in rows]
-    if len(set(keys)) != len(keys) or any(v is None for k in keys for v in k):
-        return None
-    entries = [
-        {
-            "k": dict(zip(key_type.names, key, strict=True)),
-            "v": {
-                f.name: as_python(value, f.dataType)
-                for f, value in zip(_DECISIONS.fields, row, strict=True)
-            },
-        }
-        for key, row in zip(keys, rows, strict=True)
-    ]
-    return json.dumps(entries)
-
-
-def _lookup_map(entries: str) -> Column:
-    """:func:`_decision_entries` as a map literal, parsed by Spark with the decision
-    table's types (names and words never become SQL text). FAILFAST: a value that would
-    not parse as its type fails the driver's evaluation (the streaming frame is labelled
-    instead) rather than becoming a NULL."""
-    parsed = F.from_json(F.lit(entries), _lookup_type(), {"mode": "FAILFAST"})
-    return F.map_from_entries(parsed)
-
-
-def _looked_up(lookup: Column) -> list[Column]:
-    """The ``_DECISIONS`` columns of each element's decision, as :meth:`Ingest._join_decisions`'
-    left join gives them: NULL unless the key is found and the seq lies in its gap."""
-    key = F.struct(
-        F.col("stream").alias("s"),
-        F.col("provider").alias("p"),
-        F.col("p_ts").alias("t"),
-        F.col("p_csn").alias("c"),
-    )
-    found = F.try_element_at(lookup, key)
-    inside = (F.col("seq") > found["_ss_d_after"]) & (F.col("seq") < found["_ss_d_before"])
-    matched = F.coalesce(found.isNotNull() & inside, F.lit(False))
-    return [F.when(matched, found[f.name]).alias(f.name) for f in _DECISIONS.fields]
 
 
 def _decision_columns() -> tuple[Column, dict[str, Column]]:

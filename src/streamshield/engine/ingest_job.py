@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamshield.engine import driver_batch, ingest_consistency
+from streamshield.engine import ingest_consistency
 from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.driven_ingest import DrivenIngest
@@ -46,20 +46,9 @@ class IngestJob:
 
     guess = True
     """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
-    every batch by the passes (``bench.landing_latency --no-guess`` measures both)."""
-
-    on_driver = False
-    """A small batch (landed bytes <= SMALL_BYTES) guessed with its files read on the
-    driver and parsed by Spark's ``from_json`` (engine/driver_batch.py), so that the guess,
-    its check and the write run no Spark job; off: the streaming query's frame, read by a
-    job (``bench.landing_latency --ingest-on-driver`` measures both). Off by default: it
-    passes its conformance tests, but on a quiet machine its driver evaluation cost
-    more than the jobs it removes (``bench.landing_latency --ingest-on-driver``)."""
-
-    hold = True
-    """Readers in this process are told of a batch when its micro-batch returns, not at
-    its marker (``LabelledStore.hold``); off: at the marker
-    (``bench.landing_latency --at-marker`` measures both)."""
+    every batch by the passes, the path a large batch or a wrong guess takes (the guess's
+    conformance test compares the two on the same batches, tests/spark/test_ingest_guess.py;
+    ``bench.landing_latency --no-guess`` measures what the guess saves)."""
 
     driven = False
     """Micro-batches started by a landing (:meth:`wake`) and run by the project
@@ -107,10 +96,7 @@ class IngestJob:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch. Readers in this process are told of its commit when it
         returns (``LabelledStore.hold``), not at its marker: started at the marker they
-        run beside its state save on the same cores (``bench.landing_latency --at-marker``)."""
-        if not self.hold:
-            self._labelled(batch, batch_id)
-            return
+        ran beside its state save on the same cores, and both were slower."""
         store = self.store  # the instance holding the batch (a quarantine replaces it)
         store.hold(batch_id)
         try:
@@ -127,9 +113,7 @@ class IngestJob:
         try:
             began = time.perf_counter()
             landed = self._landed(batch_id)
-            written = self._on_driver(batch_id, states, landed)
-            if written is None:
-                written = self._guessed(batch, batch_id, states, landed)
+            written = self._guessed(batch, batch_id, states, landed)
             if written is None:  # no guess, or a wrong one: the passes label the batch
                 guessing = time.perf_counter() - began
                 frames = self.ingest.label_batch(batch, states, driver_write=True)
@@ -168,35 +152,6 @@ class IngestJob:
             return None
         guess.advance(states)
         return written
-
-    def _on_driver(
-        self, batch_id: int, states: dict[Channel, ChannelState], landed: int
-    ) -> dict[str, Observation | tuple[int, int] | None] | None:
-        """The small batch guessed and written with no Spark job (Ingest.guess_on_driver),
-        or None (not small, not read on the driver, no guess or a wrong one: nothing was
-        written, ``states`` untouched, and the batch goes the way it always went)."""
-        streams = tuple(self.ingest.streams)
-        if not (self.on_driver and self.guess and landed <= SMALL_BYTES):
-            return None
-        files = SourceLog(self.checkpoint).files(batch_id)
-        if files is None or not self.store.untouched(batch_id, streams):
-            return None
-        read = driver_batch.elements(self.ingest.spark, files)
-        if read is None:
-            return None
-        elements, rows = read
-        guess = self.ingest.guess_on_driver(elements, states)
-        if guess is None:
-            return None
-        began = time.perf_counter()
-        written = self.store.write_batch(batch_id, guess.frames, None, True)
-        self.ingest.lap("label+write", began)
-        if written is None:  # never: no check refuses it
-            return None
-        guess.advance(states)
-        driver_batch.count_read(self.ingest.spark, rows)
-        counted = self.on_counts is not None
-        return {s: guess.counts[s] if counted else None for s in written}
 
     def _landed(self, batch_id: int) -> int:
         """The bytes batch ``batch_id`` reads from the landing zone, counted up to just

@@ -17,15 +17,15 @@ full labelled schema (a column a file lacks reads NULL, at no cost per row) and
 :func:`restored` puts each left-out word back.
 
 Readers in the same process may :meth:`~LabelledStore.listen`: they are told each batch
-id once its marker is written (the batch is then final), so a shared network reads the
-new batch at once instead of waiting for its file source's next listing. Ingest in this
-process :meth:`~LabelledStore.hold` s the batch its micro-batch writes: its listeners are
-then told when the micro-batch returns (:meth:`~LabelledStore.release`), not at the marker,
-and :meth:`~LabelledStore.held` names it, so a reader in the same process that looks at
-the markers itself can leave it until then. Why: a reader starting at the marker ran
-beside the rest of ingest's micro-batch (saving the shield state, unpersisting its caches)
-in the same driver, Python and Py4J on two cores, and both were slower
-(``bench.landing_latency --at-marker``). A reader in another process, which cannot
+id once its marker is written (the batch is then final), so a stream's driven scan
+(engine/driven_scan.py) reads the new batch at once instead of waiting for a file
+source's next listing. Ingest in this process :meth:`~LabelledStore.hold` s the batch
+its micro-batch writes: its listeners are then told when the micro-batch returns
+(:meth:`~LabelledStore.release`), not at the marker, and :meth:`~LabelledStore.held`
+names it, so a reader in the same process that looks at the markers itself can leave it
+until then. Why: a reader starting at the marker ran beside the rest of ingest's
+micro-batch (saving the shield state, unpersisting its caches) in the same driver, Python
+and Py4J on two cores, and both were slower. A reader in another process, which cannot
 know, reads at the marker.
 """
 

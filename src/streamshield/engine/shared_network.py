@@ -40,42 +40,24 @@ A branch that fails (a Spark error in its own SQL) stops alone: its error is kep
 handle, and the network and the other branches go on. (This bookkeeping, shared with the
 window network, is engine/branched_network.py.)
 
-Push. Without it a landing's rows reach a branch only when the network's file source next
-lists the stream's directory, after ingest has finished its micro-batch (its offsets
-committed), and then through a micro-batch of the network's own (listing, its offset log
-written). While its streaming query runs, a network also *listens* to the labelled store
-(:meth:`LabelledStore.listen`): once ingest has committed batch N (its marker written:
-the batch is final), a thread of the network reads the stored ingest batches after the
-branches' position up to N (those folders exactly, as a catch-up does), computes the due
-branches' outputs as a micro-batch would (one fused pass stored once, each branch's
-batch a link into it), and hands them over under id N, moving the positions to N. The network's own
-micro-batch that later reads batch N finds every branch covering it and runs nothing;
-whichever comes first does the work, under the network's batch lock, so a batch is
-handed once either way. Exactly-once, replay and restart rest on the positions as before:
-a push is only a way of getting there sooner, and the streaming query (its checkpoint)
-stays what a restart resumes from. Which branches are due is decided as for a
-micro-batch (``_due``): a switched-off branch moves on without computing anything, unless
-it owes a batch.
-
-An owed batch is stored again under its own id. A push's output id is an ingest batch,
-not a micro-batch of the network, so after a crash between a push's delivery and its
-store's write the network's next micro-batch may read that batch together with later
-ones. Folded into one later output, the subscriber who had the owed id would be handed
-its rows again under the later id; so a branch owing ids before a batch's newest first
-computes each owed id's rows alone (:meth:`SharedNetwork._settle_owed`).
+An owed batch is stored again under its own id. A branch's output is handed over under
+an ingest batch's id (a micro-batch's newest, or the position a catch-up reached), and
+after a crash between its delivery and its store's write the network's next micro-batch
+or catch-up may read that batch together with later ones (a fresh checkpoint, a
+position that moved on meanwhile). Folded into one later output, the subscriber who had
+the owed id would be handed its rows again under the later id; so a branch owing ids
+before a batch's newest first computes each owed id's rows alone
+(:meth:`SharedNetwork._settle_owed`).
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import functools
 import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -86,7 +68,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import _to_java_column, _to_seq
 from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
-from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
@@ -148,8 +129,6 @@ names are identifiers)."""
 NETWORK_KEEP = 2 * DEFAULT_KEEP
 """Batches of the fused pass kept: a branch's links reach back its own ``keep`` batches,
 which are among the network's newest unless the branch sat out many of them."""
-PUSH_STOP_SECONDS = 60.0
-"""How long stopping a network waits for a push under way (it hands over one batch)."""
 SMALL_BATCHES = 64
 """At most this many ingest batches in a pass written from the driver (each is listed)."""
 DRIVER_WORK = 4_000
@@ -242,13 +221,6 @@ class SharedNetwork(BranchedNetwork[Branch]):
     column and one list of rows); over a small pass, by the job that computes the pass
     (:meth:`_pass_delivered`). Measured at 64 listening users: ``bench.sharing_users``,
     docs/performance.md."""
-    push = False
-    """A committed labelled batch handed to the branches at once (see the module's
-    docstring). Off: measured quietly and interleaved (``bench.landing_latency``)
-    it saves nothing (p50 1.65 s with it, 1.68 s without),
-    as the network's 0.1 s trigger already starts right after ingest commits; so only the
-    network's own micro-batches hand rows over, the path the crash bench proved."""
-
     prebuilt_partials = True
     """Aggregate branches' partials built once as column expressions and collected by one
     aggregation (engine/aggregate_pass.py); off: each one's partial SQL planned per batch
@@ -266,13 +238,8 @@ class SharedNetwork(BranchedNetwork[Branch]):
         self.store = ResultStore(self.root / "results", keep=NETWORK_KEEP)
         """The fused pass of each micro-batch, written once; branches' stores link to it."""
         self._salt = uuid.uuid4().hex
-        self._pusher: ThreadPoolExecutor | None = None
-        """Runs pushes (one at a time, in order) while the streaming query runs."""
         self._unswitched: set[str] = set()
         """Aggregate branches: no privacy switch (see :meth:`_fold`)."""
-        self.pushed: collections.deque[tuple[int, float, float]] = collections.deque(maxlen=100)
-        """The newest pushes that handed rows over: (ingest batch, start, end), epoch
-        seconds (the latency bench reads them)."""
 
     def add(self, name: str, admitted: AdmittedQuery, sql: BranchSql, sink: BranchSink) -> Branch:
         """A query joins the network (NotShared if it cannot): planned first (Spark's
@@ -412,64 +379,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
     def _is_on(self, name: str) -> bool:
         return name in self._unswitched or super()._is_on(name)
 
-    # -- push ---------------------------------------------------------------------------------
-
-    def start(self, available_now: bool = False) -> StreamingQuery:
-        """Starts the streaming query; unless ``available_now``, the network also listens
-        to the labelled store for committed batches (push, see the module's docstring)."""
-        handle = super().start(available_now)
-        if self.push and not available_now:
-            self._pusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-            self.labelled.listen(self._offer)
-        return handle
-
-    def stop(self) -> None:
-        """Stops listening and the streaming query, then waits (bounded) for a push under
-        way to hand its whole batch over, as a micro-batch under way does."""
-        self.labelled.unlisten(self._offer)
-        pusher, self._pusher = self._pusher, None
-        if pusher is not None:
-            pusher.shutdown(wait=False, cancel_futures=True)
-        super().stop()
-        if pusher is not None and self._batch.acquire(timeout=PUSH_STOP_SECONDS):
-            self._batch.release()
-
-    def _offer(self, batch_id: int, streams: Sequence[str]) -> None:
-        """Ingest committed ``batch_id``: queue its push (this runs in ingest's micro-batch,
-        so it only hands the id on)."""
-        pusher = self._pusher
-        if pusher is None or self.stream.name not in streams:
-            return
-        with contextlib.suppress(RuntimeError):  # stopped meanwhile
-            pusher.submit(self._push, batch_id)
-
-    def _push(self, upto: int) -> None:
-        """Hands every due branch its stored rows after its position up to ingest batch
-        ``upto`` (committed), under id ``upto``, unless the network's own micro-batch did
-        first: computed as a micro-batch computes them (:meth:`_compute`: one fused pass
-        for the branches at the same position), over the stored batches after that
-        position. Never raises: what it does not do, that micro-batch does."""
-        try:
-            with self._batch:
-                handle = self.handle
-                if self._pusher is None or handle is None or not handle.isActive:
-                    return
-                self._open_fresh()
-                due = self._settle_owed(self._due(upto), upto)
-                if not due:
-                    return
-                # where most branches stand (after a push or a micro-batch: all of them)
-                (position, _), *_ = collections.Counter(c for _, c in due.values()).most_common()
-                began = time.time()
-                batch = self._history(position, upto)
-                if batch is None:  # no rows after it: each branch from its own history
-                    for branch, covered in due.values():
-                        self._hand_history(branch, covered, upto)
-                else:
-                    self._compute(batch, due, position, position + 1, upto)
-                self.pushed.append((upto, began, time.time()))
-        except Exception as err:  # the network's micro-batch will hand the batch over
-            audit.warning("push of batch %d to %s failed: %s", upto, self.name, err)
+    # -- owed batches ------------------------------------------------------------------------
 
     def _settle_owed(
         self, due: dict[str, tuple[Branch, int]], newest: int

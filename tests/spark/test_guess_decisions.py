@@ -1,28 +1,18 @@
-"""A guess's decisions looked up from a map literal give the rows the decision table's
-join gives (engine/ingest.py, ``Ingest._looked_up_decisions``), and a small batch's
-counts taken from the rows the driver wrote are those a job counts
-(engine/ingest_job.py, ``_counts``).
+"""A guess's decisions joined to a batch's elements (engine/ingest.py,
+``Ingest._join_decisions``) give each element its reason, and the decision table's frame
+is kept while the decisions stay the same; a small batch's counts taken from the rows
+the driver wrote are those a job counts (engine/ingest_job.py, ``_counts``).
 
-The driver path looks them up (a join does not fold into its local relation), the
-streaming guess and the passes join them; the two paths are held equal on whole
-batches by test_driver_batch.py, and here row by row. The elements here try each way a
-lookup could differ from the join: a key not decided, a NULL in each key field, a seq
-on and past each end of a decision's gap, a late tuple, a reset, an sp, an element of
-another stream."""
+The elements try each way the join could decide wrongly: a key not decided, a NULL in
+each key field, a seq on and past each end of a decision's gap, a late tuple, a reset,
+an sp, an element of another stream."""
 
 from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
 
-from streamshield.engine.ingest import (
-    _FIRST,
-    _LAST,
-    PASS,
-    Ingest,
-    _decision_entries,
-    _decision_rows,
-)
+from streamshield.engine.ingest import _FIRST, _LAST, PASS, Ingest
 from streamshield.engine.ingest_job import _counts
 from streamshield.examples import hospital
 from streamshield.policy.shield import Reason
@@ -36,11 +26,7 @@ ELEMENTS = (
 )
 
 
-def decided_rows(frame) -> list[tuple]:
-    return sorted((tuple(r) for r in frame.select(*sorted(frame.columns)).collect()), key=repr)
-
-
-def test_looked_up_decisions_are_the_joined_ones(spark) -> None:
+def test_joined_decisions_give_each_element_its_reason(spark) -> None:
     ingest = Ingest(spark, hospital.hierarchy(), STREAMS, hospital.server_policies())
     policies = {
         ("HeartRate", "pol-a"): ([], [7, -1, 2**62], (3, 9)),
@@ -72,23 +58,20 @@ def test_looked_up_decisions_are_the_joined_ones(spark) -> None:
         ],
         ELEMENTS,
     )
-    entries = _decision_entries(_decision_rows(decisions, policies, {}))
-    assert entries is not None
-    looked = ingest._looked_up_decisions(elements, entries)
     joined = ingest._join_decisions(elements, decisions, policies, {})
-    assert looked.columns == joined.columns
-    rows = decided_rows(looked)
-    assert rows == decided_rows(joined)
-    reasons = {r["tid"]: r["reason"] for r in looked.collect()}
+    reasons = {r["tid"]: r["reason"] for r in joined.collect()}
     assert reasons["a"] == reasons["d"] == reasons["f"] == PASS
     assert reasons["b"] == Reason.OUT_OF_ORDER.value
     assert reasons["e"] == reasons["c"] == reasons["g"] == Reason.NO_POLICY.value
     assert reasons["l"] == reasons["m"] == Reason.NO_POLICY.value  # outside the open gap
-    # kept for the next batch: the same lookup, and the same decision table frame
-    held, kept = ingest._lookup, ingest._decided_table
-    assert ingest._looked_up_decisions(elements, entries) is not None
+    nulls = [reasons[t] for t in "hijk"]  # a NULL in a key field or the seq: no decision
+    assert nulls == [Reason.NO_POLICY.value] * 4
+    assert reasons["n"] == Reason.NO_POLICY.value  # another stream's: none of its decisions
+    # kept for the next batch: the same decision table frame
+    kept = ingest._decided_table
+    assert kept is not None
     ingest._join_decisions(elements, decisions, policies, {})
-    assert ingest._lookup is held and ingest._decided_table is kept
+    assert ingest._decided_table is kept
     changed = [(*decisions[0][:6], "pol-b", None), *decisions[1:]]
     again = ingest._join_decisions(elements, changed, policies, {})
     assert ingest._decided_table is not kept
