@@ -90,7 +90,7 @@ def one_batch(ingest: Ingest, sps: list, declared: list, read) -> dict[str, floa
     rows = ingest_module._decision_rows(decisions, policies, ordered)
     for i, field in enumerate(ingest_module._DECISIONS.fields):
         scalar = type(field.dataType) in local_frames._SCALARS
-        values = [r[i] if scalar else local_frames._as_python(r[i], field.dataType) for r in rows]
+        values = [r[i] if scalar else local_frames.as_python(r[i], field.dataType) for r in rows]
         pa.array(values, type=local_frames.arrow_type(field.dataType))
     arrow_s = time.perf_counter()
     assert all(sp is not None for items in ordered.values() for _, sp in items)
