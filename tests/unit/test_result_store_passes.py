@@ -53,3 +53,38 @@ def test_a_pass_is_pruned_with_its_batch(tmp_path) -> None:
     store.add(Frame(), 2)
     store.add(Frame(), 3)
     assert store.batches() == [2, 3] and not any(Path(f).exists() for f in old)
+
+
+def test_links_stored_together_are_the_links_stored_one_by_one(tmp_path, monkeypatch) -> None:
+    """One group commit for a batch's links: each store holds what its own ``link`` would
+    have written (a replay too replaces its batch), nothing is left staged, the owe
+    markers it pays are gone and pruning keeps each store's own ``keep``; every link is
+    fsynced and renamed before any rename is made durable, and every one is durable
+    before the call returns."""
+    from streamshield import durable
+    from streamshield.engine import result_store as module
+    from streamshield.engine.result_store import link_together
+
+    files = [str(tmp_path / "pass" / "part-0.parquet")]
+    spec = {"taken": ["_ss_taken_0", 1], "view": [], "items": []}
+    one = [ResultStore(tmp_path / "one" / f"q{i}", keep=2) for i in range(3)]
+    together = [ResultStore(tmp_path / "together" / f"q{i}", keep=2) for i in range(3)]
+    for store in one + together:
+        store.owe(4)
+    steps: list[str] = []
+    monkeypatch.setattr(module, "fsync_tree", lambda p: steps.append("sync"))
+    monkeypatch.setattr(module, "fsync_dir", lambda p: steps.append("durable"))
+    for batch_id in (3, 4, 5, 5):  # 5 twice: a replay
+        for i, store in enumerate(one):
+            store.link(batch_id, files, f"_ss_b{i}", spec)
+        steps.clear()
+        link_together([(s, batch_id, files, f"_ss_b{i}", spec) for i, s in enumerate(together)])
+        assert steps == ["sync"] * 3 + ["durable"] * 6, steps
+    monkeypatch.setattr(module, "fsync_tree", durable.fsync_tree)
+    for mine, theirs in zip(one, together, strict=True):
+        assert mine.batches() == theirs.batches() == [4, 5]
+        for batch_id in (4, 5):
+            link = f"batch={batch_id}/link.json"
+            assert (mine.root / link).read_text() == (theirs.root / link).read_text()
+        assert mine.owed() == theirs.owed() == []
+        assert not [p for p in (theirs.root / "_staging").iterdir()]

@@ -95,7 +95,12 @@ from streamshield.engine.driver_rows import local_frame
 from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
 from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import label_literals
-from streamshield.engine.result_store import DEFAULT_KEEP, ResultStore, StoringSink
+from streamshield.engine.result_store import (
+    DEFAULT_KEEP,
+    ResultStore,
+    StoringSink,
+    link_together,
+)
 from streamshield.engine.secured_view import (
     WATERMARK_MICROS,
     SecuredProjection,
@@ -787,9 +792,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
             with self._job_group(DELIVERY):
                 outputs = first.passed.outputs(first.wide, built)
                 parts = []
+                links = []
                 for name, (sink, delivery) in listening.items():
                     slot, to = rows_of[slots[name]], linked[name]
-                    sink.store.link(output_id, to.files, slots[name], to.spec)  # stored first
+                    links.append((sink.store, output_id, to.files, slots[name], to.spec))
                     planned = delivery.plan(
                         outputs.columns[slot],
                         delivery.subscriptions,
@@ -799,6 +805,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
                         outputs.memo[slot],
                     )
                     parts.append((delivery, planned))
+                link_together(links)  # stored first
                 deliver_together(outputs.frame, parts, output_id, arrived)
         except Exception as err:  # each on its own: a failing branch fails alone
             audit.warning(
@@ -818,10 +825,12 @@ class SharedNetwork(BranchedNetwork[Branch]):
         delivered = next((to.delivered for to in linked.values() if to.delivered), None)
         if delivered is None:
             return set()
+        links = []
         for name in delivered.names:
             sink, fused, to = on[name].sink, on[name].fused, linked[name]
             assert isinstance(sink, StoringSink) and fused is not None
-            sink.store.link(output_id, to.files, fused.slot, to.spec)  # stored first
+            links.append((sink.store, output_id, to.files, fused.slot, to.spec))
+        link_together(links)  # stored first
         delivered.together.finish(delivered.rows, delivered.counts, output_id, delivered.arrived)
         return set(delivered.names)
 
