@@ -250,6 +250,46 @@ def test_every_command_answers_in_json(server, joe_home) -> None:
     assert "blobs" in table and "{" not in table.splitlines()[0]
 
 
+def test_the_client_groups_output_option_holds_unless_the_command_gives_its_own(
+    server, joe_home
+) -> None:
+    """``client -o json audit`` is JSON (the group's choice), as docs/api.md says; the
+    command's own ``-o`` wins over it."""
+    audit = json.loads(_run(joe_home, "-o", "json", "audit", "--limit", "2").output)
+    assert isinstance(audit["entries"], list) and audit["entries"]
+    queries = json.loads(_run(joe_home, "--output", "json", "query", "list").output)
+    assert isinstance(queries["queries"], list)
+    users = json.loads(_run(joe_home, "-o", "json", "user", "list").output)
+    assert "joe" in {u["name"] for u in users["users"]}
+    table = _run(joe_home, "-o", "json", "audit", "-o", "table", "--limit", "2").output
+    assert table.lstrip().startswith("audit") and "actor" in table
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(table)
+
+
+def test_query_list_reads_at_80_columns(server, joe_home) -> None:
+    """Nine columns in an 80-column terminal: every header whole on one line."""
+    from streamshield.cli.operations import QUERY_COLUMNS
+
+    assert _run(joe_home, "query", "register", "narrow_q", "SELECT id FROM blobs").exit_code == 0
+    try:
+        result = CliRunner().invoke(
+            main,
+            ["client", "query", "list"],
+            env={"STREAMSHIELD_HOME": str(joe_home), "COLUMNS": "80"},
+            catch_exceptions=False,
+        )
+    finally:
+        _run(joe_home, "query", "remove", "narrow_q")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), result.output
+    header = next(line for line in lines if "name" in line and "owner" in line)
+    cells = [cell.strip() for cell in header.replace("┃", "|").split("|")]
+    assert cells == list(QUERY_COLUMNS.values()), result.output
+    assert any("narrow_q" in line for line in lines)
+
+
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
     for name, command in sorted(group.commands.items()):
         yield (*prefix, name), command
