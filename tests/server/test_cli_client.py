@@ -490,3 +490,49 @@ def test_a_subscriber_is_told_which_columns_are_masked(server, heart) -> None:
     for row in got:
         assert row["beats_per_min"] is None and row["_masked"] == ["beats_per_min"], row
         assert not any(k.startswith("_ss_") for k in row)
+
+
+def test_timestamps_keep_their_zone_and_a_tuple_without_its_event_time_is_refused(
+    server, joe_home
+) -> None:
+    """``Z`` in, ``Z`` out (a time without a zone reads as anyone's local time); a tuple
+    without the event time is refused by line, with the reason, instead of landing as
+    a null that no window would ever count."""
+    from datetime import UTC, datetime, timedelta
+
+    from tests.server.conftest import Subscriber, poll, sp_line
+
+    args = ("add-schema", "times_s", "--attribute", "id:bigint", "--attribute", "at:timestamp")
+    assert _run(joe_home, *args, "--tid", "id", "--event-time", "at").exit_code == 0
+    assert _run(joe_home, "add-stream", "times", "--schema", "times_s").exit_code == 0
+    joe = server.login("joe", ["ADMIN"])
+    answer = joe.post("/queries", json={"name": "times_q", "text": "SELECT id, at FROM times"})
+    assert answer.status_code == 201, answer.text
+    subscriber = Subscriber(joe, "times_q")
+    hour = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)
+    sent = {
+        1: hour.isoformat().replace("+00:00", "Z"),
+        3: (hour + timedelta(seconds=1)).isoformat(),
+    }
+    lines = [
+        sp_line("times", "joe.t", 1, "{ADMIN}"),
+        tuple_line("times", "joe.t", 2, 1, {"id": 1, "at": sent[1]}),
+        tuple_line("times", "joe.t", 3, 2, {"id": 2}),  # no event time
+        tuple_line("times", "joe.t", 4, 3, {"id": 3, "at": sent[3]}),  # +00:00
+    ]
+    try:
+        result = _run(joe_home, "-o", "json", "ingest", "times", "-", input="\n".join(lines))
+        summary = json.loads(result.output)
+        assert (result.exit_code, summary["accepted"]) == (EXIT_REFUSED, 3), result.output
+        (refused,) = summary["rejections"]
+        assert (refused["line"], refused["reason"]) == (3, "missing_attribute")
+        assert "values.at" in refused["message"]
+        rows = poll(lambda: len(subscriber.rows()) >= 2 and subscriber.rows(), timeout=120)
+    finally:
+        subscriber.close()
+        joe.delete("/queries/times_q")
+    expected = (hour.isoformat(), (hour + timedelta(seconds=1)).isoformat())
+    assert sorted((r["id"], r["at"]) for r in rows) == [
+        (1, expected[0].replace("+00:00", "Z")),
+        (3, expected[1].replace("+00:00", "Z")),
+    ]
