@@ -1,18 +1,24 @@
 # The two set-up commands of the README: `make run` and `make test`.
-# Both create .venv, install the package with pinned dependencies and check Java.
+# Both create .venv, install the package with pinned dependencies and check Java;
+# `make run` installs what the server needs, the rest (`make test`, lint, benches) adds
+# the dev extra (pytest, Playwright, schemathesis, mypy, matplotlib: over 1 GB). One stamp
+# per kind, so `make test` after `make run` adds the dev extra to the same .venv.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+PORT ?=
 
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
 .PHONY: run test lint bench figures setup clean constraints
 
-run: setup
-	$(BIN)/streamshield serve
+# `make run PORT=8444`: another port (as STREAMSHIELD_PORT=8444 does).
+run: $(RUN_STAMP)
+	$(BIN)/streamshield serve $(if $(PORT),--port $(PORT))
 
 bench: setup
 	$(BIN)/python -m bench.table13
@@ -41,14 +47,18 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/python -m tools.history_lint
 
-setup: $(STAMP)
+setup: $(DEV_STAMP)
 
-$(STAMP): pyproject.toml constraints.txt scripts/ensure-java.sh
+$(RUN_STAMP): pyproject.toml constraints.txt scripts/ensure-java.sh
 	bash scripts/ensure-java.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	touch $(RUN_STAMP)
+
+$(DEV_STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV_STAMP)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache .mypy_cache .hypothesis

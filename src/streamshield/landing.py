@@ -86,6 +86,7 @@ class Reason(StrEnum):
     UNKNOWN_ATTRIBUTE = "unknown_attribute"
     TYPE_MISMATCH = "type_mismatch"
     TID_MISMATCH = "tid_mismatch"  # tid attribute missing or not the element's tid
+    MISSING_ATTRIBUTE = "missing_attribute"  # an attribute that may not be null: event time
     UNKNOWN_ROLE = "unknown_role"
     SEQ_NOT_INCREASING = "seq_not_increasing"
     FUTURE_TIMESTAMP = "future_timestamp"  # sp ts beyond the allowed clock skew
@@ -474,7 +475,11 @@ def _check_bigints(fields: Mapping[str, int], stream: str) -> None:
 def _check_tuple(
     element: TupleElement, definition: StreamDefinition, types: Mapping[str, str]
 ) -> None:
-    """``types``: ``definition.types``, built once per append rather than per tuple."""
+    """``types``: ``definition.types``, built once per append rather than per tuple.
+
+    Which attributes may be null: every one but the tuple id and the event time (the
+    stream's ``tid`` and ``event_time``), which are refused when absent or null; any
+    other attribute left out of ``values`` reads as null."""
     stream = definition.name
     low, high = _INT64
     if not (
@@ -502,6 +507,12 @@ def _check_tuple(
     if str(tid) != str(element.tid):
         message = f"values.{definition.tid} differs from the element's tid"
         raise _Reject(Reason.TID_MISMATCH, message, stream)
+    event_time = definition.event_time
+    if event_time is not None and element.values.get(event_time) is None:
+        # Windows and the watermark order tuples by it: a null would be dropped from
+        # every window without a word.
+        message = f"values.{event_time}: the event time is missing (it may not be null)"
+        raise _Reject(Reason.MISSING_ATTRIBUTE, message, stream)
 
 
 def _check_sp(element: SpElement, hierarchy: RoleHierarchy) -> None:

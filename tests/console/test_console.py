@@ -154,6 +154,32 @@ def test_the_console_is_served_from_the_package_with_a_strict_csp(console_server
     assert not any(p.startswith("/console") for p in api["paths"])
 
 
+def test_the_front_page_leads_to_the_console_and_docs_work_offline(console) -> None:
+    """``/`` opens the console; ``/docs`` draws Swagger UI from the package's copy with
+    every request on this server (a request elsewhere is recorded and refused)."""
+    page, elsewhere = console.page, []
+    origin = console.server.url
+
+    def outside(route) -> None:
+        elsewhere.append(route.request.url)
+        route.abort()
+
+    page.route(lambda url: not url.startswith(origin), outside)
+    page.goto(f"{origin}/")
+    assert page.url == f"{origin}/console/"
+    page.wait_for_selector("#login-user")
+    page.goto(f"{origin}/docs")
+    title = page.wait_for_selector(".swagger-ui .info .title")
+    assert "streamshield" in title.text_content()
+    page.wait_for_selector(".swagger-ui .opblock-tag")  # the operations, from /openapi.json
+    assert page.locator(".swagger-ui .opblock").count() > 20
+    assert elsewhere == [], elsewhere
+    with console.server.client() as anonymous:
+        assert anonymous.get("/docs/swagger-ui/LICENSE.txt").status_code == 200
+        assert anonymous.get("/docs/swagger-ui/../app.py").status_code == 404
+        assert anonymous.get("/redoc").status_code == 404  # ReDoc would come from a CDN
+
+
 # -- login, token, CSRF --------------------------------------------------------------------------
 
 

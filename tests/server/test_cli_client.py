@@ -250,6 +250,46 @@ def test_every_command_answers_in_json(server, joe_home) -> None:
     assert "blobs" in table and "{" not in table.splitlines()[0]
 
 
+def test_the_client_groups_output_option_holds_unless_the_command_gives_its_own(
+    server, joe_home
+) -> None:
+    """``client -o json audit`` is JSON (the group's choice), as docs/api.md says; the
+    command's own ``-o`` wins over it."""
+    audit = json.loads(_run(joe_home, "-o", "json", "audit", "--limit", "2").output)
+    assert isinstance(audit["entries"], list) and audit["entries"]
+    queries = json.loads(_run(joe_home, "--output", "json", "query", "list").output)
+    assert isinstance(queries["queries"], list)
+    users = json.loads(_run(joe_home, "-o", "json", "user", "list").output)
+    assert "joe" in {u["name"] for u in users["users"]}
+    table = _run(joe_home, "-o", "json", "audit", "-o", "table", "--limit", "2").output
+    assert table.lstrip().startswith("audit") and "actor" in table
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(table)
+
+
+def test_query_list_reads_at_80_columns(server, joe_home) -> None:
+    """Nine columns in an 80-column terminal: every header whole on one line."""
+    from streamshield.cli.operations import QUERY_COLUMNS
+
+    assert _run(joe_home, "query", "register", "narrow_q", "SELECT id FROM blobs").exit_code == 0
+    try:
+        result = CliRunner().invoke(
+            main,
+            ["client", "query", "list"],
+            env={"STREAMSHIELD_HOME": str(joe_home), "COLUMNS": "80"},
+            catch_exceptions=False,
+        )
+    finally:
+        _run(joe_home, "query", "remove", "narrow_q")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), result.output
+    header = next(line for line in lines if "name" in line and "owner" in line)
+    cells = [cell.strip() for cell in header.replace("┃", "|").split("|")]
+    assert cells == list(QUERY_COLUMNS.values()), result.output
+    assert any("narrow_q" in line for line in lines)
+
+
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
     for name, command in sorted(group.commands.items()):
         yield (*prefix, name), command
@@ -450,3 +490,49 @@ def test_a_subscriber_is_told_which_columns_are_masked(server, heart) -> None:
     for row in got:
         assert row["beats_per_min"] is None and row["_masked"] == ["beats_per_min"], row
         assert not any(k.startswith("_ss_") for k in row)
+
+
+def test_timestamps_keep_their_zone_and_a_tuple_without_its_event_time_is_refused(
+    server, joe_home
+) -> None:
+    """``Z`` in, ``Z`` out (a time without a zone reads as anyone's local time); a tuple
+    without the event time is refused by line, with the reason, instead of landing as
+    a null that no window would ever count."""
+    from datetime import UTC, datetime, timedelta
+
+    from tests.server.conftest import Subscriber, poll, sp_line
+
+    args = ("add-schema", "times_s", "--attribute", "id:bigint", "--attribute", "at:timestamp")
+    assert _run(joe_home, *args, "--tid", "id", "--event-time", "at").exit_code == 0
+    assert _run(joe_home, "add-stream", "times", "--schema", "times_s").exit_code == 0
+    joe = server.login("joe", ["ADMIN"])
+    answer = joe.post("/queries", json={"name": "times_q", "text": "SELECT id, at FROM times"})
+    assert answer.status_code == 201, answer.text
+    subscriber = Subscriber(joe, "times_q")
+    hour = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)
+    sent = {
+        1: hour.isoformat().replace("+00:00", "Z"),
+        3: (hour + timedelta(seconds=1)).isoformat(),
+    }
+    lines = [
+        sp_line("times", "joe.t", 1, "{ADMIN}"),
+        tuple_line("times", "joe.t", 2, 1, {"id": 1, "at": sent[1]}),
+        tuple_line("times", "joe.t", 3, 2, {"id": 2}),  # no event time
+        tuple_line("times", "joe.t", 4, 3, {"id": 3, "at": sent[3]}),  # +00:00
+    ]
+    try:
+        result = _run(joe_home, "-o", "json", "ingest", "times", "-", input="\n".join(lines))
+        summary = json.loads(result.output)
+        assert (result.exit_code, summary["accepted"]) == (EXIT_REFUSED, 3), result.output
+        (refused,) = summary["rejections"]
+        assert (refused["line"], refused["reason"]) == (3, "missing_attribute")
+        assert "values.at" in refused["message"]
+        rows = poll(lambda: len(subscriber.rows()) >= 2 and subscriber.rows(), timeout=120)
+    finally:
+        subscriber.close()
+        joe.delete("/queries/times_q")
+    expected = (hour.isoformat(), (hour + timedelta(seconds=1)).isoformat())
+    assert sorted((r["id"], r["at"]) for r in rows) == [
+        (1, expected[0].replace("+00:00", "Z")),
+        (3, expected[1].replace("+00:00", "Z")),
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -145,6 +146,9 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
     assert not any(key.startswith("_ss_") for key in rows[0])
     everything = "".join(first.output)  # the whole of stdout and stderr, not the tail
     assert "Traceback" not in everything and "CancelledError" not in everything, first.text()
+    assert "[cds]" not in everything  # the JVM's class archive is read or written quietly
+    login = next(line for line in first.output if " client login " in line).split()[0]
+    assert shutil.which(login) or Path(login).is_file(), login  # runs as printed, from here
 
     again = Serve(root, group=True)  # same root: the queries resume from their checkpoints
     try:
@@ -167,6 +171,44 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
     everything = "".join(again.output)
     assert "Traceback" not in everything or "Spark's JVM got the stop signal too" in everything
     assert "Exception while sending command" not in everything, again.text()
+
+
+REFLECTING = """
+public class Reflecting {
+    public static void main(String[] args) throws Exception {
+        java.lang.reflect.Method m = Reflecting.class.getMethod("hashCode");
+        for (int i = 0; i < 20; i++) m.invoke(new Reflecting());
+    }
+}
+"""
+
+
+def test_writing_the_jvm_class_archive_prints_no_cds_warnings(tmp_path) -> None:
+    """The JVM warns once per class it cannot archive (the reflection accessors Spark
+    generates by the thousand, class version 49): the option ``class_cache`` gives keeps
+    those quiet. Checked against the real JVM with accessors generated at once."""
+    from streamshield.engine.session import class_cache
+
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    source = tmp_path / "Reflecting.java"
+    source.write_text(REFLECTING)
+
+    def run(*options: str) -> str:
+        command = [java, "-Dsun.reflect.inflationThreshold=0", *options, str(source)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0 and "jdk.compiler" in done.stderr:
+            pytest.skip("this JVM runs no source files (no jdk.compiler)")
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+
+    loud = run(f"-XX:ArchiveClassesAtExit={tmp_path / 'loud.jsa'}")
+    assert "[warning][cds]" in loud  # what every stop printed a thousand times
+    option, pending = class_cache(tmp_path / "cache")
+    assert pending is not None
+    assert "[cds]" not in run(*option.split())
+    assert pending.stat().st_size > 0  # quiet, and the archive is still written
 
 
 def test_serve_on_a_postgresql_catalog(tmp_path, pg_url) -> None:  # noqa: F811

@@ -67,7 +67,7 @@ def zone(tmp_path: Path, catalog: SqliteCatalog) -> LandingZone:
 
 
 def tup(seq: int, tid: object = 1, provider: str = "p1", stream: str = "Vitals", **values: Any):
-    values = {"id": tid, **values}
+    values = {"id": tid, "at": 1, **values}  # the event time may not be left out
     return TupleElement(Channel(stream, provider), seq, tid, 10, 1, values)
 
 
@@ -130,6 +130,27 @@ def test_each_call_writes_new_files(zone: LandingZone) -> None:
 
 def test_null_values_other_than_tid_are_accepted(zone: LandingZone) -> None:
     assert zone.append([tup(1, x=None, name=None)]).accepted == 1
+
+
+def test_a_tuple_without_its_event_time_is_refused_by_line(
+    zone: LandingZone, catalog: SqliteCatalog, tmp_path: Path
+) -> None:
+    """Absent or null, the event time would put the tuple in no window, silently; other
+    attributes may be left out (they read as null)."""
+    without = TupleElement(Channel("Vitals", "p1"), 1, 1, 10, 1, {"id": 1, "x": 2.0})
+    null = TupleElement(Channel("Vitals", "p1"), 2, 1, 10, 1, {"id": 1, "at": None})
+    result = zone.append([without, null, tup(3, x=None)])
+    assert (result.accepted, reasons(result)) == (
+        1,
+        [(1, "missing_attribute"), (2, "missing_attribute")],
+    )
+    assert all(r.message.startswith("values.at: the event time") for r in result.rejected)
+    assert catalog.rejections()[("Vitals", "missing_attribute")] == 2
+    values_type = pa.struct([("id", pa.int64()), ("at", pa.timestamp("us"))])
+    rows = parquet_rows([tup(4)])
+    rows[0]["values"] = {"id": 1, "at": None}
+    parquet = zone.append_parquet(write_parquet(tmp_path / "in.parquet", rows, values_type))
+    assert (parquet.accepted, reasons(parquet)) == (0, [(1, "missing_attribute")])
 
 
 def test_stream_directories_exist_before_any_append(zone: LandingZone) -> None:
@@ -282,7 +303,7 @@ def test_tid_attribute_must_match_the_tid(zone: LandingZone, element: Element) -
 
 
 def test_tid_compares_as_text(zone: LandingZone) -> None:
-    element = TupleElement(Channel("Vitals", "p1"), 1, "7", 10, 1, {"id": 7})
+    element = TupleElement(Channel("Vitals", "p1"), 1, "7", 10, 1, {"id": 7, "at": 1})
     assert zone.append([element]).accepted == 1
 
 
@@ -567,13 +588,13 @@ def test_parquet_with_json_values(zone: LandingZone, tmp_path: Path) -> None:
 def test_parquet_with_struct_values(zone: LandingZone, tmp_path: Path) -> None:
     values_type = pa.struct([("id", pa.int64()), ("x", pa.float64()), ("at", pa.timestamp("us"))])
     rows = parquet_rows([tup(1), tup(2, tid=2)])
-    rows[0]["values"] = {"id": 1, "x": 2.5, "at": None}
+    rows[0]["values"] = {"id": 1, "x": 2.5, "at": datetime(2024, 5, 1, 12, 0)}
     rows[1]["values"] = {"id": 2, "x": None, "at": datetime(2024, 5, 1, 12, 30)}
     result = zone.append_parquet(write_parquet(tmp_path / "in.parquet", rows, values_type))
     assert (result.accepted, result.rejected) == (2, [])
     first, second = read(result.files[0])
-    assert first.values == {"id": 1, "x": 2.5}  # null struct fields are absent
-    assert second.values == {"id": 2, "at": "2024-05-01T12:30:00"}
+    assert first.values == {"id": 1, "x": 2.5, "at": "2024-05-01T12:00:00"}
+    assert second.values == {"id": 2, "at": "2024-05-01T12:30:00"}  # null fields are absent
 
 
 def test_parquet_rows_are_validated_like_lines(

@@ -208,7 +208,7 @@ def test_jvm_class_archive_is_written_aside_then_kept(tmp_path) -> None:
     from streamshield.engine.session import class_cache, keep_class_cache, with_java_option
 
     option, pending = class_cache(tmp_path)
-    assert pending is not None and option == f"-XX:ArchiveClassesAtExit={pending}"
+    assert pending is not None and option == f"-XX:ArchiveClassesAtExit={pending} -Xlog:cds*=error"
     keep_class_cache(pending)  # the JVM wrote nothing (killed): nothing is kept
     assert class_cache(tmp_path)[0].startswith("-XX:ArchiveClassesAtExit=")
     pending.write_bytes(b"archive")
@@ -246,7 +246,7 @@ def test_jvm_class_archive_is_named_by_its_class_path(tmp_path) -> None:
     keep_class_cache(pending)
     assert class_cache(cache, first)[1] is None  # found again: mapped, not rewritten
     option, other = class_cache(cache, reinstalled)  # the old one is not the new install's
-    assert other is not None and option == f"-XX:ArchiveClassesAtExit={other}"
+    assert other is not None and option.startswith(f"-XX:ArchiveClassesAtExit={other} ")
 
 
 def test_jvm_class_archives_beyond_the_newest_few_are_removed(tmp_path) -> None:
@@ -310,3 +310,42 @@ def test_subscriber_bounds_and_the_catalog_poll_are_serve_options(monkeypatch) -
     for bad in ({"subscriber_queue_batches": 1}, {"catalog_poll_seconds": 0}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             load(bad)
+
+
+def test_printed_hints_name_the_commands_that_run_from_where_the_server_started(
+    tmp_path, monkeypatch
+) -> None:
+    """``make run`` starts ``.venv/bin/streamshield`` with no venv on PATH: a bare
+    ``streamshield`` in the hints would be "command not found"."""
+    from streamshield.server.main import command_path
+
+    bin_dir = tmp_path / "repo" / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "streamshield"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    python = str(bin_dir / "python")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert command_path("streamshield", python, tmp_path / "repo") == ".venv/bin/streamshield"
+    assert command_path("python", python, tmp_path / "repo") == ".venv/bin/python"
+    elsewhere = command_path("streamshield", python, tmp_path / "other")
+    assert elsewhere == str(bin_dir / "streamshield")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")  # an activated venv
+    assert command_path("streamshield", python, tmp_path / "repo") == "streamshield"
+    (bin_dir / "streamshield").unlink()  # no script: the module runs
+    assert command_path("streamshield", python, tmp_path / "repo") == "python -m streamshield.cli"
+
+
+def test_make_run_takes_a_port_and_installs_no_dev_extra() -> None:
+    """``make -n`` prints what ``make run`` would do without doing it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    dry = subprocess.run(
+        ["make", "-n", "-B", "run", "PORT=8444"], cwd=root, capture_output=True, text=True
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert ".venv/bin/streamshield serve --port 8444" in dry.stdout
+    assert "-e ." in dry.stdout and "[dev]" not in dry.stdout
+    test = subprocess.run(["make", "-n", "-B", "test"], cwd=root, capture_output=True, text=True)
+    assert "-e '.[dev]'" in test.stdout and "pytest" in test.stdout

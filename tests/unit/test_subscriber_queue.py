@@ -53,8 +53,8 @@ def test_subscribers_of_one_class_are_queued_one_encoded_event(monkeypatch) -> N
     assert firsts[0].encode() is firsts[0].encode()
 
 
-def test_the_wire_format_is_json_dumps_with_str_for_other_values() -> None:
-    """Byte for byte what sse-starlette made of ``json.dumps(data, default=str)``."""
+def test_the_wire_format_is_json_dumps_with_text_for_other_values() -> None:
+    """Byte for byte what sse-starlette makes of ``json.dumps(data, default=json_value)``."""
     from datetime import datetime
     from decimal import Decimal
 
@@ -62,9 +62,14 @@ def test_the_wire_format_is_json_dumps_with_str_for_other_values() -> None:
 
     rows = [{"t": datetime(2026, 1, 2, 3, 4, 5), "d": Decimal("1.50"), "_masked": ["x"]}]
     event = subscriptions.rows_event(3, SharedRows(rows))
-    data = json.dumps({"batch": 3, "rows": rows}, default=str)
+    data = json.dumps({"batch": 3, "rows": rows}, default=subscriptions.json_value)
     assert event.encode() == ServerSentEvent(data, event="rows", id="3").encode()
     assert json.loads(event.data) == json.loads(data)
+    assert json.loads(data)["rows"][0] == {
+        "t": "2026-01-02T03:04:05Z",
+        "d": "1.50",
+        "_masked": ["x"],
+    }
 
 
 def test_past_half_the_bound_a_subscriber_is_told_once_then_dropped() -> None:
@@ -185,3 +190,18 @@ def test_whatever_the_pace_the_queue_stays_within_its_bounds(steps, maxsize, max
         assert not (before == "lagging" and after == "lagging")
     if names[-1] == "dropped":
         assert "lagging" in names
+
+
+def test_timestamps_in_rows_are_written_with_their_zone() -> None:
+    """Spark hands over the UTC wall time as a naive datetime: written as it was, it read
+    as any reader's local time."""
+    from datetime import UTC, date, datetime, timedelta, timezone
+
+    naive = datetime(2026, 12, 1, 19, 35)
+    elsewhere = datetime(2026, 12, 1, 20, 35, 0, 250, tzinfo=timezone(timedelta(hours=1)))
+    event = subscriptions.rows_event(3, [{"at": naive, "on": date(2026, 12, 1), "n": 1}])
+    assert json.loads(event.data)["rows"] == [
+        {"at": "2026-12-01T19:35:00Z", "on": "2026-12-01", "n": 1}
+    ]
+    assert subscriptions.json_value(elsewhere) == "2026-12-01T19:35:00.000250Z"
+    assert subscriptions.json_value(naive.replace(tzinfo=UTC)) == "2026-12-01T19:35:00Z"

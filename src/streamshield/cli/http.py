@@ -13,18 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from streamshield.cli.output import EXIT_SESSION, Failure, print_table
+from streamshield.cli.output import EXIT_SESSION, Failure, output_argument, print_table
 
 if TYPE_CHECKING:
     from streamshield.client import Client
 
-OUTPUT = click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Table for people, JSON for scripts.",
-)
+OUTPUT = output_argument
 
 
 def session_client() -> Client:

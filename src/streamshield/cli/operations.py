@@ -13,42 +13,39 @@ from typing import Any
 import click
 
 from streamshield.cli.http import request
+from streamshield.cli.output import output_argument
 
-OUTPUT = click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Table for people, JSON for scripts.",
-)
-QUERY_COLUMNS = [
-    "name",
-    "owner",
-    "status",
-    "error_class",
-    "last_batch",
-    "input_rows_per_second",
-    "processed_rows_per_second",
-    "batch_duration_ms",
-    "subscribers",
-]
-AUDIT_COLUMNS = ["id", "at", "actor", "action", "outcome", "object", "detail"]
+QUERY_COLUMNS = {
+    "name": "name",
+    "owner": "owner",
+    "status": "status",
+    "error_class": "error",
+    "last_batch": "batch",
+    "input_rows_per_second": "in/s",
+    "processed_rows_per_second": "out/s",
+    "batch_duration_ms": "ms",
+    "subscribers": "subs",
+}
+"""A query list's table columns and their headers: short, so that nine columns fit an
+80-column terminal without breaking a header into pieces (the JSON keeps the names)."""
+FIELDS = {"field": "field", "value": "value"}
+AUDIT_COLUMNS = {c: c for c in ["id", "at", "actor", "action", "outcome", "object", "detail"]}
 
 
-def _print(answer: Any, rows: list[dict], columns: list[str], output: str, title: str) -> None:
+def _print(answer: Any, rows: list[dict], columns: dict[str, str], output: str, title: str) -> None:
     if output == "json":
         click.echo(json.dumps(answer, indent=2, default=str))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, show_lines=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")  # wrapped, never cut: names stay whole
+    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    for header in columns.values():
+        # Values wrap, never cut: names stay whole; a header is never narrower than itself.
+        table.add_column(header, overflow="fold", min_width=len(header))
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))
-    Console().print(table)
+    Console(highlight=False).print(table)
 
 
 def _cell(value: Any) -> str:
@@ -62,7 +59,7 @@ def _cell(value: Any) -> str:
 
 
 @click.command("list")
-@OUTPUT
+@output_argument
 def query_list(output: str) -> None:
     """Queries you may see, with status and last progress.
 
@@ -74,7 +71,7 @@ def query_list(output: str) -> None:
 
 @click.command("show")
 @click.argument("name")
-@OUTPUT
+@output_argument
 def query_show(name: str, output: str) -> None:
     """One query: status, progress, inputs, output (its text if it is yours).
 
@@ -82,12 +79,12 @@ def query_show(name: str, output: str) -> None:
     """
     answer = request("GET", f"/queries/{name}")
     rows = [{"field": k, "value": v} for k, v in answer.items()]
-    _print(answer, rows, ["field", "value"], output, f"query {name}")
+    _print(answer, rows, FIELDS, output, f"query {name}")
 
 
 @click.command("explain")
 @click.argument("name")
-@OUTPUT
+@output_argument
 def query_explain(name: str, output: str) -> None:
     """A query's shape, engine and checked SQL (yours, or any as administrator).
 
@@ -95,7 +92,7 @@ def query_explain(name: str, output: str) -> None:
     """
     answer = request("GET", f"/queries/{name}/explain")
     rows = [{"field": k, "value": v} for k, v in answer.items()]
-    _print(answer, rows, ["field", "value"], output, f"plan of {name}")
+    _print(answer, rows, FIELDS, output, f"plan of {name}")
 
 
 @click.command("audit")
@@ -105,7 +102,7 @@ def query_explain(name: str, output: str) -> None:
 @click.option("--action", default=None, help="Only this action, e.g. login, grant, denied.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--before-id", type=int, default=None, help="Page: entries older than this id.")
-@OUTPUT
+@output_argument
 def audit(
     since: str | None,
     until: str | None,

@@ -1,6 +1,8 @@
 """What every ``streamshield client`` command shares: output format, errors, examples.
 
-* ``--output table|json`` (:func:`output_option`, also accepted on the ``client`` group):
+* ``--output table|json`` (:func:`output_option`, or :func:`output_argument` for a
+  command that takes the choice as an argument; also accepted on the ``client`` group,
+  whose choice holds unless the command's own option is given):
   table output is for people (rich tables), JSON is the command's full answer, one
   document on stdout, for scripts. Commands call :func:`emit` and never print JSON or
   tables themselves, so the choice works the same everywhere.
@@ -146,6 +148,25 @@ def output_option(fn: F) -> F:
         expose_value=False,
         is_eager=True,
         callback=_remember,
+        help="table (default, for people) or json (the full answer, for scripts).",
+    )(fn)
+
+
+def _chosen(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    _remember(ctx, param, value)
+    return str(ctx.find_root().meta.get(_META, "table"))
+
+
+def output_argument(fn: F) -> F:
+    """``--output table|json`` passed to the command as ``output``: its own when given,
+    else the ``client`` group's (``client -o json audit``), else table. For commands that
+    print through :func:`~streamshield.cli.http.show` rather than :func:`emit`."""
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(["table", "json"]),
+        default=None,
+        callback=_chosen,
         help="table (default, for people) or json (the full answer, for scripts).",
     )(fn)
 

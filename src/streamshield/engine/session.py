@@ -222,7 +222,14 @@ def class_cache(directory: Path, digest: str | None = None) -> tuple[str, Path |
         return f"-XX:SharedArchiveFile={archive}", None
     pending = directory / f"{archive.name}.{os.getpid()}.new"  # runs side by side: one each
     pending.unlink(missing_ok=True)
-    return f"-XX:ArchiveClassesAtExit={pending}", pending
+    return f"-XX:ArchiveClassesAtExit={pending} {ARCHIVE_QUIET}", pending
+
+
+ARCHIVE_QUIET = "-Xlog:cds*=error"
+"""The JVM option that keeps the archive's writing quiet but for errors: writing it, the
+JVM warns once per class it leaves out (``[warning][cds] Pre JDK 6 class not supported
+by CDS`` for each of the reflection accessors Spark generates, over a thousand lines at
+the stop), none of which anyone can act on. Reading an archive keeps its warnings."""
 
 
 def _remove_orphans(directory: Path) -> None:
@@ -263,6 +270,8 @@ def stop_jvm(timeout: float = 60.0) -> bool:
             process.stdin.close()  # the gateway JVM exits at the end of its stdin
         process.wait(timeout)
     except Exception:
+        with contextlib.suppress(OSError):  # the stop stays bounded; no archive this time
+            process.kill()
         return False
     SparkContext._gateway = None
     SparkContext._jvm = None

@@ -5,10 +5,15 @@ with its own policies. Every patient lets cardiologists read the heart rate, gen
 physicians read it for patients 120-133, and nurses the id and beats only. In round 2
 patient 140 has an emergency: the monitor sends a new policy that also grants the
 emergency role. The outside insurer is never granted anything.
+
+Each monitor's readings are a bounded random walk seeded by the patient's id (the same
+numbers on every run): a resting heart rate between :data:`RESTING`'s bounds, 60 beats
+higher in the emergency, however long the ward runs.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 
 from streamshield.lang.cql import parse_policy
@@ -18,6 +23,11 @@ from streamshield.policy.policy import Policy
 PATIENTS = (120, 125, 140)
 EMERGENCY_PATIENT = 140
 READINGS_PER_ROUND = 4
+RESTING = (55.0, 100.0)
+"""Bounds of a resting adult's heart rate (beats per minute) the walk stays within."""
+STEP = 3.0
+"""The largest change from one reading (a minute) to the next."""
+EMERGENCY_RISE = 60.0
 
 ROUTINE = """
 INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:C;
@@ -35,6 +45,8 @@ class Monitor:
         self.channel = Channel("HeartRate", f"monitor-{patient}")
         self.seq = 0
         self.policy: Policy | None = None
+        self.beats = 62.0 + patient % 11
+        self._walk = random.Random(patient)
 
     def send_policy(self, text: str, ts: int) -> Iterator[Element]:
         self.policy = parse_policy(text, ts)
@@ -47,13 +59,25 @@ class Monitor:
         for i in range(READINGS_PER_ROUND):
             self.seq += 1
             minute = round_no * READINGS_PER_ROUND + i
-            beats = 62 + (self.patient % 11) + 3 * minute
+            beats = self._step() if minute else self.beats
             if self.patient == EMERGENCY_PATIENT and round_no >= 1:
-                beats += 60  # the emergency
-            values = {"patient_id": self.patient, "beats_per_min": float(beats), "ts": minute * 60}
+                beats += EMERGENCY_RISE
+            values = {"patient_id": self.patient, "beats_per_min": beats, "ts": minute * 60}
             yield TupleElement(
                 self.channel, self.seq, self.patient, self.policy.ts, self.policy.csn, values
             )
+
+    def _step(self) -> float:
+        """The next reading: at most :data:`STEP` away, reflected back inside
+        :data:`RESTING` (one decimal, as monitors show it)."""
+        low, high = RESTING
+        beats = self.beats + self._walk.uniform(-STEP, STEP)
+        if beats < low:
+            beats = 2 * low - beats
+        elif beats > high:
+            beats = 2 * high - beats
+        self.beats = round(beats, 1)
+        return self.beats
 
 
 def rounds(count: int = 3) -> Iterator[list[Element]]:

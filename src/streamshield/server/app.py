@@ -68,6 +68,7 @@ from streamshield.server.openapi import (
 from streamshield.server.routes import (
     administration,
     console,
+    front_pages,
     levels,
     me,
     networks,
@@ -117,6 +118,8 @@ def create_app(
         description="Secure multi-tenant stream processing: catalog, ingest, queries, "
         "subscriptions. Every endpoint but /login needs `Authorization: Bearer <token>`.",
         dependencies=[Depends(known_query_only)],
+        docs_url=None,  # routes.front_pages serves it from the package, not from a CDN
+        redoc_url=None,
     )
     app.state.service = service
     app.include_router(administration.router())
@@ -142,6 +145,7 @@ def create_app(
     app.include_router(me.router(service))
     app.include_router(stream_ingest.router(service))
     app.include_router(console.router())
+    app.include_router(front_pages.router())
 
     async def _any(_: Request, err: Exception) -> JSONResponse:
         response = to_response(err)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -265,7 +267,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
         return 0
     finally:
         try:  # a second signal meanwhile changes nothing: the handlers stay until done
-            _shut_down(api, provider, service, spark_started)
+            _shut_down(api, provider, service, spark_started, echo)
         finally:
             stopper.restore()
 
@@ -306,10 +308,17 @@ def _started(spark_started: Future) -> tuple[Any, Path | None]:
         return None, None
 
 
-def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> None:
+def _shut_down(
+    api: Any,
+    provider: Any,
+    service: Any,
+    spark_started: Future,
+    echo: Callable[[str], None] = print,
+) -> None:
     """Subscribers first (a ``closed`` event instead of a cut connection), the API (no
     new requests), then the example provider, the queries and ingest (each
-    ``StreamingQuery.stop``), then the catalog's connections and Spark."""
+    ``StreamingQuery.stop``), then the catalog's connections and Spark. A JVM that
+    writes the class archive at its exit says so first: that takes tens of seconds."""
     if service is not None:
         service.end_subscriptions("server stopping")
     if api is not None:
@@ -331,9 +340,16 @@ def _shut_down(api: Any, provider: Any, service: Any, spark_started: Future) -> 
         from streamshield.engine.session import keep_class_cache, stop_jvm
 
         spark.stop()
-        if stop_jvm():
+        if pending is not None:
+            bound = f"at most {JVM_EXIT_SECONDS:.0f} s, once per install"
+            echo(f"writing the JVM class archive for faster starts ({bound})")
+        if stop_jvm(JVM_EXIT_SECONDS):
             keep_class_cache(pending)
 
+
+JVM_EXIT_SECONDS = 60.0
+"""How long the stop waits for the JVM to exit: writing the class archive (about 200 MB)
+took 40 s on a busy machine; past this the JVM is killed and the next start writes it."""
 
 JVM_STOPPED = (
     "Spark's JVM got the stop signal too (sent to the whole process group or cgroup) and "
@@ -371,18 +387,44 @@ def _spark_alive(spark_started: Future) -> bool:
 
 
 def _example_help(echo: Callable[[str], None], url: str, cert: Path, root: Path) -> None:
+    """What to type next, runnable as printed from the directory the server started in
+    (``make run``: the repository's root, where only ``.venv/bin/streamshield`` runs)."""
     from streamshield.server.hospital import CLINICIANS, CREDENTIALS
 
+    command, python = command_path("streamshield"), command_path("python")
+    credentials = shlex.quote(str(root / CREDENTIALS))
     echo(f"example users' passwords: {root / CREDENTIALS} (0600)")
     echo("log in and subscribe, e.g. as the nurse on duty:")
     echo(
-        f'  STREAMSHIELD_PASSWORD=$(python -c "import json;print(json.load(open('
-        f"'{root / CREDENTIALS}'))['nina'])\") \\"
+        f'  STREAMSHIELD_PASSWORD=$({python} -c "import json,sys;'
+        f"print(json.load(open(sys.argv[1]))['nina'])\" {credentials}) \\"
     )
-    echo(f"    streamshield client login --url {url} --ca {cert} --user nina --role ND")
-    echo("  streamshield client catalog")
-    echo("  streamshield client subscribe heart_nina_out --limit 10")
+    ca = shlex.quote(str(cert))
+    echo(f"    {command} client login --url {url} --ca {ca} --user nina --role ND")
+    echo(f"  {command} client catalog")
+    echo(f"  {command} client subscribe heart_nina_out --limit 10")
     echo(
         f"other users: {', '.join(f'{u} ({r})' for u, r in CLINICIANS.items())}, "
         "admin (ADMIN), ward (PROVIDER)"
     )
+
+
+def command_path(name: str, executable: str | None = None, cwd: Path | None = None) -> str:
+    """How to run ``name`` (``streamshield`` or ``python``) of this installation from
+    ``cwd``: the bare name when it is on PATH and the same program, else its path
+    (relative when under ``cwd``, e.g. ``.venv/bin/streamshield``). The scripts of a
+    virtualenv sit beside its interpreter (``sys.executable``, not resolved: in a venv
+    it is a link to the system's python)."""
+    program = Path(executable or sys.executable).absolute().parent / name
+    if not program.exists():
+        program = Path(executable or sys.executable).absolute()
+        if name != "python":
+            return f"{command_path('python', executable, cwd)} -m streamshield.cli"
+    found = shutil.which(name)
+    if found and Path(found).absolute() == program:
+        return name
+    here = (cwd or Path.cwd()).absolute()
+    try:
+        return shlex.quote(str(program.relative_to(here)))
+    except ValueError:
+        return shlex.quote(str(program))

@@ -35,7 +35,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.server import security_port as port
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.subscriptions import json_value
 
 audit = logging.getLogger("streamshield.audit")
 KINDS = {"bigint": "long", "int": "long", "long": "long", "double": "double", "float": "double"}
@@ -612,8 +613,8 @@ class PatternService:
 
 
 def _plain(row: dict) -> dict:
-    """JSON-able values (timestamps as ISO-8601)."""
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
+    """JSON-able values (timestamps as ISO-8601 with their zone, as the SSE rows)."""
+    return {k: (json_value(v) if isinstance(v, date) else v) for k, v in row.items()}
 
 
 def _check_key(pattern: Pattern, key: str | None, access: AccessObject) -> None:

@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sse_starlette import ServerSentEvent
@@ -75,21 +76,38 @@ class Encoded(ServerSentEvent):
         return self.frame
 
 
+def json_value(value: object) -> object:
+    """A row's value that JSON has no form for, as every answer writes it: a timestamp
+    in ISO-8601 with its zone (UTC, ending in ``Z``), anything else as text.
+
+    Spark hands a timestamp over as a naive datetime, the wall-clock time of the
+    session's zone, which is UTC (engine/session.py, engine/collected_rows.py): written
+    as it was (a space, no zone) it read as anyone's local time."""
+    if isinstance(value, datetime):
+        zoned = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return zoned.isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
 def rows_event(batch: int, rows: list[dict[str, Any]]) -> Encoded:
     """The ``rows`` event of ``batch``: made once for every subscriber of a class (whose
-    rows are one :class:`SharedRows`). ``json.dumps`` with ``default=str`` is the wire
-    format (its C encoder is the fastest one installed)."""
+    rows are one :class:`SharedRows`). ``json.dumps`` with ``default=json_value`` is the
+    wire format (its C encoder is the fastest one installed; the default is called only
+    for values JSON has no form for)."""
     if isinstance(rows, SharedRows):
         return rows.once(("sse rows", batch), lambda: encode_rows(batch, rows))
     return encode_rows(batch, rows)
 
 
 def encode_rows(batch: int, rows: list[dict[str, Any]]) -> Encoded:
-    return Encoded("rows", json.dumps({"batch": batch, "rows": rows}, default=str), str(batch))
+    rows_json = json.dumps({"batch": batch, "rows": rows}, default=json_value)
+    return Encoded("rows", rows_json, str(batch))
 
 
 def notice_event(event: str, data: dict[str, Any]) -> Encoded:
-    return Encoded(event, json.dumps(data, default=str))
+    return Encoded(event, json.dumps(data, default=json_value))
 
 
 @dataclass(frozen=True)

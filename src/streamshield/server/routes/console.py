@@ -60,11 +60,12 @@ TYPES = {
 }
 
 
-def assets() -> dict[str, tuple[bytes, str]]:
-    """Every servable file of the package's console directory: relative path -> (bytes,
-    media type). Read once, so a request never touches the file system."""
+def assets(directory: str = "console") -> dict[str, tuple[bytes, str]]:
+    """Every servable file of one of the package's asset directories (the console's by
+    default): relative path -> (bytes, media type). Read once, so a request never
+    touches the file system."""
     found: dict[str, tuple[bytes, str]] = {}
-    root = resources.files("streamshield.server").joinpath("console")
+    root = resources.files("streamshield.server").joinpath(directory)
 
     def walk(directory, prefix: str) -> None:
         for entry in directory.iterdir():
