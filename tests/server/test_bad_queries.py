@@ -281,6 +281,31 @@ def test_a_bad_query_is_a_clear_4xx(admin, case, text, status, words) -> None:
     assert "SECRET" not in answer.text.upper() or SECRET[:6] not in answer.text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT patient FROM vitals",
+        "SELECT nosuchcol FROM vitals WHERE hr > 1",
+        "SELECT count(nosuchcol) AS n FROM vitals [RANGE 10 SECONDS]",
+    ],
+)
+def test_an_unknown_column_lists_every_column_of_the_stream(admin, text) -> None:
+    """Not Spark's nearest few of the secured plan minus its label columns (which left
+    out real columns and showed none at all for a name near no column)."""
+    answer = admin.post("/queries", json={"name": "bad_column", "text": text})
+    assert answer.status_code == 422, answer.text
+    message = answer.json()["message"]
+    assert "(columns of vitals: `id`, `hr`, `name`, `t`)" in message, message
+    assert not re.search(r"_ss_|ss_[0-9a-f]{32}", message), message
+
+
+def test_a_parse_error_points_at_the_misspelt_word(admin) -> None:
+    answer = admin.post("/queries", json={"name": "bad_parse", "text": "SELEC hr FROM vitals"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "query_rejected.parse_error"
+    assert "at line 1, column 1: a query starts with SELECT" in answer.json()["message"]
+
+
 def test_refused_queries_leave_nothing_behind(admin) -> None:
     names = {q["name"] for q in admin.get("/catalog").json()["queries"]}
     assert not {n for n in names if n.startswith("bad")}, names
