@@ -377,7 +377,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                     )
                 )
                 held = _held_roles(db, name)
-                wanted = held if roles is None else frozenset(roles)
+                wanted = held if roles is None else _as_held(roles, held)
                 activated = wanted if wanted and wanted <= held else None
                 if activated is None:
                     audit.record(
@@ -400,7 +400,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         if not ok:
             raise AuthError()
         if activated is None:
-            raise RoleActivationError()
+            raise RoleActivationError(held)
         return session
 
     def _retry_after(self, db: Connection, kind: str, key: str, now: float) -> float:
@@ -1025,6 +1025,20 @@ def _insert_object(
             created_at=now,
         )
     )
+
+
+def _as_held(roles: Iterable[str], held: frozenset[str]) -> frozenset[str]:
+    """The requested roles, each as the held role it names ignoring case (``nd`` is
+    ``ND``); a role matching none, or two held roles differing only in case, stays as
+    asked, so activation fails for it rather than guess."""
+    by_folded: dict[str, list[str]] = {}
+    for role in held:
+        by_folded.setdefault(role.casefold(), []).append(role)
+    named = set()
+    for role in roles:
+        matches = by_folded.get(str(role).casefold(), [])
+        named.add(role if role in held or len(matches) != 1 else matches[0])
+    return frozenset(named)
 
 
 def _held_roles(db: Connection, user: str) -> frozenset[str]:

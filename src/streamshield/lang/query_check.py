@@ -1276,7 +1276,10 @@ def _resolve_table(
         return None
     if name in catalog:
         return catalog[name]
-    raise QueryRejected("unknown_relation", f"unknown relation {_shown(table.name)}")
+    raise QueryRejected(
+        "unknown_relation",
+        f"unknown relation {_shown(table.name)}: no such stream, or you lack VIEW OBJECT on it",
+    )
 
 
 def _count(tree: exp.Expr, kind: type[exp.Expr]) -> int:

@@ -48,6 +48,12 @@ class NotFound(ApiError):
     status, code = 404, "not_found"
 
 
+def unseen(kind: str) -> NotFound:
+    """The answer for an object that does not exist or that the caller may not see: the
+    same words for both, naming the permission that makes an existing one visible."""
+    return NotFound(f"no such {kind}, or you lack VIEW OBJECT on it")
+
+
 class Conflict(ApiError):
     status, code = 409, "conflict"
 

@@ -54,7 +54,14 @@ from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
 from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
+from streamshield.server.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Unavailable,
+    unseen,
+)
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
@@ -586,11 +593,13 @@ class ServerService:
         :class:`CqlService` checks, limits and routes the text, and its refusals are
         the only source of ``not_supported`` answers.
         """
+        # A query names its streams: VIEW OBJECT on each is what resolves it (VIEW
+        # CATALOG is for listing). Unknown and invisible streams look the same.
         readable = [
             s
-            for s in port.visible(self.security, session, "stream")
-            if s in self.pipeline.queries.streams
-        ]  # unknown and invisible streams look the same
+            for s in self.pipeline.queries.streams
+            if port.check(self.security, session, "VIEW OBJECT", "stream", s)
+        ]
         hierarchy = self.pipeline.queries.hierarchy
         admitted = admit(text, port.roles_of(session), hierarchy, readable)
         if isinstance(admitted, SpInsert):
@@ -1008,7 +1017,7 @@ class ServerService:
         if kind not in port.KINDS:
             raise Invalid(f"kind must be one of {', '.join(port.KINDS)}")
         if not port.check(self.security, session, "VIEW OBJECT", kind, name):
-            raise NotFound(f"no such {kind}")
+            raise unseen(kind)
 
     def _maybe(self, name: str) -> LiveQuery | None:
         try:
