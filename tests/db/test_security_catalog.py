@@ -6,6 +6,8 @@ administrator, Ed the information provider, Al and Bob customers).
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -402,6 +404,39 @@ def test_a_query_needs_add_and_read_rights_on_every_input(
     assert world.queries(bob) == []
 
 
+def test_a_registration_is_audited_once_with_its_outcome(
+    world: SecurityCatalog, joe: Session
+) -> None:
+    """Added unaudited, then confirmed (one ``add_query ok``) or refused (one ``add_query
+    refused`` with the code; the query and its output gone, their names free again)."""
+    for permission in (Permission.ADD, Permission.VIEW_OBJECT, Permission.READ_TUPLE):
+        world.grant(joe, permission, SYSTEM, Grantee.role("CUSTOMER1"))
+    al = login(world, "al")
+
+    def entries(name: str) -> list[tuple[str, str, dict]]:
+        return [
+            (e.event.value, e.outcome.value, dict(e.detail))
+            for e in world.audit_entries(joe, AuditFilter(event=Event.ADD_QUERY))
+            if e.object == ObjectRef(Kind.QUERY, name)
+        ]
+
+    world.add_query(al, "kept", ["in1"], output_stream="kept_out", audited=False)
+    assert entries("kept") == []
+    world.record_registration("al", "kept")
+    (entry,) = entries("kept")
+    assert entry[:2] == ("add_query", "ok") and entry[2]["output_stream"] == "kept_out"
+    world.add_query(al, "gone", ["in1"], output_stream="gone_out", audited=False)
+    world.record_registration("al", "gone", "query_rejected.unresolved_column")
+    assert entries("gone") == [
+        ("add_query", "refused", {"error": "query_rejected.unresolved_column"})
+    ]
+    assert [q.name for q in world.queries()] == ["kept"]
+    assert not world.check(al, Permission.SUBSCRIBE, ObjectRef(Kind.STREAM, "gone_out"))
+    world.add_query(al, "gone", ["in1"], output_stream="gone_out")  # the names are free
+    world.record_registration("bob", "kept", "forged")  # not bob's: nothing removed
+    assert {q.name for q in world.queries()} == {"kept", "gone"}
+
+
 def test_readable_sources_follow_grants_at_once(world: SecurityCatalog, joe: Session) -> None:
     assert world.readable_sources("al") == (set(), set())
     world.grant(joe, Permission.READ_TUPLE, IN1, Grantee.role("CUSTOMER1"))
@@ -474,3 +509,24 @@ def test_the_audit_log_is_append_only(world: SecurityCatalog) -> None:
     for statement in ("UPDATE audit SET actor = 'x'", "DELETE FROM audit"):
         with pytest.raises(Exception, match="append-only"), world.engine.begin() as connection:
             connection.execute(text(statement))
+
+
+def test_the_sqlite_catalog_and_its_side_files_are_owner_only(tmp_path: Path) -> None:
+    """It holds password and session-token hashes: 0600 whatever the umask, and a file
+    left readable by others is tightened when opened. (PostgreSQL keeps its own files.)"""
+    path = tmp_path / "catalog.db"
+    old = os.umask(0o022)
+    try:
+        sec = SecurityCatalog(path)
+        reader = sqlite3.connect(path)  # keeps the WAL and shared memory from removal
+        reader.execute("SELECT count(*) FROM users").fetchall()
+        sec.create_user("root", "root-password-1", [])
+        files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))]
+        modes = {f.name: f.stat().st_mode & 0o777 for f in files}
+        reader.close()
+    finally:
+        os.umask(old)
+    assert modes == {f.name: 0o600 for f in files}
+    os.chmod(path, 0o644)
+    SecurityCatalog(path)
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -30,6 +30,24 @@ from streamshield.lang.query_check import QueryRejected
 
 audit = logging.getLogger("streamshield.audit")
 T = TypeVar("T")
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+"""PySpark's loggers of every AnalysisException it raises (``PySparkException``)."""
+
+
+def quiet_query_context_logs() -> None:
+    """PySpark logs each analysis error it raises at ERROR, on a handler of its own, with
+    the Java stack trace and the analysed plan (the secured views, label constants
+    included). A refused query is its author's error, answered to her as a
+    :class:`QueryRejected`: nothing for the server's log (its class goes to the audit
+    entry of the refusal). The level outlives a logging configuration (uvicorn's),
+    which resets ``disabled`` but not the level of loggers it does not name."""
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+quiet_query_context_logs()
 
 _SHOWN = (
     "objectName",

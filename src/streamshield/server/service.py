@@ -60,6 +60,7 @@ from streamshield.server.errors import (
     Invalid,
     NotFound,
     Unavailable,
+    to_response,
     unseen,
 )
 from streamshield.server.ingest_backlog import IngestBacklog
@@ -595,13 +596,13 @@ class ServerService:
         """
         # A query names its streams: VIEW OBJECT on each is what resolves it (VIEW
         # CATALOG is for listing). Unknown and invisible streams look the same.
-        readable = [
-            s
-            for s in self.pipeline.queries.streams
-            if port.check(self.security, session, "VIEW OBJECT", "stream", s)
-        ]
+        readable = port.seen_streams(self.security, session, self.pipeline.queries.streams)
         hierarchy = self.pipeline.queries.hierarchy
-        admitted = admit(text, port.roles_of(session), hierarchy, readable)
+        try:
+            admitted = admit(text, port.roles_of(session), hierarchy, readable)
+        except Exception as err:
+            self._refused(session, name, err)
+            raise
         if isinstance(admitted, SpInsert):
             return self.inject_sps(session, admitted)
         query = self.register_query(session, name, admitted, output)
@@ -618,22 +619,30 @@ class ServerService:
         """ADD, READ on every input, quota, operator limits, then the engine: the query
         admitted once (lang/admission.py) is what the engine runs on its first start."""
         user = port.user_of(session)
-        output = self._output_name(name, admitted.request, output)
+        try:
+            output = self._output_name(name, admitted.request, output)
+        except Exception as err:
+            self._refused(session, name, err)
+            raise
         if admitted.level is None:  # it runs at the level of the session registering it
             admitted = replace(admitted, level=port.session_query_level(self.security, session))
         level = admitted.level
         with self._lock:
             # Limits before the catalog records anything (CqlService checks them again).
             running = self.queries.running_shapes(user)
-            self.limits().check(admitted.shape, admitted.effective, running)
+            try:
+                self.limits().check(admitted.shape, admitted.effective, running)
+            except Exception as err:
+                self._refused(session, name, err)
+                raise
             internal = f"api_{uuid.uuid4().hex[:12]}"
             text = level.text if level is not None else None
             stored = StoredQuery(name, admitted.text, output, internal, text)
             # Staged before the catalog records it: a crash in between never leaves a
             # record without its definition (restore_queries promotes the staged one).
             self.stored.stage(stored)
-            try:
-                port.add_query(self.security, session, name, admitted.streams, output)
+            try:  # audited with its outcome: registered (started) or refused
+                port.add_query(self.security, session, name, admitted.streams, output, False)
             except BaseException:
                 self.stored.discard(name)
                 raise
@@ -645,10 +654,11 @@ class ServerService:
                 self.queries.add(query)
                 if not separate:
                     self.queries.start(name, self.limits())
-            except BaseException:
-                self._unregister(session, query)
+            except BaseException as err:
+                self._unregister(session, query, err)
                 raise
             if not separate:
+                port.registered(self.security, session, name)
                 self.stored.commit(name)
                 return query
         return self._start_in_own_application(session, query)
@@ -673,19 +683,28 @@ class ServerService:
                         "later (the server's log says why)"
                     )
                 self.queries.start(name, self.limits())
+                port.registered(self.security, session, name)
                 self.stored.commit(name)
-        except BaseException:
+        except BaseException as err:
             with self._lock:
                 if self._maybe(name) is query:
-                    self._unregister(session, query)
+                    self._unregister(session, query, err)
             raise
         return query
 
-    def _unregister(self, session: Any, query: LiveQuery) -> None:
-        """Undoes a registration whose start failed: registry, catalog, staged text."""
+    def _unregister(self, session: Any, query: LiveQuery, err: BaseException) -> None:
+        """Undoes a registration whose start failed: registry, catalog (audited as
+        refused, with the code its author gets), staged text."""
         self.queries.remove_quietly(query.name)
-        port.remove_query(self.security, session, query.name)
+        self._refused(session, query.name, err)
         self.stored.discard(query.name)
+
+    def _refused(self, session: Any, name: str, err: BaseException) -> None:
+        """Audits a registration refused by ``err`` as one ``add_query refused`` entry
+        with the error code its author is answered (never the message: it may quote
+        the query). OxRBAC's refusals never come here: the catalog audits them itself
+        (``denied``) and records nothing."""
+        port.refused(self.security, session, name, to_response(err).code)
 
     @staticmethod
     def _output_name(name: str, request: ContinuousQuery, output: str | None) -> str:
