@@ -554,7 +554,7 @@ class ServerService:
         may_write = port.can_write(self.security, session, stream)
         may_inject = port.can_inject(self.security, session, stream)
         if not (may_write or may_inject):
-            raise Forbidden("WRITE or INJECT SP on this stream is needed to append")
+            raise Forbidden(f"WRITE or INJECT SP on stream {stream} is needed to append")
         self.halt.refuse_input()
         self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
         user = port.user_of(session)
@@ -854,7 +854,7 @@ class ServerService:
         self._visible(session, "stream", request.stream)
         user = port.user_of(session)
         if not port.can_inject(self.security, session, request.stream):
-            raise Forbidden("INJECT SP on this stream is needed")
+            raise Forbidden(f"INJECT SP on stream {request.stream} is needed")
         if request.stream not in self.pipeline.queries.streams:
             raise Forbidden("a query's output stream takes no sps")
         self.halt.refuse_input()
@@ -940,9 +940,9 @@ class ServerService:
         if query is None or not port.check(
             self.security, session, "VIEW OBJECT", "stream", query.output
         ):
-            raise NotFound("no such query or output stream")
+            raise NotFound("no such query or output stream, or you lack VIEW OBJECT on it")
         if not port.can_subscribe(self.security, session, query.output):
-            raise Forbidden("SUBSCRIBE on the output stream is needed")
+            raise Forbidden(f"SUBSCRIBE on stream {query.output} is needed")
         status = query.status()
         if status != "running":
             why = f" ({query.error_class})" if query.error_class else ""
@@ -1013,7 +1013,7 @@ class ServerService:
         """403 without CHANGE SYSTEM: the system object always exists, so "not found"
         (what the catalog says to those who may not view it) would only mislead."""
         if not port.check(self.security, session, "CHANGE SYSTEM", "system", "system"):
-            raise Forbidden("CHANGE SYSTEM is needed")
+            raise Forbidden("CHANGE SYSTEM on system is needed")
 
     def set_settings(self, session: Any, values: dict) -> dict:
         """CHANGE SYSTEM first; then the whole change is validated against the settings'
