@@ -59,7 +59,7 @@ from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
 from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.server import security_port as port
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, to_response
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, error_code
 
 audit = logging.getLogger("streamshield.audit")
 KINDS = {"bigint": "long", "int": "long", "long": "long", "double": "double", "float": "double"}
@@ -293,7 +293,7 @@ class PatternService:
             try:
                 registered.running.start()
             except BaseException as err:
-                port.refused(security, session, name, to_response(err).code)
+                port.refused(security, session, name, error_code(err))
                 raise
             port.registered(security, session, name)
             self.patterns[name] = registered

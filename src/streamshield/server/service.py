@@ -60,7 +60,7 @@ from streamshield.server.errors import (
     Invalid,
     NotFound,
     Unavailable,
-    to_response,
+    error_code,
     unseen,
 )
 from streamshield.server.ingest_backlog import IngestBacklog
@@ -703,8 +703,12 @@ class ServerService:
         """Audits a registration refused by ``err`` as one ``add_query refused`` entry
         with the error code its author is answered (never the message: it may quote
         the query). OxRBAC's refusals never come here: the catalog audits them itself
-        (``denied``) and records nothing."""
-        port.refused(self.security, session, name, to_response(err).code)
+        (``denied``) and records nothing. Auditing that fails leaves the refusal as
+        the answer (and one line in the log)."""
+        try:
+            port.refused(self.security, session, name, error_code(err))
+        except Exception as failed:
+            audit.error("auditing the refusal of query %s failed: %r", name, failed)
 
     @staticmethod
     def _output_name(name: str, request: ContinuousQuery, output: str | None) -> str:
