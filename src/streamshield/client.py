@@ -213,11 +213,13 @@ class Client:
         params = {k: v for k, v in filters.items() if v is not None}
         return self.request("GET", "/audit", params=params)
 
-    def subscribe(self, name: str) -> Iterator[tuple[str, dict]]:
-        """(event, data) pairs of a live subscription, as they arrive."""
+    def subscribe(self, name: str, after: int | None = None) -> Iterator[tuple[str, dict]]:
+        """(event, data) pairs of a live subscription, as they arrive; ``after``: first
+        the stored batches after that batch id (-1: every stored batch)."""
         with self._http.stream(
             "GET",
             f"/queries/{name}/subscribe",
+            params=None if after is None else {"after": after},
             headers=self._headers(),
             timeout=httpx.Timeout(30.0, read=None),
         ) as response:

@@ -6,6 +6,8 @@ administrator, Ed the information provider, Al and Bob customers).
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -220,6 +222,24 @@ def test_roles_the_user_lacks_cannot_be_activated(sec: SecurityCatalog) -> None:
     assert login(sec, "ann").roles == {"ANALYST", "CUSTOMER2"}
 
 
+def test_a_refused_role_activation_lists_the_roles_held(sec: SecurityCatalog) -> None:
+    """Only after the right password: a wrong one says nothing about roles."""
+    with pytest.raises(RoleActivationError) as refused:
+        login(sec, "ann", ["ADMIN"])
+    assert str(refused.value).endswith("you hold: ANALYST, CUSTOMER2")
+    with pytest.raises(AuthError) as wrong:
+        sec.login("ann", "not the password", ["ADMIN"], client="t")
+    assert not isinstance(wrong.value, RoleActivationError)
+    assert "ANALYST" not in str(wrong.value)
+
+
+def test_role_names_at_login_are_matched_ignoring_case(sec: SecurityCatalog) -> None:
+    assert login(sec, "ann", ["customer2"]).roles == {"CUSTOMER2"}
+    assert login(sec, "ann", ["Analyst", "CUSTOMER2"]).roles == {"ANALYST", "CUSTOMER2"}
+    with pytest.raises(RoleActivationError):
+        login(sec, "ann", ["admin"])  # a role of the hierarchy she does not hold
+
+
 def test_taking_a_role_away_ends_its_use_in_open_sessions(
     world: SecurityCatalog, joe: Session
 ) -> None:
@@ -267,8 +287,10 @@ def test_invisible_objects_read_as_not_found(world: SecurityCatalog, joe: Sessio
         world.grant(al, Permission.READ_TUPLE, IN2, Grantee.user("al"))
     with pytest.raises(NotFound) as missing:
         world.grant(al, Permission.READ_TUPLE, ObjectRef(Kind.STREAM, "nope"), Grantee.user("al"))
-    assert str(hidden.value) == "not found: stream in2"
-    assert str(missing.value) == "not found: stream nope"
+    assert str(hidden.value) == str(missing.value).replace("nope", "in2")
+    assert str(missing.value) == (
+        "not found: stream nope (no such stream, or you lack VIEW OBJECT on it)"
+    )
     world.grant(joe, Permission.VIEW_OBJECT, IN2, Grantee.user("al"))
     with pytest.raises(PermissionDenied) as denied:
         world.grant(al, Permission.READ_TUPLE, IN2, Grantee.user("al"))
@@ -382,6 +404,39 @@ def test_a_query_needs_add_and_read_rights_on_every_input(
     assert world.queries(bob) == []
 
 
+def test_a_registration_is_audited_once_with_its_outcome(
+    world: SecurityCatalog, joe: Session
+) -> None:
+    """Added unaudited, then confirmed (one ``add_query ok``) or refused (one ``add_query
+    refused`` with the code; the query and its output gone, their names free again)."""
+    for permission in (Permission.ADD, Permission.VIEW_OBJECT, Permission.READ_TUPLE):
+        world.grant(joe, permission, SYSTEM, Grantee.role("CUSTOMER1"))
+    al = login(world, "al")
+
+    def entries(name: str) -> list[tuple[str, str, dict]]:
+        return [
+            (e.event.value, e.outcome.value, dict(e.detail))
+            for e in world.audit_entries(joe, AuditFilter(event=Event.ADD_QUERY))
+            if e.object == ObjectRef(Kind.QUERY, name)
+        ]
+
+    world.add_query(al, "kept", ["in1"], output_stream="kept_out", audited=False)
+    assert entries("kept") == []
+    world.record_registration("al", "kept")
+    (entry,) = entries("kept")
+    assert entry[:2] == ("add_query", "ok") and entry[2]["output_stream"] == "kept_out"
+    world.add_query(al, "gone", ["in1"], output_stream="gone_out", audited=False)
+    world.record_registration("al", "gone", "query_rejected.unresolved_column")
+    assert entries("gone") == [
+        ("add_query", "refused", {"error": "query_rejected.unresolved_column"})
+    ]
+    assert [q.name for q in world.queries()] == ["kept"]
+    assert not world.check(al, Permission.SUBSCRIBE, ObjectRef(Kind.STREAM, "gone_out"))
+    world.add_query(al, "gone", ["in1"], output_stream="gone_out")  # the names are free
+    world.record_registration("bob", "kept", "forged")  # not bob's: nothing removed
+    assert {q.name for q in world.queries()} == {"kept", "gone"}
+
+
 def test_readable_sources_follow_grants_at_once(world: SecurityCatalog, joe: Session) -> None:
     assert world.readable_sources("al") == (set(), set())
     world.grant(joe, Permission.READ_TUPLE, IN1, Grantee.role("CUSTOMER1"))
@@ -454,3 +509,24 @@ def test_the_audit_log_is_append_only(world: SecurityCatalog) -> None:
     for statement in ("UPDATE audit SET actor = 'x'", "DELETE FROM audit"):
         with pytest.raises(Exception, match="append-only"), world.engine.begin() as connection:
             connection.execute(text(statement))
+
+
+def test_the_sqlite_catalog_and_its_side_files_are_owner_only(tmp_path: Path) -> None:
+    """It holds password and session-token hashes: 0600 whatever the umask, and a file
+    left readable by others is tightened when opened. (PostgreSQL keeps its own files.)"""
+    path = tmp_path / "catalog.db"
+    old = os.umask(0o022)
+    try:
+        sec = SecurityCatalog(path)
+        reader = sqlite3.connect(path)  # keeps the WAL and shared memory from removal
+        reader.execute("SELECT count(*) FROM users").fetchall()
+        sec.create_user("root", "root-password-1", [])
+        files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))]
+        modes = {f.name: f.stat().st_mode & 0o777 for f in files}
+        reader.close()
+    finally:
+        os.umask(old)
+    assert modes == {f.name: 0o600 for f in files}
+    os.chmod(path, 0o644)
+    SecurityCatalog(path)
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -140,6 +140,63 @@ def test_subscribing_without_subscribe_is_refused(server, world) -> None:
     assert PASSWORD  # keep the shared password import used
 
 
+def test_each_missing_permission_is_named_once_the_stream_may_be_seen(server, world) -> None:
+    """Bob gains the rights a provider and query author needs one at a time: each refusal
+    names what is missing, but a stream he may not see reads exactly like one that does
+    not exist (its name, the permissions on it, nothing)."""
+    joe = server.login("joe", ["ADMIN"])
+    assert joe.post("/streams", json={"name": "ledger", "schema": "quotes"}).status_code == 201
+    bob = server.login("bob", ["CUSTOMER2"])
+    line = tuple_line("ledger", "bob", 1, 1, {"id": 1, "symbol": "X", "price": 1.0, "ts": 1})
+
+    def give(permission: str, kind: str = "stream", obj: str = "ledger") -> None:
+        body = {"permission": permission, "kind": kind, "object": obj, "user": "bob"}
+        assert joe.post("/grants", json=body).status_code == 200
+
+    def register(stream: str = "ledger"):
+        return bob.post("/queries", json={"name": "bobs", "text": f"SELECT price FROM {stream}"})
+
+    def same_as_missing(hidden, missing) -> None:
+        assert hidden.status_code == missing.status_code
+        assert hidden.json() == {
+            k: v.replace("nothere", "ledger") for k, v in missing.json().items()
+        }, (hidden.text, missing.text)
+
+    for _ in ("no grant", "WRITE alone"):
+        hidden = bob.post("/streams/ledger/elements", content=line)
+        missing = bob.post("/streams/nothere/elements", content=line.replace("ledger", "nothere"))
+        assert hidden.status_code == 404 and "VIEW OBJECT" in hidden.json()["message"]
+        assert hidden.json() == missing.json() and "WRITE" not in hidden.text
+        same_as_missing(register(), register("nothere"))
+        assert "VIEW OBJECT" in register().json()["message"]
+        give("WRITE")  # a provider's right does not make the stream visible
+    give("VIEW OBJECT")
+    assert bob.post("/streams/ledger/elements", content=line).status_code == 200
+    refused = register()
+    assert refused.status_code == 403, refused.text  # no VIEW CATALOG needed to name it
+    assert "ADD on system is needed" in refused.json()["message"], refused.text
+    give("ADD", "system", "system")
+    refused = register()
+    assert refused.status_code == 403, refused.text
+    assert "READ TUPLE on stream ledger is needed" in refused.json()["message"], refused.text
+    give("READ TUPLE")
+    assert register().status_code == 201
+    assert bob.delete("/queries/bobs").status_code == 200
+
+
+def test_login_offers_the_users_own_roles_and_ignores_their_case(server, world) -> None:
+    refused = _login(server, "al", PASSWORD, ["customer2"])  # a role Al does not hold
+    assert refused.status_code == 401
+    assert refused.json()["message"].endswith("you hold: CUSTOMER1"), refused.text
+    wrong = _login(server, "al", "not it", ["CUSTOMER1"])  # no roles before the password
+    assert wrong.status_code == 401 and "CUSTOMER1" not in wrong.text
+    answer = _login(server, "al", PASSWORD, ["customer1"])
+    assert answer.status_code == 200, answer.text
+    with server.client(answer.json()["token"]) as al:
+        roles = al.get("/me/roles").json()
+    assert roles == {"user": "al", "held": ["CUSTOMER1"], "active": ["CUSTOMER1"]}
+
+
 # Last: failed logins from 127.0.0.1 throttle every later login from that client.
 def test_wrong_password_is_401_and_says_nothing_specific(server) -> None:
     wrong = _login(server, "al", "not it", ["CUSTOMER1"])

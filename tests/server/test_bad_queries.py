@@ -9,6 +9,7 @@ registered again by the next case).
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -279,6 +280,87 @@ def test_a_bad_query_is_a_clear_4xx(admin, case, text, status, words) -> None:
     assert any(word in shown for word in words), f"{case}: {shown!r} names none of {words}"
     assert SECRET not in answer.text, f"{case} echoes a value: {answer.text}"
     assert "SECRET" not in answer.text.upper() or SECRET[:6] not in answer.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT patient FROM vitals",
+        "SELECT nosuchcol FROM vitals WHERE hr > 1",
+        "SELECT count(nosuchcol) AS n FROM vitals [RANGE 10 SECONDS]",
+    ],
+)
+def test_an_unknown_column_lists_every_column_of_the_stream(admin, text) -> None:
+    """Not Spark's nearest few of the secured plan minus its label columns (which left
+    out real columns and showed none at all for a name near no column)."""
+    answer = admin.post("/queries", json={"name": "bad_column", "text": text})
+    assert answer.status_code == 422, answer.text
+    message = answer.json()["message"]
+    assert "(columns of vitals: `id`, `hr`, `name`, `t`)" in message, message
+    assert not re.search(r"_ss_|ss_[0-9a-f]{32}", message), message
+
+
+def test_a_parse_error_points_at_the_misspelt_word(admin) -> None:
+    answer = admin.post("/queries", json={"name": "bad_parse", "text": "SELEC hr FROM vitals"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "query_rejected.parse_error"
+    assert "at line 1, column 1: a query starts with SELECT" in answer.json()["message"]
+
+
+def _registrations(admin, name: str) -> list[tuple[str, str, dict]]:
+    """The audit entries of the query ``name``, oldest first: (action, outcome, detail)."""
+    entries = admin.get("/audit", params={"limit": 1000}).json()["entries"]
+    named = [e for e in entries if (e["object"] or {}).get("name") == name]
+    return [(e["action"], e["outcome"], e["detail"]) for e in reversed(named)]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "code"),
+    [
+        ("refused_by_spark", "SELECT nope FROM vitals", "query_rejected.unresolved_column"),
+        ("refused_by_gate", "SELEC hr FROM vitals", "query_rejected.parse_error"),
+        ("refused_by_shape", "SELECT hr FROM vitals [ROWS 0]", None),
+    ],
+)
+def test_a_refused_registration_is_one_refused_entry_and_no_log_noise(
+    admin, name, text, code
+) -> None:
+    """Not ``add_query ok`` followed by a ``remove_query`` its author never asked for;
+    and PySpark's record of the analysis error (its Java stack trace, the secured plan
+    with its label constants) reaches no log handler."""
+    from pyspark.logger import PySparkLogger
+
+    from streamshield.engine.analysis_errors import QUERY_CONTEXT_LOGGERS
+
+    heard: list[logging.LogRecord] = []
+    listener = logging.Handler()
+    listener.emit = heard.append  # type: ignore[method-assign]
+    loggers = [PySparkLogger.getLogger(n) for n in QUERY_CONTEXT_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(listener)
+    try:
+        answer = admin.post("/queries", json={"name": name, "text": text})
+    finally:
+        for logger in loggers:
+            logger.removeHandler(listener)
+    assert answer.status_code == 422, answer.text
+    code = code or answer.json()["error"]
+    assert answer.json()["error"] == code
+    assert _registrations(admin, name) == [("add_query", "refused", {"error": code})]
+    assert not heard, [r.getMessage()[:200] for r in heard]
+
+
+def test_a_registered_query_is_one_add_query_ok_entry(admin) -> None:
+    assert (
+        admin.post(
+            "/queries", json={"name": "audited", "text": "SELECT hr FROM vitals"}
+        ).status_code
+        == 201
+    )
+    (entry,) = _registrations(admin, "audited")
+    assert entry[:2] == ("add_query", "ok") and entry[2]["inputs"] == ["vitals"], entry
+    assert admin.delete("/queries/audited").status_code == 200
+    assert [e[:2] for e in _registrations(admin, "audited")][1:] == [("remove_query", "ok")]
 
 
 def test_refused_queries_leave_nothing_behind(admin) -> None:

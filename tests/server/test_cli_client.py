@@ -7,7 +7,10 @@ module's TLS server; the failure cases need no server at all, or a wrong certifi
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import socket
+import threading
 from pathlib import Path
 
 import click
@@ -26,7 +29,7 @@ from streamshield.cli.output import (
 from streamshield.client import ClientError, Saved, save
 from streamshield.server.body_limit import ELEMENTS_LIMIT
 from streamshield.server.tls import ensure_self_signed
-from tests.server.conftest import PASSWORD, tuple_line
+from tests.server.conftest import PASSWORD, Server, serve_root, stop_server, tuple_line
 
 pytestmark = pytest.mark.spark
 
@@ -536,3 +539,84 @@ def test_timestamps_keep_their_zone_and_a_tuple_without_its_event_time_is_refuse
         (1, expected[0].replace("+00:00", "Z")),
         (3, expected[1].replace("+00:00", "Z")),
     ]
+
+
+# -- docs/permissions.md's walk-through, line by line ------------------------------------------
+
+WALKTHROUGH = Path(__file__).resolve().parents[2] / "docs" / "permissions.md"
+DOC_URL = "https://127.0.0.1:8443"
+_PASSWORD_FROM_FILE = re.compile(r"^(\w+)=\$\(cat (\S+)\) (.*)$")
+
+
+def walkthrough_lines() -> list[str]:
+    """The command lines of the ``sh`` block after the doc's walk-through marker."""
+    after = WALKTHROUGH.read_text().split("<!-- walkthrough -->", 1)[1]
+    block = after.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def _shell(line: str, url: str, home: Path) -> str:
+    """Runs one line of the walk-through as a shell would (``NAME=$(cat FILE)`` before
+    the command, ``a | b``), each ``streamshield`` in-process; its standard output."""
+    env = {"STREAMSHIELD_HOME": str(home)}
+    assigned = _PASSWORD_FROM_FILE.match(line)
+    if assigned:
+        name, path, line = assigned.groups()
+        env[name] = Path(path).read_text().splitlines()[0]
+    piped: str | None = None
+    for command in line.split(" | "):
+        argv = shlex.split(command.replace(DOC_URL, url))
+        assert argv[0] == "streamshield", line
+        result = _bounded(argv[1:], env, piped, line)
+        assert result.exit_code == 0, (line, result.output, result.stderr)
+        piped = result.output
+    assert piped is not None
+    return piped
+
+
+def _bounded(args: list[str], env: dict[str, str], piped: str | None, line: str):
+    """The command's result, or a failure after 120 s (a subscription waiting for rows
+    that never come must not hang the suite)."""
+    result: list = []
+
+    def run() -> None:
+        result.append(CliRunner().invoke(main, args, env=env, input=piped, catch_exceptions=False))
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(120)
+    assert result, f"{line!r} did not finish in 120 s"
+    return result[0]
+
+
+def test_the_walkthrough_of_a_first_stream_runs_as_written(spark, tmp_path, monkeypatch) -> None:
+    """From ``admin init`` on an empty root to the subscriber's rows, as the doc says it
+    (one server for the whole walk-through: ``serve`` is this process's server on the
+    root the doc names; the doc's URL is that server's)."""
+    monkeypatch.chdir(tmp_path)
+    for user in ("admin", "nora", "wes"):
+        (tmp_path / f"{user}.pw").write_text(f"{user} walks through it\n")
+    lines = walkthrough_lines()
+    assert sum(line.startswith("streamshield serve ") for line in lines) == 1
+    server: Server | None = None
+    said: dict[str, str] = {}
+    try:
+        for line in lines:
+            if line.startswith("streamshield serve "):
+                assert "--root ./data" in line
+                server = serve_root(tmp_path / "data", spark)
+                continue
+            said[line] = _shell(line, server.url if server else DOC_URL, tmp_path / "home")
+    finally:
+        if server is not None:
+            stop_server(server)
+
+    def output(command: str) -> str:
+        (found,) = [text for line, text in said.items() if command in line]
+        return found
+
+    assert "HeartRate" in output("client catalog")  # nora sees the stream
+    assert "accepted 6, rejected 0" in output("client ingest"), output("client ingest")
+    rows = [json.loads(row) for row in output("client subscribe").splitlines()]
+    assert len(rows) == 5 and all(set(r) >= {"patient_id", "beats_per_min"} for r in rows), rows
+    assert all(r.get("_masked", []) == [] for r in rows), rows

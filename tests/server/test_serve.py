@@ -115,7 +115,11 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
         with first.http() as http:
             first.ready(http)
             passwords = json.loads((root / "example-credentials.json").read_text())
-            assert (root / "example-credentials.json").stat().st_mode & 0o777 == 0o600
+            secrets = ["example-credentials.json", "catalog.db", "tls/server-key.pem"]
+            secrets += [s for s in ("catalog.db-wal", "catalog.db-shm") if (root / s).exists()]
+            modes = {name: (root / name).stat().st_mode & 0o777 for name in secrets}
+            assert modes == dict.fromkeys(secrets, 0o600), modes
+            assert (root / "tls").stat().st_mode & 0o777 == 0o700
             nina = _login(http, "nina", passwords["nina"], "ND")
 
             def subscribe() -> None:

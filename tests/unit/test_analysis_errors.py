@@ -20,15 +20,26 @@ class AnalysisException(Exception):  # matched by name, as pyspark's is
         return self.params
 
 
-def test_an_unknown_column_is_named_with_the_users_columns_only() -> None:
+def test_an_unknown_column_lists_every_column_of_the_stream_and_no_internal_one() -> None:
+    """Spark proposes the five nearest columns of the secured plan (labels among them):
+    the answer lists the stream's own columns instead, all of them."""
     err = AnalysisException(
         "UNRESOLVED_COLUMN.WITH_SUGGESTION",
-        {"objectName": "`nope`", "proposal": "`hr`, `_ss_seq`, `v`.`_ss_r0_0`, `name`"},
+        {"objectName": "`patient`", "proposal": "`patient_id`, `_ss_seq`, `v`.`_ss_r0_0`, `ts`"},
     )
-    refusal = rejected(err, "SELECT nope FROM s")
+    columns = {"HeartRate": ("patient_id", "beats_per_min", "ts")}
+    refusal = rejected(err, "SELECT patient FROM HeartRate", columns)
     assert refusal.rule == "unresolved_column"
-    assert "unknown column `nope`" in refusal.message
-    assert "`hr`, `name`" in refusal.message and "_ss_" not in refusal.message
+    assert refusal.message.startswith(
+        "unknown column `patient` (columns of HeartRate: `patient_id`, `beats_per_min`, `ts`)"
+    )
+    assert "_ss_" not in refusal.message
+
+
+def test_an_unknown_column_of_a_join_lists_each_streams_columns() -> None:
+    err = AnalysisException("UNRESOLVED_COLUMN.WITHOUT_SUGGESTION", {"objectName": "`x`"})
+    refusal = rejected(err, "SELECT x FROM a JOIN b", {"a": ("id", "hr"), "b": ("id", "at")})
+    assert "(columns of a: `id`, `hr`; columns of b: `id`, `at`)" in refusal.message
 
 
 def test_a_parameter_quoting_a_literal_of_the_query_is_dropped() -> None:

@@ -16,7 +16,7 @@ from streamshield.server import security_port
 
 def test_hooks_time_while_on_and_restore_every_function_after() -> None:
     originals = (
-        security_port.visible,
+        security_port.seen_streams,
         security_port.add_query,
         admission.check_query,
         cql_service.secure,
@@ -29,7 +29,7 @@ def test_hooks_time_while_on_and_restore_every_function_after() -> None:
         admit("SELECT * FROM HeartRate", ["C"], hospital.hierarchy(), ["HeartRate"])
     assert set(timings.take()) == {"sql check (counted in the rest)"}
     assert (
-        security_port.visible,
+        security_port.seen_streams,
         security_port.add_query,
         admission.check_query,
         cql_service.secure,

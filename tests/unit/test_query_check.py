@@ -226,9 +226,32 @@ def test_rejects_empty_or_incomplete_queries(sql: str) -> None:
 
 def test_parse_error_reports_position() -> None:
     error = rejected("SELECT beats\nFROM HeartRate WHERE beats >", "parse_error")
-    assert error.line == 2
-    assert error.column is not None
-    assert "line 2" in str(error)
+    assert (error.line, error.column) == (2, 28)
+    assert "line 2, column 28 near '>'" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("sql", "line", "column"),
+    [
+        ("SELEC patient_id FROM HeartRate", 1, 1),
+        ("  \n  selec patient_id FROM HeartRate", 2, 3),
+        ("SELECT patient_id FROM WHERE beats > 1", 1, 24),
+        ("SELECT patient_id\nFROM HeartRate\nWHERE beats = = 1", 3, 15),
+    ],
+)
+def test_parse_error_points_at_the_first_character_of_the_offending_token(
+    sql: str, line: int, column: int
+) -> None:
+    """Not at the token's last character, nor (for a misspelt first keyword) at the
+    token where the parser noticed: the position a user looks at to fix the query."""
+    error = rejected(sql, "parse_error")
+    assert (error.line, error.column) == (line, column), str(error)
+    assert f"line {line}, column {column}" in str(error)
+
+
+def test_a_misspelt_first_keyword_says_how_a_query_starts() -> None:
+    error = rejected("SELEC patient_id FROM HeartRate", "parse_error")
+    assert "a query starts with SELECT (or WITH), not 'SELEC'" in str(error)
 
 
 @pytest.mark.parametrize("sql", ["SELECT 'unterminated", "SELECT 1 /* unterminated"])

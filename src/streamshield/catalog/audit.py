@@ -70,6 +70,8 @@ class Outcome(StrEnum):
     FAILED = "failed"
     DENIED = "denied"
     THROTTLED = "throttled"
+    REFUSED = "refused"
+    """A request the rights allowed but its content did not (a query Spark refused)."""
 
 
 @dataclass(frozen=True)

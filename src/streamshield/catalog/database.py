@@ -52,8 +52,29 @@ def open_engine(target: UrlOrEngine) -> Engine:
         path = Path(target)
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = _from_url(f"sqlite:///{path}")
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+        owner_only(Path(engine.url.database))
     _install_hooks(engine)
     return engine
+
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def owner_only(path: Path) -> None:
+    """Creates the SQLite file readable and writable by its owner only (0600), or
+    tightens one that exists, before SQLite opens it: the catalog holds password and
+    session-token hashes. SQLite gives its WAL, shared-memory and journal files the
+    database file's mode; those that exist already are tightened too. (PostgreSQL
+    keeps its files itself: nothing to do there.)"""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for file in (path, *(path.with_name(path.name + s) for s in SQLITE_SIDE_FILES)):
+        try:
+            status = file.stat()
+        except FileNotFoundError:
+            continue
+        if status.st_mode & 0o077 and status.st_uid == os.getuid():
+            os.chmod(file, 0o600)
 
 
 def _from_url(url: str) -> Engine:

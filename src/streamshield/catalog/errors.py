@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
-from streamshield.catalog.oxrbac import Denial, ObjectRef, Permission
+from collections.abc import Iterable
+
+from streamshield.catalog.oxrbac import Denial, Kind, ObjectRef, Permission
 
 AUTH_FAILED = "authentication failed"
 
@@ -34,26 +36,42 @@ class Throttled(AuthError):
 
 
 class RoleActivationError(AuthError):
-    """The password was right but the requested roles cannot be activated."""
+    """The password was right but the requested roles cannot be activated: the message
+    lists the roles the user holds (she proved who she is), so she can ask for one."""
 
-    def __init__(self) -> None:
-        super().__init__("the requested roles cannot be activated")
+    def __init__(self, held: Iterable[str] = ()) -> None:
+        roles = ", ".join(sorted(held)) or "none"
+        super().__init__(f"the requested roles cannot be activated; you hold: {roles}")
+        self.held = tuple(sorted(held))
 
 
 class PermissionDenied(SecurityError):
     """A visible object on which the caller lacks ``permission``."""
 
     def __init__(self, permission: Permission, obj: ObjectRef, message: str | None = None) -> None:
-        super().__init__(message or f"permission denied: {permission.value} on {obj}")
+        super().__init__(
+            message
+            or f"permission denied: {permission.value} on {_named(obj)} is needed; its owner or "
+            "an administrator grants it (docs/permissions.md)"
+        )
         self.permission = permission
         self.object = obj
+
+
+def _named(obj: ObjectRef) -> str:
+    """``stream HeartRate``; SYSTEM, whose name is its kind, as ``system``."""
+    return obj.kind.value if obj.kind is Kind.SYSTEM else str(obj)
 
 
 class NotFound(PermissionDenied):
     """The object does not exist or the caller may not see it (indistinguishable)."""
 
     def __init__(self, permission: Permission, obj: ObjectRef) -> None:
-        super().__init__(permission, obj, f"not found: {obj}")
+        super().__init__(
+            permission,
+            obj,
+            f"not found: {obj} (no such {obj.kind.value}, or you lack VIEW OBJECT on it)",
+        )
 
 
 class GrantNotFound(NotFound):

@@ -12,7 +12,8 @@ to users or roles, optionally WITH GRANT OPTION. Rules chosen where the paper is
   roles plus all their juniors, see :mod:`streamshield.policy.roles`) contain r.
 * **Visibility** (user abstraction layer): an object is visible with VIEW OBJECT on it;
   listing needs VIEW CATALOG on SYSTEM as well. An invisible object is reported as
-  "not found", exactly like a missing one.
+  "not found", exactly like a missing one. SYSTEM exists for everyone: a permission
+  missing on it is named, never "not found".
 * **Granting** P on O needs: ownership of O (or SYSTEM), or CHANGE PERM on O (for any
   P except CHANGE PERM itself), or P on O WITH GRANT OPTION.
 * **Revoking** removes the caller's own grants of P on O to the grantee; the owner and
@@ -236,7 +237,7 @@ def require(
     """None when allowed; otherwise a Denial that only says "not found" for unseen objects."""
     if holds(state, subject, permission, obj):
         return None
-    return Denial(permission, obj, can_see(state, subject, obj))
+    return Denial(permission, obj, obj == SYSTEM or can_see(state, subject, obj))
 
 
 def may_grant_authority(

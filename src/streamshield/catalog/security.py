@@ -377,7 +377,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                     )
                 )
                 held = _held_roles(db, name)
-                wanted = held if roles is None else frozenset(roles)
+                wanted = held if roles is None else _as_held(roles, held)
                 activated = wanted if wanted and wanted <= held else None
                 if activated is None:
                     audit.record(
@@ -400,7 +400,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         if not ok:
             raise AuthError()
         if activated is None:
-            raise RoleActivationError()
+            raise RoleActivationError(held)
         return session
 
     def _retry_after(self, db: Connection, kind: str, key: str, now: float) -> float:
@@ -665,12 +665,15 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         output_stream: str | None = None,
         *,
         status: QueryStatus = QueryStatus.RUNNING,
+        audited: bool = True,
     ) -> QueryRecord:
         """Adds a query over ``inputs`` running with the session's activated roles.
 
         Checks ADD on SYSTEM, then READ TUPLE or READ AGGREGATE on each input; the query
         and its output stream (if named) are owned by the user, with no other grants.
-        A running query counts against the owner's quota.
+        A running query counts against the owner's quota. ``audited=False``: the
+        registration is audited once its outcome is known, by
+        :meth:`record_registration` (the server's engine may still refuse the query).
         """
         ref = ObjectRef(Kind.QUERY, _object_name(name))
         inputs = tuple(dict.fromkeys(inputs))
@@ -704,16 +707,54 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                     status=record.status.value,
                 )
             )
-            change.done(
-                obj=ref,
-                detail={
-                    "inputs": list(inputs),
-                    "output_stream": output_stream,
-                    "roles": sorted(live.roles),
-                    "status": record.status.value,
-                },
-            )
+            if audited:
+                change.done(obj=ref, detail=_added_detail(record))
         return record
+
+    def record_registration(self, user: str, name: str, error: str | None = None) -> None:
+        """Audits the outcome of a query registration, in one entry: ``add_query ok``
+        for the query ``user`` added unaudited (:meth:`add_query`), or, with ``error``
+        (the code its author was answered), ``add_query refused``, the query and its
+        output stream removed if they were added (a refusal is no removal by its
+        author: nothing of it is left, and no ``remove_query`` entry)."""
+        ref = ObjectRef(Kind.QUERY, _object_name(name))
+        with self._write() as db:
+            row = db.execute(
+                select(t.queries).where(t.queries.c.name == ref.name, t.queries.c.owner == user)
+            ).first()
+            if error is None:
+                if row is None:
+                    raise LookupError(f"no query {name!r} of {user!r} to confirm")
+                detail = _added_detail(_query_record(row))
+                audit.record(
+                    db,
+                    self.clock(),
+                    Event.ADD_QUERY,
+                    Outcome.OK,
+                    actor=user,
+                    obj=ref,
+                    detail=detail,
+                )
+                return
+            if row is not None:
+                output = ObjectRef(Kind.STREAM, row.output_stream) if row.output_stream else None
+                for obj in (ref, output) if output is not None else (ref,):
+                    db.execute(
+                        delete(t.grants).where(
+                            t.grants.c.obj_kind == obj.kind.value, t.grants.c.obj_name == obj.name
+                        )
+                    )
+                    db.execute(delete(t.objects).where(_is(obj)))
+                db.execute(delete(t.queries).where(t.queries.c.name == ref.name))
+            audit.record(
+                db,
+                self.clock(),
+                Event.ADD_QUERY,
+                Outcome.REFUSED,
+                actor=user,
+                obj=ref,
+                detail={"error": error},
+            )
 
     def _quota_error(self, db: Connection, user: str) -> QuotaExceeded | None:
         running = db.scalar(
@@ -1025,6 +1066,30 @@ def _insert_object(
             created_at=now,
         )
     )
+
+
+def _as_held(roles: Iterable[str], held: frozenset[str]) -> frozenset[str]:
+    """The requested roles, each as the held role it names ignoring case (``nd`` is
+    ``ND``); a role matching none, or two held roles differing only in case, stays as
+    asked, so activation fails for it rather than guess."""
+    by_folded: dict[str, list[str]] = {}
+    for role in held:
+        by_folded.setdefault(role.casefold(), []).append(role)
+    named = set()
+    for role in roles:
+        matches = by_folded.get(str(role).casefold(), [])
+        named.add(role if role in held or len(matches) != 1 else matches[0])
+    return frozenset(named)
+
+
+def _added_detail(record: QueryRecord) -> dict[str, Any]:
+    """What an ``add_query ok`` entry says of the query."""
+    return {
+        "inputs": list(record.inputs),
+        "output_stream": record.output_stream,
+        "roles": sorted(record.roles),
+        "status": record.status.value,
+    }
 
 
 def _held_roles(db: Connection, user: str) -> frozenset[str]:

@@ -738,12 +738,19 @@ def client_settings(assignments: tuple[str, ...]) -> None:
 )
 @click.argument("name")
 @click.option("--limit", default=0, help="Stop after this many rows (0: run until closed).")
+@click.option(
+    "--after",
+    type=click.IntRange(-1),
+    default=None,
+    help="First the stored results after this batch id (-1: all stored), then live ones.",
+)
 @output_option
-def client_subscribe(name: str, limit: int) -> None:
+def client_subscribe(name: str, limit: int, after: int | None) -> None:
     """Print a query's results as they arrive, one JSON object a line (rows you may read).
 
     A row's ``_masked`` lists its columns hidden from you (null because masked, not
-    because the value is null). A ``lagging`` event (the server has more than half its
+    because the value is null). ``--after -1`` starts with the results stored before
+    you subscribed. A ``lagging`` event (the server has more than half its
     bound queued for you) is a warning on stderr; any other event ends the command
     (exit 1).
     """
@@ -751,7 +758,14 @@ def client_subscribe(name: str, limit: int) -> None:
 
     seen = 0
     with session_client() as api:
-        for event, data in api.subscribe(name):
+        for event, data in api.subscribe(name, after):
+            if event == "replayed":  # the stored batches are over: live ones follow
+                continue
+            if event == "gap":  # asked for batches no longer stored: the later ones follow
+                click.echo(
+                    f"[gap] batches {data.get('first')}-{data.get('last')} are gone", err=True
+                )
+                continue
             if event == "lagging":  # told, not dropped: reading on is how to catch up
                 click.echo(f"[lagging] {data.get('behind')} batches behind", err=True)
                 continue

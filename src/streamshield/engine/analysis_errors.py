@@ -9,14 +9,17 @@ The message is built from the error class and an allow-list of parameters that n
 things (columns, functions, types), never from Spark's text, which quotes expressions
 and so can quote the literals a user typed (possibly data copied from elsewhere). Any
 parameter that still contains one of the query's literals is dropped, and names of
-internal columns (``_ss_...``) and views never appear.
+internal columns (``_ss_...``) and views never appear. An unknown column is answered
+with the columns of the query's own streams: Spark's suggestions are the five nearest
+columns of the secured plan, label columns among them, so with those taken out they
+are not the stream's columns but a misleading few of them.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from sqlglot.dialects.spark import Spark
@@ -27,6 +30,24 @@ from streamshield.lang.query_check import QueryRejected
 
 audit = logging.getLogger("streamshield.audit")
 T = TypeVar("T")
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+"""PySpark's loggers of every AnalysisException it raises (``PySparkException``)."""
+
+
+def quiet_query_context_logs() -> None:
+    """PySpark logs each analysis error it raises at ERROR, on a handler of its own, with
+    the Java stack trace and the analysed plan (the secured views, label constants
+    included). A refused query is its author's error, answered to her as a
+    :class:`QueryRejected`: nothing for the server's log (its class goes to the audit
+    entry of the refusal). The level outlives a logging configuration (uvicorn's),
+    which resets ``disabled`` but not the level of loggers it does not name."""
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+quiet_query_context_logs()
 
 _SHOWN = (
     "objectName",
@@ -93,9 +114,14 @@ _REFUSALS = frozenset(
 )
 
 
-def rejected(err: BaseException, sql: str) -> QueryRejected:
-    """The refusal as shown to the user: rule from the error class, names not values."""
-    audit.info("query refused by Spark's analysis: %s", str(err).split("\n", 1)[0][:2000])
+Columns = Mapping[str, Sequence[str]]
+"""The user's columns of each stream a query reads, by stream name."""
+
+
+def rejected(err: BaseException, sql: str, columns: Columns | None = None) -> QueryRejected:
+    """The refusal as shown to the user: rule from the error class, names not values;
+    ``columns``: the query's streams' columns, named in an unknown column's answer."""
+    audit.debug("query refused by Spark's analysis: %s", spark_error_class(err))
     error_class = spark_error_class(err)
     literals = _literals(sql)
     params = _parameters(err, literals)
@@ -121,18 +147,27 @@ def rejected(err: BaseException, sql: str) -> QueryRejected:
         shown = ", ".join(f"{k}={v}" for k, v in params.items() if k in _SHOWN)
         what = "type error" if top == "DATATYPE_MISMATCH" else "Spark refused the query"
         text = f"{what} ({error_class})" + (f": {shown}" if shown else "")
-    elif top == "UNRESOLVED_COLUMN" and params.get("proposal"):
-        text += f" (columns: {params['proposal']})"
+    elif top == "UNRESOLVED_COLUMN" and columns:
+        text += f" ({columns_text(columns)})"
     return QueryRejected(top.lower(), f"{text} [{error_class}]")
 
 
-def planned(plan: Callable[[], T], sql: str) -> T:
-    """``plan()``, with Spark's plan-time refusals turned into :class:`QueryRejected`."""
+def columns_text(columns: Columns) -> str:
+    """``columns of HeartRate: `patient_id`, `beats_per_min`, `ts```, per stream."""
+    return "; ".join(
+        f"columns of {stream}: " + ", ".join(f"`{c}`" for c in names if not _INTERNAL.search(c))
+        for stream, names in columns.items()
+    )
+
+
+def planned(plan: Callable[[], T], sql: str, columns: Columns | None = None) -> T:
+    """``plan()``, with Spark's plan-time refusals turned into :class:`QueryRejected`
+    (``columns``: as for :func:`rejected`)."""
     try:
         return plan()
     except Exception as err:
         if is_spark_refusal(err):
-            raise rejected(err, sql) from None
+            raise rejected(err, sql, columns) from None
         raise
 
 
@@ -146,13 +181,11 @@ def _parameters(err: BaseException, literals: Iterable[str]) -> dict[str, str]:
     literals = [lit.lower() for lit in literals]
     for key, value in raw.items():
         value = str(value)
-        if key not in (*_SHOWN, "proposal", "expression"):
+        if key not in (*_SHOWN, "expression"):
             continue
         if any(lit in value.lower() for lit in literals):
             continue  # could echo a value the user typed
-        if key == "proposal":
-            value = ", ".join(p for p in value.split(", ") if not _INTERNAL.search(p))
-        elif _INTERNAL.search(value):
+        if _INTERNAL.search(value):
             continue
         if len(value) > 200:
             value = value[:200] + "..."

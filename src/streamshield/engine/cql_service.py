@@ -481,6 +481,7 @@ class CqlService:
                 branch = planned(
                     lambda: network.add(name, admitted, sql, _deliverer(sink)),
                     admitted.request.sql,
+                    self._columns(admitted),
                 )
             except NotShared:
                 return None
@@ -492,6 +493,10 @@ class CqlService:
         branches[name] = key
         handle = network.branch_handle(name)
         return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]
+
+    def _columns(self, admitted: AdmittedQuery) -> dict[str, tuple[str, ...]]:
+        """The columns of the query's streams, named when Spark finds one unknown."""
+        return {s: self.streams[s].names for s in admitted.streams}
 
     def _secured(
         self, admitted: AdmittedQuery, stream: str, sliding: Sliding | None = None
@@ -529,7 +534,7 @@ class CqlService:
             admitted.level,
             output=admitted.output_level,
         )
-        planned(query.analyse, admitted.request.sql)
+        planned(query.analyse, admitted.request.sql, self._columns(admitted))
         with processor.pool():
             handle = query.start()
         self.window_queries[name] = query
@@ -554,7 +559,9 @@ class CqlService:
             raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
         check_level_name(admitted.checked.tree, [a for s in sides for a in s.stream.names])
         tree = _over_join_output(admitted.checked.tree)
-        planned(lambda: self._analyse_join(tree, sides), admitted.request.sql)
+        planned(
+            lambda: self._analyse_join(tree, sides), admitted.request.sql, self._columns(admitted)
+        )
         level, output = admitted.level, admitted.output_level  # a join writes at its level
         # Joins at different levels never share windows (nor state: the root follows ident).
         ident: tuple = (tuple(sides), self.join_mode)

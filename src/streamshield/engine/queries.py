@@ -248,12 +248,13 @@ class QueryService:
         # Spark's own refusals (unknown column, type error, unsupported on a stream) are
         # the user's error: a QueryRejected naming the column or class, before anything runs.
         sql = admitted.request.sql
-        result = planned(lambda: session.sql(text), sql)
+        columns = {s: self.streams[s].names for s in streams}
+        result = planned(lambda: session.sql(text), sql, columns)
         if level is not None:
             result = at_output_level(result, level, admitted.output_level)
         checkpoint = self.checkpoint(name, processor)
         with processor.pool() if processor is not None else contextlib.nullcontext():
-            handle = planned(lambda: self._start(result, sink, checkpoint, aggregate), sql)
+            handle = planned(lambda: self._start(result, sink, checkpoint, aggregate), sql, columns)
         registered = RegisteredQuery(
             name,
             sql,

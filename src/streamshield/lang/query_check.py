@@ -690,22 +690,60 @@ def _parse_statements(sql: str, dialect: Spark, statements: list[list[Token]]) -
     (statement,) = statements
     if _has_hint(sql, statement):
         raise QueryRejected("hint", "optimizer hints (/*+ ... */) are not allowed")
+    _check_first_word(sql, statement)
     statement = _window_calls_as_functions(statement)
     try:
         parsed = dialect.parser().parse(statement, sql)
     except ParseError as error:
         where = error.errors[0] if error.errors else {}
-        line, column = where.get("line"), where.get("col")
-        at = f" at line {line}, column {column}" if line is not None else ""
-        raise QueryRejected(
-            "parse_error", f"could not parse the query{at}", line=line, column=column
-        ) from None
+        raise _unparsed(sql, statement, where.get("line"), where.get("col")) from None
     except (SqlglotError, ValueError, TypeError, AttributeError, IndexError, KeyError):
         raise QueryRejected("parse_error", "could not parse the query") from None
     trees = [t for t in parsed if t is not None]
     if len(trees) != 1:
         raise QueryRejected("parse_error", "could not parse the query")
     return trees[0]
+
+
+def _check_first_word(sql: str, statement: list[Token]) -> None:
+    """A statement opening with a name is a misspelt keyword (``SELEC``): said at that
+    word, where sqlglot would only notice it tokens later (at ``FROM``)."""
+    first = statement[0]
+    if first.token_type is TokenType.VAR:
+        line, column = _token_position(sql, first)
+        raise QueryRejected(
+            "parse_error",
+            f"could not parse the query at line {line}, column {column}: a query starts "
+            f"with SELECT (or WITH), not {_shown(first.text)}",
+            line=line,
+            column=column,
+        )
+
+
+def _unparsed(sql: str, tokens: list[Token], line: int | None, end: int | None) -> QueryRejected:
+    """A parse error at the first character of the token sqlglot stopped at (sqlglot's
+    column is the token's last character), naming the token when it is a keyword or
+    a symbol (never a literal or a name: those are the user's words)."""
+    if line is None:
+        return QueryRejected("parse_error", "could not parse the query")
+    token = next((t for t in tokens if t.line == line and t.col == end), None)
+    if token is None:
+        return QueryRejected("parse_error", f"could not parse the query at line {line}", line=line)
+    line, column = _token_position(sql, token)
+    kinds = (TokenType.VAR, TokenType.STRING, TokenType.NUMBER, TokenType.IDENTIFIER)
+    near = "" if token.token_type in kinds else f" near {token.text[:20]!r}"
+    return QueryRejected(
+        "parse_error",
+        f"could not parse the query at line {line}, column {column}{near}",
+        line=line,
+        column=column,
+    )
+
+
+def _token_position(sql: str, token: Token) -> tuple[int, int]:
+    """1-based line and column of the token's first character."""
+    line = sql.count("\n", 0, token.start) + 1
+    return line, token.start - (sql.rfind("\n", 0, token.start) + 1) + 1
 
 
 def _has_hint(sql: str, tokens: list[Token]) -> bool:
@@ -1238,7 +1276,10 @@ def _resolve_table(
         return None
     if name in catalog:
         return catalog[name]
-    raise QueryRejected("unknown_relation", f"unknown relation {_shown(table.name)}")
+    raise QueryRejected(
+        "unknown_relation",
+        f"unknown relation {_shown(table.name)}: no such stream, or you lack VIEW OBJECT on it",
+    )
 
 
 def _count(tree: exp.Expr, kind: type[exp.Expr]) -> int:

@@ -48,6 +48,12 @@ class NotFound(ApiError):
     status, code = 404, "not_found"
 
 
+def unseen(kind: str) -> NotFound:
+    """The answer for an object that does not exist or that the caller may not see: the
+    same words for both, naming the permission that makes an existing one visible."""
+    return NotFound(f"no such {kind}, or you lack VIEW OBJECT on it")
+
+
 class Conflict(ApiError):
     status, code = 409, "conflict"
 
@@ -104,6 +110,22 @@ _BY_NAME = _security_errors()
 
 def to_response(err: BaseException) -> ErrorResponse:
     """The response for any exception a request handler let escape."""
+    response = _known(err)
+    if response is not None:
+        return response
+    audit.error("internal error: %r", err, exc_info=err)
+    return ErrorResponse(500, "internal", "internal error (details are in the audit log)")
+
+
+def error_code(err: BaseException) -> str:
+    """The ``error`` code :func:`to_response` answers ``err`` with, logging nothing (the
+    handler that lets ``err`` escape logs it, once)."""
+    response = _known(err)
+    return "internal" if response is None else response.code
+
+
+def _known(err: BaseException) -> ErrorResponse | None:
+    """The response for an exception whose message may be shown; None for the others."""
     if isinstance(err, ApiError):
         retry = getattr(err, "retry_after", None)
         return ErrorResponse(err.status, err.code, err.message, int(retry) if retry else None)
@@ -130,8 +152,7 @@ def to_response(err: BaseException) -> ErrorResponse:
         return ErrorResponse(409, "exists", "an object of that name exists")
     if isinstance(err, UnknownStreamError):
         return ErrorResponse(404, "not_found", "no such object")
-    audit.error("internal error: %r", err, exc_info=err)
-    return ErrorResponse(500, "internal", "internal error (details are in the audit log)")
+    return None
 
 
 def _message(err: BaseException) -> str:

@@ -59,7 +59,7 @@ from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
 from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.server import security_port as port
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, error_code
 from streamshield.server.subscriptions import json_value
 
 audit = logging.getLogger("streamshield.audit")
@@ -287,14 +287,16 @@ class PatternService:
             if name in self.patterns:
                 raise Conflict(f"pattern {name} exists")
             inputs = sorted({i.type for i in pattern.items})
-            port.add_query(self.server.security, session, name, inputs, f"{name}_out")
+            security = self.server.security  # audited once it started, or refused
+            port.add_query(security, session, name, inputs, f"{name}_out", False)
             owner = port.user_of(session)
             registered = self._registered(name, text, owner, roles, pattern, key, level)
             try:
                 registered.running.start()
-            except BaseException:
-                port.remove_query(self.server.security, session, name)
+            except BaseException as err:
+                port.refused(security, session, name, error_code(err))
                 raise
+            port.registered(security, session, name)
             self.patterns[name] = registered
             self._save()
         return self.describe(registered)

@@ -51,8 +51,15 @@ class SecurityApi(Protocol):
     def add_schema(self, session: Session, name: str) -> None: ...
     def add_stream(self, session: Session, schema: str, definition: StreamDefinition) -> None: ...
     def add_query(
-        self, session: Session, name: str, inputs: Iterable[str], output_stream: str | None = None
+        self,
+        session: Session,
+        name: str,
+        inputs: Iterable[str],
+        output_stream: str | None = None,
+        *,
+        audited: bool = True,
     ) -> QueryRecord: ...
+    def record_registration(self, user: str, name: str, error: str | None = None) -> None: ...
     def remove_query(self, session: Session, name: str) -> None: ...
     def set_query_status(self, session: Session, name: str, status: QueryStatus | str) -> None: ...
     def grant(
@@ -197,6 +204,12 @@ def held_roles(security: SecurityApi, user: str) -> frozenset[str]:
     return frozenset(security.acting_roles(user))
 
 
+def seen_streams(security: SecurityApi, session: Session, names: Iterable[str]) -> list[str]:
+    """The streams of ``names`` the session may see (VIEW OBJECT on each): what a query
+    naming them resolves (VIEW CATALOG is for listing, not for naming)."""
+    return [s for s in names if security.check(session, Permission.VIEW_OBJECT, ref("stream", s))]
+
+
 def check(security: SecurityApi, session: Session, perm: str, kind: str, name: str) -> bool:
     return bool(security.check(session, permission(perm), ref(kind, name)))
 
@@ -215,9 +228,26 @@ def add_stream(security: SecurityApi, session: Session, schema: str, definition:
 
 
 def add_query(
-    security: SecurityApi, session: Session, name: str, inputs: Iterable[str], output: str
+    security: SecurityApi,
+    session: Session,
+    name: str,
+    inputs: Iterable[str],
+    output: str,
+    audited: bool = True,
 ) -> None:
-    _safe(security.add_query, session, name, list(inputs), output)
+    """``audited=False``: :func:`registered` or :func:`refused` audits it afterwards."""
+    _safe(lambda: security.add_query(session, name, list(inputs), output, audited=audited))
+
+
+def registered(security: SecurityApi, session: Session, name: str) -> None:
+    """Audits a query added unaudited as added: the engine planned and started it."""
+    security.record_registration(user_of(session), name)
+
+
+def refused(security: SecurityApi, session: Session, name: str, error: str) -> None:
+    """Audits a registration refused with ``error`` (the code its author was answered),
+    removing what the catalog recorded of it."""
+    security.record_registration(user_of(session), name, error)
 
 
 def remove_query(security: SecurityApi, session: Session, name: str) -> None:

@@ -54,7 +54,15 @@ from streamshield.policy.punctuation import Sign
 from streamshield.server import security_port as port
 from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
+from streamshield.server.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Unavailable,
+    error_code,
+    unseen,
+)
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
@@ -546,7 +554,7 @@ class ServerService:
         may_write = port.can_write(self.security, session, stream)
         may_inject = port.can_inject(self.security, session, stream)
         if not (may_write or may_inject):
-            raise Forbidden("WRITE or INJECT SP on this stream is needed to append")
+            raise Forbidden(f"WRITE or INJECT SP on stream {stream} is needed to append")
         self.halt.refuse_input()
         self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
         user = port.user_of(session)
@@ -586,13 +594,15 @@ class ServerService:
         :class:`CqlService` checks, limits and routes the text, and its refusals are
         the only source of ``not_supported`` answers.
         """
-        readable = [
-            s
-            for s in port.visible(self.security, session, "stream")
-            if s in self.pipeline.queries.streams
-        ]  # unknown and invisible streams look the same
+        # A query names its streams: VIEW OBJECT on each is what resolves it (VIEW
+        # CATALOG is for listing). Unknown and invisible streams look the same.
+        readable = port.seen_streams(self.security, session, self.pipeline.queries.streams)
         hierarchy = self.pipeline.queries.hierarchy
-        admitted = admit(text, port.roles_of(session), hierarchy, readable)
+        try:
+            admitted = admit(text, port.roles_of(session), hierarchy, readable)
+        except Exception as err:
+            self._refused(session, name, err)
+            raise
         if isinstance(admitted, SpInsert):
             return self.inject_sps(session, admitted)
         query = self.register_query(session, name, admitted, output)
@@ -609,22 +619,30 @@ class ServerService:
         """ADD, READ on every input, quota, operator limits, then the engine: the query
         admitted once (lang/admission.py) is what the engine runs on its first start."""
         user = port.user_of(session)
-        output = self._output_name(name, admitted.request, output)
+        try:
+            output = self._output_name(name, admitted.request, output)
+        except Exception as err:
+            self._refused(session, name, err)
+            raise
         if admitted.level is None:  # it runs at the level of the session registering it
             admitted = replace(admitted, level=port.session_query_level(self.security, session))
         level = admitted.level
         with self._lock:
             # Limits before the catalog records anything (CqlService checks them again).
             running = self.queries.running_shapes(user)
-            self.limits().check(admitted.shape, admitted.effective, running)
+            try:
+                self.limits().check(admitted.shape, admitted.effective, running)
+            except Exception as err:
+                self._refused(session, name, err)
+                raise
             internal = f"api_{uuid.uuid4().hex[:12]}"
             text = level.text if level is not None else None
             stored = StoredQuery(name, admitted.text, output, internal, text)
             # Staged before the catalog records it: a crash in between never leaves a
             # record without its definition (restore_queries promotes the staged one).
             self.stored.stage(stored)
-            try:
-                port.add_query(self.security, session, name, admitted.streams, output)
+            try:  # audited with its outcome: registered (started) or refused
+                port.add_query(self.security, session, name, admitted.streams, output, False)
             except BaseException:
                 self.stored.discard(name)
                 raise
@@ -636,10 +654,11 @@ class ServerService:
                 self.queries.add(query)
                 if not separate:
                     self.queries.start(name, self.limits())
-            except BaseException:
-                self._unregister(session, query)
+            except BaseException as err:
+                self._unregister(session, query, err)
                 raise
             if not separate:
+                port.registered(self.security, session, name)
                 self.stored.commit(name)
                 return query
         return self._start_in_own_application(session, query)
@@ -664,19 +683,32 @@ class ServerService:
                         "later (the server's log says why)"
                     )
                 self.queries.start(name, self.limits())
+                port.registered(self.security, session, name)
                 self.stored.commit(name)
-        except BaseException:
+        except BaseException as err:
             with self._lock:
                 if self._maybe(name) is query:
-                    self._unregister(session, query)
+                    self._unregister(session, query, err)
             raise
         return query
 
-    def _unregister(self, session: Any, query: LiveQuery) -> None:
-        """Undoes a registration whose start failed: registry, catalog, staged text."""
+    def _unregister(self, session: Any, query: LiveQuery, err: BaseException) -> None:
+        """Undoes a registration whose start failed: registry, catalog (audited as
+        refused, with the code its author gets), staged text."""
         self.queries.remove_quietly(query.name)
-        port.remove_query(self.security, session, query.name)
+        self._refused(session, query.name, err)
         self.stored.discard(query.name)
+
+    def _refused(self, session: Any, name: str, err: BaseException) -> None:
+        """Audits a registration refused by ``err`` as one ``add_query refused`` entry
+        with the error code its author is answered (never the message: it may quote
+        the query). OxRBAC's refusals never come here: the catalog audits them itself
+        (``denied``) and records nothing. Auditing that fails leaves the refusal as
+        the answer (and one line in the log)."""
+        try:
+            port.refused(self.security, session, name, error_code(err))
+        except Exception as failed:
+            audit.error("auditing the refusal of query %s failed: %r", name, failed)
 
     @staticmethod
     def _output_name(name: str, request: ContinuousQuery, output: str | None) -> str:
@@ -826,7 +858,7 @@ class ServerService:
         self._visible(session, "stream", request.stream)
         user = port.user_of(session)
         if not port.can_inject(self.security, session, request.stream):
-            raise Forbidden("INJECT SP on this stream is needed")
+            raise Forbidden(f"INJECT SP on stream {request.stream} is needed")
         if request.stream not in self.pipeline.queries.streams:
             raise Forbidden("a query's output stream takes no sps")
         self.halt.refuse_input()
@@ -912,9 +944,9 @@ class ServerService:
         if query is None or not port.check(
             self.security, session, "VIEW OBJECT", "stream", query.output
         ):
-            raise NotFound("no such query or output stream")
+            raise NotFound("no such query or output stream, or you lack VIEW OBJECT on it")
         if not port.can_subscribe(self.security, session, query.output):
-            raise Forbidden("SUBSCRIBE on the output stream is needed")
+            raise Forbidden(f"SUBSCRIBE on stream {query.output} is needed")
         status = query.status()
         if status != "running":
             why = f" ({query.error_class})" if query.error_class else ""
@@ -985,7 +1017,7 @@ class ServerService:
         """403 without CHANGE SYSTEM: the system object always exists, so "not found"
         (what the catalog says to those who may not view it) would only mislead."""
         if not port.check(self.security, session, "CHANGE SYSTEM", "system", "system"):
-            raise Forbidden("CHANGE SYSTEM is needed")
+            raise Forbidden("CHANGE SYSTEM on system is needed")
 
     def set_settings(self, session: Any, values: dict) -> dict:
         """CHANGE SYSTEM first; then the whole change is validated against the settings'
@@ -1008,7 +1040,7 @@ class ServerService:
         if kind not in port.KINDS:
             raise Invalid(f"kind must be one of {', '.join(port.KINDS)}")
         if not port.check(self.security, session, "VIEW OBJECT", kind, name):
-            raise NotFound(f"no such {kind}")
+            raise unseen(kind)
 
     def _maybe(self, name: str) -> LiveQuery | None:
         try:

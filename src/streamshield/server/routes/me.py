@@ -27,6 +27,12 @@ class SessionRights(BaseModel):
     add_queries: bool = Field(description="ADD on SYSTEM: may register queries")
 
 
+class SessionRoles(BaseModel):
+    user: str
+    held: list[str] = Field(description="Every role the user holds: what login may activate")
+    active: list[str] = Field(description="The roles active in this session")
+
+
 class QueryRights(BaseModel):
     name: str
     set_status: bool = Field(description="SET QUERY STATUS: may start and stop it")
@@ -36,7 +42,7 @@ class QueryRights(BaseModel):
 
 
 def router(service: Any) -> APIRouter:
-    """``GET /me`` and ``GET /me/queries/{name}`` of one server."""
+    """``GET /me``, ``GET /me/roles`` and ``GET /me/queries/{name}`` of one server."""
     api = APIRouter(tags=["session"])
 
     def holds(session: Any, permission: str, kind: str, name: str) -> bool:
@@ -52,6 +58,18 @@ def router(service: Any) -> APIRouter:
             expires_at=iso(session.expires_at) or "",
             administrator=holds(session, "CHANGE SYSTEM", "system", "system"),
             add_queries=holds(session, "ADD", "system", "system"),
+        )
+
+    @api.get("/me/roles", response_model=SessionRoles, responses=errors(*AUTHED))
+    def my_roles(who: Auth) -> SessionRoles:
+        """The roles the user holds and those this session activated: a login with
+        ``roles`` omitted activates all held ones; role names match ignoring case."""
+        session = who.session
+        user = port.user_of(session)
+        return SessionRoles(
+            user=user,
+            held=sorted(port.held_roles(service.security, user)),
+            active=sorted(port.roles_of(session)),
         )
 
     @api.get("/me/queries/{name}", response_model=QueryRights, responses=errors(*AUTHED, 404, 422))

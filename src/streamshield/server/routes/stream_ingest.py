@@ -33,7 +33,7 @@ from streamshield.policy.policy_view import PolicyView, SpView, admitted_among, 
 from streamshield.server import security_port as port
 from streamshield.server.auth import Auth
 from streamshield.server.element_gate import owns_provider
-from streamshield.server.errors import Forbidden, NotFound
+from streamshield.server.errors import Forbidden, unseen
 from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.routes.operations import iso
 
@@ -81,7 +81,7 @@ def router(service: Any) -> APIRouter:
     def scope_of(session: Any, name: str) -> tuple[Scope, bool]:
         """The caller's depth, and whether she also reads (others' channels shown)."""
         if not holds(session, "VIEW OBJECT", "stream", name):
-            raise NotFound("no such stream")
+            raise unseen("stream")
         reads = any(holds(session, p, "stream", name) for p in READER_PERMISSIONS)
         if holds(session, "CHANGE SYSTEM", "system", "system") or holds(
             session, "CHANGE PERM", "stream", name
