@@ -69,7 +69,7 @@ from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import sp_of_columns
-from streamshield.policy import patterns
+from streamshield.policy import sp_patterns
 from streamshield.policy.elements import Channel
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.level_assignment import LevelAssignment
@@ -969,7 +969,7 @@ def _decision_columns() -> tuple[Column, dict[str, Column]]:
 def _fixed_words(rules: RuleSet) -> list[int] | None:
     """The finished label words (readers, denied per object and word, in label column
     order) when every rule matches every tuple id, else None (evaluated per tuple)."""
-    if any(not isinstance(rule.tuples, patterns.Any) for rule in rules.rules):
+    if any(not isinstance(rule.tuples, sp_patterns.Any) for rule in rules.rules):
         return None
     return label_words(rules, None)
 
