@@ -55,11 +55,11 @@ from streamshield.server import security_port as port
 from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
+from streamshield.server.event_patterns import PatternService
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
 from streamshield.server.metrics import ServerMetrics
-from streamshield.server.patterns import PatternService
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
