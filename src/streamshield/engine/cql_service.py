@@ -54,8 +54,8 @@ from streamshield.engine.derived import derived_definition
 from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.levels import at_output_level
 from streamshield.engine.provenance import with_label
 from streamshield.engine.queries import (
     CallbackSink,
