@@ -56,7 +56,7 @@ from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.provenance import with_label
+from streamshield.engine.provenance_columns import with_label
 from streamshield.engine.queries import (
     CallbackSink,
     ConsoleSink,
