@@ -36,8 +36,8 @@ from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
+from streamshield.engine.streaming_queries import safe_error
 from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.faults import crash_point
 from streamshield.landing import Parsed
