@@ -110,7 +110,7 @@ SECURITY = (
 @contextlib.contextmanager
 def timing_hooks(timings: Timings) -> Iterator[None]:
     """Wraps the security steps of registration (and the SQL check) while inside."""
-    from streamshield.engine import cql_service, queries, window_query
+    from streamshield.engine import cql_service, streaming_queries, window_query
     from streamshield.engine.secured_view import SecuredProjection
     from streamshield.lang import admission
     from streamshield.policy.operator_limits import OperatorLimits
@@ -123,8 +123,8 @@ def timing_hooks(timings: Timings) -> Iterator[None]:
         (security_port, "session_query_level", SECURITY[2]),
         (OperatorLimits, "check", SECURITY[3]),
         (cql_service, "secure", SECURITY[4]),
-        (queries, "secure", SECURITY[4]),
-        (queries, "secured_view", SECURITY[6]),
+        (streaming_queries, "secure", SECURITY[4]),
+        (streaming_queries, "secured_view", SECURITY[6]),
         (window_query, "secured_view", SECURITY[6]),
         (admission, "check_query", "sql check (counted in the rest)"),
     ]

@@ -29,9 +29,9 @@ from bench.run import plain_rows, write_parquet
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.lang.wire import parse_lines
 from streamshield.policy.elements import SpElement
-from streamshield.policy.patterns import ANY
 from streamshield.policy.policy import Policy, label_for
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.sp_patterns import ANY
 
 KEY = ("stream", "provider", "policy_ts")
 

@@ -40,13 +40,13 @@ from streamshield.engine.session import spark_session
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.patterns import ANY, Literal, OneOf
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
 )
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.sp_patterns import ANY, Literal, OneOf
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,13 @@ from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
-from streamshield.policy.patterns import ANY, Literal
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
 )
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.sp_patterns import ANY, Literal
 
 ATTRIBUTES = (("id", "bigint"), ("k", "bigint"), ("v", "double"), ("ts", "bigint"))
 WINDOW = 100

@@ -29,12 +29,12 @@ from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
-from streamshield.policy.patterns import ANY, Literal
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
 )
+from streamshield.policy.sp_patterns import ANY, Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ from streamshield.engine.delivery import Delivery
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
 from streamshield.engine.labelled_store import labelled_schema, read_stream
-from streamshield.engine.provenance import with_provenance
+from streamshield.engine.provenance_columns import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
 from streamshield.examples import hospital

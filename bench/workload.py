@@ -10,13 +10,13 @@ from pathlib import Path
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
-from streamshield.policy.patterns import ANY, Literal, OneOf, Range
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
 )
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.sp_patterns import ANY, Literal, OneOf, Range
 
 STREAM = StreamDefinition(
     "Readings", (("id", "bigint"), ("value", "double"), ("ts", "bigint")), "id", "ts"

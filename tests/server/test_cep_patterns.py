@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from streamshield.server.patterns import PatternService
+from streamshield.server.event_patterns import PatternService
 from tests.server.conftest import (
     PASSWORD,
     Subscriber,

@@ -19,8 +19,8 @@ from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import NetworkParts, NotShared
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.queries import QueryService
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.streaming_queries import QueryService
 from streamshield.lang.partial_aggregates import fold_of
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.test_ingest_job import land

@@ -6,7 +6,7 @@ import pytest
 
 from streamshield.engine.cql_service import SpsInserted
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import CallbackSink
+from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy

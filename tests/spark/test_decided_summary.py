@@ -28,7 +28,6 @@ from streamshield.engine.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.patterns import ANY, Literal, OneOf, Range
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
@@ -36,6 +35,7 @@ from streamshield.policy.punctuation import (
     Sign,
 )
 from streamshield.policy.shield import Reason
+from streamshield.policy.sp_patterns import ANY, Literal, OneOf, Range
 from tests.spark.conformance import summary_disagrees
 
 pytestmark = pytest.mark.spark

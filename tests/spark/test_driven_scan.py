@@ -20,9 +20,9 @@ import pytest
 from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.file_source_log import FileSourceLog
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import CallbackSink
 from streamshield.engine.retention import checkpoint_sources
 from streamshield.engine.source_log import SourceLog
+from streamshield.engine.streaming_queries import CallbackSink
 from tests.spark.hospital_pipeline import (
     Rows,
     alone,

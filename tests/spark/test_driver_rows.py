@@ -20,7 +20,7 @@ from streamshield.engine.collected_rows import collect_on_driver, collect_rows
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.driver_rows import driver_arrow, is_local, local_frame
 from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.provenance import with_provenance
+from streamshield.engine.provenance_columns import with_provenance
 from streamshield.engine.secured_view import secured_view
 from streamshield.engine.small_writes import read_written, write_parquet
 from streamshield.policy.provenance import Rights

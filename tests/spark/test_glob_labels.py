@@ -9,7 +9,7 @@ import time
 from pyspark.sql import functions as F
 
 from streamshield.engine.labels import glob_regex
-from streamshield.policy.patterns import glob_match
+from streamshield.policy.sp_patterns import glob_match
 
 
 def test_glob_regex_in_spark_equals_the_python_matcher(spark) -> None:

@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine import levels
+from streamshield.engine import level_columns
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.level_processor import POOL, LevelStorageError
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import CallbackSink, MemorySink
 from streamshield.engine.secured_view import tuple_test
+from streamshield.engine.streaming_queries import CallbackSink, MemorySink
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.query_check import QueryRejected
@@ -235,13 +235,13 @@ def test_an_output_at_its_querys_level_replaces_every_rows_words(spark) -> None:
     a stateless selection's rows keep theirs; an output without level words stays so."""
     frame = spark.createDataFrame([(1, 1), (2, None)], "id bigint, _ss_lvl_0 bigint")
     one = at("[1, _]")  # company 1 is bit 0
-    stamped = levels.at_output_level(frame, one, OutputLevel.QUERY)
+    stamped = level_columns.at_output_level(frame, one, OutputLevel.QUERY)
     assert [r["_ss_lvl_0"] for r in stamped.orderBy("id").collect()] == [1, 1]
     assert stamped.columns == frame.columns
-    kept = levels.at_output_level(frame, one, OutputLevel.ROW)
+    kept = level_columns.at_output_level(frame, one, OutputLevel.ROW)
     assert [r["_ss_lvl_0"] for r in kept.orderBy("id").collect()] == [1, None]
     bare = frame.drop("_ss_lvl_0")
-    assert levels.at_output_level(bare, one, OutputLevel.QUERY).columns == ["id"]
+    assert level_columns.at_output_level(bare, one, OutputLevel.QUERY).columns == ["id"]
 
 
 def test_the_view_conjunct_agrees_with_the_pure_lattice_on_the_table(spark) -> None:

@@ -13,9 +13,9 @@ import pytest
 
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.fused_branches import fused_pass
-from streamshield.engine.queries import CallbackSink
 from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
+from streamshield.engine.streaming_queries import CallbackSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,
     Rows,

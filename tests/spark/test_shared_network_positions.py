@@ -15,9 +15,9 @@ from collections import Counter
 import pytest
 
 from streamshield.engine.branched_network import NetworkParts
-from streamshield.engine.queries import CallbackSink, QueryFailed
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.streaming_queries import CallbackSink, QueryFailed
 from streamshield.examples import hospital
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.hospital_pipeline import (

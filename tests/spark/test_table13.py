@@ -23,13 +23,13 @@ from streamshield.engine.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.patterns import ANY, Literal, OneOf
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
     Sign,
 )
+from streamshield.policy.sp_patterns import ANY, Literal, OneOf
 
 pytestmark = pytest.mark.spark
 

@@ -21,8 +21,8 @@ import pytest
 
 from streamshield.engine import node_members
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import CallbackSink
 from streamshield.engine.shared_selections import selected_frames
+from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.examples import hospital

@@ -7,7 +7,7 @@ import pytest
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.queries import MemorySink, QueryService
+from streamshield.engine.streaming_queries import MemorySink, QueryService
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.wire import to_line

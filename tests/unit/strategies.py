@@ -6,13 +6,13 @@ from hypothesis import strategies as st
 
 from streamshield.examples import hospital
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
-from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Range
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
     Sign,
 )
+from streamshield.policy.sp_patterns import ANY, Glob, Literal, OneOf, Range
 
 HIERARCHY = hospital.hierarchy()
 ROLES = HIERARCHY.roles

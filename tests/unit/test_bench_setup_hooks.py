@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from bench.borealis_setup import BOXES, Timings, query_text, timing_hooks
 
-from streamshield.engine import cql_service, queries
+from streamshield.engine import cql_service, streaming_queries
 from streamshield.engine.secured_view import SecuredProjection
 from streamshield.examples import hospital
 from streamshield.lang import admission
@@ -20,7 +20,7 @@ def test_hooks_time_while_on_and_restore_every_function_after() -> None:
         security_port.add_query,
         admission.check_query,
         cql_service.secure,
-        queries.secure,
+        streaming_queries.secure,
         SecuredProjection.__dict__["of"],
     )
     timings = Timings()
@@ -33,7 +33,7 @@ def test_hooks_time_while_on_and_restore_every_function_after() -> None:
         security_port.add_query,
         admission.check_query,
         cql_service.secure,
-        queries.secure,
+        streaming_queries.secure,
         SecuredProjection.__dict__["of"],
     ) == originals
     with pytest.raises(ZeroDivisionError), timing_hooks(timings):  # restored on errors too

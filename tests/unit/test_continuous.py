@@ -32,8 +32,8 @@ from streamshield.lang.windows import (
     rows,
     spark_duration,
 )
-from streamshield.policy.patterns import ANY, Literal, Range
 from streamshield.policy.punctuation import Sign
+from streamshield.policy.sp_patterns import ANY, Literal, Range
 
 STREAMS = ("vitals", "beds", "s")
 

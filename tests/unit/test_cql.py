@@ -13,14 +13,14 @@ from streamshield.lang.cql import (
     parse_statements,
     to_cql,
 )
-from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Range
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
     Sign,
 )
-from tests.unit.test_patterns import names, patterns
+from streamshield.policy.sp_patterns import ANY, Glob, Literal, OneOf, Range
+from tests.unit.test_sp_patterns import names, patterns
 
 FIG_8A = """\
 INSERT SP AS sp1

@@ -17,7 +17,7 @@ from streamshield.engine import labels
 from streamshield.engine.ingest import _DECISIONS, _decision_rows, decision_table
 from streamshield.engine.local_frames import local_table
 from streamshield.policy.elements import Channel
-from streamshield.policy.patterns import ANY, Literal, OneOf, Range
+from streamshield.policy.sp_patterns import ANY, Literal, OneOf, Range
 
 STREAMS = ("HeartRate", "Pulse")
 PROVIDERS = ("a", "b")

@@ -14,7 +14,6 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import ingest as ingest_module
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.ingest import Ingest
-from streamshield.policy.patterns import ANY, Literal
 from streamshield.policy.policy import Policy, ServerPolicy
 from streamshield.policy.punctuation import (
     DataDescription,
@@ -22,6 +21,7 @@ from streamshield.policy.punctuation import (
     SecurityRestriction,
 )
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.sp_patterns import ANY, Literal
 
 STREAM = StreamDefinition("S", (("id", "bigint"), ("v", "double"), ("ts", "bigint")), "id", "ts")
 

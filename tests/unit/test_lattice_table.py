@@ -1,6 +1,6 @@
 """The conformance table (tests/conformance/levels.json) against the pure lattice.
 
-The Spark encoding runs the same rows in tests/spark/test_levels.py.
+The Spark encoding runs the same rows in tests/spark/test_level_columns.py.
 """
 
 from __future__ import annotations

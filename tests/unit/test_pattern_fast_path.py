@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from streamshield.lang.cql import CqlError, _parse, _simple_pattern, parse_pattern
-from streamshield.policy.patterns import (
+from streamshield.policy.sp_patterns import (
     ANY,
     MAX_SET_VALUES,
     MAX_VALUE_CHARS,
@@ -20,7 +20,7 @@ from streamshield.policy.patterns import (
     OneOf,
     Pattern,
 )
-from tests.unit.test_patterns import patterns
+from tests.unit.test_sp_patterns import patterns
 
 PIECES = [
     "*",

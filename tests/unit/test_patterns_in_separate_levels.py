@@ -12,7 +12,7 @@ import pytest
 
 from streamshield.server import security_port as port
 from streamshield.server.errors import Conflict, Invalid
-from streamshield.server.patterns import SEPARATE_LEVELS, PatternService
+from streamshield.server.event_patterns import SEPARATE_LEVELS, PatternService
 from tests.unit.test_level_application import HIERARCHY, at
 
 

@@ -17,7 +17,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamshield.policy import policy as policy_module
-from streamshield.policy.patterns import Literal
 from streamshield.policy.policy import Policy, content_id
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
@@ -26,6 +25,7 @@ from streamshield.policy.punctuation import (
     SecurityRestriction,
     canonical_text,
 )
+from streamshield.policy.sp_patterns import Literal
 from tests.unit.strategies import policies, sp_bodies
 
 

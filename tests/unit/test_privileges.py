@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.statistics_rewrite import rewrite_statistics
 from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.patterns import ANY
 from streamshield.policy.policy import Combine, Policy, ServerPolicy, label_for
 from streamshield.policy.privileges import Privilege, granted_twins, query_twins
 from streamshield.policy.punctuation import (
@@ -20,6 +19,7 @@ from streamshield.policy.punctuation import (
     canonical_text,
 )
 from streamshield.policy.rules import compile_rules, evaluate
+from streamshield.policy.sp_patterns import ANY
 from tests.unit.strategies import (
     ATTRIBUTES,
     HIERARCHY,

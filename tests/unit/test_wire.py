@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from streamshield.lang.wire import WireFormatError, parse_element, parse_lines, to_dict, to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
-from streamshield.policy.patterns import ANY, Literal, Range
 from streamshield.policy.punctuation import (
     DataDescription,
     SecurityPunctuation,
     SecurityRestriction,
     Sign,
 )
+from streamshield.policy.sp_patterns import ANY, Literal, Range
 from tests.unit.test_cql import sps
 
 # --- strategies -------------------------------------------------------------------------

@@ -29,9 +29,9 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.catalog.view import CatalogView
 from streamshield.lang.cql import parse_policy, parse_statements
 from streamshield.policy.elements import Channel
-from streamshield.policy.patterns import Literal, OneOf, Pattern
 from streamshield.policy.policy import Combine, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy, capacity_for
+from streamshield.policy.sp_patterns import Literal, OneOf, Pattern
 
 SERVER_POLICY_TS = 1
 """Timestamp given to server-side sps: they form no provider batch, so any fixed value works."""

@@ -49,8 +49,8 @@ from streamshield.cep.pattern import (
     read_attributes,
 )
 from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.levels import level_column
-from streamshield.engine.provenance import provenance_column
+from streamshield.engine.level_columns import level_column
+from streamshield.engine.provenance_columns import provenance_column
 from streamshield.lang.recipient_labels import column_slot, row_slot
 from streamshield.policy.bitset import WORD_BITS, Words, to_signed
 

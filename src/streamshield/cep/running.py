@@ -60,7 +60,7 @@ from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused, validate
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.queries import safe_error
+from streamshield.engine.streaming_queries import safe_error
 from streamshield.policy.query_level import QueryLevel
 
 log = logging.getLogger(__name__)

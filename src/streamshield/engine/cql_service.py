@@ -54,10 +54,14 @@ from streamshield.engine.derived import derived_definition
 from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.levels import at_output_level
-from streamshield.engine.provenance import with_label
-from streamshield.engine.queries import (
+from streamshield.engine.provenance_columns import with_label
+from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.spgen import SpGen
+from streamshield.engine.stream_scan import StreamScan, scan_checkpoint
+from streamshield.engine.streaming_queries import (
     CallbackSink,
     ConsoleSink,
     FileSink,
@@ -66,10 +70,6 @@ from streamshield.engine.queries import (
     RegisteredQuery,
     Sink,
 )
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
-from streamshield.engine.shared_network import SharedNetwork
-from streamshield.engine.spgen import SpGen
-from streamshield.engine.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.tracker_state import StateStore
 from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery

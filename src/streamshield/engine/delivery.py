@@ -63,8 +63,8 @@ from streamshield.engine.collected_rows import (
     collect_rows,
     drop_flags,
 )
-from streamshield.engine.levels import dominated_words, level_columns
-from streamshield.engine.provenance import delivered, provenance_columns
+from streamshield.engine.level_columns import dominated_words, level_columns
+from streamshield.engine.provenance_columns import delivered, provenance_columns
 from streamshield.engine.recipient_check import OutputLabels
 from streamshield.lang.recipient_labels import slot_of
 from streamshield.policy.bitset import Words, is_empty

@@ -18,7 +18,7 @@ For every micro-batch:
    computed natively from the policy's compiled rules (or taken from the table when
    the policy ignores the tuple id and was evaluated on the driver).
 5. Every tuple gets its Chinese-Wall level words ``_ss_lvl_*`` from the catalog's level
-   assignment, read once per batch (a literal per channel, ``engine.levels``): a level
+   assignment, read once per batch (a literal per channel, ``engine.level_columns``): a level
    change applies to the batches labelled after it. Providers never choose it.
 
 Unknown streams' elements are ignored here: the landing zone rejects them first.
@@ -63,13 +63,13 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine import labels
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.held_columns import HeldColumns
-from streamshield.engine.levels import assigned_level
+from streamshield.engine.level_columns import assigned_level
 from streamshield.engine.local_frames import arrow_type, as_python, local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
 from streamshield.lang.wire import sp_of_columns
-from streamshield.policy import patterns
+from streamshield.policy import sp_patterns
 from streamshield.policy.elements import Channel
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.level_assignment import LevelAssignment
@@ -969,7 +969,7 @@ def _decision_columns() -> tuple[Column, dict[str, Column]]:
 def _fixed_words(rules: RuleSet) -> list[int] | None:
     """The finished label words (readers, denied per object and word, in label column
     order) when every rule matches every tuple id, else None (evaluated per tuple)."""
-    if any(not isinstance(rule.tuples, patterns.Any) for rule in rules.rules):
+    if any(not isinstance(rule.tuples, sp_patterns.Any) for rule in rules.rules):
         return None
     return label_words(rules, None)
 

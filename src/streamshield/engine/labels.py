@@ -23,9 +23,9 @@ from pyspark.sql.types import (
 )
 
 from streamshield.policy.bitset import Words
-from streamshield.policy.patterns import Any, Glob, Literal, OneOf, Pattern, Range, glob_segments
 from streamshield.policy.policy import Combine
 from streamshield.policy.rules import COVER, DENY, IMM, MUT, SRV, SRV_DENY, Layout, RuleSet
+from streamshield.policy.sp_patterns import Any, Glob, Literal, OneOf, Pattern, Range, glob_segments
 
 RULE_TYPE = StructType(
     [
@@ -46,7 +46,7 @@ NUMERIC_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"  # the same reading as patterns.as_numbe
 
 
 def glob_regex(pattern: str) -> str:
-    """A Java regex equal to :func:`~streamshield.policy.patterns.glob_match`, linear in the
+    """A Java regex equal to :func:`~streamshield.policy.sp_patterns.glob_match`, linear in the
     value: ``first(?>.*?middle)...(?>.*?middle).*last``.
 
     A naive translation (``.*`` for every ``*``) backtracks over every way of splitting the

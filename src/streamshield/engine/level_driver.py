@@ -35,13 +35,6 @@ from streamshield.engine.cql_service import CqlService
 from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.level_application import ApplicationError, ApplicationSpec
 from streamshield.engine.level_processor import LevelProcessor, LevelStorageError
-from streamshield.engine.queries import (
-    CallbackSink,
-    QueryFailed,
-    QueryService,
-    RegisteredQuery,
-    failure_class,
-)
 from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import (
     cache_directory,
@@ -50,6 +43,13 @@ from streamshield.engine.session import (
     with_java_option,
 )
 from streamshield.engine.source_ids import SourceIds
+from streamshield.engine.streaming_queries import (
+    CallbackSink,
+    QueryFailed,
+    QueryService,
+    RegisteredQuery,
+    failure_class,
+)
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.roles import RoleHierarchy

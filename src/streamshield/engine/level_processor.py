@@ -38,7 +38,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.levels import dominated_by
+from streamshield.engine.level_columns import dominated_by
 from streamshield.engine.session import planning_session
 from streamshield.policy.query_level import QueryLevel
 

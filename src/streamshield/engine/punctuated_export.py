@@ -28,8 +28,8 @@ from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.snapshots import Snapshots
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
-from streamshield.policy.patterns import Any
 from streamshield.policy.policy import Policy
+from streamshield.policy.sp_patterns import Any
 
 ORIGIN = ("_ss_policy", "_ss_channel", "_ss_seq", "_ss_tid")
 

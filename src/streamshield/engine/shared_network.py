@@ -93,8 +93,8 @@ from streamshield.engine.collected_rows import (
 from streamshield.engine.delivery import Delivery, Together, deliver_together
 from streamshield.engine.driver_rows import local_frame
 from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
-from streamshield.engine.levels import at_output_level
-from streamshield.engine.provenance import label_literals
+from streamshield.engine.level_columns import at_output_level
+from streamshield.engine.provenance_columns import label_literals
 from streamshield.engine.result_store import (
     DEFAULT_KEEP,
     ResultStore,

@@ -17,7 +17,6 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree, UnexpectedInput, v_args
 from lark.tree import Meta
 
-from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Pattern, Range, value_text
 from streamshield.policy.policy import Policy
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
@@ -26,6 +25,7 @@ from streamshield.policy.punctuation import (
     SecurityRestriction,
     Sign,
 )
+from streamshield.policy.sp_patterns import ANY, Glob, Literal, OneOf, Pattern, Range, value_text
 
 ACCESS_MODELS = frozenset({"rbac", "frbac"})  # flat RBAC, the model of the paper
 

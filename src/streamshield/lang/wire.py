@@ -20,7 +20,6 @@ from pydantic import ValidationError as _ValidationError
 
 from streamshield.lang.cql import CqlError, parse_pattern
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
-from streamshield.policy.patterns import Pattern
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
     DataDescription,
@@ -28,6 +27,7 @@ from streamshield.policy.punctuation import (
     SecurityRestriction,
     Sign,
 )
+from streamshield.policy.sp_patterns import Pattern
 
 
 class WireFormatError(ValueError):

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
-from streamshield.policy.patterns import Any, Literal, OneOf, Pattern
 from streamshield.policy.privileges import Privilege, granted_twins, query_twins
 from streamshield.policy.punctuation import SecurityPunctuation, Sign, canonical_text
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
+from streamshield.policy.sp_patterns import Any, Literal, OneOf, Pattern
 
 
 class PolicyError(ValueError):

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from streamshield.policy.patterns import ANY, Pattern
 from streamshield.policy.privileges import SP_PRIVILEGES, Privilege
+from streamshield.policy.sp_patterns import ANY, Pattern
 
 
 class Sign(Enum):

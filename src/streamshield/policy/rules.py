@@ -23,11 +23,11 @@ from operator import or_
 
 from streamshield.policy.bitset import Words
 from streamshield.policy.encoding import EncodedAccess, EncodedLabel, RoleCodec
-from streamshield.policy.patterns import Pattern
 from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolicy, role_members
 from streamshield.policy.privileges import granted_twins
 from streamshield.policy.punctuation import SecurityPunctuation, Sign
 from streamshield.policy.roles import UnknownRoleError
+from streamshield.policy.sp_patterns import Pattern
 
 # Parts accumulated per object (the tuple, then each attribute), in this order.
 PARTS = ("mut", "imm", "deny", "srv", "srv_deny", "cover")

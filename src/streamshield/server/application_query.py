@@ -7,9 +7,10 @@ the level's application runs it and stores each micro-batch under the level's
 directory; delivery stays in the server, where each recipient's roles and level are
 checked per row as for any query.
 
-:class:`ApplicationQuery` stands in for :class:`~streamshield.engine.queries.RegisteredQuery`
-(``active``, ``columns``, ``stop``, and ``handle``: the StreamingQuery face the registry,
-its watch and the metrics read). One thread per query follows its result store into its
+:class:`ApplicationQuery` stands in for
+:class:`~streamshield.engine.streaming_queries.RegisteredQuery` (``active``, ``columns``,
+``stop``, and ``handle``: the StreamingQuery face the registry, its watch and the metrics
+read). One thread per query follows its result store into its
 :class:`~streamshield.engine.delivery.Delivery`
 (:class:`~streamshield.engine.result_store.ResultFollower`, every 0.1 s, as networks
 poll) and asks the application every second how the query is. A driver that exits or
@@ -36,8 +37,8 @@ from streamshield.engine.level_application import (
     LevelApplication,
     LevelApplications,
 )
-from streamshield.engine.queries import failure_class
 from streamshield.engine.result_store import ResultFollower, ResultStore
+from streamshield.engine.streaming_queries import failure_class
 from streamshield.policy.query_level import QueryLevel
 
 audit = logging.getLogger("streamshield.audit")

@@ -31,13 +31,13 @@ from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.level_application import ApplicationError, LevelApplications
-from streamshield.engine.queries import (
+from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.engine.streaming_queries import (
     STORAGE_UNAVAILABLE,
     CallbackSink,
     RegisteredQuery,
     failure_class,
 )
-from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import Shape
 from streamshield.lang.query_check import QueryRejected

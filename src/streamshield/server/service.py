@@ -36,8 +36,8 @@ from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.queries import safe_error
 from streamshield.engine.result_store import ResultStore
+from streamshield.engine.streaming_queries import safe_error
 from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.faults import crash_point
 from streamshield.landing import Parsed
@@ -63,11 +63,11 @@ from streamshield.server.errors import (
     error_code,
     unseen,
 )
+from streamshield.server.event_patterns import PatternService
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
 from streamshield.server.metrics import ServerMetrics
-from streamshield.server.patterns import PatternService
 from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery

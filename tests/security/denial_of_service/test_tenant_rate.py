@@ -15,7 +15,7 @@ import time
 
 from streamshield.engine.labels import glob_regex
 from streamshield.lang.cql import parse_pattern
-from streamshield.policy.patterns import Glob, Pattern
+from streamshield.policy.sp_patterns import Glob, Pattern
 from tests.security.denial_of_service.deadline import within
 
 A_PATTERNS = ["*a*a*a*a*a*b", "a*a*a*a*a*a*a*c", "*?*?*?*?*?*-"]

@@ -41,7 +41,6 @@ from streamshield.engine import labels
 from streamshield.examples import hospital
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec
-from streamshield.policy.patterns import ANY, Glob, Literal, OneOf, Range
 from streamshield.policy.policy import Combine, ServerPolicy
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.punctuation import (
@@ -51,6 +50,7 @@ from streamshield.policy.punctuation import (
     Sign,
 )
 from streamshield.policy.shield import Reason
+from streamshield.policy.sp_patterns import ANY, Glob, Literal, OneOf, Range
 from tests.spark.conformance import (
     LABELS_ALLOW_A_DENIED_TUPLE,
     Outcome,

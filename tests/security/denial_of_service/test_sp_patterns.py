@@ -18,8 +18,8 @@ import pytest
 
 from streamshield.engine.labels import glob_regex
 from streamshield.lang.cql import CqlError, parse_pattern
-from streamshield.policy import patterns
-from streamshield.policy.patterns import Glob
+from streamshield.policy import sp_patterns
+from streamshield.policy.sp_patterns import Glob
 from tests.security.denial_of_service.deadline import within
 
 # Shapes whose naive translation backtracks over every split of the value between stars.
@@ -71,7 +71,7 @@ def test_glob_matching_equals_fnmatch_in_python_and_in_the_spark_regex() -> None
 
 
 def test_too_long_globs_are_refused_when_parsed() -> None:
-    MAX_GLOB_CHARS = patterns.MAX_GLOB_CHARS
+    MAX_GLOB_CHARS = sp_patterns.MAX_GLOB_CHARS
     assert parse_pattern("a?" * (MAX_GLOB_CHARS // 2)) == Glob("a?" * (MAX_GLOB_CHARS // 2))
     started = time.perf_counter()
     for text in ("?a" * 5_000, "*" + "a" * 100_000 + "?"):
@@ -81,7 +81,7 @@ def test_too_long_globs_are_refused_when_parsed() -> None:
 
 
 def test_huge_sets_and_values_are_refused_when_parsed() -> None:
-    MAX_SET_VALUES, MAX_VALUE_CHARS = patterns.MAX_SET_VALUES, patterns.MAX_VALUE_CHARS
+    MAX_SET_VALUES, MAX_VALUE_CHARS = sp_patterns.MAX_SET_VALUES, sp_patterns.MAX_VALUE_CHARS
     parse_pattern("{" + ", ".join(str(i) for i in range(MAX_SET_VALUES)) + "}")
     started = time.perf_counter()
     with pytest.raises(CqlError, match=f"more than {MAX_SET_VALUES} values"):

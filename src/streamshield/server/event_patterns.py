@@ -50,8 +50,8 @@ from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.labelled_store import labelled_schema, read_stream
+from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.levels import at_output_level
 from streamshield.engine.result_store import ResultStore
 from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.cep_rules import AccessObject

@@ -31,10 +31,10 @@ from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
 from streamshield.engine.labels import label_names
+from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.levels import at_output_level
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.provenance import provenance_column, with_provenance
+from streamshield.engine.provenance_columns import provenance_column, with_provenance
 from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.secured_view import secured_view, statistics_view
 from streamshield.engine.source_ids import SourceIds

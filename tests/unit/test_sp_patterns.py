@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from streamshield.lang.cql import CqlError, parse_pattern
-from streamshield.policy.patterns import (
+from streamshield.policy.sp_patterns import (
     ANY,
     Any,
     Glob,

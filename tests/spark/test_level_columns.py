@@ -12,7 +12,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from streamshield.engine import levels
+from streamshield.engine import level_columns
 from streamshield.policy.lattice import Lattice, Level
 from tests.conformance.levels import cases, lattice
 
@@ -25,7 +25,7 @@ NULL_ID = -1  # an extra row whose level has a NULL word
 
 
 def _schema() -> StructType:
-    words = [StructField(n, LongType()) for n in levels.level_names(WIDTH)]
+    words = [StructField(n, LongType()) for n in level_columns.level_names(WIDTH)]
     return StructType([StructField("id", LongType(), False), *words])
 
 
@@ -44,7 +44,7 @@ def _per_case(ids: Column, rules: dict[int, Column]) -> Column:
 
 
 def _dominated(columns: list[Column], lat: Lattice, level: Level) -> Column:
-    return levels.dominated_words(columns[: lat.width], lat.encode(level))
+    return level_columns.dominated_words(columns[: lat.width], lat.encode(level))
 
 
 def test_pairs_dominance_both_ways_and_lub_through_a_join(spark) -> None:
@@ -57,10 +57,10 @@ def test_pairs_dominance_both_ways_and_lub_through_a_join(spark) -> None:
     right_rows.append((NULL_ID, *[0] * WIDTH))
     left = spark.createDataFrame(left_rows, _schema()).alias("l")
     right = spark.createDataFrame(right_rows, _schema()).alias("r")
-    names = levels.level_names(WIDTH)
+    names = level_columns.level_names(WIDTH)
     a = [F.col(f"l.{n}") for n in names]
     b = [F.col(f"r.{n}") for n in names]
-    lub = levels.lub_join(a, b)
+    lub = level_columns.lub_join(a, b)
     ids = F.col("l.id")
     cloud = lattice("cloud")
     rules_ab, rules_ba, lub_le_a, lub_le_b, lub_le_lub = {}, {}, {}, {}, {}
@@ -112,8 +112,10 @@ def test_groups_and_pairs_lub_through_an_aggregate(spark) -> None:
     rows += [(NULL_ID, *[0] * WIDTH), (NULL_ID, None, *[0] * (WIDTH - 1))]
     wide = lattice("wide")  # the widest: every case's words, padded, are words of it
     assert wide.width == WIDTH
-    frame = spark.createDataFrame(rows, _schema()).groupBy("id").agg(*levels.lub_aggregate(wide))
-    names = levels.level_names(WIDTH)
+    frame = (
+        spark.createDataFrame(rows, _schema()).groupBy("id").agg(*level_columns.lub_aggregate(wide))
+    )
+    names = level_columns.level_names(WIDTH)
     out = {r["id"]: tuple(r[n] for n in names) for r in frame.collect()}
     assert set(out) == {c["id"] for c, _ in groups} | {NULL_ID}
     for c, _ in groups:
@@ -138,23 +140,23 @@ def test_an_aggregate_keeps_the_null_guard_where_no_bit_is_spare(spark) -> None:
     top = full.encode(full.trusted)[0]
     rows = [(1, top), (1, None), (2, top), (2, 0)]
     frame = spark.createDataFrame(rows, "id bigint, _ss_lvl_0 bigint")
-    out = dict(frame.groupBy("id").agg(*levels.lub_aggregate(full)).collect())
+    out = dict(frame.groupBy("id").agg(*level_columns.lub_aggregate(full)).collect())
     assert out == {1: None, 2: -1}
 
 
 def test_dominated_by_checks_the_frames_level_columns(spark) -> None:
     wide = lattice("wide")
-    frame = levels.with_level(spark.range(1), wide.encode(wide.parse("[w63, a0, z59]")))
-    assert levels.level_columns(frame.columns) == levels.level_names(3)
+    frame = level_columns.with_level(spark.range(1), wide.encode(wide.parse("[w63, a0, z59]")))
+    assert level_columns.level_columns(frame.columns) == level_columns.level_names(3)
     low, high = wide.parse("[w63, ⊥, ⊥]"), wide.parse("[T, a0, T]")
     with pytest.raises(ValueError, match="expected level columns"):
-        levels.dominated_by(wide, high, ["id", "_ss_lvl_0", "_ss_lvl_1"])
+        level_columns.dominated_by(wide, high, ["id", "_ss_lvl_0", "_ss_lvl_1"])
     with pytest.raises(ValueError, match="words"):
-        levels.lub_join([F.col("a")], [F.col("b"), F.col("c")])
+        level_columns.lub_join([F.col("a")], [F.col("b"), F.col("c")])
     kept = frame.select(
-        levels.dominated_by(wide, high, frame.columns).alias("high"),
-        levels.dominated_by(wide, low, frame.columns).alias("low"),
-        levels.dominated_by(wide, wide.trusted).alias("trusted"),
-        levels.dominated_by(wide, wide.public).alias("public"),
+        level_columns.dominated_by(wide, high, frame.columns).alias("high"),
+        level_columns.dominated_by(wide, low, frame.columns).alias("low"),
+        level_columns.dominated_by(wide, wide.trusted).alias("trusted"),
+        level_columns.dominated_by(wide, wide.public).alias("public"),
     ).first()
     assert kept.asDict() == {"high": True, "low": False, "trusted": True, "public": False}
