@@ -90,9 +90,15 @@ from streamshield.engine.collected_rows import (
     arrow_table,
     picked_rows,
 )
-from streamshield.engine.delivery import Delivery, Together, deliver_together
+from streamshield.engine.delivery import Delivery, Planned, Together, deliver_together
 from streamshield.engine.driver_rows import local_frame
-from streamshield.engine.fused_branches import FusedBranch, FusedPass, NotFused, fused_pass
+from streamshield.engine.fused_branches import (
+    FusedBranch,
+    FusedPass,
+    NotFused,
+    Outputs,
+    fused_pass,
+)
 from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.provenance_columns import label_literals
 from streamshield.engine.result_store import (
@@ -573,23 +579,9 @@ class SharedNetwork(BranchedNetwork[Branch]):
             return None
         arrived = time.monotonic()
         slots = {n: b.fused.slot for n, b in fused.items() if b.fused and n in listening}
-        rows_of = passed.alike(list(slots.values()))  # equal rows: built once
-        built = list(dict.fromkeys(rows_of.values()))
         try:
             with self._job_group(DELIVERY):
-                outputs = passed.outputs(wide, built)
-                parts = []
-                for name, (_, delivery) in listening.items():
-                    slot = rows_of[slots[name]]
-                    planned = delivery.plan(
-                        outputs.columns[slot],
-                        delivery.subscriptions,
-                        outputs.col[slot],
-                        outputs.taken[slot],
-                        f"b{built.index(slot)}",
-                        outputs.memo[slot],
-                    )
-                    parts.append((delivery, planned))
+                outputs, parts = _planned_together(passed, wide, listening, slots)
                 together = Together.of(parts)
                 kept = wide.columns
                 picked = outputs.frame.select(*map(_quoted, kept), *together.columns)
@@ -786,26 +778,15 @@ class SharedNetwork(BranchedNetwork[Branch]):
         first = linked[next(iter(listening))]
         assert first.passed is not None and first.wide is not None
         slots = {name: on[name].fused.slot for name in listening}  # type: ignore[union-attr]
-        rows_of = first.passed.alike(list(slots.values()))  # equal rows: built once
-        built = list(dict.fromkeys(rows_of.values()))
         try:
             with self._job_group(DELIVERY):
-                outputs = first.passed.outputs(first.wide, built)
-                parts = []
-                links = []
-                for name, (sink, delivery) in listening.items():
-                    slot, to = rows_of[slots[name]], linked[name]
-                    links.append((sink.store, output_id, to.files, slots[name], to.spec))
-                    planned = delivery.plan(
-                        outputs.columns[slot],
-                        delivery.subscriptions,
-                        outputs.col[slot],
-                        outputs.taken[slot],
-                        f"b{built.index(slot)}",
-                        outputs.memo[slot],
-                    )
-                    parts.append((delivery, planned))
-                link_together(links)  # stored first
+                outputs, parts = _planned_together(first.passed, first.wide, listening, slots)
+                link_together(  # stored first
+                    [
+                        (sink.store, output_id, linked[n].files, slots[n], linked[n].spec)
+                        for n, (sink, _) in listening.items()
+                    ]
+                )
                 deliver_together(outputs.frame, parts, output_id, arrived)
         except Exception as err:  # each on its own: a failing branch fails alone
             audit.warning(
@@ -902,6 +883,33 @@ def _view(branch: Branch, rows: DataFrame) -> DataFrame:
         branch.java_view = _to_seq(sc, list(projection.columns), _to_java_column)
     filtered = rows.filter(projection.condition)
     return ClassicFrame(filtered._jdf.select(branch.java_view), rows.sparkSession)
+
+
+def _planned_together(
+    passed: FusedPass,
+    wide: DataFrame,
+    listening: Mapping[str, tuple[StoringSink, Delivery]],
+    slots: Mapping[str, str],
+) -> tuple[Outputs, list[tuple[Delivery, Planned]]]:
+    """The listening branches' rows side by side over ``wide`` (equal rows built once:
+    :meth:`FusedPass.alike`) and each one's delivery planned over its place there, its
+    subscribers' rights read now (plans only: no job runs)."""
+    rows_of = passed.alike(list(slots.values()))
+    built = list(dict.fromkeys(rows_of.values()))
+    outputs = passed.outputs(wide, built)
+    parts = []
+    for name, (_, delivery) in listening.items():
+        slot = rows_of[slots[name]]
+        planned = delivery.plan(
+            outputs.columns[slot],
+            delivery.subscriptions,
+            outputs.col[slot],
+            outputs.taken[slot],
+            f"b{built.index(slot)}",
+            outputs.memo[slot],
+        )
+        parts.append((delivery, planned))
+    return outputs, parts
 
 
 def _quoted(name: str) -> Column:
