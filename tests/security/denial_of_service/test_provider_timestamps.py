@@ -88,12 +88,14 @@ def test_current_old_and_slightly_ahead_timestamps_land(zone: LandingZone) -> No
         reading(2, int(NOW)),
         reading(3, int(NOW + SKEW - 1)),  # a provider clock a bit ahead
         reading(4, "2027-01-01T00:00:00Z"),
-        reading(5, None),  # no event time: nothing to move
         reading(6, 1_000, policy_ts=int((NOW + SKEW - 1) * 1_000_000)),
         reading(1, int(NOW + SKEW - 1), stream="Counts"),
     ]
     result = zone.append(elements)
     assert result.rejected == [] and result.accepted == len(elements)
+    # no event time at all is not a time to judge: refused as a missing attribute
+    missing = zone.append([reading(5, None)])
+    assert [r.reason for r in missing.rejected] == ["missing_attribute"]
 
 
 def test_the_skew_applies_to_tuples_too(tmp_path: Path, zone: LandingZone) -> None:
