@@ -349,3 +349,34 @@ def test_make_run_takes_a_port_and_installs_no_dev_extra() -> None:
     assert "-e ." in dry.stdout and "[dev]" not in dry.stdout
     test = subprocess.run(["make", "-n", "-B", "test"], cwd=root, capture_output=True, text=True)
     assert "-e '.[dev]'" in test.stdout and "pytest" in test.stdout
+
+
+def test_warm_up_returns_at_once_when_the_install_has_its_class_archive(
+    tmp_path, monkeypatch
+) -> None:
+    """``make run`` calls ``warm-up`` before every serve: with the archive in place it
+    must not start a server (nor Spark); without one it serves the example to write it."""
+    import streamshield.server.main as server_main
+    from streamshield.engine.session import class_cache, keep_class_cache
+    from streamshield.server import warm_up
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    served: list[object] = []
+    monkeypatch.setattr(server_main, "run_server", lambda s, echo: served.append(s) or 0)
+    monkeypatch.setattr(warm_up, "_stop_after_first_batch", lambda settings: None)
+    assert warm_up.archive_needed()
+    said: list[str] = []
+    assert warm_up.warm_up(said.append) == 1  # the stand-in server wrote no archive
+    (settings,) = served
+    assert settings.example and settings.jvm_class_cache and settings.host == "127.0.0.1"
+    assert settings.catalog_url == f"sqlite:///{settings.root / 'catalog.db'}"  # never the real one
+    assert "no class archive" in said[-1]
+
+    _, pending = class_cache(tmp_path / "streamshield" / "jvm")
+    assert pending is not None
+    pending.write_bytes(b"archive")
+    keep_class_cache(pending)
+    said.clear()
+    assert not warm_up.archive_needed()
+    assert warm_up.warm_up(said.append) == 0
+    assert len(served) == 1 and said == ["JVM class archive in place: nothing to warm up"]
