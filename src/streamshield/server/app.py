@@ -62,12 +62,12 @@ def create_app(
         docs_url=None,  # routes.front_pages serves it from the package, not from a CDN
         redoc_url=None,
     )
-    app.state.service = service  # what the Auth dependency and some routers read
+    app.state.service = service  # what the Auth dependency reads
     serve_document(app)
     error_handlers.install(app)
     for router in (
-        administration.router(),
-        levels.router(),
+        administration.router(service),
+        levels.router(service),
         operations.router(service, metrics_token),
         networks.router(service),
         patterns.router(service, queue_size, queue_bytes),

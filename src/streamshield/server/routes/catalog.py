@@ -10,7 +10,7 @@ view is a 404, one she may view but not use a 403.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
 
@@ -29,8 +29,11 @@ from streamshield.server.models import (
 from streamshield.server.openapi import AUTHED, errors, links
 from streamshield.server.schemas import SchemaDef
 
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
-def router(service: Any) -> APIRouter:
+
+def router(service: ServerService) -> APIRouter:
     """The catalog routes of one server."""
     api = APIRouter()
 

@@ -10,7 +10,7 @@ accepted and lists each rejected one by line number and reason, never by value; 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
@@ -19,6 +19,9 @@ from streamshield.server.element_gate import AppendReport
 from streamshield.server.errors import Invalid
 from streamshield.server.models import AppendAnswer
 from streamshield.server.openapi import AUTHED, NDJSON_BODY, errors
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 Assign = Annotated[
     Literal["seq"] | None,
@@ -30,7 +33,7 @@ Assign = Annotated[
 ]
 
 
-def router(service: Any) -> APIRouter:
+def router(service: ServerService) -> APIRouter:
     """The append route of one server."""
     api = APIRouter()
 
@@ -50,7 +53,9 @@ def router(service: Any) -> APIRouter:
     return api
 
 
-def _append(service: Any, session: Any, stream: str, body: bytes, assign: bool) -> AppendReport:
+def _append(
+    service: ServerService, session: Any, stream: str, body: bytes, assign: bool
+) -> AppendReport:
     """Decodes, splits and appends a body in a worker thread: decoding 4 MiB in the event
     loop would hold every other request (and /healthz) meanwhile."""
     try:

@@ -11,7 +11,7 @@ their status and progress, is :mod:`.operations`'.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
@@ -28,9 +28,12 @@ from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors, links
 from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
+
 
 def router(
-    service: Any, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
+    service: ServerService, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
 ) -> APIRouter:
     """The query routes of one server; a subscriber lagging more than ``queue_size``
     batches or ``queue_bytes`` bytes is dropped (:mod:`..subscriptions`)."""

@@ -8,7 +8,7 @@ also activate a Chinese-Wall level (:func:`.levels.activate_at_login`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 
@@ -19,8 +19,11 @@ from streamshield.server.openapi import AUTHED, LOGIN_BUSY, errors
 from streamshield.server.routes.levels import activate_at_login
 from streamshield.server.routes.operations import iso
 
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
-def router(service: Any, gate: LoginGate) -> APIRouter:
+
+def router(service: ServerService, gate: LoginGate) -> APIRouter:
     """The session routes of one server; its logins pass through ``gate``."""
     api = APIRouter()
 

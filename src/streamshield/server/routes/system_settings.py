@@ -6,7 +6,7 @@ before anything changes; a refused change is a 422 naming the key (``settings_in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
 
@@ -14,8 +14,11 @@ from streamshield.server.auth import Auth
 from streamshield.server.models import SettingsBody, SettingsView
 from streamshield.server.openapi import AUTHED, errors
 
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
-def router(service: Any) -> APIRouter:
+
+def router(service: ServerService) -> APIRouter:
     """The settings routes of one server."""
     api = APIRouter()
 
