@@ -22,6 +22,7 @@ from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
 from streamshield.policy.operator_limits import LimitExceeded
+from streamshield.server import error_codes as codes
 from streamshield.server.errors import ApiError, to_response
 
 HANDLED: tuple[type[Exception], ...] = (
@@ -35,7 +36,7 @@ HANDLED: tuple[type[Exception], ...] = (
     WireFormatError,
     CqlError,
 )
-FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed"}
+FRAMEWORK_CODES = {404: codes.NOT_FOUND, 405: codes.METHOD_NOT_ALLOWED}
 
 
 def install(app: FastAPI) -> None:
@@ -60,7 +61,7 @@ async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
         {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
         for e in err.errors()[:10]
     ]
-    body = {"error": "invalid", "message": "invalid request body", "problems": problems}
+    body = {"error": codes.INVALID, "message": "invalid request body", "problems": problems}
     return JSONResponse(body, status_code=422)
 
 
@@ -68,8 +69,8 @@ async def _framework(_: Request, err: StarletteHTTPException) -> JSONResponse:
     # A body FastAPI cannot even decode (not UTF-8) is an invalid body: 422 like any
     # other, not an undocumented 400 with FastAPI's ``detail`` (found by the API fuzzer).
     if err.status_code == 400:
-        body = {"error": "invalid", "message": "the request body is not UTF-8 JSON"}
+        body = {"error": codes.INVALID, "message": "the request body is not UTF-8 JSON"}
         return JSONResponse(body, status_code=422)
-    code = FRAMEWORK_CODES.get(err.status_code, "http_error")
+    code = FRAMEWORK_CODES.get(err.status_code, codes.HTTP_ERROR)
     body = {"error": code, "message": str(err.detail)}
     return JSONResponse(body, status_code=err.status_code, headers=err.headers)

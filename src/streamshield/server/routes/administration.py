@@ -23,6 +23,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import administration as adm
+from streamshield.server import error_codes as codes
 from streamshield.server.auth import Auth
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
@@ -137,7 +138,7 @@ def _answer(fn: Callable[..., T], *args: Any) -> T:
             raise NotFound(err.message) from None
         raise Invalid(err.message) from None
     except (adm.Exists, adm.RoleCapacityReached, adm.SelfLockout) as err:
-        raise Conflict(err.message, "exists" if isinstance(err, adm.Exists) else None) from None
+        raise Conflict(err.message, codes.EXISTS if isinstance(err, adm.Exists) else None) from None
     except adm.WrongPassword as err:
         raise Forbidden(err.message) from None
     except adm.AdminError as err:  # weak password, bad names, cycles

@@ -18,6 +18,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import levels as lv
+from streamshield.server import error_codes as codes
 from streamshield.server.auth import Auth
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
@@ -138,13 +139,13 @@ def _answer(fn: Callable[..., T], *args: Any) -> T:
     except lv.UnknownLevelObject as err:  # a class, stream, user or channel the path names
         raise NotFound(err.message) from None
     except lv.LevelExists as err:
-        raise Conflict(err.message, "exists") from None
+        raise Conflict(err.message, codes.EXISTS) from None
     except lv.LevelConflict as err:
         raise Conflict(err.message) from None
     except lv.AboveClearance as err:
-        raise Forbidden(err.message, "above_clearance") from None
+        raise Forbidden(err.message, codes.ABOVE_CLEARANCE) from None
     except lv.InvalidLevel as err:
-        raise Invalid(err.message, f"invalid_level.{err.kind}" if err.kind else None) from None
+        raise Invalid(err.message, codes.invalid_level(err.kind) if err.kind else None) from None
     except lv.LevelError as err:
         raise Invalid(err.message) from None
 

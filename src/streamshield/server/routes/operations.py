@@ -279,8 +279,7 @@ def router(service: ServerService, metrics_token: str | None = None) -> APIRoute
             event = Event(action) if action else None
         except ValueError:
             raise Invalid(
-                f"action: unknown audit action (one of {', '.join(e.value for e in Event)})",
-                "invalid",
+                f"action: unknown audit action (one of {', '.join(e.value for e in Event)})"
             ) from None
         wanted = AuditFilter(
             actor=user,
