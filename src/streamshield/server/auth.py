@@ -6,12 +6,15 @@ depend on it without importing the application.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from streamshield.server.errors import Unauthorized
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 _bearer = HTTPBearer(auto_error=False)
 
@@ -30,7 +33,7 @@ def _caller(
     """The session of the bearer token (401 for none, expired, logged out or forged)."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthorized("a bearer token is needed")
-    service = request.app.state.service
+    service: ServerService = request.app.state.service  # set by create_app
     return Caller(service.session(credentials.credentials), credentials.credentials)
 
 

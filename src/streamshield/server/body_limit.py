@@ -19,6 +19,8 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from streamshield.server import error_codes as codes
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -114,7 +116,7 @@ async def _drain(receive: Receive, budget: int) -> None:
 
 async def _refuse(send: Send, limit: int) -> None:
     body = json.dumps(
-        {"error": "too_large", "message": f"request body is larger than {limit} bytes"}
+        {"error": codes.TOO_LARGE, "message": f"request body is larger than {limit} bytes"}
     ).encode()
     await send(
         {

@@ -17,15 +17,17 @@ from streamshield.engine.streaming_queries import QueryFailed
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError
+from streamshield.server import error_codes as codes
 
 audit = logging.getLogger("streamshield.audit")
 
 
 class ApiError(Exception):
-    """A request the server refuses; ``message`` is shown to the caller as is."""
+    """A request the server refuses; ``message`` is shown to the caller as is. Each
+    subclass names its status and default code (:mod:`.error_codes`); ``code`` gives a
+    more precise one."""
 
-    status = 400
-    code = "bad_request"
+    status, code = 422, codes.INVALID
 
     def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
@@ -35,17 +37,17 @@ class ApiError(Exception):
 
 
 class Unauthorized(ApiError):
-    status, code = 401, "unauthorized"
+    status, code = 401, codes.UNAUTHORIZED
 
 
 class Forbidden(ApiError):
-    status, code = 403, "forbidden"
+    status, code = 403, codes.FORBIDDEN
 
 
 class NotFound(ApiError):
     """Also what a caller gets for an object it may not view: existence is not revealed."""
 
-    status, code = 404, "not_found"
+    status, code = 404, codes.NOT_FOUND
 
 
 def unseen(kind: str) -> NotFound:
@@ -55,25 +57,17 @@ def unseen(kind: str) -> NotFound:
 
 
 class Conflict(ApiError):
-    status, code = 409, "conflict"
-
-
-class TooLarge(ApiError):
-    status, code = 413, "too_large"
+    status, code = 409, codes.CONFLICT
 
 
 class Invalid(ApiError):
-    status, code = 422, "invalid"
-
-
-class TooMany(ApiError):
-    status, code = 429, "too_many_requests"
+    status, code = 422, codes.INVALID
 
 
 class Unavailable(ApiError):
     """A part the request needs is not there now (a level's own Spark application)."""
 
-    status, code = 503, "unavailable"
+    status, code = 503, codes.UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -94,14 +88,14 @@ def _security_errors() -> dict[str, tuple[int, str]]:
     subclasses); the message of these exceptions is written by the catalog to be shown.
     """
     return {
-        "NotFound": (404, "not_found"),
-        "AlreadyExists": (409, "exists"),
-        "AuthError": (401, "unauthorized"),
-        "Throttled": (429, "throttled"),
-        "PermissionDenied": (403, "forbidden"),
-        "QuotaExceeded": (409, "quota_exceeded"),
-        "LimitExceeded": (422, "limit_exceeded"),
-        "LandingUnavailable": (503, "storage_unavailable"),
+        "NotFound": (404, codes.NOT_FOUND),
+        "AlreadyExists": (409, codes.EXISTS),
+        "AuthError": (401, codes.UNAUTHORIZED),
+        "Throttled": (429, codes.THROTTLED),
+        "PermissionDenied": (403, codes.FORBIDDEN),
+        "QuotaExceeded": (409, codes.QUOTA_EXCEEDED),
+        "LimitExceeded": (422, codes.LIMIT_EXCEEDED),
+        "LandingUnavailable": (503, codes.STORAGE_UNAVAILABLE),
     }
 
 
@@ -114,14 +108,14 @@ def to_response(err: BaseException) -> ErrorResponse:
     if response is not None:
         return response
     audit.error("internal error: %r", err, exc_info=err)
-    return ErrorResponse(500, "internal", "internal error (details are in the audit log)")
+    return ErrorResponse(500, codes.INTERNAL, "internal error (details are in the audit log)")
 
 
 def error_code(err: BaseException) -> str:
     """The ``error`` code :func:`to_response` answers ``err`` with, logging nothing (the
     handler that lets ``err`` escape logs it, once)."""
     response = _known(err)
-    return "internal" if response is None else response.code
+    return codes.INTERNAL if response is None else response.code
 
 
 def _known(err: BaseException) -> ErrorResponse | None:
@@ -135,23 +129,23 @@ def _known(err: BaseException) -> ErrorResponse | None:
             retry = getattr(err, "retry_after", None)
             return ErrorResponse(status, code, _message(err), int(retry) + 1 if retry else None)
     if isinstance(err, QueryRejected):
-        return ErrorResponse(422, f"query_rejected.{err.rule}", err.message)
+        return ErrorResponse(422, codes.query_rejected(err.rule), err.message)
     if isinstance(err, QueryFailed):
-        return ErrorResponse(422, "query_failed", str(err))
+        return ErrorResponse(422, codes.QUERY_FAILED, str(err))
     if isinstance(err, WireFormatError | CqlError):
-        return ErrorResponse(422, "invalid", str(err))
+        return ErrorResponse(422, codes.INVALID, str(err))
     if is_spark_refusal(err):  # a plan refused past the planning steps: class only
         error_class = spark_error_class(err) or "ANALYSIS"
         audit.info("Spark refused a request: %s", str(err).split("\n", 1)[0][:2000])
         return ErrorResponse(
             422,
-            f"query_rejected.{error_class.split('.')[0].lower()}",
+            codes.query_rejected(error_class.split(".")[0].lower()),
             f"Spark refused the query [{error_class}]",
         )
     if isinstance(err, StreamExists):
-        return ErrorResponse(409, "exists", "an object of that name exists")
+        return ErrorResponse(409, codes.EXISTS, "an object of that name exists")
     if isinstance(err, UnknownStreamError):
-        return ErrorResponse(404, "not_found", "no such object")
+        return ErrorResponse(404, codes.NOT_FOUND, "no such object")
     return None
 
 

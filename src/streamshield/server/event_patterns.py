@@ -58,6 +58,7 @@ from streamshield.policy.cep_rules import AccessObject
 from streamshield.policy.cep_rules_text import RulesError, dumps, from_document
 from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, error_code
 from streamshield.server.subscriptions import json_value
@@ -307,7 +308,7 @@ class PatternService:
         level's work run only in the level's own application, which patterns cannot do
         yet. Refused (409), never run in the shared application instead."""
         if level is not None and getattr(self.server, "applications", None) is not None:
-            raise Conflict(SEPARATE_LEVELS, "level_applications")
+            raise Conflict(SEPARATE_LEVELS, codes.LEVEL_APPLICATIONS)
 
     def _compiled(self, text: str, access: AccessObject) -> Pattern:
         try:
@@ -554,7 +555,7 @@ class PatternService:
             why = f" ({registered.running.reason})" if registered.running.reason else ""
             raise Conflict(
                 f"the pattern is {status}{why}: it produces nothing until it is started again",
-                "pattern_not_running",
+                codes.PATTERN_NOT_RUNNING,
             )
         return registered
 

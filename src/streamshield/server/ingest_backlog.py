@@ -44,6 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from streamshield.server import error_codes as codes
 from streamshield.server.errors import ApiError
 from streamshield.server.settings import DEFAULT_BACKLOG as DEFAULT_LIMIT
 
@@ -94,7 +95,7 @@ def refusal(
 class IngestBacklogged(ApiError):
     """503: the ingest backlog is over its bound; nothing of the append landed."""
 
-    status, code = 503, "ingest_backlog"
+    status, code = 503, codes.INGEST_BACKLOG
 
     def __init__(self, pending: int, limit: int | None, retry_after: int) -> None:
         bound = f"bound {limit}, " if limit else ""

@@ -26,6 +26,7 @@ import threading
 
 from streamshield.engine.ingest_consistency import IngestOutOfStep
 from streamshield.engine.tracker_state import ShieldStateError
+from streamshield.server import error_codes as codes
 from streamshield.server.errors import Conflict
 
 audit = logging.getLogger("streamshield.audit")
@@ -79,5 +80,5 @@ class IngestHalt:
             raise Conflict(
                 "secure ingest is halted because its shield state is missing, unreadable or "
                 "out of step; nothing is accepted until an administrator repairs it",
-                "ingest_halted",
+                codes.INGEST_HALTED,
             )

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from streamshield.server import error_codes as codes
 from streamshield.server.errors import ApiError
 
 T = TypeVar("T")
@@ -32,7 +33,7 @@ DEFAULT_WAITING = 32
 class LoginBusy(ApiError):
     """503: too many logins already waiting; ``retry_after`` seconds is the expected wait."""
 
-    status, code = 503, "login_busy"
+    status, code = 503, codes.LOGIN_BUSY
 
     def __init__(self, retry_after: int) -> None:
         super().__init__(

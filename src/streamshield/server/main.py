@@ -28,11 +28,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamshield.engine import root_location
 from streamshield.server.settings import ServeSettings
 from streamshield.server.tls import ensure_self_signed, given
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 log = logging.getLogger("streamshield.server")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -311,7 +314,7 @@ def _started(spark_started: Future) -> tuple[Any, Path | None]:
 def _shut_down(
     api: Any,
     provider: Any,
-    service: Any,
+    service: ServerService | None,
     spark_started: Future,
     echo: Callable[[str], None] = print,
 ) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -68,6 +68,16 @@ class RateWindow:
     def _trim(self, events: deque[tuple[float, float]], now: float) -> None:
         while events and events[0][0] < now - self.window:
             events.popleft()
+
+
+class StreamCounts(TypedDict):
+    """One stream's counters (:data:`COUNTS`) and its accepted rows/s."""
+
+    elements_accepted: int
+    elements_rejected: int
+    tuples_accepted: int
+    tuples_denied: int
+    rows_per_second: float
 
 
 class ServerMetrics:
@@ -134,13 +144,18 @@ class ServerMetrics:
         self.delivery_lag.labels(query).observe(max(0.0, seconds))
         self.lags.add(query, max(0.0, seconds))
 
-    def stream_counts(self, stream: str) -> dict[str, float]:
+    def stream_counts(self, stream: str) -> StreamCounts:
         """What the JSON routes show of one stream: the counters since the server
         started (the same increments as ``/metrics``) and the accepted rows/s."""
         with self._lock:
-            counts: dict[str, float] = {k: self._totals.get((stream, k), 0) for k in COUNTS}
-        counts["rows_per_second"] = self.rates.rates().get(stream, 0.0)
-        return counts
+            total = {k: self._totals.get((stream, k), 0) for k in COUNTS}
+        return StreamCounts(
+            elements_accepted=total["elements_accepted"],
+            elements_rejected=total["elements_rejected"],
+            tuples_accepted=total["tuples_accepted"],
+            tuples_denied=total["tuples_denied"],
+            rows_per_second=self.rates.rates().get(stream, 0.0),
+        )
 
     def recent_lag(self, query: str) -> float | None:
         """The largest delivery lag of ``query`` in the last LAG_WINDOW seconds (None:

@@ -3,12 +3,16 @@
 FastAPI documents its own ``HTTPValidationError`` for 422 by default; our 422s (and
 every other error) have the body of :class:`~streamshield.server.models.ErrorBody`, so
 each route declares its real error codes with :func:`errors` and
-:func:`without_fastapi_validation_schema` removes the unused default schemas.
+:func:`without_fastapi_validation_schema` removes the unused default schemas;
+:func:`serve_document` has an app serve the document so corrected.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from streamshield.server.models import ErrorBody
 
@@ -150,3 +154,21 @@ def without_fastapi_validation_schema(schema: dict[str, Any]) -> dict[str, Any]:
             if "text/event-stream" in content:
                 content.pop("application/json", None)
     return schema
+
+
+def serve_document(app: FastAPI) -> None:
+    """Has ``app`` answer ``/openapi.json`` with its document corrected as above (built
+    once, at the first request, when every router is included)."""
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            built = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            app.openapi_schema = with_universal_errors(without_fastapi_validation_schema(built))
+        return app.openapi_schema
+
+    app.openapi = document  # type: ignore[method-assign]

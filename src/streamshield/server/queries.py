@@ -44,6 +44,7 @@ from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.query_level import QueryLevel
+from streamshield.server import error_codes as codes
 from streamshield.server.application_query import LEVEL_APPLICATION_LOST, ApplicationQuery
 from streamshield.server.errors import Conflict, Invalid, NotFound, Unavailable
 
@@ -177,7 +178,7 @@ class QueryRegistry:
         """Records a query (stopped) so that it can be started, listed and removed."""
         with self._lock:
             if query.name in self._queries:
-                raise Conflict("a query of that name exists", "exists")
+                raise Conflict("a query of that name exists", codes.EXISTS)
             self._queries[query.name] = query
 
     def start(self, name: str, limits: OperatorLimits) -> LiveQuery:

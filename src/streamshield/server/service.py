@@ -51,6 +51,7 @@ from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.policy.punctuation import Sign
+from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
 from streamshield.server.application_query import SeparateLevels
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
@@ -676,7 +677,7 @@ class ServerService:
                 self._lock,
             ):
                 if self._maybe(name) is not query:
-                    raise Conflict("the query was removed while it started", "removed")
+                    raise Conflict("the query was removed while it started", codes.REMOVED)
                 if name not in startable:
                     raise Unavailable(
                         "the level's own Spark application did not start; try again "
@@ -718,7 +719,7 @@ class ServerService:
         targets = {st.stream for st in request.on_result if st.stream}
         target = next(iter(targets)) if len(targets) == 1 else f"{name}_result"
         if output is not None and output != target:
-            raise Invalid("with ON RESULT the output is the stream the sps go to", "output")
+            raise Invalid("with ON RESULT the output is the stream the sps go to", codes.OUTPUT)
         return target
 
     def _live(
@@ -827,7 +828,7 @@ class ServerService:
         try:
             self.switches.inject(QuerySp(live.internal, user, Sign(sign), time.time()))
         except (BadQuerySp, ValueError) as err:
-            raise Invalid(str(err), "sp") from None
+            raise Invalid(str(err), codes.SP) from None
         if Sign(sign) is Sign.GRANT:
             self.cql.opened(live.internal)
 
@@ -850,7 +851,7 @@ class ServerService:
             audit.error("operator limits setting unreadable: %s", err)
             raise Invalid(
                 "the operator limits setting is unreadable; ask an administrator",
-                "limits_unreadable",
+                codes.LIMITS_UNREADABLE,
             ) from None
 
     def inject_sps(self, session: Any, request: SpInsert) -> dict:
@@ -919,7 +920,7 @@ class ServerService:
                 raise Conflict(
                     f"the query failed again on start ({query.error_class}); its definition "
                     "or its input needs a change: remove it and register it anew",
-                    "query_failed",
+                    codes.QUERY_FAILED,
                 )
             if handle.lastProgress is not None:
                 return
@@ -952,7 +953,7 @@ class ServerService:
             why = f" ({query.error_class})" if query.error_class else ""
             raise Conflict(
                 f"the query is {status}{why}: it produces nothing until it is started again",
-                "query_not_running",
+                codes.QUERY_NOT_RUNNING,
             )
         return query
 
@@ -1026,7 +1027,7 @@ class ServerService:
         try:
             values = validated(values)
         except SettingsRejected as err:
-            raise Invalid(f"settings refused: {err}", "settings_invalid") from None
+            raise Invalid(f"settings refused: {err}", codes.SETTINGS_INVALID) from None
         for key, value in values.items():
             port.set_setting(self.security, session, key, value)
         return port.settings(self.security)

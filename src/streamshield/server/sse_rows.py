@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Query, Request
 from sse_starlette import EventSourceResponse
@@ -34,6 +34,9 @@ from streamshield.server.subscriptions import (
     SubscriberQueue,
     Watched,
 )
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 PING_SECONDS = 15
 
@@ -66,7 +69,7 @@ def last_event_id(request: Request) -> int | None:
 
 
 def stream_rows(
-    service: Any,
+    service: ServerService,
     target: Any,
     user: str,
     token: str,
@@ -101,14 +104,14 @@ def stream_rows(
     service.live.add(watched)
     queue.on_end = lambda: target.delivery.unsubscribe(subscription)
 
-    async def replay() -> None:
+    async def replay(after: int) -> None:
         try:
             await service.replay(target, subscription, after, resume, queue)
         finally:
             resume.done()
 
     async def events() -> AsyncIterator[Any]:
-        replaying = asyncio.ensure_future(replay()) if after is not None else None
+        replaying = asyncio.ensure_future(replay(after)) if after is not None else None
         try:
             async for event in queue.events():
                 yield event

@@ -18,11 +18,12 @@ import asyncio
 import json
 from contextlib import suppress
 
+from streamshield.server import error_codes as codes
 from streamshield.server.body_limit import App, Message, Receive, Scope, Send
 
 RETRY_AFTER = 30  # seconds: about a server start
 _BODY = json.dumps(
-    {"error": "server_stopping", "message": "the server is stopping; try again later"}
+    {"error": codes.SERVER_STOPPING, "message": "the server is stopping; try again later"}
 ).encode()
 
 

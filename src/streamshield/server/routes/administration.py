@@ -15,18 +15,21 @@ and running patterns re-check their rules under the new hierarchy at their next
 micro-batch (:mod:`streamshield.cep.running`).
 """
 
-# No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type,
-# which is imported inside :func:`router` (string annotations resolve in module globals).
+# No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import administration as adm
+from streamshield.server import error_codes as codes
 from streamshield.server.auth import Auth
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 T = TypeVar("T")
 
@@ -135,7 +138,7 @@ def _answer(fn: Callable[..., T], *args: Any) -> T:
             raise NotFound(err.message) from None
         raise Invalid(err.message) from None
     except (adm.Exists, adm.RoleCapacityReached, adm.SelfLockout) as err:
-        raise Conflict(err.message, "exists" if isinstance(err, adm.Exists) else None) from None
+        raise Conflict(err.message, codes.EXISTS if isinstance(err, adm.Exists) else None) from None
     except adm.WrongPassword as err:
         raise Forbidden(err.message) from None
     except adm.AdminError as err:  # weak password, bad names, cycles
@@ -150,15 +153,11 @@ def _role(info: adm.RoleInfo) -> RoleOut:
     return RoleOut(name=info.name, juniors=list(info.juniors))
 
 
-def router() -> APIRouter:
+def router(service: "ServerService") -> APIRouter:
     """The administration routes."""
     api = APIRouter(tags=["administration"])
 
-    def security(request: Request) -> Any:
-        return request.app.state.service.security
-
-    def hierarchy_changed(request: Request, change: tuple[adm.RoleInfo, Any]) -> RoleOut:
-        service = request.app.state.service
+    def hierarchy_changed(change: tuple[adm.RoleInfo, Any]) -> RoleOut:
         info, hierarchy = change
         with service._lock:
             service.pipeline.use_hierarchy(hierarchy)
@@ -170,61 +169,61 @@ def router() -> APIRouter:
     @api.post(
         "/users", status_code=201, response_model=UserOut, responses=_errors(401, 403, 409, 422)
     )
-    def create_user(body: UserCreate, who: Auth, request: Request) -> UserOut:
+    def create_user(body: UserCreate, who: Auth) -> UserOut:
         """Create a user with a password (policy: at least 12 characters, not only
         whitespace, not the user name) and roles. Needs CHANGE SYSTEM."""
-        sec = security(request)
+        sec = service.security
         return _user(_answer(sec.add_user, who.session, body.name, body.password, body.roles))
 
     @api.get("/users", response_model=UserList, responses=_errors(401, 403))
-    def list_users(who: Auth, request: Request) -> UserList:
+    def list_users(who: Auth) -> UserList:
         """Every user with roles and state. Needs CHANGE SYSTEM."""
-        users = _answer(security(request).users_info, who.session)
+        users = _answer(service.security.users_info, who.session)
         return UserList(users=[_user(u) for u in users])
 
     @api.get("/users/{name}", response_model=UserOut, responses=_errors(401, 403, 404, 422))
-    def show_user(name: str, who: Auth, request: Request) -> UserOut:
+    def show_user(name: str, who: Auth) -> UserOut:
         """One user: oneself, or anyone for a CHANGE SYSTEM holder."""
-        return _user(_answer(security(request).user_info, who.session, name))
+        return _user(_answer(service.security.user_info, who.session, name))
 
     @api.put("/users/{name}/roles", response_model=UserOut, responses=_errors(401, 403, 404, 422))
-    def set_roles(name: str, body: UserRoles, who: Auth, request: Request) -> UserOut:
+    def set_roles(name: str, body: UserRoles, who: Auth) -> UserOut:
         """Replace a user's roles. Needs CHANGE SYSTEM; grants that relied on a role
         taken away are removed with their cascade."""
-        sec = security(request)
+        sec = service.security
         info = _answer(sec.change_user_roles, who.session, name, body.roles)
-        request.app.state.service.reconcile_owner(name)  # her queries: only roles she holds
+        service.reconcile_owner(name)  # her queries: only roles she holds
         return _user(info)
 
     @api.post(
         "/users/{name}/password", response_model=NameOut, responses=_errors(401, 403, 404, 422)
     )
-    def reset_password(name: str, body: PasswordReset, who: Auth, request: Request) -> NameOut:
+    def reset_password(name: str, body: PasswordReset, who: Auth) -> NameOut:
         """Set a user's password (administrator reset). Needs CHANGE SYSTEM."""
-        _answer(security(request).reset_password, who.session, name, body.password)
+        _answer(service.security.reset_password, who.session, name, body.password)
         return NameOut(name=name)
 
     @api.post("/me/password", response_model=NameOut, responses=_errors(401, 403, 422, 429))
-    def change_password(body: PasswordChange, who: Auth, request: Request) -> NameOut:
+    def change_password(body: PasswordChange, who: Auth) -> NameOut:
         """Change one's own password, proving the current one."""
-        _answer(security(request).change_password, who.session, body.current, body.new)
+        _answer(service.security.change_password, who.session, body.current, body.new)
         return NameOut(name=str(who.session.user))
 
     @api.post(
         "/users/{name}/disable", response_model=UserOut, responses=_errors(401, 403, 404, 409, 422)
     )
-    def disable(name: str, who: Auth, request: Request) -> UserOut:
+    def disable(name: str, who: Auth) -> UserOut:
         """Disable a user: every session of hers ends at once, login refuses her, her
         queries stop (their subscribers get a ``closed`` event) until she is enabled."""
-        info = _answer(security(request).set_disabled, who.session, name, True)
-        request.app.state.service.reconcile_owner(name)
+        info = _answer(service.security.set_disabled, who.session, name, True)
+        service.reconcile_owner(name)
         return _user(info)
 
     @api.post("/users/{name}/enable", response_model=UserOut, responses=_errors(401, 403, 404, 422))
-    def enable(name: str, who: Auth, request: Request) -> UserOut:
+    def enable(name: str, who: Auth) -> UserOut:
         """Enable a disabled user again; her queries recorded as running start again."""
-        info = _answer(security(request).set_disabled, who.session, name, False)
-        request.app.state.service.reconcile_owner(name)
+        info = _answer(service.security.set_disabled, who.session, name, False)
+        service.reconcile_owner(name)
         return _user(info)
 
     # -- grants -----------------------------------------------------------------------------
@@ -232,13 +231,12 @@ def router() -> APIRouter:
     @api.get("/grants", response_model=GrantList, responses=_errors(401, 403, 404, 422))
     def list_grants(
         who: Auth,
-        request: Request,
         kind: Annotated[str, Query(pattern=r"^(system|schema|stream|query)$")],
         object: Annotated[str, Query(min_length=1, max_length=128)],
     ) -> GrantList:
         """The grants stored on one object (what ``POST``/``DELETE /grants`` change).
         Needs CHANGE SYSTEM, checked before the object is looked up."""
-        found = _answer(security(request).grants_info, who.session, kind, object)
+        found = _answer(service.security.grants_info, who.session, kind, object)
         return GrantList(
             kind=kind,
             object=object,
@@ -248,38 +246,38 @@ def router() -> APIRouter:
     # -- roles -------------------------------------------------------------------------------
 
     @api.get("/roles", response_model=RoleList, responses=_errors(401))
-    def list_roles(who: Auth, request: Request) -> RoleList:
+    def list_roles(who: Auth) -> RoleList:
         """Every role with its direct juniors (any logged-in user)."""
-        roles = _answer(security(request).roles_info, who.session)
+        roles = _answer(service.security.roles_info, who.session)
         return RoleList(roles=[_role(r) for r in roles])
 
     @api.post(
         "/roles", status_code=201, response_model=RoleOut, responses=_errors(401, 403, 409, 422)
     )
-    def create_role(body: RoleCreate, who: Auth, request: Request) -> RoleOut:
+    def create_role(body: RoleCreate, who: Auth) -> RoleOut:
         """Create a role (with direct juniors); live at once. Needs CHANGE SYSTEM."""
-        sec = security(request)
+        sec = service.security
         change = _answer(sec.create_role, who.session, body.name, body.juniors)
-        return hierarchy_changed(request, change)
+        return hierarchy_changed(change)
 
     @api.post(
         "/roles/{name}/juniors", response_model=RoleOut, responses=_errors(401, 403, 404, 422)
     )
-    def add_junior(name: str, body: JuniorBody, who: Auth, request: Request) -> RoleOut:
+    def add_junior(name: str, body: JuniorBody, who: Auth) -> RoleOut:
         """Make ``junior`` a direct junior of the role (a cycle is refused). Needs
         CHANGE SYSTEM."""
-        change = _answer(security(request).add_junior, who.session, name, body.junior)
-        return hierarchy_changed(request, change)
+        change = _answer(service.security.add_junior, who.session, name, body.junior)
+        return hierarchy_changed(change)
 
     @api.delete(
         "/roles/{name}/juniors/{junior}",
         response_model=RoleOut,
         responses=_errors(401, 403, 404, 422),
     )
-    def remove_junior(name: str, junior: str, who: Auth, request: Request) -> RoleOut:
+    def remove_junior(name: str, junior: str, who: Auth) -> RoleOut:
         """Remove a direct junior. Needs CHANGE SYSTEM. Tuples labelled before keep the
         readers they were labelled with (labels are immutable)."""
-        change = _answer(security(request).remove_junior, who.session, name, junior)
-        return hierarchy_changed(request, change)
+        change = _answer(service.security.remove_junior, who.session, name, junior)
+        return hierarchy_changed(change)
 
     return api

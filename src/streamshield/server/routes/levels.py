@@ -12,15 +12,19 @@ Responses write levels with ``⊥``; requests take either form.
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from streamshield.catalog import levels as lv
+from streamshield.server import error_codes as codes
 from streamshield.server.auth import Auth
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 T = TypeVar("T")
 
@@ -135,13 +139,13 @@ def _answer(fn: Callable[..., T], *args: Any) -> T:
     except lv.UnknownLevelObject as err:  # a class, stream, user or channel the path names
         raise NotFound(err.message) from None
     except lv.LevelExists as err:
-        raise Conflict(err.message, "exists") from None
+        raise Conflict(err.message, codes.EXISTS) from None
     except lv.LevelConflict as err:
         raise Conflict(err.message) from None
     except lv.AboveClearance as err:
-        raise Forbidden(err.message, "above_clearance") from None
+        raise Forbidden(err.message, codes.ABOVE_CLEARANCE) from None
     except lv.InvalidLevel as err:
-        raise Invalid(err.message, f"invalid_level.{err.kind}" if err.kind else None) from None
+        raise Invalid(err.message, codes.invalid_level(err.kind) if err.kind else None) from None
     except lv.LevelError as err:
         raise Invalid(err.message) from None
 
@@ -159,19 +163,16 @@ def _session(info: lv.SessionLevelInfo) -> SessionLevelOut:
     return SessionLevelOut(user=info.user, clearance=info.clearance, level=info.level)
 
 
-def router() -> APIRouter:
+def router(service: "ServerService") -> APIRouter:
     """The level routes (tag ``levels``)."""
     api = APIRouter(tags=["levels"])
-
-    def security(request: Request) -> Any:
-        return request.app.state.service.security
 
     # -- classes -----------------------------------------------------------------------------
 
     @api.get("/levels", response_model=ClassesOut, responses=_errors(401))
-    def classes(who: Auth, request: Request) -> ClassesOut:
+    def classes(who: Auth) -> ClassesOut:
         """The COI classes (component order) and CI classes. Any logged-in user."""
-        info = _answer(security(request).classes_info, who.session)
+        info = _answer(service.security.classes_info, who.session)
         return ClassesOut(
             coi_classes=[CoiOut(name=c.name, companies=list(c.companies)) for c in info.coi],
             ci_classes=[
@@ -188,11 +189,11 @@ def router() -> APIRouter:
         response_model=CoiOut,
         responses=_errors(401, 403, 409, 422),
     )
-    def define_coi(body: CoiCreate, who: Auth, request: Request) -> CoiOut:
+    def define_coi(body: CoiCreate, who: Auth) -> CoiOut:
         """Define a conflict-of-interest class of two or more competing companies; it
         becomes the next component of every level (levels stored before get ``⊥``
         there). A company belongs to one class. Needs CHANGE SYSTEM."""
-        sec = security(request)
+        sec = service.security
         info = _answer(sec.define_coi_class, who.session, body.name, body.companies, body.capacity)
         return CoiOut(name=info.name, companies=list(info.companies))
 
@@ -201,10 +202,10 @@ def router() -> APIRouter:
         response_model=CoiOut,
         responses=_errors(401, 403, 404, 409, 422),
     )
-    def add_company(name: str, body: CompanyAdd, who: Auth, request: Request) -> CoiOut:
+    def add_company(name: str, body: CompanyAdd, who: Auth) -> CoiOut:
         """Add a company to a COI class (``T`` of the class then covers it too). Needs
         CHANGE SYSTEM."""
-        info = _answer(security(request).add_company, who.session, name, body.company)
+        info = _answer(service.security.add_company, who.session, name, body.company)
         return CoiOut(name=info.name, companies=list(info.companies))
 
     @api.post(
@@ -213,10 +214,10 @@ def router() -> APIRouter:
         response_model=CiOut,
         responses=_errors(401, 403, 409, 422),
     )
-    def define_ci(body: CiCreate, who: Auth, request: Request) -> CiOut:
+    def define_ci(body: CiCreate, who: Auth) -> CiOut:
         """Define a complementing-interest class: known companies, at most one of each
         COI class (Definition 2). Needs CHANGE SYSTEM."""
-        info = _answer(security(request).define_ci_class, who.session, body.name, body.companies)
+        info = _answer(service.security.define_ci_class, who.session, body.name, body.companies)
         return CiOut(name=info.name, companies=list(info.companies), level=info.level)
 
     # -- streams and channels ----------------------------------------------------------------
@@ -226,20 +227,20 @@ def router() -> APIRouter:
         response_model=StreamLevelOut,
         responses=_errors(401, 404, 409, 422),
     )
-    def stream_level(name: str, who: Auth, request: Request) -> StreamLevelOut:
+    def stream_level(name: str, who: Auth) -> StreamLevelOut:
         """An input stream's level (administrators, and users who may see the stream)
         and its channels' levels (administrators only; others get an empty list)."""
-        return _stream(_answer(security(request).stream_level_info, who.session, name))
+        return _stream(_answer(service.security.stream_level_info, who.session, name))
 
     @api.put(
         "/levels/streams/{name}",
         response_model=StreamLevelOut,
         responses=_errors(401, 403, 404, 409, 422),
     )
-    def set_stream_level(name: str, body: LevelBody, who: Auth, request: Request) -> StreamLevelOut:
+    def set_stream_level(name: str, body: LevelBody, who: Auth) -> StreamLevelOut:
         """Set an input stream's level; it must dominate its channels' levels. Tuples
         are labelled with it at secure ingest. Needs CHANGE SYSTEM."""
-        sec = security(request)
+        sec = service.security
         return _stream(_answer(sec.set_stream_level, who.session, name, body.level))
 
     @api.put(
@@ -247,13 +248,11 @@ def router() -> APIRouter:
         response_model=StreamLevelOut,
         responses=_errors(401, 403, 404, 409, 422),
     )
-    def set_channel_level(
-        name: str, provider: str, body: LevelBody, who: Auth, request: Request
-    ) -> StreamLevelOut:
+    def set_channel_level(name: str, provider: str, body: LevelBody, who: Auth) -> StreamLevelOut:
         """Set the level of one provider's tuples on the stream (the provider is a
         company's sender); it must be dominated by the stream's level. Needs CHANGE
         SYSTEM."""
-        sec = security(request)
+        sec = service.security
         return _stream(_answer(sec.set_channel_level, who.session, name, provider, body.level))
 
     @api.delete(
@@ -261,11 +260,9 @@ def router() -> APIRouter:
         response_model=StreamLevelOut,
         responses=_errors(401, 403, 404, 409, 422),
     )
-    def remove_channel_level(
-        name: str, provider: str, who: Auth, request: Request
-    ) -> StreamLevelOut:
+    def remove_channel_level(name: str, provider: str, who: Auth) -> StreamLevelOut:
         """The provider's tuples are at the stream's level again. Needs CHANGE SYSTEM."""
-        sec = security(request)
+        sec = service.security
         return _stream(_answer(sec.remove_channel_level, who.session, name, provider))
 
     # -- clearances and the session's level --------------------------------------------------
@@ -275,9 +272,9 @@ def router() -> APIRouter:
         response_model=ClearanceOut,
         responses=_errors(401, 403, 404, 409, 422),
     )
-    def clearance(name: str, who: Auth, request: Request) -> ClearanceOut:
+    def clearance(name: str, who: Auth) -> ClearanceOut:
         """A user's clearance: one's own, or anyone's for a CHANGE SYSTEM holder."""
-        level = _answer(security(request).clearance_of, who.session, name)
+        level = _answer(service.security.clearance_of, who.session, name)
         return ClearanceOut(user=name, clearance=level)
 
     @api.put(
@@ -285,24 +282,24 @@ def router() -> APIRouter:
         response_model=ClearanceSet,
         responses=_errors(401, 403, 404, 409, 422),
     )
-    def set_clearance(name: str, body: LevelBody, who: Auth, request: Request) -> ClearanceSet:
+    def set_clearance(name: str, body: LevelBody, who: Auth) -> ClearanceSet:
         """Set a user's clearance, the highest level her sessions may activate. Her
         sessions above the new clearance drop to public at once. Needs CHANGE SYSTEM."""
-        sec = security(request)
+        sec = service.security
         level, lowered = _answer(sec.set_clearance, who.session, name, body.level)
-        request.app.state.service.reconcile_rights()  # her queries above it stop
+        service.reconcile_rights()  # her queries above it stop
         return ClearanceSet(user=name, clearance=level, sessions_lowered=lowered)
 
     @api.get("/me/level", response_model=SessionLevelOut, responses=_errors(401, 409))
-    def my_level(who: Auth, request: Request) -> SessionLevelOut:
+    def my_level(who: Auth) -> SessionLevelOut:
         """The caller's clearance and the level her session runs at."""
-        return _session(_answer(security(request).session_level_info, who.session))
+        return _session(_answer(service.security.session_level_info, who.session))
 
     @api.put("/me/level", response_model=SessionLevelOut, responses=_errors(401, 403, 409, 422))
-    def activate(body: LevelBody, who: Auth, request: Request) -> SessionLevelOut:
+    def activate(body: LevelBody, who: Auth) -> SessionLevelOut:
         """Run this session at a level dominated by one's clearance (403
         above_clearance otherwise). Also possible at login (``level`` in POST /login)."""
-        return _session(_answer(security(request).activate_level, who.session, body.level))
+        return _session(_answer(service.security.activate_level, who.session, body.level))
 
     return api
 

@@ -7,7 +7,7 @@ administration pages and query actions a user does not hold; nothing here grants
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -17,6 +17,9 @@ from streamshield.server.auth import Auth
 from streamshield.server.errors import NotFound
 from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.routes.operations import iso
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 
 class SessionRights(BaseModel):
@@ -41,7 +44,7 @@ class QueryRights(BaseModel):
     read_text: bool = Field(description="Its owner or an administrator: text and explain")
 
 
-def router(service: Any) -> APIRouter:
+def router(service: "ServerService") -> APIRouter:
     """``GET /me``, ``GET /me/roles`` and ``GET /me/queries/{name}`` of one server."""
     api = APIRouter(tags=["session"])
 

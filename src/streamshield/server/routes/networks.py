@@ -17,13 +17,16 @@ sp that is not well formed is refused (422); neither opens anything.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, errors
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 
 class SwitchView(BaseModel):
@@ -73,7 +76,7 @@ class QuerySpAnswer(BaseModel):
     queued: bool
 
 
-def router(service: Any) -> APIRouter:
+def router(service: ServerService) -> APIRouter:
     api = APIRouter(tags=["networks"])
 
     @api.get("/networks", response_model=NetworksView, responses=errors(*AUTHED))

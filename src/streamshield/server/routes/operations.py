@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hmac
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -38,6 +38,9 @@ from streamshield.server.errors import Forbidden, Invalid, NotFound, Unauthorize
 from streamshield.server.metrics import progress_of, status_of
 from streamshield.server.models import ErrorBody
 from streamshield.server.queries import failure_class
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 Status = Literal["running", "stopped", "failed"]
 ENGINES = {
@@ -155,7 +158,7 @@ def iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(float(seconds), UTC).isoformat().replace("+00:00", "Z")
 
 
-def router(service: Any, metrics_token: str | None = None) -> APIRouter:
+def router(service: ServerService, metrics_token: str | None = None) -> APIRouter:
     """The operations routes of one server (``service``: its ServerService)."""
     api = APIRouter(tags=["operations"])
 
@@ -276,8 +279,7 @@ def router(service: Any, metrics_token: str | None = None) -> APIRouter:
             event = Event(action) if action else None
         except ValueError:
             raise Invalid(
-                f"action: unknown audit action (one of {', '.join(e.value for e in Event)})",
-                "invalid",
+                f"action: unknown audit action (one of {', '.join(e.value for e in Event)})"
             ) from None
         wanted = AuditFilter(
             actor=user,
@@ -310,14 +312,14 @@ def _epoch(moment: datetime | None) -> float | None:
     return moment.timestamp()
 
 
-def _live(service: Any, name: str) -> Any:
+def _live(service: ServerService, name: str) -> Any:
     try:
         return service.queries.get(name)
     except NotFound:
         return None
 
 
-def _info(service: Any, record: Any) -> QueryInfo:
+def _info(service: ServerService, record: Any) -> QueryInfo:
     live = _live(service, record.name)
     info = QueryInfo(
         name=record.name,
@@ -421,7 +423,7 @@ def _audit_record(entry: Any) -> AuditRecord:
     )
 
 
-def _catalog_reachable(service: Any) -> bool:
+def _catalog_reachable(service: ServerService) -> bool:
     try:
         with service.security.engine.connect() as db:
             db.execute(text("SELECT 1"))
@@ -430,8 +432,8 @@ def _catalog_reachable(service: Any) -> bool:
         return False
 
 
-def _ingest_active(service: Any) -> bool:
-    streaming = getattr(service, "ingest_query", None)
+def _ingest_active(service: ServerService) -> bool:
+    streaming = service.ingest_query
     try:
         return bool(streaming is not None and streaming.isActive)
     except Exception:

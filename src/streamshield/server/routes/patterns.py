@@ -12,7 +12,7 @@ cycle; ``GET /patterns/{name}/subscribe`` streams the rows as server-sent events
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,9 @@ from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors
 from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 
 class PatternBody(BaseModel):
@@ -87,7 +90,7 @@ class PatternRows(BaseModel):
 
 
 def router(
-    service: Any, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
+    service: ServerService, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
 ) -> APIRouter:
     api = APIRouter(tags=["patterns"])
     patterns = service.patterns

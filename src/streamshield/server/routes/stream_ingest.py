@@ -24,7 +24,7 @@ the server started, for everyone the route answers.
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -36,6 +36,9 @@ from streamshield.server.element_gate import owns_provider
 from streamshield.server.errors import Forbidden, unseen
 from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.routes.operations import iso
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
 
 READER_PERMISSIONS = ("READ TUPLE", "READ AGGREGATE", "SUBSCRIBE")
 Scope = Literal["all", "own", "reader"]
@@ -72,7 +75,7 @@ class StreamIngest(BaseModel):
     at: str
 
 
-def router(service: Any) -> APIRouter:
+def router(service: "ServerService") -> APIRouter:
     api = APIRouter(tags=["catalog"])
 
     def holds(session: Any, permission: str, kind: str, name: str) -> bool:

@@ -1,0 +1,93 @@
+"""The catalog's objects and their grants: what a caller may see, and what she adds.
+
+``GET /catalog`` lists the schemas, streams and queries the caller may view (VIEW
+OBJECT); ``GET /streams/{name}`` describes one. ``POST /schemas`` and ``POST /streams``
+add objects the caller then owns; ``POST``/``DELETE /grants`` grant and revoke a
+permission on one (its owner, a grant-option holder or an administrator). The checks
+are :class:`~streamshield.server.service.ServerService`'s: an object the caller may not
+view is a 404, one she may view but not use a 403.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter
+
+from streamshield.server.auth import Auth
+from streamshield.server.models import (
+    CatalogView,
+    GrantAnswer,
+    GrantBody,
+    NamedItem,
+    RevokeAnswer,
+    SchemaBody,
+    StreamBody,
+    StreamDefinitionOut,
+    StreamInfo,
+)
+from streamshield.server.openapi import AUTHED, errors, links
+from streamshield.server.schemas import SchemaDef
+
+if TYPE_CHECKING:
+    from streamshield.server.service import ServerService
+
+
+def router(service: ServerService) -> APIRouter:
+    """The catalog routes of one server."""
+    api = APIRouter()
+
+    @api.get("/catalog", response_model=CatalogView, responses=errors(*AUTHED))
+    def catalog(who: Auth) -> dict:
+        return service.catalog_view(who.session)
+
+    @api.get("/streams/{name}", response_model=StreamInfo, responses=errors(*AUTHED, 404, 422))
+    def stream(name: str, who: Auth) -> dict:
+        return service.stream(who.session, name)
+
+    @api.post(
+        "/schemas",
+        status_code=201,
+        response_model=NamedItem,
+        responses={
+            **errors(*AUTHED, 403, 404, 409, 422),
+            **links(201, "The schema, created", ("POST", "/streams", "body.schema")),
+        },
+    )
+    def add_schema(body: SchemaBody, who: Auth) -> dict:
+        attributes = tuple((n, t) for n, t in body.attributes)
+        schema = SchemaDef(body.name, attributes, body.tid, body.event_time)
+        return service.add_schema(who.session, schema)
+
+    @api.post(
+        "/streams",
+        status_code=201,
+        response_model=StreamDefinitionOut,
+        responses={
+            **errors(*AUTHED, 403, 404, 409, 422),
+            **links(
+                201,
+                "The stream, created",
+                ("GET", "/streams/{name}", "name"),
+                ("GET", "/streams/{name}/ingest", "name"),
+                ("POST", "/streams/{name}/elements", "name"),
+                ("GET", "/levels/streams/{name}", "name"),
+                ("PUT", "/levels/streams/{name}", "name"),
+                ("POST", "/grants", "body.object"),
+            ),
+        },
+    )
+    def add_stream(body: StreamBody, who: Auth) -> dict:
+        return service.add_stream(who.session, body.name, body.schema_name)
+
+    @api.post("/grants", response_model=GrantAnswer, responses=errors(*AUTHED, 403, 404, 422))
+    def grant(body: GrantBody, who: Auth) -> dict:
+        service.grant(who.session, body.model_dump())
+        return {"granted": True}
+
+    @api.delete("/grants", response_model=RevokeAnswer, responses=errors(*AUTHED, 403, 404, 422))
+    def revoke(body: GrantBody, who: Auth) -> dict:
+        service.grant(who.session, body.model_dump(), revoke=True)
+        return {"revoked": True}
+
+    return api
