@@ -137,7 +137,8 @@ def markdown(result: dict, command: str) -> str:
             "The JVM starts first, in a thread, while Python imports, the TLS certificate, the",
             "catalog and the example's password hashes are done beside it. The API listens as",
             "soon as Spark is up (`/healthz` 200, `/readyz` 503 `starting`); what is left is the",
-            "example's stream, grants and queries, and ingest's start.",
+            "example's stream, grants and queries, and ingest's start. A restart on a root",
+            "that has queries to restore is measured by `python -m bench.restart_profile`.",
             "",
         ]
     )

@@ -40,7 +40,7 @@ def test_a_restarts_steps_are_read_from_the_servers_line() -> None:
 
     line = (
         "ready after 12.3s (python start and imports 1.2s, catalog, TLS, imports, example "
-        "users 0.5s, spark session 8.0s, api 0.1s, ingest 1.0s, queries 2.0s, patterns 0.0s)"
+        "users 0.5s, spark start 8.0s, api 0.1s, ingest 1.0s, queries 2.0s, patterns 0.0s)"
     )
     [found] = steps(f"starting\n{line}\n")
     assert found["ready_after"] == 12.3

@@ -201,7 +201,7 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             if settings.example and fresh:  # the hierarchy before the engine reads it
                 security.catalog.set_roles(*roles())
                 users = create_example_users(security, root)
-        with timings.phase("spark session"):
+        with timings.phase("spark start"):
             spark, _pending = _started(spark_started)
             if spark is None:
                 echo("Spark did not start (details above); stopping")
