@@ -711,12 +711,16 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                 change.done(obj=ref, detail=_added_detail(record))
         return record
 
-    def record_registration(self, user: str, name: str, error: str | None = None) -> None:
+    def record_registration(
+        self, user: str, name: str, error: str | None = None, *, recorded: bool = True
+    ) -> None:
         """Audits the outcome of a query registration, in one entry: ``add_query ok``
         for the query ``user`` added unaudited (:meth:`add_query`), or, with ``error``
         (the code its author was answered), ``add_query refused``, the query and its
-        output stream removed if they were added (a refusal is no removal by its
-        author: nothing of it is left, and no ``remove_query`` entry)."""
+        output stream removed if this registration ``recorded`` them (a refusal is no
+        removal by its author: nothing of it is left, and no ``remove_query`` entry).
+        A registration refused before :meth:`add_query` recorded anything removes
+        nothing: a query of that name is another registration's, still running."""
         ref = ObjectRef(Kind.QUERY, _object_name(name))
         with self._write() as db:
             row = db.execute(
@@ -736,7 +740,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                     detail=detail,
                 )
                 return
-            if row is not None:
+            if row is not None and recorded:
                 output = ObjectRef(Kind.STREAM, row.output_stream) if row.output_stream else None
                 for obj in (ref, output) if output is not None else (ref,):
                     db.execute(
