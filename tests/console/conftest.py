@@ -100,6 +100,17 @@ def browser(console_server: Server) -> Iterator[object]:
         launched.close()
 
 
+INTERVALS = """(() => {
+    const live = new Set();
+    const set = window.setInterval.bind(window);
+    const clear = window.clearInterval.bind(window);
+    window.setInterval = (...args) => { const id = set(...args); live.add(id); return id; };
+    window.clearInterval = (id) => { live.delete(id); clear(id); };
+    window.__intervals = () => live.size;
+})();"""
+"""Counts the page's live intervals (``window.__intervals()``): a view that polls must
+clear its timer when it is left or redrawn."""
+
 WIDE, NARROW = 1366, 390
 """The two widths the console is checked at: a laptop, and a phone (its header folds)."""
 
@@ -114,6 +125,7 @@ class Console:
             viewport={"width": width, "height": 900}, locale="en-US", timezone_id=ZONE
         )
         self.context.set_default_timeout(30_000)
+        self.context.add_init_script(INTERVALS)
         self.page = self.context.new_page()
         self.server = server
         self.tokens: list[str] = []

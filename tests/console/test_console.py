@@ -365,11 +365,16 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
         timeout=120_000,
     )
     assert page.locator("#start").count() == 1 and page.locator("#stop").count() == 0
+    # Redrawn after Stop: one chart samples (the earlier one's timer is cleared), and the
+    # stopped query's tail is not opened.
+    assert page.evaluate("() => window.__intervals()") == 1
+    assert page.is_enabled("#tail-watch") and page.text_content("#tail-state") == "Not watching."
     page.click("#remove")
     page.click("#remove-confirm")
     page.wait_for_url("**/console/#/catalog")
     page.wait_for_selector("#streams")
     assert "ward_joe" not in page.text_content("main")
+    assert page.evaluate("() => window.__intervals()") == 0  # left: nothing polls
 
 
 def _batch(page) -> int:

@@ -75,6 +75,7 @@ function sampledChart(ctx, { id, title, path, series, axes, onSample }) {
   resized.observe(holder);
   let timer = null;
   let previous = null;
+  let stopped = false;
   const sample = async () => {
     if (timer !== null && !card.isConnected) {
       clearInterval(timer); // the page was redrawn (Refresh, Start, Stop): a new chart samples
@@ -82,6 +83,7 @@ function sampledChart(ctx, { id, title, path, series, axes, onSample }) {
     }
     try {
       const answer = await api.call("GET", path);
+      if (stopped) return; // left or redrawn while the answer was on its way
       const now = Date.now() / 1000;
       const seconds = previous ? now - previous.at : null;
       data[0].push(now);
@@ -99,6 +101,7 @@ function sampledChart(ctx, { id, title, path, series, axes, onSample }) {
   sample();
   timer = setInterval(sample, EVERY_MS);
   ctx.onLeave(() => {
+    stopped = true;
     clearInterval(timer);
     resized.disconnect();
     plot.destroy();

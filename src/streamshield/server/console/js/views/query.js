@@ -29,13 +29,18 @@ export async function queryView(ctx, name) {
   const problem = h("div", { id: "action-problem", "aria-live": "polite" });
   // This drawing's chart and tail end when it is redrawn (Start, Stop, Refresh), not
   // only when the user leaves: a redraw never leaves a second subscription open.
+  // Once ended, a drawing redraws nothing: a sample that saw the status change and the
+  // action that changed it both ask, and only the first one draws.
   const leaving = [];
   const here = { ...ctx, onLeave: (fn) => leaving.push(fn) };
+  let ended = false;
   const end = () => {
+    ended = true;
     for (const fn of leaving.splice(0)) fn();
   };
   ctx.onLeave(end);
   const reload = () => {
+    if (ended) return;
     end();
     queryView(ctx, name);
   };
