@@ -2,10 +2,10 @@
 // tab and per origin, gone when the tab closes) so that a reload keeps the session; a
 // new tab of the console asks an open one for it over a BroadcastChannel (same origin
 // only). It is never in localStorage (which outlives every tab) and never in a URL
-// (logs, history, Referer). Everything this origin serves is from the package (the
-// console, and /docs with its own copy of Swagger UI), under a CSP that admits scripts
-// from this origin only. Logging out ends the session on the server and clears the
-// token in every tab. The token is sent in the Authorization header only and no
+// (logs, history, Referer). Any script of this origin could ask for it as this module
+// does, so this origin serves only the package's own pages: the console under its
+// strict CSP, and /docs from the package's copy of Swagger UI. Logging out ends the session on the server and clears the
+// token in every tab holding it. The token is sent in the Authorization header only and no
 // cookie is ever set, so another site cannot make the browser act with it (no CSRF),
 // and the API sends no CORS headers, so it cannot read answers either.
 
@@ -25,7 +25,8 @@ function keep(value) {
 if (tabs) {
   tabs.onmessage = ({ data }) => {
     if (data === "ask" && token !== null) tabs.postMessage({ token });
-    else if (data === "logout" && token !== null) {
+    else if (data && data.logout !== undefined && data.logout === token && token !== null) {
+      // Only the tabs of the session that ended: another tab's own login stays.
       keep(null);
       expired("logged out in another tab");
     }
@@ -127,13 +128,14 @@ export async function login(user, password, roles) {
  * (even if the call fails). */
 export async function logout() {
   if (token === null) return;
+  const ended = token;
   try {
     await send("POST", "/logout");
   } catch {
     // unreachable: the session ends at its expiry; the token is forgotten regardless
   }
   keep(null);
-  if (tabs) tabs.postMessage("logout");
+  if (tabs) tabs.postMessage({ logout: ended });
 }
 
 /** Opens an SSE subscription (fetch, so the token goes in a header, never in a URL). */
