@@ -225,8 +225,9 @@ def test_login_shows_a_refusal_then_keeps_the_token_in_the_tab_only(console, war
 
 
 def test_a_query_the_api_rejects_shows_its_message_beside_the_text(
-    console, console_server, ward
+    sized_console, console_server, ward
 ) -> None:
+    console = sized_console
     console.login("al", ["CUSTOMER1"])
     page = console.page
     page.fill("#register-name", "bad_q")
@@ -252,7 +253,7 @@ def test_a_query_the_api_rejects_shows_its_message_beside_the_text(
     error = page.wait_for_selector("#register-problem #register-error")
     assert "query_rejected" in error.text_content() and "nope" in error.text_content()
     assert page.get_attribute("#register-text", "aria-invalid") == "true"
-    snap(page, "register-rejected")
+    snap(page, "register-rejected" + ("-390" if console.width == NARROW else ""))
     assert page.url.endswith("#/catalog")
     with console_server.client(console.tokens[-1]) as al:
         assert al.get("/queries/bad_q").status_code == 404  # nothing was registered
@@ -499,12 +500,14 @@ def test_logout_ends_the_session_on_the_server(console, console_server, ward) ->
 
 
 def test_a_reload_and_a_new_tab_keep_the_session_until_logout(
-    console, console_server, ward
+    sized_console, console_server, ward
 ) -> None:
+    console = sized_console
+    narrow = console.width == NARROW
     console.login("al", ["CUSTOMER1"])
     page = console.page
     token = console.tokens[-1]
-    page.click("#nav a:text('My audit trail')")
+    console.open("#/audit")
     page.wait_for_selector("#audit tbody tr")
     page.reload()
     page.wait_for_selector("#audit tbody tr")
@@ -521,6 +524,8 @@ def test_a_reload_and_a_new_tab_keep_the_session_until_logout(
         assert tab.evaluate("() => localStorage.length") == 0
         assert token not in tab.url
     # Logging out in one tab ends the session and clears it in every tab.
+    if narrow:
+        page.click("#menu")
     page.click("#logout")
     page.wait_for_selector("#login")
     other.wait_for_selector("#login")
