@@ -637,7 +637,7 @@ def test_a_slow_page_never_draws_over_the_page_the_user_moved_to(console, ward) 
 
 PAGES = [
     ("#/catalog", "#streams"),
-    ("#/stream/ward", "#stream-chart-state:has-text('samples')"),
+    ("#/stream/ward", "#stream-chart-state:has-text('sample')"),
     ("#/audit", "#audit tbody tr"),
     ("#/users", "#users"),
     ("#/roles", "#roles"),
@@ -672,7 +672,7 @@ def test_every_page_fits_the_width_and_wide_tables_scroll_in_their_card(
         assert page.is_visible("#nav") is not narrow, hash_
     # The stream's chart fills its card and its legend shows the newest values.
     console.open("#/stream/ward")
-    page.wait_for_selector("#stream-chart-state:has-text('samples')")
+    page.wait_for_selector("#stream-chart-state:has-text('sample')")
     chart = page.evaluate(
         """() => [document.querySelector('#stream-chart .uplot').offsetWidth,
                   document.getElementById('stream-chart-plot').clientWidth]"""

@@ -235,7 +235,7 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     tail.wait_for_selector("#tail-state:has-text('Watching')")  # on with the page
     # The query's chart (uPlot, vendored, served from the package) samples its progress
     # under the strict CSP: no violation is logged.
-    tail.wait_for_selector("#chart-state:has-text('samples')")
+    tail.wait_for_selector("#chart-state:has-text('sample')")
     assert tail.locator("#chart .uplot canvas").count() == 1
     assert not [m for m in second_console.log if "Content Security Policy" in m or "Trusted" in m]
     _vitals(joe, 3, 6)  # the '+' applies in band, at this batch of the network
@@ -400,7 +400,7 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     snap(page, "stream-policies")
     # The query chart has its delivery-lag series beside throughput and batch duration.
     console.open("#/query/hr_watch")
-    page.wait_for_selector("#chart-state:has-text('samples')")
+    page.wait_for_selector("#chart-state:has-text('sample')")
     assert "delivery lag (ms)" in page.text_content("#chart .u-legend")
     assert not [m for m in console.log if "Content Security Policy" in m or "Trusted" in m]
 

@@ -91,8 +91,11 @@ function sampledChart(ctx, { id, title, path, series, axes, onSample }) {
       previous = { answer, at: now };
       if (data[0].length > KEEP) for (const column of data) column.shift();
       plot.setData(data);
+      // One sample has no span, and uPlot then spans 1,000 days: show the minute before it.
+      if (data[0].length === 1) plot.setScale("x", { min: now - 60, max: now });
       if (plot.cursor.idx == null) plot.setLegend({ idx: null }); // the newest values
-      state.textContent = `${data[0].length} samples, last ${new Date().toLocaleTimeString()}`;
+      const n = data[0].length;
+      state.textContent = `${n} sample${n === 1 ? "" : "s"}, last ${new Date().toLocaleTimeString()}`;
       if (onSample) onSample(answer);
     } catch (err) {
       if (!ctx.fail(err)) show(state, `Not sampled: ${err.message}`);
