@@ -760,6 +760,43 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                 detail={"error": error},
             )
 
+    def audit_restored_registration(self, name: str) -> bool:
+        """Audits, as ``add_query ok`` with ``restored`` in its detail, a query that
+        :meth:`add_query` recorded unaudited and whose outcome never reached the audit:
+        the server died between recording it and starting it, and the next start runs
+        it from its staged definition. Every recorded query then has its entry. True
+        when one was written; a query audited since its object was created is left."""
+        ref = ObjectRef(Kind.QUERY, _object_name(name))
+        since_created = (
+            select(func.count())
+            .select_from(t.audit)
+            .where(
+                t.audit.c.event == Event.ADD_QUERY.value,
+                t.audit.c.object_kind == ref.kind.value,
+                t.audit.c.object_name == ref.name,
+                t.audit.c.at >= select(t.objects.c.created_at).where(_is(ref)).scalar_subquery(),
+            )
+        )
+        with self._read() as db:
+            row = db.execute(select(t.queries).where(t.queries.c.name == ref.name)).first()
+            if row is None or db.scalar(since_created):
+                return False
+        with self._write() as db:
+            row = db.execute(select(t.queries).where(t.queries.c.name == ref.name)).first()
+            if row is None or db.scalar(since_created):
+                return False
+            detail = {**_added_detail(_query_record(row)), "restored": True}
+            audit.record(
+                db,
+                self.clock(),
+                Event.ADD_QUERY,
+                Outcome.OK,
+                actor=row.owner,
+                obj=ref,
+                detail=detail,
+            )
+        return True
+
     def _quota_error(self, db: Connection, user: str) -> QuotaExceeded | None:
         running = db.scalar(
             select(func.count())

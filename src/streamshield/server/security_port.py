@@ -65,6 +65,7 @@ class SecurityApi(Protocol):
     def record_registration(
         self, user: str, name: str, error: str | None = None, *, recorded: bool = True
     ) -> None: ...
+    def audit_restored_registration(self, name: str) -> bool: ...
     def remove_query(self, session: Session, name: str) -> None: ...
     def set_query_status(self, session: Session, name: str, status: QueryStatus | str) -> None: ...
     def grant(
@@ -201,6 +202,11 @@ def queries(security: SecurityApi, session: Session) -> list[Any]:
 def all_queries(security: SecurityApi) -> list[Any]:
     """Every query record, for the trusted server itself (restart after a shutdown)."""
     return list(security.queries(None))
+
+
+def audit_restored(security: SecurityApi, name: str) -> None:
+    """The ``add_query`` entry of a query a crash kept from its audit (restart)."""
+    security.audit_restored_registration(name)
 
 
 def held_roles(security: SecurityApi, user: str) -> frozenset[str]:

@@ -272,6 +272,7 @@ class ServerService:
         still holds (none left: it stays stopped). Failures are audited, never widened."""
         due = []
         for record in port.all_queries(self.security):
+            port.audit_restored(self.security, record.name)  # a crash before its entry
             stored = self.stored.load(record.name)
             if self.patterns.is_pattern(record.name) or self.patterns.stored(record.name):
                 continue  # an event pattern: PatternService.restore starts it
