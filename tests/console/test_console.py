@@ -168,12 +168,21 @@ def test_the_front_page_leads_to_the_console_and_docs_work_offline(console) -> N
     page.goto(f"{origin}/")
     assert page.url == f"{origin}/console/"
     page.wait_for_selector("#login-user")
-    page.goto(f"{origin}/docs")
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security" in m.text else None)
+    docs = page.goto(f"{origin}/docs")
+    assert docs is not None
+    policy = docs.headers["content-security-policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["script-src"].startswith("'self' 'sha256-"), policy
+    assert "unsafe" not in directives["script-src"], policy  # the start-up script by hash
     title = page.wait_for_selector(".swagger-ui .info .title")
     assert "streamshield" in title.text_content()
     page.wait_for_selector(".swagger-ui .opblock-tag")  # the operations, from /openapi.json
     assert page.locator(".swagger-ui .opblock").count() > 20
     assert elsewhere == [], elsewhere
+    assert refused == [], refused  # Swagger UI runs under the page's policy
     with console.server.client() as anonymous:
         assert anonymous.get("/docs/swagger-ui/LICENSE.txt").status_code == 200
         assert anonymous.get("/docs/swagger-ui/../app.py").status_code == 404
