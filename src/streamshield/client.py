@@ -137,13 +137,19 @@ class Client:
         return self.request("GET", f"/streams/{name}")
 
     def add_schema(
-        self, name: str, attributes: Sequence[Sequence[str]], tid: str, event_time: str | None
+        self,
+        name: str,
+        attributes: Sequence[Sequence[str]],
+        tid: str,
+        event_time: str | None,
+        not_null: Sequence[str] = (),
     ) -> dict:
         body = {
             "name": name,
             "attributes": [list(a) for a in attributes],
             "tid": tid,
             "event_time": event_time,
+            "not_null": list(not_null),
         }
         return self.request("POST", "/schemas", json=body)
 

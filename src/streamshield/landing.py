@@ -86,7 +86,7 @@ class Reason(StrEnum):
     UNKNOWN_ATTRIBUTE = "unknown_attribute"
     TYPE_MISMATCH = "type_mismatch"
     TID_MISMATCH = "tid_mismatch"  # tid attribute missing or not the element's tid
-    MISSING_ATTRIBUTE = "missing_attribute"  # an attribute that may not be null: event time
+    MISSING_ATTRIBUTE = "missing_attribute"  # the event time, or a NOT NULL attribute
     UNKNOWN_ROLE = "unknown_role"
     SEQ_NOT_INCREASING = "seq_not_increasing"
     FUTURE_TIMESTAMP = "future_timestamp"  # sp ts beyond the allowed clock skew
@@ -513,6 +513,10 @@ def _check_tuple(
         # every window without a word.
         message = f"values.{event_time}: the event time is missing (it may not be null)"
         raise _Reject(Reason.MISSING_ATTRIBUTE, message, stream)
+    for name in definition.not_null:
+        if element.values.get(name) is None:
+            message = f"values.{name}: missing (the stream's schema marks it NOT NULL)"
+            raise _Reject(Reason.MISSING_ATTRIBUTE, message, stream)
 
 
 def _check_sp(element: SpElement, hierarchy: RoleHierarchy) -> None:

@@ -98,6 +98,35 @@ def test_insert_sp_lands_on_the_callers_channel_and_needs_inject_sp(server, worl
     assert "sp1" not in _names(ed)  # an sp script registers no query
 
 
+def test_a_schemas_not_null_attributes_are_refused_missing_per_line(server, world) -> None:
+    """The schema decides which attributes may be null: a tuple without a NOT NULL one
+    (left out or null) is refused by line, naming it; the stream shows the mark."""
+    schema = {
+        "name": "checked_quotes",
+        "attributes": [["id", "bigint"], ["symbol", "string"], ["price", "double"]],
+        "tid": "id",
+        "not_null": ["price"],
+    }
+    assert world.post("/schemas", json={**schema, "not_null": ["nope"]}).status_code == 422
+    assert world.post("/schemas", json=schema).status_code == 201
+    created = world.post("/streams", json={"name": "checked", "schema": "checked_quotes"})
+    assert created.status_code == 201 and created.json()["not_null"] == ["price"], created.text
+    assert world.get("/streams/checked").json()["not_null"] == ["price"]
+    assert world.get("/streams/prices").json()["not_null"] == []
+    lines = [
+        tuple_line("checked", "joe", 1, 1, {"id": 1, "symbol": "A"}),
+        tuple_line("checked", "joe", 2, 2, {"id": 2, "symbol": "A", "price": None}),
+        tuple_line("checked", "joe", 3, 3, {"id": 3, "price": 1.5}),  # symbol may be null
+    ]
+    answer = world.post("/streams/checked/elements", content="\n".join(lines)).json()
+    assert answer["accepted"] == 1, answer
+    assert [(r["line"], r["reason"]) for r in answer["rejections"]] == [
+        (1, "missing_attribute"),
+        (2, "missing_attribute"),
+    ], answer
+    assert all("values.price" in r["message"] for r in answer["rejections"])
+
+
 def test_insert_sp_with_unknown_roles_is_refused(server, world) -> None:
     ed = server.login("ed", ["INFO_PROVIDER"])
     before = server.service.catalog.last_seq(Channel("prices", "ed"))

@@ -153,6 +153,38 @@ def test_a_tuple_without_its_event_time_is_refused_by_line(
     assert (parquet.accepted, reasons(parquet)) == (0, [(1, "missing_attribute")])
 
 
+def test_a_tuple_without_an_attribute_its_schema_marks_not_null_is_refused(
+    tmp_path: Path, catalog: SqliteCatalog
+) -> None:
+    """NOT NULL is the schema's: left out or null, the tuple is refused by line, naming
+    the attribute; the catalog keeps the mark across a reopening."""
+    checked = StreamDefinition(
+        "Checked", (("id", "bigint"), ("x", "double"), ("note", "string")), "id", None, ("x",)
+    )
+    catalog.register_stream(checked)
+    assert SqliteCatalog(tmp_path / "catalog.db").stream("Checked").not_null == ("x",)
+    assert catalog.stream("Vitals").not_null == ()
+    zone = LandingZone(tmp_path / "land", catalog)
+
+    def element(seq: int, values: dict) -> TupleElement:
+        return TupleElement(Channel("Checked", "p1"), seq, 1, 10, 1, values)
+
+    result = zone.append(
+        [
+            element(1, {"id": 1, "note": "x left out"}),
+            element(2, {"id": 1, "x": None}),
+            element(3, {"id": 1, "x": 2.5}),  # the note may be left out
+        ]
+    )
+    assert (result.accepted, reasons(result)) == (
+        1,
+        [(1, "missing_attribute"), (2, "missing_attribute")],
+    )
+    assert all("values.x: missing" in r.message for r in result.rejected)
+    with pytest.raises(ValueError, match="not attributes"):
+        StreamDefinition("Bad", (("id", "bigint"),), "id", None, ("nope",))
+
+
 def test_stream_directories_exist_before_any_append(zone: LandingZone) -> None:
     """Spark's file source needs its input directory to exist when the query starts."""
     assert zone.stream_dir("Vitals").is_dir()

@@ -273,7 +273,13 @@ def insert_stream(db: Connection, definition: StreamDefinition) -> None:
     db.execute(
         insert(t.stream_attributes),
         [
-            {"stream": definition.name, "position": i, "name": n, "type": typ}
+            {
+                "stream": definition.name,
+                "position": i,
+                "name": n,
+                "type": typ,
+                "not_null": n in definition.not_null,
+            }
             for i, (n, typ) in enumerate(definition.attributes)
         ],
     )
@@ -340,11 +346,12 @@ def set_role_capacity(db: Connection, capacity: int) -> None:
 def _definition(db: Connection, name: str, tid: str, event_time: str | None) -> StreamDefinition:
     attributes = t.stream_attributes.c
     rows = db.execute(
-        select(attributes.name, attributes.type)
+        select(attributes.name, attributes.type, attributes.not_null)
         .where(attributes.stream == name)
         .order_by(attributes.position)
     ).all()
-    return StreamDefinition(name, tuple((n, typ) for n, typ in rows), tid, event_time)
+    not_null = tuple(n for n, _typ, required in rows if required)
+    return StreamDefinition(name, tuple((n, typ) for n, typ, _ in rows), tid, event_time, not_null)
 
 
 def _check_server_policy(stream: str, cql_text: str, hierarchy: RoleHierarchy) -> None:

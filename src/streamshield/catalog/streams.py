@@ -39,6 +39,9 @@ class StreamDefinition:
     attributes: tuple[tuple[str, str], ...]
     tid: str
     event_time: str | None = None
+    not_null: tuple[str, ...] = ()
+    """Attributes a tuple must carry, not null (the landing zone refuses it otherwise);
+    the tuple id and the event time always are. Every other attribute may be null."""
 
     def __post_init__(self) -> None:
         check_name(self.name, "stream name")
@@ -52,6 +55,10 @@ class StreamDefinition:
         types = dict(attributes)
         if self.tid not in types:
             raise ValueError(f"tid {self.tid!r} is not an attribute of stream {self.name}")
+        unknown = [n for n in self.not_null if n not in types]
+        if unknown:
+            raise ValueError(f"not_null names {unknown}: not attributes of stream {self.name}")
+        object.__setattr__(self, "not_null", tuple(dict.fromkeys(self.not_null)))
         if self.event_time is not None and types.get(self.event_time) not in EVENT_TIME_TYPES:
             raise ValueError(
                 f"event_time {self.event_time!r} must be an attribute of type "

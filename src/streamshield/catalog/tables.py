@@ -47,6 +47,8 @@ stream_attributes = Table(
     Column("position", Integer, primary_key=True, autoincrement=False),
     Column("name", String(200), nullable=False),
     Column("type", String(50), nullable=False),
+    # a tuple without it (or with null) is refused, as without its tid or event time
+    Column("not_null", Boolean, nullable=False, server_default=false()),
 )
 
 roles = Table(

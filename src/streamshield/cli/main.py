@@ -523,9 +523,13 @@ def client_stream(name: str) -> None:
             text=f"output stream {answer['name']} of query {answer.get('query') or '-'}",
         )
         return
+    required = {answer["tid"], answer["event_time"], *answer.get("not_null", [])}
     emit(
         answer,
-        rows=[{"attribute": a, "type": t} for a, t in answer["attributes"]],
+        rows=[
+            {"attribute": a, "type": t, "not null": "yes" if a in required else ""}
+            for a, t in answer["attributes"]
+        ],
         text=f"stream {answer['name']} (tid {answer['tid']}, "
         f"event time {answer['event_time'] or '-'})",
     )
@@ -535,7 +539,8 @@ def client_stream(name: str) -> None:
     "add-schema",
     epilog=example(
         "streamshield client add-schema quotes --attribute id:bigint "
-        "--attribute price:double --attribute at:timestamp --tid id --event-time at"
+        "--attribute price:double --attribute at:timestamp --tid id --event-time at "
+        "--not-null price"
     ),
 )
 @click.argument("name")
@@ -548,14 +553,27 @@ def client_stream(name: str) -> None:
 )
 @click.option("--tid", required=True)
 @click.option("--event-time", default=None)
+@click.option(
+    "--not-null",
+    "not_null",
+    multiple=True,
+    help="an attribute every tuple must carry, not null (repeat); the tid and the event "
+    "time always must",
+)
 @output_option
-def client_add_schema(name: str, attributes: tuple[str, ...], tid: str, event_time: str | None):
+def client_add_schema(
+    name: str,
+    attributes: tuple[str, ...],
+    tid: str,
+    event_time: str | None,
+    not_null: tuple[str, ...],
+):
     """Add a schema (needs ADD on the system)."""
     pairs = [tuple(a.split(":", 1)) for a in attributes]
     if any(len(p) != 2 for p in pairs):
         raise click.UsageError("attributes are name:type")
     with session_client() as api:
-        answer = api.add_schema(name, pairs, tid, event_time)
+        answer = api.add_schema(name, pairs, tid, event_time, not_null)
     emit(answer, text=f"schema {name} added")
 
 

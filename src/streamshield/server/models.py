@@ -41,6 +41,13 @@ class SchemaBody(_Strict):
     )
     tid: Name
     event_time: Name | None = None
+    not_null: list[Name] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Attributes a tuple must carry, not null: a tuple without one is "
+        "refused (`missing_attribute`), as one without its tid or event time always is; "
+        "every other attribute may be left out or null.",
+    )
 
 
 class StreamBody(_Strict):
@@ -139,6 +146,7 @@ class StreamDefinitionOut(BaseModel):
     )
     tid: str
     event_time: str | None = None
+    not_null: list[str] = Field(default_factory=list, description="NOT NULL attributes")
 
 
 class InputStreamInfo(StreamDefinitionOut):

@@ -20,6 +20,7 @@ class SchemaDef:
     attributes: tuple[tuple[str, str], ...]
     tid: str
     event_time: str | None = None
+    not_null: tuple[str, ...] = ()
 
 
 class SchemaStore:
@@ -50,7 +51,8 @@ class SchemaStore:
             return None
         data = json.loads(path.read_text())
         attributes = tuple((a, t) for a, t in data["attributes"])
-        return SchemaDef(name, attributes, data["tid"], data["event_time"])
+        not_null = tuple(data.get("not_null", ()))  # absent: written before NOT NULL existed
+        return SchemaDef(name, attributes, data["tid"], data["event_time"], not_null)
 
     def _path(self, name: str) -> Path:
         return self.root / f"{name}.json"
@@ -61,5 +63,6 @@ def _json(schema: SchemaDef) -> str:
         "attributes": [list(a) for a in schema.attributes],
         "tid": schema.tid,
         "event_time": schema.event_time,
+        "not_null": list(schema.not_null),
     }
     return json.dumps(data)

@@ -508,7 +508,9 @@ class ServerService:
 
     def add_schema(self, session: Any, schema: SchemaDef) -> dict:
         try:
-            StreamDefinition("schema_check", schema.attributes, schema.tid, schema.event_time)
+            StreamDefinition(
+                "schema_check", schema.attributes, schema.tid, schema.event_time, schema.not_null
+            )
         except ValueError as err:
             raise Invalid(str(err)) from None
         self.schemas.stage(schema)  # never a catalog record without its definition
@@ -527,7 +529,9 @@ class ServerService:
         if shape is None:
             raise NotFound("no such schema")
         try:
-            definition = StreamDefinition(name, shape.attributes, shape.tid, shape.event_time)
+            definition = StreamDefinition(
+                name, shape.attributes, shape.tid, shape.event_time, shape.not_null
+            )
         except ValueError as err:
             raise Invalid(str(err)) from None
         with self._lock:
@@ -1069,4 +1073,5 @@ def _describe(definition: StreamDefinition) -> dict:
         "attributes": [list(pair) for pair in definition.attributes],
         "tid": definition.tid,
         "event_time": definition.event_time,
+        "not_null": list(definition.not_null),
     }

@@ -56,7 +56,7 @@ def router(service: ServerService) -> APIRouter:
     )
     def add_schema(body: SchemaBody, who: Auth) -> dict:
         attributes = tuple((n, t) for n, t in body.attributes)
-        schema = SchemaDef(body.name, attributes, body.tid, body.event_time)
+        schema = SchemaDef(body.name, attributes, body.tid, body.event_time, tuple(body.not_null))
         return service.add_schema(who.session, schema)
 
     @api.post(
