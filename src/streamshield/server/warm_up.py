@@ -59,6 +59,7 @@ def warm_up(echo: Callable[[str], None] = print) -> int:
             "catalog_url": f"sqlite:///{root / 'catalog.db'}",  # never the configured one
             "example": True,
             "jvm_class_cache": True,
+            "log_level": "error",  # its example's warnings are no one's concern
         }
         settings = load(given).model_copy(update={"tls_cert": None, "tls_key": None})
         watcher = threading.Thread(
