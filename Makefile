@@ -17,7 +17,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 .PHONY: run test lint bench figures setup clean constraints
 
 # `make run PORT=8444`: another port (as STREAMSHIELD_PORT=8444 does). `warm-up` writes
-# the JVM class archive once per install (about two minutes) and returns at once after.
+# the JVM class archive once per install (30-90 s) and returns at once after.
 run: $(RUN_STAMP)
 	$(BIN)/streamshield warm-up
 	$(BIN)/streamshield serve $(if $(PORT),--port $(PORT))

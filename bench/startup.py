@@ -123,7 +123,7 @@ def markdown(result: dict, command: str) -> str:
             "`streamshield serve` prints `ready after N s (step s, ...)` with the time of each",
             "start-up step. `make run` first runs `streamshield warm-up`, which writes the",
             "JVM's class archive once per install (the example served on a throw-away root",
-            "until its queries have run a batch, about two minutes): without it, the JVM",
+            "until its queries have run a batch, 30-90 s): without it, the JVM",
             "loads and verifies Spark's classes one by one, and the first start of an install",
             "took 46-65 s, its first stop 40-50 s. With the archive, on the 2-core machine,",
             f"median (min-max) of {result['repeats']} interleaved starts per arm, each on a",

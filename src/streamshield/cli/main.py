@@ -365,7 +365,7 @@ def warm_up() -> None:
     """Write the JVM class archive the server maps at start, once per install.
 
     Serves the hospital example on a throw-away root until its queries have run a
-    batch (about two minutes); returns at once when the archive is in place. `make run`
+    batch (half a minute to two minutes); returns at once when the archive is in place. `make run`
     calls it first, so that the server's first start and stop are quick.
     """
     from streamshield.server.warm_up import warm_up as write_archive

@@ -276,10 +276,10 @@ class PatternService:
         level = port.session_query_level(security, session)
         self._refuse_in_separate_levels(level)
         edition = self.book.current()
-        roles = tuple(sorted(port.roles_of(session)))
         try:
             pattern = self._compiled(text, edition.access)
             _check_key(pattern, key, edition.access)
+            roles = tuple(sorted(port.roles_of(session)))
             effective = self.server.pipeline.queries.hierarchy.effective(roles)
             self.server.limits().check_span(effective, pattern.within.total_seconds())
             try:

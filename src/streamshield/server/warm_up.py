@@ -48,7 +48,7 @@ def warm_up(echo: Callable[[str], None] = print) -> int:
     from streamshield.server.main import run_server
     from streamshield.server.settings import load
 
-    echo("writing the JVM class archive, once per install (about two minutes)...")
+    echo("writing the JVM class archive, once per install (half a minute to two minutes)…")
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="streamshield-warm-up-") as scratch:
         root = Path(scratch) / "root"
