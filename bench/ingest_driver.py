@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from bench.workload import STREAM, hierarchy, write_landing
 from streamshield.engine import ingest as ingest_module
-from streamshield.engine import local_frames
+from streamshield.engine.frames import local_frames
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.ingest import SP_FIELDS, Ingest, gap_summaries
 from streamshield.engine.policy_registry import PolicyRegistry

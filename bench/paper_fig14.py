@@ -43,7 +43,7 @@ from bench.plots import (
     publish,
 )
 from streamshield.engine.labelled_store import read_batches
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.views.secured_view import secured_view
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PLANS = ("pushed down", "pushed up", "catalyst default", "no SS")

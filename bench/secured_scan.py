@@ -53,8 +53,8 @@ from streamshield.engine.labelled_store import (
     read_batches,
     read_stream,
 )
-from streamshield.engine.secured_view import secured_view
 from streamshield.engine.session import spark_session
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.encoding import RoleCodec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,7 +202,7 @@ def reference_visible(codec: RoleCodec, roles: list[str]) -> Column:
 
 
 READING = """\
-What the secured scan reads (engine/secured_view.py, engine/scan_summary.py): for a READ
+What the secured scan reads (engine/views/secured_view.py, engine/views/scan_summary.py): for a READ
 query with 64 roles, the tuple's reader and denied word of the READ block and the reader
 and denied words of each attribute the query uses; a batch stores only the words it needs
 (policy/stored_words.py: no attribute word equal to the tuple's, no word zero in every

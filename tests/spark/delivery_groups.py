@@ -1,5 +1,5 @@
 """Where deliveries ran: the Spark job group of each delivery's collect, whether a Spark
-job collected its rows, the driver did (a small pass: engine/driver_rows.py) or the job
+job collected its rows, the driver did (a small pass: engine/frames/driver_rows.py) or the job
 that computed a small pass collected them with it (``SharedNetwork._pass_delivered``),
 so that tests can prove a branch delivered, or did nothing, without counting Spark jobs."""
 

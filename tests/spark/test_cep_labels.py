@@ -28,8 +28,8 @@ from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.labels import denied_column, reader_column
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.policy.cep_rules_text import loads
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.lattice import Lattice

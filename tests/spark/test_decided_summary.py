@@ -21,10 +21,10 @@ from bench.workload import STREAM, hierarchy
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels, scan_summary
 from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_batches
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.views import labels, scan_summary
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec

@@ -115,7 +115,7 @@ def test_one_job_delivers_every_listening_branch_as_each_alone(
 
     def on_driver(frame, picks, drops):
         got = collect_on_driver(frame, picks, drops)
-        if got is not None:  # the pass is on the driver: no job (engine/driver_rows.py)
+        if got is not None:  # the pass is on the driver: no job (engine/frames/driver_rows.py)
             jobs.append(frame.select(*picks).columns)
             groups.append(sc.getLocalProperty("spark.jobGroup.id"))
         return got

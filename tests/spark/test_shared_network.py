@@ -183,7 +183,7 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
         if name in listening:
             assert delivered[name].sorted() == alone.users().sorted() and alone.rows
             # its rows read from the pass on the driver where it was written small (no
-            # job: engine/driver_rows.py), else by a job in its own group
+            # job: engine/frames/driver_rows.py), else by a job in its own group
             assert delivered[name].calls
         else:
             assert delivered[name].calls == 0

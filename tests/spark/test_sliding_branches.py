@@ -20,9 +20,9 @@ from streamshield.engine.aggregate_fold import LATEST_FILE, Closing, FoldedAggre
 from streamshield.engine.branched_network import NetworkParts, NotShared
 from streamshield.engine.ingest import Ingest
 from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.secured_view import WATERMARK_MICROS
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.streaming_queries import CallbackSink, QueryService
+from streamshield.engine.views.secured_view import WATERMARK_MICROS
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.rewrite_rules import Sliding, secure
 from streamshield.lang.sliding_fold import sliding_fold

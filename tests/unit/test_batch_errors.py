@@ -1,4 +1,5 @@
-"""The stand-ins :mod:`streamshield.engine.batch_errors` hands the JVM (no JVM here)."""
+"""The stand-ins :mod:`streamshield.engine.spark_errors.batch_errors` hands the JVM (no JVM
+here)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 
 import pytest
 
-from streamshield.engine.batch_errors import (
+from streamshield.engine.spark_errors.batch_errors import (
     MAX_MESSAGE,
     PROXY_PREFIX,
     BatchFailed,

@@ -13,9 +13,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamshield.engine import labels
+from streamshield.engine.frames.local_frames import local_table
 from streamshield.engine.ingest import _DECISIONS, _decision_rows, decision_table
-from streamshield.engine.local_frames import local_table
+from streamshield.engine.views import labels
 from streamshield.policy.elements import Channel
 from streamshield.policy.sp_patterns import ANY, Literal, OneOf, Range
 

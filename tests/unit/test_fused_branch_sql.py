@@ -14,7 +14,7 @@ from streamshield.engine.fused_branches import (
     bare_column,
     suffixed,
 )
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.views.secured_view import SecuredProjection
 
 VIEW = {
     c.lower(): c

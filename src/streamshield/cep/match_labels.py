@@ -48,9 +48,9 @@ from streamshield.cep.pattern import (
     attributes,
     read_attributes,
 )
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.level_columns import level_column
-from streamshield.engine.provenance_columns import provenance_column
+from streamshield.engine.views.labels import denied_column, reader_column
+from streamshield.engine.views.level_columns import level_column
+from streamshield.engine.views.provenance_columns import provenance_column
 from streamshield.lang.recipient_labels import column_slot, row_slot
 from streamshield.policy.bitset import WORD_BITS, Words, to_signed
 

@@ -121,7 +121,7 @@ class BranchedNetwork(Generic[B]):
     branches."""
 
     SUMMARIES = False
-    """Whether the scan reads the labelled rows' scan summaries (engine/scan_summary.py)."""
+    """Whether the scan reads the labelled rows' scan summaries (engine/views/scan_summary.py)."""
     KIND = "network"
     """The default name's prefix (``<KIND>-<stream>``)."""
     FOLDER = "networks"

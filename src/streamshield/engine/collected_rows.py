@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import types as T
 from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
-from streamshield.engine.driver_rows import driver_arrow, is_local
+from streamshield.engine.frames.driver_rows import driver_arrow, is_local
 from streamshield.engine.gc_pause import gc_paused
 from streamshield.engine.observed_collect import collect_observed
 from streamshield.engine.shared_rows import SharedRows
@@ -104,7 +104,7 @@ def collect_on_driver(
 ) -> tuple[CollectedRows, dict[str, Any]] | None:
     """``picks`` over every row of ``frame`` and the counts of ``drops``, with no Spark
     job, when ``frame`` is a local relation the picks fold into
-    (:func:`~streamshield.engine.driver_rows.driver_arrow`): the rows each pick is not
+    (:func:`~streamshield.engine.frames.driver_rows.driver_arrow`): the rows each pick is not
     NULL on are its rows, as :func:`collect_rows` of ``frame`` filtered by any pick's
     condition gives them (:func:`picked_rows`). None when it cannot (not local, a type
     Arrow gives otherwise than classic rows, or anything failing): the caller collects

@@ -41,7 +41,6 @@ from sqlglot import exp
 
 from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.analysis_errors import planned
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.branched_network import (
@@ -53,12 +52,10 @@ from streamshield.engine.branched_network import (
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.driven_scan import DrivenScan
 from streamshield.engine.ingest import Ingest
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.provenance_columns import with_label
 from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.spark_errors.analysis_errors import planned
 from streamshield.engine.spgen import SpGen
 from streamshield.engine.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.streaming_queries import (
@@ -71,6 +68,9 @@ from streamshield.engine.streaming_queries import (
     Sink,
 )
 from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.views.labels import denied_column, reader_column
+from streamshield.engine.views.level_columns import at_output_level
+from streamshield.engine.views.provenance_columns import with_label
 from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.landing import LandingZone

@@ -33,7 +33,7 @@ server, over its cached rows, before they are stored). A rights or roles lookup 
 fails or answers nonsense delivers nothing.
 
 Over a frame that is a local relation (a shared network's small pass, held on the driver
-where it was written: engine/driver_rows.py), the same plan's picks and the drops as
+where it was written: engine/frames/driver_rows.py), the same plan's picks and the drops as
 per-row flags are computed by Spark on the driver while it plans, with no job at all
 (``collected_rows.collect_on_driver``); the counts are then summed over those flags. The
 checks are the same Catalyst expressions either way; if the driver cannot compute them,
@@ -63,9 +63,9 @@ from streamshield.engine.collected_rows import (
     collect_rows,
     drop_flags,
 )
-from streamshield.engine.level_columns import dominated_words, level_columns
-from streamshield.engine.provenance_columns import delivered, provenance_columns
 from streamshield.engine.recipient_check import OutputLabels
+from streamshield.engine.views.level_columns import dominated_words, level_columns
+from streamshield.engine.views.provenance_columns import delivered, provenance_columns
 from streamshield.lang.recipient_labels import slot_of
 from streamshield.policy.bitset import Words, is_empty
 from streamshield.policy.provenance import NO_RIGHTS, ProvenanceCodec, Rights
@@ -244,7 +244,7 @@ class Delivery:
         rows, counts = CollectedRows(), None
         wanted, metrics = planned.wanted, planned.metrics
         local = collect_on_driver(frame, planned.picks, planned.counted)
-        if local is not None:  # a local frame: no job (engine/driver_rows.py)
+        if local is not None:  # a local frame: no job (engine/frames/driver_rows.py)
             rows, counts = local
         elif wanted is not None:  # one job: every class's rows and the drops
             rows, counts = collect_rows(
@@ -464,7 +464,7 @@ def deliver_together(
     picks = together.picks
     rows, counts = CollectedRows(), None
     local = collect_on_driver(frame, [plan.pick for plan in picks.values()], together.counted)
-    if local is not None:  # a local frame: no job (engine/driver_rows.py)
+    if local is not None:  # a local frame: no job (engine/frames/driver_rows.py)
         rows, counts = local
     elif picks:
         some = reduce(operator.or_, (plan.condition for plan in picks.values()))

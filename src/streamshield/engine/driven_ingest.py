@@ -44,7 +44,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.batch_errors import bounded
 from streamshield.engine.driven_handle import (
     DrivenHandle,
     activate,
@@ -52,6 +51,7 @@ from streamshield.engine.driven_handle import (
     stream_session,
 )
 from streamshield.engine.file_source_log import FileSourceLog, file_uri, local_path
+from streamshield.engine.spark_errors.batch_errors import bounded
 
 NAME = "streamshield-ingest"
 SUFFIX = ".jsonl"

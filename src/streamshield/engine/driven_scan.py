@@ -50,7 +50,6 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.batch_errors import bounded
 from streamshield.engine.driven_handle import (
     DrivenHandle,
     activate,
@@ -60,6 +59,7 @@ from streamshield.engine.driven_handle import (
 from streamshield.engine.file_source_log import FileSourceLog, file_uri, local_path
 from streamshield.engine.labelled_store import labelled_schema, read_batches
 from streamshield.engine.source_log import ingest_id
+from streamshield.engine.spark_errors.batch_errors import bounded
 from streamshield.engine.stream_scan import Attached, StreamScan
 
 log = logging.getLogger("streamshield.engine")

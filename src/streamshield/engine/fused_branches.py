@@ -57,8 +57,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from streamshield.engine.held_columns import HeldColumns
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.frames.held_columns import HeldColumns
+from streamshield.engine.views.secured_view import SecuredProjection
 
 COMMON, MASKED, FLAG = "common", "masked", "flag"
 FIELD = "field"

@@ -18,7 +18,7 @@ For every micro-batch:
    computed natively from the policy's compiled rules (or taken from the table when
    the policy ignores the tuple id and was evaluated on the driver).
 5. Every tuple gets its Chinese-Wall level words ``_ss_lvl_*`` from the catalog's level
-   assignment, read once per batch (a literal per channel, ``engine.level_columns``): a level
+   assignment, read once per batch (a literal per channel, ``engine.views.level_columns``): a level
    change applies to the batches labelled after it. Providers never choose it.
 
 Unknown streams' elements are ignored here: the landing zone rejects them first.
@@ -60,14 +60,14 @@ from pyspark.sql.types import (
 )
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels
+from streamshield.engine.frames.held_columns import HeldColumns
+from streamshield.engine.frames.local_frames import arrow_type, as_python, local_frame
 from streamshield.engine.gc_pause import gc_paused
-from streamshield.engine.held_columns import HeldColumns
-from streamshield.engine.level_columns import assigned_level
-from streamshield.engine.local_frames import arrow_type, as_python, local_frame
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.engine.tracker_state import ChannelState
+from streamshield.engine.views import labels
+from streamshield.engine.views.level_columns import assigned_level
+from streamshield.engine.views.scan_summary import HI, LO, summary_columns, with_scan_summary
 from streamshield.lang.wire import sp_of_columns
 from streamshield.policy import sp_patterns
 from streamshield.policy.elements import Channel
@@ -193,7 +193,7 @@ class Ingest:
         self._summary: list[Column] | None = None
         self._held_label: dict[tuple, tuple[list[Column], HeldColumns, HeldColumns]] = {}
         """:meth:`_label`'s two projections per stream, fold, summary and unstored words,
-        held in the JVM (engine/held_columns.py), with the cached list they came from."""
+        held in the JVM (engine/frames/held_columns.py), with the cached list they came from."""
         self._element_cols: list[Column] | None = None
         self._decision_cols: tuple[Column, dict[str, Column]] | None = None
         """Columns that name columns only, built once rather than per batch (each is a

@@ -24,7 +24,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.engine import ingest_consistency
-from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.driven_ingest import DrivenIngest
 from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
@@ -32,6 +31,7 @@ from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
 from streamshield.engine.source_log import SourceLog
+from streamshield.engine.spark_errors.batch_errors import bounded
 from streamshield.engine.tracker_state import ChannelState, ShieldStateError, StateStore
 from streamshield.policy.elements import Channel
 

@@ -48,12 +48,12 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
-from streamshield.engine import scan_summary
-from streamshield.engine.batch_errors import bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
-from streamshield.engine.held_columns import HeldColumns
-from streamshield.engine.labels import label_names
+from streamshield.engine.frames.held_columns import HeldColumns
 from streamshield.engine.small_writes import write_parquet
+from streamshield.engine.spark_errors.batch_errors import bounded
+from streamshield.engine.views import scan_summary
+from streamshield.engine.views.labels import label_names
 from streamshield.faults import crash_point
 from streamshield.policy.query_level import level_names
 
@@ -331,7 +331,7 @@ def labelled_schema(
     """The schema of a labelled stream: metadata, attributes, then label words, then
     ``levels`` Chinese-Wall level words (files written before levels existed read
     NULL there, and a NULL level is readable at no level), then, with ``summaries``,
-    the scan summaries ingest writes (:mod:`~streamshield.engine.scan_summary`; NULL in
+    the scan summaries ingest writes (:mod:`~streamshield.engine.views.scan_summary`; NULL in
     older files, which are then read as before)."""
     if ddl not in _DDL_FIELDS:
         _DDL_FIELDS[ddl] = tuple(spark.createDataFrame([], ddl).schema.fields)
@@ -370,7 +370,7 @@ def restored(rows: DataFrame, columns: Sequence[str] | None = None) -> DataFrame
 @lru_cache(maxsize=64)
 def _restoring(columns: tuple[str, ...], present: frozenset[str]) -> HeldColumns:
     """Built once per layout: hundreds of columns at 500 roles, each a py4j call (and
-    held in the JVM, so that each batch's select is one call: engine/held_columns.py)."""
+    held in the JVM, so that each batch's select is one call: engine/frames/held_columns.py)."""
     zero = F.lit(0).cast("long")
 
     def stored(name: str) -> Column:

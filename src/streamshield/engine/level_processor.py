@@ -38,8 +38,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.level_columns import dominated_by
 from streamshield.engine.session import planning_session
+from streamshield.engine.views.level_columns import dominated_by
 from streamshield.policy.query_level import QueryLevel
 
 POOL = "spark.scheduler.pool"

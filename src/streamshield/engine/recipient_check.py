@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamshield.engine.labels import allows_words, denied_column, reader_column
+from streamshield.engine.views.labels import allows_words, denied_column, reader_column
 from streamshield.lang.recipient_labels import slot_of
 from streamshield.policy.bitset import Words
 

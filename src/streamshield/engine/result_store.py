@@ -440,7 +440,7 @@ class StoringSink:
         branches (:meth:`ResultStore.link`), then delivered like a batch of its own;
         ``rows``: plans the link's rows over those same files as the network read them,
         called only when someone listens (over a small pass, the rows written, held on
-        the driver: engine/driver_rows.py). Delivered from that plan rather than from
+        the driver: engine/frames/driver_rows.py). Delivered from that plan rather than from
         :meth:`ResultStore.read` of the link: the rows are the same (the same files, the
         same rebuild), and the network's read knows their schema, where reading the link
         again plans the rebuild twice and infers the files' schema with a Spark job, on

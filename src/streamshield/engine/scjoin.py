@@ -53,7 +53,7 @@ Levels (paper 2, Algorithm 1). A join built for a query level ``C`` admits into 
 windows only tuples whose level ``C`` dominates (before the window, so ``[ROWS n]`` is
 the n latest such tuples of the stream, not n per channel: engine/window_state.py), and
 a pair's level is the LUB of its two tuples' levels, ``bitwiseOR`` per word
-(``engine.level_columns.lub_join``). Joins of different levels never share windows: the level
+(``engine.views.level_columns.lub_join``). Joins of different levels never share windows: the level
 is part of what identifies a shared join. Likewise a join built for ``readers`` (the
 query interface builds a join with a ``[ROWS n]`` side so) admits only tuples those
 roles may read, and only subscriptions of those roles share it: a tuple hidden from a
@@ -76,18 +76,18 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition, check_name
-from streamshield.engine.batch_errors import bounded
 from streamshield.engine.branch_ledger import BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.frames.local_frames import local_frame
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
-from streamshield.engine.labels import allows, denied_column, label_names, reader_column
-from streamshield.engine.level_columns import level_names, lub_join
-from streamshield.engine.local_frames import local_frame
-from streamshield.engine.secured_view import tuple_test
 from streamshield.engine.session import planning_session
 from streamshield.engine.snapshots import Snapshots
+from streamshield.engine.spark_errors.batch_errors import bounded
+from streamshield.engine.views.labels import allows, denied_column, label_names, reader_column
+from streamshield.engine.views.level_columns import level_names, lub_join
+from streamshield.engine.views.secured_view import tuple_test
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
 from streamshield.network.join_switches import join_switches

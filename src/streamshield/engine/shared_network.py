@@ -91,7 +91,7 @@ from streamshield.engine.collected_rows import (
     picked_rows,
 )
 from streamshield.engine.delivery import Delivery, Planned, Together, deliver_together
-from streamshield.engine.driver_rows import local_frame
+from streamshield.engine.frames.driver_rows import local_frame
 from streamshield.engine.fused_branches import (
     FusedBranch,
     FusedPass,
@@ -99,18 +99,11 @@ from streamshield.engine.fused_branches import (
     Outputs,
     fused_pass,
 )
-from streamshield.engine.level_columns import at_output_level
-from streamshield.engine.provenance_columns import label_literals
 from streamshield.engine.result_store import (
     DEFAULT_KEEP,
     ResultStore,
     StoringSink,
     link_together,
-)
-from streamshield.engine.secured_view import (
-    WATERMARK_MICROS,
-    SecuredProjection,
-    StatisticsProjection,
 )
 from streamshield.engine.shared_selections import selected_frames
 from streamshield.engine.small_writes import (
@@ -118,6 +111,13 @@ from streamshield.engine.small_writes import (
     read_written,
     spark_arrow_schema,
     total_bytes,
+)
+from streamshield.engine.views.level_columns import at_output_level
+from streamshield.engine.views.provenance_columns import label_literals
+from streamshield.engine.views.secured_view import (
+    WATERMARK_MICROS,
+    SecuredProjection,
+    StatisticsProjection,
 )
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
@@ -144,7 +144,7 @@ SMALL_BATCHES = 64
 """At most this many ingest batches in a pass written from the driver (each is listed)."""
 DRIVER_WORK = 4_000
 """At most this many rows times branches squared in a pass delivered from the driver
-(its rows a local relation: engine/driver_rows.py). Catalyst computes a local
+(its rows a local relation: engine/frames/driver_rows.py). Catalyst computes a local
 relation's projections interpreted while it plans, and a projection's cost a row grows
 with the square of its columns (``InterpretedMutableProjection`` indexes a Scala
 ``List``): 16 branches' view columns (390) cost ~3 ms a row, so a 1,000-row batch took
@@ -503,7 +503,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         (branch -> the written files and its rows, planned only if someone listens: the
         branch's sink then runs no job and plans nothing of its own). ``small``: the
         pass is written from the driver; its rows are then read, and delivered, as the
-        local relation of the rows written (engine/driver_rows.py), not from the files.
+        local relation of the rows written (engine/frames/driver_rows.py), not from the files.
 
         With several branches, or any sink that takes a link, the pass is executed here
         (written to the network's store, or cached), so that one branch's failing

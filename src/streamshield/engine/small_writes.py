@@ -17,7 +17,7 @@ files are what Spark's writer makes of the same rows: one ``part-*.parquet`` fil
 frame gives one file with the schema, as Spark's does. A frame Arrow cannot carry falls
 back to Spark's write (the frame is then computed again: an observed metric is reported
 by whichever action completes). A frame over a local relation whose plan folds into it is
-computed on the driver, with no job at all (engine/driver_rows.py); the rows written are
+computed on the driver, with no job at all (engine/frames/driver_rows.py); the rows written are
 returned, so that the caller can go on over them rather than read the files back.
 """
 
@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from streamshield.engine.driver_rows import driver_arrow, is_local
+from streamshield.engine.frames.driver_rows import driver_arrow, is_local
 
 log = logging.getLogger("streamshield.engine")
 
@@ -115,7 +115,7 @@ def write_table(table: pa.Table, directory: Path) -> None:
 
 def _arrow(frame: DataFrame) -> pa.Table:
     """``frame.toArrow()``, computed on the driver without a Spark job when ``frame`` is
-    a local relation its plan folds into (engine/driver_rows.py); by Spark's job
+    a local relation its plan folds into (engine/frames/driver_rows.py); by Spark's job
     otherwise, or if the driver could not (which then fails as it always did)."""
     if is_local(frame):
         try:

@@ -25,19 +25,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.analysis_errors import planned
-from streamshield.engine.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.checkpoint_leftovers import at_checkpoint
-from streamshield.engine.error_conditions import is_condition
 from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
-from streamshield.engine.labels import label_names
-from streamshield.engine.level_columns import at_output_level
 from streamshield.engine.level_processor import LevelProcessor
 from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.provenance_columns import provenance_column, with_provenance
 from streamshield.engine.punctuated_export import PunctuatedExport
-from streamshield.engine.secured_view import secured_view, statistics_view
 from streamshield.engine.source_ids import SourceIds
+from streamshield.engine.spark_errors.analysis_errors import planned
+from streamshield.engine.spark_errors.batch_errors import STORAGE_CAUSES, bounded
+from streamshield.engine.spark_errors.error_conditions import is_condition
+from streamshield.engine.views.labels import label_names
+from streamshield.engine.views.level_columns import at_output_level
+from streamshield.engine.views.provenance_columns import provenance_column, with_provenance
+from streamshield.engine.views.secured_view import secured_view, statistics_view
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.rewrite_rules import Rewrite, Sliding, runs_on_statistics, secure
@@ -114,7 +114,7 @@ server starts it again once writing works (``QueryRegistry.restart``)."""
 def failure_class(failure: BaseException | None) -> str:
     """The error class a failed query shows: STORAGE_UNAVAILABLE when the disk was full
     or read-only (the OS's words in the failure: a batch function's failure keeps them,
-    :func:`~streamshield.engine.batch_errors.compact`; Spark's own class there is a
+    :func:`~streamshield.engine.spark_errors.batch_errors.compact`; Spark's own class there is a
     generic TASK_WRITE_FAILED), a class the failure carries (``error_class``: a level
     application's report, engine/level_application.py), else Spark's (:func:`safe_error`)."""
     if failure is None:

@@ -30,12 +30,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels
 from streamshield.engine.ingest import PASS
 from streamshield.engine.labelled_store import INGEST, LabelledStore, labelled_schema
-from streamshield.engine.level_columns import at_output_level
-from streamshield.engine.provenance_columns import with_provenance
-from streamshield.engine.secured_view import secured_view, tuple_test
+from streamshield.engine.views import labels
+from streamshield.engine.views.level_columns import at_output_level
+from streamshield.engine.views.provenance_columns import with_provenance
+from streamshield.engine.views.secured_view import secured_view, tuple_test
 from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.windows import WindowSpec

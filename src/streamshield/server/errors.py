@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from streamshield.catalog.store import StreamExists, UnknownStreamError
-from streamshield.engine.analysis_errors import is_spark_refusal, spark_error_class
+from streamshield.engine.spark_errors.analysis_errors import is_spark_refusal, spark_error_class
 from streamshield.engine.streaming_queries import QueryFailed
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected

@@ -37,7 +37,7 @@ from itertools import pairwise
 
 import pytest
 
-from streamshield.engine import labels
+from streamshield.engine.views import labels
 from streamshield.examples import hospital
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec

@@ -16,8 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels, scan_summary
-from streamshield.engine.level_columns import readable_at
+from streamshield.engine.views import labels, scan_summary
+from streamshield.engine.views.level_columns import readable_at
 from streamshield.lang.label_propagation import hidden_column
 from streamshield.lang.statistics_rewrite import full_column, stats_column
 from streamshield.policy.encoding import RoleCodec

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 
-from streamshield.engine.error_conditions import is_condition
+from streamshield.engine.spark_errors.error_conditions import is_condition
 
 log = logging.getLogger("streamshield.engine")
 

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField
 
-from streamshield.engine.labels import reader_column
+from streamshield.engine.views.labels import reader_column
 from streamshield.policy.bitset import WORD_BITS, Words
 from streamshield.policy.reader_range import NO_READER, bit_range
 
