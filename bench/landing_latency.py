@@ -58,7 +58,7 @@ from bench.revocation_server import (
     wait_for,
 )
 from streamshield.engine.cql_service import CqlService
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.server.service import ServerService
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from bench.join_planning import ROLE, _pipeline
 from streamshield.engine.level_application import LevelApplications
-from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import spark_session
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.examples import cloud_audit as ca
 from streamshield.policy.query_level import QueryLevel

@@ -45,15 +45,15 @@ from bench.experiment_common import clock, link_copies, run_noop
 from bench.legacy_secured_view import legacy_secured_view
 from bench.revocation_latency import write_section
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import (
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.session import spark_session
+from streamshield.engine.store.labelled_store import (
     META_FIELDS,
     labelled_schema,
     read_batches,
     read_stream,
 )
-from streamshield.engine.session import spark_session
 from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.encoding import RoleCodec
 

@@ -34,7 +34,7 @@ Results go to ``bench/results/sharing-scale.json`` and to their own section of
 ``--store``: each query's sink is the server's instead (``StoringSink``: every batch
 stored in the query's result store, nobody listening, so nothing delivered); in a shared
 network with ``--fused`` the branches' batches are then links into one write of the
-fused pass, each row stored once (engine/fused_branches.py, engine/result_store.py).
+fused pass, each row stored once (engine/fused_branches.py, engine/store/result_store.py).
 Results go to ``...-store.json``.
 
 ``bench.sharing_users`` measures the same users through the server's own path instead
@@ -61,8 +61,8 @@ from pyspark.sql.streaming import StreamingQuery
 from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import spark_session
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.engine.streaming_queries import CallbackSink, RegisteredQuery
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy

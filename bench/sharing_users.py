@@ -76,9 +76,9 @@ from bench.sharing_scale import (
 from streamshield.engine import delivery as delivery_module
 from streamshield.engine.delivery import Delivery, Subscription
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultStore
 from streamshield.engine.session import spark_session
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.store.result_store import ResultStore
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.network.switchboard import QuerySp, Switchboard
 from streamshield.policy.elements import Element, TupleElement

@@ -26,7 +26,7 @@ from streamshield.engine.delivery import Delivery
 from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.level_processor import LevelStorageError
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultFollower, ResultStore
+from streamshield.engine.store.result_store import ResultFollower, ResultStore
 from streamshield.lang.query_check import QueryRejected
 from tests.cluster.standalone import standalone_cluster
 from tests.spark.test_level_queries import (

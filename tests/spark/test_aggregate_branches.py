@@ -17,8 +17,8 @@ import pytest
 from streamshield.engine.aggregate_fold import FoldedAggregate
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.branched_network import NetworkParts, NotShared
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.streaming_queries import QueryService
 from streamshield.lang.partial_aggregates import fold_of

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from streamshield.engine import delivery as delivery_module
 from streamshield.engine.delivery import Delivery, _class_plan
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_stream
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.store.labelled_store import labelled_schema, read_stream
 from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.engine.views.provenance_columns import provenance_column, with_provenance
 from streamshield.engine.views.secured_view import secured_view

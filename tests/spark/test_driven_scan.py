@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from streamshield.engine.driven_scan import DrivenScan
-from streamshield.engine.file_source_log import FileSourceLog
+from streamshield.engine.ingest.file_source_log import FileSourceLog
+from streamshield.engine.ingest.source_log import SourceLog
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.retention import checkpoint_sources
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.store.retention import checkpoint_sources
 from streamshield.engine.streaming_queries import CallbackSink
 from tests.spark.hospital_pipeline import (
     Rows,

@@ -19,8 +19,8 @@ from streamshield.engine import collected_rows
 from streamshield.engine.collected_rows import collect_on_driver, collect_rows
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.frames.driver_rows import driver_arrow, is_local, local_frame
-from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.small_writes import read_written, write_parquet
+from streamshield.engine.store.labelled_store import labelled_schema
+from streamshield.engine.store.small_writes import read_written, write_parquet
 from streamshield.engine.views.provenance_columns import with_provenance
 from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.provenance import Rights

@@ -23,8 +23,8 @@ from streamshield.engine.collected_rows import (
     picked_rows,
 )
 from streamshield.engine.delivery import Delivery, _class_plan
-from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,
     hospital_pipeline,
@@ -208,7 +208,7 @@ def test_when_the_one_job_fails_each_branch_delivers_alone(
 def test_a_small_stored_batch_is_passed_from_the_driver(pipeline, each) -> None:
     """The network sizes the stored ingest batches it reads by their paths in the store:
     the store lists bare file names, and one sized as a bare name (not found) counted as
-    large, so no pass was ever written from the driver (engine/small_writes.py)."""
+    large, so no pass was ever written from the driver (engine/store/small_writes.py)."""
     network = each[0]
     newest = max(pipeline.queries.labelled.markers())
     assert any(pipeline.queries.labelled.files(STREAM, i) for i in range(newest + 1))

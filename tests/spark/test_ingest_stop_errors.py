@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.examples import hospital
 from tests.polling import poll
 from tests.spark.conformance import STREAMS

@@ -17,9 +17,9 @@ import pytest
 from bench.workload import STREAM, hierarchy, write_landing
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_batches
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.store.labelled_store import labelled_schema, read_batches
 from streamshield.engine.views import scan_summary
 from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.engine.views.secured_view import secured_view

@@ -13,8 +13,8 @@ import pytest
 
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.fused_branches import fused_pass
-from streamshield.engine.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.shared_network import NotShared, SharedNetwork
+from streamshield.engine.store.result_store import LINK, ResultStore, StoringSink
 from streamshield.engine.streaming_queries import CallbackSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,
@@ -146,7 +146,7 @@ def test_only_selections_and_folding_aggregates_over_the_stream_join_a_network(
 
 
 def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> None:
-    """The server's sinks store each batch before delivering it (engine/result_store.py).
+    """The server's sinks store each batch before delivering it (engine/store/result_store.py).
     In a network every branch's batch is a link into the one write of the fused pass:
     a branch nobody listens to runs no Spark job at all, and what its store reads back
     is exactly what its query alone returns."""

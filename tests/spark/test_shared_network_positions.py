@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 
 from streamshield.engine.branched_network import NetworkParts
-from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.engine.streaming_queries import CallbackSink, QueryFailed
 from streamshield.examples import hospital
 from streamshield.lang.rewrite_rules import secure

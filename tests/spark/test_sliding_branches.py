@@ -18,8 +18,8 @@ import pytest
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.aggregate_fold import LATEST_FILE, Closing, FoldedAggregate
 from streamshield.engine.branched_network import NetworkParts, NotShared
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.shared_network import SharedNetwork
 from streamshield.engine.streaming_queries import CallbackSink, QueryService
 from streamshield.engine.views.secured_view import WATERMARK_MICROS

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.streaming_queries import MemorySink, QueryService
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from streamshield.engine.ingest.tracker_state import ShieldStateError
 from streamshield.engine.spark_errors.batch_errors import (
     MAX_MESSAGE,
     PROXY_PREFIX,
@@ -16,7 +17,6 @@ from streamshield.engine.spark_errors.batch_errors import (
     compact,
     interrupted,
 )
-from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.server.ingest_guard import is_state_failure, reason_of
 
 TRACE = "\n".join("\tat org.apache.spark.Some.method(Some.scala:1)" for _ in range(2000))

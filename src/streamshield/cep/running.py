@@ -58,8 +58,8 @@ from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.rule_book import Edition, RuleBook
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused, validate
-from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.streaming_queries import safe_error
 from streamshield.policy.query_level import QueryLevel
 

@@ -59,8 +59,8 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from streamshield.engine.arrow_merge import NotMergeable, merge
 from streamshield.engine.branch_ledger import NOTHING
-from streamshield.engine.parquet_versions import ParquetVersions
-from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
+from streamshield.engine.store.parquet_versions import ParquetVersions
+from streamshield.engine.store.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.partial_aggregates import TOUCHED, Fold
 
 
@@ -116,7 +116,7 @@ class FoldedAggregate:
         over the branch's rows after its state version ``since``) merged into that
         state; the new state is written first (one job). ``small_input``: the rows are
         known to be small; with a small state too, the new one is written from the
-        driver (engine/small_writes.py: a Spark write costs more than the few groups)."""
+        driver (engine/store/small_writes.py: a Spark write costs more than the few groups)."""
         session = partial.sparkSession
         schema = StructType([*partial.schema.fields, StructField(TOUCHED, LongType(), False)])
         target = self._versions.path(batch_id)

@@ -53,7 +53,7 @@ class BranchLedger:
 
 def owes(branch: object, after: int, upto: int) -> bool:
     """Whether ``branch``'s sink delivered an output in ``(after, upto]`` and a crash came
-    before it was stored (engine/result_store.py, ``owed``): that output must then be
+    before it was stored (engine/store/result_store.py, ``owed``): that output must then be
     computed and stored again, even while the branch's switch is off, or its subscriber
     would hold rows its store never has."""
     return bool(owed_between(branch, after, upto))

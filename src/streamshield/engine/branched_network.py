@@ -40,15 +40,15 @@ from pyspark.sql.types import StructType
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
-from streamshield.engine.labelled_store import (
+from streamshield.engine.ingest.source_log import SourceLog
+from streamshield.engine.level_processor import POOL
+from streamshield.engine.store.labelled_store import (
     INGEST,
     LabelledStore,
     ingest_column,
     labelled_schema,
     read_batches,
 )
-from streamshield.engine.level_processor import POOL
-from streamshield.engine.source_log import SourceLog
 from streamshield.engine.stream_scan import StreamScan
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.switches import Switch

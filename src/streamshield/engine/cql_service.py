@@ -51,7 +51,8 @@ from streamshield.engine.branched_network import (
 )
 from streamshield.engine.derived import derived_definition
 from streamshield.engine.driven_scan import DrivenScan
-from streamshield.engine.ingest import Ingest
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.tracker_state import StateStore
 from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
 from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
 from streamshield.engine.shared_network import SharedNetwork
@@ -67,7 +68,6 @@ from streamshield.engine.streaming_queries import (
     RegisteredQuery,
     Sink,
 )
-from streamshield.engine.tracker_state import StateStore
 from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_label

@@ -7,7 +7,7 @@ The scan's micro-batch waited for its trigger, listed the stream's directory, wr
 file-source log and offsets, planned the streaming read and committed (measured ~0.15-0.2
 s a batch besides the networks' own work, ``bench.landing_latency``), although ingest
 had just said which files it stored: its commit marker lists them
-(engine/labelled_store.py). A :class:`DrivenScan` is told each committed ingest batch
+(engine/store/labelled_store.py). A :class:`DrivenScan` is told each committed ingest batch
 (``LabelledStore.listen``; a short poll of the markers as a backstop, for ingest in
 another process or a missed call), and runs one micro-batch over exactly the stored
 files of the ingest batches it has not read, at once, handing it to the attached networks
@@ -19,11 +19,11 @@ ran beside the rest of ingest's on the same two cores, and both were slower. Onl
 batches whose markers exist are ever read.
 
 Its micro-batches keep the file source's durable bookkeeping, in the file source's own
-format and in the same checkpoint (engine/file_source_log.py), so everything that reads a
+format and in the same checkpoint (engine/ingest/file_source_log.py), so everything that reads a
 scan's checkpoint reads this one unchanged: the networks' ingest ids of a micro-batch
-and the scan's position (:class:`~streamshield.engine.source_log.SourceLog`), retention's
+and the scan's position (:class:`~streamshield.engine.ingest.source_log.SourceLog`), retention's
 rule that a labelled batch stays until every reader has committed past it
-(engine/retention.py), and a scan that switches between the two ways of running resumes
+(engine/store/retention.py), and a scan that switches between the two ways of running resumes
 where the other stopped. Per micro-batch, before its rows are handed out: the files it
 reads as the next file-source log entry (``sources/0/<offset>``, a ``.compact`` file every
 tenth offset as Spark writes them), then ``offsets/<batch>`` naming that log offset; after
@@ -56,10 +56,10 @@ from streamshield.engine.driven_handle import (
     progress_of,
     stream_session,
 )
-from streamshield.engine.file_source_log import FileSourceLog, file_uri, local_path
-from streamshield.engine.labelled_store import labelled_schema, read_batches
-from streamshield.engine.source_log import ingest_id
+from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
+from streamshield.engine.ingest.source_log import ingest_id
 from streamshield.engine.spark_errors.batch_errors import bounded
+from streamshield.engine.store.labelled_store import labelled_schema, read_batches
 from streamshield.engine.stream_scan import Attached, StreamScan
 
 log = logging.getLogger("streamshield.engine")

@@ -15,7 +15,7 @@ The hand-over is files and JSON lines, nothing else:
   JSON lines on the driver's stdin (``start``, ``process``, ``stop``, ``status``,
   ``shutdown``), each answered by one JSON line;
 - **out**: every micro-batch of a query is written to a
-  :class:`~streamshield.engine.result_store.ResultStore` at
+  :class:`~streamshield.engine.store.result_store.ResultStore` at
   ``<level directory>/results/<query>/``, the layout the server already delivers from:
   the recipient still decides per row where delivery runs, outside the application.
 

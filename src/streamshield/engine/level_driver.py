@@ -13,7 +13,7 @@ its level:
   window and join state, result batches, Spark's local directory for the driver);
 - what would write outside it is refused: ``INSERT SP`` and ``ON RESULT`` (the landing
   zone, the catalog), and a provenance id the server has not assigned;
-- results go to a :class:`~streamshield.engine.result_store.ResultStore` per query under
+- results go to a :class:`~streamshield.engine.store.result_store.ResultStore` per query under
   ``results/``, never to a person: delivery stays with the server.
 
 Protocol: one JSON object per line on stdin, one reply per line on the process's
@@ -32,10 +32,8 @@ from typing import Any, NoReturn, TextIO
 
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
-from streamshield.engine.labelled_store import LabelledStore
 from streamshield.engine.level_application import ApplicationError, ApplicationSpec
 from streamshield.engine.level_processor import LevelProcessor, LevelStorageError
-from streamshield.engine.result_store import ResultStore, StoringSink
 from streamshield.engine.session import (
     cache_directory,
     class_cache,
@@ -43,6 +41,8 @@ from streamshield.engine.session import (
     with_java_option,
 )
 from streamshield.engine.source_ids import SourceIds
+from streamshield.engine.store.labelled_store import LabelledStore
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.engine.streaming_queries import (
     CallbackSink,
     QueryFailed,

@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 
 from streamshield.catalog.store import Catalog
 from streamshield.engine.cql_service import CqlService
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.streaming_queries import QueryService
 from streamshield.landing import LandingZone
 from streamshield.policy.level_assignment import LevelAssignment

@@ -24,8 +24,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from streamshield.durable import write_atomic
-from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.snapshots import Snapshots
+from streamshield.engine.ingest.policy_registry import PolicyRegistry
+from streamshield.engine.store.snapshots import Snapshots
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.policy import Policy

@@ -78,13 +78,13 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from streamshield.catalog.streams import StreamDefinition, check_name
 from streamshield.engine.branch_ledger import BranchLedger, owes
 from streamshield.engine.branch_switch import job_group, switched_on
-from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.frames.local_frames import local_frame
-from streamshield.engine.ingest import PASS
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
+from streamshield.engine.ingest.ingest import PASS
 from streamshield.engine.session import planning_session
-from streamshield.engine.snapshots import Snapshots
 from streamshield.engine.spark_errors.batch_errors import bounded
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.store.labelled_store import LabelledStore, labelled_schema, read_stream
+from streamshield.engine.store.snapshots import Snapshots
 from streamshield.engine.views.labels import allows, denied_column, label_names, reader_column
 from streamshield.engine.views.level_columns import level_names, lub_join
 from streamshield.engine.views.secured_view import tuple_test

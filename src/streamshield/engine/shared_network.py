@@ -34,7 +34,7 @@ a query of its own would, a restarted or re-joining one exactly the batches it m
 replayed micro-batch nothing twice. Its output of a micro-batch is stored under the
 newest ingest id it covers, so a replay replaces a stored batch rather than doubling it.
 Which ingest batches a micro-batch holds is read from the file source's log in the
-checkpoint (:mod:`~streamshield.engine.source_log`), not computed by a job.
+checkpoint (:mod:`~streamshield.engine.ingest.source_log`), not computed by a job.
 
 A branch that fails (a Spark error in its own SQL) stops alone: its error is kept for its
 handle, and the network and the other branches go on. (This bookkeeping, shared with the
@@ -99,14 +99,14 @@ from streamshield.engine.fused_branches import (
     Outputs,
     fused_pass,
 )
-from streamshield.engine.result_store import (
+from streamshield.engine.shared_selections import selected_frames
+from streamshield.engine.store.result_store import (
     DEFAULT_KEEP,
     ResultStore,
     StoringSink,
     link_together,
 )
-from streamshield.engine.shared_selections import selected_frames
-from streamshield.engine.small_writes import (
+from streamshield.engine.store.small_writes import (
     SMALL_BYTES,
     read_written,
     spark_arrow_schema,
@@ -476,7 +476,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
 
     def _small(self, oldest: int, newest: int) -> bool:
         """Whether the stored ingest batches ``oldest..newest`` are small enough for
-        their pass to be written from the driver (engine/small_writes.py)."""
+        their pass to be written from the driver (engine/store/small_writes.py)."""
         if newest - oldest >= SMALL_BATCHES:
             return False
         ids = range(oldest, newest + 1)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from streamshield.engine.snapshots import Snapshots
+from streamshield.engine.store.snapshots import Snapshots
 from streamshield.landing import LandingZone, Reason
 from streamshield.lang.cql import SpStatement
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement

@@ -67,8 +67,8 @@ from pyspark.util import inheritable_thread_target
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.frames.held_columns import HeldColumns
-from streamshield.engine.labelled_store import LabelledStore
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.ingest.source_log import SourceLog
+from streamshield.engine.store.labelled_store import LabelledStore
 
 
 class Attached(Protocol):

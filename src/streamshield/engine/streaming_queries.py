@@ -25,15 +25,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.checkpoint_leftovers import at_checkpoint
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_stream
+from streamshield.engine.ingest.policy_registry import PolicyRegistry
 from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.policy_registry import PolicyRegistry
 from streamshield.engine.punctuated_export import PunctuatedExport
 from streamshield.engine.source_ids import SourceIds
 from streamshield.engine.spark_errors.analysis_errors import planned
 from streamshield.engine.spark_errors.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.spark_errors.error_conditions import is_condition
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.store.labelled_store import LabelledStore, labelled_schema, read_stream
 from streamshield.engine.views.labels import label_names
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import provenance_column, with_provenance

@@ -64,8 +64,8 @@ from streamshield.engine.branched_network import (
     NetworkParts,
     NotShared,
 )
-from streamshield.engine.labelled_store import INGEST
 from streamshield.engine.shared_selections import selected_frames
+from streamshield.engine.store.labelled_store import INGEST
 from streamshield.engine.window_query import WindowQuery
 from streamshield.engine.window_state import ARRIVAL, RANK, WindowState, ranked, with_ingest
 from streamshield.lang.admission import AdmittedQuery

@@ -30,8 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.ingest import PASS
-from streamshield.engine.labelled_store import INGEST, LabelledStore, labelled_schema
+from streamshield.engine.ingest.ingest import PASS
+from streamshield.engine.store.labelled_store import INGEST, LabelledStore, labelled_schema
 from streamshield.engine.views import labels
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_provenance

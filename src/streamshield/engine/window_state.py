@@ -35,8 +35,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from streamshield.engine.labelled_store import INGEST, ingest_column
-from streamshield.engine.parquet_versions import ParquetVersions
+from streamshield.engine.store.labelled_store import INGEST, ingest_column
+from streamshield.engine.store.parquet_versions import ParquetVersions
 from streamshield.lang.windows import ROW_ORDER, WindowKind, WindowSpec
 
 ARRIVAL = "_ss_batch"

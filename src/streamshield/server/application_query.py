@@ -12,7 +12,7 @@ checked per row as for any query.
 ``stop``, and ``handle``: the StreamingQuery face the registry, its watch and the metrics
 read). One thread per query follows its result store into its
 :class:`~streamshield.engine.delivery.Delivery`
-(:class:`~streamshield.engine.result_store.ResultFollower`, every 0.1 s, as networks
+(:class:`~streamshield.engine.store.result_store.ResultFollower`, every 0.1 s, as networks
 poll) and asks the application every second how the query is. A driver that exits or
 stops answering fails its queries with :data:`LEVEL_APPLICATION_LOST`; the server starts
 them again as it does queries failed for their storage (a new driver for the level, each
@@ -37,7 +37,7 @@ from streamshield.engine.level_application import (
     LevelApplication,
     LevelApplications,
 )
-from streamshield.engine.result_store import ResultFollower, ResultStore
+from streamshield.engine.store.result_store import ResultFollower, ResultStore
 from streamshield.engine.streaming_queries import failure_class
 from streamshield.policy.query_level import QueryLevel
 

@@ -49,9 +49,9 @@ from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
 from streamshield.engine.delivery import Delivery, Subscription
-from streamshield.engine.labelled_store import labelled_schema, read_stream
 from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.result_store import ResultStore
+from streamshield.engine.store.labelled_store import labelled_schema, read_stream
+from streamshield.engine.store.result_store import ResultStore
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.cep_rules import AccessObject

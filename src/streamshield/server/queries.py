@@ -4,7 +4,7 @@ A query registered through the API is a QUERY object owned by its author (its ou
 stream, *out1* in paper 5's scenario). It runs with the roles active in the author's
 session at registration, so its secured views show exactly what those roles may read.
 Every micro-batch is written to the query's own
-:class:`~streamshield.engine.result_store.ResultStore` (so a stateful plan is executed
+:class:`~streamshield.engine.store.result_store.ResultStore` (so a stateful plan is executed
 and committed whether or not anyone listens); while someone listens, its rows first go
 to a :class:`~streamshield.engine.delivery.Delivery`, which applies SecFilter per
 subscriber with their rights of *now*, and are written after (from the same cache).
@@ -31,7 +31,7 @@ from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery import Delivery
 from streamshield.engine.level_application import ApplicationError, LevelApplications
-from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.engine.streaming_queries import (
     STORAGE_UNAVAILABLE,
     CallbackSink,

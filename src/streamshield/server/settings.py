@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from streamshield.catalog.view import POLL_SECONDS
-from streamshield.engine.retention import parse_retention
+from streamshield.engine.store.retention import parse_retention
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 ENV_PREFIX = "STREAMSHIELD_"
@@ -185,7 +185,7 @@ class ServeSettings(BaseSettings):
         True,
         description="Secure ingest starts a micro-batch as soon as a file lands through "
         "the API (false: at the next 0.2 s trigger of a file-source streaming query; same "
-        "checkpoint format and crash rules either way; engine/driven_ingest.py).",
+        "checkpoint format and crash rules either way; engine/ingest/driven_ingest.py).",
     )
     # ignore: Field types its default as the field's, but validate_default parses this text
     retention: float | None = Field(  # type: ignore[assignment]

@@ -2,7 +2,7 @@
 
 The output (a :class:`~streamshield.server.queries.LiveQuery` or a registered pattern)
 has a :class:`~streamshield.engine.delivery.Delivery` (SecFilter per subscriber), a
-:class:`~streamshield.engine.result_store.ResultStore` (what a resumed subscription
+:class:`~streamshield.engine.store.result_store.ResultStore` (what a resumed subscription
 replays), an ``output`` stream name and ``closers`` (how its end reaches the stream).
 Each delivered batch is first re-checked by ``allowed(token)``: a logout, an expired
 session or a revoked right ends the stream; the server's re-check of

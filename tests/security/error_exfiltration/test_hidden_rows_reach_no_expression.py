@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.fused_branches import FusedBranch, FusedPass, fused_pass
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.store.labelled_store import labelled_schema
 from streamshield.engine.views.secured_view import SecuredProjection, secured_view, statistics_view
 from streamshield.examples import hospital
 from streamshield.policy.encoding import RoleCodec

@@ -17,7 +17,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from streamshield.engine.labelled_store import labelled_schema
+from streamshield.engine.store.labelled_store import labelled_schema
 from streamshield.engine.views.secured_view import secured_view
 from streamshield.examples import hospital
 from streamshield.policy.encoding import RoleCodec

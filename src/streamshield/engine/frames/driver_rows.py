@@ -1,7 +1,7 @@
 """A small frame's rows on the driver, computed by Spark's own expressions without a job.
 
 On a landing's path the shared network writes its pass from the driver
-(engine/small_writes.py): the pass's rows are then on the driver as an Arrow table, and
+(engine/store/small_writes.py): the pass's rows are then on the driver as an Arrow table, and
 reading the files just written back with a Spark job (planning a file scan, a job, the
 files decoded again) to collect what each subscriber gets would cost a job more. Over a frame
 that is a ``LocalRelation`` (:func:`local_frame`), Spark's optimizer evaluates the

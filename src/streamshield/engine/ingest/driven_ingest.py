@@ -16,9 +16,9 @@ by the same listing every ``poll_seconds`` (the trigger's interval before), so n
 depends on being told.
 
 Its bookkeeping is the file source's own, in the same checkpoint
-(engine/file_source_log.py): the files of a micro-batch as the next file-source log
+(engine/ingest/file_source_log.py): the files of a micro-batch as the next file-source log
 entry and ``offsets/<batch>`` before it runs, ``commits/<batch>`` after it. So ingest's
-start-up check (engine/ingest_consistency.py), the batch function's reading of its own
+start-up check (engine/ingest/ingest_consistency.py), the batch function's reading of its own
 files (``SourceLog.files``), retention (which prunes landing files every reader has
 committed past) and a switch back to Spark's file source all read it as Spark's. A
 micro-batch planned and not committed (a crash, a failure, a stop that interrupted it) is
@@ -50,7 +50,7 @@ from streamshield.engine.driven_handle import (
     progress_of,
     stream_session,
 )
-from streamshield.engine.file_source_log import FileSourceLog, file_uri, local_path
+from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
 from streamshield.engine.spark_errors.batch_errors import bounded
 
 NAME = "streamshield-ingest"

@@ -62,7 +62,7 @@ from pyspark.sql import functions as F
 
 from streamshield.durable import fsync_dir, fsync_tree, write_atomic
 from streamshield.engine.fused_branches import rebuild, select_layout
-from streamshield.engine.small_writes import write_parquet, write_table
+from streamshield.engine.store.small_writes import write_parquet, write_table
 from streamshield.faults import crash_point
 
 _BATCH = re.compile(r"^batch=(\d+)$")
@@ -103,7 +103,7 @@ class ResultStore:
         network's pass). A replayed pass must not replace an earlier one: branches that
         had the batch before the crash link that one's files, while those that had not
         link this one's, whose bits mean other branches. ``small``: written from the
-        driver (:mod:`~streamshield.engine.small_writes`)."""
+        driver (:mod:`~streamshield.engine.store.small_writes`)."""
         return self.add_rows(frame, batch_id, small)[0]
 
     def add_rows(

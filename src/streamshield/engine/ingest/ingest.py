@@ -63,8 +63,8 @@ from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.frames.held_columns import HeldColumns
 from streamshield.engine.frames.local_frames import arrow_type, as_python, local_frame
 from streamshield.engine.gc_pause import gc_paused
-from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.tracker_state import ChannelState
+from streamshield.engine.ingest.policy_registry import PolicyRegistry
+from streamshield.engine.ingest.tracker_state import ChannelState
 from streamshield.engine.views import labels
 from streamshield.engine.views.level_columns import assigned_level
 from streamshield.engine.views.scan_summary import HI, LO, summary_columns, with_scan_summary
@@ -216,7 +216,7 @@ class Ingest:
         self.write_on_driver = False
         """The last batch labelled by the passes (for a caller that can write from the
         driver, :meth:`label_batch`) is to be written from the driver (its frames
-        collected as Arrow and written by pyarrow, engine/small_writes.py) whatever its
+        collected as Arrow and written by pyarrow, engine/store/small_writes.py) whatever its
         landed bytes: it was collected flat with at most :data:`DRIVER_WRITE_CELLS` cells,
         so one row per tuple already came to the driver once, and Spark's write job of
         the same rows cost more. Its frames are left unsorted for that write to sort.

@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from streamshield.durable import fsync_dir
-from streamshield.engine.labelled_store import LabelledStore
-from streamshield.engine.retention import read_record
-from streamshield.engine.tracker_state import ShieldStateError, StateStore
+from streamshield.engine.ingest.tracker_state import ShieldStateError, StateStore
+from streamshield.engine.store.labelled_store import LabelledStore
+from streamshield.engine.store.retention import read_record
 
 BATCH_DIR = "batch="
 CHECKPOINT, LABELLED, SHIELD_STATE = "checkpoints/ingest", "labelled", "shield_state"
@@ -61,7 +61,7 @@ def check(checkpoint: Path, store: LabelledStore, state: StateStore) -> int | No
                 "empty shield state"
             )
         return 0
-    try:  # batches the retention pruned on purpose (engine/retention.py): not lost
+    try:  # batches the retention pruned on purpose (engine/store/retention.py): not lost
         pruned = read_record(store.root)
     except ValueError as err:
         raise IngestOutOfStep(str(err)) from None

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from streamshield.durable import replace_durably
-from streamshield.engine.small_writes import write_parquet
+from streamshield.engine.store.small_writes import write_parquet
 
 _VERSION = "v="
 
@@ -44,7 +44,7 @@ class ParquetVersions:
 
     def write(self, rows: DataFrame, batch_id: int, small: bool = False) -> None:
         """``rows`` as the version of ``batch_id`` (one Spark job, one rename); ``small``:
-        known to be small, written from the driver (engine/small_writes.py)."""
+        known to be small, written from the driver (engine/store/small_writes.py)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         staging = self.directory / f"_tmp-{batch_id}"
         shutil.rmtree(staging, ignore_errors=True)
@@ -55,7 +55,7 @@ class ParquetVersions:
 
     def write_table(self, table: pa.Table, batch_id: int) -> None:
         """``table`` (on the driver already) as the version of ``batch_id``: one file
-        written by pyarrow as engine/small_writes.py writes a small frame, one rename."""
+        written by pyarrow as engine/store/small_writes.py writes a small frame, one rename."""
         self.directory.mkdir(parents=True, exist_ok=True)
         staging = self.directory / f"_tmp-{batch_id}"
         shutil.rmtree(staging, ignore_errors=True)

@@ -3,9 +3,9 @@
 Why. Two of the pipeline's streaming queries are run by the project itself instead of by
 Spark's file source, to take a small landing's way to its subscriber through fewer fixed
 costs: a stream's scan (engine/driven_scan.py) and secure ingest
-(engine/driven_ingest.py). Their micro-batches keep the file source's durable bookkeeping
+(engine/ingest/driven_ingest.py). Their micro-batches keep the file source's durable bookkeeping
 in its own format and in the same checkpoint, so everything that reads a checkpoint reads
-theirs unchanged (:class:`~streamshield.engine.source_log.SourceLog`, retention,
+theirs unchanged (:class:`~streamshield.engine.ingest.source_log.SourceLog`, retention,
 ingest's start-up check), and a query that switches between the two ways of running
 resumes where the other stopped. Per micro-batch, before it runs: its files as the next
 file-source log entry (``sources/0/<offset>``, a ``.compact`` file every tenth offset as
@@ -24,8 +24,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from streamshield.durable import write_atomic
-from streamshield.engine.checkpoint_leftovers import sweep
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.ingest.source_log import SourceLog
+from streamshield.engine.store.checkpoint_leftovers import sweep
 
 COMPACT_INTERVAL = 10
 """Spark's file-source log compacts every tenth offset (``compactInterval``)."""

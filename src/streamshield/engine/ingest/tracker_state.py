@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamshield.durable import write_atomic
-from streamshield.engine.snapshots import ShieldStateError, Snapshots
+from streamshield.engine.store.snapshots import ShieldStateError, Snapshots
 from streamshield.lang.wire import sp_from_line, sp_line
 from streamshield.policy.elements import Channel
 from streamshield.policy.policy import Policy

@@ -1,13 +1,13 @@
 """Secure ingest as a Spark streaming query: landing zone in, labelled streams out.
 
 The query reads the landing zone's JSON-lines files; each micro-batch is labelled by
-:class:`~streamshield.engine.ingest.Ingest` (driver work per batch and per policy,
+:class:`~streamshield.engine.ingest.ingest.Ingest` (driver work per batch and per policy,
 native expressions per tuple) and written through :class:`LabelledStore`. The shield
 state of batch N is saved only after batch N's output is committed, so a restart from
 the checkpoint replays batch N from the state of N-1 and reaches the same decisions.
 Batch N starts from exactly that snapshot or not at all (ShieldStateError), and the query
 does not start while the checkpoint, the labelled store and the shield state disagree
-(:mod:`~streamshield.engine.ingest_consistency`).
+(:mod:`~streamshield.engine.ingest.ingest_consistency`).
 """
 
 from __future__ import annotations
@@ -23,21 +23,21 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamshield.engine import ingest_consistency
-from streamshield.engine.checkpoint_leftovers import at_checkpoint
-from streamshield.engine.driven_ingest import DrivenIngest
-from streamshield.engine.ingest import ELEMENT_SCHEMA, PASS, Ingest
-from streamshield.engine.labelled_store import LabelledStore
-from streamshield.engine.policy_registry import PolicyRegistry
-from streamshield.engine.small_writes import SMALL_BYTES, total_bytes
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.ingest import ingest_consistency
+from streamshield.engine.ingest.driven_ingest import DrivenIngest
+from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, PASS, Ingest
+from streamshield.engine.ingest.policy_registry import PolicyRegistry
+from streamshield.engine.ingest.source_log import SourceLog
+from streamshield.engine.ingest.tracker_state import ChannelState, ShieldStateError, StateStore
 from streamshield.engine.spark_errors.batch_errors import bounded
-from streamshield.engine.tracker_state import ChannelState, ShieldStateError, StateStore
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.store.labelled_store import LabelledStore
+from streamshield.engine.store.small_writes import SMALL_BYTES, total_bytes
 from streamshield.policy.elements import Channel
 
 log = logging.getLogger("streamshield.engine")
 GUESS_BYTES = 8 << 20
-"""Landed bytes up to which a batch is labelled in one pass (a guess, engine/ingest.py):
+"""Landed bytes up to which a batch is labelled in one pass (a guess, engine/ingest/ingest.py):
 a wrong guess costs its write, and each stream's write reads the files again (no cache)."""
 
 
@@ -45,14 +45,14 @@ class IngestJob:
     """Runs secure ingest from ``landing`` into ``<root>/labelled`` with state under ``root``."""
 
     guess = True
-    """Small batches labelled in one pass on a checked guess (engine/ingest.py); off:
+    """Small batches labelled in one pass on a checked guess (engine/ingest/ingest.py); off:
     every batch by the passes, the path a large batch or a wrong guess takes (the guess's
     conformance test compares the two on the same batches, tests/spark/test_ingest_guess.py;
     ``bench.landing_latency --no-guess`` measures what the guess saves)."""
 
     driven = False
     """Micro-batches started by a landing (:meth:`wake`) and run by the project
-    (engine/driven_ingest.py) rather than by Spark's file source on its trigger: the same
+    (engine/ingest/driven_ingest.py) rather than by Spark's file source on its trigger: the same
     batch function and checkpoint format. The server turns it on (its ``driven_ingest``
     setting); off here, so that the tests of the batch function and the benches run it
     as a streaming query unless they ask."""
@@ -77,7 +77,7 @@ class IngestJob:
     def check(self) -> int | None:
         """The batch ingest runs next, after checking that the checkpoint, the labelled
         store and the shield state are in step (IngestOutOfStep / ShieldStateError
-        otherwise, logged; see :mod:`~streamshield.engine.ingest_consistency`)."""
+        otherwise, logged; see :mod:`~streamshield.engine.ingest.ingest_consistency`)."""
         try:
             return ingest_consistency.check(self.checkpoint, self.store, self.state)
         except ShieldStateError as err:

@@ -4,7 +4,7 @@ A micro-batch's rows are written to a private staging directory and then renamed
 place as ``<stream>/batch=<id>/`` in one atomic step, so a reader sees all of a batch
 or none of it. The batch's commit marker is written after every stream's directory is
 in place, durably (fsynced, see :mod:`streamshield.durable`), and lists every stream's
-files of the batch (start-up checks them: :mod:`~streamshield.engine.ingest_consistency`).
+files of the batch (start-up checks them: :mod:`~streamshield.engine.ingest.ingest_consistency`).
 A replayed batch (crash before the marker) keeps the directories already
 renamed (they are complete, and ingest is deterministic for a batch) and writes only
 the missing ones: nothing is read twice or lost.
@@ -48,10 +48,10 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.durable import replace_durably, write_atomic
-from streamshield.engine.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.frames.held_columns import HeldColumns
-from streamshield.engine.small_writes import write_parquet
 from streamshield.engine.spark_errors.batch_errors import bounded
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
+from streamshield.engine.store.small_writes import write_parquet
 from streamshield.engine.views import scan_summary
 from streamshield.engine.views.labels import label_names
 from streamshield.faults import crash_point
@@ -63,7 +63,7 @@ Listener = Callable[[int, Sequence[str]], None]
 in ingest's own micro-batch)."""
 READ_OPTIONS = {"recursiveFileLookup": "true", "ignoreMissingFiles": "true"}
 """How every reader of a labelled stream reads it: batches are subdirectories, and a
-batch directory the retention prunes (engine/retention.py: only batches every reader
+batch directory the retention prunes (engine/store/retention.py: only batches every reader
 has committed past) may vanish while a reader lists the stream. Spark fails a listing
 that finds a subdirectory gone unless told to ignore missing files; a reader never
 needs a pruned file, except a query starting while an old batch goes, which then
@@ -236,7 +236,7 @@ class LabelledStore:
         Every stream is staged before any is put in place; ``check`` (asked then) may
         refuse the staged rows: they are dropped, nothing is installed, and None says so.
         ``small``: the batch is small enough to be written from the driver
-        (:mod:`~streamshield.engine.small_writes`); ``tables``: given each stream's rows
+        (:mod:`~streamshield.engine.store.small_writes`); ``tables``: given each stream's rows
         the driver wrote (as written; not a stream Spark wrote), so that the caller can
         count them without another pass."""
         written: list[str] = []

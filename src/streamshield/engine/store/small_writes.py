@@ -10,7 +10,7 @@ cost ~0.09 s (``bench.landing_latency``, bench/results/landing-latency.json).
 
 Only frames known to be small take this path: the caller decides from the files it
 reads (:func:`total_bytes`; a micro-batch's files are in its checkpoint's source log,
-engine/source_log.py), so a large batch never comes through the driver's memory. The
+engine/ingest/source_log.py), so a large batch never comes through the driver's memory. The
 files are what Spark's writer makes of the same rows: one ``part-*.parquet`` file
 (snappy), the schema's types as Spark reads them back (the Arrow types of Spark's own
 ``toArrow``), statistics and page index for the scan summaries' skipping; an empty
