@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.level_processor import LevelStorageError
 from streamshield.engine.pipeline import Pipeline

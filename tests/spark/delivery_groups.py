@@ -5,9 +5,9 @@ so that tests can prove a branch delivered, or did nothing, without counting Spa
 
 from __future__ import annotations
 
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine import shared_network as network_module
-from streamshield.engine.collected_rows import arrow_table, collect_on_driver, collect_rows
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.collected_rows import arrow_table, collect_on_driver, collect_rows
+from streamshield.engine.sharing import shared_network as network_module
 
 
 def record_groups(monkeypatch, sc) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.sharing.branched_network import NetworkParts
 from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog

@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine.delivery import Delivery, _class_plan
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.delivery import Delivery, _class_plan
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.store.labelled_store import labelled_schema, read_stream

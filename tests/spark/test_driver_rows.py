@@ -15,9 +15,9 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine import collected_rows
-from streamshield.engine.collected_rows import collect_on_driver, collect_rows
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery import collected_rows
+from streamshield.engine.delivery.collected_rows import collect_on_driver, collect_rows
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.frames.driver_rows import driver_arrow, is_local, local_frame
 from streamshield.engine.store.labelled_store import labelled_schema
 from streamshield.engine.store.small_writes import read_written, write_parquet

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine import shared_network
-from streamshield.engine.collected_rows import (
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.collected_rows import (
     arrow_table,
     collect_on_driver,
     collect_rows,
     picked_rows,
 )
-from streamshield.engine.delivery import Delivery, _class_plan
-from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.delivery.delivery import Delivery, _class_plan
+from streamshield.engine.sharing import shared_network
+from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.engine.store.result_store import ResultStore, StoringSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.level_processor import POOL, LevelStorageError
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.streaming_queries import CallbackSink, MemorySink

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.streaming_queries import CallbackSink, MemorySink
 from streamshield.lang.cql import parse_policy

@@ -19,11 +19,11 @@ from collections.abc import Callable
 
 import pytest
 
-from streamshield.engine import node_members
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.shared_selections import selected_frames
+from streamshield.engine.sharing import node_members
+from streamshield.engine.sharing.shared_selections import selected_frames
+from streamshield.engine.sharing.window_network import WindowNetwork
 from streamshield.engine.streaming_queries import CallbackSink
-from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
@@ -146,7 +146,7 @@ def test_branches_over_shared_windows_equal_their_queries_alone(
         shared_selects.append(len(cached) - before)
         return out
 
-    monkeypatch.setattr("streamshield.engine.window_network.selected_frames", counting)
+    monkeypatch.setattr("streamshield.engine.sharing.window_network.selected_frames", counting)
     spark = pipeline.queries.spark
     active = {name for name in QUERIES if name not in OFF}
     alone = {name: Rows() for name in QUERIES if name not in OFF}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.branch_ledger import BranchLedger
 from streamshield.engine.ingest import ingest_consistency
 from streamshield.engine.ingest.tracker_state import StateStore
+from streamshield.engine.sharing.branch_ledger import BranchLedger
 from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.engine.store.retention import (
     PRUNED,

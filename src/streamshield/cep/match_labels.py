@@ -15,7 +15,7 @@ by the project's rule for derived rows (DESIGN.md 1, as a join and an aggregate 
 - an aggregate row: readers ``bit_and``, the rest ``bit_or`` over its matches, NULL
   when any match's word is NULL (``bit_and`` alone would skip it and so widen access).
 
-So :class:`~streamshield.engine.delivery.Delivery` checks a pattern's rows exactly as
+So :class:`~streamshield.engine.delivery.delivery.Delivery` checks a pattern's rows exactly as
 a query's: the recipient's roles per row and per column, her READ rights on the
 sources, her level. An OR match binds one event: the others' labels are neutral.
 

@@ -9,7 +9,7 @@ can run its shape:
   keyed by its window, Spark's watermark kept by the fold (``share_sliding``), or
   Spark's windowed streaming aggregation of its own (grouped by Spark's ``window``);
 - one stream, ``[ROWS n]``/``[NOW]``/``[RANGE t]``: a branch of the stream's window
-  network (one window node per shared window, engine/window_network.py), or with
+  network (one window node per shared window, engine/sharing/window_network.py), or with
   ``share_windows`` off a :class:`WindowQuery` of its own;
 - two streams, windowed equi-join: one shared :class:`SCJoin` per join, one subscription
   per query (a branch with its privacy switch), the user's SQL run over what the
@@ -42,23 +42,24 @@ from sqlglot import exp
 from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.branch_ledger import BranchLedger
-from streamshield.engine.branched_network import (
+from streamshield.engine.derived import derived_definition
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.tracker_state import StateStore
+from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.sharing.branch_ledger import BranchLedger
+from streamshield.engine.sharing.branched_network import (
     TRIGGER_SECONDS,
     BranchedNetwork,
     NetworkParts,
     NotShared,
 )
-from streamshield.engine.derived import derived_definition
-from streamshield.engine.driven_scan import DrivenScan
-from streamshield.engine.ingest.ingest import Ingest
-from streamshield.engine.ingest.tracker_state import StateStore
-from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
-from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.sharing.driven_scan import DrivenScan
+from streamshield.engine.sharing.shared_network import SharedNetwork
+from streamshield.engine.sharing.stream_scan import StreamScan, scan_checkpoint
+from streamshield.engine.sharing.window_network import WindowNetwork
 from streamshield.engine.spark_errors.analysis_errors import planned
 from streamshield.engine.spgen import SpGen
-from streamshield.engine.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.streaming_queries import (
     CallbackSink,
     ConsoleSink,
@@ -71,7 +72,6 @@ from streamshield.engine.streaming_queries import (
 from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_label
-from streamshield.engine.window_network import WindowNetwork
 from streamshield.engine.window_query import WindowQuery
 from streamshield.landing import LandingZone
 from streamshield.lang.admission import AdmittedQuery, admit
@@ -135,7 +135,7 @@ class CqlService:
 
     driven_scan = True
     """A stream's networks read it through a scan driven by ingest's commits
-    (engine/driven_scan.py) instead of a file-source streaming query of their own; the
+    (engine/sharing/driven_scan.py) instead of a file-source streaming query of their own; the
     server's ``driven_scan`` setting. On by default: woken when ingest's micro-batch
     returns and with its thread's active session set, it was faster than the streaming
     scan in 3 of 4 interleaved pairs, the two quietest included, and saves the scan's
@@ -157,21 +157,21 @@ class CqlService:
         fuse: bool = True,
     ) -> None:
         """``share``: selections over one stream run as branches of the stream's shared
-        network (engine/shared_network.py) rather than each as a streaming query;
+        network (engine/sharing/shared_network.py) rather than each as a streaming query;
         ``share_windows``: windowed queries as branches of its window network
-        (engine/window_network.py) rather than each as a window query of its own;
+        (engine/sharing/window_network.py) rather than each as a window query of its own;
         ``fuse``: a shared network computes its plain selections in one pass, stored
-        once (engine/fused_branches.py). The server's ``share_windows`` and
+        once (engine/sharing/fused_branches.py). The server's ``share_windows`` and
         ``fuse_branches`` settings turn them off."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
         self.share, self.share_windows, self.fuse = share, share_windows, fuse
         self.share_aggregates = True
         """Aggregates without a window as folding branches of the stream's selection
-        network (engine/aggregate_fold.py); the server's ``share_aggregates`` setting
+        network (engine/sharing/aggregate_fold.py); the server's ``share_aggregates`` setting
         turns it off (each then runs Spark's streaming aggregation of its own). On by
         default: folded on the driver, each branch's partial query and
-        final select built once as column expressions (engine/aggregate_pass.py), one
+        final select built once as column expressions (engine/sharing/aggregate_pass.py), one
         costs 0.72-0.96 times and eight 1.03-1.27 times (1.03 pooled) what they cost
         alone (``python -m bench.window_sharing --kind aggregates``,
         docs/query-sharing.md; eight 1.2-2.3 times before). An aggregate that already ran
@@ -179,7 +179,7 @@ class CqlService:
         self.share_sliding = True
         """Sliding-window aggregates (``[RANGE t SLIDE s]``) as folding branches of the
         stream's selection network too, keyed by their window (lang/sliding_fold.py),
-        with Spark's event-time watermark kept by the fold (engine/aggregate_fold.py);
+        with Spark's event-time watermark kept by the fold (engine/sharing/aggregate_fold.py);
         the server's ``share_sliding`` setting turns it off (each then runs Spark's
         windowed streaming aggregation of its own). Only with ``share_aggregates``; one
         that already ran as a query of its own resumes as one, as an aggregate does."""
@@ -203,7 +203,7 @@ class CqlService:
         self.window_branches: dict[str, tuple[str, str]] = {}
         self.scans: dict[tuple[str, str], StreamScan] = {}
         """The one streaming query of each (stream, level processor), feeding both its
-        networks (engine/stream_scan.py)."""
+        networks (engine/sharing/stream_scan.py)."""
         self._kinds: dict[type, tuple[dict, dict[str, tuple[str, str]]]] = {
             SharedNetwork: (self.networks, self.branches),
             WindowNetwork: (self.window_networks, self.window_branches),

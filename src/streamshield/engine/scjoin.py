@@ -76,11 +76,11 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamshield.catalog.streams import StreamDefinition, check_name
-from streamshield.engine.branch_ledger import BranchLedger, owes
-from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.frames.local_frames import local_frame
 from streamshield.engine.ingest.ingest import PASS
 from streamshield.engine.session import planning_session
+from streamshield.engine.sharing.branch_ledger import BranchLedger, owes
+from streamshield.engine.sharing.branch_switch import job_group, switched_on
 from streamshield.engine.spark_errors.batch_errors import bounded
 from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.store.labelled_store import LabelledStore, labelled_schema, read_stream

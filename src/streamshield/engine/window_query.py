@@ -68,7 +68,7 @@ class WindowQuery:
         """``sql(view)`` is the user's checked SQL reading the secured window as ``view``;
         ``level``: the query's level, whose conjunct filters tuples *before* the window
         (``[ROWS n]`` = the n latest tuples of the stream the level may read).
-        ``own_state`` False: a branch of a window network (engine/window_network.py),
+        ``own_state`` False: a branch of a window network (engine/sharing/window_network.py),
         whose node keeps the window; the query only secures and queries the relation it
         is handed. ``output``: where its rows are labelled (``AdmittedQuery.output_level``;
         a window's contents depend on several tuples, so the query's level)."""

@@ -11,7 +11,7 @@ checked per row as for any query.
 :class:`~streamshield.engine.streaming_queries.RegisteredQuery` (``active``, ``columns``,
 ``stop``, and ``handle``: the StreamingQuery face the registry, its watch and the metrics
 read). One thread per query follows its result store into its
-:class:`~streamshield.engine.delivery.Delivery`
+:class:`~streamshield.engine.delivery.delivery.Delivery`
 (:class:`~streamshield.engine.store.result_store.ResultFollower`, every 0.1 s, as networks
 poll) and asks the application every second how the query is. A driver that exits or
 stops answering fails its queries with :data:`LEVEL_APPLICATION_LOST`; the server starts
@@ -31,7 +31,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.level_application import (
     ApplicationError,
     LevelApplication,

@@ -6,7 +6,7 @@ session at registration, so its secured views show exactly what those roles may 
 Every micro-batch is written to the query's own
 :class:`~streamshield.engine.store.result_store.ResultStore` (so a stateful plan is executed
 and committed whether or not anyone listens); while someone listens, its rows first go
-to a :class:`~streamshield.engine.delivery.Delivery`, which applies SecFilter per
+to a :class:`~streamshield.engine.delivery.delivery.Delivery`, which applies SecFilter per
 subscriber with their rights of *now*, and are written after (from the same cache).
 
 Every query goes through :class:`~streamshield.engine.cql_service.CqlService`, which
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.level_application import ApplicationError, LevelApplications
 from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.engine.streaming_queries import (

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.batch_boundary import at_batch_boundary
 from streamshield.engine.cql_service import CqlService
-from streamshield.engine.delivery import Delivery, Subscription
+from streamshield.engine.delivery.delivery import Delivery, Subscription
 from streamshield.engine.ingest.tracker_state import ShieldStateError
 from streamshield.engine.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
@@ -752,7 +752,7 @@ class ServerService:
 
     def inject_query_sp(self, internal: str, user: str, sign: Sign) -> None:
         """The authorization part's query-scoped sp: ``user`` starts (``+``) or stops
-        (``-``) receiving the query's output (engine/delivery.py tells when)."""
+        (``-``) receiving the query's output (engine/delivery/delivery.py tells when)."""
         with suppress(BadQuerySp):  # refused and audited by the switchboard: opens nothing
             self.switches.inject(QuerySp(internal, user, sign, time.time()))
             if sign is Sign.GRANT:  # a query never received reads the kept history now

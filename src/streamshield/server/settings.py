@@ -165,7 +165,7 @@ class ServeSettings(BaseSettings):
         True,
         description="An aggregate without a window runs as a folding branch of its "
         "stream's selection network, its state kept by the network (false: each as "
-        "Spark's streaming aggregation of its own; engine/aggregate_fold.py, "
+        "Spark's streaming aggregation of its own; engine/sharing/aggregate_fold.py, "
         "docs/query-sharing.md).",
     )
     share_sliding: bool = Field(
@@ -179,7 +179,7 @@ class ServeSettings(BaseSettings):
         True,
         description="A stream's networks read each batch secure ingest commits at once, "
         "by a scan driven by ingest's commit markers (false: through a streaming query "
-        "that lists the labelled store; engine/driven_scan.py).",
+        "that lists the labelled store; engine/sharing/driven_scan.py).",
     )
     driven_ingest: bool = Field(
         True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.policy.provenance import Rights
 from tests.spark.conftest import spark  # noqa: F401 (the session fixture)

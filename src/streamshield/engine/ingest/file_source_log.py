@@ -2,7 +2,7 @@
 
 Why. Two of the pipeline's streaming queries are run by the project itself instead of by
 Spark's file source, to take a small landing's way to its subscriber through fewer fixed
-costs: a stream's scan (engine/driven_scan.py) and secure ingest
+costs: a stream's scan (engine/sharing/driven_scan.py) and secure ingest
 (engine/ingest/driven_ingest.py). Their micro-batches keep the file source's durable bookkeeping
 in its own format and in the same checkpoint, so everything that reads a checkpoint reads
 theirs unchanged (:class:`~streamshield.engine.ingest.source_log.SourceLog`, retention,

@@ -18,7 +18,7 @@ full labelled schema (a column a file lacks reads NULL, at no cost per row) and
 
 Readers in the same process may :meth:`~LabelledStore.listen`: they are told each batch
 id once its marker is written (the batch is then final), so a stream's driven scan
-(engine/driven_scan.py) reads the new batch at once instead of waiting for a file
+(engine/sharing/driven_scan.py) reads the new batch at once instead of waiting for a file
 source's next listing. Ingest in this process :meth:`~LabelledStore.hold` s the batch
 its micro-batch writes: its listeners are then told when the micro-batch returns
 (:meth:`~LabelledStore.release`), not at the marker, and :meth:`~LabelledStore.held`

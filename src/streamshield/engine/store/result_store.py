@@ -35,7 +35,7 @@ batch is installed; a network computes an owed batch whatever its switch says.
 A branch of a shared network stores a *link* instead of rows (``link``): the branches of
 a micro-batch are computed in one pass and written once to the network's own store, each
 row once with the bits saying which branches take it and what each may see of it
-(engine/fused_branches.py), and each branch's batch directory holds ``link.json`` naming
+(engine/sharing/fused_branches.py), and each branch's batch directory holds ``link.json`` naming
 those files and how its rows are rebuilt from them. Reading it rebuilds them: what the
 branch's own write would have stored, without a Spark job per branch. A link whose
 files the network's store has pruned reads as a pruned batch. (Links written before
@@ -61,7 +61,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamshield.durable import fsync_dir, fsync_tree, write_atomic
-from streamshield.engine.fused_branches import rebuild, select_layout
+from streamshield.engine.sharing.fused_branches import rebuild, select_layout
 from streamshield.engine.store.small_writes import write_parquet, write_table
 from streamshield.faults import crash_point
 
@@ -185,7 +185,7 @@ class ResultStore:
     ) -> None:
         """Store batch ``batch_id`` as branch ``column``'s rows of ``files`` (a shared
         network's one write of all its branches): ``layout`` says how they are rebuilt
-        (:func:`~streamshield.engine.fused_branches.rebuild`'s spec; a sequence: the
+        (:func:`~streamshield.engine.sharing.fused_branches.rebuild`'s spec; a sequence: the
         columns of struct ``column`` and shared ones, as links were written before rows
         were stored once). No job runs."""
         self._install(self._staged_link(batch_id, files, column, layout), batch_id)

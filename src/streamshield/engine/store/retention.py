@@ -12,7 +12,7 @@ cost a tuple. So a file is pruned only when all of these hold:
   its micro-batches read, and ``commits/`` says which micro-batches are done. A file a
   planned but uncommitted micro-batch read is replayed from that list after a crash,
   so it stays. A branch of a shared network reads through its network's checkpoint but
-  keeps its own position (engine/branch_ledger.py): a stopped, restorable branch
+  keeps its own position (engine/sharing/branch_ledger.py): a stopped, restorable branch
   resumes after it from the stored history, so every branch ledger under the store
   holds its stream's labelled batches after its position too;
 * for a landing file: secure ingest committed it (a landing file not yet labelled is
@@ -54,7 +54,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from streamshield.durable import fsync_dir, write_atomic
-from streamshield.engine.branch_ledger import BranchLedger
+from streamshield.engine.sharing.branch_ledger import BranchLedger
 
 log = logging.getLogger("streamshield.engine")
 

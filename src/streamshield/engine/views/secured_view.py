@@ -31,7 +31,7 @@ is a timestamp: Spark drops a windowed aggregate's rows for windows that closed 
 than this before the newest event time, and evicts those windows' state."""
 WATERMARK_MICROS = 60_000_000
 """:data:`WATERMARK` in microseconds (a sliding-window branch keeps it itself,
-engine/aggregate_fold.py)."""
+engine/sharing/aggregate_fold.py)."""
 
 
 def _is_label(column: str) -> bool:
@@ -87,7 +87,7 @@ class SecuredProjection:
     common: frozenset[str] = frozenset()
     """The columns whose values do not depend on the roles (labels, origin, provenance
     constants): equal for every branch of a shared network over the same rows, so its
-    one pass stores them once (engine/fused_branches.py)."""
+    one pass stores them once (engine/sharing/fused_branches.py)."""
     visibility: tuple[object, ...] | None = None
     """What its tests depend on (READ words, GRANT words, level words): projections of
     equal visibility over the same rows have equal tuple and attribute tests, so a

@@ -26,7 +26,7 @@ nothing.
 
 Adding or removing a branch changes nothing in the streaming query's plan (the scan), so
 the network's checkpoint stays valid whatever joins or leaves. Each branch keeps its own
-position (:mod:`~streamshield.engine.branch_ledger`): the newest ingest batch of the
+position (:mod:`~streamshield.engine.sharing.branch_ledger`): the newest ingest batch of the
 labelled store it has covered. A branch that joins reads what it has not covered up to
 the network's position at once (catch-up, one batch job over those ingest batches), then
 takes each micro-batch's rows after its position: a new query sees the stream's history as
@@ -38,7 +38,7 @@ checkpoint (:mod:`~streamshield.engine.ingest.source_log`), not computed by a jo
 
 A branch that fails (a Spark error in its own SQL) stops alone: its error is kept for its
 handle, and the network and the other branches go on. (This bookkeeping, shared with the
-window network, is engine/branched_network.py.)
+window network, is engine/sharing/branched_network.py.)
 
 An owed batch is stored again under its own id. A branch's output is handed over under
 an ingest batch's id (a micro-batch's newest, or the position a catch-up reached), and
@@ -71,11 +71,19 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.aggregate_fold import Closing, FoldedAggregate
-from streamshield.engine.aggregate_partials import collect_together
-from streamshield.engine.aggregate_pass import PlannedPartials
-from streamshield.engine.branch_ledger import owed_between, owes
-from streamshield.engine.branched_network import (
+from streamshield.engine.delivery.collected_rows import (
+    CollectedRows,
+    arrow_as_classic,
+    arrow_table,
+    picked_rows,
+)
+from streamshield.engine.delivery.delivery import Delivery, Planned, Together, deliver_together
+from streamshield.engine.frames.driver_rows import local_frame
+from streamshield.engine.sharing.aggregate_fold import Closing, FoldedAggregate
+from streamshield.engine.sharing.aggregate_partials import collect_together
+from streamshield.engine.sharing.aggregate_pass import PlannedPartials
+from streamshield.engine.sharing.branch_ledger import owed_between, owes
+from streamshield.engine.sharing.branched_network import (
     INGEST,
     BranchedNetwork,
     BranchSink,
@@ -84,22 +92,14 @@ from streamshield.engine.branched_network import (
     NotShared,
     ingest_column,
 )
-from streamshield.engine.collected_rows import (
-    CollectedRows,
-    arrow_as_classic,
-    arrow_table,
-    picked_rows,
-)
-from streamshield.engine.delivery import Delivery, Planned, Together, deliver_together
-from streamshield.engine.frames.driver_rows import local_frame
-from streamshield.engine.fused_branches import (
+from streamshield.engine.sharing.fused_branches import (
     FusedBranch,
     FusedPass,
     NotFused,
     Outputs,
     fused_pass,
 )
-from streamshield.engine.shared_selections import selected_frames
+from streamshield.engine.sharing.shared_selections import selected_frames
 from streamshield.engine.store.result_store import (
     DEFAULT_KEEP,
     ResultStore,
@@ -177,11 +177,11 @@ class Branch:
     fused: FusedBranch | None = field(default=None, repr=False)
     """Its part of the network's one pass over a micro-batch; None: it runs its own plan."""
     folded: FoldedAggregate | None = field(default=None, repr=False)
-    """An aggregate's state across micro-batches (engine/aggregate_fold.py); its plan
+    """An aggregate's state across micro-batches (engine/sharing/aggregate_fold.py); its plan
     over a batch (``text``) is then the fold's partials, emitted through the state."""
     partials: PlannedPartials | None = field(default=None, repr=False)
     """Its partial query as column expressions built when it joins, applied to each
-    batch (engine/aggregate_pass.py); None: its partial SQL is planned per batch."""
+    batch (engine/sharing/aggregate_pass.py); None: its partial SQL is planned per batch."""
     java_view: Any = field(default=None, repr=False)
     """Its secured projection's columns as a Java list (``_view``), built on first use."""
     failure: BaseException | None = field(default=None, repr=False)
@@ -234,13 +234,13 @@ class SharedNetwork(BranchedNetwork[Branch]):
     docs/performance.md."""
     prebuilt_partials = True
     """Aggregate branches' partials built once as column expressions and collected by one
-    aggregation (engine/aggregate_pass.py); off: each one's partial SQL planned per batch
-    and their plans' union collected (engine/aggregate_partials.py)."""
+    aggregation (engine/sharing/aggregate_pass.py); off: each one's partial SQL planned per batch
+    and their plans' union collected (engine/sharing/aggregate_partials.py)."""
 
     def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
         own query's level, in its own secured view. ``fuse``: the branches that can are
-        computed in one pass (engine/fused_branches.py) and stored once in the network's
+        computed in one pass (engine/sharing/fused_branches.py) and stored once in the network's
         store, each branch's batch a link into it; the server turns it on (its
         ``fuse_branches`` setting). Off here: a network whose sinks take no link pays
         for the pass and its cache, and each sink's own jobs (docs/query-sharing.md)."""
@@ -697,10 +697,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
         output_id: int,
         partial: Callable[[str], DataFrame],
     ) -> dict[str, tuple[int, pa.Table, StructType]]:
-        """The aggregate branches folded on the driver (engine/aggregate_fold.py): each
+        """The aggregate branches folded on the driver (engine/sharing/aggregate_fold.py): each
         one's state version, its partials and their Spark schema, every branch's
-        collected by one Spark job (engine/aggregate_partials.py), each planned from
-        its prebuilt columns (``Branch.partials``, engine/aggregate_pass.py) or else its
+        collected by one Spark job (engine/sharing/aggregate_partials.py), each planned from
+        its prebuilt columns (``Branch.partials``, engine/sharing/aggregate_pass.py) or else its
         SQL (``partial``). Only where the rows
         since the state's version are this batch's and small, and the state is small;
         if that job fails, none (each folds with Spark, so that one branch's failing

@@ -13,7 +13,7 @@ Then every branch whose switch is on runs its own query over its own cut of the 
 - the selections it shares with other branches of the node (CW Figs. 3-5: the common
   conjuncts of their WHEREs, decomposed as in Defs. 7-8), each computed once per
   micro-batch over the node's raw rows and cached while its consumers run; a pre-filter
-  that only drops rows the branch's own WHERE drops (engine/shared_selections.py);
+  that only drops rows the branch's own WHERE drops (engine/sharing/shared_selections.py);
 - its tuple test (roles, level), so its window holds only tuples it may read;
 - ``[RANGE t]``: only the node's rows within t of *its own* newest readable event time
   (the node keeps what its slowest branch needs: see window_sharing.py);
@@ -30,9 +30,9 @@ comes back on, so the window it then serves is the true one; what arrived meanwh
 never emitted, as for selections). A RANGE node is rebuilt too when it gains a branch:
 the new branch's clock may need rows the others no longer do.
 
-Positions. As in engine/shared_network.py (the bookkeeping both share is
-engine/branched_network.py), each branch records the newest ingest batch it has covered
-(engine/branch_ledger.py). A branch joining a network that has run reads
+Positions. As in engine/sharing/shared_network.py (the bookkeeping both share is
+engine/sharing/branched_network.py), each branch records the newest ingest batch it has covered
+(engine/sharing/branch_ledger.py). A branch joining a network that has run reads
 its window over the stream's stored history at once (catch-up: the rows of ingest
 batches it has covered form its window before, the others arrive now), exactly what a
 window query of its own would emit at its first micro-batch; a replayed micro-batch is
@@ -55,16 +55,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.durable import write_atomic
-from streamshield.engine import node_members
-from streamshield.engine.branch_ledger import NOTHING
-from streamshield.engine.branched_network import (
+from streamshield.engine.sharing import node_members
+from streamshield.engine.sharing.branch_ledger import NOTHING
+from streamshield.engine.sharing.branched_network import (
     BranchedNetwork,
     BranchSink,
     BranchSql,
     NetworkParts,
     NotShared,
 )
-from streamshield.engine.shared_selections import selected_frames
+from streamshield.engine.sharing.shared_selections import selected_frames
 from streamshield.engine.store.labelled_store import INGEST
 from streamshield.engine.window_query import WindowQuery
 from streamshield.engine.window_state import ARRIVAL, RANK, WindowState, ranked, with_ingest
@@ -366,7 +366,7 @@ class WindowNetwork(BranchedNetwork[WindowBranch]):
     @staticmethod
     def forget_nodes(root: Path, name: str) -> None:
         """Query ``name`` is removed for good: the nodes under the network folder
-        ``root`` it was the last registered query of go (engine/node_members.py)."""
+        ``root`` it was the last registered query of go (engine/sharing/node_members.py)."""
         node_members.leave(root / "nodes", name)
 
     def _state(self, node: WindowNode) -> WindowState:

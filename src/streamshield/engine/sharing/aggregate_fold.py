@@ -1,6 +1,6 @@
 """A network branch's aggregate without a window, kept as a Parquet state per batch.
 
-A branch of a stream's selection network (engine/shared_network.py) that aggregates
+A branch of a stream's selection network (engine/sharing/shared_network.py) that aggregates
 (``SELECT pid, count(*) FROM s GROUP BY pid``) cannot lean on Spark's streaming state:
 the network's streaming query is the stream's scan, shared by every branch. So the
 branch folds (lang/partial_aggregates.py): per micro-batch its secured SQL's partials
@@ -12,19 +12,19 @@ The state is versioned by the branch's output ids, as window states are
 rename, and the fold of output N starts from the newest version at or before the
 branch's position. Versions after the position are left by a crash between a fold and
 the position's move; :meth:`FoldedAggregate.purge_after` removes them when the branch
-joins, so that a replay (or an owed batch, engine/branch_ledger.py) starts from the
+joins, so that a replay (or an owed batch, engine/sharing/branch_ledger.py) starts from the
 state its first run started from and yields the same output.
 
 Folding on the driver. While the batch's rows and the state are small (the usual case: a
 state is one row per group), the branch's partials come to the driver as Arrow (every
-aggregate branch's in one Spark job, engine/aggregate_partials.py), are merged with its
-state by pyarrow (engine/arrow_merge.py), and the new version is written by pyarrow: no
+aggregate branch's in one Spark job, engine/sharing/aggregate_partials.py), are merged with its
+state by pyarrow (engine/sharing/arrow_merge.py), and the new version is written by pyarrow: no
 Spark job reads, shuffles or writes the state. The newest version is kept in memory
 between batches (as Spark's state store keeps its own), the file being its durable
 record; a restart, or any other version, reads the file. The query's select list and
 HAVING still run in Spark, over the touched groups as a local relation (planned on the
 driver, no job), so their semantics and types are Spark's own. Where the driver's merge
-could differ from Spark's (engine/arrow_merge.py) or the state is large, the fold runs
+could differ from Spark's (engine/sharing/arrow_merge.py) or the state is large, the fold runs
 in Spark as before.
 
 A sliding-window aggregate (``[RANGE t SLIDE s]``, lang/sliding_fold.py) folds the same
@@ -57,8 +57,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from streamshield.engine.arrow_merge import NotMergeable, merge
-from streamshield.engine.branch_ledger import NOTHING
+from streamshield.engine.sharing.arrow_merge import NotMergeable, merge
+from streamshield.engine.sharing.branch_ledger import NOTHING
 from streamshield.engine.store.parquet_versions import ParquetVersions
 from streamshield.engine.store.small_writes import SMALL_BYTES, total_bytes
 from streamshield.lang.partial_aggregates import TOUCHED, Fold

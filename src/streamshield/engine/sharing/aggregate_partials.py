@@ -1,9 +1,9 @@
 """Every aggregate branch's partials of a batch collected to the driver in one Spark job.
 
-Why: an aggregate branch folded on the driver (engine/aggregate_fold.py) needs only its
+Why: an aggregate branch folded on the driver (engine/sharing/aggregate_fold.py) needs only its
 partials (one row per group the batch touched), and a job of its own per branch cost
 each its scheduling, its stages and its collect; the fused selections of a network are
-computed in one pass for the same reason (engine/fused_branches.py). Here the branches'
+computed in one pass for the same reason (engine/sharing/fused_branches.py). Here the branches'
 partial frames, each still planned over its own secured (or statistics) view, become
 one union: a tag column naming the branch and one struct column per branch holding its
 row (NULL in the others' rows), so that frames of different schemas travel as one

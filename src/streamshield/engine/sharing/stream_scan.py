@@ -1,8 +1,8 @@
 """One streaming query per stream for every network over it: a
 stream's selections and windows share its scan.
 
-Why: the selection network (engine/shared_network.py) and the window network
-(engine/window_network.py) of one stream each ran a streaming query of their own over
+Why: the selection network (engine/sharing/shared_network.py) and the window network
+(engine/sharing/window_network.py) of one stream each ran a streaming query of their own over
 the same labelled store: two listings of the stream's directory every trigger, two offset
 logs, two plannings and two reads of every new file, for rows that are the same. Both
 networks' streaming plans are the bare scan (all they compute happens per micro-batch,
@@ -15,7 +15,7 @@ group, which stopping the query cancels, and its level's scheduler pool): with t
 streaming queries they ran side by side too, and a window subscriber does not wait for
 the selections' delivery.
 
-Positions stay per network and per branch (engine/branch_ledger.py), so whatever the
+Positions stay per network and per branch (engine/sharing/branch_ledger.py), so whatever the
 scan's checkpoint has read, a network's branch takes exactly the ingest batches it has
 not covered: a network attaching to a running scan catches its branches up to the scan's
 position as it did to its own, and a batch it has had already (its old checkpoint was
@@ -45,7 +45,7 @@ query, for the restart to replay it), but only after every other network has had
 batch: each network's branches fail alone, as before.
 
 The server's default scan is not this streaming query but one driven by ingest's commits
-(engine/driven_scan.py, ``DrivenScan``, a subclass): the same dispatch, joining and
+(engine/sharing/driven_scan.py, ``DrivenScan``, a subclass): the same dispatch, joining and
 positions, its micro-batches started by each committed ingest batch and read from the
 files its marker lists, its log written in this query's checkpoint format.
 """
@@ -65,9 +65,9 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.util import inheritable_thread_target
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.branch_ledger import NOTHING
 from streamshield.engine.frames.held_columns import HeldColumns
 from streamshield.engine.ingest.source_log import SourceLog
+from streamshield.engine.sharing.branch_ledger import NOTHING
 from streamshield.engine.store.labelled_store import LabelledStore
 
 

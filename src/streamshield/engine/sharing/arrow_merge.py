@@ -1,6 +1,6 @@
 """An aggregate branch's partials merged into its state by pyarrow on the driver.
 
-Why: folding a batch into an aggregate branch's state with Spark (engine/aggregate_fold.py)
+Why: folding a batch into an aggregate branch's state with Spark (engine/sharing/aggregate_fold.py)
 read the state back, unioned, shuffled, wrote and read it again, two jobs and more per
 branch per batch, for a state of a few groups: it measured slower than the query's own
 streaming aggregation (docs/query-sharing.md). The partials are one row per group, and

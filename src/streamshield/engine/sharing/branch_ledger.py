@@ -35,7 +35,7 @@ class BranchLedger:
     def has(self, branch: str) -> bool:
         """Whether ``branch`` has an entry: it has computed (or moved on) at least once.
         A branch without one has never been received: its history waits for its first
-        opening (engine/branched_network.py, ``open``)."""
+        opening (engine/sharing/branched_network.py, ``open``)."""
         return self._path(branch).exists()
 
     def advance(self, branch: str, covered: int) -> None:

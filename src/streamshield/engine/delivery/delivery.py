@@ -8,7 +8,7 @@ only if
 - its provenance is a non-empty subset of the streams the subscriber may READ (strong
   semantic), or, for an aggregate query's rows, of READ plus READ AGGREGATE; and
 - the subscriber's *own* active roles may read it, per tuple and per attribute, under
-  the labels the row carries (:mod:`~streamshield.engine.recipient_check`): what she
+  the labels the row carries (:mod:`~streamshield.engine.delivery.recipient_check`): what she
   could not have read at the sources is dropped (rows) or masked (columns), exactly
   as if she had registered the query herself; and
 - her session's *current* Chinese-Wall level dominates the row's level (the LUB of
@@ -25,7 +25,7 @@ The check is a native condition per *distinct* (rights, roles, level) class
 subscriber only. One Spark job per batch does all of it: a row any class may have is
 collected once, with one column per class holding what that class gets (NULL: not
 hers), and the rows each class did not get are counted while that job runs
-(:mod:`~streamshield.engine.observed_collect`). Separate jobs per class, an emptiness
+(:mod:`~streamshield.engine.delivery.observed_collect`). Separate jobs per class, an emptiness
 check and a drop-count aggregate cost a job's fixed overhead each (0.1-0.2 s on small
 batches) and a cache to share one read. Rights are read just before that job: the
 window between reading them and handing rows over is one job over the batch (in the
@@ -56,14 +56,14 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine.collected_rows import (
+from streamshield.engine.delivery.collected_rows import (
     CollectedRows,
     Drops,
     collect_on_driver,
     collect_rows,
     drop_flags,
 )
-from streamshield.engine.recipient_check import OutputLabels
+from streamshield.engine.delivery.recipient_check import OutputLabels
 from streamshield.engine.views.level_columns import dominated_words, level_columns
 from streamshield.engine.views.provenance_columns import delivered, provenance_columns
 from streamshield.lang.recipient_labels import slot_of
@@ -427,7 +427,7 @@ class Together:
     @property
     def columns(self) -> list[Column]:
         """Each class's pick, then each drop count's flags: what
-        :func:`~streamshield.engine.collected_rows.picked_rows` reads back."""
+        :func:`~streamshield.engine.delivery.collected_rows.picked_rows` reads back."""
         return [plan.pick for plan in self.picks.values()] + drop_flags(self.counted)
 
     def finish(

@@ -35,10 +35,10 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import types as T
 from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
+from streamshield.engine.delivery.observed_collect import collect_observed
+from streamshield.engine.delivery.shared_rows import SharedRows
 from streamshield.engine.frames.driver_rows import driver_arrow, is_local
 from streamshield.engine.gc_pause import gc_paused
-from streamshield.engine.observed_collect import collect_observed
-from streamshield.engine.shared_rows import SharedRows
 
 audit = logging.getLogger("streamshield.audit")
 
@@ -46,7 +46,7 @@ audit = logging.getLogger("streamshield.audit")
 class CollectedRows:
     """One job's rows: a column per recipient class, each made a list of dicts once
     (subscribers of one class, and equal classes of several outputs, share it and what
-    is derived from it: :class:`~streamshield.engine.shared_rows.SharedRows`)."""
+    is derived from it: :class:`~streamshield.engine.delivery.shared_rows.SharedRows`)."""
 
     def __init__(self, table: pa.Table | None = None, rows: list[Row] | None = None) -> None:
         self._table, self._rows = table, rows
@@ -76,7 +76,7 @@ def collect_rows(
     frame: DataFrame, metrics: list[Column], then: Callable[[DataFrame], DataFrame]
 ) -> tuple[CollectedRows, dict[str, Any] | None]:
     """``then(frame)``'s rows and ``metrics`` over every row of ``frame`` in one job
-    (:func:`~streamshield.engine.observed_collect.collect_observed`), as Arrow columns
+    (:func:`~streamshield.engine.delivery.observed_collect.collect_observed`), as Arrow columns
     when every type in them gives the value classic rows give; classic rows otherwise."""
     if arrow_as_classic(then(frame)):
         try:

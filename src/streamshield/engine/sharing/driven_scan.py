@@ -2,7 +2,7 @@
 to cut a landing's latency.
 
 Why. A landing reached a subscriber through two streaming queries in series: ingest's,
-then the stream's scan (engine/stream_scan.py), a file source over the labelled store.
+then the stream's scan (engine/sharing/stream_scan.py), a file source over the labelled store.
 The scan's micro-batch waited for its trigger, listed the stream's directory, wrote its
 file-source log and offsets, planned the streaming read and committed (measured ~0.15-0.2
 s a batch besides the networks' own work, ``bench.landing_latency``), although ingest
@@ -58,9 +58,9 @@ from streamshield.engine.driven_handle import (
 )
 from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
 from streamshield.engine.ingest.source_log import ingest_id
+from streamshield.engine.sharing.stream_scan import Attached, StreamScan
 from streamshield.engine.spark_errors.batch_errors import bounded
 from streamshield.engine.store.labelled_store import labelled_schema, read_batches
-from streamshield.engine.stream_scan import Attached, StreamScan
 
 log = logging.getLogger("streamshield.engine")
 

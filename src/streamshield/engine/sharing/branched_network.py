@@ -2,8 +2,8 @@
 has, how far each has read, whether its switch lets it run, its job group, its failure
 (docs/query-sharing.md).
 
-Why one base: the selection network (engine/shared_network.py) and the window network
-(engine/window_network.py) differ in what a micro-batch computes for the branches that
+Why one base: the selection network (engine/sharing/shared_network.py) and the window network
+(engine/sharing/window_network.py) differ in what a micro-batch computes for the branches that
 run, not in the bookkeeping around it. Both are one streaming query over the stream's
 labelled store whose plan is the scan, so a branch joining or leaving never changes the
 checkpoint; both keep each branch's position in a :class:`BranchLedger` (the newest
@@ -38,10 +38,11 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.branch_ledger import NOTHING, BranchLedger, owes
-from streamshield.engine.branch_switch import job_group, switched_on
 from streamshield.engine.ingest.source_log import SourceLog
 from streamshield.engine.level_processor import POOL
+from streamshield.engine.sharing.branch_ledger import NOTHING, BranchLedger, owes
+from streamshield.engine.sharing.branch_switch import job_group, switched_on
+from streamshield.engine.sharing.stream_scan import StreamScan
 from streamshield.engine.store.labelled_store import (
     INGEST,
     LabelledStore,
@@ -49,7 +50,6 @@ from streamshield.engine.store.labelled_store import (
     labelled_schema,
     read_batches,
 )
-from streamshield.engine.stream_scan import StreamScan
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.network.switches import Switch
 from streamshield.policy.encoding import RoleCodec
@@ -101,7 +101,7 @@ class NetworkParts:
     ``levels``: the level words the scan reads (0 while levels are off); every branch has
     a level of that width. ``feed``: what the scanned rows pass first (a level
     processor's shepherd). ``scan``: the stream's one streaming query, shared with its
-    other networks (engine/stream_scan.py); None: the network runs its own."""
+    other networks (engine/sharing/stream_scan.py); None: the network runs its own."""
 
     spark: SparkSession
     labelled: LabelledStore

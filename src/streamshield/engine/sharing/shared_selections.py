@@ -2,8 +2,8 @@
 node computed once per micro-batch (docs/query-sharing.md).
 
 Both networks of a stream use it: the selection network over the scan's rows
-(engine/shared_network.py) and the window network over each window node's relation
-(engine/window_network.py, CW Figs. 3-5). A shared select is a pre-filter on *raw*
+(engine/sharing/shared_network.py) and the window network over each window node's relation
+(engine/sharing/window_network.py, CW Figs. 3-5). A shared select is a pre-filter on *raw*
 values, run before any branch's security, so it may only ever drop rows its consumers
 would drop themselves:
 
@@ -49,7 +49,7 @@ def selected_frames(
     appended to ``cached`` (the caller unpersists it once the micro-batch is done), so it
     is computed once, by whichever consumer's job runs first; not with ``persist`` off
     (every consumer is read by one job, each of its parts scanning for itself, as each
-    query alone does: engine/aggregate_pass.py)."""
+    query alone does: engine/sharing/aggregate_pass.py)."""
     users = network.usage
     frames: dict[str | Operator, DataFrame] = dict(leaves)
 

@@ -1,7 +1,7 @@
 """An aggregate branch's partial query built once as column expressions, applied to
 every batch.
 
-Why: an aggregate branch folded on the driver (engine/aggregate_fold.py) needs its
+Why: an aggregate branch folded on the driver (engine/sharing/aggregate_fold.py) needs its
 partials of each batch. Planned as SQL per branch and per batch (a temp view of its
 secured view, ``session.sql`` parsing and analysing its text, the view dropped), eight
 branches cost ~0.5 s of planning a batch in the micro-batch's thread. Here the branch's
@@ -15,7 +15,7 @@ Its aggregation is followed by ``coalesce(1)``: its few groups are computed by o
 (reading its shuffle's partitions) rather than one per shuffle partition; a union of
 aggregations of different partition counts (a global aggregate has one) is not
 coalesced by Spark's adaptive execution, and the tasks' fixed cost was most of that
-stage (engine/aggregate_partials.py collects every branch's in one job).
+stage (engine/sharing/aggregate_partials.py collects every branch's in one job).
 
 Rejected as slower: one aggregation over the union of every branch's rows,
 grouped by (branch tag, every branch's keys), one shuffle for all. Its hundreds of
