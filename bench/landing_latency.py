@@ -57,8 +57,8 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
-from streamshield.engine.cql_service import CqlService
 from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.cql_service import CqlService
 from streamshield.engine.session import spark_session
 from streamshield.server.service import ServerService
 

@@ -42,9 +42,9 @@ from bench.plots import (
     publish,
 )
 from streamshield.engine.ingest.ingest import PASS
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin
+from streamshield.engine.queries.scjoin import JoinMode, JoinSide, SCJoin
+from streamshield.engine.queries.window_state import ARRIVAL, WindowState
 from streamshield.engine.store.labelled_store import LabelledStore
-from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import rows
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.join_policy import Strategy

@@ -61,9 +61,9 @@ from pyspark.sql.streaming import StreamingQuery
 from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries.streaming_queries import CallbackSink, RegisteredQuery
 from streamshield.engine.session import spark_session
 from streamshield.engine.store.result_store import ResultStore, StoringSink
-from streamshield.engine.streaming_queries import CallbackSink, RegisteredQuery
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement

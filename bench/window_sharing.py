@@ -41,8 +41,8 @@ from pathlib import Path
 
 from bench.sharing_scale import ROLES, THRESHOLDS, Sink, batches, load
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.session import spark_session
-from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.policy.elements import Element
 

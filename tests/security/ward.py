@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from streamshield.engine.delivery.recipient_check import OutputLabels
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement

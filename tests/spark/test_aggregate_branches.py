@@ -16,11 +16,11 @@ import pytest
 
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.streaming_queries import QueryService
 from streamshield.engine.sharing.aggregate_fold import FoldedAggregate
 from streamshield.engine.sharing.branch_ledger import NOTHING
 from streamshield.engine.sharing.branched_network import NetworkParts, NotShared
 from streamshield.engine.sharing.shared_network import SharedNetwork
-from streamshield.engine.streaming_queries import QueryService
 from streamshield.lang.partial_aggregates import fold_of
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.test_ingest_job import land

@@ -27,7 +27,7 @@ from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
 from streamshield.engine.delivery.delivery import Delivery
-from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.levels.level_processor import LevelProcessor, LevelProcessors
 from streamshield.engine.store.labelled_store import labelled_schema
 from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.policy.cep_rules_text import loads

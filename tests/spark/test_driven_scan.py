@@ -20,9 +20,9 @@ import pytest
 from streamshield.engine.ingest.file_source_log import FileSourceLog
 from streamshield.engine.ingest.source_log import SourceLog
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.sharing.driven_scan import DrivenScan
 from streamshield.engine.store.retention import checkpoint_sources
-from streamshield.engine.streaming_queries import CallbackSink
 from tests.spark.hospital_pipeline import (
     Rows,
     alone,

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin
+from streamshield.engine.queries.scjoin import JoinMode, JoinSide, SCJoin
 from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy

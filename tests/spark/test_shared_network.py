@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.sharing.branch_ledger import NOTHING, BranchLedger
 from streamshield.engine.sharing.fused_branches import fused_pass
 from streamshield.engine.sharing.shared_network import NotShared, SharedNetwork
 from streamshield.engine.store.result_store import LINK, ResultStore, StoringSink
-from streamshield.engine.streaming_queries import CallbackSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,
     Rows,

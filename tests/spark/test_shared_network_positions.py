@@ -14,10 +14,10 @@ from collections import Counter
 
 import pytest
 
+from streamshield.engine.queries.streaming_queries import CallbackSink, QueryFailed
 from streamshield.engine.sharing.branched_network import NetworkParts
 from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.engine.store.result_store import ResultStore, StoringSink
-from streamshield.engine.streaming_queries import CallbackSink, QueryFailed
 from streamshield.examples import hospital
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.hospital_pipeline import (

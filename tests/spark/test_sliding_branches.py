@@ -18,10 +18,10 @@ import pytest
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.streaming_queries import CallbackSink, QueryService
 from streamshield.engine.sharing.aggregate_fold import LATEST_FILE, Closing, FoldedAggregate
 from streamshield.engine.sharing.branched_network import NetworkParts, NotShared
 from streamshield.engine.sharing.shared_network import SharedNetwork
-from streamshield.engine.streaming_queries import CallbackSink, QueryService
 from streamshield.engine.views.secured_view import WATERMARK_MICROS
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.rewrite_rules import Sliding, secure

@@ -71,7 +71,7 @@ Row = tuple[int, frozenset[str]]
 
 
 def range_alone(batches: list[list[Row]], reader: str, width: int) -> list[set[Row]]:
-    """A RANGE window of one query (engine/window_state.py, over visible rows only)."""
+    """A RANGE window of one query (engine/queries/window_state.py, over visible rows only)."""
     window: set[Row] = set()
     out = []
     for batch in batches:

@@ -49,7 +49,7 @@ from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
 from streamshield.engine.delivery.delivery import Delivery, Subscription
-from streamshield.engine.level_processor import LevelProcessor
+from streamshield.engine.levels.level_processor import LevelProcessor
 from streamshield.engine.store.labelled_store import labelled_schema, read_stream
 from streamshield.engine.store.result_store import ResultStore
 from streamshield.engine.views.level_columns import at_output_level

@@ -30,15 +30,15 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.cql_service import CqlService
 from streamshield.engine.delivery.delivery import Delivery, Subscription
 from streamshield.engine.ingest.tracker_state import ShieldStateError
-from streamshield.engine.level_application import LevelApplications
+from streamshield.engine.levels.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries.batch_boundary import at_batch_boundary
+from streamshield.engine.queries.cql_service import CqlService
+from streamshield.engine.queries.streaming_queries import safe_error
 from streamshield.engine.store import root_location
 from streamshield.engine.store.result_store import ResultStore
-from streamshield.engine.streaming_queries import safe_error
 from streamshield.faults import crash_point
 from streamshield.landing import Parsed
 from streamshield.lang.admission import AdmittedQuery, admit

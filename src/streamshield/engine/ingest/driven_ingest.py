@@ -7,7 +7,7 @@ listed the landing zone through Hadoop's file system, wrote its offsets, planned
 streaming read and committed (~0.15 s a landing besides the labelling itself,
 ``bench.landing_latency``), although the server had just written the file and
 knew it. :class:`DrivenIngest` runs the same micro-batches itself, in a thread of its
-own (engine/driven_handle.py): told by the landing zone that a file landed
+own (engine/queries/driven_handle.py): told by the landing zone that a file landed
 (``LandingZone.listen``), it lists the landing zone at once and runs one micro-batch
 over every file no earlier micro-batch read, calling the same batch function
 (``IngestJob._process``: guess, labelling, the labelled store's commit marker, the
@@ -44,13 +44,13 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.driven_handle import (
+from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
+from streamshield.engine.queries.driven_handle import (
     DrivenHandle,
     activate,
     progress_of,
     stream_session,
 )
-from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
 from streamshield.engine.spark_errors.batch_errors import bounded
 
 NAME = "streamshield-ingest"
@@ -104,7 +104,7 @@ class DrivenIngest:
         self.handle.start()
         return self.handle
 
-    # -- what its handle runs (engine/driven_handle.py) ----------------------------------------
+    # -- what its handle runs (engine/queries/driven_handle.py) ------------------------------------
 
     def tell(self, files: list[Path]) -> None:
         """The landing zone landed ``files``: the next micro-batch starts at once, and

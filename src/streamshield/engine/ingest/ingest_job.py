@@ -218,7 +218,7 @@ class IngestJob:
         otherwise a batch starts every ``trigger_seconds`` when files have landed.
 
         Refuses (IngestOutOfStep, ShieldStateError) when its state is out of step.
-        :attr:`driven`: a :class:`~streamshield.engine.driven_handle.DrivenHandle`, which
+        :attr:`driven`: a :class:`~streamshield.engine.queries.driven_handle.DrivenHandle`, which
         answers as a StreamingQuery does."""
         self.check()
         self.landing.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ over the rows it takes, merged with its state as of its position into the new st
 and its select list over the groups the batch touched (Spark's update mode).
 
 The state is versioned by the branch's output ids, as window states are
-(engine/window_state.py): version N is written under ``<directory>/v=N`` by one atomic
+(engine/queries/window_state.py): version N is written under ``<directory>/v=N`` by one atomic
 rename, and the fold of output N starts from the newest version at or before the
 branch's position. Versions after the position are left by a crash between a fold and
 the position's move; :meth:`FoldedAggregate.purge_after` removes them when the branch

@@ -1,6 +1,6 @@
 """What every switched node kind asks before it works for a branch, and where that work
 runs (docs/query-sharing.md): the networks of selections and of windows
-(engine/sharing/branched_network.py) and the shared join (engine/scjoin.py).
+(engine/sharing/branched_network.py) and the shared join (engine/queries/scjoin.py).
 
 A branch computes only while its privacy switch is on, and an error asking the switch
 reads as off (deny by default: a switch state nobody can tell must not compute rows for
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from streamshield.engine.level_processor import POOL
+from streamshield.engine.levels.level_processor import POOL
 
 
 def switched_on(active: Callable[[str], bool], name: str) -> bool:

@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.source_log import SourceLog
-from streamshield.engine.level_processor import POOL
+from streamshield.engine.levels.level_processor import POOL
 from streamshield.engine.sharing.branch_ledger import NOTHING, BranchLedger, owes
 from streamshield.engine.sharing.branch_switch import job_group, switched_on
 from streamshield.engine.sharing.stream_scan import StreamScan

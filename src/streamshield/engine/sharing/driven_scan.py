@@ -50,14 +50,14 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.driven_handle import (
+from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
+from streamshield.engine.ingest.source_log import ingest_id
+from streamshield.engine.queries.driven_handle import (
     DrivenHandle,
     activate,
     progress_of,
     stream_session,
 )
-from streamshield.engine.ingest.file_source_log import FileSourceLog, file_uri, local_path
-from streamshield.engine.ingest.source_log import ingest_id
 from streamshield.engine.sharing.stream_scan import Attached, StreamScan
 from streamshield.engine.spark_errors.batch_errors import bounded
 from streamshield.engine.store.labelled_store import labelled_schema, read_batches
@@ -211,7 +211,7 @@ class DrivenScan(StreamScan):
         progress["ingestBatches"] = sorted(set(ids))
         return True
 
-    # -- what its handle runs (engine/driven_handle.py) ----------------------------------------
+    # -- what its handle runs (engine/queries/driven_handle.py) ------------------------------------
 
     def query_id(self) -> str:
         return self.scan_log.query_id()

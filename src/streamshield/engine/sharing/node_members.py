@@ -1,7 +1,7 @@
 """Which registered queries a window node has served, kept beside the node's state, so
 that the state goes with the last of them.
 
-Why: a window node's state (engine/window_state.py, under ``<network>/nodes/<digest>``)
+Why: a window node's state (engine/queries/window_state.py, under ``<network>/nodes/<digest>``)
 is named after what it keeps (its window and visibility), not after a query, so removing
 a query could not tell which node directories it leaves unused; each one stayed on disk
 for good, and a server that runs for weeks gathered one per window and set of rights

@@ -2,11 +2,11 @@
 once, a branch per query with its own security: windows and
 aggregates are node kinds of a shared network.
 
-A window query alone (engine/window_query.py) is a streaming query of its own that keeps
+A window query alone (engine/queries/window_query.py) is a streaming query of its own that keeps
 its own window state: N users with ``[RANGE 60]`` over one stream cost N scans and N
 window states. Here one streaming query reads the stream and, per micro-batch, updates
 each *window node* once (network/window_sharing.py says which branches one node serves,
-and why): a node is a :class:`~streamshield.engine.window_state.WindowState` over
+and why): a node is a :class:`~streamshield.engine.queries.window_state.WindowState` over
 labelled rows, persisted per batch id, so a replayed micro-batch sees the same relation.
 Then every branch whose switch is on runs its own query over its own cut of the node:
 
@@ -55,6 +55,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.durable import write_atomic
+from streamshield.engine.queries.window_query import WindowQuery
+from streamshield.engine.queries.window_state import ARRIVAL, RANK, WindowState, ranked, with_ingest
 from streamshield.engine.sharing import node_members
 from streamshield.engine.sharing.branch_ledger import NOTHING
 from streamshield.engine.sharing.branched_network import (
@@ -66,8 +68,6 @@ from streamshield.engine.sharing.branched_network import (
 )
 from streamshield.engine.sharing.shared_selections import selected_frames
 from streamshield.engine.store.labelled_store import INGEST
-from streamshield.engine.window_query import WindowQuery
-from streamshield.engine.window_state import ARRIVAL, RANK, WindowState, ranked, with_ingest
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.windows import WindowKind

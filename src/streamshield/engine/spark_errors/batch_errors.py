@@ -16,8 +16,9 @@ shutdown. The thread then dies without recording the stop or the failure.
 :func:`bounded` wraps a batch function so that what reaches the JVM is one short line:
 an interruption (by Spark's own rule, checked here in linear time) as a line Spark's
 regex still recognises, anything else as its type, the first characters of its message
-and the Spark error classes of its chain (what :func:`~streamshield.engine.streaming_queries.
-safe_error` reads). The whole original is logged first, so nothing is lost to operators.
+and the Spark error classes of its chain (what
+:func:`~streamshield.engine.queries.streaming_queries.safe_error` reads). The whole
+original is logged first, so nothing is lost to operators.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ META_FIELDS = (
 INGEST = "_ss_ingest"
 """A row's ingest batch (the ``batch=<id>`` directory it is stored in), added to a
 reader's rows where it needs it: a branch catching up on part of a micro-batch, and the
-order a ``[ROWS n]`` window counts in (engine/window_state.py)."""
+order a ``[ROWS n]`` window counts in (engine/queries/window_state.py)."""
 
 
 def ingest_column() -> Column:

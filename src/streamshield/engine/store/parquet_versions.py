@@ -1,9 +1,10 @@
 """A relation kept as one Parquet directory per batch id: ``<directory>/v=<batch id>``.
 
-Window states (engine/window_state.py) and aggregate states (engine/sharing/aggregate_fold.py)
-are both the relation as of a batch, read back by the next batch and by a replay of
-this one. Each version is written to a staging directory and moved into place by one
-durable rename, so a reader (or a crash) sees a version whole or not at all.
+Window states (engine/queries/window_state.py) and aggregate states
+(engine/sharing/aggregate_fold.py) are both the relation as of a batch, read back by the
+next batch and by a replay of this one. Each version is written to a staging directory
+and moved into place by one durable rename, so a reader (or a crash) sees a version
+whole or not at all.
 """
 
 from __future__ import annotations

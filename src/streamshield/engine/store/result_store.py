@@ -453,7 +453,7 @@ class StoringSink:
 class ResultFollower:
     """Hands on the batches another process stores, each once, oldest first.
 
-    A level's own Spark application (engine/level_application.py) writes its queries'
+    A level's own Spark application (engine/levels/level_application.py) writes its queries'
     batches to result stores under its directory; the server, where delivery runs,
     follows them with this. A batch is installed by one rename, so a batch seen here is
     whole; a replayed batch (the same rows again) is not handed on twice, and a batch

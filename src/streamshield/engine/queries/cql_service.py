@@ -41,12 +41,23 @@ from sqlglot import exp
 
 from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.derived import derived_definition
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.tracker_state import StateStore
-from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.levels.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.queries.batch_boundary import at_batch_boundary
+from streamshield.engine.queries.derived import derived_definition
+from streamshield.engine.queries.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.queries.spgen import SpGen
+from streamshield.engine.queries.streaming_queries import (
+    CallbackSink,
+    ConsoleSink,
+    FileSink,
+    MemorySink,
+    QueryService,
+    RegisteredQuery,
+    Sink,
+)
+from streamshield.engine.queries.window_query import WindowQuery
 from streamshield.engine.sharing.branch_ledger import BranchLedger
 from streamshield.engine.sharing.branched_network import (
     TRIGGER_SECONDS,
@@ -59,20 +70,9 @@ from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.engine.sharing.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.sharing.window_network import WindowNetwork
 from streamshield.engine.spark_errors.analysis_errors import planned
-from streamshield.engine.spgen import SpGen
-from streamshield.engine.streaming_queries import (
-    CallbackSink,
-    ConsoleSink,
-    FileSink,
-    MemorySink,
-    QueryService,
-    RegisteredQuery,
-    Sink,
-)
 from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_label
-from streamshield.engine.window_query import WindowQuery
 from streamshield.landing import LandingZone
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import (
@@ -188,7 +188,7 @@ class CqlService:
         (of selections, of windows, or a shared join) computes nothing for a query whose
         switch is off."""
         self.processors = LevelProcessors(queries.spark, queries.root)
-        """One query processor per level (engine/level_processor.py): its session, pool,
+        """One query processor per level (engine/levels/level_processor.py): its session, pool,
         storage and shepherd; every query runs in its level's."""
         self.networks: dict[tuple[str, str], SharedNetwork] = {}
         """Shared networks keyed by (stream, level processor): levels never share one."""

@@ -1,7 +1,7 @@
 """A single-stream continuous query over a CQL window: `[ROWS n]`, `[NOW]`, `[RANGE t]`.
 
 Spark's streaming SQL has no count windows, so these queries run per micro-batch: the
-labelled stream's new rows update a :class:`~streamshield.engine.window_state.WindowState`
+labelled stream's new rows update a :class:`~streamshield.engine.queries.window_state.WindowState`
 (persisted per batch id, so a replay sees the same relation), the relation goes
 through the query's secured view, and the user's checked SQL runs over it as batch SQL.
 
@@ -31,12 +31,12 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.ingest import PASS
+from streamshield.engine.queries.window_state import ARRIVAL, WindowState
 from streamshield.engine.store.labelled_store import INGEST, LabelledStore, labelled_schema
 from streamshield.engine.views import labels
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_provenance
 from streamshield.engine.views.secured_view import secured_view, tuple_test
-from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.windows import WindowSpec
 from streamshield.policy.encoding import RoleCodec

@@ -19,7 +19,7 @@ within reach of a query at another. Inside one Spark application a level gets:
 
 That is isolation by construction of the plans, not by the operating system: the JVM is
 one process. The stronger option, a Spark application (own JVMs, own executors) per
-level, is engine/level_application.py; it uses the same directory per level.
+level, is engine/levels/level_application.py; it uses the same directory per level.
 
 Processors are created on demand, when the first query at a level is registered, and
 removed when its last query stops; their directories stay (a restarted query resumes

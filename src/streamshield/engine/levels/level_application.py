@@ -1,10 +1,10 @@
 """A level's query processor as a Spark application of its own (paper 2, section 6).
 
 Inside the server's one Spark application every level already has its own session,
-scheduler pool, directory and shepherd (:mod:`~streamshield.engine.level_processor`),
+scheduler pool, directory and shepherd (:mod:`~streamshield.engine.levels.level_processor`),
 but the JVM, the block manager, the cache and the executors are shared. This module is
 the stronger option: each level's processor runs in its own driver process
-(:mod:`streamshield.engine.level_driver`, its own JVM) whose executors the standalone
+(:mod:`streamshield.engine.levels.level_driver`, its own JVM) whose executors the standalone
 master gives to that application alone (or in local mode, inside that driver).
 
 The hand-over is files and JSON lines, nothing else:
@@ -43,14 +43,18 @@ from pathlib import Path
 from typing import Any
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.level_processor import LEVELS_DIRECTORY, LevelStorageError, processor_name
+from streamshield.engine.levels.level_processor import (
+    LEVELS_DIRECTORY,
+    LevelStorageError,
+    processor_name,
+)
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.lattice import Lattice
 from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
 
 SPEC_FILE = "application.json"
-DRIVER = "streamshield.engine.level_driver"
+DRIVER = "streamshield.engine.levels.level_driver"
 RESULTS_DIRECTORY = "results"
 START_SECONDS = 180.0
 """A driver's JVM start and first executor on a loaded machine (2 cores, 6 users)."""

@@ -26,9 +26,9 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.policy_registry import PolicyRegistry
-from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.punctuated_export import PunctuatedExport
-from streamshield.engine.source_ids import SourceIds
+from streamshield.engine.levels.level_processor import LevelProcessor
+from streamshield.engine.queries.punctuated_export import PunctuatedExport
+from streamshield.engine.queries.source_ids import SourceIds
 from streamshield.engine.spark_errors.analysis_errors import planned
 from streamshield.engine.spark_errors.batch_errors import STORAGE_CAUSES, bounded
 from streamshield.engine.spark_errors.error_conditions import is_condition
@@ -116,7 +116,7 @@ def failure_class(failure: BaseException | None) -> str:
     or read-only (the OS's words in the failure: a batch function's failure keeps them,
     :func:`~streamshield.engine.spark_errors.batch_errors.compact`; Spark's own class there is a
     generic TASK_WRITE_FAILED), a class the failure carries (``error_class``: a level
-    application's report, engine/level_application.py), else Spark's (:func:`safe_error`)."""
+    application's report, engine/levels/level_application.py), else Spark's (:func:`safe_error`)."""
     if failure is None:
         return "STOPPED_UNEXPECTEDLY"
     known = getattr(failure, "error_class", None)

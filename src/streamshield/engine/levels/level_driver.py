@@ -1,10 +1,10 @@
-"""The driver of one level's own Spark application (see engine/level_application.py).
+"""The driver of one level's own Spark application (see engine/levels/level_application.py).
 
-    python -m streamshield.engine.level_driver <level directory>/application.json
+    python -m streamshield.engine.levels.level_driver <level directory>/application.json
 
 Its own process, so its own SparkContext and JVM; its executors are its own on the
 standalone master the spec names. It runs the engine's query paths unchanged
-(:class:`~streamshield.engine.cql_service.CqlService`: shared networks, windows, joins,
+(:class:`~streamshield.engine.queries.cql_service.CqlService`: shared networks, windows, joins,
 its level's processor with its shepherd) with three differences that keep it inside
 its level:
 
@@ -30,26 +30,26 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.cql_service import CqlService
-from streamshield.engine.level_application import ApplicationError, ApplicationSpec
-from streamshield.engine.level_processor import LevelProcessor, LevelStorageError
-from streamshield.engine.session import (
-    cache_directory,
-    class_cache,
-    spark_session,
-    with_java_option,
-)
-from streamshield.engine.source_ids import SourceIds
-from streamshield.engine.store.labelled_store import LabelledStore
-from streamshield.engine.store.result_store import ResultStore, StoringSink
-from streamshield.engine.streaming_queries import (
+from streamshield.engine.levels.level_application import ApplicationError, ApplicationSpec
+from streamshield.engine.levels.level_processor import LevelProcessor, LevelStorageError
+from streamshield.engine.queries.batch_boundary import at_batch_boundary
+from streamshield.engine.queries.cql_service import CqlService
+from streamshield.engine.queries.source_ids import SourceIds
+from streamshield.engine.queries.streaming_queries import (
     CallbackSink,
     QueryFailed,
     QueryService,
     RegisteredQuery,
     failure_class,
 )
+from streamshield.engine.session import (
+    cache_directory,
+    class_cache,
+    spark_session,
+    with_java_option,
+)
+from streamshield.engine.store.labelled_store import LabelledStore
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.roles import RoleHierarchy
@@ -258,7 +258,7 @@ def _reply(out: TextIO, body: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m streamshield.engine.level_driver SPEC", file=sys.stderr)
+        print("usage: python -m streamshield.engine.levels.level_driver SPEC", file=sys.stderr)
         return 2
     # Replies get the original stdout; everything else written to fd 1 (the JVM's
     # console, a stray print) goes to stderr and cannot break the protocol.

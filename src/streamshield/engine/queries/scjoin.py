@@ -2,7 +2,7 @@
 
 Semantics. Both labelled streams are read by ONE streaming query (a union of the two
 sources, each row tagged with its side); its ``foreachBatch`` keeps each side's window
-(:class:`~streamshield.engine.window_state.WindowState`, versioned Parquet). The end of
+(:class:`~streamshield.engine.queries.window_state.WindowState`, versioned Parquet). The end of
 a micro-batch is an instant, and the output at an instant is the CQL ISTREAM of
 ``L[W_L] JOIN R[W_R] ON L.key = R.key``: the pairs in the join now that were not in it
 at the previous instant. Windows only evict, so these are the pairs of the current
@@ -51,7 +51,7 @@ whatever its switch says. The windows, class counts and pairs run in the job gro
 
 Levels (paper 2, Algorithm 1). A join built for a query level ``C`` admits into its
 windows only tuples whose level ``C`` dominates (before the window, so ``[ROWS n]`` is
-the n latest such tuples of the stream, not n per channel: engine/window_state.py), and
+the n latest such tuples of the stream, not n per channel: engine/queries/window_state.py), and
 a pair's level is the LUB of its two tuples' levels, ``bitwiseOR`` per word
 (``engine.views.level_columns.lub_join``). Joins of different levels never share windows: the level
 is part of what identifies a shared join. Likewise a join built for ``readers`` (the
@@ -78,6 +78,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from streamshield.catalog.streams import StreamDefinition, check_name
 from streamshield.engine.frames.local_frames import local_frame
 from streamshield.engine.ingest.ingest import PASS
+from streamshield.engine.queries.window_state import ARRIVAL, WindowState
 from streamshield.engine.session import planning_session
 from streamshield.engine.sharing.branch_ledger import BranchLedger, owes
 from streamshield.engine.sharing.branch_switch import job_group, switched_on
@@ -88,7 +89,6 @@ from streamshield.engine.store.snapshots import Snapshots
 from streamshield.engine.views.labels import allows, denied_column, label_names, reader_column
 from streamshield.engine.views.level_columns import level_names, lub_join
 from streamshield.engine.views.secured_view import tuple_test
-from streamshield.engine.window_state import ARRIVAL, WindowState
 from streamshield.lang.windows import WindowSpec
 from streamshield.network.join_switches import join_switches
 from streamshield.network.switches import Switch
