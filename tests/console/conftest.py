@@ -100,15 +100,32 @@ def browser(console_server: Server) -> Iterator[object]:
         launched.close()
 
 
+INTERVALS = """(() => {
+    const live = new Set();
+    const set = window.setInterval.bind(window);
+    const clear = window.clearInterval.bind(window);
+    window.setInterval = (...args) => { const id = set(...args); live.add(id); return id; };
+    window.clearInterval = (id) => { live.delete(id); clear(id); };
+    window.__intervals = () => live.size;
+})();"""
+"""Counts the page's live intervals (``window.__intervals()``): a view that polls must
+clear its timer when it is left or redrawn."""
+
+WIDE, NARROW = 1366, 390
+"""The two widths the console is checked at: a laptop, and a phone (its header folds)."""
+
+
 class Console:
     """One browser context (its own memory, storage and cookies) on the console."""
 
-    def __init__(self, browser, server: Server) -> None:
+    def __init__(self, browser, server: Server, width: int = WIDE) -> None:
         # A zone other than the server's UTC, so that local times are visibly converted.
+        self.width = width
         self.context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, locale="en-US", timezone_id=ZONE
+            viewport={"width": width, "height": 900}, locale="en-US", timezone_id=ZONE
         )
         self.context.set_default_timeout(30_000)
+        self.context.add_init_script(INTERVALS)
         self.page = self.context.new_page()
         self.server = server
         self.tokens: list[str] = []
@@ -127,12 +144,18 @@ class Console:
 
     def login(self, user: str, roles: list[str], password: str = PASSWORD) -> None:
         self.open()
+        # The tab keeps its session across loads: a logged-in tab logs out first (the
+        # button may be folded behind Menu at a narrow width, hence the script click).
+        self.page.wait_for_selector("#login-user, #logout", state="attached")
+        if self.page.locator("#logout").count():
+            self.page.evaluate("() => document.getElementById('logout').click()")
         self.page.fill("#login-user", user)
         self.page.fill("#login-password", password)
         self.page.fill("#login-roles", ", ".join(roles))
         self.page.click("#login button[type=submit]")
         if password == PASSWORD:
-            self.page.wait_for_selector("#who-user")
+            # Attached, not visible: at a narrow width the header folds it behind Menu.
+            self.page.wait_for_selector("#who-user", state="attached")
 
     def close(self) -> None:
         self.context.close()
@@ -166,8 +189,8 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def _opened(request, browser, server: Server, which: str) -> Iterator[Console]:
-    opened = Console(browser, server)
+def _opened(request, browser, server: Server, which: str, width: int = WIDE) -> Iterator[Console]:
+    opened = Console(browser, server, width)
     yield opened
     if getattr(request.node, "call_failed", False):
         # What the page showed and logged: the first thing to look at when a test fails.
@@ -185,3 +208,15 @@ def console(request, browser, console_server) -> Iterator[Console]:
 @pytest.fixture
 def second_console(request, browser, console_server) -> Iterator[Console]:
     yield from _opened(request, browser, console_server, "second_console")
+
+
+@pytest.fixture
+def narrow_console(request, browser, console_server) -> Iterator[Console]:
+    """A console on a phone-sized viewport (390 px)."""
+    yield from _opened(request, browser, console_server, "narrow_console", NARROW)
+
+
+@pytest.fixture(params=[WIDE, NARROW], ids=["1366px", "390px"])
+def sized_console(request, browser, console_server) -> Iterator[Console]:
+    """A console at each of the two widths, one test run per width."""
+    yield from _opened(request, browser, console_server, f"console_{request.param}", request.param)

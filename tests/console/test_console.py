@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.console.conftest import ZONE, snap, tail_rows
+from tests.console.conftest import NARROW, ZONE, snap, tail_rows
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
@@ -168,12 +168,21 @@ def test_the_front_page_leads_to_the_console_and_docs_work_offline(console) -> N
     page.goto(f"{origin}/")
     assert page.url == f"{origin}/console/"
     page.wait_for_selector("#login-user")
-    page.goto(f"{origin}/docs")
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security" in m.text else None)
+    docs = page.goto(f"{origin}/docs")
+    assert docs is not None
+    policy = docs.headers["content-security-policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["script-src"].startswith("'self' 'sha256-"), policy
+    assert "unsafe" not in directives["script-src"], policy  # the start-up script by hash
     title = page.wait_for_selector(".swagger-ui .info .title")
     assert "streamshield" in title.text_content()
     page.wait_for_selector(".swagger-ui .opblock-tag")  # the operations, from /openapi.json
     assert page.locator(".swagger-ui .opblock").count() > 20
     assert elsewhere == [], elsewhere
+    assert refused == [], refused  # Swagger UI runs under the page's policy
     with console.server.client() as anonymous:
         assert anonymous.get("/docs/swagger-ui/LICENSE.txt").status_code == 200
         assert anonymous.get("/docs/swagger-ui/../app.py").status_code == 404
@@ -183,7 +192,7 @@ def test_the_front_page_leads_to_the_console_and_docs_work_offline(console) -> N
 # -- login, token, CSRF --------------------------------------------------------------------------
 
 
-def test_login_shows_a_refusal_then_keeps_the_token_out_of_storage(console, ward) -> None:
+def test_login_shows_a_refusal_then_keeps_the_token_in_the_tab_only(console, ward) -> None:
     console.login("al", ["CUSTOMER1"], password="wrong password")
     error = console.page.wait_for_selector("#login-error")
     snap(console.page, "login")
@@ -193,14 +202,17 @@ def test_login_shows_a_refusal_then_keeps_the_token_out_of_storage(console, ward
     assert console.page.text_content("#who-roles") == "CUSTOMER1"
     console.page.wait_for_selector("#streams")
     streams = console.page.locator("#streams tbody td:first-child").all_text_contents()
-    assert streams == ["ward"]
+    # The admin module may run first (longest files first) and show Al its vitals too.
+    assert "ward" in streams
     assert console.page.locator("#register").count() == 1  # Al may add queries
     snap(console.page, "catalog")
     page = console.page
-    # The token lives in memory only: no cookie (nothing for another site to ride on),
-    # nothing in either storage, not in the URL.
+    # The token is kept for this tab only: no cookie (nothing for another site to ride
+    # on), nothing in localStorage, not in the URL; sessionStorage holds it and nothing
+    # else.
     assert console.context.cookies() == []
-    assert page.evaluate("() => localStorage.length + sessionStorage.length") == 0
+    stored = "() => [localStorage.length, Object.entries(sessionStorage)]"
+    assert page.evaluate(stored) == [0, [["streamshield.token", console.tokens[-1]]]]
     assert console.tokens and all(t not in page.url for t in console.tokens)
     # The CSP is enforced by the browser: no string becomes HTML, no inline script runs.
     outcome = page.evaluate(
@@ -222,17 +234,35 @@ def test_login_shows_a_refusal_then_keeps_the_token_out_of_storage(console, ward
 
 
 def test_a_query_the_api_rejects_shows_its_message_beside_the_text(
-    console, console_server, ward
+    sized_console, console_server, ward
 ) -> None:
+    console = sized_console
     console.login("al", ["CUSTOMER1"])
     page = console.page
     page.fill("#register-name", "bad_q")
     page.fill("#register-text", "SELECT nope FROM ward")
+    # While the server admits it (seconds for an aggregate), Register shows it is
+    # pending and cannot be sent twice; its answer is held back here to look.
+    held = []
+    page.route("**/queries", lambda route: held.append(route))
     page.click("#register button[type=submit]")
+    page.wait_for_selector("#register-submit[aria-busy='true']")
+    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the query was not sent"
+    assert page.is_disabled("#register-submit")
+    assert page.text_content("#register-submit") == "Registering…"
+    assert page.get_attribute("#register-submit", "aria-busy") == "true"
+    held[0].continue_()
+    page.wait_for_selector("#register-submit:not([disabled])")
+    page.unroute("**/queries")
+    assert page.text_content("#register-submit") == "Register"
     error = page.wait_for_selector("#register-problem #register-error")
     assert "query_rejected" in error.text_content() and "nope" in error.text_content()
     assert page.get_attribute("#register-text", "aria-invalid") == "true"
-    snap(page, "register-rejected")
+    snap(page, "register-rejected" + ("-390" if console.width == NARROW else ""))
     assert page.url.endswith("#/catalog")
     with console_server.client(console.tokens[-1]) as al:
         assert al.get("/queries/bad_q").status_code == 404  # nothing was registered
@@ -249,10 +279,13 @@ def _register_and_watch(console, name: str) -> None:
     page.wait_for_url(f"**/console/#/query/{name}", timeout=120_000)
     assert page.text_content("#query-status") == "running"
     assert page.text_content("#query-text") == QUERY
-    page.click("#tail-watch")
+    # Live results are on with the page: no click, and the watch button waits for a stop.
     page.wait_for_function(
-        "() => document.getElementById('tail-state').textContent === 'Watching live.'"
+        "() => document.getElementById('tail-state')?.textContent === 'Watching live.'"
     )
+    assert page.is_disabled("#tail-watch")
+    # The status box is read again while the page is open: the subscription shows.
+    page.wait_for_selector("#query-subscribers:text-is('1')", timeout=30_000)
 
 
 def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
@@ -274,8 +307,15 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
         {"patient_id": 100 + i, "note": note, "beats_per_min": 70.0 + i, "ts": i}
         for i, note in enumerate(notes)
     ]
+    # Both queries read ward as branches of one shared network: its figures say so.
+    assert joe.page.text_content("#query-network") == "the shared network of ward"
+    assert joe.page.locator("dt:text-is('Last batch (network)')").count() == 1
+    batch = joe.page.text_content("#query-last-batch")
     _ingest(ward, rows, with_policy=False)
     poll(lambda: len(tail_rows(joe.page)) >= len(rows), timeout=120)
+    # The last batch shown advances with no reload (it is re-read every 3 s).
+    before = -1 if batch == "—" else int(batch)
+    poll(lambda: _batch(joe.page) > before, timeout=30)
     al.page.wait_for_function(
         f"() => document.getElementById('tail-state').textContent.includes('{len(rows)} new rows')",
         timeout=120_000,
@@ -313,9 +353,8 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
     for permission, kind, obj in shared:
         _grant(ward, permission, kind, obj, "CUSTOMER1")
     al.open("#/query/ward_joe")
-    al.page.click("#tail-watch")
     al.page.wait_for_function(
-        "() => document.getElementById('tail-state').textContent === 'Watching live.'"
+        "() => document.getElementById('tail-state')?.textContent === 'Watching live.'"
     )
     assert al.page.locator("#start, #stop, #remove").count() == 0
     assert al.page.locator("#query-text").count() == 0  # the text: owner and admins only
@@ -336,11 +375,21 @@ def test_the_tail_masks_per_user_and_shows_hostile_values_as_text(
         timeout=120_000,
     )
     assert page.locator("#start").count() == 1 and page.locator("#stop").count() == 0
+    # Redrawn after Stop: one chart samples (the earlier one's timer is cleared), and the
+    # stopped query's tail is not opened.
+    assert page.evaluate("() => window.__intervals()") == 1
+    assert page.is_enabled("#tail-watch") and page.text_content("#tail-state") == "Not watching."
     page.click("#remove")
     page.click("#remove-confirm")
     page.wait_for_url("**/console/#/catalog")
     page.wait_for_selector("#streams")
     assert "ward_joe" not in page.text_content("main")
+    assert page.evaluate("() => window.__intervals()") == 0  # left: nothing polls
+
+
+def _batch(page) -> int:
+    shown = page.text_content("#query-last-batch")
+    return -1 if shown == "—" else int(shown)
 
 
 # -- rights ----------------------------------------------------------------------------------------
@@ -354,7 +403,8 @@ def test_a_user_without_rights_is_not_offered_admin_pages_and_is_refused(
     page.wait_for_selector("#nav a")
     assert page.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail"]
     assert page.locator("#register").count() == 0  # no ADD: no register form
-    page.wait_for_selector("main:has-text('No stream is visible')")  # the catalog has loaded
+    # The catalog has loaded (the admin module, when it ran first, showed her a stream).
+    page.wait_for_selector("#streams, main:has-text('No stream is visible')")
     # Forced: the page asks the API, which refuses; the console shows the refusal.
     console.open("#/users")
     page.wait_for_selector("#users-error")
@@ -377,11 +427,8 @@ def test_an_administrator_is_offered_the_users_page(console, ward) -> None:
     assert "Users" in page.locator("#nav a").all_text_contents()
     page.click("#nav a:text('Users')")
     page.wait_for_selector("#users")
-    assert page.locator("#users tbody td:first-child").all_text_contents() == [
-        "al",
-        "joe",
-        "mallory",
-    ]
+    users = page.locator("#users tbody td:first-child").all_text_contents()
+    assert users == sorted(users) and {"al", "joe", "mallory"} <= set(users)
 
 
 # -- audit -----------------------------------------------------------------------------------------
@@ -459,6 +506,46 @@ def test_logout_ends_the_session_on_the_server(console, console_server, ward) ->
         assert "logged out" in console.page.text_content("#login-status")
         assert al.get("/me").status_code == 401
     assert console.page.locator("#nav a").count() == 0
+
+
+def test_a_reload_and_a_new_tab_keep_the_session_until_logout(
+    sized_console, console_server, ward
+) -> None:
+    console = sized_console
+    narrow = console.width == NARROW
+    console.login("al", ["CUSTOMER1"])
+    page = console.page
+    token = console.tokens[-1]
+    console.open("#/audit")
+    page.wait_for_selector("#audit tbody tr")
+    page.reload()
+    page.wait_for_selector("#audit tbody tr")
+    assert page.text_content("#who-user") == "al" and page.url.endswith("#/audit")
+    # A link opened in a new tab (no opener, so nothing is copied into its storage): it
+    # asks the open tab for the session instead of the password.
+    other = console.context.new_page()
+    other.goto(f"{console.server.url}/console/#/catalog")
+    other.wait_for_selector("#streams")
+    assert other.text_content("#who-user") == "al"
+    assert other.evaluate("() => sessionStorage.getItem('streamshield.token')") == token
+    assert console.tokens == [token]  # one login, one token, whatever the tabs did
+    for tab in (page, other):
+        assert tab.evaluate("() => localStorage.length") == 0
+        assert token not in tab.url
+    # Logging out in one tab ends the session and clears it in every tab.
+    if narrow:
+        page.click("#menu")
+    page.click("#logout")
+    page.wait_for_selector("#login")
+    other.wait_for_selector("#login")
+    assert "another tab" in other.text_content("#login-status")
+    for tab in (page, other):
+        assert tab.evaluate("() => sessionStorage.length") == 0
+    with console_server.client(token) as al:
+        assert al.get("/me").status_code == 401
+    page.reload()
+    page.wait_for_selector("#login")
+    other.close()
 
 
 def test_an_ended_session_goes_back_to_login_with_a_message(console, console_server, ward) -> None:
@@ -553,3 +640,78 @@ def test_a_slow_page_never_draws_over_the_page_the_user_moved_to(console, ward) 
     page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # its render's turn
     assert page.locator("#streams").count() == 0
     assert page.locator("#audit").count() == 1
+
+
+# -- both widths -----------------------------------------------------------------------------------
+
+PAGES = [
+    ("#/catalog", "#streams"),
+    ("#/stream/ward", "#stream-chart-state:has-text('sample')"),
+    ("#/audit", "#audit tbody tr"),
+    ("#/users", "#users"),
+    ("#/roles", "#roles"),
+    ("#/grants", "#grants"),
+    ("#/networks", "#networks-refresh"),
+    ("#/password", "#password-change"),
+]
+
+
+def test_every_page_fits_the_width_and_wide_tables_scroll_in_their_card(
+    sized_console, ward
+) -> None:
+    console = sized_console
+    narrow = console.width == NARROW
+    console.login("joe", ["ADMIN"])
+    page = console.page
+    # The header: on a phone the navigation folds behind Menu, which opens it.
+    assert page.is_visible("#menu") is narrow and page.is_visible("#nav") is not narrow
+    if narrow:
+        assert page.get_attribute("#menu", "aria-expanded") == "false"
+        page.click("#menu")
+        assert page.is_visible("#nav a:text('Users')") and page.is_visible("#logout")
+        assert page.get_attribute("#menu", "aria-expanded") == "true"
+        page.click("#nav a:text('Audit')")  # following a link folds it again
+        page.wait_for_selector("#audit tbody tr")
+        assert page.is_hidden("#nav") and page.get_attribute("#menu", "aria-expanded") == "false"
+    overflow = "() => document.documentElement.scrollWidth - window.innerWidth"
+    for hash_, ready in PAGES:
+        console.open(hash_)
+        page.wait_for_selector(ready)
+        assert page.evaluate(overflow) <= 0, f"{hash_} is wider than the window"
+        assert page.is_visible("#nav") is not narrow, hash_
+    # The stream's chart fills its card and its legend shows the newest values.
+    console.open("#/stream/ward")
+    page.wait_for_selector("#stream-chart-state:has-text('sample')")
+    chart = page.evaluate(
+        """() => [document.querySelector('#stream-chart .uplot').offsetWidth,
+                  document.getElementById('stream-chart-plot').clientWidth]"""
+    )
+    assert chart[1] > 0 and abs(chart[0] - chart[1]) <= 2, chart
+    legend = page.locator("#stream-chart .u-legend .u-value").all_text_contents()
+    assert legend and "--" not in legend and legend[0] != "no sample yet", legend
+    snap(page, f"stream-chart-{console.width}")
+    # The audit table: its columns keep whole words; on a phone it scrolls in its card.
+    console.open("#/audit")
+    page.wait_for_selector("#audit tbody tr")
+    sizes = page.evaluate(
+        """() => {
+            const card = document.getElementById('audit-results').closest('.card');
+            const rows = [...document.querySelectorAll('#audit tbody tr')];
+            return [card.scrollWidth, card.clientWidth,
+                    Math.max(...rows.map((r) => r.offsetHeight))];
+        }"""
+    )
+    assert sizes[0] > sizes[1] or not narrow, sizes
+    assert sizes[2] < 120, sizes  # no cell broken one letter per line
+    assert page.evaluate(overflow) <= 0
+    snap(page, f"audit-{console.width}")
+    # The users table: "Set roles" stays on one line, the table scrolls in its card.
+    console.open("#/users")
+    page.wait_for_selector("#users")
+    button = page.locator("#users button[data-set-roles]").first.bounding_box()
+    assert button and button["height"] < 50, button  # one line (two: ~60 px)
+    assert page.evaluate(overflow) <= 0
+    snap(page, f"users-{console.width}")
+    console.open("#/grants")
+    page.wait_for_selector("#grants")
+    assert page.text_content("h1") == "Grants on the system"

@@ -8,6 +8,7 @@ only what her roles allow; forcing the administration pages shows the API's refu
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -231,11 +232,10 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     second_console.login("al", ["CUSTOMER1"])
     tail = second_console.page
     second_console.open("#/query/hr_watch")
-    tail.click("#tail-watch")
-    tail.wait_for_selector("#tail-state:has-text('Watching')")
+    tail.wait_for_selector("#tail-state:has-text('Watching')")  # on with the page
     # The query's chart (uPlot, vendored, served from the package) samples its progress
     # under the strict CSP: no violation is logged.
-    tail.wait_for_selector("#chart-state:has-text('samples')")
+    tail.wait_for_selector("#chart-state:has-text('sample')")
     assert tail.locator("#chart .uplot canvas").count() == 1
     assert not [m for m in second_console.log if "Content Security Policy" in m or "Trusted" in m]
     _vitals(joe, 3, 6)  # the '+' applies in band, at this batch of the network
@@ -275,7 +275,8 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     page.click("#networks-refresh")
     page.wait_for_selector("table.switches[data-stream='vitals'] .switch-state.off")
     state, counter, receivers = _switch_row(page, "vitals", "terminal", "hr_watch")[2:5]
-    assert (state, counter, receivers) == ("off", "0", "—")
+    assert (state, counter, receivers) == ("off: no subscriber", "0", "—")
+    assert "no subscriber" in page.locator("svg.network g[data-open='false']").first.text_content()
     assert page.locator("svg.network g[data-open='false']").count() >= 1
     snap(page, "networks-off")
 
@@ -283,7 +284,11 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     # of hers) is not offered the page and sees no network when she forces it.
     second_console.open("#/networks")
     tail.wait_for_selector("table.switches[data-stream='vitals']")
-    assert _switch_row(tail, "vitals", "terminal", "hr_watch")[2:5] == ["off", "0", ""]
+    assert _switch_row(tail, "vitals", "terminal", "hr_watch")[2:5] == [
+        "off: no subscriber",
+        "0",
+        "",
+    ]
     mallory = console_server.login("mallory", ["OTHER"])
     assert _ok(mallory.get("/networks")) == {"networks": []}
 
@@ -395,7 +400,7 @@ def test_stream_policies_charts_passwords_and_networks_per_level(
     snap(page, "stream-policies")
     # The query chart has its delivery-lag series beside throughput and batch duration.
     console.open("#/query/hr_watch")
-    page.wait_for_selector("#chart-state:has-text('samples')")
+    page.wait_for_selector("#chart-state:has-text('sample')")
     assert "delivery lag (ms)" in page.text_content("#chart .u-legend")
     assert not [m for m in console.log if "Content Security Policy" in m or "Trusted" in m]
 
@@ -508,3 +513,79 @@ def _switch(kind: str, queries: list[str], on: bool, **counts: int) -> dict:
         "users": None,
         "since": "2026-11-24T12:00:00Z",
     }
+
+
+# -- the network's drawing -------------------------------------------------------------------------
+
+CROSSED = {
+    "stream": "vitals",
+    "kind": "selections",
+    "queries": ["qa", "qb", "qc"],
+    "levels": {"qa": None, "qb": None, "qc": None},
+    # In the answer's order, in-network [qc | qa, qb] and terminal [qb, qc, qa] over the
+    # queries [qa, qb, qc] cross three times; [qa, qb | qc] and [qa, qb, qc] not at all.
+    "switches": [
+        _switch("initial", ["qa", "qb", "qc"], True, counter=1),
+        _switch("in-network", ["qc"], False, counter=0),
+        _switch("in-network", ["qa", "qb"], True, counter=1),
+        _switch("terminal", ["qb"], True, receivers=1),
+        _switch("terminal", ["qc"], False, receivers=0),
+        _switch("terminal", ["qa"], False, receivers=0),
+    ],
+}
+CROSSED["switches"][0]["other_queries"] = 4
+
+
+def _crossings_in_answer_order(network: dict) -> int:
+    """Crossings of the naive drawing: each column in the order the API lists it."""
+    columns = [[set(network["queries"])]]
+    for kind in ("initial", "in-network", "terminal"):
+        columns.append([set(s["queries"]) for s in network["switches"] if s["kind"] == kind])
+    columns.append([{q} for q in network["queries"]])
+    crossed = 0
+    for left, right in itertools.pairwise(columns):
+        edges = [(i, j) for i, a in enumerate(left) for j, b in enumerate(right) if a & b]
+        crossed += sum(
+            (i - k) * (j - m) < 0 for n, (i, j) in enumerate(edges) for k, m in edges[n + 1 :]
+        )
+    return crossed
+
+
+CROSSING_LINES = """() => [...document.querySelectorAll('svg.network')].map((svg) => {
+    const lines = [...svg.querySelectorAll('line.edge')].map((l) =>
+        ['x1', 'y1', 'x2', 'y2'].map((a) => Number(l.getAttribute(a))));
+    const turn = (a, b, c) =>
+        Math.sign((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]));
+    let crossed = 0;
+    for (let i = 0; i < lines.length; i += 1) for (let j = i + 1; j < lines.length; j += 1) {
+        const [p, q] = [lines[i].slice(0, 2), lines[i].slice(2)];
+        const [r, s] = [lines[j].slice(0, 2), lines[j].slice(2)];
+        if (turn(p, q, r) * turn(p, q, s) < 0 && turn(r, s, p) * turn(r, s, q) < 0) crossed += 1;
+    }
+    return [lines.length, crossed];
+})"""
+
+
+def test_the_network_is_drawn_without_crossings_and_says_why_a_switch_is_off(
+    sized_console,
+) -> None:
+    """The API's answer is substituted (a real network's order is whatever PrS made);
+    the drawing, its table and the page's width are the console's own."""
+    assert _crossings_in_answer_order(CROSSED) == 3
+    sized_console.login("joe", ["ADMIN"])
+    page = sized_console.page
+    page.route("**/networks", lambda route: route.fulfill(json={"networks": [CROSSED]}))
+    sized_console.open("#/networks")
+    page.wait_for_selector("section[data-network='vitals'] svg.network")
+    assert page.evaluate(CROSSING_LINES) == [[1 + 2 + 3 + 3, 0]]
+    rows = page.locator("table.switches tbody tr").evaluate_all(
+        "rs => rs.map((r) => [...r.cells].slice(0, 3).map((c) => c.textContent))"
+    )
+    assert rows[0] == ["initial", "qa, qb, qc (and 4 queries of other users)", "on"]
+    assert ["terminal", "qc", "off: no subscriber"] in rows
+    off = page.locator("svg.network g.switch[data-open='false']")
+    assert off.count() == 3
+    assert all("no subscriber" in t for t in off.all_text_contents())
+    assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+    snap(page, f"networks-layered-{sized_console.width}")
+    page.unroute("**/networks")

@@ -437,6 +437,39 @@ def test_a_registration_is_audited_once_with_its_outcome(
     assert {q.name for q in world.queries()} == {"kept", "gone"}
 
 
+def test_a_registration_a_crash_kept_from_the_audit_is_audited_at_restart(
+    world: SecurityCatalog, joe: Session, clock: Clock
+) -> None:
+    """Recorded unaudited, then the server died before the outcome: the restart that
+    runs it writes its one ``add_query ok`` (restored); audited queries get no second,
+    and a name reused after a removal is audited for its new registration."""
+    for permission in (Permission.ADD, Permission.VIEW_OBJECT, Permission.READ_TUPLE):
+        world.grant(joe, permission, SYSTEM, Grantee.role("CUSTOMER1"))
+    al = login(world, "al")
+
+    def entries(name: str) -> list[tuple[str, dict]]:
+        return [
+            (e.outcome.value, dict(e.detail))
+            for e in world.audit_entries(joe, AuditFilter(event=Event.ADD_QUERY))
+            if e.object == ObjectRef(Kind.QUERY, name)
+        ]
+
+    world.add_query(al, "cut", ["in1"], output_stream="cut_out", audited=False)
+    world.add_query(al, "whole", ["in1"])  # audited at once
+    assert world.audit_restored_registration("cut")
+    ((outcome, detail),) = entries("cut")
+    assert outcome == "ok" and detail["restored"] is True and detail["output_stream"] == "cut_out"
+    assert not world.audit_restored_registration("cut")  # once
+    assert not world.audit_restored_registration("whole")
+    assert not world.audit_restored_registration("never_added")
+    assert len(entries("whole")) == 1
+    world.remove_query(al, "whole")
+    clock.now += 1
+    world.add_query(al, "whole", ["in1"], audited=False)  # the old entry is not this one's
+    assert world.audit_restored_registration("whole")
+    assert [outcome for outcome, _ in entries("whole")] == ["ok", "ok"]
+
+
 def test_readable_sources_follow_grants_at_once(world: SecurityCatalog, joe: Session) -> None:
     assert world.readable_sources("al") == (set(), set())
     world.grant(joe, Permission.READ_TUPLE, IN1, Grantee.role("CUSTOMER1"))

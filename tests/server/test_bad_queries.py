@@ -371,6 +371,35 @@ def test_refused_queries_leave_nothing_behind(admin) -> None:
     assert admin.delete("/queries/bad").status_code == 200
 
 
+def test_a_refused_registration_under_a_taken_name_leaves_that_query_alone(admin) -> None:
+    """A refusal removes what its own registration recorded, never the query already
+    registered under that name: a typo in a second registration of ``kept`` must not
+    delete the running ``kept``, its output stream or its grants."""
+    answer = admin.post("/queries", json={"name": "kept", "text": "SELECT hr FROM vitals"})
+    assert answer.status_code == 201, answer.text
+    body = {"permission": "READ TUPLE", "kind": "stream", "object": "kept_out", "role": "OTHER"}
+    assert admin.post("/grants", json=body).status_code == 200
+    try:
+        refused = [
+            "SELEC hr FROM vitals",  # by the gate, before the name is looked at
+            "SELECT hr FROM vitals [ROWS 0]",  # by the shape
+            "SELECT nope FROM vitals",  # the name is taken (Spark would refuse it too)
+            "SELECT hr FROM vitals",  # the name is taken
+        ]
+        for text in refused:
+            again = admin.post("/queries", json={"name": "kept", "text": text})
+            assert again.status_code in (409, 422), (text, again.text)
+        kept = admin.get("/queries/kept")
+        assert kept.status_code == 200 and kept.json()["status"] == "running", kept.text
+        catalog = admin.get("/catalog").json()
+        assert "kept" in {q["name"] for q in catalog["queries"]}
+        assert "kept_out" in {s["name"] for s in catalog["streams"]}, catalog["streams"]
+        grants = admin.get("/grants", params={"kind": "stream", "object": "kept_out"})
+        assert grants.status_code == 200 and "OTHER" in grants.text, grants.text
+    finally:
+        admin.delete("/queries/kept")
+
+
 def test_a_sliding_window_over_a_bigint_event_time_runs(admin) -> None:
     """Bigint event times count seconds (as in window_state): the window converts them."""
     text = "SELECT count(*) AS n FROM vitals [RANGE 10 SECONDS SLIDE 5 SECONDS]"

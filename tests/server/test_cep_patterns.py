@@ -172,6 +172,16 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         assert registered["status"] == "running" and registered["output"] == "fire_out"
         assert registered["key"] == "room" and registered["level"] == "[1, A]"
         assert al.post("/patterns", json={"name": "fire", "pattern": FIRE}).status_code == 409
+        # A refusal under a taken name leaves that pattern alone; every refusal above is
+        # audited as one add_query refused entry with its code.
+        retyped = al.post("/patterns", json={"name": "fire", "pattern": "PATTERN SEQ(Temp a"})
+        assert retyped.status_code == 422
+        assert ok(al.get("/patterns/fire"))["status"] == "running"
+        entries = ok(joe.get("/audit", params={"limit": 1000}))["entries"]
+        on_x = [e for e in entries if (e["object"] or {}).get("name") == "x"]
+        assert len(on_x) >= 8, on_x
+        assert {(e["action"], e["outcome"]) for e in on_x} == {("add_query", "refused")}
+        assert all(e["detail"]["error"] for e in on_x)
         assert [p["name"] for p in ok(al.get("/patterns"))["patterns"]] == ["fire"]
         assert ok(bob.get("/patterns"))["patterns"] == []  # not his object
         assert bob.get("/patterns/fire").status_code == 404

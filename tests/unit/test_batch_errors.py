@@ -16,6 +16,7 @@ from streamshield.engine.spark_errors.batch_errors import (
     bounded,
     compact,
     interrupted,
+    jvm_gone,
 )
 from streamshield.server.ingest_guard import is_state_failure, reason_of
 
@@ -89,6 +90,30 @@ def test_an_interruption_is_one_line_and_py4j_does_not_print_its_traceback(caplo
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "micro-batch 4 interrupted" in caplog.records[0].getMessage()
     assert not any(r.exc_info for r in caplog.records), "a warning line, no traceback"
+
+
+def test_a_batch_cut_by_the_jvms_exit_is_one_warning_line(caplog) -> None:
+    """The JVM stopping under a batch (a signal to the server's whole process group) is
+    pages of Py4J reconnection tracebacks; it is one line, and a stop for Spark."""
+    from py4j.protocol import Py4JJavaError, Py4JNetworkError
+
+    def process(frame, batch_id) -> None:
+        try:
+            raise Py4JNetworkError("Answer from Java side is empty")
+        except Py4JNetworkError:
+            try:
+                raise ConnectionRefusedError(111, "Connection refused")
+            except ConnectionRefusedError as refused:
+                raise ValueError("reading the batch's Arrow stream") from refused
+
+    caplog.set_level(logging.INFO)
+    with pytest.raises(BatchInterrupted):
+        bounded(process)(None, 2)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "micro-batch 2 cut: Spark's JVM is gone" in caplog.records[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records)
+    assert not jvm_gone(RuntimeError("a bad query"))  # anything else is still a failure
+    assert not jvm_gone(Py4JJavaError.__new__(Py4JJavaError))
 
 
 def test_a_real_failure_keeps_its_traceback_in_both_logs(caplog) -> None:

@@ -711,12 +711,16 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                 change.done(obj=ref, detail=_added_detail(record))
         return record
 
-    def record_registration(self, user: str, name: str, error: str | None = None) -> None:
+    def record_registration(
+        self, user: str, name: str, error: str | None = None, *, recorded: bool = True
+    ) -> None:
         """Audits the outcome of a query registration, in one entry: ``add_query ok``
         for the query ``user`` added unaudited (:meth:`add_query`), or, with ``error``
         (the code its author was answered), ``add_query refused``, the query and its
-        output stream removed if they were added (a refusal is no removal by its
-        author: nothing of it is left, and no ``remove_query`` entry)."""
+        output stream removed if this registration ``recorded`` them (a refusal is no
+        removal by its author: nothing of it is left, and no ``remove_query`` entry).
+        A registration refused before :meth:`add_query` recorded anything removes
+        nothing: a query of that name is another registration's, still running."""
         ref = ObjectRef(Kind.QUERY, _object_name(name))
         with self._write() as db:
             row = db.execute(
@@ -736,7 +740,7 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                     detail=detail,
                 )
                 return
-            if row is not None:
+            if row is not None and recorded:
                 output = ObjectRef(Kind.STREAM, row.output_stream) if row.output_stream else None
                 for obj in (ref, output) if output is not None else (ref,):
                     db.execute(
@@ -755,6 +759,43 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                 obj=ref,
                 detail={"error": error},
             )
+
+    def audit_restored_registration(self, name: str) -> bool:
+        """Audits, as ``add_query ok`` with ``restored`` in its detail, a query that
+        :meth:`add_query` recorded unaudited and whose outcome never reached the audit:
+        the server died between recording it and starting it, and the next start runs
+        it from its staged definition. Every recorded query then has its entry. True
+        when one was written; a query audited since its object was created is left."""
+        ref = ObjectRef(Kind.QUERY, _object_name(name))
+        since_created = (
+            select(func.count())
+            .select_from(t.audit)
+            .where(
+                t.audit.c.event == Event.ADD_QUERY.value,
+                t.audit.c.object_kind == ref.kind.value,
+                t.audit.c.object_name == ref.name,
+                t.audit.c.at >= select(t.objects.c.created_at).where(_is(ref)).scalar_subquery(),
+            )
+        )
+        with self._read() as db:
+            row = db.execute(select(t.queries).where(t.queries.c.name == ref.name)).first()
+            if row is None or db.scalar(since_created):
+                return False
+        with self._write() as db:
+            row = db.execute(select(t.queries).where(t.queries.c.name == ref.name)).first()
+            if row is None or db.scalar(since_created):
+                return False
+            detail = {**_added_detail(_query_record(row)), "restored": True}
+            audit.record(
+                db,
+                self.clock(),
+                Event.ADD_QUERY,
+                Outcome.OK,
+                actor=row.owner,
+                obj=ref,
+                detail=detail,
+            )
+        return True
 
     def _quota_error(self, db: Connection, user: str) -> QuotaExceeded | None:
         running = db.scalar(

@@ -60,7 +60,7 @@ from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import RoleHierarchy
 from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
-from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound, error_code
+from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.subscriptions import json_value
 
 audit = logging.getLogger("streamshield.audit")
@@ -272,30 +272,34 @@ class PatternService:
     def register(self, session: Any, name: str, text: str, key: str | None = None) -> dict:
         """Parse, check against the event types, validate against the session's operators,
         then record it as a query object and start it at the session's level."""
-        level = port.session_query_level(self.server.security, session)
+        security = self.server.security  # audited once it started, or refused
+        level = port.session_query_level(security, session)
         self._refuse_in_separate_levels(level)
         edition = self.book.current()
-        pattern = self._compiled(text, edition.access)
-        _check_key(pattern, key, edition.access)
         roles = tuple(sorted(port.roles_of(session)))
-        effective = self.server.pipeline.queries.hierarchy.effective(roles)
-        self.server.limits().check_span(effective, pattern.within.total_seconds())
         try:
-            validate(pattern, edition.access, edition.hierarchy, roles, key=key)
-        except PatternRefused as refused:
-            raise Forbidden(f"pattern refused: {refused}") from None
+            pattern = self._compiled(text, edition.access)
+            _check_key(pattern, key, edition.access)
+            effective = self.server.pipeline.queries.hierarchy.effective(roles)
+            self.server.limits().check_span(effective, pattern.within.total_seconds())
+            try:
+                validate(pattern, edition.access, edition.hierarchy, roles, key=key)
+            except PatternRefused as refused:
+                raise Forbidden(f"pattern refused: {refused}") from None
+        except Exception as err:
+            port.refused(security, session, name, err, recorded=False)
+            raise
         with self._lock:
             if name in self.patterns:
                 raise Conflict(f"pattern {name} exists")
             inputs = sorted({i.type for i in pattern.items})
-            security = self.server.security  # audited once it started, or refused
             port.add_query(security, session, name, inputs, f"{name}_out", False)
             owner = port.user_of(session)
             registered = self._registered(name, text, owner, roles, pattern, key, level)
             try:
                 registered.running.start()
             except BaseException as err:
-                port.refused(security, session, name, error_code(err))
+                port.refused(security, session, name, err, recorded=True)
                 raise
             port.registered(security, session, name)
             self.patterns[name] = registered

@@ -8,6 +8,7 @@ there is a change in this file only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,13 +17,15 @@ from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
 from streamshield.policy.bitset import Words
 from streamshield.policy.coi import LatticeError
 from streamshield.policy.query_level import QueryLevel
-from streamshield.server.errors import Invalid
+from streamshield.server.errors import Invalid, error_code
 
 if TYPE_CHECKING:
     from streamshield.catalog.audit import AuditEntry
     from streamshield.catalog.security import QueryRecord, QueryStatus, Session, Who
     from streamshield.catalog.streams import StreamDefinition
     from streamshield.policy.lattice import Lattice, Level
+
+audit_log = logging.getLogger("streamshield.audit")
 
 
 class SecurityApi(Protocol):
@@ -59,7 +62,10 @@ class SecurityApi(Protocol):
         *,
         audited: bool = True,
     ) -> QueryRecord: ...
-    def record_registration(self, user: str, name: str, error: str | None = None) -> None: ...
+    def record_registration(
+        self, user: str, name: str, error: str | None = None, *, recorded: bool = True
+    ) -> None: ...
+    def audit_restored_registration(self, name: str) -> bool: ...
     def remove_query(self, session: Session, name: str) -> None: ...
     def set_query_status(self, session: Session, name: str, status: QueryStatus | str) -> None: ...
     def grant(
@@ -198,6 +204,11 @@ def all_queries(security: SecurityApi) -> list[Any]:
     return list(security.queries(None))
 
 
+def audit_restored(security: SecurityApi, name: str) -> None:
+    """The ``add_query`` entry of a query a crash kept from its audit (restart)."""
+    security.audit_restored_registration(name)
+
+
 def held_roles(security: SecurityApi, user: str) -> frozenset[str]:
     """The roles ``user``'s queries may run with now (a query keeps only those of its
     recorded roles): none when she is disabled or unknown."""
@@ -244,10 +255,19 @@ def registered(security: SecurityApi, session: Session, name: str) -> None:
     security.record_registration(user_of(session), name)
 
 
-def refused(security: SecurityApi, session: Session, name: str, error: str) -> None:
-    """Audits a registration refused with ``error`` (the code its author was answered),
-    removing what the catalog recorded of it."""
-    security.record_registration(user_of(session), name, error)
+def refused(
+    security: SecurityApi, session: Session, name: str, err: BaseException, *, recorded: bool
+) -> None:
+    """Audits a registration (query or pattern) refused by ``err`` as one ``add_query
+    refused`` entry with the error code its author is answered (never the message: it
+    may quote the query), removing what the catalog ``recorded`` of it (False: refused
+    before :func:`add_query`; a query of that name is someone's running one). OxRBAC's refusals
+    never come here: the catalog audits them itself (``denied``) and records nothing.
+    Auditing that fails leaves the refusal as the answer (and one line in the log)."""
+    try:
+        security.record_registration(user_of(session), name, error_code(err), recorded=recorded)
+    except Exception as failed:
+        audit_log.error("auditing the refusal of %s failed: %r", name, failed)
 
 
 def remove_query(security: SecurityApi, session: Session, name: str) -> None:

@@ -61,7 +61,6 @@ from streamshield.server.errors import (
     Invalid,
     NotFound,
     Unavailable,
-    error_code,
     unseen,
 )
 from streamshield.server.event_patterns import PatternService
@@ -273,6 +272,7 @@ class ServerService:
         still holds (none left: it stays stopped). Failures are audited, never widened."""
         due = []
         for record in port.all_queries(self.security):
+            port.audit_restored(self.security, record.name)  # a crash before its entry
             stored = self.stored.load(record.name)
             if self.patterns.is_pattern(record.name) or self.patterns.stored(record.name):
                 continue  # an event pattern: PatternService.restore starts it
@@ -602,7 +602,7 @@ class ServerService:
         try:
             admitted = admit(text, port.roles_of(session), hierarchy, readable)
         except Exception as err:
-            self._refused(session, name, err)
+            self._refused(session, name, err, recorded=False)
             raise
         if isinstance(admitted, SpInsert):
             return self.inject_sps(session, admitted)
@@ -623,7 +623,7 @@ class ServerService:
         try:
             output = self._output_name(name, admitted.request, output)
         except Exception as err:
-            self._refused(session, name, err)
+            self._refused(session, name, err, recorded=False)
             raise
         if admitted.level is None:  # it runs at the level of the session registering it
             admitted = replace(admitted, level=port.session_query_level(self.security, session))
@@ -634,7 +634,7 @@ class ServerService:
             try:
                 self.limits().check(admitted.shape, admitted.effective, running)
             except Exception as err:
-                self._refused(session, name, err)
+                self._refused(session, name, err, recorded=False)
                 raise
             internal = f"api_{uuid.uuid4().hex[:12]}"
             text = level.text if level is not None else None
@@ -697,19 +697,11 @@ class ServerService:
         """Undoes a registration whose start failed: registry, catalog (audited as
         refused, with the code its author gets), staged text."""
         self.queries.remove_quietly(query.name)
-        self._refused(session, query.name, err)
+        self._refused(session, query.name, err, recorded=True)
         self.stored.discard(query.name)
 
-    def _refused(self, session: Any, name: str, err: BaseException) -> None:
-        """Audits a registration refused by ``err`` as one ``add_query refused`` entry
-        with the error code its author is answered (never the message: it may quote
-        the query). OxRBAC's refusals never come here: the catalog audits them itself
-        (``denied``) and records nothing. Auditing that fails leaves the refusal as
-        the answer (and one line in the log)."""
-        try:
-            port.refused(self.security, session, name, error_code(err))
-        except Exception as failed:
-            audit.error("auditing the refusal of query %s failed: %r", name, failed)
+    def _refused(self, session: Any, name: str, err: BaseException, recorded: bool) -> None:
+        port.refused(self.security, session, name, err, recorded=recorded)
 
     @staticmethod
     def _output_name(name: str, request: ContinuousQuery, output: str | None) -> str:

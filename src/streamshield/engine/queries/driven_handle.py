@@ -22,6 +22,8 @@ from typing import Any, Protocol
 from pyspark.sql import SparkSession
 from pyspark.util import inheritable_thread_target
 
+from streamshield.engine.batch_errors import BatchInterrupted
+
 log = logging.getLogger("streamshield.engine")
 
 STOP_SECONDS = 60.0
@@ -103,7 +105,9 @@ class DrivenHandle:
                 log.warning("%s stopped during a micro-batch (%s)", self.name, type(err).__name__)
             else:
                 self._failure = err
-                log.error("%s stopped: %s", self.name, type(err).__name__)
+                # an interruption (the JVM gone, a stop) is logged where it happened
+                report = log.warning if isinstance(err, BatchInterrupted) else log.error
+                report("%s stopped: %s", self.name, type(err).__name__)
         finally:
             self.query.finished()
             self._ended.set()

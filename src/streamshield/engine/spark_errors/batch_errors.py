@@ -80,19 +80,44 @@ def compact(err: BaseException) -> RuntimeError:
     return BatchFailed(f"{kind.__module__}.{kind.__qualname__}: {head}{named}{storage}")
 
 
+def jvm_gone(err: BaseException) -> bool:
+    """Whether ``err`` is the Python side losing Spark's JVM (its gateway refused or cut):
+    the JVM stopped or was killed under a running batch, say by a signal sent to the
+    server's whole process group. Nothing of the batch was committed, and nothing more
+    can be said about it than that."""
+    from py4j.protocol import Py4JNetworkError
+
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (Py4JNetworkError, ConnectionRefusedError)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def bounded(process: BatchFunction) -> BatchFunction:
     """``process`` raising only :class:`BatchInterrupted` or :class:`BatchFailed`.
 
     A failure is logged whole first; an interruption is the query being stopped (the
     server's stop interrupts a batch that does not reach its end in time; Spark redoes
     it from the checkpoint at the next start), so it is one line, not a traceback on
-    every clean stop of a busy server."""
+    every clean stop of a busy server. So is a batch cut by the JVM's exit
+    (:func:`jvm_gone`): its traceback is pages of Py4J reconnection attempts."""
 
     @functools.wraps(process)
     def run(frame: DataFrame, batch_id: int) -> None:
         try:
             process(frame, batch_id)
         except Exception as err:
+            if jvm_gone(err):
+                log.warning(
+                    "micro-batch %d cut: Spark's JVM is gone (redone from the checkpoint at "
+                    "the next start)",
+                    batch_id,
+                )
+                raise BatchInterrupted(f"{PROXY_PREFIX} foreachBatch: JVM gone") from None
             stand_in = compact(err)
             if isinstance(stand_in, BatchInterrupted):
                 log.warning(

@@ -5,9 +5,18 @@
 comes from, or goes to, another host. Its files are served apart from the console's,
 which keep their stricter rules (no inline script, no HTML sinks); like those, only the
 files found in the package at start-up are served, looked up in a fixed table.
+
+The page has a Content-Security-Policy of its own: scripts from this server only, and
+the one inline script that starts Swagger UI by its hash. The console's token lives in
+its tabs' ``sessionStorage`` and is handed to a new console tab on this origin
+(``BroadcastChannel``): no script on any page of the origin may come from elsewhere.
 """
 
 from __future__ import annotations
+
+import base64
+import hashlib
+import re
 
 from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -25,6 +34,23 @@ HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Cache-Control": "no-cache",
 }
+
+
+_INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.DOTALL)
+
+
+def docs_policy(page: bytes) -> str:
+    """The page's CSP: its inline scripts allowed by their SHA-256, nothing else inline;
+    styles may be inline (Swagger UI sets them on its elements)."""
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(body).digest()).decode()}'"
+        for body in _INLINE_SCRIPT.findall(page)
+    )
+    return (
+        f"default-src 'none'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; "
+        "form-action 'none'; frame-ancestors 'none'"
+    )
 
 
 def router() -> APIRouter:
@@ -46,7 +72,10 @@ def router() -> APIRouter:
             swagger_favicon_url=f"{PREFIX}/favicon.svg",
             swagger_ui_parameters=SWAGGER_PARAMETERS,
         )
-        page.headers.update({**HEADERS, "X-Frame-Options": "DENY"})
+        policy = docs_policy(bytes(page.body))
+        page.headers.update(
+            {**HEADERS, "X-Frame-Options": "DENY", "Content-Security-Policy": policy}
+        )
         return page
 
     @api.get(SWAGGER_UI + "/{path}")

@@ -16,7 +16,6 @@ sp that is not well formed is refused (422); neither opens anything.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from fastapi import APIRouter
@@ -24,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, errors
+from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
     from streamshield.server.service import ServerService
@@ -85,7 +85,7 @@ def router(service: ServerService) -> APIRouter:
         shown = service.networks(who.session)
         for network in shown:
             for switch in network["switches"]:
-                switch["since"] = _iso(switch["since"])
+                switch["since"] = iso(switch["since"])
         return {"networks": shown}
 
     @api.post(
@@ -101,7 +101,3 @@ def router(service: ServerService) -> APIRouter:
         return {"queued": True}
 
     return api
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(float(epoch), UTC).isoformat().replace("+00:00", "Z")

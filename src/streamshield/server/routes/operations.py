@@ -64,6 +64,11 @@ class QueryInfo(BaseModel):
     processed_rows_per_second: float | None = None
     batch_duration_ms: int | None = None
     subscribers: int = 0
+    network: str | None = None
+    """The stream whose shared network runs this query as one of its branches (a join:
+    ``<left> JOIN <right>``), if it does: ``last_batch``, the rows/s and the batch
+    duration are then the network's, shared by every branch; ``subscribers`` and the
+    delivery lag are always this query's own."""
     delivery_lag_seconds: float | None = None
     """The largest time from a micro-batch reaching delivery to its rows being handed
     to a subscriber, over the last 10 s (None: no hand-over in that time)."""
@@ -333,6 +338,7 @@ def _info(service: ServerService, record: Any) -> QueryInfo:
     info.status = status_of(live)
     info.subscribers = len(getattr(live.delivery, "subscriptions", ()))
     info.delivery_lag_seconds = service.metrics.recent_lag(record.name)
+    info.network = _network_of(service, live)
     if info.status == "failed":
         info.error_class, info.failed_at = _failure(live)
     progress = progress_of(live)
@@ -344,6 +350,14 @@ def _info(service: ServerService, record: Any) -> QueryInfo:
         if isinstance(durations, dict):
             info.batch_duration_ms = _int(durations.get("triggerExecution"))
     return info
+
+
+def _network_of(service: Any, live: Any) -> str | None:
+    """What the shared network running ``live`` as a branch reads (None: it runs alone)."""
+    for stream, _kind, network in service.cql.switched():
+        if live.internal in network.branches:
+            return str(stream)
+    return None
 
 
 def _failure(live: Any) -> tuple[str | None, str | None]:

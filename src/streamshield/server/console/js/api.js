@@ -1,14 +1,58 @@
-// The API client. The bearer token lives in this module's memory only: not in
-// localStorage (any script of the origin could read it, for ever) and not in
-// sessionStorage either, which is per origin, not per page: this origin also serves
-// /docs, whose Swagger UI loads scripts from a CDN, and a tab that went there would
-// hand them the token. The cost: a reload asks for the password again, and leaving the
-// page ends the session on the server. The token is sent in the Authorization header
-// only and no cookie is ever set, so another site cannot make the browser act with it
-// (no CSRF), and the API sends no CORS headers, so it cannot read answers either.
+// The API client. The bearer token is kept in this module and in sessionStorage (per
+// tab and per origin, gone when the tab closes) so that a reload keeps the session; a
+// new tab of the console asks an open one for it over a BroadcastChannel (same origin
+// only). It is never in localStorage (which outlives every tab) and never in a URL
+// (logs, history, Referer). Any script of this origin could ask for it as this module
+// does, so this origin serves only the package's own pages: the console under its
+// strict CSP, and /docs from the package's copy of Swagger UI. Logging out ends the session on the server and clears the
+// token in every tab holding it. The token is sent in the Authorization header only and no
+// cookie is ever set, so another site cannot make the browser act with it (no CSRF),
+// and the API sends no CORS headers, so it cannot read answers either.
 
-let token = null;
+const KEY = "streamshield.token";
+const CHANNEL = "streamshield.session";
+
+let token = sessionStorage.getItem(KEY);
 let expired = () => {};
+const tabs = typeof BroadcastChannel === "function" ? new BroadcastChannel(CHANNEL) : null;
+
+function keep(value) {
+  token = value;
+  if (value === null) sessionStorage.removeItem(KEY);
+  else sessionStorage.setItem(KEY, value);
+}
+
+if (tabs) {
+  tabs.onmessage = ({ data }) => {
+    if (data === "ask" && token !== null) tabs.postMessage({ token });
+    else if (data && data.logout !== undefined && data.logout === token && token !== null) {
+      // Only the tabs of the session that ended: another tab's own login stays.
+      keep(null);
+      expired("logged out in another tab");
+    }
+  };
+}
+
+/** A new tab of a logged-in console: the token of another open tab (if one answers
+ * within ``waitMs``), kept for this tab too. */
+export function askOtherTabs(waitMs = 400) {
+  if (token !== null || !tabs) return Promise.resolve(token !== null);
+  return new Promise((done) => {
+    const asking = new BroadcastChannel(CHANNEL);
+    const timer = setTimeout(() => {
+      asking.close();
+      done(false);
+    }, waitMs);
+    asking.onmessage = ({ data }) => {
+      if (!data || typeof data.token !== "string" || token !== null) return;
+      clearTimeout(timer);
+      asking.close();
+      keep(data.token);
+      done(true);
+    };
+    asking.postMessage("ask");
+  });
+}
 
 /** A refusal by the API: status, code, message and field problems as it sent them. */
 export class ApiError extends Error {
@@ -61,7 +105,7 @@ async function answer(response) {
   const error = new ApiError(response.status, body);
   if (response.status === 401 && token !== null) {
     error.ended = true; // the session was refused, not the request: back to login
-    token = null;
+    keep(null);
     expired(error.message);
   }
   throw error;
@@ -72,31 +116,26 @@ export async function call(method, path, body) {
   return answer(await send(method, path, body));
 }
 
-/** Logs in with the roles to activate; keeps the token in memory. */
+/** Logs in with the roles to activate; keeps the token for this tab. */
 export async function login(user, password, roles) {
-  token = null;
+  keep(null);
   const session = await answer(await send("POST", "/login", { user, password, roles }));
-  token = session.token;
+  keep(session.token);
   return session;
 }
 
-/** Ends the session on the server, then forgets the token (even if the call fails). */
+/** Ends the session on the server, then forgets the token here and in every other tab
+ * (even if the call fails). */
 export async function logout() {
   if (token === null) return;
+  const ended = token;
   try {
     await send("POST", "/logout");
   } catch {
     // unreachable: the session ends at its expiry; the token is forgotten regardless
   }
-  token = null;
-}
-
-/** On leaving the page the in-memory token is lost anyway: end its session too. */
-export function logoutOnLeave() {
-  if (token === null) return;
-  const init = { method: "POST", headers: headers(), keepalive: true, credentials: "omit" };
-  token = null;
-  fetch("/logout", init).catch(() => {});
+  keep(null);
+  if (tabs) tabs.postMessage({ logout: ended });
 }
 
 /** Opens an SSE subscription (fetch, so the token goes in a header, never in a URL). */

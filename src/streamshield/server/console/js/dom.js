@@ -72,3 +72,22 @@ export function svg(tag, attrs = {}, ...children) {
   }
   return add(el, children);
 }
+
+/**
+ * Runs ``work`` with ``button`` showing that it is pending: disabled (no second submit
+ * while the first is on its way; an aggregate's registration may take seconds), marked
+ * aria-busy and labelled ``label`` until it settles, then restored if still shown.
+ */
+export async function pending(button, label, work) {
+  const text = button.textContent;
+  button.disabled = true;
+  button.setAttribute("aria-busy", "true");
+  button.textContent = label;
+  try {
+    return await work();
+  } finally {
+    button.disabled = false;
+    button.removeAttribute("aria-busy");
+    button.textContent = text;
+  }
+}

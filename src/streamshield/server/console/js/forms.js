@@ -2,7 +2,7 @@
 // session's token and shows the server's refusal beside itself (nothing is checked or
 // enforced here: the API decides, and its message names the field).
 
-import { errorBox, h, show } from "./dom.js";
+import { errorBox, h, pending, show } from "./dom.js";
 
 /** Comma- or space-separated names (roles, juniors) as a list, empty parts dropped. */
 export function names(text) {
@@ -48,13 +48,14 @@ function field(form, f) {
  */
 export function actionForm(ctx, { id, title, fields, submit, send }) {
   const problem = h("div", { id: `${id}-problem`, "aria-live": "polite" });
+  const button = h("button", { type: "submit" }, submit);
   const form = h(
     "form",
     { id, class: "card" },
     title ? h("h2", {}, title) : null,
     h("div", { class: "filters" }, fields.map((f) => field(id, f))),
     problem,
-    h("button", { type: "submit" }, submit),
+    button,
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -62,7 +63,7 @@ export function actionForm(ctx, { id, title, fields, submit, send }) {
     for (const f of fields) if (f.type === "checkbox") data[f.name] = data[f.name] === "on";
     show(problem);
     try {
-      await send(data);
+      await pending(button, `${submit}…`, () => send(data));
     } catch (err) {
       if (!ctx.fail(err)) show(problem, errorBox(err, `${id}-error`));
     }
@@ -70,24 +71,19 @@ export function actionForm(ctx, { id, title, fields, submit, send }) {
   return form;
 }
 
-/** A button running one API action; a refusal is shown in ``problem``. */
+/** A button running one API action, pending while it runs; a refusal is shown in
+ * ``problem``. */
 export function actionButton(ctx, label, attrs, problem, run) {
-  return h(
-    "button",
-    {
-      type: "button",
-      ...attrs,
-      onclick: async () => {
-        show(problem);
-        try {
-          await run();
-        } catch (err) {
-          if (!ctx.fail(err)) show(problem, errorBox(err, "admin-error"));
-        }
-      },
-    },
-    label,
-  );
+  const button = h("button", { type: "button", ...attrs }, label);
+  button.addEventListener("click", async () => {
+    show(problem);
+    try {
+      await pending(button, `${label}…`, run);
+    } catch (err) {
+      if (!ctx.fail(err)) show(problem, errorBox(err, "admin-error"));
+    }
+  });
+  return button;
 }
 
 /** A page's title and body once its data has loaded, or the API's refusal (`#<id>-error`). */

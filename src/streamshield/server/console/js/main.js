@@ -1,6 +1,8 @@
 // The console's shell: who is logged in, the navigation, the banner and the router.
-// Pages are views rendered into <main> from the hash (#/catalog, #/query/NAME, ...), so
-// the page is never reloaded and the in-memory token (api.js) survives navigation.
+// Pages are views rendered into <main> from the hash (#/catalog, #/query/NAME, ...). A
+// reload or a new tab resumes the tab's session (api.js keeps the token per tab) by
+// asking the server who it is; on a narrow screen the navigation folds behind a menu
+// button.
 
 import * as api from "./api.js";
 import { h, localTime, show } from "./dom.js";
@@ -44,6 +46,10 @@ function banner(message, retry) {
 function header() {
   const nav = document.getElementById("nav");
   const who = document.getElementById("who");
+  const menu = document.getElementById("menu");
+  document.getElementById("top").classList.remove("open");
+  menu.setAttribute("aria-expanded", "false");
+  menu.hidden = !state.me;
   if (!state.me) {
     nav.replaceChildren();
     who.replaceChildren();
@@ -105,7 +111,9 @@ function context(view) {
     fail: (err) => failed(view, err),
     loggedIn: async () => {
       state.me = await api.call("GET", "/me");
-      location.hash = "#/catalog";
+      // The page asked for (a link opened in a new tab), else the catalog.
+      if (!location.hash || location.hash === "#/login") location.hash = "#/catalog";
+      else render();
     },
   };
 }
@@ -151,7 +159,26 @@ async function render() {
   if (view.isConnected) main.focus({ preventScroll: true });
 }
 
+/** A reload or a new tab: the tab's token (or another tab's) and whom it names, then
+ * the page. A refused token has already led to the login page, saying why. */
+async function start() {
+  if (await api.askOtherTabs()) {
+    try {
+      state.me = await api.call("GET", "/me");
+    } catch (err) {
+      if (err instanceof api.ApiError && err.ended) return; // loggedOut() draws the login
+      if (!(err instanceof api.Unreachable)) throw err;
+      banner("The server cannot be reached.", () => start());
+      return;
+    }
+  }
+  render();
+}
+
+document.getElementById("menu").addEventListener("click", () => {
+  const open = document.getElementById("top").classList.toggle("open");
+  document.getElementById("menu").setAttribute("aria-expanded", String(open));
+});
 api.onExpired((message) => loggedOut(`Your session ended (${message}). Log in again.`));
 window.addEventListener("hashchange", render);
-window.addEventListener("pagehide", () => api.logoutOnLeave());
-render();
+start();

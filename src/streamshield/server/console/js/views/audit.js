@@ -3,12 +3,13 @@
 // as UTC); older pages through `before_id`.
 
 import * as api from "../api.js";
-import { errorBox, h, localTime, show, table } from "../dom.js";
+import { errorBox, h, localTime, pending, show, table } from "../dom.js";
 
 export async function auditView(ctx) {
   const results = h("div", { id: "audit-results" });
   const pager = h("div", { class: "actions" });
   const pages = []; // before_id of each page shown so far (undefined: the newest)
+  const apply = h("button", { type: "submit", id: "audit-apply" }, "Apply");
   const form = h(
     "form",
     { id: "audit-filters", class: "card filters" },
@@ -26,7 +27,7 @@ export async function auditView(ctx) {
         [10, 25, 50, 100, 200].map((n) => h("option", { value: n, selected: n === 50 }, n)),
       ),
     ),
-    h("button", { type: "submit" }, "Apply"),
+    apply,
   );
 
   async function load(beforeId) {
@@ -45,7 +46,7 @@ export async function auditView(ctx) {
     show(results, h("p", { class: "muted" }, "Loading…"));
     let page;
     try {
-      page = await api.call("GET", `/audit?${params}`);
+      page = await pending(apply, "Loading…", () => api.call("GET", `/audit?${params}`));
     } catch (err) {
       if (ctx.fail(err)) return;
       show(results, errorBox(err, "audit-error"));
@@ -59,7 +60,8 @@ export async function auditView(ctx) {
       e.outcome,
       e.object ? `${e.object.kind} ${e.object.name}` : "",
       e.client || "",
-      Object.keys(e.detail).length ? JSON.stringify(e.detail) : "",
+      // JSON has few spaces: it may break anywhere, in a column of its own width.
+      Object.keys(e.detail).length ? h("span", { class: "detail" }, JSON.stringify(e.detail)) : "",
     ]);
     show(
       results,

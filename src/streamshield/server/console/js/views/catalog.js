@@ -2,7 +2,7 @@
 // queries, registering one from its text with the server's refusal shown beside it.
 
 import * as api from "../api.js";
-import { errorBox, h, show, table } from "../dom.js";
+import { errorBox, h, pending, show, table } from "../dom.js";
 
 const queryLink = (name) => h("a", { href: `#/query/${encodeURIComponent(name)}` }, name);
 const streamLink = (name) => h("a", { href: `#/stream/${encodeURIComponent(name)}` }, name);
@@ -46,6 +46,7 @@ export async function catalogView(ctx) {
 
 function registerForm(ctx) {
   const problem = h("div", { id: "register-problem", "aria-live": "polite" });
+  const submit = h("button", { type: "submit", id: "register-submit" }, "Register");
   const form = h(
     "form",
     { id: "register", class: "card" },
@@ -70,7 +71,7 @@ function registerForm(ctx) {
       "aria-describedby": "register-problem",
     }),
     problem,
-    h("button", { type: "submit" }, "Register"),
+    submit,
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -81,7 +82,8 @@ function registerForm(ctx) {
     show(problem);
     form.elements.text.removeAttribute("aria-invalid");
     try {
-      const answer = await api.call("POST", "/queries", body);
+      // Admission plans the query in Spark (an aggregate's first plan takes seconds).
+      const answer = await pending(submit, "Registering…", () => api.call("POST", "/queries", body));
       if (answer.stream !== undefined) {
         show(
           problem,

@@ -36,7 +36,8 @@ export async function grantsView(ctx, kind = "system", object = "system", notice
     ],
     send: async (data) => ctx.go(grantsHash(data.kind, data.object)),
   });
-  const title = ["Grants on ", h("code", {}, `${kind} ${object}`)];
+  // SYSTEM is one object: "the system", not "system system".
+  const title = kind === "system" ? ["Grants on the system"] : ["Grants on ", kind, " ", h("code", {}, object)];
   show(ctx.view, h("h1", {}, title), chooser, h("p", { class: "muted" }, "Loading…"));
   let answer;
   try {

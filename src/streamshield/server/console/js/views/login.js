@@ -1,10 +1,11 @@
 // Log in: user, password and the roles to activate for this session.
 
 import * as api from "../api.js";
-import { errorBox, h, show } from "../dom.js";
+import { errorBox, h, pending, show } from "../dom.js";
 
 export function loginView(ctx, notice) {
   const status = h("div", { id: "login-status", "aria-live": "polite" });
+  const submit = h("button", { type: "submit" }, "Log in");
   if (notice) show(status, h("p", { class: "notice" }, notice));
   const form = h(
     "form",
@@ -22,7 +23,7 @@ export function loginView(ctx, notice) {
     }),
     h("label", { for: "login-roles" }, "Roles to activate (comma-separated)"),
     h("input", { id: "login-roles", name: "roles", required: true, spellcheck: "false" }),
-    h("button", { type: "submit" }, "Log in"),
+    submit,
     status,
   );
   form.addEventListener("submit", async (event) => {
@@ -33,8 +34,10 @@ export function loginView(ctx, notice) {
       .filter(Boolean);
     show(status, h("p", { class: "muted" }, "Logging in…"));
     try {
-      await api.login(String(data.get("user")), String(data.get("password")), roles);
-      await ctx.loggedIn();
+      await pending(submit, "Logging in…", async () => {
+        await api.login(String(data.get("user")), String(data.get("password")), roles);
+        await ctx.loggedIn();
+      });
     } catch (err) {
       if (ctx.fail(err)) {
         show(status);

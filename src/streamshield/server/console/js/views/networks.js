@@ -7,7 +7,10 @@
 // graph is SVG built through DOM APIs (no markup parsing; the CSP allows it), with the same
 // facts in a table for keyboards, screen readers and narrow screens. Administrators see
 // every network and who receives; others only their own queries' switches, as the API
-// answers.
+// answers. A switch that is off says why: nobody receives a query behind it (its
+// queries still run and process rows, but no branch job hands them to anyone). Each
+// column's nodes are ordered by the barycentre of their neighbours (a few sweeps, the
+// order with the fewest crossings kept), so edges cross only where no order avoids it.
 
 import * as api from "../api.js";
 import { h, localTime, show, svg, table } from "../dom.js";
@@ -38,11 +41,21 @@ export async function networksView(ctx) {
   );
 }
 
+/** Why a switch is in its state, in a few words: "on", or off and why. */
+function stateOf(s) {
+  if (s.open) return "on";
+  const count = s.kind === "terminal" ? s.receivers : s.counter;
+  return count === 0 ? "off: no subscriber" : "off until the network's next batch";
+}
+
 function network(net) {
   const rows = net.switches.map((s) => [
     s.kind,
-    s.queries.join(", ") + (s.other_queries ? ` (+${s.other_queries} other)` : ""),
-    h("span", { class: `switch-state ${s.open ? "on" : "off"}` }, s.open ? "on" : "off"),
+    s.queries.join(", ") +
+      (s.other_queries
+        ? ` (and ${s.other_queries} ${s.other_queries === 1 ? "query" : "queries"} of other users)`
+        : ""),
+    h("span", { class: `switch-state ${s.open ? "on" : "off"}` }, stateOf(s)),
     String(s.kind === "terminal" ? s.receivers : s.counter),
     s.users ? s.users.join(", ") || "—" : "",
     localTime(s.since),
@@ -85,14 +98,72 @@ function byLevel(net) {
   });
 }
 
+/** Edges between two neighbouring columns: pairs of nodes governing a query in common. */
+function linked(left, right) {
+  const edges = [];
+  left.forEach((from, i) =>
+    right.forEach((to, j) => {
+      if (from.queries.some((q) => to.queries.includes(q))) edges.push([i, j]);
+    }),
+  );
+  return edges;
+}
+
+/** How many pairs of edges between two columns cross. */
+function crossings(edges) {
+  let count = 0;
+  for (let a = 0; a < edges.length; a += 1) {
+    for (let b = a + 1; b < edges.length; b += 1) {
+      const [i, j] = edges[a];
+      const [k, l] = edges[b];
+      if ((i - k) * (j - l) < 0) count += 1;
+    }
+  }
+  return count;
+}
+
+const totalCrossings = (columns) =>
+  columns.slice(1).reduce((n, column, x) => n + crossings(linked(columns[x], column)), 0);
+
+/** ``column`` ordered by the mean position of its neighbours in ``fixed`` (a node
+ * without one keeps its place). */
+function byBarycentre(column, fixed) {
+  const centre = column.map((node, i) => {
+    const at = fixed.flatMap((other, j) => (other.queries.some((q) => node.queries.includes(q)) ? [j] : []));
+    return at.length ? at.reduce((a, b) => a + b, 0) / at.length : i;
+  });
+  return column
+    .map((node, i) => [centre[i], i, node])
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1])
+    .map(([, , node]) => node);
+}
+
+/** Columns reordered by barycentre sweeps, down and up, keeping the best order seen. */
+function layered(columns) {
+  let best = columns;
+  let fewest = totalCrossings(columns);
+  let current = columns.map((c) => [...c]);
+  for (let sweep = 0; sweep < 4 && fewest > 0; sweep += 1) {
+    for (let x = 1; x < current.length; x += 1) current[x] = byBarycentre(current[x], current[x - 1]);
+    for (let x = current.length - 2; x >= 0; x -= 1) current[x] = byBarycentre(current[x], current[x + 1]);
+    const count = totalCrossings(current);
+    if (count < fewest) {
+      fewest = count;
+      best = current.map((c) => [...c]);
+    }
+  }
+  return best;
+}
+
 /** Columns: the stream, the switches by kind, the queries; edges where queries meet. */
 function graph(net) {
-  const columns = [[{ label: net.stream, kind: "stream", queries: net.queries }]];
+  const naive = [[{ label: net.stream, kind: "stream", queries: net.queries }]];
   for (const kind of COLUMNS) {
     const here = net.switches.filter((s) => s.kind === kind);
-    if (here.length) columns.push(here);
+    if (here.length) naive.push(here);
   }
-  columns.push(net.queries.map((q) => ({ label: q, kind: "query", queries: [q] })));
+  naive.push(net.queries.map((q) => ({ label: q, kind: "query", queries: [q] })));
+  const columns = layered(naive);
   const height = Math.max(...columns.map((c) => c.length)) * ROW + 20;
   const width = (columns.length - 1) * COL + BOX.w + 20;
   const place = new Map();
@@ -102,30 +173,28 @@ function graph(net) {
   });
   const edges = [];
   for (let x = 1; x < columns.length; x += 1) {
-    for (const to of columns[x]) {
-      for (const from of columns[x - 1]) {
-        if (!from.queries.some((q) => to.queries.includes(q))) continue;
-        const a = place.get(from);
-        const b = place.get(to);
-        edges.push(
-          svg("line", {
-            class: "edge",
-            x1: a.x + BOX.w,
-            y1: a.y + BOX.h / 2,
-            x2: b.x,
-            y2: b.y + BOX.h / 2,
-          }),
-        );
-      }
+    for (const [i, j] of linked(columns[x - 1], columns[x])) {
+      const a = place.get(columns[x - 1][i]);
+      const b = place.get(columns[x][j]);
+      edges.push(
+        svg("line", {
+          class: "edge",
+          x1: a.x + BOX.w,
+          y1: a.y + BOX.h / 2,
+          x2: b.x,
+          y2: b.y + BOX.h / 2,
+        }),
+      );
     }
   }
   const nodes = columns.flat().map((node) => {
     const at = place.get(node);
     const isSwitch = node.id !== undefined;
+    const count = node.kind === "terminal" ? `receivers ${node.receivers}` : `counter ${node.counter}`;
     const lines = isSwitch
       ? [
           `${node.kind} ${node.open ? "ON" : "off"}`,
-          node.kind === "terminal" ? `receivers ${node.receivers}` : `counter ${node.counter}`,
+          node.open ? count : stateOf(node) === "off: no subscriber" ? "no subscriber" : "opens next batch",
           `since ${new Date(node.since).toLocaleTimeString()}`,
         ]
       : [node.kind, node.label];
@@ -138,7 +207,7 @@ function graph(net) {
         "data-switch": isSwitch ? node.id : null,
         "data-open": isSwitch ? String(node.open) : null,
       },
-      svg("title", {}, isSwitch ? `${node.id}: ${node.queries.join(", ")}` : node.label),
+      svg("title", {}, isSwitch ? `${node.id}: ${node.queries.join(", ")}; ${count}` : node.label),
       svg("rect", { width: BOX.w, height: BOX.h, rx: 6 }),
       lines.map((text, i) => svg("text", { x: 8, y: 18 + i * 17 }, text)),
     );

@@ -1,4 +1,5 @@
-// The live tail of a query's results over its SSE subscription. A masked cell (the
+// The live tail of a query's results over its SSE subscription, opened with the page
+// when the query runs (Stop watching ends it, Watch live opens it again). A masked cell (the
 // value is hidden from the subscriber's roles, listed in the row's `_masked`) is shown
 // as "masked", visibly unlike a real NULL. The tail keeps the newest MAX_ROWS rows and
 // redraws at most once per animation frame, so a fast stream cannot swamp the page;
@@ -66,7 +67,7 @@ export function tail(ctx, name, status) {
     state.textContent = message;
   };
 
-  watch.addEventListener("click", async () => {
+  const start = async () => {
     controller = new AbortController();
     const mine = controller;
     watch.disabled = true;
@@ -97,7 +98,8 @@ export function tail(ctx, name, status) {
       ended("Not watching.");
       show(state, errorBox(err, "tail-error"));
     }
-  });
+  };
+  watch.addEventListener("click", start);
   pause.addEventListener("click", () => {
     paused = !paused;
     pause.textContent = paused ? "Resume" : "Pause";
@@ -117,6 +119,7 @@ export function tail(ctx, name, status) {
     ended("Stopped watching.");
   });
   ctx.onLeave(abort);
+  if (status === "running") start();
 
   return h(
     "section",
