@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pyspark.sql import SparkSession
 from pyspark.util import inheritable_thread_target
 
-from streamshield.engine.batch_errors import BatchInterrupted
+from streamshield.engine.spark_errors.batch_errors import BatchInterrupted
 
 log = logging.getLogger("streamshield.engine")
 
