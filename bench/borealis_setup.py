@@ -110,8 +110,8 @@ SECURITY = (
 @contextlib.contextmanager
 def timing_hooks(timings: Timings) -> Iterator[None]:
     """Wraps the security steps of registration (and the SQL check) while inside."""
-    from streamshield.engine import cql_service, streaming_queries, window_query
-    from streamshield.engine.secured_view import SecuredProjection
+    from streamshield.engine.queries import cql_service, streaming_queries, window_query
+    from streamshield.engine.views.secured_view import SecuredProjection
     from streamshield.lang import admission
     from streamshield.policy.operator_limits import OperatorLimits
     from streamshield.server import security_port

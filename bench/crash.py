@@ -667,7 +667,7 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple]:
 def _batch_rows(batch: Path, columns: tuple[str, ...]) -> list[tuple]:
     """A stored batch's rows, read with pyarrow (not through the server's code): its own
     files, or, for a branch of a shared network, its rows of the files its link names
-    (engine/result_store.py); a link to pruned files reads as nothing."""
+    (engine/store/result_store.py); a link to pruned files reads as nothing."""
     link = batch / "link.json"
     if not link.is_file():
         return [r for p in sorted(batch.glob("*.parquet")) for r in _rows(p, columns)]

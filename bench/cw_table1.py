@@ -10,10 +10,10 @@ batch jobs over Parquet into the no-op sink, in two arms (three with ``--before`
 * ``vanilla``: the query without the level conjunct and without LUB (for Experiments 3
   and 4, as in the paper, with its explicit ``level = [0,B]`` condition instead);
 * ``level``: what the engine runs at the query's level ``C``: the dominance conjunct
-  (``engine.level_columns.dominated_by``) beneath the selection, the LUB through the aggregate
+  (``engine.views.level_columns.dominated_by``) beneath the selection, the LUB through the aggregate
   (``lub_aggregate``) and the join (``lub_join``), the level words carried to the
   output, and after the aggregate and the join the output written at ``C``
-  (``engine.level_columns.at_output_level``: every row's words replaced by ``C``'s), where the
+  (``engine.views.level_columns.at_output_level``: every row's words replaced by ``C``'s), where the
   engine does it (a stateless selection's rows keep their tuples' levels,
   ``lang.output_level``, so it stamps nothing there);
 * ``before`` (``--before``): the level arm with the exact guard everywhere:
@@ -67,8 +67,13 @@ from bench.paired_ratio import overhead
 from bench.plots import plt
 from bench.revocation_latency import write_section
 from bench.secured_scan import load
-from streamshield.engine.level_columns import at_output_level, dominated_by, lub_aggregate, lub_join
 from streamshield.engine.session import spark_session
+from streamshield.engine.views.level_columns import (
+    at_output_level,
+    dominated_by,
+    lub_aggregate,
+    lub_join,
+)
 from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.lattice import Lattice, Level
 from streamshield.policy.query_level import QueryLevel, level_names

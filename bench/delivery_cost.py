@@ -20,8 +20,8 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.provenance_columns import provenance_column
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.views.provenance_columns import provenance_column
 from streamshield.policy.provenance import ProvenanceCodec, Rights
 
 

@@ -31,12 +31,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from bench.workload import STREAM
-from streamshield.engine import labelled_store, labels
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import META_FIELDS, labelled_schema
-from streamshield.engine.secured_view import tuple_test
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
+from streamshield.engine.store import labelled_store
+from streamshield.engine.store.labelled_store import META_FIELDS, labelled_schema
+from streamshield.engine.views import labels
+from streamshield.engine.views.secured_view import tuple_test
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec

@@ -32,9 +32,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import LabelledStore
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.punctuation import (

@@ -4,7 +4,7 @@ One command: ``.venv/bin/python -m bench.fused_row_width [--queries 1 4 16 64]``
 branches are ``bench.sharing_scale``'s N users (roles cycling C, GP, ND, E, D, four
 thresholds); the figure is the number of values (leaf columns) per written row, read
 from the pass's plan over an empty batch: no job runs and nothing is timed, so the load
-does not matter. Since each row is stored once (engine/fused_branches.py) it does not
+does not matter. Since each row is stored once (engine/sharing/fused_branches.py) it does not
 grow with N; before, every branch added a struct of its own output columns.
 """
 
@@ -17,11 +17,11 @@ from pathlib import Path
 from pyspark.sql.types import DataType, StructType
 
 from bench.sharing_scale import Sink, user_query
-from streamshield.engine.branched_network import NetworkParts
-from streamshield.engine.fused_branches import FusedBranch, fused_pass
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.session import spark_session
-from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.sharing.branched_network import NetworkParts
+from streamshield.engine.sharing.fused_branches import FusedBranch, fused_pass
+from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.rewrite_rules import secure
 

@@ -3,7 +3,7 @@ per-file sort, interleaved in one Spark session.
 
     python -m bench.ingest_arms --tuples 100000 --configs 100x1,100x500 --reps 3
 
-``before``: ``engine/ingest.py`` of ``--before`` (default fd4f5e8, with per-row scan
+``before``: ``engine/ingest/ingest.py`` of ``--before`` (default fd4f5e8, with per-row scan
 summaries); ``secure``: this tree; ``nosort``: this tree with
 ``sortWithinPartitions`` made a no-op, the cost of sorting each file by ``lo`` (files
 then skip fewer pages; never a correctness change). A configuration is tuples-per-sp x
@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from bench.ingest_before_after import old_module, timed_job
 from bench.run import plain_ingest
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import Ingest
+from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.session import spark_session
 
 SORT = DataFrame.sortWithinPartitions

@@ -3,7 +3,7 @@
     python -m bench.ingest_before_after --reps 3 \
         --configs 100000x100x1,100000x100x500,10000x1x64 --out /tmp/before-after.json
 
-Arms: ``plain`` ingest; ``before``: ``engine/ingest.py`` as of ``--before`` (default
+Arms: ``plain`` ingest; ``before``: ``engine/ingest/ingest.py`` as of ``--before`` (default
 054181a, ingest without its one-pass labelling) with every sp pattern
 read by the grammar (``--before-patterns fast``: with the fast pattern reader, for a
 base that has it); ``after``: this tree. The arms' order rotates every repetition;
@@ -14,7 +14,7 @@ the load average; the JSON has the times, plain/secure ratios and median passes.
 of ``--small-tuples`` tuples (one provider, one sp per batch, 64 roles), each arm one
 ``availableNow`` query reading one file a batch; it reports each arm's median batch
 time (Spark's ``triggerExecution`` and ``addBatch``, the first batch left out as
-warm-up). Only ``engine/ingest.py`` is swapped: both secure arms run this tree's
+warm-up). Only ``engine/ingest/ingest.py`` is swapped: both secure arms run this tree's
 ``ingest_job``, labelled store and policy modules.
 """
 
@@ -36,8 +36,8 @@ from pyspark.sql import functions as F
 
 from bench.run import plain_ingest
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.lang import cql, wire
 
@@ -45,9 +45,9 @@ FAST = cql._simple_pattern
 
 
 def old_module(revision: str):
-    """``engine/ingest.py`` of ``revision``, imported beside the current one."""
+    """``engine/ingest/ingest.py`` of ``revision``, imported beside the current one."""
     text = subprocess.run(
-        ["git", "show", f"{revision}:src/streamshield/engine/ingest.py"],
+        ["git", "show", f"{revision}:src/streamshield/engine/ingest/ingest.py"],
         capture_output=True,
         text=True,
         check=True,

@@ -4,7 +4,7 @@
 
 One landing of ``--tuples`` tuples at 1 sp per tuple and 64 roles (``bench.workload``),
 one ``Ingest`` warmed by an untimed run, then plain ingest and secure ingest collecting
-*grouped* and *flat* (``Ingest.flat``, engine/ingest.py) rotate, each a fresh
+*grouped* and *flat* (``Ingest.flat``, engine/ingest/ingest.py) rotate, each a fresh
 ``availableNow`` query. Prints each arm's median seconds, the ratio plain / secure per
 round (median, min-max) and each secure arm's median seconds per pass, with the load
 average before and after. In one process so that the arms share the machine's state.

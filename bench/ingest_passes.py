@@ -29,8 +29,8 @@ from pathlib import Path
 
 from bench.run import plain_ingest
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 
 ROOT = Path(__file__).resolve().parent.parent

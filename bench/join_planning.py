@@ -21,9 +21,9 @@ from pathlib import Path
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultStore
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.session import CONSTRAINT_PROPAGATION, spark_session
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.store.result_store import ResultStore
 from streamshield.examples import cloud_audit as ca
 from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.query_level import QueryLevel

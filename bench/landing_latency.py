@@ -26,7 +26,7 @@ and the labelled store while nothing happens.
 [--driven | --no-driven] [--driven-ingest | --no-driven-ingest]`` prints it;
 ``--no-guess`` switches off ingest's one-pass guess (every batch by the passes, as a large
 one goes), ``--driven`` / ``--no-driven`` the scan driven by ingest's commits
-(engine/driven_scan.py; the server's ``driven_scan`` setting) and ``--driven-ingest`` /
+(engine/sharing/driven_scan.py; the server's ``driven_scan`` setting) and ``--driven-ingest`` /
 ``--no-driven-ingest`` ingest driven by the landings (the server's ``driven_ingest``
 setting), to measure each apart.
 With the driven scan, the query batch stages are its micro-batch's (``latestOffset``:
@@ -57,8 +57,8 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
-from streamshield.engine.cql_service import CqlService
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.cql_service import CqlService
 from streamshield.engine.session import spark_session
 from streamshield.server.service import ServerService
 

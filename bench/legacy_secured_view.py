@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels
-from streamshield.engine.ingest import PASS
+from streamshield.engine.ingest.ingest import PASS
+from streamshield.engine.views import labels
 from streamshield.policy.encoding import RoleCodec
 
 

@@ -5,8 +5,8 @@ MessageLog goes through secure ingest (local mode, this process); then, interlea
 repetition, the paper's Q1 (a selection) runs at a level
 
 * in process: the level's processor is created on demand in this application
-  (engine/level_processor.py), the query registered, everything available processed;
-* as its own application (engine/level_application.py): the driver started (its JVM),
+  (engine/levels/level_processor.py), the query registered, everything available processed;
+* as its own application (engine/levels/level_application.py): the driver started (its JVM),
   the query submitted, everything available processed, the application stopped.
 
 Printed per mode: median and spread of the seconds to the first stored batch (start
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from bench.join_planning import ROLE, _pipeline
-from streamshield.engine.level_application import LevelApplications
-from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.engine.levels.level_application import LevelApplications
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.session import spark_session
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.examples import cloud_audit as ca
 from streamshield.policy.query_level import QueryLevel
 

@@ -37,8 +37,8 @@ from bench.plots import (
     publish,
 )
 from bench.run import plain_ingest
-from streamshield.engine.labelled_store import read_batches
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.store.labelled_store import read_batches
+from streamshield.engine.views.secured_view import secured_view
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COLUMNS = [

@@ -42,8 +42,8 @@ from bench.plots import (
     markdown_table,
     publish,
 )
-from streamshield.engine.labelled_store import read_batches
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.store.labelled_store import read_batches
+from streamshield.engine.views.secured_view import secured_view
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PLANS = ("pushed down", "pushed up", "catalyst default", "no SS")

@@ -41,10 +41,10 @@ from bench.plots import (
     markdown_table,
     publish,
 )
-from streamshield.engine.ingest import PASS
-from streamshield.engine.labelled_store import LabelledStore
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin
-from streamshield.engine.window_state import ARRIVAL, WindowState
+from streamshield.engine.ingest.ingest import PASS
+from streamshield.engine.queries.scjoin import JoinMode, JoinSide, SCJoin
+from streamshield.engine.queries.window_state import ARRIVAL, WindowState
+from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.lang.windows import rows
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.join_policy import Strategy

@@ -21,7 +21,7 @@ networks have no windows: the paper assumes every shared operator has the same w
 and omits it), and it leaves out the streaming fixed cost (~0.2 s per micro-batch plus
 checkpoint writes per query) that is the same in every mode but would count once per
 query in ``non-shared`` and once per network otherwise. Engine-level streaming networks
-are ``engine/shared_network.py``'s job; this executor only measures plans.
+are ``engine/sharing/shared_network.py``'s job; this executor only measures plans.
 
 Rows carry no labels: the experiment is about how much work a network does, and in the
 project a network's shared operators run on labelled rows with every branch applying its

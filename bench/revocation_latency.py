@@ -25,13 +25,13 @@ import uuid
 from pathlib import Path
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_stream
-from streamshield.engine.provenance_columns import with_provenance
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
+from streamshield.engine.store.labelled_store import labelled_schema, read_stream
+from streamshield.engine.views.provenance_columns import with_provenance
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import stream_definitions
 from streamshield.lang.wire import to_line

@@ -18,11 +18,11 @@ from pyspark.sql import functions as F
 
 from bench.revocation_latency import write_section
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_stream
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
+from streamshield.engine.store.labelled_store import labelled_schema, read_stream
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.encoding import RoleCodec
 
 ROOT = Path(__file__).resolve().parent.parent

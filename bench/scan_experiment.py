@@ -26,12 +26,12 @@ from pyspark.sql import functions as F
 from bench.experiment_common import link_copies, run_noop
 from bench.secured_scan import load, plain_copy
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine import labels, scan_summary
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_batches, read_stream
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
+from streamshield.engine.store.labelled_store import labelled_schema, read_batches, read_stream
+from streamshield.engine.views import labels, scan_summary
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.encoding import RoleCodec
 
 

@@ -45,16 +45,16 @@ from bench.experiment_common import clock, link_copies, run_noop
 from bench.legacy_secured_view import legacy_secured_view
 from bench.revocation_latency import write_section
 from bench.workload import STREAM, hierarchy, write_landing
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import (
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.session import spark_session
+from streamshield.engine.store.labelled_store import (
     META_FIELDS,
     labelled_schema,
     read_batches,
     read_stream,
 )
-from streamshield.engine.secured_view import secured_view
-from streamshield.engine.session import spark_session
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.encoding import RoleCodec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,7 +202,7 @@ def reference_visible(codec: RoleCodec, roles: list[str]) -> Column:
 
 
 READING = """\
-What the secured scan reads (engine/secured_view.py, engine/scan_summary.py): for a READ
+What the secured scan reads (engine/views/secured_view.py, engine/views/scan_summary.py): for a READ
 query with 64 roles, the tuple's reader and denied word of the READ block and the reader
 and denied words of each attribute the query uses; a batch stores only the words it needs
 (policy/stored_words.py: no attribute word equal to the tuple's, no word zero in every

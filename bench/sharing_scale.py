@@ -34,7 +34,7 @@ Results go to ``bench/results/sharing-scale.json`` and to their own section of
 ``--store``: each query's sink is the server's instead (``StoringSink``: every batch
 stored in the query's result store, nobody listening, so nothing delivered); in a shared
 network with ``--fused`` the branches' batches are then links into one write of the
-fused pass, each row stored once (engine/fused_branches.py, engine/result_store.py).
+fused pass, each row stored once (engine/sharing/fused_branches.py, engine/store/result_store.py).
 Results go to ``...-store.json``.
 
 ``bench.sharing_users`` measures the same users through the server's own path instead
@@ -61,9 +61,9 @@ from pyspark.sql.streaming import StreamingQuery
 from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.engine.queries.streaming_queries import CallbackSink, RegisteredQuery
 from streamshield.engine.session import spark_session
-from streamshield.engine.streaming_queries import CallbackSink, RegisteredQuery
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
@@ -489,9 +489,9 @@ def shared_markdown(text: str) -> str:
         "absolute seconds are noisy). With sharing off every query is its own Spark\n"
         "streaming query.",
         "absolute seconds are noisy). The N queries run as branches of one shared\n"
-        "network (`engine/shared_network.py`): one streaming query scans the stream once per\n"
-        "micro-batch, computes the selections they share once, and runs each branch's own\n"
-        "secured view and SQL on what reaches it.",
+        "network (`engine/sharing/shared_network.py`): one streaming query scans the\n"
+        "stream once per micro-batch, computes the selections they share once, and runs\n"
+        "each branch's own secured view and SQL on what reaches it.",
     )
     return text.replace(
         "Without sharing every query reads,\n"

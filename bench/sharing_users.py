@@ -5,7 +5,7 @@ One command: ``.venv/bin/python -m bench.sharing_users [--queries 1 4 16 64] [--
 here every query goes through the server's own registration path, in process (no HTTP):
 
 * a :class:`~streamshield.server.queries.LiveQuery` per user, built as
-  ``ServerService._live`` builds it: a :class:`~streamshield.engine.delivery.Delivery`
+  ``ServerService._live`` builds it: a :class:`~streamshield.engine.delivery.delivery.Delivery`
   (SecFilter: the subscriber's rights, roles and level of now, her own query's mask),
   a result store, a switch on the server's
   :class:`~streamshield.network.switchboard.Switchboard` that the delivery opens with its
@@ -73,12 +73,12 @@ from bench.sharing_scale import (
     load,
     user_query,
 )
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine.delivery import Delivery, Subscription
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.delivery import Delivery, Subscription
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultStore
 from streamshield.engine.session import spark_session
-from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.sharing.shared_network import SharedNetwork
+from streamshield.engine.store.result_store import ResultStore
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.network.switchboard import QuerySp, Switchboard
 from streamshield.policy.elements import Element, TupleElement

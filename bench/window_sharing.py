@@ -1,7 +1,7 @@
 """N users' window queries on one stream: each a window query of its own, or branches of
-one window network (engine/window_network.py); with ``--kind
+one window network (engine/sharing/window_network.py); with ``--kind
 aggregates``, N aggregates without a window: each Spark's streaming aggregation of its
-own, or folding branches of the stream's selection network (engine/aggregate_fold.py).
+own, or folding branches of the stream's selection network (engine/sharing/aggregate_fold.py).
 
 One command: ``.venv/bin/python -m bench.window_sharing [--queries 1 4 8] [--rows 5000]
 [--kind windows|aggregates|sliding]``.
@@ -41,8 +41,8 @@ from pathlib import Path
 
 from bench.sharing_scale import ROLES, THRESHOLDS, Sink, batches, load
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.session import spark_session
-from streamshield.engine.streaming_queries import CallbackSink
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.policy.elements import Element
 

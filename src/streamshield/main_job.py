@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from streamshield.engine.pipeline import Pipeline
+from streamshield.engine.queries.streaming_queries import FileSink, RegisteredQuery
 from streamshield.engine.session import spark_session
-from streamshield.engine.streaming_queries import FileSink, RegisteredQuery
 from streamshield.examples import hospital_ward
 from streamshield.examples.hospital_catalog import hospital_catalog
 

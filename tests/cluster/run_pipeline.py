@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.session import spark_session
 from streamshield.examples import hospital
 from tests.spark.conformance import STREAMS, Outcome, spark_outcome, stored

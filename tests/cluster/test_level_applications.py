@@ -3,7 +3,7 @@ cluster (paper 2, section 6).
 
 The trusted ingest runs here (local mode, this process) and stamps every MessageLog
 tuple with its channel's level. A query at ``[1, B]`` and one at ``[2, ⊥]`` then each
-start their level's own application (engine/level_application.py): its own driver
+start their level's own application (engine/levels/level_application.py): its own driver
 process and JVM, its executor from the worker, its own directory. Checked: the master
 lists two applications, each query's stored batches hold exactly what its level
 dominates (the pure lattice is the oracle), the server-side delivery that follows a
@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.level_application import LevelApplications
-from streamshield.engine.level_processor import LevelStorageError
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.levels.level_application import LevelApplications
+from streamshield.engine.levels.level_processor import LevelStorageError
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultFollower, ResultStore
+from streamshield.engine.store.result_store import ResultFollower, ResultStore
 from streamshield.lang.query_check import QueryRejected
 from tests.cluster.standalone import standalone_cluster
 from tests.spark.test_level_queries import (

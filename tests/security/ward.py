@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from streamshield.engine.delivery.recipient_check import OutputLabels
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.recipient_check import OutputLabels
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
@@ -65,7 +65,7 @@ class Ward:
         """Every row the query delivers over the labelled ward (user columns only).
 
         ``recipient``: the rows as delivery hands them to a recipient holding these roles
-        (engine/recipient_check.py: her own check of each row's labels), with ``_masked``.
+        (engine/delivery/recipient_check.py: her own check of each row's labels), with ``_masked``.
         """
         rows: list[dict] = []
         codec = self.pipeline.cql.queries.codec

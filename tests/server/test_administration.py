@@ -216,7 +216,7 @@ def _labels(server, spark) -> dict[int, EncodedAccess]:
 def _query_ids(server, roles: list[str], name: str) -> set[int]:
     """What a continuous query with ``roles`` reads of ``vitals`` now (the real secured
     view compiled by the running engine), run to the end of what is stored."""
-    from streamshield.engine.streaming_queries import CallbackSink
+    from streamshield.engine.queries.streaming_queries import CallbackSink
 
     ids: set[int] = set()
 

@@ -330,7 +330,7 @@ def test_a_refused_registration_is_one_refused_entry_and_no_log_noise(
     with its label constants) reaches no log handler."""
     from pyspark.logger import PySparkLogger
 
-    from streamshield.engine.analysis_errors import QUERY_CONTEXT_LOGGERS
+    from streamshield.engine.spark_errors.analysis_errors import QUERY_CONTEXT_LOGGERS
 
     heard: list[logging.LogRecord] = []
     listener = logging.Handler()

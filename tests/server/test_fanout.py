@@ -19,7 +19,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from streamshield.engine.shared_rows import SharedRows
+from streamshield.engine.delivery.shared_rows import SharedRows
 from streamshield.server import subscriptions
 from tests.server.conftest import PASSWORD, Subscriber, grant, ok, poll, sp_line, tuple_line
 

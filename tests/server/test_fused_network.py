@@ -156,7 +156,7 @@ def test_one_fused_network_gives_each_user_her_rows_and_a_revoke_shuts_one_branc
         assert not ran["hers"] and groups["hers"] not in delivered, "no job, no delivery"
         # The listening branches ran: in one delivery for both (``deliver_together``) or
         # each on its own (a Spark job each, or none: a small pass is delivered from the
-        # driver, engine/driver_rows.py).
+        # driver, engine/frames/driver_rows.py).
         both = {groups["mine"], groups["his"]}
         assert groups["(one delivery job)"] in delivered or both <= set(delivered), delivered
         assert stores["hers"].batches() == stored, "the closed branch stored nothing"

@@ -192,7 +192,7 @@ def test_revoking_every_receiver_shuts_a_branch_and_a_new_one_resumes_it(
         assert set(tracker.getJobIdsForGroup(group)) == before, "an off branch runs no job"
         assert group not in delivered, "and delivers nothing"
         # The other one delivers: in a Spark job of its own or in the one delivery job, or with
-        # no job at all, from the driver (a small pass: engine/driver_rows.py).
+        # no job at all, from the driver (a small pass: engine/frames/driver_rows.py).
         assert (
             set(tracker.getJobIdsForGroup(its_group)) > its_before
             or set(tracker.getJobIdsForGroup(together)) > together_before

@@ -1,4 +1,4 @@
-"""Retention on a real server (engine/retention.py): consumed landing files and labelled
+"""Retention on a real server (engine/store/retention.py): consumed landing files and labelled
 batches are pruned, never what a query's checkpoint still needs, even a stopped one's;
 every query still gets every row exactly once, across a restart; a query registered
 later reads what is kept. The rules on hand-made roots: tests/unit/test_retention.py."""
@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from streamshield.engine.labelled_store import READ_OPTIONS
-from streamshield.engine.retention import read_record
+from streamshield.engine.store.labelled_store import READ_OPTIONS
+from streamshield.engine.store.retention import read_record
 from tests.server.conftest import (
     grant,
     ok,

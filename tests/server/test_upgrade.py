@@ -26,7 +26,7 @@ import pytest
 from streamshield.catalog import migrations
 from streamshield.catalog.database import transaction
 from streamshield.client import parse_sse
-from streamshield.engine.root_location import RootMoved
+from streamshield.engine.store.root_location import RootMoved
 from tests.fixtures.make_release_root import BUILD_ROOT
 from tests.server.conftest import ok, serve_root, stop_server, tuple_line
 

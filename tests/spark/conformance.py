@@ -9,10 +9,10 @@ from pathlib import Path
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.engine import labels, scan_summary
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.labelled_store import LabelledStore, restored
-from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.ingest.tracker_state import StateStore
+from streamshield.engine.store.labelled_store import LabelledStore, restored
+from streamshield.engine.views import labels, scan_summary
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import stream_definitions
 from streamshield.lang.wire import to_line

@@ -1,13 +1,13 @@
 """Where deliveries ran: the Spark job group of each delivery's collect, whether a Spark
-job collected its rows, the driver did (a small pass: engine/driver_rows.py) or the job
+job collected its rows, the driver did (a small pass: engine/frames/driver_rows.py) or the job
 that computed a small pass collected them with it (``SharedNetwork._pass_delivered``),
 so that tests can prove a branch delivered, or did nothing, without counting Spark jobs."""
 
 from __future__ import annotations
 
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine import shared_network as network_module
-from streamshield.engine.collected_rows import arrow_table, collect_on_driver, collect_rows
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.collected_rows import arrow_table, collect_on_driver, collect_rows
+from streamshield.engine.sharing import shared_network as network_module
 
 
 def record_groups(monkeypatch, sc) -> list[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from streamshield.engine.branched_network import NetworkParts
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.streaming_queries import CallbackSink
+from streamshield.engine.sharing.branched_network import NetworkParts
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.rewrite_rules import secure

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.labels import denied_column, reader_column
+from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.lang.windows import WindowKind, WindowSpec
 from streamshield.policy.encoding import RoleCodec
 

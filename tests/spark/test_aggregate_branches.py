@@ -4,7 +4,7 @@ The data and the oracle are tests/spark/test_statistics.py's: random policies ov
 channels plus fixed statistics-only cases, every role set's released groups computed by
 brute force. Here the stream arrives in two parts, and the aggregates run as branches of
 one selection network, folded batch by batch into states of their own
-(engine/aggregate_fold.py); the network's process is restarted between the parts. The
+(engine/sharing/aggregate_fold.py); the network's process is restarted between the parts. The
 newest row each group emitted must be the oracle's over the whole stream: the same
 conformance cases the queries run alone pass (test_statistics.py), including the
 statistics-only release rule and its labels.
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.aggregate_fold import FoldedAggregate
-from streamshield.engine.branch_ledger import NOTHING
-from streamshield.engine.branched_network import NetworkParts, NotShared
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.shared_network import SharedNetwork
-from streamshield.engine.streaming_queries import QueryService
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.streaming_queries import QueryService
+from streamshield.engine.sharing.aggregate_fold import FoldedAggregate
+from streamshield.engine.sharing.branch_ledger import NOTHING
+from streamshield.engine.sharing.branched_network import NetworkParts, NotShared
+from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.lang.partial_aggregates import fold_of
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.test_ingest_job import land
@@ -117,10 +117,10 @@ def test_folded_aggregates_equal_the_oracle_across_batches_and_a_restart(stream,
     root = tmp_path / "net"
     first = network(service, root, queries)
     assert all(b.folded is not None for b in first.branches.values())
-    # each one's partial query built once as columns (engine/aggregate_pass.py)
+    # each one's partial query built once as columns (engine/sharing/aggregate_pass.py)
     assert all(b.partials is not None for b in first.branches.values())
     first.start(available_now=True).awaitTermination()
-    # folded on the driver (engine/arrow_merge.py), each state kept in memory
+    # folded on the driver (engine/sharing/arrow_merge.py), each state kept in memory
     assert all(b.folded.in_memory() is not None for b in first.branches.values())
     before = {name: len(sink.rows) for name, sink in sinks.items()}
     assert before["grouped_a"] and before["global_b"] == 1

@@ -5,7 +5,7 @@ absent, and a pattern whose Spark query fails shows ``failed`` with the error cl
 while another goes on (docs/cep.md "Labels of match rows").
 
 Two running patterns at two levels over the same labelled file sources (the layout of
-the labelled store): one delivering through :class:`~streamshield.engine.delivery.Delivery`
+the labelled store): one delivering through :class:`~streamshield.engine.delivery.delivery.Delivery`
 to four recipients with fewer rights than its owner in one way each, one whose source
 raises on an event of the second batch. Aggregates and NOT matches over batch frames.
 """
@@ -26,10 +26,10 @@ from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.spark import compile_pattern as compile_pattern_on_spark
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.levels.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.store.labelled_store import labelled_schema
+from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.policy.cep_rules_text import loads
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.lattice import Lattice

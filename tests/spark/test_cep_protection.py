@@ -21,7 +21,7 @@ from streamshield.cep.pattern import compile_pattern
 from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern
 from streamshield.cep.spark_protection import compile_protected
-from streamshield.engine.level_processor import LevelProcessors
+from streamshield.engine.levels.level_processor import LevelProcessors
 from streamshield.policy.cep_rules_text import loads
 from tests.conformance import cep_protection as case
 from tests.spark.cep_runs import run_patterns

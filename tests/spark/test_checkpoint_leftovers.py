@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from streamshield.engine.checkpoint_leftovers import at_checkpoint, sweep
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint, sweep
 
 pytestmark = pytest.mark.spark
 

@@ -1,7 +1,7 @@
 """A delivery job's rows as Arrow columns give each class the dicts classic rows gave.
 
 Delivery collects one column per recipient class and hands each class the dicts of its
-column's non-NULL structs (engine/collected_rows.py). Whatever the output's types, those
+column's non-NULL structs (engine/delivery/collected_rows.py). Whatever the output's types, those
 dicts must be the ones ``Row.asDict`` gave (timestamps: the session's wall time, UTC),
 and a frame Arrow cannot carry must still be delivered (the classic collect), with the
 drop metrics of the same job.
@@ -14,8 +14,8 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from streamshield.engine.collected_rows import CollectedRows, collect_rows
-from streamshield.engine.observed_collect import collect_observed
+from streamshield.engine.delivery.collected_rows import CollectedRows, collect_rows
+from streamshield.engine.delivery.observed_collect import collect_observed
 
 pytestmark = pytest.mark.spark
 

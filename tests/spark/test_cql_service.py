@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.cql_service import SpsInserted
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.cql_service import SpsInserted
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.examples import hospital
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.lang.cql import parse_policy

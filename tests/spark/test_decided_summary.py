@@ -1,4 +1,4 @@
-"""Scan summaries taken from the policy, not from each row's words (engine/ingest.py).
+"""Scan summaries taken from the policy, not from each row's words (engine/ingest/ingest.py).
 
 Ingest summarises each distinct policy once on the driver (policy.reader_range.
 label_summary) and gives every passing tuple its policy's ``lo``/``hi``, and
@@ -21,10 +21,10 @@ from bench.workload import STREAM, hierarchy
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import labels, scan_summary
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.labelled_store import LabelledStore, labelled_schema, read_batches
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.store.labelled_store import LabelledStore, labelled_schema, read_batches
+from streamshield.engine.views import labels, scan_summary
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec
@@ -196,7 +196,7 @@ def test_late_tuples_are_found_alike_with_a_literal_map_or_a_broadcast_table(
         return out
 
     literal = reasons(tmp_path / "literal")
-    monkeypatch.setattr("streamshield.engine.ingest.LITERAL_CHANNELS", 0)
+    monkeypatch.setattr("streamshield.engine.ingest.ingest.LITERAL_CHANNELS", 0)
     broadcast = reasons(tmp_path / "broadcast")
     assert literal == broadcast
     assert (1, "a", 5, Reason.OUT_OF_ORDER.value) in literal

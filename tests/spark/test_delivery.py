@@ -15,14 +15,14 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine.delivery import Delivery, _class_plan
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_stream
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.provenance_columns import provenance_column, with_provenance
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.delivery import Delivery, _class_plan
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.store.labelled_store import labelled_schema, read_stream
+from streamshield.engine.views.labels import denied_column, reader_column
+from streamshield.engine.views.provenance_columns import provenance_column, with_provenance
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.examples import hospital
 from streamshield.lang.label_propagation import propagate_labels
 from streamshield.policy.encoding import RoleCodec

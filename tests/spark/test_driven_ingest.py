@@ -1,4 +1,4 @@
-"""Secure ingest whose micro-batches a landing starts (engine/driven_ingest.py).
+"""Secure ingest whose micro-batches a landing starts (engine/ingest/driven_ingest.py).
 
 The rules of ingest as a streaming query must hold unchanged: the stored labels conform to
 the reference shield, every landed tuple is stored exactly once across stops, restarts,
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.ingest.source_log import SourceLog
 from streamshield.examples import hospital
 from tests.polling import poll
 from tests.spark.conformance import STREAMS, reference, spark_outcome, stored

@@ -1,4 +1,4 @@
-"""A stream's scan driven by ingest's commits (engine/driven_scan.py).
+"""A stream's scan driven by ingest's commits (engine/sharing/driven_scan.py).
 
 With ``driven_scan`` on, no file-source streaming query reads a stream for its networks:
 each committed ingest batch is handed to them at once, from the files its commit marker
@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamshield.engine.driven_scan import DrivenScan
-from streamshield.engine.file_source_log import FileSourceLog
+from streamshield.engine.ingest.file_source_log import FileSourceLog
+from streamshield.engine.ingest.source_log import SourceLog
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.retention import checkpoint_sources
-from streamshield.engine.source_log import SourceLog
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.streaming_queries import CallbackSink
+from streamshield.engine.sharing.driven_scan import DrivenScan
+from streamshield.engine.store.retention import checkpoint_sources
 from tests.spark.hospital_pipeline import (
     Rows,
     alone,

@@ -1,4 +1,4 @@
-"""A small frame's rows computed on the driver, without a Spark job (engine/driver_rows.py).
+"""A small frame's rows computed on the driver, without a Spark job (engine/frames/driver_rows.py).
 
 The shared network hands delivery a frame over the pass it has just written from the
 driver (a local relation) instead of reading the files back; the delivery's SecFilter
@@ -15,14 +15,14 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamshield.engine import collected_rows
-from streamshield.engine.collected_rows import collect_on_driver, collect_rows
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.driver_rows import driver_arrow, is_local, local_frame
-from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.provenance_columns import with_provenance
-from streamshield.engine.secured_view import secured_view
-from streamshield.engine.small_writes import read_written, write_parquet
+from streamshield.engine.delivery import collected_rows
+from streamshield.engine.delivery.collected_rows import collect_on_driver, collect_rows
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.frames.driver_rows import driver_arrow, is_local, local_frame
+from streamshield.engine.store.labelled_store import labelled_schema
+from streamshield.engine.store.small_writes import read_written, write_parquet
+from streamshield.engine.views.provenance_columns import with_provenance
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.provenance import Rights
 from tests.spark.conformance import STREAMS
 from tests.spark.test_delivery import (

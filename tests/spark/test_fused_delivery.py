@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine import delivery as delivery_module
-from streamshield.engine import shared_network
-from streamshield.engine.collected_rows import (
+from streamshield.engine.delivery import delivery as delivery_module
+from streamshield.engine.delivery.collected_rows import (
     arrow_table,
     collect_on_driver,
     collect_rows,
     picked_rows,
 )
-from streamshield.engine.delivery import Delivery, _class_plan
-from streamshield.engine.result_store import ResultStore, StoringSink
-from streamshield.engine.shared_network import SharedNetwork
+from streamshield.engine.delivery.delivery import Delivery, _class_plan
+from streamshield.engine.sharing import shared_network
+from streamshield.engine.sharing.shared_network import SharedNetwork
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,
     hospital_pipeline,
@@ -115,7 +115,7 @@ def test_one_job_delivers_every_listening_branch_as_each_alone(
 
     def on_driver(frame, picks, drops):
         got = collect_on_driver(frame, picks, drops)
-        if got is not None:  # the pass is on the driver: no job (engine/driver_rows.py)
+        if got is not None:  # the pass is on the driver: no job (engine/frames/driver_rows.py)
             jobs.append(frame.select(*picks).columns)
             groups.append(sc.getLocalProperty("spark.jobGroup.id"))
         return got
@@ -208,7 +208,7 @@ def test_when_the_one_job_fails_each_branch_delivers_alone(
 def test_a_small_stored_batch_is_passed_from_the_driver(pipeline, each) -> None:
     """The network sizes the stored ingest batches it reads by their paths in the store:
     the store lists bare file names, and one sized as a bare name (not found) counted as
-    large, so no pass was ever written from the driver (engine/small_writes.py)."""
+    large, so no pass was ever written from the driver (engine/store/small_writes.py)."""
     network = each[0]
     newest = max(pipeline.queries.labelled.markers())
     assert any(pipeline.queries.labelled.files(STREAM, i) for i in range(newest + 1))

@@ -8,7 +8,7 @@ import time
 
 from pyspark.sql import functions as F
 
-from streamshield.engine.labels import glob_regex
+from streamshield.engine.views.labels import glob_regex
 from streamshield.policy.sp_patterns import glob_match
 
 

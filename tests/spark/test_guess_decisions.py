@@ -1,7 +1,7 @@
-"""A guess's decisions joined to a batch's elements (engine/ingest.py,
+"""A guess's decisions joined to a batch's elements (engine/ingest/ingest.py,
 ``Ingest._join_decisions``) give each element its reason, and the decision table's frame
 is kept while the decisions stay the same; a small batch's counts taken from the rows
-the driver wrote are those a job counts (engine/ingest_job.py, ``_counts``).
+the driver wrote are those a job counts (engine/ingest/ingest_job.py, ``_counts``).
 
 The elements try each way the join could decide wrongly: a key not decided, a NULL in
 each key field, a seq on and past each end of a decision's gap, a late tuple, a reset,
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from streamshield.engine.ingest import _FIRST, _LAST, PASS, Ingest
-from streamshield.engine.ingest_job import _counts
+from streamshield.engine.ingest.ingest import _FIRST, _LAST, PASS, Ingest
+from streamshield.engine.ingest.ingest_job import _counts
 from streamshield.examples import hospital
 from streamshield.policy.shield import Reason
 from tests.spark.conformance import STREAMS

@@ -1,12 +1,12 @@
 """Columns held in the JVM as one sequence select what ``DataFrame.select`` selects, on
-every frame they are used on (engine/held_columns.py)."""
+every frame they are used on (engine/frames/held_columns.py)."""
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from streamshield.engine.held_columns import HeldColumns
+from streamshield.engine.frames.held_columns import HeldColumns
 
 
 def test_held_columns_select_as_select_does_on_every_frame(spark: SparkSession) -> None:

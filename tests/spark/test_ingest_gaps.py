@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.ingest import ELEMENT_SCHEMA, Ingest
-from streamshield.engine.tracker_state import StateStore
+from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, Ingest
+from streamshield.engine.ingest.tracker_state import StateStore
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.wire import to_line

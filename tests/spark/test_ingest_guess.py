@@ -1,5 +1,5 @@
 """A small batch under policies already in force is labelled in one pass, on a guess the
-write job checks (engine/ingest.py): a right guess writes exactly what the passes write,
+write job checks (engine/ingest/ingest.py): a right guess writes exactly what the passes write,
 a wrong one (an sp, a stale declaration, a late tuple, a new channel) installs nothing
 and the passes label the batch."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.ingest import Guess, Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Guess, Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import TupleElement

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import LabelledStore
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
 from tests.spark.conformance import STREAMS, reference, spark_outcome, stored

@@ -1,5 +1,5 @@
 """The StackOverflowError in java.util.regex in the ingest stream thread at
-shutdown (see :mod:`streamshield.engine.batch_errors`).
+shutdown (see :mod:`streamshield.engine.spark_errors.batch_errors`).
 
 A batch that fails while the query stops sends Spark a Py4J error text that Spark matches
 with a ``(.|\\r\\n|\\r|\\n)*`` regex; a text of a few thousand characters overflowed the
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.examples import hospital
 from tests.polling import poll
 from tests.spark.conformance import STREAMS

@@ -12,7 +12,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from streamshield.engine import level_columns
+from streamshield.engine.views import level_columns
 from streamshield.policy.lattice import Lattice, Level
 from tests.conformance.levels import cases, lattice
 

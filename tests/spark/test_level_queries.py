@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine import level_columns
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.level_processor import POOL, LevelStorageError
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.levels.level_processor import POOL, LevelStorageError
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.secured_view import tuple_test
-from streamshield.engine.streaming_queries import CallbackSink, MemorySink
+from streamshield.engine.queries.streaming_queries import CallbackSink, MemorySink
+from streamshield.engine.views import level_columns
+from streamshield.engine.views.secured_view import tuple_test
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.query_check import QueryRejected

@@ -19,9 +19,9 @@ from __future__ import annotations
 import pytest
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.streaming_queries import CallbackSink, MemorySink
+from streamshield.engine.queries.streaming_queries import CallbackSink, MemorySink
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.lattice import Lattice

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.streaming_queries import MemorySink, QueryFailed, QueryService
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.streaming_queries import MemorySink, QueryFailed, QueryService
 from streamshield.examples import hospital
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import parse_lines

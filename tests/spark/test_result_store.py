@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException
 
-from streamshield.engine.result_store import ResultStore, StoringSink
-from streamshield.engine.streaming_queries import safe_error
+from streamshield.engine.queries.streaming_queries import safe_error
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 
 pytestmark = pytest.mark.spark
 

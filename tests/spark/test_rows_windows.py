@@ -22,7 +22,7 @@ import pytest
 
 from streamshield.catalog import SqliteCatalog, StreamDefinition
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.lattice import Lattice

@@ -1,4 +1,4 @@
-"""The scan summaries ingest writes (engine/scan_summary.py) change no secured view's rows.
+"""The scan summaries ingest writes (engine/views/scan_summary.py) change no secured view's rows.
 
 A stream of 130 roles (a READ block of three words, so bits 63 and 64 and negative words
 occur) with attribute-level policies goes through real secure ingest. Every row's
@@ -17,12 +17,12 @@ import pytest
 from bench.workload import STREAM, hierarchy, write_landing
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine import scan_summary
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import labelled_schema, read_batches
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.store.labelled_store import labelled_schema, read_batches
+from streamshield.engine.views import scan_summary
+from streamshield.engine.views.labels import denied_column, reader_column
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.policy.encoding import EncodedAccess, RoleCodec
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.reader_range import reader_range

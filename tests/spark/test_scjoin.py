@@ -20,10 +20,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.labelled_store import LabelledStore
-from streamshield.engine.scjoin import JoinMode, JoinSide, SCJoin
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.scjoin import JoinMode, JoinSide, SCJoin
+from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.windows import NOW, WindowSpec, range_, rows

@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 
-from streamshield.engine.branch_ledger import NOTHING, BranchLedger
-from streamshield.engine.fused_branches import fused_pass
-from streamshield.engine.result_store import LINK, ResultStore, StoringSink
-from streamshield.engine.shared_network import NotShared, SharedNetwork
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.queries.streaming_queries import CallbackSink
+from streamshield.engine.sharing.branch_ledger import NOTHING, BranchLedger
+from streamshield.engine.sharing.fused_branches import fused_pass
+from streamshield.engine.sharing.shared_network import NotShared, SharedNetwork
+from streamshield.engine.store.result_store import LINK, ResultStore, StoringSink
 from tests.spark.hospital_pipeline import (
     WARD_QUERIES,
     Rows,
@@ -146,7 +146,7 @@ def test_only_selections_and_folding_aggregates_over_the_stream_join_a_network(
 
 
 def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> None:
-    """The server's sinks store each batch before delivering it (engine/result_store.py).
+    """The server's sinks store each batch before delivering it (engine/store/result_store.py).
     In a network every branch's batch is a link into the one write of the fused pass:
     a branch nobody listens to runs no Spark job at all, and what its store reads back
     is exactly what its query alone returns."""
@@ -183,7 +183,7 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
         if name in listening:
             assert delivered[name].sorted() == alone.users().sorted() and alone.rows
             # its rows read from the pass on the driver where it was written small (no
-            # job: engine/driver_rows.py), else by a job in its own group
+            # job: engine/frames/driver_rows.py), else by a job in its own group
             assert delivered[name].calls
         else:
             assert delivered[name].calls == 0

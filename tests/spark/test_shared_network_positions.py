@@ -14,10 +14,10 @@ from collections import Counter
 
 import pytest
 
-from streamshield.engine.branched_network import NetworkParts
-from streamshield.engine.result_store import ResultStore, StoringSink
-from streamshield.engine.shared_network import SharedNetwork
-from streamshield.engine.streaming_queries import CallbackSink, QueryFailed
+from streamshield.engine.queries.streaming_queries import CallbackSink, QueryFailed
+from streamshield.engine.sharing.branched_network import NetworkParts
+from streamshield.engine.sharing.shared_network import SharedNetwork
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.examples import hospital
 from streamshield.lang.rewrite_rules import secure
 from tests.spark.hospital_pipeline import (
@@ -160,7 +160,7 @@ WINDOW = "SELECT count(*) AS n FROM HeartRate [ROWS 2]"
 
 def test_selections_and_windows_of_one_stream_share_one_scan(pipeline) -> None:
     """One streaming query reads HeartRate for its selection network and its window
-    network (engine/stream_scan.py): each still gets every batch once, a network joining
+    network (engine/sharing/stream_scan.py): each still gets every batch once, a network joining
     the running scan catches up, and the scan stops with the last of them."""
     first, second, third = parts()
     land(pipeline, first)

@@ -2,7 +2,7 @@
 
 Each query runs twice over the same labelled batches: alone (Spark's windowed streaming
 aggregation in update mode, over a watermarked secured view: ``QueryService.register``
-with ``sliding``) and as a branch of one selection network (engine/aggregate_fold.py,
+with ``sliding``) and as a branch of one selection network (engine/sharing/aggregate_fold.py,
 lang/sliding_fold.py). The batches carry late rows, some of whose windows the watermark
 has closed and some not, and run long enough for windows to close and be evicted. The
 branch must emit, batch by batch, exactly the rows the query alone emits.
@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 import pytest
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.aggregate_fold import LATEST_FILE, Closing, FoldedAggregate
-from streamshield.engine.branched_network import NetworkParts, NotShared
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.secured_view import WATERMARK_MICROS
-from streamshield.engine.shared_network import SharedNetwork
-from streamshield.engine.streaming_queries import CallbackSink, QueryService
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.streaming_queries import CallbackSink, QueryService
+from streamshield.engine.sharing.aggregate_fold import LATEST_FILE, Closing, FoldedAggregate
+from streamshield.engine.sharing.branched_network import NetworkParts, NotShared
+from streamshield.engine.sharing.shared_network import SharedNetwork
+from streamshield.engine.views.secured_view import WATERMARK_MICROS
 from streamshield.lang.cql import parse_policy
 from streamshield.lang.rewrite_rules import Sliding, secure
 from streamshield.lang.sliding_fold import sliding_fold

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from streamshield.engine.small_writes import read_written, write_parquet
+from streamshield.engine.store.small_writes import read_written, write_parquet
 
 ROWS = """
 SELECT id,

@@ -13,9 +13,9 @@ from collections import defaultdict
 import pytest
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.streaming_queries import MemorySink, QueryService
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.streaming_queries import MemorySink, QueryService
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.bitset import Words
 from streamshield.policy.elements import Channel, SpElement, TupleElement

@@ -17,9 +17,9 @@ from bench import diy_peer, table13
 from bench.workload import STREAM, hierarchy, write_landing
 from pyspark.sql import DataFrame, SparkSession
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec

@@ -7,7 +7,7 @@ windows, some with WHEREs that share selections above their node. The stream arr
 two parts; in between the network's process stops and starts again (its RANGE node is rebuilt from
 the stored history, its ROWS nodes resume from their stored state), and one query joins
 late. Each branch must return exactly what its query returns as a window query of its
-own (engine/window_query.py) over the same two parts, a cardiologist and a general
+own (engine/queries/window_query.py) over the same two parts, a cardiologist and a general
 physician sharing one RANGE node must get different rows, and a branch whose switch is
 off must run no Spark job.
 """
@@ -19,12 +19,12 @@ from collections.abc import Callable
 
 import pytest
 
-from streamshield.engine import node_members
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.shared_selections import selected_frames
-from streamshield.engine.streaming_queries import CallbackSink
-from streamshield.engine.window_network import WindowNetwork
-from streamshield.engine.window_query import WindowQuery
+from streamshield.engine.queries.streaming_queries import CallbackSink
+from streamshield.engine.queries.window_query import WindowQuery
+from streamshield.engine.sharing import node_members
+from streamshield.engine.sharing.shared_selections import selected_frames
+from streamshield.engine.sharing.window_network import WindowNetwork
 from streamshield.examples import hospital
 from streamshield.lang.cql import parse_policy
 from streamshield.policy.elements import Channel, SpElement, TupleElement
@@ -146,7 +146,7 @@ def test_branches_over_shared_windows_equal_their_queries_alone(
         shared_selects.append(len(cached) - before)
         return out
 
-    monkeypatch.setattr("streamshield.engine.window_network.selected_frames", counting)
+    monkeypatch.setattr("streamshield.engine.sharing.window_network.selected_frames", counting)
     spark = pipeline.queries.spark
     active = {name for name in QUERIES if name not in OFF}
     alone = {name: Rows() for name in QUERIES if name not in OFF}

@@ -1,4 +1,4 @@
-"""A stand-in for engine/level_driver.py that speaks its protocol without Spark.
+"""A stand-in for engine/levels/level_driver.py that speaks its protocol without Spark.
 
     python -m tests.unit.fake_level_driver SPEC
 

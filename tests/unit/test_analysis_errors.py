@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.analysis_errors import planned, rejected
+from streamshield.engine.spark_errors.analysis_errors import planned, rejected
 from streamshield.lang.query_check import QueryRejected
 
 

@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from streamshield.cli import main
-from streamshield.engine.level_application import LevelApplications
-from streamshield.engine.level_processor import processor_name
-from streamshield.engine.result_store import ResultStore
+from streamshield.engine.levels.level_application import LevelApplications
+from streamshield.engine.levels.level_processor import processor_name
+from streamshield.engine.store.result_store import ResultStore
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.operator_limits import LimitExceeded, LimitRule, OperatorLimits

@@ -1,4 +1,4 @@
-"""The driver's merge of partial aggregates equals Spark's merge (engine/arrow_merge.py).
+"""The driver's merge of partial aggregates equals Spark's merge (engine/sharing/arrow_merge.py).
 
 An aggregate branch folded on the driver must give exactly the state Spark's
 ``groupBy(keys).agg(...)`` gives over the previous state and the batch's partials, nulls
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamshield.engine.arrow_merge import NotMergeable, merge
+from streamshield.engine.sharing.arrow_merge import NotMergeable, merge
 from streamshield.lang.partial_aggregates import TOUCHED
 
 MERGES = (

@@ -1,4 +1,5 @@
-"""The stand-ins :mod:`streamshield.engine.batch_errors` hands the JVM (no JVM here)."""
+"""The stand-ins :mod:`streamshield.engine.spark_errors.batch_errors` hands the JVM (no JVM
+here)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import logging
 
 import pytest
 
-from streamshield.engine.batch_errors import (
+from streamshield.engine.ingest.tracker_state import ShieldStateError
+from streamshield.engine.spark_errors.batch_errors import (
     MAX_MESSAGE,
     PROXY_PREFIX,
     BatchFailed,
@@ -16,7 +18,6 @@ from streamshield.engine.batch_errors import (
     interrupted,
     jvm_gone,
 )
-from streamshield.engine.tracker_state import ShieldStateError
 from streamshield.server.ingest_guard import is_state_failure, reason_of
 
 TRACE = "\n".join("\tat org.apache.spark.Some.method(Some.scala:1)" for _ in range(2000))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from bench.borealis_setup import BOXES, Timings, query_text, timing_hooks
 
-from streamshield.engine import cql_service, streaming_queries
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.queries import cql_service, streaming_queries
+from streamshield.engine.views.secured_view import SecuredProjection
 from streamshield.examples import hospital
 from streamshield.lang import admission
 from streamshield.lang.admission import admit

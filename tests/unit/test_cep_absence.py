@@ -3,7 +3,7 @@ only a recipient whose READ mask is exactly the pattern's, checked through the s
 label words (readers, denied) Delivery tests every row slot with.
 
 No JVM: the slots are constants, tested here with the pure form of the label check
-(``EncodedAccess.allows``, what ``engine.labels.allows_words`` computes natively).
+(``EncodedAccess.allows``, what ``engine.views.labels.allows_words`` computes natively).
 """
 
 from __future__ import annotations

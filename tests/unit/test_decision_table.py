@@ -1,4 +1,4 @@
-"""The decision table built column by column equals the one built row by row (engine/ingest).
+"""The decision table built column by column equals the one built row by row (engine/ingest/ingest).
 
 ``decision_table`` builds the broadcast table of a batch's decisions from their columns,
 converting each distinct compiled policy once and picking it per decision; it must hold
@@ -13,9 +13,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamshield.engine import labels
-from streamshield.engine.ingest import _DECISIONS, _decision_rows, decision_table
-from streamshield.engine.local_frames import local_table
+from streamshield.engine.frames.local_frames import local_table
+from streamshield.engine.ingest.ingest import _DECISIONS, _decision_rows, decision_table
+from streamshield.engine.views import labels
 from streamshield.policy.elements import Channel
 from streamshield.policy.sp_patterns import ANY, Literal, OneOf, Range
 

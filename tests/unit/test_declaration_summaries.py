@@ -1,4 +1,4 @@
-"""The flat collect's declaration summaries equal the grouped collect's (engine/ingest).
+"""The flat collect's declaration summaries equal the grouped collect's (engine/ingest/ingest).
 
 After a batch with about one declaration per tuple, ``Ingest._collect`` brings one row
 per tuple to the driver and aggregates there (``declaration_summaries``, pyarrow) instead
@@ -13,7 +13,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamshield.engine.ingest import declaration_summaries
+from streamshield.engine.ingest.ingest import declaration_summaries
 
 KEYS = ("stream", "provider", "p_ts", "p_csn")
 ROWS = st.lists(

@@ -1,4 +1,4 @@
-"""Which landed files a driven ingest's next micro-batch reads (engine/driven_ingest.py):
+"""Which landed files a driven ingest's next micro-batch reads (engine/ingest/driven_ingest.py):
 what Spark's file source would read, once each, in landing order, without a JVM."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from streamshield.engine import driven_ingest
-from streamshield.engine.driven_ingest import DrivenIngest
-from streamshield.engine.file_source_log import file_uri
+from streamshield.engine.ingest import driven_ingest
+from streamshield.engine.ingest.driven_ingest import DrivenIngest
+from streamshield.engine.ingest.file_source_log import file_uri
 
 
 def ingest(tmp_path: Path, max_files: int | None = None, poll: float = 0.2) -> DrivenIngest:

@@ -1,9 +1,9 @@
-"""A driven query's progress report (engine/driven_handle.py, ``progress_of``): what the
+"""A driven query's progress report (engine/queries/driven_handle.py, ``progress_of``): what the
 server, /metrics, the backlog and the benches read of a Spark streaming query's."""
 
 from __future__ import annotations
 
-from streamshield.engine.driven_handle import progress_of
+from streamshield.engine.queries.driven_handle import progress_of
 
 
 def test_stages_rates_and_the_trigger_time_as_a_streaming_query_reports_them() -> None:

@@ -1,15 +1,15 @@
-"""A file-source log written by the project (engine/file_source_log.py): the file source's own
-checkpoint format, so that the networks' source log, retention and a file-source query
-resuming from it read it as Spark's."""
+"""A file-source log written by the project (engine/ingest/file_source_log.py): the file
+source's own checkpoint format, so that the networks' source log, retention and a
+file-source query resuming from it read it as Spark's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from streamshield.engine import file_source_log
-from streamshield.engine.file_source_log import FileSourceLog
-from streamshield.engine.retention import checkpoint_sources
-from streamshield.engine.source_log import SourceLog
+from streamshield.engine.ingest import file_source_log
+from streamshield.engine.ingest.file_source_log import FileSourceLog
+from streamshield.engine.ingest.source_log import SourceLog
+from streamshield.engine.store.retention import checkpoint_sources
 
 
 def _file(root: Path, batch: int) -> str:

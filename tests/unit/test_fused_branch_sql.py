@@ -1,4 +1,4 @@
-"""How a branch's secured SQL is split for the one pass (engine/fused_branches.py): its
+"""How a branch's secured SQL is split for the one pass (engine/sharing/fused_branches.py): its
 WHERE goes into the pass (over its visibility's staged columns), its SELECT items are
 rebuilt later over its view's columns. No JVM: sqlglot only."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.fused_branches import (
+from streamshield.engine.sharing.fused_branches import (
     COMMON,
     NotFused,
     _plain_select,
@@ -14,7 +14,7 @@ from streamshield.engine.fused_branches import (
     bare_column,
     suffixed,
 )
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.views.secured_view import SecuredProjection
 
 VIEW = {
     c.lower(): c

@@ -1,4 +1,4 @@
-"""The ingest driver's per-batch shortcuts keep every decision (engine/ingest, gc_pause).
+"""The ingest driver's per-batch shortcuts keep every decision (engine/ingest/ingest, gc_pause).
 
 Policies are compiled once per distinct body (content id) across batches, and recompiled
 whenever what the rules depend on changes; the collector pause always ends.
@@ -11,9 +11,9 @@ import gc
 import pytest
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import ingest as ingest_module
 from streamshield.engine.gc_pause import gc_paused
-from streamshield.engine.ingest import Ingest
+from streamshield.engine.ingest import ingest as ingest_module
+from streamshield.engine.ingest.ingest import Ingest
 from streamshield.policy.policy import Policy, ServerPolicy
 from streamshield.policy.punctuation import (
     DataDescription,

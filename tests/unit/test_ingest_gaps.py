@@ -1,4 +1,4 @@
-"""Secure ingest's gaps from the sps' seqs equal the window's (engine/ingest.gap_summaries).
+"""Secure ingest's gaps from the sps' seqs equal the window's (engine/ingest/ingest.gap_summaries).
 
 The window numbers every element of a channel in seq order and counts the sps up to it;
 ``gap_summaries`` sees only one summary per declaration and the sps' seqs. It must give
@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamshield.engine.ingest import gap_summaries
+from streamshield.engine.ingest.ingest import gap_summaries
 from streamshield.policy.elements import Channel
 
 CHANNELS = [Channel("HeartRate", "a"), Channel("HeartRate", "b"), Channel("Pulse", "a")]

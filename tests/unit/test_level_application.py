@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.level_application import (
+from streamshield.engine.levels.level_application import (
     ApplicationError,
     ApplicationSpec,
     LevelApplications,
 )
-from streamshield.engine.level_processor import LevelStorageError, processor_name
+from streamshield.engine.levels.level_processor import LevelStorageError, processor_name
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.lattice import Lattice
 from streamshield.policy.query_level import QueryLevel
@@ -130,7 +130,7 @@ def test_refusals_come_back_as_they_would_in_process(tmp_path, importable) -> No
 
 def run_driver(path: Path) -> tuple[int, dict]:
     done = subprocess.run(
-        [sys.executable, "-m", "streamshield.engine.level_driver", str(path)],
+        [sys.executable, "-m", "streamshield.engine.levels.level_driver", str(path)],
         capture_output=True,
         timeout=120,
         stdin=subprocess.DEVNULL,

@@ -71,7 +71,7 @@ Row = tuple[int, frozenset[str]]
 
 
 def range_alone(batches: list[list[Row]], reader: str, width: int) -> list[set[Row]]:
-    """A RANGE window of one query (engine/window_state.py, over visible rows only)."""
+    """A RANGE window of one query (engine/queries/window_state.py, over visible rows only)."""
     window: set[Row] = set()
     out = []
     for batch in batches:
@@ -142,7 +142,7 @@ def rows_alone(batches: list[list[tuple[str, int]]], size: int) -> list[set[Stre
 )
 def test_one_rows_node_keeps_the_largest_size_and_serves_every_smaller_one(batches, sizes) -> None:
     """The node of one visibility keeps its largest branch's latest rows; each branch's n
-    latest out of them are its window alone (engine/window_network.py cuts by rank)."""
+    latest out of them are its window alone (engine/sharing/window_network.py cuts by rank)."""
     kept = rows_alone(batches, max(sizes))
     for size in sizes:
         cuts = [{p for p in node if sum(1 for q in node if q > p) < size} for node in kept]

@@ -1,11 +1,11 @@
 """A window node's state goes with the last registered query it served, never before
-(engine/node_members.py)."""
+(engine/sharing/node_members.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from streamshield.engine import node_members
+from streamshield.engine.sharing import node_members
 
 
 def _node(nodes: Path, digest: str, *names: str) -> Path:
@@ -58,7 +58,7 @@ def test_a_deletion_cut_short_by_a_crash_is_finished_later(tmp_path: Path) -> No
 def test_a_window_network_forgets_a_query_as_every_branched_network_does() -> None:
     """Code holding any BranchedNetwork calls ``forget(name)``: a WindowNetwork must take
     the same call (dropping its nodes is a separate helper over a folder)."""
-    from streamshield.engine.branched_network import BranchedNetwork
-    from streamshield.engine.window_network import WindowNetwork
+    from streamshield.engine.sharing.branched_network import BranchedNetwork
+    from streamshield.engine.sharing.window_network import WindowNetwork
 
     assert WindowNetwork.forget is BranchedNetwork.forget

@@ -135,7 +135,7 @@ def _partials(fold: Fold) -> list[tuple[str, str]]:
 
 
 def test_a_partial_query_is_taken_apart_into_its_sql_parts() -> None:
-    """An engine builds these once as column expressions (engine/aggregate_pass.py)."""
+    """An engine builds these once as column expressions (engine/sharing/aggregate_pass.py)."""
     fold = fold_of(
         "SELECT ward, floor(hr / 10), count(*) AS n, avg(hr) FROM `ss_x_V` AS V "
         "WHERE V.hr > 1 GROUP BY ward, floor(hr / 10) HAVING n > 2"

@@ -234,7 +234,8 @@ def test_a_row_level_selection_copies_its_words_and_an_aggregate_is_stamped() ->
     """A row keeps its tuple's level only where the rewrite copies the secured view's
     words into it (a column, no OR), words its view's conjunct has just tested: the
     premise of ``OutputLevel.ROW``. An aggregate's words are the query's level, stamped
-    by the engine (``engine.level_columns.at_output_level``) over whatever the rewrite computes."""
+    by the engine (``engine.views.level_columns.at_output_level``) over whatever the rewrite
+    computes."""
     hierarchy = RoleHierarchy.build(["AUD"])
     labels = ("_ss_r0_0", "_ss_d0_0", *at("[1, B]").columns)
     for sql, output in (

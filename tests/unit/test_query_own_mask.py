@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streamshield.engine.delivery import Delivery
+from streamshield.engine.delivery.delivery import Delivery
 from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.server.queries import LiveQuery
 

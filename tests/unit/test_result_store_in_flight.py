@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.result_store import ResultStore, StoringSink
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 
 
 class Frame:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from streamshield.engine.result_store import ResultStore
+from streamshield.engine.store.result_store import ResultStore
 
 
 class Frame:
@@ -62,8 +62,8 @@ def test_links_stored_together_are_the_links_stored_one_by_one(tmp_path, monkeyp
     fsynced and renamed before any rename is made durable, and every one is durable
     before the call returns."""
     from streamshield import durable
-    from streamshield.engine import result_store as module
-    from streamshield.engine.result_store import link_together
+    from streamshield.engine.store import result_store as module
+    from streamshield.engine.store.result_store import link_together
 
     files = [str(tmp_path / "pass" / "part-0.parquet")]
     spec = {"taken": ["_ss_taken_0", 1], "view": [], "items": []}

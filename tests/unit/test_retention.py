@@ -1,4 +1,4 @@
-"""Retention (engine/retention.py) on a storage root built by hand in Spark's own
+"""Retention (engine/store/retention.py) on a storage root built by hand in Spark's own
 checkpoint formats: what is pruned, what never is, and a prune killed midway.
 
 No Spark: the real-server test is tests/server/test_retention.py."""
@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine import ingest_consistency
-from streamshield.engine.branch_ledger import BranchLedger
-from streamshield.engine.labelled_store import LabelledStore
-from streamshield.engine.retention import (
+from streamshield.engine.ingest import ingest_consistency
+from streamshield.engine.ingest.tracker_state import StateStore
+from streamshield.engine.sharing.branch_ledger import BranchLedger
+from streamshield.engine.store.labelled_store import LabelledStore
+from streamshield.engine.store.retention import (
     PRUNED,
     Pruner,
     parse_retention,
     read_record,
     write_record,
 )
-from streamshield.engine.tracker_state import StateStore
 from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.settings import ConfigError, load
 from tests.polling import poll

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamshield.engine.root_location import INGEST_SOURCES, RootMoved, check, recorded_root
+from streamshield.engine.store.root_location import INGEST_SOURCES, RootMoved, check, recorded_root
 
 
 def _written_at(root: Path, where: Path) -> None:

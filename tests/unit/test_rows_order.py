@@ -2,7 +2,7 @@
 one order across channels, n in all.
 
 Why a property: the order is a decision (ingest batch, then channel, then seq), and the
-engine sorts the same columns (engine/window_state.py ORDER); these pin what the
+engine sorts the same columns (engine/queries/window_state.py ORDER); these pin what the
 reference means so that the Spark conformance test (tests/spark/test_rows_windows.py)
 has a fixed target.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamshield.engine.window_state import ORDER
+from streamshield.engine.queries.window_state import ORDER
 from streamshield.lang.windows import ROW_ORDER, StreamPosition, latest_rows
 
 channels = st.sampled_from([("s", "a"), ("s", "b"), ("s", "c")])

@@ -1,9 +1,9 @@
-"""Which subscriptions of a shared join a batch computes (engine/scjoin.py): switch on,
+"""Which subscriptions of a shared join a batch computes (engine/queries/scjoin.py): switch on,
 or owing the batch; an error asking a switch reads as off (deny by default)."""
 
 from __future__ import annotations
 
-from streamshield.engine.scjoin import Subscription, due_subscriptions
+from streamshield.engine.queries.scjoin import Subscription, due_subscriptions
 
 
 class _Owing:

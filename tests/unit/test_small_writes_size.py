@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamshield.engine.small_writes import total_bytes
+from streamshield.engine.store.small_writes import total_bytes
 
 
 def test_bytes_are_counted_from_paths_and_file_uris(tmp_path) -> None:

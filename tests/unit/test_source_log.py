@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from streamshield.engine.source_log import SourceLog, ingest_id
+from streamshield.engine.ingest.source_log import SourceLog, ingest_id
 
 
 def _file(stream: str, ingest: int) -> dict:

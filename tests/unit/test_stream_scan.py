@@ -1,11 +1,11 @@
-"""Which checkpoint a stream's one scan resumes from (engine/stream_scan.py): the one
+"""Which checkpoint a stream's one scan resumes from (engine/sharing/stream_scan.py): the one
 whose micro-batch ids are newest, so that no network's ids ever go back."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from streamshield.engine.stream_scan import scan_checkpoint
+from streamshield.engine.sharing.stream_scan import scan_checkpoint
 
 
 def _committed(checkpoint: Path, *ids: int) -> Path:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamshield.engine.shared_rows import SharedRows
+from streamshield.engine.delivery.shared_rows import SharedRows
 from streamshield.server import subscriptions
 from streamshield.server.subscriptions import SubscriberQueue
 

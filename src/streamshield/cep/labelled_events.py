@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.cep.match_labels import LabelLayout, attribute_denied, attribute_readers
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.provenance_columns import label_literals
-from streamshield.engine.secured_view import SecuredProjection
+from streamshield.engine.views.labels import denied_column, reader_column
+from streamshield.engine.views.provenance_columns import label_literals
+from streamshield.engine.views.secured_view import SecuredProjection
 from streamshield.policy.bitset import Words
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.query_level import QueryLevel, level_names

@@ -15,7 +15,7 @@ by the project's rule for derived rows (DESIGN.md 1, as a join and an aggregate 
 - an aggregate row: readers ``bit_and``, the rest ``bit_or`` over its matches, NULL
   when any match's word is NULL (``bit_and`` alone would skip it and so widen access).
 
-So :class:`~streamshield.engine.delivery.Delivery` checks a pattern's rows exactly as
+So :class:`~streamshield.engine.delivery.delivery.Delivery` checks a pattern's rows exactly as
 a query's: the recipient's roles per row and per column, her READ rights on the
 sources, her level. An OR match binds one event: the others' labels are neutral.
 
@@ -48,9 +48,9 @@ from streamshield.cep.pattern import (
     attributes,
     read_attributes,
 )
-from streamshield.engine.labels import denied_column, reader_column
-from streamshield.engine.level_columns import level_column
-from streamshield.engine.provenance_columns import provenance_column
+from streamshield.engine.views.labels import denied_column, reader_column
+from streamshield.engine.views.level_columns import level_column
+from streamshield.engine.views.provenance_columns import provenance_column
 from streamshield.lang.recipient_labels import column_slot, row_slot
 from streamshield.policy.bitset import WORD_BITS, Words, to_signed
 

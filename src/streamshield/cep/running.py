@@ -31,7 +31,7 @@ for a match (at most WITHIN plus the watermark delay); every later event is prot
 under the new rules.
 
 A pattern runs in the query processor of its Chinese-Wall level, as a query does
-(:mod:`streamshield.engine.level_processor`): its sources are read with the processor's
+(:mod:`streamshield.engine.levels.level_processor`): its sources are read with the processor's
 session and pass its trusted shepherd (only events the level dominates) before the
 protection engine and the pattern see them, its checkpoint (join and aggregation state)
 lives under the level's directory, and its jobs run in the level's scheduler pool.
@@ -58,9 +58,9 @@ from streamshield.cep.protection import K_DEFAULT, Detector, detectors
 from streamshield.cep.rule_book import Edition, RuleBook
 from streamshield.cep.spark_protection import compile_protected
 from streamshield.cep.validation import PatternRefused, validate
-from streamshield.engine.checkpoint_leftovers import at_checkpoint
-from streamshield.engine.level_processor import LevelProcessor, LevelProcessors
-from streamshield.engine.streaming_queries import safe_error
+from streamshield.engine.levels.level_processor import LevelProcessor, LevelProcessors
+from streamshield.engine.queries.streaming_queries import safe_error
+from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
 from streamshield.policy.query_level import QueryLevel
 
 log = logging.getLogger(__name__)

@@ -157,8 +157,8 @@ def query(
 ) -> None:
     """Run a secured query over what has been ingested so far, then stop."""
     from streamshield.engine.pipeline import Pipeline
+    from streamshield.engine.queries.streaming_queries import ConsoleSink, FileSink, QueryFailed
     from streamshield.engine.session import spark_session
-    from streamshield.engine.streaming_queries import ConsoleSink, FileSink, QueryFailed
     from streamshield.lang.query_check import QueryRejected
 
     pipeline = Pipeline(spark_session(master), _catalog(root), root)

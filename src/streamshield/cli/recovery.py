@@ -33,7 +33,7 @@ def relabel(root: Path, yes: bool) -> None:
 
         streamshield admin relabel --root ./data --yes
     """
-    from streamshield.engine.ingest_consistency import quarantine
+    from streamshield.engine.ingest.ingest_consistency import quarantine
 
     store = root / "store"
     if not (root / "landing").is_dir() or not store.is_dir():

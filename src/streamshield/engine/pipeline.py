@@ -16,10 +16,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.store import Catalog
-from streamshield.engine.cql_service import CqlService
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.streaming_queries import QueryService
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.queries.cql_service import CqlService
+from streamshield.engine.queries.streaming_queries import QueryService
 from streamshield.landing import LandingZone
 from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.roles import RoleHierarchy

@@ -318,7 +318,7 @@ def _propagate(
 def combined(column: str, readers_prefix: str, level: QueryLevel | None = None) -> exp.Expr:
     """A label column over a group. Level words (``_ss_lvl_*``) are the LUB, one
     ``bit_or`` per word with a contributor's missing word counted as every bit set
-    (``Lattice.lub_group``, the form of ``engine.level_columns.lub_aggregate``): ``bit_or``
+    (``Lattice.lub_group``, the form of ``engine.views.level_columns.lub_aggregate``): ``bit_or``
     alone skips NULLs and would *lower* the group's level. Without the query's
     ``level``, or in a lattice with no spare bit to mark a missing word
     (``Lattice.unknown`` is None), the exact guard instead: NULL when any contributor's

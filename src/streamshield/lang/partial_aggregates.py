@@ -210,7 +210,7 @@ def _ancestors(node: exp.Expr) -> list[exp.Expr]:
 class PartialParts:
     """A fold's partial SQL taken apart, so that an engine can build it once as column
     expressions and apply them to every batch instead of planning its SQL per batch
-    (engine/aggregate_pass.py): ``source``'s rows filtered by ``where``, grouped by
+    (engine/sharing/aggregate_pass.py): ``source``'s rows filtered by ``where``, grouped by
     ``keys``, aggregated by ``calls``, each part the SQL text it has in the partial."""
 
     source: str

@@ -12,7 +12,7 @@ type: checked by the engine against the query's own plan).
 
 With an event-time watermark (a timestamp event time, whose secured view Spark
 watermarks), the partials also carry each group's newest event time, from which the
-engine keeps the watermark (engine/aggregate_fold.py). Spark's watermark grows with
+engine keeps the watermark (engine/sharing/aggregate_fold.py). Spark's watermark grows with
 every row that reaches its ``withWatermark`` node, which sits on the secured view below
 the user's WHERE; Spark pushes the WHERE's conjuncts below it except those reading the
 event time. So a query whose WHERE reads the event time is not folded (its watermark

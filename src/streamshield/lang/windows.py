@@ -154,7 +154,7 @@ class StreamPosition:
 
 ROW_ORDER = ("ingest", "stream", "provider", "seq")
 """The fields of :class:`StreamPosition`, most significant first (the engine sorts on the
-same columns: engine/window_state.py)."""
+same columns: engine/queries/window_state.py)."""
 
 
 def latest_rows(positions: Iterable[StreamPosition], n: int) -> list[StreamPosition]:

@@ -1,6 +1,6 @@
 """Where the privacy switches of a shared join sit (PrS Algorithm 2).
 
-A shared SCJoin (engine/scjoin.py) is one node kind of the shared networks: queries that
+A shared SCJoin (engine/queries/scjoin.py) is one node kind of the shared networks: queries that
 join the same two windowed streams (same aliases, keys, windows, plan and level) share
 one join node, whose windows and pairs are computed once per micro-batch, and each query
 is a branch over the pairs (its own secured delivery and SQL, run as one unit). As a

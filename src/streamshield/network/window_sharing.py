@@ -2,7 +2,7 @@
 
 Queries over the same stream with an equal window specification could keep the window's
 state once. Whether they may depends on the window's meaning under security: a query's
-window holds only tuples *its* roles and level may read (engine/window_query.py), so a
+window holds only tuples *its* roles and level may read (engine/queries/window_query.py), so a
 shared window must give every branch exactly the window it would have alone, and no
 branch's window may depend on tuples it cannot read.
 
@@ -18,7 +18,7 @@ branch's window may depend on tuples it cannot read.
   needs, and each branch cuts its own n latest out of them (the n latest of the m >= n
   latest are the n latest).
 - ``[RANGE t]`` keeps tuples within t of the newest event time *seen by the query*
-  (engine/window_state.py): per branch, ``{visible tuples: time > newest visible - t}``.
+  (engine/queries/window_state.py): per branch, ``{visible tuples: time > newest visible - t}``.
   That too depends on visibility (a hidden newer tuple must not evict visible ones), but
   it has a synopsis serving every right *and every width*: keep every readable tuple
   with ``time > min over branches b of (newest visible to b - t_b)``, and let each

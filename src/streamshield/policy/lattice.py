@@ -294,7 +294,7 @@ class Lattice:
         """The level words of an aggregate over ``contributors``: their OR (their LUB);
         :attr:`unknown` as soon as one has no level (``None``) or a ``None`` word, so a
         missing level never lowers the group's. The pure reference of the engine's
-        ``bit_or(coalesce(w, -1))`` per word (``engine.level_columns.lub_aggregate``). No
+        ``bit_or(coalesce(w, -1))`` per word (``engine.views.level_columns.lub_aggregate``). No
         contributor at all (a global aggregate over no rows): ``None``, as Spark's
         ``bit_or`` of nothing is NULL; a NULL level reaches no one."""
         out: Words | None = None

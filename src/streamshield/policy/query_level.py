@@ -5,7 +5,7 @@ level while the clearance dominates it, else *public*) is fixed into the admitte
 and travels with it to every engine path. The engine then
 
 * reads only tuples whose level is dominated by ``C`` (simple security): the secured
-  view's conjunct :meth:`QueryLevel.conjunct_sql` / ``engine.level_columns.dominated_by``,
+  view's conjunct :meth:`QueryLevel.conjunct_sql` / ``engine.views.level_columns.dominated_by``,
   beneath every user expression, so windows hold only such tuples;
 * labels every output row with the LUB of its inputs' levels (OR of the words), which
   is dominated by ``C`` by construction, and asserts it;
@@ -24,7 +24,8 @@ from streamshield.policy.bitset import Words
 from streamshield.policy.lattice import Lattice, Level
 
 LEVEL_PREFIX = "_ss_lvl_"
-"""Level word columns (``_ss_lvl_0 .. _ss_lvl_{n-1}``); ``engine.level_columns`` spells them too."""
+"""Level word columns (``_ss_lvl_0 .. _ss_lvl_{n-1}``); ``engine.views.level_columns``
+spells them too."""
 
 
 def level_names(width: int) -> list[str]:
@@ -72,7 +73,7 @@ class QueryLevel:
 
     def conjunct_sql(self, columns: Sequence[str] | None = None) -> str:
         """The conjunct as Spark SQL text, word by word exactly as the engine builds it
-        (``engine.level_columns.dominated_words``): a NULL word fails it (``coalesce``)."""
+        (``engine.views.level_columns.dominated_words``): a NULL word fails it (``coalesce``)."""
         names = list(columns) if columns is not None else self.columns
         if len(names) != self.width:
             raise ValueError(f"level has {self.width} words, got columns {names}")

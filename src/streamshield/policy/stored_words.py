@@ -52,6 +52,6 @@ def unstored(words: Iterable[Sequence[int]], objects: int, width: int) -> frozen
 
 def restore(stored: Mapping[int, int], objects: int, width: int) -> list[int]:
     """The full label words from the columns a batch stored (index -> word): the
-    reference of the Spark projection that reads them (engine/labelled_store.py)."""
+    reference of the Spark projection that reads them (engine/store/labelled_store.py)."""
     tuple_words = [stored.get(i, 0) for i in range(2 * width)]
     return [stored.get(i, tuple_words[tuple_index(i, width)]) for i in range(2 * width * objects)]

@@ -1,18 +1,18 @@
 """A query that runs in its level's own Spark application, as the server sees it.
 
 With ``level_applications = "separate"`` (server/settings.py) the registry hands a query
-that has a level to :class:`~streamshield.engine.level_application.LevelApplications`
+that has a level to :class:`~streamshield.engine.levels.level_application.LevelApplications`
 once every check of the server's own has passed (OxRBAC, admission, operator limits):
 the level's application runs it and stores each micro-batch under the level's
 directory; delivery stays in the server, where each recipient's roles and level are
 checked per row as for any query.
 
 :class:`ApplicationQuery` stands in for
-:class:`~streamshield.engine.streaming_queries.RegisteredQuery` (``active``, ``columns``,
+:class:`~streamshield.engine.queries.streaming_queries.RegisteredQuery` (``active``, ``columns``,
 ``stop``, and ``handle``: the StreamingQuery face the registry, its watch and the metrics
 read). One thread per query follows its result store into its
-:class:`~streamshield.engine.delivery.Delivery`
-(:class:`~streamshield.engine.result_store.ResultFollower`, every 0.1 s, as networks
+:class:`~streamshield.engine.delivery.delivery.Delivery`
+(:class:`~streamshield.engine.store.result_store.ResultFollower`, every 0.1 s, as networks
 poll) and asks the application every second how the query is. A driver that exits or
 stops answering fails its queries with :data:`LEVEL_APPLICATION_LOST`; the server starts
 them again as it does queries failed for their storage (a new driver for the level, each
@@ -31,14 +31,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.level_application import (
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.levels.level_application import (
     ApplicationError,
     LevelApplication,
     LevelApplications,
 )
-from streamshield.engine.result_store import ResultFollower, ResultStore
-from streamshield.engine.streaming_queries import failure_class
+from streamshield.engine.queries.streaming_queries import failure_class
+from streamshield.engine.store.result_store import ResultFollower, ResultStore
 from streamshield.policy.query_level import QueryLevel
 
 audit = logging.getLogger("streamshield.audit")

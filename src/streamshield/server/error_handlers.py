@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from streamshield.catalog.errors import SecurityError
 from streamshield.catalog.store import CatalogError
-from streamshield.engine.streaming_queries import QueryFailed
+from streamshield.engine.queries.streaming_queries import QueryFailed
 from streamshield.landing import LandingUnavailable
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected

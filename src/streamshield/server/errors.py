@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass
 
 from streamshield.catalog.store import StreamExists, UnknownStreamError
-from streamshield.engine.analysis_errors import is_spark_refusal, spark_error_class
-from streamshield.engine.streaming_queries import QueryFailed
+from streamshield.engine.queries.streaming_queries import QueryFailed
+from streamshield.engine.spark_errors.analysis_errors import is_spark_refusal, spark_error_class
 from streamshield.lang.cql import CqlError
 from streamshield.lang.query_check import QueryRejected
 from streamshield.lang.wire import WireFormatError

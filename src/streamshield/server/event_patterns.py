@@ -23,7 +23,7 @@ subscription): she may SUBSCRIBE to the output, holds READ TUPLE on every stream
 pattern reads, and her *own* activated roles would be allowed to register the pattern
 under the rules in force (paper 4: "PSPE will also receive the output ... and send the
 result to the user within the user role of such space"); then each row goes through
-:class:`~streamshield.engine.delivery.Delivery` like a query's: her roles against the
+:class:`~streamshield.engine.delivery.delivery.Delivery` like a query's: her roles against the
 row's and each column's labels, her READ rights against its provenance, her session's
 level against its level.
 """
@@ -48,11 +48,11 @@ from streamshield.cep.rule_book import RuleBook
 from streamshield.cep.running import RunningPattern, Status
 from streamshield.cep.validation import PatternRefused, narrower_for, validate
 from streamshield.durable import write_atomic
-from streamshield.engine.delivery import Delivery, Subscription
-from streamshield.engine.labelled_store import labelled_schema, read_stream
-from streamshield.engine.level_columns import at_output_level
-from streamshield.engine.level_processor import LevelProcessor
-from streamshield.engine.result_store import ResultStore
+from streamshield.engine.delivery.delivery import Delivery, Subscription
+from streamshield.engine.levels.level_processor import LevelProcessor
+from streamshield.engine.store.labelled_store import labelled_schema, read_stream
+from streamshield.engine.store.result_store import ResultStore
+from streamshield.engine.views.level_columns import at_output_level
 from streamshield.lang.output_level import OutputLevel
 from streamshield.policy.cep_rules import AccessObject
 from streamshield.policy.cep_rules_text import RulesError, dumps, from_document

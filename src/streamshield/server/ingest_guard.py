@@ -2,7 +2,7 @@
 
 When the shield state a batch must start from is missing or unreadable, or the
 checkpoint, the labelled store and the shield state are out of step
-(:mod:`streamshield.engine.ingest_consistency`), restarting ingest cannot help: every
+(:mod:`streamshield.engine.ingest.ingest_consistency`), restarting ingest cannot help: every
 restart would meet the same state and fail again (or, worse, start from a guess). So
 the server *halts* ingest instead of restarting it:
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from streamshield.engine.ingest_consistency import IngestOutOfStep
-from streamshield.engine.tracker_state import ShieldStateError
+from streamshield.engine.ingest.ingest_consistency import IngestOutOfStep
+from streamshield.engine.ingest.tracker_state import ShieldStateError
 from streamshield.server import error_codes as codes
 from streamshield.server.errors import Conflict
 

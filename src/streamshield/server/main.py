@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamshield.engine import root_location
+from streamshield.engine.store import root_location
 from streamshield.server.settings import ServeSettings
 from streamshield.server.tls import ensure_self_signed, given
 

@@ -95,7 +95,7 @@ class ServerMetrics:
         ``ingest``: the ingest job's StreamingQuery or None; ``backlog``: the ingest
         backlog's state (:class:`~streamshield.server.ingest_backlog.IngestBacklog`);
         ``jvm``: the py4j JVM view whose heap is reported; ``retention``: the storage
-        root's :class:`~streamshield.engine.retention.Pruner` (its last report)."""
+        root's :class:`~streamshield.engine.store.retention.Pruner` (its last report)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.elements = Counter(
             "streamshield_ingest_elements",

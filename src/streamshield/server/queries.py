@@ -4,12 +4,12 @@ A query registered through the API is a QUERY object owned by its author (its ou
 stream, *out1* in paper 5's scenario). It runs with the roles active in the author's
 session at registration, so its secured views show exactly what those roles may read.
 Every micro-batch is written to the query's own
-:class:`~streamshield.engine.result_store.ResultStore` (so a stateful plan is executed
+:class:`~streamshield.engine.store.result_store.ResultStore` (so a stateful plan is executed
 and committed whether or not anyone listens); while someone listens, its rows first go
-to a :class:`~streamshield.engine.delivery.Delivery`, which applies SecFilter per
+to a :class:`~streamshield.engine.delivery.delivery.Delivery`, which applies SecFilter per
 subscriber with their rights of *now*, and are written after (from the same cache).
 
-Every query goes through :class:`~streamshield.engine.cql_service.CqlService`, which
+Every query goes through :class:`~streamshield.engine.queries.cql_service.CqlService`, which
 parses the text again, routes it to the engine for its shape and applies the operator
 limits it is given. Starting a stopped query submits the same text under the same
 internal name, so the engine resumes from that name's checkpoint and no result is
@@ -27,17 +27,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.cql_service import CqlService
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.level_application import ApplicationError, LevelApplications
-from streamshield.engine.result_store import ResultStore, StoringSink
-from streamshield.engine.streaming_queries import (
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.levels.level_application import ApplicationError, LevelApplications
+from streamshield.engine.queries.batch_boundary import at_batch_boundary
+from streamshield.engine.queries.cql_service import CqlService
+from streamshield.engine.queries.streaming_queries import (
     STORAGE_UNAVAILABLE,
     CallbackSink,
     RegisteredQuery,
     failure_class,
 )
+from streamshield.engine.store.result_store import ResultStore, StoringSink
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import Shape
 from streamshield.lang.query_check import QueryRejected

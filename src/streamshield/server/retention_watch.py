@@ -1,6 +1,6 @@
 """The server's retention: a thread that prunes the storage root now and then.
 
-What may be pruned is decided by :mod:`streamshield.engine.retention` from the
+What may be pruned is decided by :mod:`streamshield.engine.store.retention` from the
 checkpoints on disk. The server adds what only it knows: which query checkpoints belong
 to no query any more (a removed query's, left by a crash between the removal and the
 checkpoint's deletion: nothing can restart from it, and it would hold its stream's
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from streamshield.engine.retention import STARTING_GRACE, Pruner, PruneReport
+from streamshield.engine.store.retention import STARTING_GRACE, Pruner, PruneReport
 
 log = logging.getLogger("streamshield.server")
 CHECK_SECONDS = 60.0

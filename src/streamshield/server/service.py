@@ -30,15 +30,15 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine import root_location
-from streamshield.engine.batch_boundary import at_batch_boundary
-from streamshield.engine.cql_service import CqlService
-from streamshield.engine.delivery import Delivery, Subscription
-from streamshield.engine.level_application import LevelApplications
+from streamshield.engine.delivery.delivery import Delivery, Subscription
+from streamshield.engine.ingest.tracker_state import ShieldStateError
+from streamshield.engine.levels.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
-from streamshield.engine.result_store import ResultStore
-from streamshield.engine.streaming_queries import safe_error
-from streamshield.engine.tracker_state import ShieldStateError
+from streamshield.engine.queries.batch_boundary import at_batch_boundary
+from streamshield.engine.queries.cql_service import CqlService
+from streamshield.engine.queries.streaming_queries import safe_error
+from streamshield.engine.store import root_location
+from streamshield.engine.store.result_store import ResultStore
 from streamshield.faults import crash_point
 from streamshield.landing import Parsed
 from streamshield.lang.admission import AdmittedQuery, admit
@@ -96,7 +96,7 @@ class ServerService:
     """Everything the API does, as methods taking the caller's session first."""
 
     driven_ingest = True
-    """Secure ingest's micro-batches start when a file lands (engine/driven_ingest.py)
+    """Secure ingest's micro-batches start when a file lands (engine/ingest/driven_ingest.py)
     instead of at the file source's next trigger; the server's ``driven_ingest``
     setting."""
 
@@ -748,7 +748,7 @@ class ServerService:
 
     def inject_query_sp(self, internal: str, user: str, sign: Sign) -> None:
         """The authorization part's query-scoped sp: ``user`` starts (``+``) or stops
-        (``-``) receiving the query's output (engine/delivery.py tells when)."""
+        (``-``) receiving the query's output (engine/delivery/delivery.py tells when)."""
         with suppress(BadQuerySp):  # refused and audited by the switchboard: opens nothing
             self.switches.inject(QuerySp(internal, user, sign, time.time()))
             if sign is Sign.GRANT:  # a query never received reads the kept history now

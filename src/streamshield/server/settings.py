@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from streamshield.catalog.view import POLL_SECONDS
-from streamshield.engine.retention import parse_retention
+from streamshield.engine.store.retention import parse_retention
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 ENV_PREFIX = "STREAMSHIELD_"
@@ -165,7 +165,7 @@ class ServeSettings(BaseSettings):
         True,
         description="An aggregate without a window runs as a folding branch of its "
         "stream's selection network, its state kept by the network (false: each as "
-        "Spark's streaming aggregation of its own; engine/aggregate_fold.py, "
+        "Spark's streaming aggregation of its own; engine/sharing/aggregate_fold.py, "
         "docs/query-sharing.md).",
     )
     share_sliding: bool = Field(
@@ -179,13 +179,13 @@ class ServeSettings(BaseSettings):
         True,
         description="A stream's networks read each batch secure ingest commits at once, "
         "by a scan driven by ingest's commit markers (false: through a streaming query "
-        "that lists the labelled store; engine/driven_scan.py).",
+        "that lists the labelled store; engine/sharing/driven_scan.py).",
     )
     driven_ingest: bool = Field(
         True,
         description="Secure ingest starts a micro-batch as soon as a file lands through "
         "the API (false: at the next 0.2 s trigger of a file-source streaming query; same "
-        "checkpoint format and crash rules either way; engine/driven_ingest.py).",
+        "checkpoint format and crash rules either way; engine/ingest/driven_ingest.py).",
     )
     # ignore: Field types its default as the field's, but validate_default parses this text
     retention: float | None = Field(  # type: ignore[assignment]

@@ -1,8 +1,8 @@
 """One SSE subscription to an output's rows, for queries and event patterns alike.
 
 The output (a :class:`~streamshield.server.queries.LiveQuery` or a registered pattern)
-has a :class:`~streamshield.engine.delivery.Delivery` (SecFilter per subscriber), a
-:class:`~streamshield.engine.result_store.ResultStore` (what a resumed subscription
+has a :class:`~streamshield.engine.delivery.delivery.Delivery` (SecFilter per subscriber), a
+:class:`~streamshield.engine.store.result_store.ResultStore` (what a resumed subscription
 replays), an ``output`` stream name and ``closers`` (how its end reaches the stream).
 Each delivered batch is first re-checked by ``allowed(token)``: a logout, an expired
 session or a revoked right ends the stream; the server's re-check of
@@ -10,7 +10,7 @@ session or a revoked right ends the stream; the server's re-check of
 version moves (docs/security.md, "The catalog view") ends it even when no batch comes.
 The check runs once per batch and session, not per subscription: the subscriptions of
 one session are one recipient class, handed one shared list that remembers the verdict
-(:class:`~streamshield.engine.shared_rows.SharedRows`).
+(:class:`~streamshield.engine.delivery.shared_rows.SharedRows`).
 
 Resume: ``after`` (or the ``Last-Event-ID`` header) replays every stored later batch
 once, then the live ones (:class:`~streamshield.server.subscriptions.Resume`).
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Query, Request
 from sse_starlette import EventSourceResponse
 
-from streamshield.engine.shared_rows import SharedRows
+from streamshield.engine.delivery.shared_rows import SharedRows
 from streamshield.faults import crash_point
 from streamshield.server.errors import Invalid
 from streamshield.server.subscriptions import (

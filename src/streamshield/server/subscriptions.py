@@ -3,7 +3,7 @@
 Delivery (SecFilter) calls a subscriber's ``push`` once per micro-batch from Spark's
 callback thread with the rows that subscriber may receive; the queue hands them to the
 event loop serving the SSE response. That thread only encodes and enqueues: the rows of
-one recipient class are one :class:`~streamshield.engine.shared_rows.SharedRows` list,
+one recipient class are one :class:`~streamshield.engine.delivery.shared_rows.SharedRows` list,
 so their ``rows`` event is encoded once per batch (JSON and SSE framing, the bytes
 sent as they are) and the same event object is queued to every subscriber of the class;
 the event loop only writes bytes. Socket writes never run in Spark's thread.
@@ -46,7 +46,7 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
-from streamshield.engine.shared_rows import SharedRows
+from streamshield.engine.delivery.shared_rows import SharedRows
 
 DEFAULT_QUEUE = 64  # micro-batches a subscriber may lag behind before it is dropped
 DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
@@ -81,7 +81,7 @@ def json_value(value: object) -> object:
     in ISO-8601 with its zone (UTC, ending in ``Z``), anything else as text.
 
     Spark hands a timestamp over as a naive datetime, the wall-clock time of the
-    session's zone, which is UTC (engine/session.py, engine/collected_rows.py): written
+    session's zone, which is UTC (engine/session.py, engine/delivery/collected_rows.py): written
     as it was (a space, no zone) it read as anyone's local time."""
     if isinstance(value, datetime):
         zoned = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

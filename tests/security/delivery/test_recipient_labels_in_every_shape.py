@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.delivery import Delivery
-from streamshield.engine.streaming_queries import CallbackSink
+from streamshield.engine.delivery.delivery import Delivery
+from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.policy.provenance import Rights
 from tests.spark.conftest import spark  # noqa: F401 (the session fixture)
 from tests.spark.hospital_pipeline import hospital_pipeline

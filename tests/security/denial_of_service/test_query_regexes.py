@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from streamshield.engine.analysis_errors import rejected
+from streamshield.engine.spark_errors.analysis_errors import rejected
 from streamshield.lang.query_check import QueryRejected, check_query
 from tests.security.denial_of_service.deadline import within
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from streamshield.engine.labels import glob_regex
+from streamshield.engine.views.labels import glob_regex
 from streamshield.lang.cql import CqlError, parse_pattern
 from streamshield.policy import sp_patterns
 from streamshield.policy.sp_patterns import Glob

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 
-from streamshield.engine.labels import glob_regex
+from streamshield.engine.views.labels import glob_regex
 from streamshield.lang.cql import parse_pattern
 from streamshield.policy.sp_patterns import Glob, Pattern
 from tests.security.denial_of_service.deadline import within

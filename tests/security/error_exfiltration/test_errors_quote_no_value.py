@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamshield.engine.streaming_queries import QueryFailed, safe_error
+from streamshield.engine.queries.streaming_queries import QueryFailed, safe_error
 from tests.security.ward import MASKED_RATES
 
 pytestmark = pytest.mark.spark

@@ -22,9 +22,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamshield.catalog.streams import StreamDefinition
-from streamshield.engine.fused_branches import FusedBranch, FusedPass, fused_pass
-from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.secured_view import SecuredProjection, secured_view, statistics_view
+from streamshield.engine.sharing.fused_branches import FusedBranch, FusedPass, fused_pass
+from streamshield.engine.store.labelled_store import labelled_schema
+from streamshield.engine.views.secured_view import SecuredProjection, secured_view, statistics_view
 from streamshield.examples import hospital
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.privileges import Privilege
@@ -76,7 +76,7 @@ def vitals(spark: SparkSession, tmp_path_factory) -> tuple[Path, RoleCodec]:
 
 
 def _pass(spark: SparkSession, vitals, sql: str, roles: list[str]) -> tuple[FusedPass, DataFrame]:
-    """The query as a branch of a shared network's one pass (engine/fused_branches.py),
+    """The query as a branch of a shared network's one pass (engine/sharing/fused_branches.py),
     beside a branch of C that reads every row without failing, and the pass's rows."""
     path, codec = vitals
     struct = labelled_schema(spark, STREAM.ddl, len(STREAM.names), codec.width)

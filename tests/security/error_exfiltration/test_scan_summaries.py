@@ -1,4 +1,4 @@
-"""Threat: the scan summaries (engine/scan_summary.py) let a hidden row reach a user
+"""Threat: the scan summaries (engine/views/scan_summary.py) let a hidden row reach a user
 expression, or show a row its words hide.
 
 The same attack as test_hidden_rows_reach_no_expression (an ANSI cast that fails on a
@@ -17,8 +17,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from streamshield.engine.labelled_store import labelled_schema
-from streamshield.engine.secured_view import secured_view
+from streamshield.engine.store.labelled_store import labelled_schema
+from streamshield.engine.views.secured_view import secured_view
 from streamshield.examples import hospital
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.privileges import Privilege

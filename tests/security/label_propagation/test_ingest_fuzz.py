@@ -1,7 +1,7 @@
 """Differential fuzz: the Spark ingest labels every tuple as the reference shield does.
 
 The reference shield (``policy/shield.py``, pure Python, the paper's algorithm) is the
-specification; the Spark ingest (``engine/ingest.py``: glob regexes, bitset labels,
+specification; the Spark ingest (``engine/ingest/ingest.py``: glob regexes, bitset labels,
 state saved between micro-batches) is what runs. A random feed of sps and tuples goes
 through both and every tuple's outcome is compared for several role sets: the reason
 (pass, no policy, incomplete, out of order, ...), the policy id, and per attribute
@@ -37,7 +37,7 @@ from itertools import pairwise
 
 import pytest
 
-from streamshield.engine import labels
+from streamshield.engine.views import labels
 from streamshield.examples import hospital
 from streamshield.policy.elements import Channel, Element, SpElement, TupleElement
 from streamshield.policy.encoding import RoleCodec

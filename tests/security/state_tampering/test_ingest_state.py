@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from streamshield.engine.ingest import Ingest
-from streamshield.engine.ingest_consistency import IngestOutOfStep
-from streamshield.engine.ingest_job import IngestJob
-from streamshield.engine.tracker_state import ShieldStateError
+from streamshield.engine.ingest.ingest import Ingest
+from streamshield.engine.ingest.ingest_consistency import IngestOutOfStep
+from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.ingest.tracker_state import ShieldStateError
 from streamshield.examples import hospital
 from tests.spark.conformance import STREAMS, reference, spark_outcome, stored
 from tests.spark.test_ingest_job import chunks, land

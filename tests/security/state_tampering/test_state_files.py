@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from streamshield.cli import main
-from streamshield.engine.tracker_state import ChannelState, ShieldStateError, StateStore
+from streamshield.engine.ingest.tracker_state import ChannelState, ShieldStateError, StateStore
 from streamshield.policy.elements import Channel
 
 CHANNEL = Channel("HeartRate", "ward-A")
