@@ -339,8 +339,9 @@ def test_stateful(user, api_schema, fuzz_server, callers) -> None:
     assert not found, "\n\n".join(found[-3:])
     print(f"stateful {user}: {seen.total()} requests")  # shown with -s
     assert seen[("POST /queries", 2)], seen
-    uses = (
+    uses = (  # the registered query used by the name its registration answered
         "GET /queries/{name}",
+        "GET /queries/{name}/explain",
         "POST /queries/{name}/start",
         "POST /queries/{name}/stop",
         "DELETE /queries/{name}",

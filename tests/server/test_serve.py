@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bench.restart_profile import steps
 
 from streamshield.client import parse_sse
 from tests.db.conftest import pg_url  # noqa: F401  (the session's PostgreSQL)
@@ -151,6 +152,10 @@ def test_serve_end_to_end_stops_on_sigterm_and_resumes(tmp_path) -> None:
     everything = "".join(first.output)  # the whole of stdout and stderr, not the tail
     assert "Traceback" not in everything and "CancelledError" not in everything, first.text()
     assert "[cds]" not in everything  # the JVM's class archive is read or written quietly
+    # Where the start-up's time went, as the server prints it once ready.
+    (started,) = steps(everything)
+    assert {"spark start", "example", "api", "ingest", "queries"} <= set(started["steps"])
+    assert started["ready_after"] >= sum(started["steps"].values()) - 0.5, started
     login = next(line for line in first.output if " client login " in line).split()[0]
     assert shutil.which(login) or Path(login).is_file(), login  # runs as printed, from here
 

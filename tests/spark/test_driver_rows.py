@@ -10,6 +10,8 @@ job, and the job path whenever the driver cannot (or fails to) compute the rows.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from pyspark.sql import DataFrame
@@ -38,6 +40,7 @@ from tests.spark.test_delivery import (
 from tests.spark.test_small_writes import ROWS
 
 pytestmark = pytest.mark.spark
+T = TypeVar("T")
 
 
 def local(frame: DataFrame) -> DataFrame:
@@ -46,9 +49,19 @@ def local(frame: DataFrame) -> DataFrame:
     return out
 
 
-def jobs(spark) -> int:
-    """Spark jobs run so far in this application (the status store counts them all)."""
-    return spark.sparkContext._jsc.sc().statusStore().jobsList(None).size()
+def jobs_of(spark, run: Callable[[], T]) -> tuple[T, int]:
+    """``run()``'s answer and how many Spark jobs it started, counted in a job group of
+    its own (the status store keeps only the newest jobs: a count of all of them stops
+    growing once a worker's session has run more than ``spark.ui.retainedJobs``)."""
+    group = f"counted-{uuid.uuid4().hex}"
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        answer = run()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
+    return answer, len(context.statusTracker().getJobIdsForGroup(group))
 
 
 def test_a_local_frame_holds_the_rows_and_types_of_the_frame(spark) -> None:
@@ -81,12 +94,11 @@ def test_rows_over_a_local_frame_come_without_a_job_as_a_job_gives_them(spark, t
             (F.col("d") * 2).alias("d2"),
         )
 
-    before = jobs(spark)
-    mine = driver_arrow(query(over_table))
-    assert jobs(spark) == before, "no Spark job"
+    mine, started = jobs_of(spark, lambda: driver_arrow(query(over_table)))
+    assert started == 0, "no Spark job"
     assert mine is not None
-    theirs = query(over_files)._collect_as_arrow()
-    assert jobs(spark) > before
+    theirs, started = jobs_of(spark, lambda: query(over_files)._collect_as_arrow())
+    assert started > 0
     assert mine.to_pylist() == [r for b in theirs for r in b.to_pylist()]
     empty = driver_arrow(over_table.filter(F.col("id") < 0).select("id", "s"))
     assert empty is not None and empty.num_rows == 0 and empty.column_names == ["id", "s"]
