@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.console.conftest import NARROW, ZONE, snap, tail_rows
-from tests.server.conftest import poll
+from tests.server.conftest import PASSWORD, poll
 
 pytestmark = pytest.mark.spark
 
@@ -640,6 +640,49 @@ def test_a_slow_page_never_draws_over_the_page_the_user_moved_to(console, ward) 
     page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # its render's turn
     assert page.locator("#streams").count() == 0
     assert page.locator("#audit").count() == 1
+
+
+def test_a_late_refusal_of_the_last_users_request_keeps_the_next_user_logged_in(
+    console, ward
+) -> None:
+    """A 401 ends the session only when it refused the token the tab holds now."""
+    console.login("al", ["CUSTOMER1"])
+    page = console.page
+    page.wait_for_selector("#streams")
+    page.click("#nav a:text('My audit trail')")
+    page.wait_for_selector("#audit tbody tr")
+    held = []
+
+    def hold_first(route) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)  # al's catalog call: its answer is held back
+
+    page.route("**/catalog", hold_first)
+    page.click("#nav a:text('Catalog')")
+    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the catalog was not requested"
+    page.click("#logout")
+    page.wait_for_selector("#login")
+    page.fill("#login-user", "joe")
+    page.fill("#login-password", PASSWORD)
+    page.fill("#login-roles", "ADMIN")
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#streams")
+    joes = page.evaluate("() => sessionStorage.getItem('streamshield.token')")
+    with page.expect_event("requestfinished", lambda r: r.url.endswith("/catalog")):
+        held[0].continue_()  # the server refuses al's ended session now
+    page.unroute("**/catalog")
+    page.evaluate("() => new Promise((done) => setTimeout(done, 100))")  # its answer's turn
+    assert page.locator("#login").count() == 0
+    assert page.text_content("#who-user") == "joe"
+    assert page.evaluate("() => sessionStorage.getItem('streamshield.token')") == joes
+    page.click("#nav a[href='#/audit']")
+    page.wait_for_selector("#audit-results")  # his token still works
 
 
 # -- both widths -----------------------------------------------------------------------------------

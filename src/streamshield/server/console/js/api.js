@@ -77,8 +77,18 @@ export function loggedIn() {
   return token !== null;
 }
 
+// The token each answer's request carried: a 401 ends the session only when it refused
+// the token this tab holds now, so a slow answer to a request sent before a logout (or
+// with another user's token) never logs out the user who has logged in since.
+const sentWith = new WeakMap();
+
 function headers(extra = {}) {
   return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+function sent(response, used) {
+  sentWith.set(response, used);
+  return response;
 }
 
 async function send(method, path, body, extra = {}) {
@@ -87,8 +97,9 @@ async function send(method, path, body, extra = {}) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
+  const used = token;
   try {
-    return await fetch(path, init);
+    return sent(await fetch(path, init), used);
   } catch (err) {
     throw new Unreachable(`the server cannot be reached (${err.message})`);
   }
@@ -103,7 +114,7 @@ async function answer(response) {
   }
   if (response.ok) return body;
   const error = new ApiError(response.status, body);
-  if (response.status === 401 && token !== null) {
+  if (response.status === 401 && token !== null && sentWith.get(response) === token) {
     error.ended = true; // the session was refused, not the request: back to login
     keep(null);
     expired(error.message);
@@ -141,13 +152,14 @@ export async function logout() {
 /** Opens an SSE subscription (fetch, so the token goes in a header, never in a URL). */
 export async function stream(path, signal) {
   let response;
+  const used = token;
   try {
-    response = await fetch(path, {
+    response = sent(await fetch(path, {
       headers: headers({ Accept: "text/event-stream" }),
       cache: "no-store",
       credentials: "omit",
       signal,
-    });
+    }), used);
   } catch (err) {
     if (err.name === "AbortError") throw err;
     throw new Unreachable(`the server cannot be reached (${err.message})`);
