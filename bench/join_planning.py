@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         start = time.monotonic()
         print(f"{query.name} at {query.level}, constraint propagation {args.propagation}:")
         handle = pipeline.cql.submit(
-            query.text, [ROLE], CallbackSink(deliver), name=query.name, level=level
+            pipeline.cql.admit(query.text, [ROLE], level), CallbackSink(deliver), name=query.name
         )
         handle.process_all_available()
         print(f"  registered to last row: {time.monotonic() - start:.1f} s")

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
             if mode == "in_process":
                 store = ResultStore(root / "in-process" / name)
                 sink = CallbackSink(StoringSink(store, lambda _f, _b: None))
-                pipeline.cql.submit(text, [ROLE], sink, name=name, level=level)
+                pipeline.cql.submit(pipeline.cql.admit(text, [ROLE], level), sink, name=name)
                 queries.queries[name].process_all_available()
                 first = time.monotonic() - start
                 pipeline.cql.stop(name)

@@ -211,7 +211,9 @@ def shared_network(
         text, roles = user_query(i)
         sink = storing(root, f"user{i:02d}") if store else Sink()
         sinks.append(sink)
-        pipeline.cql.submit(text, roles, CallbackSink(sink), name=f"user{i:02d}")
+        pipeline.cql.submit(
+            pipeline.cql.admit(text, roles), CallbackSink(sink), name=f"user{i:02d}"
+        )
     (network,) = pipeline.cql.networks.values()
     assert network.handle is not None and len(network.branches) == n
     return Network(network.name, network.handle)
@@ -238,7 +240,9 @@ def run_case(
             text, roles = user_query(i)
             sink = storing(root, f"user{i:02d}") if store else Sink()
             # A streaming query of its own (CqlService would put it in a shared network).
-            query = pipeline.queries.register(text, roles, CallbackSink(sink), f"user{i:02d}")
+            query = pipeline.queries.register(
+                pipeline.queries.admit(text, roles), CallbackSink(sink), f"user{i:02d}"
+            )
             sinks.append(sink)
             queries.append(query)
         case.register_s = time.perf_counter() - started

@@ -90,7 +90,9 @@ def run_case(
         for i in range(n):
             text, roles = KINDS[kind](i)
             sinks.append(Sink())
-            queries.append(pipeline.cql.submit(text, roles, CallbackSink(sinks[-1])))
+            queries.append(
+                pipeline.cql.submit(pipeline.cql.admit(text, roles), CallbackSink(sinks[-1]))
+            )
         for b, items in enumerate(data):
             assert not pipeline.landing.append(items).rejected
             pipeline.ingest_available()

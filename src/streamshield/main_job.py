@@ -38,7 +38,8 @@ def run(root: Path, master: str | None = None, rounds: int = 3) -> Iterator[str]
     queries: dict[str, RegisteredQuery] = {}
     for user, roles in USERS.items():
         sink = FileSink(str(root / "outputs" / user), "json")
-        queries[user] = pipeline.queries.register(QUERY, roles, sink, name=user)
+        admitted = pipeline.queries.admit(QUERY, roles)
+        queries[user] = pipeline.queries.register(admitted, sink, name=user)
     try:
         for round_no, elements in enumerate(hospital_ward.rounds(rounds), start=1):
             landed = pipeline.landing.append(elements)

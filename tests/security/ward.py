@@ -76,7 +76,7 @@ class Ward:
                 frame = frame.filter(labels.row_visible(mask)).select(*labels.payload(mask))
             rows.extend(r.asDict(recursive=True) for r in frame.collect())
 
-        query = self.pipeline.cql.submit(sql, roles, CallbackSink(collect))
+        query = self.pipeline.cql.submit(self.pipeline.cql.admit(sql, roles), CallbackSink(collect))
         try:
             query.process_all_available()
         finally:

@@ -224,7 +224,9 @@ def _query_ids(server, roles: list[str], name: str) -> set[int]:
         ids.update(row["id"] for row in frame.select("id").collect())
 
     queries = server.service.pipeline.queries
-    query = queries.register("SELECT id FROM vitals", roles, CallbackSink(collect), name)
+    query = queries.register(
+        queries.admit("SELECT id FROM vitals", roles), CallbackSink(collect), name
+    )
     try:
         query.process_all_available()
     finally:

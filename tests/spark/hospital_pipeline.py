@@ -108,7 +108,7 @@ def parts() -> list[list]:
 def submit(pipeline: Pipeline, name: str, sink) -> object:
     """``HEART_QUERIES[name]`` registered through the query interface as ``name``."""
     text, role = HEART_QUERIES[name]
-    return pipeline.cql.submit(text, [role], CallbackSink(sink), name=name)
+    return pipeline.cql.submit(pipeline.cql.admit(text, [role]), CallbackSink(sink), name=name)
 
 
 def alone(pipeline: Pipeline, name: str, run: str = "") -> list[tuple]:
@@ -117,7 +117,9 @@ def alone(pipeline: Pipeline, name: str, run: str = "") -> list[tuple]:
     checkpoint)."""
     text, role = HEART_QUERIES[name]
     rows = Rows()
-    query = pipeline.queries.register(text, [role], CallbackSink(rows), f"alone_{name}{run}")
+    query = pipeline.queries.register(
+        pipeline.queries.admit(text, [role]), CallbackSink(rows), f"alone_{name}{run}"
+    )
     query.process_all_available()
     pipeline.queries.stop(query.name)
     return rows.sorted()

@@ -13,6 +13,7 @@ statistics-only release rule and its labels.
 from __future__ import annotations
 
 import pytest
+import sqlglot
 
 from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
@@ -244,7 +245,7 @@ def test_the_drivers_fold_equals_sparks_nulls_and_nans_included(spark, tmp_path)
         "max(y) AS hi, min(y) AS ylo, bit_and(z) AS band, bit_or(z) AS bor, max(w) AS w "
         "FROM v GROUP BY k HAVING count(*) > 0"
     )
-    fold = fold_of(text)
+    fold = fold_of(sqlglot.parse_one(text, read="spark"))
     assert fold is not None
     nan = float("nan")
     schema = "k string, x bigint, y double, z bigint, w string"

@@ -64,7 +64,7 @@ def pipeline(spark, tmp_path_factory):
 
 def submit(pipeline, text, roles, name=None):
     sink = Collect()
-    query = pipeline.cql.submit(text, roles, CallbackSink(sink), name=name)
+    query = pipeline.cql.submit(pipeline.cql.admit(text, roles), CallbackSink(sink), name=name)
     query.process_all_available()
     return query, sink
 
@@ -118,7 +118,9 @@ def test_join_in_sql_pairs_only_tuples_one_role_reads_on_both_sides(pipeline) ->
 
 def test_insert_sp_through_the_query_interface_governs_the_providers_tuples(pipeline) -> None:
     text = "INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: 7, SRP = rbac:ER"
-    inserted = pipeline.cql.submit(text, ["ER"], CallbackSink(Collect()), provider="ward-S")
+    inserted = pipeline.cql.submit(
+        pipeline.cql.admit(text, ["ER"]), CallbackSink(Collect()), provider="ward-S"
+    )
     assert isinstance(inserted, SpsInserted) and inserted.csn == 1
     channel = inserted.channel
     values = {"patient_id": 7, "beats_per_min": 80.0, "ts": 5}
@@ -132,16 +134,18 @@ def test_insert_sp_through_the_query_interface_governs_the_providers_tuples(pipe
     assert other.rows == []  # the inserted policy grants emergency responders only
     with pytest.raises(QueryRejected) as unknown:
         pipeline.cql.submit(
-            "INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: *, SRP = rbac:Nobody",
-            ["ER"],
+            pipeline.cql.admit(
+                "INSERT SP INTO STREAM HeartRate LET DDP = TUPLES: *, SRP = rbac:Nobody", ["ER"]
+            ),
             CallbackSink(Collect()),
             provider="ward-S",
         )
     assert unknown.value.rule == "unknown_role"
     with pytest.raises(QueryRejected):
         pipeline.cql.submit(
-            "INSERT SP INTO STREAM Secret LET DDP = TUPLES: *, SRP = rbac:ER",
-            ["ER"],
+            pipeline.cql.admit(
+                "INSERT SP INTO STREAM Secret LET DDP = TUPLES: *, SRP = rbac:ER", ["ER"]
+            ),
             CallbackSink(Collect()),
             provider="ward-S",
         )
@@ -180,7 +184,9 @@ def test_delegation_without_grant_option_is_rejected_at_registration(
     pipeline, roles, target, rule
 ) -> None:
     with pytest.raises(QueryRejected) as err:
-        pipeline.cql.submit(ON_RESULT.format(target=target), roles, CallbackSink(Collect()))
+        pipeline.cql.submit(
+            pipeline.cql.admit(ON_RESULT.format(target=target), roles), CallbackSink(Collect())
+        )
     assert err.value.rule == rule
 
 
@@ -196,14 +202,16 @@ def test_an_aggregate_that_ran_on_its_own_resumes_on_its_own(pipeline) -> None:
     assert cql.share_aggregates
     cql.share_aggregates = False  # as a server with the setting off runs it
     try:
-        cql.submit(text, ["C"], CallbackSink(before), name="upgraded").process_all_available()
+        cql.submit(
+            cql.admit(text, ["C"]), CallbackSink(before), name="upgraded"
+        ).process_all_available()
     finally:
         cql.share_aggregates = True
     cql.stop("upgraded")
     counts = {r["patient_id"]: r["n"] for r in before.rows}
     assert counts[301] == 1
 
-    resumed = cql.submit(text, ["C"], CallbackSink(after), name="upgraded")
+    resumed = cql.submit(cql.admit(text, ["C"]), CallbackSink(after), name="upgraded")
     resumed.process_all_available()
     assert not any("upgraded" in n.branches for n in cql.networks.values())
     assert after.rows == [], "nothing new arrived: nothing is emitted again"
@@ -227,7 +235,9 @@ def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipel
     text = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
     shared, alone = Collect(), Collect()
     assert cql.share_aggregates
-    cql.submit(text, ["C"], CallbackSink(shared), name="downgraded").process_all_available()
+    cql.submit(
+        cql.admit(text, ["C"]), CallbackSink(shared), name="downgraded"
+    ).process_all_available()
     assert any("downgraded" in n.branches for n in cql.networks.values())
     cql.stop("downgraded")
     reached = {r["patient_id"]: r["n"] for r in shared.rows}  # the last update wins
@@ -235,7 +245,7 @@ def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipel
 
     cql.share_aggregates = False
     try:
-        resumed = cql.submit(text, ["C"], CallbackSink(alone), name="downgraded")
+        resumed = cql.submit(cql.admit(text, ["C"]), CallbackSink(alone), name="downgraded")
         resumed.process_all_available()
         assert not any("downgraded" in n.branches for n in cql.networks.values())
         assert {r["patient_id"]: r["n"] for r in alone.rows} == reached
@@ -259,17 +269,19 @@ def test_a_sliding_aggregate_folds_as_a_branch_unless_it_ran_on_its_own(pipeline
     assert cql.share_sliding, "on by default"
     cql.share_sliding = False
     try:
-        cql.submit(text, ["C"], CallbackSink(own), name="slide_own").process_all_available()
+        cql.submit(
+            cql.admit(text, ["C"]), CallbackSink(own), name="slide_own"
+        ).process_all_available()
     finally:
         cql.share_sliding = True
     assert "slide_own" not in cql.branches
-    cql.submit(text, ["C"], CallbackSink(folded), name="slide_b").process_all_available()
+    cql.submit(cql.admit(text, ["C"]), CallbackSink(folded), name="slide_b").process_all_available()
     assert "slide_b" in cql.branches
     branch = cql.networks[cql.branches["slide_b"]].branches["slide_b"]
     assert branch.folded is not None and branch.folded.closing is None
     assert own.rows and sorted(map(repr, folded.rows)) == sorted(map(repr, own.rows))
     cql.stop("slide_own")
-    again = cql.submit(text, ["C"], CallbackSink(resumed), name="slide_own")
+    again = cql.submit(cql.admit(text, ["C"]), CallbackSink(resumed), name="slide_own")
     again.process_all_available()
     assert "slide_own" not in cql.branches, "its checkpoint holds its state: alone"
     assert resumed.rows == [], "nothing new arrived: nothing is emitted again"

@@ -218,7 +218,9 @@ def test_selections_and_windows_share_one_driven_scan(pipeline) -> None:
     nurse, counts = Rows(), Rows()
     submit(pipeline, "nurse", nurse).process_all_available()
     land(pipeline, second)
-    window = pipeline.cql.submit(WINDOW, ["C"], CallbackSink(counts), name="counts")
+    window = pipeline.cql.submit(
+        pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(counts), name="counts"
+    )
     window.process_all_available()
     selections, windows = pipeline.cql.networks[KEY], pipeline.cql.window_networks[KEY]
     assert selections.scan is windows.scan is pipeline.cql.scans[KEY]
@@ -235,7 +237,9 @@ def test_selections_and_windows_share_one_driven_scan(pipeline) -> None:
     assert pipeline.cql.scans == {} and not windows.handle.isActive, "stopped with the last"
     pipeline.cql.share_windows = False
     own = Rows()
-    pipeline.cql.submit(WINDOW, ["C"], CallbackSink(own), name="own").process_all_available()
+    pipeline.cql.submit(
+        pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(own), name="own"
+    ).process_all_available()
     assert own.rows[-1] == counts.rows[-1], "the same window over the whole stream"
 
 

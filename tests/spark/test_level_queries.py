@@ -123,7 +123,7 @@ def pipeline(spark, tmp_path_factory):
 
 def submit(pipeline, text: str, level: QueryLevel | None, sink=None):
     rows = sink or Collect()
-    query = pipeline.cql.submit(text, ROLES, CallbackSink(rows), level=level)
+    query = pipeline.cql.submit(pipeline.cql.admit(text, ROLES, level), CallbackSink(rows))
     query.process_all_available()
     return rows.rows if sink is None else query
 
@@ -151,7 +151,7 @@ def test_level_one_sees_company_one_and_public_never_company_two(pipeline) -> No
 
 def test_the_native_query_service_filters_the_same(spark, pipeline) -> None:
     admitted = pipeline.queries.admit("SELECT id FROM MessageLog", ROLES, at("[2, A]"))
-    query = pipeline.queries.register(admitted, ROLES, MemorySink("lvl_native"))
+    query = pipeline.queries.register(admitted, MemorySink("lvl_native"))
     query.process_all_available()
     assert sorted(r["id"] for r in query.results()) == readable(at("[2, A]"), LOG, LOG_TUPLES)
 
@@ -226,7 +226,9 @@ def test_queries_cannot_name_or_compute_the_level(pipeline) -> None:
         "SELECT m.id AS level FROM MessageLog [ROWS 5] m JOIN Notices [ROWS 5] n ON m.id = n.id",
     ):
         with pytest.raises(QueryRejected) as refused:
-            pipeline.cql.submit(text, ROLES, CallbackSink(Collect()), level=at("[T, T]"))
+            pipeline.cql.submit(
+                pipeline.cql.admit(text, ROLES, at("[T, T]")), CallbackSink(Collect())
+            )
         assert refused.value.rule == "reserved_name", text
 
 
@@ -274,7 +276,7 @@ def test_a_delegating_query_writes_its_derived_stream_at_its_level(spark, pipeli
         "ON RESULT INSERT SP INTO STREAM  LET DDP = TUPLES: *, SRP = rbac:AUD"
     )
     with pytest.raises(QueryRejected) as refused:  # nowhere to record the level: refused
-        pipeline.cql.submit(text, ROLES, CallbackSink(Collect()), level=at("[1, _]"))
+        pipeline.cql.submit(pipeline.cql.admit(text, ROLES, at("[1, _]")), CallbackSink(Collect()))
     assert refused.value.rule == "on_result"
     written: list[tuple[str, str]] = []
 
@@ -286,7 +288,7 @@ def test_a_delegating_query_writes_its_derived_stream_at_its_level(spark, pipeli
     pipeline.cql.write_level = write_level
     try:
         query = pipeline.cql.submit(
-            text, ROLES, CallbackSink(Collect()), "deleg", level=at("[1, _]")
+            pipeline.cql.admit(text, ROLES, at("[1, _]")), CallbackSink(Collect()), "deleg"
         )
         query.process_all_available()
         pipeline.ingest_available()
@@ -312,7 +314,7 @@ def test_queries_of_one_level_share_a_processor_made_and_removed_on_demand(pipel
         ("lp_win", "SELECT count(*) AS n FROM MessageLog [ROWS 1]", high, window),
         ("lp_low", "SELECT id FROM MessageLog", low, other),
     ):
-        cql.submit(text, ROLES, CallbackSink(sink), name=name, level=level)
+        cql.submit(cql.admit(text, ROLES, level), CallbackSink(sink), name=name)
         cql.queries.queries[name].process_all_available()
     mine = {n: p for n, p in processors.active().items() if n not in before}
     assert len(mine) == 2  # two levels, two processors; the high one runs two queries

@@ -58,7 +58,7 @@ def pipeline(spark, tmp_path_factory):
 
 def _rows(pipeline, text: str, roles: list[str]) -> dict[int, dict]:
     sink = Collect()
-    query = pipeline.cql.submit(text, roles, CallbackSink(sink))
+    query = pipeline.cql.submit(pipeline.cql.admit(text, roles), CallbackSink(sink))
     query.process_all_available()
     pipeline.cql.stop(query.name)
     return {r["patient_id"]: r for r in sink.rows if r.get("patient_id") in PATIENTS}
@@ -105,7 +105,8 @@ def test_a_star_lists_every_hidden_attribute(pipeline) -> None:
 def test_aggregates_carry_no_masked_list(pipeline) -> None:
     sink = Collect()
     query = pipeline.cql.submit(
-        "SELECT count(beats_per_min) AS n FROM HeartRate", ["ND"], CallbackSink(sink)
+        pipeline.cql.admit("SELECT count(beats_per_min) AS n FROM HeartRate", ["ND"]),
+        CallbackSink(sink),
     )
     query.process_all_available()
     pipeline.cql.stop(query.name)

@@ -98,7 +98,7 @@ class Collect:
 def run(pipeline, text: str, role: str, level: QueryLevel | None) -> list[dict]:
     """The rows of ``text`` run by ``role`` at ``level``; a failed query raises."""
     rows = Collect()
-    query = pipeline.cql.submit(text, [role], CallbackSink(rows), level=level)
+    query = pipeline.cql.submit(pipeline.cql.admit(text, [role], level), CallbackSink(rows))
     try:
         query.process_all_available()
         assert query.error() is None
@@ -185,7 +185,7 @@ def test_an_empty_aggregate_of_its_own_is_at_its_level(pipeline) -> None:
     """The engine's own query path (not a network branch): the same empty group."""
     text = SHAPES["global"].format(where="WHERE svc = 'none'")
     admitted = pipeline.queries.admit(text, ["AUD"], ONE)
-    query = pipeline.queries.register(admitted, ["AUD"], MemorySink("ol_own_empty"))
+    query = pipeline.queries.register(admitted, MemorySink("ol_own_empty"))
     try:
         query.process_all_available()
         [row] = query.results()
@@ -235,7 +235,7 @@ def test_a_recipient_below_the_query_gets_nothing_of_its_aggregate(pipeline) -> 
         )
         for name, rows in got.items():
             delivery.subscribe(name, lambda batch, rows=rows: rows.extend(batch))
-        query = pipeline.cql.submit(text, ["AUD"], CallbackSink(delivery), level=TOP)
+        query = pipeline.cql.submit(pipeline.cql.admit(text, ["AUD"], TOP), CallbackSink(delivery))
         try:
             query.process_all_available()
         finally:

@@ -36,7 +36,7 @@ def service(spark, tmp_path_factory):
 
 
 def run(service, spark, sql, roles, table):
-    query = service.register(sql, roles, MemorySink(table))
+    query = service.register(service.admit(sql, roles), MemorySink(table))
     query.process_all_available()
     return query, query.results()
 
@@ -124,15 +124,15 @@ def test_union_keeps_each_tuples_own_labels_and_source(service, spark) -> None:
 def test_hostile_sql_is_rejected_before_spark(service, sql) -> None:
     before = len(service.spark.streams.active)
     with pytest.raises(QueryRejected):
-        service.register(sql, ["C"], MemorySink("never"))
+        service.register(service.admit(sql, ["C"]), MemorySink("never"))
     assert len(service.spark.streams.active) == before
 
 
 def test_unknown_or_missing_role_is_rejected(service) -> None:
     with pytest.raises(QueryRejected, match="unknown role"):
-        service.register("SELECT ts FROM HeartRate", ["Surgeon"], MemorySink("x1"))
+        service.register(service.admit("SELECT ts FROM HeartRate", ["Surgeon"]), MemorySink("x1"))
     with pytest.raises(QueryRejected):
-        service.register("SELECT ts FROM HeartRate", [], MemorySink("x2"))
+        service.register(service.admit("SELECT ts FROM HeartRate", []), MemorySink("x2"))
 
 
 CAST_ERROR = "SELECT CAST(CAST(beats_per_min AS STRING) AS INT) AS b FROM HeartRate"
@@ -140,7 +140,7 @@ CAST_ERROR = "SELECT CAST(CAST(beats_per_min AS STRING) AS INT) AS b FROM HeartR
 
 def test_runtime_errors_do_not_leak_values(service, spark, caplog) -> None:
     caplog.set_level(logging.ERROR, logger="streamshield.audit")
-    query = service.register(CAST_ERROR, ["C"], MemorySink("cast_c"))
+    query = service.register(service.admit(CAST_ERROR, ["C"]), MemorySink("cast_c"))
     with pytest.raises(QueryFailed) as failure:
         query.process_all_available()
     message = str(failure.value)
@@ -158,7 +158,9 @@ def test_hidden_rows_never_reach_user_expressions(service, spark) -> None:
 
 
 def test_list_and_stop(service) -> None:
-    query = service.register("SELECT ts FROM HeartRate", ["C"], MemorySink("to_stop"))
+    query = service.register(
+        service.admit("SELECT ts FROM HeartRate", ["C"]), MemorySink("to_stop")
+    )
     assert query.name in [q.name for q in service.list()]
     service.stop(query.name)
     assert not query.active

@@ -128,7 +128,7 @@ def submit(feed: Feed, text: str, role: str, level: str, alone: bool = False):
     cql, rows = feed.pipeline.cql, Collect()
     cql.share_windows = not alone
     try:
-        query = cql.submit(text, [role], CallbackSink(rows), level=at(level))
+        query = cql.submit(cql.admit(text, [role], at(level)), CallbackSink(rows))
     finally:
         cql.share_windows = True
     query.process_all_available()

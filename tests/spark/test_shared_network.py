@@ -86,7 +86,9 @@ def test_each_branch_returns_exactly_what_its_query_alone_returns(pipeline, tmp_
     for name, (text, role) in QUERIES.items():
         alone = Rows()
         # A streaming query of its own (QueryService), not a network of one branch.
-        query = pipeline.queries.register(text, [role], CallbackSink(alone), f"alone_{name}")
+        query = pipeline.queries.register(
+            pipeline.queries.admit(text, [role]), CallbackSink(alone), f"alone_{name}"
+        )
         query.process_all_available()
         pipeline.queries.stop(query.name)
         assert sinks[name].sorted() == alone.sorted(), name
@@ -108,7 +110,9 @@ def test_a_branch_failing_in_the_one_pass_fails_alone(pipeline, tmp_path) -> Non
     assert sinks["cardio"].rows and not sinks["broken"].rows
     alone = Rows()
     text, role = QUERIES["cardio"]
-    query = pipeline.queries.register(text, [role], CallbackSink(alone), "alone_cardio_2")
+    query = pipeline.queries.register(
+        pipeline.queries.admit(text, [role]), CallbackSink(alone), "alone_cardio_2"
+    )
     query.process_all_available()
     pipeline.queries.stop(query.name)
     assert sinks["cardio"].sorted() == alone.sorted()
@@ -176,7 +180,9 @@ def test_the_server_stores_every_branch_with_one_write(pipeline, tmp_path) -> No
         assert everything is not None and everything.count() == len(stored.rows), name
         text, role = QUERIES[name]
         alone = Every()
-        query = pipeline.queries.register(text, [role], CallbackSink(alone), f"linked_{name}")
+        query = pipeline.queries.register(
+            pipeline.queries.admit(text, [role]), CallbackSink(alone), f"linked_{name}"
+        )
         query.process_all_available()
         pipeline.queries.stop(query.name)
         assert stored.sorted() == alone.sorted(), name

@@ -167,7 +167,9 @@ def test_selections_and_windows_of_one_stream_share_one_scan(pipeline) -> None:
     nurse, counts = Rows(), Rows()
     submit(pipeline, "nurse", nurse).process_all_available()
     land(pipeline, second)
-    window = pipeline.cql.submit(WINDOW, ["C"], CallbackSink(counts), name="counts")
+    window = pipeline.cql.submit(
+        pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(counts), name="counts"
+    )
     window.process_all_available()  # joins the running scan: catches up with the history
     key = ("HeartRate", "unlevelled")
     selections, windows = pipeline.cql.networks[key], pipeline.cql.window_networks[key]
@@ -189,7 +191,9 @@ def test_selections_and_windows_of_one_stream_share_one_scan(pipeline) -> None:
     assert pipeline.cql.scans == {} and not windows.handle.isActive, "stopped with the last"
     pipeline.cql.share_windows = False  # the same window as a streaming query of its own
     own = Rows()
-    pipeline.cql.submit(WINDOW, ["C"], CallbackSink(own), name="own").process_all_available()
+    pipeline.cql.submit(
+        pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(own), name="own"
+    ).process_all_available()
     assert own.rows[-1] == counts.rows[-1], "the same window over the whole stream"
 
 
@@ -198,11 +202,13 @@ def test_a_selection_joining_a_running_scan_gets_what_landed_just_before(pipelin
     joins at once: the scan may be handing that part out as it joins, and the selection
     must still get every row once (StreamScan.joining)."""
     counts = Rows()
-    pipeline.cql.submit(WINDOW, ["C"], CallbackSink(counts), name="counts")
+    pipeline.cql.submit(pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(counts), name="counts")
     for i, part in enumerate(parts()):
         land(pipeline, part)
         rows = Rows()
         text, role = HEART_QUERIES["nurse"]
-        query = pipeline.cql.submit(text, [role], CallbackSink(rows), name=f"nurse{i}")
+        query = pipeline.cql.submit(
+            pipeline.cql.admit(text, [role]), CallbackSink(rows), name=f"nurse{i}"
+        )
         query.process_all_available()
         assert rows.sorted() == alone(pipeline, "nurse", str(i)), f"joined after part {i}"

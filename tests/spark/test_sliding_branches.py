@@ -14,6 +14,7 @@ import datetime
 
 import pyarrow.compute as pc
 import pytest
+import sqlglot
 
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.ingest import Ingest
@@ -211,7 +212,6 @@ def alone(service, queries, sinks, monkeypatch):
             admitted = service.admit(text, roles)
             out[name] = service.register(
                 admitted,
-                roles,
                 CallbackSink(sinks[name]),
                 f"alone_{name}",
                 sliding=_sliding(service, admitted),
@@ -319,7 +319,7 @@ def test_the_drivers_sliding_fold_equals_sparks(spark, tmp_path):
     the same rows, the driver's across a restart (its watermark read back from disk)."""
     window = "`window`(t, '2 minutes', '1 minute')"
     text = f"SELECT {window} AS `window`, k, count(*) AS n, sum(x) AS s FROM v GROUP BY k, {window}"
-    folded = sliding_fold(text, "t", watermark=True)
+    folded = sliding_fold(sqlglot.parse_one(text, read="spark"), "t", watermark=True)
     assert folded is not None and folded.latest is not None
     closing = Closing(folded.end, folded.latest, WATERMARK_MICROS)
     names = ("window", "k", "n", "s")

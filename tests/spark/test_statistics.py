@@ -125,7 +125,7 @@ def service(spark, tmp_path_factory):
 
 
 def run(service, sql: str, roles: list[str], table: str):
-    query = service.register(sql, roles, MemorySink(table))
+    query = service.register(service.admit(sql, roles), MemorySink(table))
     query.process_all_available()
     return query.results()
 

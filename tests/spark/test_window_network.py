@@ -206,9 +206,13 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     rest()  # landed already when the module's first test ran
     cql = pipeline.cql
     first, second = Rows(), Rows()
-    one = cql.submit("SELECT patient_id FROM HeartRate [ROWS 2]", ["C"], CallbackSink(first))
+    one = cql.submit(
+        cql.admit("SELECT patient_id FROM HeartRate [ROWS 2]", ["C"]), CallbackSink(first)
+    )
     one.process_all_available()
-    two = cql.submit("SELECT count(*) AS n FROM HeartRate [ROWS 2]", ["C"], CallbackSink(second))
+    two = cql.submit(
+        cql.admit("SELECT count(*) AS n FROM HeartRate [ROWS 2]", ["C"]), CallbackSink(second)
+    )
     two.process_all_available()
     (network,) = cql.window_networks.values()
     assert set(network.branches) == {one.name, two.name}
@@ -216,7 +220,8 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     assert first.rows and second.rows, "the second joined late and caught up"
     assert second.rows[-1] == (2,), "ROWS 2 of HeartRate: 2 in all, not 2 per channel"
     sliding = cql.submit(
-        "SELECT count(*) AS n FROM HeartRate [RANGE 60 SLIDE 60]", ["C"], CallbackSink(Rows())
+        cql.admit("SELECT count(*) AS n FROM HeartRate [RANGE 60 SLIDE 60]", ["C"]),
+        CallbackSink(Rows()),
     )
     assert sliding.name not in cql.window_branches, "an aggregate over a sliding window"
     assert sliding.name in cql.branches, "... folds as a branch of the selection network"
@@ -235,11 +240,11 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     assert cql.share_aggregates, "on by default since session 21"
     cql.share_aggregates = False  # Spark's streaming aggregation, a query of its own
     try:
-        alone = cql.submit(aggregate, ["C"], CallbackSink(Rows()))
+        alone = cql.submit(cql.admit(aggregate, ["C"]), CallbackSink(Rows()))
         assert cql.networks == {}, "switched off, an aggregate runs on its own"
     finally:
         cql.share_aggregates = True
-    folded = cql.submit(aggregate, ["C"], CallbackSink(counts))  # a folding branch
+    folded = cql.submit(cql.admit(aggregate, ["C"]), CallbackSink(counts))  # a folding branch
     folded.process_all_available()
     ((network),) = cql.networks.values()
     assert network.branches[folded.name].folded is not None and counts.rows

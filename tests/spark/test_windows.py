@@ -53,7 +53,7 @@ def test_windowed_counts_see_only_readable_tuples(spark, tmp_path) -> None:
     )
     counts = {}
     for role in ("C", "GP", "ND"):
-        query = service.register(sql, [role], MemorySink(f"win_{role}"))
+        query = service.register(service.admit(sql, [role]), MemorySink(f"win_{role}"))
         query.process_all_available()
         counts[role] = sorted(r["n"] for r in query.results())
         assert all(r["_ss_r0_0"] != 0 for r in query.results()), "aggregate output is labelled"

@@ -21,6 +21,7 @@ from streamshield.cli import main
 from streamshield.engine.levels.level_application import LevelApplications
 from streamshield.engine.levels.level_processor import processor_name
 from streamshield.engine.store.result_store import ResultStore
+from streamshield.lang.admission import admit
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.operator_limits import LimitExceeded, LimitRule, OperatorLimits
@@ -48,7 +49,12 @@ def routed(tmp_path, importable):  # noqa: F811
     engine = SimpleNamespace(
         hierarchy=HIERARCHY, codec=RoleCodec(HIERARCHY), streams=STREAMS, spark=None
     )
-    registry = QueryRegistry(SimpleNamespace(queries=engine, streams=STREAMS), apps)  # type: ignore[arg-type]
+
+    def admitted(text: str, roles, level=None):
+        return admit(text, roles, HIERARCHY, list(STREAMS), level)
+
+    cql = SimpleNamespace(queries=engine, streams=STREAMS, admit=admitted)
+    registry = QueryRegistry(cql, apps)  # type: ignore[arg-type]
     yield registry, apps
     for query in registry.all():
         registry.stop(query.name)

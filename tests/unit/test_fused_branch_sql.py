@@ -5,6 +5,7 @@ rebuilt later over its view's columns. No JVM: sqlglot only."""
 from __future__ import annotations
 
 import pytest
+import sqlglot
 
 from streamshield.engine.sharing.fused_branches import (
     COMMON,
@@ -41,7 +42,9 @@ SECURED = (
 
 
 def test_the_where_reads_staged_columns_and_the_items_the_view() -> None:
-    items, condition, read, where_reads = _plain_select(SECURED, VIEW, "vT")
+    items, condition, read, where_reads = _plain_select(
+        sqlglot.parse_one(SECURED, read="spark"), VIEW, "vT"
+    )
     assert condition == "`ts__vT` > 0 AND `patient_id__vT` >= 104"
     assert where_reads == ["ts", "patient_id"]
     assert [name for name, _ in items] == [
@@ -57,7 +60,9 @@ def test_the_where_reads_staged_columns_and_the_items_the_view() -> None:
 
 
 def test_a_star_is_the_views_columns_in_order() -> None:
-    items, condition, read, _ = _plain_select("SELECT * FROM v", VIEW, "t")
+    items, condition, read, _ = _plain_select(
+        sqlglot.parse_one("SELECT * FROM v", read="spark"), VIEW, "t"
+    )
     assert [n for n, _ in items] == list(VIEW.values()) and condition is None
     assert read == list(VIEW.values())
 
@@ -76,7 +81,7 @@ def test_a_star_is_the_views_columns_in_order() -> None:
 )
 def test_what_is_not_a_plain_selection_of_row_values_runs_its_own_plan(sql: str) -> None:
     with pytest.raises(NotFused):
-        _plain_select(sql, VIEW, "t")
+        _plain_select(sqlglot.parse_one(sql, read="spark"), VIEW, "t")
 
 
 def test_equal_visibilities_share_a_tag_and_others_do_not() -> None:
@@ -95,7 +100,7 @@ def test_items_placed_beside_other_branches_read_only_their_own_view_columns() -
     column is placed as it stands (a shared one where the pass stores it once), any
     other item over its own branch's view columns only (renamed with the branch's
     suffix; a lambda's variable is not one), which are then the only ones added."""
-    items, _, read, _ = _plain_select(SECURED, VIEW, "vT")
+    items, _, read, _ = _plain_select(sqlglot.parse_one(SECURED, read="spark"), VIEW, "vT")
     kinds = {name: ("masked", name) for name in read}
     kinds["_ss_r0_0"] = (COMMON, "_ss_common__ss_r0_0")
     placed = {name: bare_column(sql, kinds) for name, sql in items}

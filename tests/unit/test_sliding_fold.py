@@ -5,6 +5,7 @@ is kept, and what does not fold."""
 from __future__ import annotations
 
 import pytest
+import sqlglot
 
 from streamshield.lang.sliding_fold import LATEST, sliding_fold
 
@@ -17,7 +18,7 @@ SECURED = (
 
 
 def test_the_window_is_two_keys_and_is_rebuilt_as_sparks_struct() -> None:
-    folded = sliding_fold(SECURED, "t", watermark=True)
+    folded = sliding_fold(sqlglot.parse_one(SECURED, read="spark"), "t", watermark=True)
     assert folded is not None
     fold = folded.fold
     assert fold.keys == ("_ss_k0", "_ss_k1", "_ss_k2")
@@ -29,7 +30,7 @@ def test_the_window_is_two_keys_and_is_rebuilt_as_sparks_struct() -> None:
 
 
 def test_without_a_watermark_no_event_time_is_kept() -> None:
-    folded = sliding_fold(SECURED, "t", watermark=False)
+    folded = sliding_fold(sqlglot.parse_one(SECURED, read="spark"), "t", watermark=False)
     assert folded is not None and folded.latest is None
     assert LATEST not in folded.fold.partial
 
@@ -47,4 +48,4 @@ def test_without_a_watermark_no_event_time_is_kept() -> None:
     ],
 )
 def test_what_does_not_fold(sql: str) -> None:
-    assert sliding_fold(sql, "t", watermark=True) is None
+    assert sliding_fold(sqlglot.parse_one(sql, read="spark"), "t", watermark=True) is None

@@ -170,7 +170,7 @@ def query(
             registered = pipeline.queries.export_punctuated(sql, roles, cast(Path, out))
         else:
             sink = ConsoleSink() if fmt == "console" else FileSink(str(out), fmt)
-            registered = pipeline.queries.register(sql, roles, sink)
+            registered = pipeline.queries.register(pipeline.queries.admit(sql, roles), sink)
         registered.process_all_available()
         registered.stop()
     except (QueryRejected, QueryFailed) as err:

@@ -24,6 +24,7 @@ from streamshield.lang.recipient_labels import (
     slot_of,
     widest,
 )
+from streamshield.lang.sql_trees import chain, empty_strings, is_null, not_null_elements
 from streamshield.policy.query_level import LEVEL_PREFIX, QueryLevel
 
 RESERVED = "_ss_"
@@ -52,9 +53,8 @@ def uses_reserved_names(sql: str | exp.Expr) -> bool:
     )
 
 
-def is_aggregate(sql: str) -> bool:
+def is_aggregate(tree: exp.Expr) -> bool:
     """Whether the outer SELECT aggregates (decides the streaming output mode)."""
-    tree = sqlglot.parse_one(sql, read="spark")
     return isinstance(tree, exp.Select) and _is_aggregate(tree)
 
 
@@ -73,10 +73,10 @@ def masked_expression(select: exp.Select, attributes: Sequence[str]) -> exp.Expr
     a name of their own (no alias) are not listed.
     """
     known = {a.lower(): a for a in attributes}
-    items: list[str] = []
+    items: list[exp.Expr] = []
 
-    def flag(name: str) -> str:
-        return exp.column(hidden_column(known[name.lower()]), quoted=True).sql(dialect="spark")
+    def flag(name: str) -> exp.Column:
+        return exp.column(hidden_column(known[name.lower()]), quoted=True)
 
     for projection in select.expressions:
         target = projection.this if isinstance(projection, exp.Alias) else projection
@@ -97,19 +97,16 @@ def masked_expression(select: exp.Select, attributes: Sequence[str]) -> exp.Expr
             {c.name.lower() for c in target.find_all(exp.Column) if c.name.lower() in known}
         )
         if reads:
-            hidden = " OR ".join(flag(r) for r in reads)
-            value = target.sql(dialect="spark")
-            items.append(_named_if(f"(({value}) IS NULL AND ({hidden}))", name))
+            hidden = exp.Paren(this=chain(exp.Or, [flag(r) for r in reads]))
+            value = is_null(exp.Paren(this=target.copy()))
+            items.append(_named_if(exp.Paren(this=exp.And(this=value, expression=hidden)), name))
     if not items:
-        return exp.alias_(
-            sqlglot.parse_one("CAST(ARRAY() AS ARRAY<STRING>)", read="spark"), MASKED_COLUMN
-        )
-    text = f"FILTER(ARRAY({', '.join(items)}), x -> x IS NOT NULL)"
-    return exp.alias_(sqlglot.parse_one(text, read="spark"), MASKED_COLUMN)
+        return exp.alias_(empty_strings(), MASKED_COLUMN)
+    return exp.alias_(not_null_elements(exp.Array(expressions=items)), MASKED_COLUMN)
 
 
-def _named_if(condition: str, name: str) -> str:
-    return f"IF({condition}, {exp.Literal.string(name).sql(dialect='spark')}, NULL)"
+def _named_if(condition: exp.Expr, name: str) -> exp.Expr:
+    return exp.If(this=condition, true=exp.Literal.string(name), false=exp.Null())
 
 
 def propagate_labels(
@@ -229,7 +226,7 @@ class _Slots:
         if not layout[1]:
             deps = deps.folded()
         try:
-            return slot_columns(deps, layout, _view_labels, self.words, aggregate)
+            return slot_columns(deps, layout, label_pair, self.words, aggregate)
         except ValueError as err:  # never a row without the slots it needs
             raise LabelsNotPropagated(str(err)) from None
 
@@ -247,7 +244,9 @@ class _Slots:
         return out
 
 
-def _view_labels(obj: int, word: int) -> tuple[str, str]:
+def label_pair(obj: int, word: int) -> tuple[str, str]:
+    """The (readers, denied) columns of label object ``obj``'s word ``word`` (object 0:
+    the tuple; ``i``: its i-th attribute), as a secured view or a join's pairs name them."""
     return f"_ss_r{obj}_{word}", f"_ss_d{obj}_{word}"
 
 
@@ -329,13 +328,15 @@ def combined(column: str, readers_prefix: str, level: QueryLevel | None = None) 
             complete = exp.EQ(
                 this=exp.Count(this=exp.Literal.number(1)), expression=exp.Count(this=word.copy())
             )
-            return exp.Case().when(complete, exp.func("bit_or", word))
+            return exp.Case().when(complete, exp.func("bit_or", word, dialect="spark"))
         top = exp.Literal.number(-1)
         if level.width == 1:
-            return exp.func("bit_or", exp.func("coalesce", word, top))
+            return exp.func(
+                "bit_or", exp.func("coalesce", word, top, dialect="spark"), dialect="spark"
+            )
         missing = exp.or_(*(exp.column(n).is_(exp.null()) for n in level.columns))
-        return exp.func("bit_or", exp.Case().when(missing, top).else_(word))
-    return exp.func(_combine(column, readers_prefix), exp.column(column))
+        return exp.func("bit_or", exp.Case().when(missing, top).else_(word), dialect="spark")
+    return exp.func(_combine(column, readers_prefix), exp.column(column), dialect="spark")
 
 
 def _combine(column: str, readers_prefix: str) -> str:

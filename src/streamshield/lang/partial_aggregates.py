@@ -28,9 +28,8 @@ Pure Python: no pyspark (tests/unit/test_purity.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 
 KEY = "_ss_k"
@@ -59,35 +58,45 @@ class Fold:
     """The state's key columns, one per GROUP BY expression (none: one global group)."""
     merges: tuple[tuple[str, str], ...]
     """Each partial column of the state and the aggregate that merges it."""
-    partial: str
-    """The partials of a batch: the query's FROM, WHERE and GROUP BY (Spark SQL)."""
-    final: tuple[str, ...]
+    partial_tree: exp.Select = field(repr=False, compare=False)
+    """The partials of a batch: the query's FROM, WHERE and GROUP BY."""
+    final_trees: tuple[exp.Expr, ...] = field(repr=False, compare=False)
     """The query's select list over the state, one expression per output column."""
-    having: str | None
+    having_tree: exp.Expr | None = field(repr=False, compare=False)
     """The query's HAVING over the state (None: every touched group is emitted)."""
+
+    @property
+    def partial(self) -> str:
+        """:attr:`partial_tree` as Spark SQL (what the engine plans per batch)."""
+        return self.partial_tree.sql(dialect="spark")
+
+    @property
+    def final(self) -> tuple[str, ...]:
+        return tuple(e.sql(dialect="spark") for e in self.final_trees)
+
+    @property
+    def having(self) -> str | None:
+        return None if self.having_tree is None else self.having_tree.sql(dialect="spark")
 
     def final_sql(self, state: str, names: tuple[str, ...]) -> str:
         """The emitted rows: the final select over the view ``state`` (the touched
         groups), each expression named as the query's own column (``names``)."""
-        if len(names) != len(self.final):
+        if len(names) != len(self.final_trees):
             raise ValueError("one name per output column")
         select = exp.select(
             *(
-                exp.alias_(sqlglot.parse_one(e, read="spark"), n, quoted=True)
-                for e, n in zip(self.final, names, strict=True)
+                exp.alias_(e.copy(), n, quoted=True)
+                for e, n in zip(self.final_trees, names, strict=True)
             )
         ).from_(state)
-        if self.having is not None:
-            select = select.where(self.having, dialect="spark")
+        if self.having_tree is not None:
+            select = select.where(self.having_tree.copy())
         return select.sql(dialect="spark")
 
 
-def fold_of(sql: str) -> Fold | None:
-    """The fold of an aggregate SELECT over one view, or None where it does not fold."""
-    try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except sqlglot.errors.ParseError:
-        return None
+def fold_of(tree: exp.Expr) -> Fold | None:
+    """The fold of a secured aggregate SELECT over one view (its tree is not changed),
+    or None where it does not fold."""
     if not isinstance(tree, exp.Select) or any(tree.args.get(a) for a in _REFUSED):
         return None
     if any(
@@ -184,13 +193,7 @@ def fold_of(sql: str) -> Fold | None:
         partial.set("where", tree.args["where"].copy())
     if groups:
         partial.set("group", exp.Group(expressions=[g.copy() for g in groups]))
-    return Fold(
-        keys,
-        tuple(merges),
-        partial.sql(dialect="spark"),
-        tuple(e.sql(dialect="spark") for e in final),
-        None if state_condition is None else state_condition.sql(dialect="spark"),
-    )
+    return Fold(keys, tuple(merges), partial, tuple(final), state_condition)
 
 
 def _unaliased(expression: exp.Expr) -> exp.Expr:
@@ -222,10 +225,10 @@ class PartialParts:
     """``(partial column, aggregate call)``."""
 
 
-def partial_parts(partial: str) -> PartialParts | None:
-    """The parts of a fold's ``partial`` (:attr:`Fold.partial`); None where it does not
-    take this shape (it is then planned as SQL)."""
-    tree = sqlglot.parse_one(partial, read="spark")
+def partial_parts(fold: Fold) -> PartialParts | None:
+    """The parts of a fold's partials (:attr:`Fold.partial_tree`); None where they do
+    not take this shape (they are then planned as SQL)."""
+    tree = fold.partial_tree
     source = tree.args["from_"].this
     if not isinstance(source, exp.Table):
         return None

@@ -41,6 +41,7 @@ __all__ = [
     "QueryRejected",
     "bind_views",
     "check_query",
+    "check_reads_only",
     "parse_tree",
 ]
 
@@ -486,7 +487,10 @@ class CheckedQuery:
     def rewrite(self, view_names: Mapping[str, str]) -> str:
         """The query with every stream reference replaced by the given (secured) view name,
         as Spark SQL (see :func:`bind_views`)."""
-        return bind_views(self._tree, self.streams, view_names).sql(dialect="spark")
+        tree = bind_views(self._tree, self.streams, view_names)
+        lookup = {name.lower(): view for name, view in view_names.items()}
+        check_reads_only(tree, {lookup[s.lower()] for s in self.streams})
+        return tree.sql(dialect="spark")
 
 
 def bind_views(tree: exp.Expr, streams: Collection[str], view_names: Mapping[str, str]) -> exp.Expr:
@@ -496,9 +500,9 @@ def bind_views(tree: exp.Expr, streams: Collection[str], view_names: Mapping[str
     ``view_names`` maps each of ``streams`` (matched case-insensitively) to the temp view
     that applies the user's policy. References keep their alias; an unaliased
     ``FROM HeartRate`` becomes ``FROM `view` AS HeartRate`` so column qualifiers such as
-    ``HeartRate.beats`` still resolve. CTE references are left alone. The result is
-    checked again, as Spark SQL without comments, so that nothing the generator emits can
-    escape the rules: it reads exactly the views, nothing else.
+    ``HeartRate.beats`` still resolve. CTE references are left alone, comments dropped.
+    The whole secured tree is checked to read exactly its views once every rewrite ran
+    (:func:`check_reads_only`, from ``rewrite_rules.secure``).
 
     Raises ``ValueError`` if a stream has no view, a view name is not a plain identifier,
     or a CTE in the query has the same name as a view (it would shadow the view).
@@ -513,6 +517,8 @@ def bind_views(tree: exp.Expr, streams: Collection[str], view_names: Mapping[str
             raise ValueError(f"view name {view!r} is not a plain identifier")
     used_lower = {v.lower() for v in used}
     tree = tree.copy()
+    for node in tree.walk():  # comments never reach Spark, whichever rendering is used
+        node.comments = None
     for cte in tree.find_all(exp.CTE):
         if cte.alias_or_name.lower() in used_lower:
             raise ValueError(f"CTE {cte.alias_or_name!r} would shadow a secured view")
@@ -534,11 +540,23 @@ def bind_views(tree: exp.Expr, streams: Collection[str], view_names: Mapping[str
         # function (Spark resolves quoted function names as usual).
         if func.name.lower() == "window":
             func.set("this", exp.to_identifier(func.name, quoted=True))
-    text = tree.sql(dialect="spark", comments=False)
-    again = check_query(text, used, max_joins=1 << 30, max_windows=1 << 30)
-    if {s.lower() for s in again.streams} != used_lower:
-        raise RuntimeError("rewritten query reads other relations than the secured views")
-    return again.tree
+    return tree
+
+
+def check_reads_only(tree: exp.Expr, views: Collection[str]) -> None:
+    """RuntimeError unless ``tree`` reads exactly ``views`` (and CTEs in scope), through
+    named relations only: the last check on a secured tree before it is rendered for
+    Spark, after every rewrite (none may add a read of anything else). It runs on the
+    tree itself, resolving names as :func:`check_query` does, rather than on a rendering
+    parsed again: the rendering is what Spark parses, once."""
+    marked = tree.copy()  # resolving marks table references
+    try:
+        _check_relations(marked)
+        found = _resolve_tables(marked, _catalog(views), "")
+    except QueryRejected as err:
+        raise RuntimeError(f"the secured query reads other relations ({err.rule})") from None
+    if {s.lower() for s in found} != {v.lower() for v in views}:
+        raise RuntimeError("the secured query reads other relations than its views")
 
 
 def check_query(

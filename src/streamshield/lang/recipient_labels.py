@@ -30,8 +30,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
+
+from streamshield.lang.sql_trees import bigint
 
 ROW = "_ss_row"
 COLUMN = "_ss_col"
@@ -142,11 +143,11 @@ def slot_columns(
 
     def slot(obj: int | None, name: str, kind: str, w: int) -> exp.Expr:
         if obj is None:  # padding: readers all, denied none
-            value: exp.Expr = sqlglot.parse_one("-1L" if kind == "r" else "0L", read="spark")
+            value: exp.Expr = bigint(-1 if kind == "r" else 0)
         else:
             source = exp.column(labels(obj, w)[0 if kind == "r" else 1], quoted=True)
             fn = "bit_and" if kind == "r" else "bit_or"
-            value = exp.func(fn, source) if aggregate else source
+            value = exp.func(fn, source, dialect="spark") if aggregate else source
         return exp.alias_(value, name, quoted=True)
 
     row_width, column_widths = widths

@@ -24,6 +24,14 @@ is part of the security argument:
 5. :func:`propagate_labels` appends tuple labels, provenance, dependency slots and
    masks to the final select list; last, since it must see every output column.
 
+A join query reads the pairs of its shared join instead of views of its streams
+(:class:`~streamshield.lang.pair_labels.JoinInput`): rule 3 points it at the pairs and
+rule 5 labels its rows with the pairs' labels (lang/pair_labels.py).
+
+:func:`secure` then checks that the last tree reads exactly its views
+(``query_check.check_reads_only``) and renders it once: the one text Spark parses.
+Nothing is rendered and parsed again in between.
+
 Pure Python: no pyspark (tests/unit/test_purity.py).
 """
 
@@ -40,7 +48,8 @@ from streamshield.lang.label_propagation import (
     propagate_tree,
     uses_reserved_names,
 )
-from streamshield.lang.query_check import QueryRejected, check_level_name
+from streamshield.lang.pair_labels import JoinInput, over_pairs, with_pair_labels
+from streamshield.lang.query_check import QueryRejected, check_level_name, check_reads_only
 from streamshield.lang.query_check import bind_views as _bind
 from streamshield.lang.statistics_rewrite import statistics_supported, statistics_tree
 from streamshield.lang.windows import WindowSpec
@@ -76,6 +85,8 @@ class Rewrite:
     sliding: Sliding | None = None
     level: QueryLevel | None = None
     """The query's level: its lattice says how aggregates combine the level words."""
+    join: JoinInput | None = None
+    """A join query: it reads its shared join's pairs (``views`` is then empty)."""
     view_attributes: Mapping[str, tuple[str, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +112,8 @@ def sliding_window(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
 
 
 def bind_views(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
+    if rewrite.join is not None:
+        return over_pairs(tree, rewrite.join.view)
     return _bind(tree, rewrite.streams, rewrite.views)
 
 
@@ -126,6 +139,10 @@ def propagate_labels(tree: exp.Expr, rewrite: Rewrite) -> exp.Expr:
     hands unlabelled rows to no one."""
     if rewrite.statistics:
         return tree
+    if rewrite.join is not None:
+        if not isinstance(tree, exp.Select):
+            raise QueryRejected("query_shape", "a join query must be one SELECT")
+        return with_pair_labels(tree, rewrite.join, rewrite.level)
     single = rewrite.attributes[rewrite.streams[0]] if len(rewrite.streams) == 1 else ()
     try:
         return propagate_tree(
@@ -150,11 +167,25 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def secure(tree: exp.Expr, rewrite: Rewrite, rules: tuple[Rule, ...] = RULES) -> str:
-    """The SQL Spark runs for a checked ``tree``: every rule in order."""
+@dataclass(frozen=True)
+class Secured:
+    """A query after every security rewrite: its tree and that tree rendered, once."""
+
+    tree: exp.Expr = field(repr=False, compare=False)
+    """What the engine reads the query's shape from (folds, fused passes); never
+    changed (copy it first)."""
+    sql: str
+    """The one text Spark parses for the query; ``explain`` shows it."""
+
+
+def secure(tree: exp.Expr, rewrite: Rewrite, rules: tuple[Rule, ...] = RULES) -> Secured:
+    """A checked ``tree`` secured: every rule in order, then checked to read exactly
+    its views and rendered for Spark."""
     for rule in rules:
         tree = rule(tree, rewrite)
-    return tree.sql(dialect="spark", comments=False)
+    views = [rewrite.join.view] if rewrite.join is not None else list(rewrite.views.values())
+    check_reads_only(tree, views)
+    return Secured(tree, tree.sql(dialect="spark", comments=False))
 
 
 def runs_on_statistics(tree: exp.Expr, streams: tuple[str, ...], aggregate: bool) -> bool:

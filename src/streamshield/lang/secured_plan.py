@@ -1,12 +1,13 @@
-"""What the security rewrites add to a query, written out for ``explain``.
+"""What the secured views of a query filter on and how its output is labelled, for ``explain``.
 
-A user or an auditor reads here, for a registered query, the conjuncts its secured
-views filter on beneath every expression of the query (the tuple label test of its
+A user or an auditor reads here, for a registered query, the conjuncts each secured
+view filters on beneath every expression of the query (the tuple label test of its
 roles and, while levels are on, the Chinese-Wall conjunct of its level ``C``) and how
-its output is labelled, and the query as Spark plans it: each stream replaced by its
-secured view, spelled as a CTE over the labelled stream. The level conjunct is the
-exact text of the engine's expression (``QueryLevel.conjunct_sql``); the roles test is
-named, not spelled, since its words depend on the role layout.
+its output is labelled. Beside them ``explain`` shows the SQL Spark parsed for the
+query, exactly as the security rewrites produced it (``rewrite_rules.Secured``), which
+reads each stream as its secured view. The level conjunct is the exact text of the
+engine's expression (``QueryLevel.conjunct_sql``); the roles test is named, not
+spelled, since its words depend on the role layout.
 
 Pure Python: no pyspark.
 """
@@ -28,8 +29,6 @@ class SecuredPlan:
     """What every secured view filters on, in the order of its Filter."""
     labels: tuple[str, ...]
     """How the output rows are labelled and checked at delivery."""
-    sql: str
-    """The query over its secured views (one CTE per stream)."""
 
 
 def roles_test(roles: Sequence[str]) -> str:
@@ -37,13 +36,11 @@ def roles_test(roles: Sequence[str]) -> str:
 
 
 def secured_plan(
-    sql: str,
-    streams: Sequence[str],
     roles: Sequence[str],
     level: QueryLevel | None,
     output: OutputLevel = OutputLevel.QUERY,
 ) -> SecuredPlan:
-    """The secured plan of a checked query ``sql`` over ``streams``, run by ``roles``;
+    """What the secured views of a query run by ``roles`` at ``level`` filter on;
     ``output``: where its rows are labelled (``lang.output_level``)."""
     conjuncts = [roles_test(roles)]
     labels = [
@@ -62,14 +59,4 @@ def secured_plan(
             1,
             f"level: {written}; a recipient gets a row only if her session level dominates it",
         )
-    where = " AND ".join(conjuncts)
-    views = ", ".join(
-        f"`{s}` AS (SELECT * /* attributes masked per label */ FROM `{s}` WHERE {where})"
-        for s in streams
-    )
-    return SecuredPlan(
-        level.text if level is not None else None,
-        tuple(conjuncts),
-        tuple(labels),
-        f"WITH {views} {sql}" if streams else sql,
-    )
+    return SecuredPlan(level.text if level is not None else None, tuple(conjuncts), tuple(labels))

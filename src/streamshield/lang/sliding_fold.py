@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import sqlglot
 from sqlglot import exp
 
 from streamshield.lang.partial_aggregates import Fold, fold_of
@@ -48,13 +47,10 @@ class SlidingFold:
     """The partial column of a group's newest event time (None: no watermark)."""
 
 
-def sliding_fold(sql: str, event_time: str, watermark: bool) -> SlidingFold | None:
-    """The fold of a secured sliding-window aggregate ``sql`` (one ``window(...)`` call
-    in its GROUP BY, over the stream's ``event_time``); None where it does not fold."""
-    try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except sqlglot.errors.ParseError:
-        return None
+def sliding_fold(tree: exp.Expr, event_time: str, watermark: bool) -> SlidingFold | None:
+    """The fold of a secured sliding-window aggregate's ``tree`` (one ``window(...)``
+    call in its GROUP BY, over the stream's ``event_time``; the tree is not changed);
+    None where it does not fold."""
     if not isinstance(tree, exp.Select) or tree.args.get("group") is None:
         return None
     groups = list(tree.args["group"].expressions)
@@ -69,11 +65,12 @@ def sliding_fold(sql: str, event_time: str, watermark: bool) -> SlidingFold | No
     read = [c.name.lower() for c in where.find_all(exp.Column)] if where is not None else []
     if watermark and event_time.lower() in read:
         return None  # Spark's watermark would see rows the WHERE drops
-    text = call.sql(dialect="spark")
-    start = sqlglot.parse_one(f"{text}.start", read="spark")
-    end = sqlglot.parse_one(f"{text}.end", read="spark")
-    struct = sqlglot.parse_one(
-        f"named_struct('start', {text}.start, 'end', {text}.end)", read="spark"
+    start, end = _field(call, "start"), _field(call, "end")
+    struct = exp.Struct(  # named_struct('start', <start>, 'end', <end>)
+        expressions=[
+            exp.PropertyEQ(this=exp.to_identifier(name), expression=field.copy())
+            for name, field in (("start", start), ("end", end))
+        ]
     )
 
     def rebuilt(node: exp.Expr) -> exp.Expr:
@@ -88,19 +85,22 @@ def sliding_fold(sql: str, event_time: str, watermark: bool) -> SlidingFold | No
     tree.set("group", exp.Group(expressions=keys))
     if any(_is_window(n) and n.parent is not None and not _field_of(n) for n in tree.walk()):
         return None  # a window call left whole somewhere: not one the state keys hold
-    fold = fold_of(tree.sql(dialect="spark"))
+    fold = fold_of(tree)
     if fold is None or len(fold.keys) != len(groups) + 1:
         return None
     latest = None
     if watermark:
-        partial = sqlglot.parse_one(fold.partial, read="spark")
+        partial = fold.partial_tree.copy()
         time = call.expressions[0].copy()
         partial.set("expressions", [*partial.expressions, exp.alias_(exp.Max(this=time), LATEST)])
-        fold = replace(
-            fold, partial=partial.sql(dialect="spark"), merges=(*fold.merges, (LATEST, "max"))
-        )
+        fold = replace(fold, partial_tree=partial, merges=(*fold.merges, (LATEST, "max")))
         latest = LATEST
     return SlidingFold(fold, fold.keys[at], fold.keys[at + 1], latest)
+
+
+def _field(call: exp.Expr, name: str) -> exp.Expr:
+    """``<call>.<name>``: a field of the struct the window call gives."""
+    return exp.Dot(this=call.copy(), expression=exp.to_identifier(name))
 
 
 def _is_window(node: exp.Expr) -> bool:

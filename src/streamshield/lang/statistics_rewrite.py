@@ -37,6 +37,7 @@ import sqlglot
 from sqlglot import exp
 
 from streamshield.lang.label_propagation import combined, uses_reserved_names
+from streamshield.lang.sql_trees import bigint, chain
 from streamshield.policy.query_level import QueryLevel
 
 _AGGREGATES = (
@@ -196,16 +197,28 @@ def _aggregates(tree: exp.Select) -> bool:
     )
 
 
-def _parse(text: str) -> exp.Expr:
-    return sqlglot.parse_one(text, read="spark")
+def _column(name: str) -> exp.Column:
+    return exp.column(name)
+
+
+def _few_or_enough(count: exp.Expr, k: int) -> exp.Expr:
+    """``(count = 0 OR count >= k)``: no hidden contributor, or at least k of them."""
+    zero = exp.EQ(this=count, expression=exp.Literal.number(0))
+    enough = exp.GTE(this=count.copy(), expression=exp.Literal.number(k))
+    return exp.Paren(this=exp.Or(this=zero, expression=enough))
 
 
 def _release(stats_used: set[int], k: int) -> exp.Expr:
     """Per measure: no contributor hidden from READ, or at least k of them."""
-    hidden = [f"NOT {full_column(0)}"]
-    hidden += [f"{stats_column(o)} IS NOT NULL AND NOT {full_column(o)}" for o in stats_used]
-    conditions = [f"(COUNT_IF({h}) = 0 OR COUNT_IF({h}) >= {k})" for h in hidden]
-    return _parse(" AND ".join(conditions))
+    hidden: list[exp.Expr] = [exp.Not(this=_column(full_column(0)))]
+    hidden += [
+        exp.And(
+            this=exp.Not(this=exp.Is(this=_column(stats_column(o)), expression=exp.Null())),
+            expression=exp.Not(this=_column(full_column(o))),
+        )
+        for o in stats_used
+    ]
+    return chain(exp.And, [_few_or_enough(exp.CountIf(this=h), k) for h in hidden])
 
 
 def _output_labels(
@@ -214,9 +227,13 @@ def _output_labels(
     readers, denied = _label_terms(stats_only, raw_used, width, k)
     columns = []
     for w in range(BLOCKS * width):
-        columns.append(exp.alias_(_parse(f"COALESCE({readers[w]}, 0L)"), _reader(0, w)))
-        columns.append(exp.alias_(_parse(f"COALESCE({denied[w]}, -1L)"), _denied(0, w)))
+        columns.append(exp.alias_(_or_neutral(readers[w], 0), _reader(0, w)))
+        columns.append(exp.alias_(_or_neutral(denied[w], -1), _denied(0, w)))
     return columns
+
+
+def _or_neutral(term: exp.Expr, neutral: int) -> exp.Expr:
+    return exp.Coalesce(this=term.copy(), expressions=[bigint(neutral)])
 
 
 def _column_slot(
@@ -227,42 +244,64 @@ def _column_slot(
     readers, denied = _label_terms(stats_only, raw_used, width, k)
     out = []
     for w in range(width):  # the READ block: what delivery checks recipients against
-        out.append(exp.alias_(_parse(f"COALESCE({readers[w]}, 0L)"), f"_ss_col{column}x0_r{w}"))
-        out.append(exp.alias_(_parse(f"COALESCE({denied[w]}, -1L)"), f"_ss_col{column}x0_d{w}"))
+        out.append(exp.alias_(_or_neutral(readers[w], 0), f"_ss_col{column}x0_r{w}"))
+        out.append(exp.alias_(_or_neutral(denied[w], -1), f"_ss_col{column}x0_d{w}"))
     return out
 
 
 def _label_terms(
     stats_only: list[int], raw_used: list[int], width: int, k: int
-) -> tuple[dict[int, str], dict[int, str]]:
+) -> tuple[dict[int, exp.Expr], dict[int, exp.Expr]]:
     """Readers and denied expressions per label word (all blocks) over the objects."""
     objects = [0, *stats_only, *raw_used]
-    enough = " AND ".join(
-        [f"COUNT(*) >= {k}"]
-        + [f"(COUNT({stats_column(o)}) = 0 OR COUNT({stats_column(o)}) >= {k})" for o in stats_only]
-    )
-    readers: dict[int, str] = {}
-    denied: dict[int, str] = {}
+    every = exp.GTE(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(k))
+    measures = [_few_or_enough(exp.Count(this=_column(stats_column(o))), k) for o in stats_only]
+    enough = chain(exp.And, [every, *measures])
+
+    def bit_and(term: exp.Expr) -> exp.Expr:
+        return exp.func("bit_and", term, dialect="spark")
+
+    def bit_or(term: exp.Expr) -> exp.Expr:
+        return exp.func("bit_or", term, dialect="spark")
+
+    readers: dict[int, exp.Expr] = {}
+    denied: dict[int, exp.Expr] = {}
     for j in range(width):
         read, stats, grant = (j, width + j, 2 * width + j)
 
-        def both(o: int, j: int = j, stats: int = stats) -> str:
-            return f"({_reader(o, stats)} | {_reader(o, j)})"
+        def both(o: int, j: int = j, stats: int = stats) -> exp.Expr:
+            return exp.Paren(
+                this=exp.BitwiseOr(
+                    this=_column(_reader(o, stats)), expression=_column(_reader(o, j))
+                )
+            )
 
-        everyone = " & ".join(f"BIT_AND({_reader(o, read)})" for o in objects)
+        everyone = chain(exp.BitwiseAnd, [bit_and(_column(_reader(o, read))) for o in objects])
         stats_terms = [both(0), *(both(o) for o in stats_only)]
         if raw_used:  # raw values reach the output: their holders need READ
-            stats_terms += [_reader(o, read) for o in (0, *raw_used)]
-        by_stats = f"CASE WHEN {enough} THEN BIT_AND({' & '.join(stats_terms)}) ELSE 0L END"
-        out_read = f"(({everyone}) | ({by_stats}))"
-        grants = f"BIT_AND({' & '.join(_reader(o, grant) for o in objects)})"
-        deny_terms = [f"BIT_OR({_denied(o, b)})" for o in objects for b in (read, stats, grant)]
+            stats_terms += [_column(_reader(o, read)) for o in (0, *raw_used)]
+        by_stats = (
+            exp.Case()
+            .when(enough.copy(), bit_and(chain(exp.BitwiseAnd, stats_terms)))
+            .else_(bigint(0))
+        )
+        out_read = exp.Paren(
+            this=exp.BitwiseOr(this=exp.Paren(this=everyone), expression=exp.Paren(this=by_stats))
+        )
+        grants = bit_and(chain(exp.BitwiseAnd, [_column(_reader(o, grant)) for o in objects]))
+        deny_terms = [bit_or(_column(_denied(o, b))) for o in objects for b in (read, stats, grant)]
         # partial readers: READ an object in some contributors but not in all
         deny_terms += [
-            f"(BIT_OR({_reader(o, read)}) & ~BIT_AND({_reader(o, read)}))" for o in objects
+            exp.Paren(
+                this=exp.BitwiseAnd(
+                    this=bit_or(_column(_reader(o, read))),
+                    expression=exp.BitwiseNot(this=bit_and(_column(_reader(o, read)))),
+                )
+            )
+            for o in objects
         ]
-        out_denied = " | ".join(deny_terms)
+        out_denied = chain(exp.BitwiseOr, deny_terms)
         readers[read] = readers[stats] = out_read
-        readers[grant] = f"({out_read} & {grants})"
+        readers[grant] = exp.Paren(this=exp.BitwiseAnd(this=out_read.copy(), expression=grants))
         denied[read] = denied[stats] = denied[grant] = out_denied
     return readers, denied

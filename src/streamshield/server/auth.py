@@ -6,7 +6,7 @@ depend on it without importing the application.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from streamshield.server.errors import Unauthorized
 
 if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
     from streamshield.server.service import ServerService
 
 _bearer = HTTPBearer(auto_error=False)
@@ -22,7 +23,7 @@ _bearer = HTTPBearer(auto_error=False)
 class Caller:
     """The authenticated session of a request and the token it came with."""
 
-    def __init__(self, session: Any, token: str) -> None:
+    def __init__(self, session: Session, token: str) -> None:
         self.session, self.token = session, token
 
 

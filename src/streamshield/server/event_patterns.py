@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
@@ -62,6 +62,9 @@ from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.subscriptions import json_value
+
+if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
 
 audit = logging.getLogger("streamshield.audit")
 KINDS = {"bigint": "long", "int": "long", "long": "long", "double": "double", "float": "double"}
@@ -225,7 +228,7 @@ class PatternService:
 
     # -- rules -----------------------------------------------------------------------
 
-    def rules(self, session: Any) -> dict:
+    def rules(self, session: Session) -> dict:
         """Administrators: the whole document. Others: the operator on each attribute
         for their activated roles (no condition constants: those are data)."""
         edition = self.book.current()
@@ -235,7 +238,7 @@ class PatternService:
         mine = {t: {a: str(r.operator) for a, r in attrs.items()} for t, attrs in effective.items()}
         return {"version": edition.version, "operators": mine}
 
-    def set_rules(self, session: Any, document: Any) -> dict:
+    def set_rules(self, session: Session, document: Any) -> dict:
         if not self._admin(session):
             raise Forbidden("changing the attribute operators needs CHANGE SYSTEM")
         edition = self.book.current()
@@ -269,7 +272,7 @@ class PatternService:
 
     # -- registration and life cycle ------------------------------------------------------
 
-    def register(self, session: Any, name: str, text: str, key: str | None = None) -> dict:
+    def register(self, session: Session, name: str, text: str, key: str | None = None) -> dict:
         """Parse, check against the event types, validate against the session's operators,
         then record it as a query object and start it at the session's level."""
         security = self.server.security  # audited once it started, or refused
@@ -430,7 +433,7 @@ class PatternService:
         provenance = self.server.codec.label(stream)
         return labelled_events(labelled, schema, queries.codec, roles, level, provenance, layout)
 
-    def _get(self, session: Any, name: str) -> Registered:
+    def _get(self, session: Session, name: str) -> Registered:
         registered = self.patterns.get(name)
         if registered is None or not port.check(
             self.server.security, session, "VIEW OBJECT", "query", name
@@ -438,14 +441,14 @@ class PatternService:
             raise NotFound(f"no pattern {name}")
         return registered
 
-    def list(self, session: Any) -> list[dict]:
+    def list(self, session: Session) -> list[dict]:
         return [
             self.describe(p)
             for name, p in sorted(self.patterns.items())
             if port.check(self.server.security, session, "VIEW OBJECT", "query", name)
         ]
 
-    def explain(self, session: Any, name: str) -> dict:
+    def explain(self, session: Session, name: str) -> dict:
         """Status and what the pattern's roles' operators release to it, per variable."""
         registered = self._get(session, name)
         edition = self.book.current()
@@ -478,7 +481,7 @@ class PatternService:
             "variables": variables,
         }
 
-    def set_status(self, session: Any, name: str, running: bool) -> dict:
+    def set_status(self, session: Session, name: str, running: bool) -> dict:
         registered = self._get(session, name)
         if running:
             self._refuse_in_separate_levels(registered.level)
@@ -496,7 +499,7 @@ class PatternService:
             registered.end_subscriptions("pattern stopped")
         return self.describe(registered)
 
-    def remove(self, session: Any, name: str) -> None:
+    def remove(self, session: Session, name: str) -> None:
         registered = self._get(session, name)
         port.remove_query(self.server.security, session, name)
         # A pattern registered later under the same name must not resume this one's state.
@@ -507,7 +510,7 @@ class PatternService:
             self.patterns.pop(name, None)
             self._save()
 
-    def receivable(self, session: Any, name: str) -> Registered:
+    def receivable(self, session: Session, name: str) -> Registered:
         """The pattern, if the caller may receive its rows now: SUBSCRIBE on the output,
         READ TUPLE on every stream it reads, and her own operators allow the pattern
         (each row is then checked against her roles, rights and level by Delivery)."""
@@ -551,7 +554,7 @@ class PatternService:
             return False
         return True
 
-    def subscribable(self, session: Any, name: str) -> Registered:
+    def subscribable(self, session: Session, name: str) -> Registered:
         """:meth:`receivable`, and running (nothing comes from a stopped pattern: 409)."""
         registered = self.receivable(session, name)
         status = registered.running.observed()
@@ -563,7 +566,7 @@ class PatternService:
             )
         return registered
 
-    def rows(self, session: Any, token: str, name: str, after: int) -> dict:
+    def rows(self, session: Session, token: str, name: str, after: int) -> dict:
         """The rows of the stored batches after batch ``after`` that the caller may have
         now (at most READ_BATCHES batches a read; ``last`` says where to go on; ``gap``:
         the batches after ``after`` pruned before they were read)."""
@@ -615,7 +618,7 @@ class PatternService:
             "delivered": registered.delivered,
         }
 
-    def _admin(self, session: Any) -> bool:
+    def _admin(self, session: Session) -> bool:
         return port.check(self.server.security, session, "CHANGE SYSTEM", "system", "system")
 
 

@@ -17,7 +17,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamshield.examples import hospital, hospital_ward
 from streamshield.examples.hospital_catalog import junior_edges
@@ -25,6 +25,9 @@ from streamshield.lang.wire import to_line
 from streamshield.policy.elements import Channel
 from streamshield.server.schemas import SchemaDef
 from streamshield.server.service import ServerService
+
+if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
 
 log = logging.getLogger("streamshield.server")
 
@@ -92,7 +95,7 @@ def _shape() -> tuple[tuple[tuple[str, str], ...], str, str]:
     return hospital.ATTRIBUTE_TYPES[STREAM], "patient_id", "ts"
 
 
-def _grant(service: ServerService, session: Any, perm: str, kind: str, obj: str, role: str):
+def _grant(service: ServerService, session: Session, perm: str, kind: str, obj: str, role: str):
     body = {
         "permission": perm,
         "kind": kind,

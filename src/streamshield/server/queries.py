@@ -38,7 +38,7 @@ from streamshield.engine.queries.streaming_queries import (
     failure_class,
 )
 from streamshield.engine.store.result_store import ResultStore, StoringSink
-from streamshield.lang.admission import AdmittedQuery, admit
+from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import Shape
 from streamshield.lang.query_check import QueryRejected
 from streamshield.policy.bitset import Words
@@ -111,6 +111,13 @@ class LiveQuery:
     def running(self) -> bool:
         return self.handle is not None and self.handle.active
 
+    @property
+    def secured_sql(self) -> str | None:
+        """The SQL Spark parsed for it, as the security rewrites produced it; None
+        while it does not run in this process (a level's own application runs it)."""
+        handle = self.handle
+        return handle.secured_sql if self.running and isinstance(handle, RegisteredQuery) else None
+
     def status(self) -> str:
         """``running``, ``stopped`` (by its owner) or ``failed`` (see ``error_class``)."""
         if self.error_class is not None:
@@ -181,8 +188,12 @@ class QueryRegistry:
                 raise Conflict("a query of that name exists", codes.EXISTS)
             self._queries[query.name] = query
 
-    def start(self, name: str, limits: OperatorLimits) -> LiveQuery:
-        """Submits the query's text with its roles under ``limits`` (no-op when running)."""
+    def start(self, name: str, limits: OperatorLimits | None) -> LiveQuery:
+        """Starts the query with its roles at its level (no-op when running): the query
+        admitted at its registration while its roles, level and hierarchy still hold,
+        else its text admitted anew. ``limits``: its operator limits, checked against the
+        owner's other running queries; None when the caller checked them already (a
+        registration, before the catalog recorded it)."""
         with self._lock:
             query = self.get(name)
             if query.running:
@@ -202,21 +213,19 @@ class QueryRegistry:
                 or admitted.roles != query.roles
                 or admitted.level != query.level
                 or admitted.effective != effective
-            ):
-                admitted = None  # admitted for other roles or hierarchy: admit it anew
+            ):  # admitted for other roles or hierarchy: admit it anew
+                request = self._cql.admit(query.text, query.roles, query.level)
+                if not isinstance(request, AdmittedQuery):
+                    raise Invalid("the text is not a continuous query")
+                admitted = request
+            if limits is not None:
+                limits.check(admitted.shape, admitted.effective, running)
             if self._applications is not None and query.level is not None:
-                self._start_in_application(query, admitted, running, limits)
+                self._start_in_application(query, admitted)
                 query.compiled(effective, mask)
                 return self._started(query)
             result = self._cql.submit(
-                admitted or query.text,
-                query.roles,
-                CallbackSink(sink),
-                name=query.internal,
-                provider=query.owner,
-                running=running,
-                limits=limits,
-                level=query.level,
+                admitted, CallbackSink(sink), name=query.internal, provider=query.owner
             )
             if not isinstance(result, RegisteredQuery):  # parse_request decided otherwise
                 raise Invalid("the text is not a continuous query")
@@ -236,32 +245,18 @@ class QueryRegistry:
         )
         return query
 
-    def _start_in_application(
-        self,
-        query: LiveQuery,
-        admitted: AdmittedQuery | None,
-        running: list[Shape],
-        limits: OperatorLimits,
-    ) -> None:
+    def _start_in_application(self, query: LiveQuery, admitted: AdmittedQuery) -> None:
         """Hands ``query`` to its level's own application after the server's checks
         (admission with its roles at its level, operator limits); its results are the
         application's store for it, followed into its Delivery here."""
         assert self._applications is not None and query.level is not None
         engine = self._cql.queries
-        if admitted is None:
-            request = admit(
-                query.text, query.roles, engine.hierarchy, list(engine.streams), query.level
-            )
-            if not isinstance(request, AdmittedQuery):
-                raise Invalid("the text is not a continuous query")
-            admitted = request
         if admitted.delegating:
             raise QueryRejected(
                 "level_application",
                 "ON RESULT writes to the server's catalog: it runs only with "
                 "level_applications = in_process",
             )
-        limits.check(admitted.shape, admitted.effective, running)
         query.store = ResultStore(self._applications.results(query.level, query.internal))
         try:
             query.handle = ApplicationQuery.start(

@@ -317,12 +317,12 @@ def record_query_failure(
 # -- data senders and SecFilter ---------------------------------------------------------------
 
 
-def can_write(security: SecurityApi, user: str, stream: str) -> bool:
-    return bool(security.can_write(user, stream))
+def can_write(security: SecurityApi, who: Who, stream: str) -> bool:
+    return bool(security.can_write(who, stream))
 
 
-def can_inject(security: SecurityApi, user: str, stream: str) -> bool:
-    return bool(security.can_inject(user, stream))
+def can_inject(security: SecurityApi, who: Who, stream: str) -> bool:
+    return bool(security.can_inject(who, stream))
 
 
 # -- system ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
@@ -44,6 +44,7 @@ from streamshield.landing import Parsed
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
+from streamshield.lang.query_check import parse_tree
 from streamshield.network.switch_state import Outcome, SwitchState
 from streamshield.network.switchboard import BadQuerySp, QuerySp, Switchboard
 from streamshield.network.switches import Switch, SwitchKind
@@ -75,6 +76,9 @@ from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.schemas import SchemaDef, SchemaStore
 from streamshield.server.subscriptions import LiveSubscriptions, Resume
 from streamshield.server.system_settings import SettingsRejected, validated
+
+if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
 
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
@@ -281,7 +285,8 @@ class ServerService:
                     audit.error("query %s has no stored definition: not restored", record.name)
                 continue
             roles = tuple(sorted(set(record.roles) & port.held_roles(self.security, record.owner)))
-            query = self._live(stored, record.owner, roles, tuple(record.inputs))
+            aggregate = _aggregate(stored.text)
+            query = self._live(stored, record.owner, roles, tuple(record.inputs), aggregate)
             self.queries.add(query)
             if str(record.status) != "running":
                 continue
@@ -472,7 +477,7 @@ class ServerService:
 
     # -- catalog ---------------------------------------------------------------------------
 
-    def catalog_view(self, session: Any) -> dict[str, list[dict]]:
+    def catalog_view(self, session: Session) -> dict[str, list[dict]]:
         """What the caller may see; objects without VIEW OBJECT do not appear at all."""
         schemas = [{"name": n} for n in port.visible(self.security, session, "schema")]
         streams = [
@@ -493,7 +498,7 @@ class ServerService:
             )
         return {"schemas": schemas, "streams": streams, "queries": queries}
 
-    def stream(self, session: Any, name: str) -> dict:
+    def stream(self, session: Session, name: str) -> dict:
         self._visible(session, "stream", name)
         definition = self.pipeline.queries.streams.get(name)
         if definition is not None:
@@ -506,7 +511,7 @@ class ServerService:
             "columns": list(query.columns()) if query else [],
         }
 
-    def add_schema(self, session: Any, schema: SchemaDef) -> dict:
+    def add_schema(self, session: Session, schema: SchemaDef) -> dict:
         try:
             StreamDefinition(
                 "schema_check", schema.attributes, schema.tid, schema.event_time, schema.not_null
@@ -523,7 +528,7 @@ class ServerService:
         self.schemas.commit(schema.name)
         return {"name": schema.name}
 
-    def add_stream(self, session: Any, name: str, schema: str) -> dict:
+    def add_stream(self, session: Session, name: str, schema: str) -> dict:
         self._visible(session, "schema", schema)
         shape = self.schemas.load(schema)
         if shape is None:
@@ -546,7 +551,7 @@ class ServerService:
         return _describe(definition)
 
     def append(
-        self, session: Any, stream: str, lines: Iterable[str], assign: bool = False
+        self, session: Session, stream: str, lines: Iterable[str], assign: bool = False
     ) -> AppendReport:
         """Lands the lines the caller may send; ``assign``: the server gives seqs (and
         sp ts/sn, tuple policies) per channel, see :mod:`provider_assign`. Appends on one
@@ -592,7 +597,7 @@ class ServerService:
 
     # -- queries ---------------------------------------------------------------------------
 
-    def register_request(self, session: Any, name: str, text: str, output: str | None) -> dict:
+    def register_request(self, session: Session, name: str, text: str, output: str | None) -> dict:
         """A continuous query or an INSERT SP script, told apart by ``parse_request``.
 
         OxRBAC decides first (visibility, INJECT SP, ADD, READ on inputs, quota); then
@@ -619,7 +624,7 @@ class ServerService:
         }
 
     def register_query(
-        self, session: Any, name: str, admitted: AdmittedQuery, output: str | None
+        self, session: Session, name: str, admitted: AdmittedQuery, output: str | None
     ) -> LiveQuery:
         """ADD, READ on every input, quota, operator limits, then the engine: the query
         admitted once (lang/admission.py) is what the engine runs on its first start."""
@@ -633,7 +638,8 @@ class ServerService:
             admitted = replace(admitted, level=port.session_query_level(self.security, session))
         level = admitted.level
         with self._lock:
-            # Limits before the catalog records anything (CqlService checks them again).
+            # Limits before the catalog records anything: checked once, under the lock
+            # its start below is under too.
             running = self.queries.running_shapes(user)
             try:
                 self.limits().check(admitted.shape, admitted.effective, running)
@@ -652,13 +658,14 @@ class ServerService:
                 self.stored.discard(name)
                 raise
             crash_point("catalog.query")
-            query = self._live(stored, user, admitted.roles, admitted.streams)
+            aggregate = admitted.shape.aggregate
+            query = self._live(stored, user, admitted.roles, admitted.streams, aggregate)
             query.level, query.admitted = level, admitted
             separate = self.applications is not None and level is not None
             try:
                 self.queries.add(query)
                 if not separate:
-                    self.queries.start(name, self.limits())
+                    self.queries.start(name, None)  # its limits: checked above
             except BaseException as err:
                 self._unregister(session, query, err)
                 raise
@@ -668,11 +675,12 @@ class ServerService:
                 return query
         return self._start_in_own_application(session, query)
 
-    def _start_in_own_application(self, session: Any, query: LiveQuery) -> LiveQuery:
+    def _start_in_own_application(self, session: Session, query: LiveQuery) -> LiveQuery:
         """The start of a registered query whose level runs in its own Spark
         application: the level's driver starts (or is found running) outside the
         locks, so a slow JVM start holds up no other request; the start itself (the
-        checks again, the hand-over to the running driver) is under them. A query
+        limits checked again, since the owner's other queries may have changed while
+        no lock was held; the hand-over to the running driver) is under them. A query
         removed meanwhile is not started; one that fails to start is unregistered."""
         name = query.name
         try:
@@ -697,14 +705,14 @@ class ServerService:
             raise
         return query
 
-    def _unregister(self, session: Any, query: LiveQuery, err: BaseException) -> None:
+    def _unregister(self, session: Session, query: LiveQuery, err: BaseException) -> None:
         """Undoes a registration whose start failed: registry, catalog (audited as
         refused, with the code its author gets), staged text."""
         self.queries.remove_quietly(query.name)
         self._refused(session, query.name, err, recorded=True)
         self.stored.discard(query.name)
 
-    def _refused(self, session: Any, name: str, err: BaseException, recorded: bool) -> None:
+    def _refused(self, session: Session, name: str, err: BaseException, recorded: bool) -> None:
         port.refused(self.security, session, name, err, recorded=recorded)
 
     @staticmethod
@@ -719,9 +727,14 @@ class ServerService:
         return target
 
     def _live(
-        self, stored: StoredQuery, owner: str, roles: tuple[str, ...], inputs: tuple[str, ...]
+        self,
+        stored: StoredQuery,
+        owner: str,
+        roles: tuple[str, ...],
+        inputs: tuple[str, ...],
+        aggregate: bool,
     ) -> LiveQuery:
-        aggregate = _aggregate(stored.text)
+        """``aggregate``: its outer SELECT aggregates (READ AGGREGATE applies at delivery)."""
         query = LiveQuery(
             stored.name,
             owner,
@@ -754,7 +767,7 @@ class ServerService:
             if sign is Sign.GRANT:  # a query never received reads the kept history now
                 self.cql.opened(internal)
 
-    def networks(self, session: Any) -> list[dict]:
+    def networks(self, session: Session) -> list[dict]:
         """The shared networks (of selections, of windows, and shared joins) with their
         privacy switches, as the caller may see them: administrators everything, with the
         users each terminal switch lets through; everyone else the switches governing
@@ -815,7 +828,7 @@ class ServerService:
             "since": since,
         }
 
-    def inject_query_sp_as(self, session: Any, query: str, user: str, sign: str) -> None:
+    def inject_query_sp_as(self, session: Session, query: str, user: str, sign: str) -> None:
         """An administrator's query-scoped sp (the authorization part's, by hand)."""
         self._change_system(session)
         live = self._maybe(query)
@@ -850,7 +863,7 @@ class ServerService:
                 codes.LIMITS_UNREADABLE,
             ) from None
 
-    def inject_sps(self, session: Any, request: SpInsert) -> dict:
+    def inject_sps(self, session: Session, request: SpInsert) -> dict:
         """An INSERT SP script: a policy on the caller's own channel of the stream."""
         self._visible(session, "stream", request.stream)
         user = port.user_of(session)
@@ -869,7 +882,7 @@ class ServerService:
             "last_seq": done.last_seq,
         }
 
-    def set_query_status(self, session: Any, name: str, running: bool) -> LiveQuery:
+    def set_query_status(self, session: Session, name: str, running: bool) -> LiveQuery:
         """SET QUERY STATUS (the catalog decides, quota included), then the engine. A
         start whose level runs in its own Spark application starts that driver first,
         outside the locks (as a registration does), and only for a caller allowed to
@@ -922,7 +935,7 @@ class ServerService:
                 return
             time.sleep(0.2)
 
-    def remove_query(self, session: Any, name: str) -> None:
+    def remove_query(self, session: Session, name: str) -> None:
         self._visible(session, "query", name)
         with self._lock:
             port.remove_query(self.security, session, name)
@@ -934,7 +947,7 @@ class ServerService:
                 self.cql.forget(internal)
                 self.retention.drop(internal)  # nothing restarts it: it holds nothing back
 
-    def subscribable(self, session: Any, name: str) -> LiveQuery:
+    def subscribable(self, session: Session, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the
         output stream (404 when it may not even see that stream)."""
         query = self.queries.by_output(name) or self._maybe(name)
@@ -999,24 +1012,24 @@ class ServerService:
 
     # -- permissions, system, audit --------------------------------------------------------
 
-    def grant(self, session: Any, body: dict, revoke: bool = False) -> None:
+    def grant(self, session: Session, body: dict, revoke: bool = False) -> None:
         """The catalog decides (owner, CHANGE PERM or grant option; 404 for unseen objects)."""
         port.grant(self.security, session, body, revoke)
         # A revocation reaches live subscriptions now, not at their next batch; a query
         # whose owner lost READ on an input stops (and one given it back starts again).
         self.reconcile_rights()
 
-    def settings(self, session: Any) -> dict:
+    def settings(self, session: Session) -> dict:
         self._change_system(session)
         return port.settings(self.security)
 
-    def _change_system(self, session: Any) -> None:
+    def _change_system(self, session: Session) -> None:
         """403 without CHANGE SYSTEM: the system object always exists, so "not found"
         (what the catalog says to those who may not view it) would only mislead."""
         if not port.check(self.security, session, "CHANGE SYSTEM", "system", "system"):
             raise Forbidden("CHANGE SYSTEM on system is needed")
 
-    def set_settings(self, session: Any, values: dict) -> dict:
+    def set_settings(self, session: Session, values: dict) -> dict:
         """CHANGE SYSTEM first; then the whole change is validated against the settings'
         schema before any key is stored, so one bad key stores nothing."""
         self._change_system(session)
@@ -1028,12 +1041,12 @@ class ServerService:
             port.set_setting(self.security, session, key, value)
         return port.settings(self.security)
 
-    def audit(self, session: Any, filters: dict) -> list[dict]:
+    def audit(self, session: Session, filters: dict) -> list[dict]:
         return port.audit_entries(self.security, session, filters)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _visible(self, session: Any, kind: str, name: str) -> None:
+    def _visible(self, session: Session, kind: str, name: str) -> None:
         if kind not in port.KINDS:
             raise Invalid(f"kind must be one of {', '.join(port.KINDS)}")
         if not port.check(self.security, session, "VIEW OBJECT", kind, name):
@@ -1047,13 +1060,14 @@ class ServerService:
 
 
 def _aggregate(text: str) -> bool:
-    """Whether the query's outer SELECT aggregates (READ AGGREGATE applies at delivery).
+    """Whether a stored query's outer SELECT aggregates (READ AGGREGATE applies at
+    delivery), read once when the server restores it.
 
     Unparseable here means "not an aggregate", which can only deliver less.
     """
     try:
         request = parse_request(text)
-        return isinstance(request, ContinuousQuery) and is_aggregate(request.sql)
+        return isinstance(request, ContinuousQuery) and is_aggregate(parse_tree(request.sql))
     except Exception:
         return False
 

@@ -58,7 +58,7 @@ def _delivered(pipeline, sql: str, query_roles: list[str], to: dict[str, list[st
     inboxes = {session: Inbox() for session in to}
     for session, inbox in inboxes.items():
         delivery.subscribe(session, inbox, session)
-    query = pipeline.cql.submit(sql, query_roles, CallbackSink(delivery))
+    query = pipeline.cql.submit(pipeline.cql.admit(sql, query_roles), CallbackSink(delivery))
     query.process_all_available()
     pipeline.cql.stop(query.name)
     return {session: _canonical(inbox.rows) for session, inbox in inboxes.items()}

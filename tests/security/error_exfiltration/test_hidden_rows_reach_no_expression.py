@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlglot
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -85,7 +86,8 @@ def _pass(spark: SparkSession, vitals, sql: str, roles: list[str]) -> tuple[Fuse
     def branch(slot: str, text: str, roles: list[str]) -> FusedBranch:
         projection = SecuredProjection.of(frame.columns, STREAM, codec, roles, True, "s")
         columns = projection.apply(frame).columns
-        return FusedBranch.of(slot, projection, columns, text.replace("Vitals", "`v`", 1))
+        secured = sqlglot.parse_one(text.replace("Vitals", "`v`", 1), read="spark")
+        return FusedBranch.of(slot, projection, columns, secured)
 
     one = fused_pass((branch("other", "SELECT pid FROM Vitals", ["C"]), branch("mine", sql, roles)))
     return one, one.over(frame)

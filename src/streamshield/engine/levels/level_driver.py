@@ -149,7 +149,7 @@ class LevelDriver:
                 "level_application", "a level's application runs queries, not sps or ON RESULT"
             )
         sink = StoringSink(store, _nowhere, wanted=lambda: False)  # stored, delivered elsewhere
-        query = self.cql.submit(admitted, admitted.roles, CallbackSink(sink), name=name)
+        query = self.cql.submit(admitted, CallbackSink(sink), name=name)
         assert isinstance(query, RegisteredQuery)  # an admitted query, not an sp script
         processor = self.cql.processors.of(name)
         if processor is None or processor.root.resolve() != self.root:

@@ -1,8 +1,9 @@
 """The query interface: every text a user sends (CQL queries, ``INSERT SP``) lands here.
 
-``submit`` parses the request (:func:`~streamshield.lang.continuous.parse_request`),
-checks it (SQL gate, query shape, operator limits) and routes it to the engine that
-can run its shape:
+A request is admitted once (:func:`~streamshield.lang.admission.admit`: parsed, checked
+against the streams its author may read, given its shape, roles and level); ``submit``
+takes that one value and routes it to the engine that can run its shape, which secures
+it (lang/rewrite_rules.py) and hands the secured SQL to Spark:
 
 - one stream, no window: Spark's native streaming SQL (:class:`QueryService`);
 - one stream, ``[RANGE t SLIDE s]`` aggregate: a folding branch of the same network
@@ -37,7 +38,6 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
-from sqlglot import exp
 
 from streamshield.catalog.store import Catalog
 from streamshield.catalog.streams import StreamDefinition
@@ -46,7 +46,13 @@ from streamshield.engine.ingest.tracker_state import StateStore
 from streamshield.engine.levels.level_processor import LevelProcessor, LevelProcessors
 from streamshield.engine.queries.batch_boundary import at_batch_boundary
 from streamshield.engine.queries.derived import derived_definition
-from streamshield.engine.queries.scjoin import JoinMode, JoinSide, SCJoin, Subscription
+from streamshield.engine.queries.scjoin import (
+    JoinMode,
+    JoinSide,
+    SCJoin,
+    Subscription,
+    pair_columns,
+)
 from streamshield.engine.queries.spgen import SpGen
 from streamshield.engine.queries.streaming_queries import (
     CallbackSink,
@@ -70,7 +76,6 @@ from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.engine.sharing.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.sharing.window_network import WindowNetwork
 from streamshield.engine.spark_errors.analysis_errors import planned
-from streamshield.engine.views.labels import denied_column, reader_column
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_label
 from streamshield.landing import LandingZone
@@ -81,26 +86,15 @@ from streamshield.lang.continuous import (
     SpInsert,
 )
 from streamshield.lang.cql import SpStatement
-from streamshield.lang.label_propagation import (
-    combined,
-    is_aggregate,
-    uses_reserved_names,
-)
-from streamshield.lang.query_check import QueryRejected, check_level_name
-from streamshield.lang.recipient_labels import (
-    Dependencies,
-    dependencies,
-    slot_columns,
-    widest,
-)
-from streamshield.lang.rewrite_rules import Sliding, secure
+from streamshield.lang.pair_labels import JoinInput, PairSide
+from streamshield.lang.query_check import QueryRejected
+from streamshield.lang.rewrite_rules import Rewrite, Secured, Sliding, secure
 from streamshield.lang.windows import WindowKind
 from streamshield.network.switches import Switch
 from streamshield.policy.delegation import may_delegate
 from streamshield.policy.elements import Channel, SpElement
-from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.policy import PolicyError, role_members
-from streamshield.policy.query_level import LEVEL_PREFIX, QueryLevel
+from streamshield.policy.query_level import QueryLevel
 from streamshield.policy.roles import UnknownRoleError
 
 log = logging.getLogger("streamshield.engine")
@@ -150,7 +144,6 @@ class CqlService:
         catalog: Catalog,
         ingest: Ingest,
         shield_state: StateStore,
-        limits: OperatorLimits | None = None,
         join_mode: JoinMode = JoinMode.ADAPTIVE,
         share: bool = True,
         share_windows: bool = True,
@@ -164,7 +157,7 @@ class CqlService:
         once (engine/sharing/fused_branches.py). The server's ``share_windows`` and
         ``fuse_branches`` settings turn them off."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
-        self.shield_state, self.limits, self.join_mode = shield_state, limits, join_mode
+        self.shield_state, self.join_mode = shield_state, join_mode
         self.share, self.share_windows, self.fuse = share, share_windows, fuse
         self.share_aggregates = True
         """Aggregates without a window as folding branches of the stream's selection
@@ -219,37 +212,30 @@ class CqlService:
     def streams(self) -> dict[str, StreamDefinition]:
         return self.queries.streams
 
+    def admit(
+        self, text: str, roles: Iterable[str], level: QueryLevel | None = None
+    ) -> AdmittedQuery | SpInsert:
+        """``text`` admitted against every stream with ``roles``, to run at ``level``
+        (lang/admission.py); QueryRejected for anything not allowed. A caller that
+        knows which streams its user may read admits against those instead."""
+        return admit(text, roles, self.queries.hierarchy, list(self.streams), level)
+
     def submit(
         self,
-        request: str | AdmittedQuery,
-        roles: Iterable[str],
+        request: AdmittedQuery | SpInsert,
         sink: Sink,
         name: str | None = None,
         provider: str | None = None,
-        running: Sequence[Shape] = (),
-        limits: OperatorLimits | None = None,
-        level: QueryLevel | None = None,
     ) -> RegisteredQuery | SpsInserted:
-        """Run one request; ``running`` are the shapes of the caller's running queries.
-
-        ``request``: text, admitted here against every stream with ``roles``, or a query
-        the caller admitted already (against the streams its author may read; its roles
-        are the ones it runs with). ``limits`` (e.g. read fresh from the system
-        settings) replace the service's own. ``level``: the Chinese-Wall level a text
-        runs at (an admitted query carries its own).
-        """
-        admitted = (
-            request
-            if isinstance(request, AdmittedQuery)
-            else admit(request, roles, self.queries.hierarchy, list(self.streams), level)
-        )
-        if isinstance(admitted, SpInsert):
+        """Run one admitted request with the roles and at the level it was admitted
+        with; ``provider``: the channel an sp script lands on. The caller checked its
+        operator limits (``OperatorLimits.check``: they depend on the caller's other
+        queries)."""
+        if isinstance(request, SpInsert):
             if provider is None:
                 raise QueryRejected("sp_provider", "INSERT SP needs the provider's channel")
-            return self.insert_sps(admitted, provider)
-        limits = limits or self.limits
-        if limits is not None:
-            limits.check(admitted.shape, admitted.effective, running)
+            return self.insert_sps(request, provider)
+        admitted = request
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries.queries:
             raise QueryRejected("duplicate_name", f"a query named {name!r} exists")
@@ -387,9 +373,7 @@ class CqlService:
             )
             if self.share and (not shape.aggregate or folds):
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor)
-            return shared or self.queries.register(
-                admitted, admitted.roles, sink, name, processor=processor
-            )
+            return shared or self.queries.register(admitted, sink, name, processor=processor)
         if shape.kind is ShapeKind.SLIDING_AGGREGATE:
             _item, stream, window = shape.windows[0]
             event_time = self.streams[stream].event_time
@@ -408,9 +392,7 @@ class CqlService:
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor, sliding)
                 if shared is not None:
                     return shared
-            return self.queries.register(
-                admitted, admitted.roles, sink, name, sliding=sliding, processor=processor
-            )
+            return self.queries.register(admitted, sink, name, sliding=sliding, processor=processor)
         if shape.kind is ShapeKind.WINDOW_RELATION:
             shared = None
             if self.share and self.share_windows:
@@ -492,7 +474,7 @@ class CqlService:
                     network.start()
         branches[name] = key
         handle = network.branch_handle(name)
-        return self._record(name, admitted, handle, sink, branch.columns)  # type: ignore[arg-type]
+        return self._record(name, admitted, handle, sink, branch.secured, branch.columns)  # type: ignore[arg-type]
 
     def _columns(self, admitted: AdmittedQuery) -> dict[str, tuple[str, ...]]:
         """The columns of the query's streams, named when Spark finds one unknown."""
@@ -500,13 +482,13 @@ class CqlService:
 
     def _secured(
         self, admitted: AdmittedQuery, stream: str, sliding: Sliding | None = None
-    ) -> Callable[..., str]:
-        """The query's secured SQL over a view of ``stream`` (lang/rewrite_rules.py);
+    ) -> Callable[..., Secured]:
+        """The query secured over a view of ``stream`` (lang/rewrite_rules.py);
         ``statistics``: the view is a statistics view (an aggregate's, which a network
         branch decides as a query of its own would: ``runs_on_statistics``);
         ``sliding``: grouped by that window, as the query alone is."""
 
-        def sql(view: str, statistics: bool = False) -> str:
+        def sql(view: str, statistics: bool = False) -> Secured:
             rewrite = self.queries.rewrite(
                 {stream: view}, statistics, sliding, level=admitted.level
             )
@@ -538,7 +520,7 @@ class CqlService:
         with processor.pool():
             handle = query.start()
         self.window_queries[name] = query
-        return self._record(name, admitted, handle, sink)
+        return self._record(name, admitted, handle, sink, query.secured)
 
     def _join_query(
         self, admitted: AdmittedQuery, sink: Sink, name: str, processor: LevelProcessor
@@ -555,14 +537,24 @@ class CqlService:
             if attr not in definition.names:
                 raise QueryRejected("query_shape", f"{attr} is not an attribute of {stream}")
             sides.append(JoinSide(alias, definition, attr, window))
-        if uses_reserved_names(admitted.checked.tree):
-            raise QueryRejected("reserved_name", "names starting with _ss_ are reserved")
-        check_level_name(admitted.checked.tree, [a for s in sides for a in s.stream.names])
-        tree = _over_join_output(admitted.checked.tree)
-        planned(
-            lambda: self._analyse_join(tree, sides), admitted.request.sql, self._columns(admitted)
-        )
         level, output = admitted.level, admitted.output_level  # a join writes at its level
+        sources = self.queries.provenance.encode(s.stream.name for s in sides)
+        pairs = JoinInput(
+            f"ss_{uuid.uuid4().hex}_join",
+            tuple(PairSide(s.alias, s.stream.names, s.key) for s in sides),
+            pair_columns(
+                sides, self.queries.codec.width, level.width if level else 0, len(sources)
+            ),
+            self.queries.codec.block_width,
+        )
+        attributes = {s.stream.name: s.stream.names for s in sides}
+        rewrite = Rewrite(admitted.streams, {}, attributes, level=level, join=pairs)
+        secured = secure(admitted.checked.tree, rewrite)
+        planned(
+            lambda: self._analyse_join(secured, sides, pairs),
+            admitted.request.sql,
+            self._columns(admitted),
+        )
         # Joins at different levels never share windows (nor state: the root follows ident).
         ident: tuple = (tuple(sides), self.join_mode)
         if level is not None:
@@ -593,20 +585,18 @@ class CqlService:
             )
             self.joins[ident] = join
         deliver = _deliverer(sink)
-        view = f"ss_{uuid.uuid4().hex}_join"
-
-        sources = self.queries.provenance.encode(s.stream.name for s in sides)
-        words = self.queries.codec.block_width
+        expected = {*pairs.columns, *(s.alias for s in sides)}
 
         def consume(frame: DataFrame, batch_id: int) -> None:
             frame = with_label(frame, sources)  # every pair comes from both streams
-            frame.createOrReplaceTempView(view)
+            if set(frame.columns) != expected:  # never a query over labels it was not secured for
+                raise RuntimeError("the join's pairs lack the columns its query was secured over")
+            frame.createOrReplaceTempView(pairs.view)
             try:
-                text = _with_pair_labels(tree, frame.columns, view, sides, words, level)
-                out = frame.sparkSession.sql(text)
+                out = frame.sparkSession.sql(secured.sql)
                 deliver(out if level is None else at_output_level(out, level, output), batch_id)
             finally:
-                frame.sparkSession.catalog.dropTempView(view)
+                frame.sparkSession.catalog.dropTempView(pairs.view)
 
         subscription = join.subscribe(roles, consume, name=name, sink=deliver)
         self.subscriptions[name] = (ident, subscription)
@@ -614,7 +604,7 @@ class CqlService:
             with processor.pool():
                 self.join_handles[ident] = join.start()
         handle = self.join_handles[ident]
-        return self._record(name, admitted, handle, sink)
+        return self._record(name, admitted, handle, sink, secured)
 
     def switched(self) -> list[tuple[str, str, Switched]]:
         """Every running node kind with privacy switches, as ``(what it reads, kind,
@@ -629,17 +619,23 @@ class CqlService:
         found += [(" JOIN ".join(j.streams), "joins", j) for j in list(self.joins.values())]
         return found
 
-    def _analyse_join(self, tree: exp.Select, sides: Sequence[JoinSide]) -> None:
-        """Plans the user's SQL over an empty join output (one struct per alias) in a
-        private session: Spark's refusals come at registration, not at the first pair."""
+    def _analyse_join(self, secured: Secured, sides: Sequence[JoinSide], pairs: JoinInput) -> None:
+        """Plans the secured query over empty pairs (one struct per alias, then the
+        pairs' labels and origins) in a private session: Spark's refusals come at
+        registration, not at the first pair."""
         session = self.queries.spark.newSession()
-        ddl = ", ".join(
+        structs = [
             f"`{side.alias}` STRUCT<{', '.join(f'`{n}`: {t}' for n, t in side.stream.attributes)}>"
             for side in sides
+        ]
+        labels = [
+            f"`{c}` {'STRING' if c.endswith(('_channel', '_policy')) else 'BIGINT'}"
+            for c in pairs.columns
+        ]
+        session.createDataFrame([], ", ".join([*structs, *labels])).createOrReplaceTempView(
+            pairs.view
         )
-        view = f"ss_{uuid.uuid4().hex}_join"
-        session.createDataFrame([], ddl).createOrReplaceTempView(view)
-        session.sql(_with_pair_labels(tree, [], view))
+        session.sql(secured.sql)
 
     def _record(
         self,
@@ -647,10 +643,12 @@ class CqlService:
         admitted: AdmittedQuery,
         handle: StreamingQuery,
         sink: Sink,
+        secured: Secured,
         columns: tuple[str, ...] = (),
     ) -> RegisteredQuery:
-        """``columns``: its output's, labels included, where the engine planned them
-        (unknown columns count as labelled)."""
+        """``secured``: the query as its engine secured it; ``columns``: its output's,
+        labels included, where the engine planned them (unknown columns count as
+        labelled)."""
         query = RegisteredQuery(
             name,
             admitted.request.sql,
@@ -662,6 +660,7 @@ class CqlService:
             sink,
             columns,
             admitted.level,
+            secured.sql,
         )
         self.queries.queries[name] = query
         return query
@@ -695,7 +694,7 @@ class CqlService:
             self, target, source, on_result, name, admitted.level, processor.path("spgen", name)
         )
         return self.queries.register(
-            admitted, roles, CallbackSink(spgen), name, grant=True, processor=processor
+            admitted, CallbackSink(spgen), name, grant=True, processor=processor
         )
 
     def register_stream(self, definition: StreamDefinition) -> None:
@@ -745,91 +744,6 @@ class _DerivedSink:
                 self.root,
             )
         self.spgen(frame, batch_id)
-
-
-def _over_join_output(checked: exp.Expr) -> exp.Select:
-    """The user's join query reading the join's output (placeholder ``__ss_join__``).
-
-    The output has one struct column per alias, so ``a.hr`` resolves as a field; the
-    FROM/JOIN clauses and the ON condition go, since the join already happened.
-    """
-    if not isinstance(checked, exp.Select):
-        raise QueryRejected("query_shape", "a join query must be one SELECT")
-    tree = checked.copy()
-    tree.set("joins", None)
-    tree.set("from_", exp.From(this=exp.to_table("__ss_join__")))
-    return tree
-
-
-def _with_pair_labels(
-    tree: exp.Select,
-    columns: Sequence[str],
-    view: str,
-    sides: Sequence[JoinSide] = (),
-    words: int = 0,
-    level: QueryLevel | None = None,
-) -> str:
-    """The query over ``view`` carrying the pair labels: plain selections keep the pair's
-    tuple label, origins and provenance; aggregates AND the readers and OR the rest.
-
-    With ``sides`` and ``words``, also the dependency slots of each row and column
-    (lang/recipient_labels.py) over the pair's attribute labels, which the SCJoin numbers
-    left side first: delivery checks them against each recipient's own roles.
-    """
-    tree = tree.copy()
-    tree.set("from_", exp.From(this=exp.to_table(view)))
-    tuple_labels = [
-        c for c in columns if c.startswith(("_ss_r0_", "_ss_d0_", "_ss_src_", LEVEL_PREFIX))
-    ]
-    aggregate = is_aggregate(tree.sql(dialect="spark"))
-    if aggregate:  # readers AND; denied, provenance and level (the LUB) OR
-        extra = [exp.alias_(combined(c, "_ss_r", level), c) for c in tuple_labels]
-    else:
-        origins = [c for c in columns if c.startswith("_ss_") and c.endswith(_ORIGINS)]
-        extra = [exp.column(c) for c in (*tuple_labels, *origins)]
-    if sides and words and reader_column(1, 0) in columns:
-        extra += _pair_slots(tree, sides, words, aggregate)
-    return tree.select(*extra, append=True).sql(dialect="spark")
-
-
-def _pair_slots(
-    tree: exp.Select, sides: Sequence[JoinSide], words: int, aggregate: bool
-) -> list[exp.Expr]:
-    """Dependency slots of a query over the join output (one struct per alias)."""
-    objects: dict[str, dict[str, int]] = {}
-    obj = 0
-    for side in sides:
-        names = objects.setdefault(side.alias.lower(), {})
-        for name in side.stream.names:
-            obj += 1
-            names[name.lower()] = obj
-    every = tuple(range(1, obj + 1))
-
-    def resolve(column: exp.Column) -> tuple[int, ...] | None:
-        table, name = column.table.lower(), column.name.lower()
-        if table in objects and isinstance(column.this, exp.Star):
-            return tuple(objects[table].values())
-        if table in objects and name in objects[table]:
-            return (objects[table][name],)
-        if not table and name in objects:  # the whole struct of one side
-            return tuple(objects[name].values())
-        return None
-
-    deps = dependencies(tree, resolve, every)
-    # The ON condition is gone from the tree (the SCJoin joined already), but a pair
-    # still tells its reader that the keys matched: both keys are row dependencies.
-    keys = {objects[s.alias.lower()][s.key.lower()] for s in sides}
-    deps = Dependencies(tuple(sorted(set(deps.row) | keys)), deps.columns)
-    if any(isinstance(e, exp.Star) for e in tree.expressions):
-        deps = deps.folded()  # ``*`` is one struct per side: the row needs every attribute
-    return slot_columns(deps, widest([deps]), _pair_labels, words, aggregate)
-
-
-def _pair_labels(obj: int, word: int) -> tuple[str, str]:
-    return reader_column(obj, word), denied_column(obj, word)
-
-
-_ORIGINS = ("_channel", "_seq", "_tid", "_policy")
 
 
 def _quietly(opener: Callable[[str], None], name: str) -> None:

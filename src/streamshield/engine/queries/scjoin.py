@@ -88,6 +88,7 @@ from streamshield.engine.store.labelled_store import LabelledStore, labelled_sch
 from streamshield.engine.store.snapshots import Snapshots
 from streamshield.engine.views.labels import allows, denied_column, label_names, reader_column
 from streamshield.engine.views.level_columns import level_names, lub_join
+from streamshield.engine.views.provenance_columns import provenance_column
 from streamshield.engine.views.secured_view import tuple_test
 from streamshield.lang.windows import WindowSpec
 from streamshield.network.join_switches import join_switches
@@ -693,6 +694,28 @@ _POLICY_PAIR = StructType(
 _CLASS_PAIR = StructType(
     [StructField(SIDES[0] + "cls", LongType()), StructField(PARTNER, LongType())]
 )
+
+
+def pair_columns(
+    sides: Sequence[JoinSide], width: int, levels: int, provenance_words: int
+) -> tuple[str, ...]:
+    """The label, provenance, level and origin columns of the pairs an SCJoin of
+    ``sides`` hands a subscriber (``SCJoin._deliver``, one struct per alias besides):
+    labels of ``width`` words, ``levels`` level words, provenance made
+    ``provenance_words`` constant words. What a join query is secured over
+    (lang/pair_labels.py)."""
+    objects = 1 + sum(len(side.stream.names) for side in sides)
+    labels = [
+        name
+        for obj in range(objects)
+        for w in range(width)
+        for name in (reader_column(obj, w), denied_column(obj, w))
+    ]
+    provenance = [provenance_column(w) for w in range(provenance_words)]
+    origins = [
+        f"_ss_{side.alias}_{what}" for side in sides for what in ("channel", "seq", "tid", "policy")
+    ]
+    return (*labels, *provenance, *level_names(levels), *origins)
 
 
 def due_subscriptions(

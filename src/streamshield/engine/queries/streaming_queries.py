@@ -141,6 +141,8 @@ class RegisteredQuery:
     columns: tuple[str, ...] = ()  # output columns, labels and origin included
     level: QueryLevel | None = None
     """The Chinese-Wall level it runs at (None while levels are off)."""
+    secured_sql: str = ""
+    """Its SQL as the security rewrites produced it: what Spark parsed (``explain``)."""
 
     def results(self) -> list:
         """Rows of a MemorySink query so far (the table lives in the query's own session)."""
@@ -214,24 +216,22 @@ class QueryService:
 
     def register(
         self,
-        query: str | AdmittedQuery,
-        roles: Iterable[str],
+        admitted: AdmittedQuery,
         sink: Sink,
         name: str | None = None,
         grant: bool = False,
         sliding: Sliding | None = None,
         processor: LevelProcessor | None = None,
     ) -> RegisteredQuery:
-        """Secure and start a query; QueryRejected for anything not allowed.
+        """Secure and start an admitted query (with the roles it was admitted with);
+        QueryRejected for anything not allowed.
 
-        ``query``: admitted already (its roles are the ones it runs with), or text to admit
-        with ``roles``. ``grant``: the query delegates (ON RESULT), so it reads grant
-        views: only what its roles hold WITH GRANT OPTION; statistics-only access never
-        reaches it. ``sliding``: a ``[RANGE t SLIDE s]`` aggregate's window.
+        ``grant``: the query delegates (ON RESULT), so it reads grant views: only what
+        its roles hold WITH GRANT OPTION; statistics-only access never reaches it.
+        ``sliding``: a ``[RANGE t SLIDE s]`` aggregate's window.
         ``processor``: the query's level processor (its checkpoint under the level's
         directory, its jobs in the level's pool); without one, the service's own root.
         """
-        admitted = query if isinstance(query, AdmittedQuery) else self.admit(query, roles)
         roles, streams = admitted.roles, admitted.streams
         name = name or f"q-{uuid.uuid4().hex[:8]}"
         if name in self.queries:
@@ -244,12 +244,12 @@ class QueryService:
         level = admitted.level
         for stream, view in views.items():
             self._view(session, stream, roles, view, statistics, grant, level)
-        text = secure(tree, self.rewrite(views, statistics, sliding, level))
+        secured = secure(tree, self.rewrite(views, statistics, sliding, level))
         # Spark's own refusals (unknown column, type error, unsupported on a stream) are
         # the user's error: a QueryRejected naming the column or class, before anything runs.
         sql = admitted.request.sql
         columns = {s: self.streams[s].names for s in streams}
-        result = planned(lambda: session.sql(text), sql, columns)
+        result = planned(lambda: session.sql(secured.sql), sql, columns)
         if level is not None:
             result = at_output_level(result, level, admitted.output_level)
         checkpoint = self.checkpoint(name, processor)
@@ -266,6 +266,7 @@ class QueryService:
             sink,
             tuple(result.columns),
             level,
+            secured.sql,
         )
         self.queries[name] = registered
         at = f" at level {level.text}" if level is not None else ""
@@ -299,7 +300,7 @@ class QueryService:
         origin = admitted.streams[0]
         registry = PolicyRegistry(self.labelled.root.parent / "policies")
         exporter = PunctuatedExport(out, registry, name or f"export-{origin}", origin)
-        query = self.register(admitted, roles, CallbackSink(exporter), name)
+        query = self.register(admitted, CallbackSink(exporter), name)
         columns = [c for c in query.columns if not c.startswith("_ss_")]
         if not query.labelled_output or not set(columns) <= set(self.streams[origin].names):
             self.stop(query.name)

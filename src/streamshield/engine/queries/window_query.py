@@ -38,6 +38,7 @@ from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_provenance
 from streamshield.engine.views.secured_view import secured_view, tuple_test
 from streamshield.lang.output_level import OutputLevel
+from streamshield.lang.rewrite_rules import Secured
 from streamshield.lang.windows import WindowSpec
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
@@ -55,7 +56,7 @@ class WindowQuery:
         codec: RoleCodec,
         roles: Sequence[str],
         window: WindowSpec,
-        sql: Callable[[str], str],
+        sql: Callable[[str], Secured],
         aggregate: bool,
         deliver: Callable[[DataFrame, int], None],
         root: str | Path,
@@ -90,7 +91,8 @@ class WindowQuery:
             else None
         )
         self.view = f"ss_{uuid.uuid4().hex}_{stream.name}"
-        self.text = sql(self.view)
+        self.secured = sql(self.view)
+        self.text = self.secured.sql
         self.output = output
         self.salt = uuid.uuid4().hex
 

@@ -51,6 +51,7 @@ from streamshield.engine.store.labelled_store import (
     read_batches,
 )
 from streamshield.lang.admission import AdmittedQuery
+from streamshield.lang.rewrite_rules import Secured
 from streamshield.network.switches import Switch
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.provenance import ProvenanceCodec
@@ -60,9 +61,10 @@ BranchSink = Callable[[DataFrame, int], None]
 
 
 class BranchSql(Protocol):
-    """A branch's SQL over a view name (``statistics``: the view is a statistics one)."""
+    """A branch's query secured over a view name (``statistics``: the view is a
+    statistics one)."""
 
-    def __call__(self, view: str, statistics: bool = False) -> str: ...
+    def __call__(self, view: str, statistics: bool = False) -> Secured: ...
 
 
 BRANCH_THREADS = 4

@@ -134,15 +134,16 @@ class FusedBranch:
         slot: str,
         projection: SecuredProjection,
         view_columns: Sequence[str],
-        sql: str,
+        secured: exp.Expr,
     ) -> FusedBranch:
-        """``view_columns``: the names of ``projection``'s columns, in order; ``sql``:
-        the branch's secured SQL over its view (NotFused when it is not plain)."""
+        """``view_columns``: the names of ``projection``'s columns, in order;
+        ``secured``: the branch's secured query over its view (NotFused when it is not
+        plain)."""
         if len(view_columns) != len(projection.columns):
             raise NotFused("the view's columns are not known")
         tag = _tag(projection, slot)
         view = {c.lower(): c for c in view_columns}
-        items, condition, read, where_reads = _plain_select(sql, view, tag)
+        items, condition, read, where_reads = _plain_select(secured, view, tag)
         expressions = dict(zip(view_columns, projection.columns, strict=True))
         masked = {name: (raw, obj) for name, raw, obj in projection.masked}
         flags = dict(projection.flags)
@@ -484,15 +485,11 @@ def _own(column: str, tag: str) -> str:
 
 
 def _plain_select(
-    sql: str, view: dict[str, str], tag: str
+    tree: exp.Expr, view: dict[str, str], tag: str
 ) -> tuple[list[tuple[str, str]], str | None, list[str], list[str]]:
-    """The SELECT items of ``sql`` over the view's column names, its WHERE over the
-    columns staged for ``tag`` (``<column>__<tag>``), the view columns the items read
-    and those the WHERE reads."""
-    try:
-        tree = sqlglot.parse_one(sql, dialect="spark")
-    except sqlglot.errors.ParseError as err:
-        raise NotFused(f"unparsable: {err}") from err
+    """The SELECT items of a secured ``tree`` over the view's column names, its WHERE
+    over the columns staged for ``tag`` (``<column>__<tag>``), the view columns the
+    items read and those the WHERE reads."""
     if not isinstance(tree, exp.Select) or any(
         value not in (None, False, [], ()) for key, value in tree.args.items() if key not in _ONLY
     ):

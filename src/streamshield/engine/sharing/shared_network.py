@@ -123,7 +123,7 @@ from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
 from streamshield.lang.output_level import OutputLevel
 from streamshield.lang.partial_aggregates import Fold, fold_of, partial_parts
-from streamshield.lang.rewrite_rules import runs_on_statistics
+from streamshield.lang.rewrite_rules import Secured, runs_on_statistics
 from streamshield.lang.sliding_fold import sliding_fold
 from streamshield.network.from_query import operator_tree, where_conjuncts
 from streamshield.network.merge import merge
@@ -162,8 +162,11 @@ class Branch:
     tree: Operator | str
     view: str
     """The temp view its rows are offered under in every micro-batch (its own name)."""
+    secured: Secured
+    """The query secured over that view, once, when the branch joins."""
     text: str
-    """The query's secured SQL over that view: rewritten once, when the branch joins."""
+    """The SQL each micro-batch plans over that view: the secured query's, or for an
+    aggregate its fold's partials."""
     sink: BranchSink
     projection: SecuredProjection | StatisticsProjection
     """Its secured view (roles, masks, provenance), built once when it joins: a
@@ -282,9 +285,9 @@ class SharedNetwork(BranchedNetwork[Branch]):
                 salt=self._salt,
                 level=admitted.level,  # the branch's own level, next to its roles' test
             ).with_columns(literals)
-        text = sql(view, statistics=True) if statistics else sql(view)
+        secured = sql(view, statistics=True) if statistics else sql(view)
         stamped = admitted.level is not None and admitted.output_level is OutputLevel.QUERY
-        branch = Branch(name, admitted, tree, view, text, sink, projection, stamped)
+        branch = Branch(name, admitted, tree, view, secured, secured.sql, sink, projection, stamped)
         if aggregate:
             branch.columns = self._fold(branch)
             self._unswitched.add(name)
@@ -330,7 +333,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
             raise NotShared(f"the query does not fold: {err}") from None
         if [f.dataType for f in planned.schema] != [f.dataType for f in alone.schema]:
             raise NotShared("folded, the query's columns would change type")
-        parts = partial_parts(fold.partial) if self.prebuilt_partials else None
+        parts = partial_parts(fold) if self.prebuilt_partials else None
         if parts is not None:
             try:
                 view = branch.projection.apply(empty)
@@ -346,7 +349,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         event time, Spark's watermark on its view, kept by the fold). NotShared where
         it does not fold."""
         if branch.admitted.shape.kind is not ShapeKind.SLIDING_AGGREGATE:
-            fold = fold_of(branch.text)
+            fold = fold_of(branch.secured.tree)
             if fold is None:
                 raise NotShared("the query's aggregates do not fold batch by batch")
             return fold, None
@@ -354,7 +357,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
         if event_time is None:
             raise NotShared("the stream has no event time")
         watermark = self.stream.types[event_time] == "timestamp"  # as its view has one
-        sliding = sliding_fold(branch.text, event_time, watermark)
+        sliding = sliding_fold(branch.secured.tree, event_time, watermark)
         if sliding is None:
             raise NotShared("the sliding-window aggregate does not fold batch by batch")
         closing = None
@@ -843,7 +846,7 @@ class SharedNetwork(BranchedNetwork[Branch]):
             slot = f"_ss_b{uuid.uuid4().hex[:12]}"
             # cast: statistics branches are aggregates, folded and never analysed here
             projection = cast(SecuredProjection, branch.projection)
-            fused = FusedBranch.of(slot, projection, view, branch.text)
+            fused = FusedBranch.of(slot, projection, view, branch.secured.tree)
             alone = fused_pass((fused,))
             same = tuple(alone.rows(alone.over(empty), slot).columns) == columns
         except (NotFused, AnalysisException):  # not plain, or planned otherwise: its own plan

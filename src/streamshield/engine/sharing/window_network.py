@@ -70,6 +70,7 @@ from streamshield.engine.sharing.shared_selections import selected_frames
 from streamshield.engine.store.labelled_store import INGEST
 from streamshield.lang.admission import AdmittedQuery
 from streamshield.lang.continuous import ShapeKind
+from streamshield.lang.rewrite_rules import Secured
 from streamshield.lang.windows import WindowKind
 from streamshield.network.from_query import where_conjuncts
 from streamshield.network.predicates import Conjunction
@@ -107,6 +108,11 @@ class WindowBranch:
     @property
     def sink(self) -> Callable[[DataFrame, int], None]:
         return self.query.deliver
+
+    @property
+    def secured(self) -> Secured:
+        """The query secured over its window's view."""
+        return self.query.secured
 
 
 @dataclass

@@ -10,7 +10,7 @@ accepted and lists each rejected one by line number and reason, never by value; 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 
@@ -21,6 +21,7 @@ from streamshield.server.models import AppendAnswer
 from streamshield.server.openapi import AUTHED, NDJSON_BODY, errors
 
 if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
     from streamshield.server.service import ServerService
 
 Assign = Annotated[
@@ -54,7 +55,7 @@ def router(service: ServerService) -> APIRouter:
 
 
 def _append(
-    service: ServerService, session: Any, stream: str, body: bytes, assign: bool
+    service: ServerService, session: Session, stream: str, body: bytes, assign: bool
 ) -> AppendReport:
     """Decodes, splits and appends a body in a worker thread: decoding 4 MiB in the event
     loop would hold every other request (and /healthz) meanwhile."""

@@ -24,6 +24,7 @@ from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
 
 if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
     from streamshield.server.service import ServerService
 
 T = TypeVar("T")
@@ -304,7 +305,7 @@ def router(service: "ServerService") -> APIRouter:
     return api
 
 
-def activate_at_login(security: Any, session: Any, level: str | None) -> str | None:
+def activate_at_login(security: Any, session: Session, level: str | None) -> str | None:
     """Activates ``level`` in a session just opened by POST /login; on refusal the
     session is ended before the error leaves, so its token is never handed out."""
     if level is None:

@@ -7,7 +7,7 @@ administration pages and query actions a user does not hold; nothing here grants
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -19,6 +19,7 @@ from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
     from streamshield.server.service import ServerService
 
 
@@ -48,7 +49,7 @@ def router(service: "ServerService") -> APIRouter:
     """``GET /me``, ``GET /me/roles`` and ``GET /me/queries/{name}`` of one server."""
     api = APIRouter(tags=["session"])
 
-    def holds(session: Any, permission: str, kind: str, name: str) -> bool:
+    def holds(session: Session, permission: str, kind: str, name: str) -> bool:
         return port.check(service.security, session, permission, kind, name)
 
     @api.get("/me", response_model=SessionRights, responses=errors(*AUTHED))

@@ -40,6 +40,7 @@ from streamshield.server.models import ErrorBody
 from streamshield.server.queries import failure_class
 
 if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
     from streamshield.server.service import ServerService
 
 Status = Literal["running", "stopped", "failed"]
@@ -109,8 +110,11 @@ class QueryExplain(BaseModel):
     """The conjuncts every secured view filters on, beneath every user expression."""
     labels: list[str] = []
     """How output rows are labelled and checked at delivery."""
-    secured_sql: str = ""
-    """The query over its secured views, each spelled as a CTE with its conjuncts."""
+    secured_sql: str | None = None
+    """The SQL Spark parsed for the query, exactly as the security rewrites produced it:
+    each stream read as its secured view ``ss_<id>_<stream>`` (filtering on
+    ``security``), the labels carried on as columns ``_ss_*``. None while the query
+    does not run in this process (stopped, failed, or in its level's own application)."""
 
 
 class Health(BaseModel):
@@ -167,16 +171,16 @@ def router(service: ServerService, metrics_token: str | None = None) -> APIRoute
     """The operations routes of one server (``service``: its ServerService)."""
     api = APIRouter(tags=["operations"])
 
-    def admin(session: Any) -> bool:
+    def admin(session: Session) -> bool:
         return port.check(service.security, session, "CHANGE SYSTEM", "system", "system")
 
-    def record_of(session: Any, name: str) -> Any:
+    def record_of(session: Session, name: str) -> Any:
         for record in port.queries(service.security, session):
             if record.name == name:
                 return record
         raise NotFound("no such query")
 
-    def may_read_text(session: Any, record: Any) -> bool:
+    def may_read_text(session: Session, record: Any) -> bool:
         return record.owner == port.user_of(session) or admin(session)
 
     @api.get("/queries", response_model=QueryList, responses=NEEDS_TOKEN)
@@ -218,7 +222,9 @@ def router(service: ServerService, metrics_token: str | None = None) -> APIRoute
         live = _live(service, name)
         if live is None:
             raise NotFound("the query is not loaded")
-        return _explain(name, live.text, list(record.inputs), live.roles, live.level)
+        return _explain(
+            name, live.text, list(record.inputs), live.roles, live.level, live.secured_sql
+        )
 
     @api.get("/healthz", response_model=Health)
     def healthz() -> Health:
@@ -384,6 +390,7 @@ def _explain(
     inputs: list[str],
     roles: tuple[str, ...] = (),
     level: QueryLevel | None = None,
+    secured_sql: str | None = None,
 ) -> QueryExplain:
     request = parse_request(text)
     if not isinstance(request, ContinuousQuery):
@@ -392,7 +399,7 @@ def _explain(
     checked = check_query(request.sql, inputs)
     sql = checked.rewrite({s: s for s in checked.streams})
     output = output_level(shape, checked.tree)
-    secured = secured_plan(sql, checked.streams, roles, level, output)
+    secured = secured_plan(roles, level, output)
     return QueryExplain(
         name=name,
         kind=shape.kind.value,
@@ -419,7 +426,7 @@ def _explain(
         level=secured.level,
         security=list(secured.conjuncts),
         labels=list(secured.labels),
-        secured_sql=secured.sql,
+        secured_sql=secured_sql,
     )
 
 

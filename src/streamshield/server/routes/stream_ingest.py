@@ -24,7 +24,7 @@ the server started, for everyone the route answers.
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -38,6 +38,7 @@ from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
     from streamshield.server.service import ServerService
 
 READER_PERMISSIONS = ("READ TUPLE", "READ AGGREGATE", "SUBSCRIBE")
@@ -78,10 +79,10 @@ class StreamIngest(BaseModel):
 def router(service: "ServerService") -> APIRouter:
     api = APIRouter(tags=["catalog"])
 
-    def holds(session: Any, permission: str, kind: str, name: str) -> bool:
+    def holds(session: Session, permission: str, kind: str, name: str) -> bool:
         return port.check(service.security, session, permission, kind, name)
 
-    def scope_of(session: Any, name: str) -> tuple[Scope, bool]:
+    def scope_of(session: Session, name: str) -> tuple[Scope, bool]:
         """The caller's depth, and whether she also reads (others' channels shown)."""
         if not holds(session, "VIEW OBJECT", "stream", name):
             raise unseen("stream")
@@ -102,7 +103,7 @@ def router(service: "ServerService") -> APIRouter:
             "providers and those holding READ TUPLE, READ AGGREGATE or SUBSCRIBE on it"
         )
 
-    def level_test(session: Any) -> Callable[[str, str], bool]:
+    def level_test(session: Session) -> Callable[[str, str], bool]:
         """Whether the caller's session level dominates a channel's: a reader learns
         nothing, not even a policy id, of a channel above her level (always true while
         levels are off)."""
