@@ -305,7 +305,7 @@ def router(service: "ServerService") -> APIRouter:
     return api
 
 
-def activate_at_login(security: Any, session: Session, level: str | None) -> str | None:
+def activate_at_login(security: Any, session: "Session", level: str | None) -> str | None:
     """Activates ``level`` in a session just opened by POST /login; on refusal the
     session is ended before the error leaves, so its token is never handed out."""
     if level is None:

@@ -49,7 +49,7 @@ def router(service: "ServerService") -> APIRouter:
     """``GET /me``, ``GET /me/roles`` and ``GET /me/queries/{name}`` of one server."""
     api = APIRouter(tags=["session"])
 
-    def holds(session: Session, permission: str, kind: str, name: str) -> bool:
+    def holds(session: "Session", permission: str, kind: str, name: str) -> bool:
         return port.check(service.security, session, permission, kind, name)
 
     @api.get("/me", response_model=SessionRights, responses=errors(*AUTHED))

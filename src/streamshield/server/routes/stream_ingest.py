@@ -79,10 +79,10 @@ class StreamIngest(BaseModel):
 def router(service: "ServerService") -> APIRouter:
     api = APIRouter(tags=["catalog"])
 
-    def holds(session: Session, permission: str, kind: str, name: str) -> bool:
+    def holds(session: "Session", permission: str, kind: str, name: str) -> bool:
         return port.check(service.security, session, permission, kind, name)
 
-    def scope_of(session: Session, name: str) -> tuple[Scope, bool]:
+    def scope_of(session: "Session", name: str) -> tuple[Scope, bool]:
         """The caller's depth, and whether she also reads (others' channels shown)."""
         if not holds(session, "VIEW OBJECT", "stream", name):
             raise unseen("stream")
@@ -103,7 +103,7 @@ def router(service: "ServerService") -> APIRouter:
             "providers and those holding READ TUPLE, READ AGGREGATE or SUBSCRIBE on it"
         )
 
-    def level_test(session: Session) -> Callable[[str, str], bool]:
+    def level_test(session: "Session") -> Callable[[str, str], bool]:
         """Whether the caller's session level dominates a channel's: a reader learns
         nothing, not even a policy id, of a channel above her level (always true while
         levels are off)."""
