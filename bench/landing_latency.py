@@ -43,6 +43,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -57,9 +58,8 @@ from bench.revocation_server import (
     set_up_stream,
     wait_for,
 )
-from streamshield.engine.ingest.ingest_job import IngestJob
-from streamshield.engine.queries.cql_service import CqlService
 from streamshield.engine.session import spark_session
+from streamshield.engine.tuning import SERVER, EngineTuning
 from streamshield.server.service import ServerService
 
 QUERY = f"SELECT id, symbol, price FROM {STREAM} WHERE price >= 0"
@@ -93,16 +93,22 @@ def idle_cpu(spark: SparkSession, seconds: float) -> float | None:
 
 
 def measure(
-    spark: SparkSession, rounds: int, tuples: int, seed: int = 3, idle: float = 0.0
+    spark: SparkSession,
+    rounds: int,
+    tuples: int,
+    seed: int = 3,
+    idle: float = 0.0,
+    tuning: EngineTuning = SERVER,
 ) -> dict:
-    """``rounds`` reported latencies (seconds) of a ``tuples``-row POST to Al's SSE reader,
-    with where each round's time went (``profile``)."""
+    """``rounds`` reported latencies (seconds) of a ``tuples``-row POST to Al's SSE reader
+    through a server running with ``tuning``, with where each round's time went
+    (``profile``)."""
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="ss-latency-"))
     latencies: list[float] = []
     spans: list[dict] = []
     try:
-        with busy_root_server(spark, root) as server:
+        with busy_root_server(spark, root, tuning) as server:
             set_up_stream(server)
             with server.login("al") as al:
                 ok(al.post("/queries", json={"name": "al_q", "text": QUERY}), 201)
@@ -150,9 +156,9 @@ def measure(
         "min_s": min(latencies),
         "max_s": max(latencies),
         "idle_cpu": idle_share,
-        "guess": IngestJob.guess,
-        "driven_scan": CqlService.driven_scan,
-        "driven_ingest": ServerService.driven_ingest,
+        "guess": tuning.ingest_guess,
+        "driven_scan": tuning.driven_scan,
+        "driven_ingest": tuning.driven_ingest,
         "jobs_per_round": jobs,
         "profile": profile(spans, progress),
     }
@@ -249,7 +255,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
-    parser.add_argument("--no-guess", action="store_true", help="IngestJob.guess off")
+    parser.add_argument("--no-guess", action="store_true", help="the ingest guess off (EngineTuning.ingest_guess)")
     ingest = parser.add_mutually_exclusive_group()
     ingest.add_argument(
         "--driven-ingest", action="store_true", default=None, help="driven ingest on"
@@ -261,14 +267,15 @@ def main() -> None:
     driven.add_argument("--driven", action="store_true", default=None, help="driven scan on")
     driven.add_argument("--no-driven", dest="driven", action="store_false", help="... off")
     args = parser.parse_args()
+    tuning = replace(SERVER, ingest_guess=not args.no_guess)
     if args.driven is not None:
-        CqlService.driven_scan = args.driven
+        tuning = replace(tuning, driven_scan=args.driven)
     if args.driven_ingest is not None:
-        ServerService.driven_ingest = args.driven_ingest
-    IngestJob.guess = not args.no_guess
+        tuning = replace(tuning, driven_ingest=args.driven_ingest)
     spark = spark_session(app_name="streamshield-bench-latency")
     spark.sparkContext.setLogLevel("ERROR")
-    print(json.dumps(measure(spark, args.rounds, args.tuples, idle=args.idle), indent=2))
+    measured = measure(spark, args.rounds, args.tuples, idle=args.idle, tuning=tuning)
+    print(json.dumps(measured, indent=2))
 
 
 if __name__ == "__main__":

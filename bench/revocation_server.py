@@ -54,6 +54,7 @@ from bench.experiment_common import changed_flags
 from bench.revocation_latency import write_section
 from streamshield.catalog.security import SecurityCatalog
 from streamshield.engine.session import spark_session
+from streamshield.engine.tuning import SERVER, EngineTuning
 from streamshield.server.app import create_app
 from streamshield.server.runner import Running, serve_in_thread
 from streamshield.server.service import ServerService
@@ -126,8 +127,9 @@ class Server:
 
 
 @contextlib.contextmanager
-def busy_root_server(spark, root: Path) -> Iterator[Server]:
-    """A server on a fresh ``root`` with the bench's users; stopped on exit."""
+def busy_root_server(spark, root: Path, tuning: EngineTuning = SERVER) -> Iterator[Server]:
+    """A server on a fresh ``root`` with the bench's users, running with ``tuning``;
+    stopped on exit."""
     security = SecurityCatalog(root / "catalog.db")
     security.catalog.set_roles(ROLES, [])
     (first, roles), *others = USERS.items()
@@ -135,7 +137,7 @@ def busy_root_server(spark, root: Path) -> Iterator[Server]:
     admin = security.login(first, PASSWORD, roles)
     for name, roles in others:
         security.create_user(name, PASSWORD, roles, by=admin)
-    service = ServerService(spark, root, security)
+    service = ServerService(spark, root, security, tuning=tuning)
     service.start()
     try:
         tls = ensure_self_signed(root / "tls")

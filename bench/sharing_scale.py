@@ -52,7 +52,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -206,7 +206,7 @@ def shared_network(
     """N users' queries as branches of one network over HeartRate (``--shared``),
     registered as the server registers them (``CqlService.submit``: admission, routing,
     the stream's network, its ``fuse`` setting), everyone's switch on."""
-    pipeline.cql.fuse = fuse
+    pipeline.cql.tuning = replace(pipeline.cql.tuning, fuse=fuse)
     for i in range(n):
         text, roles = user_query(i)
         sink = storing(root, f"user{i:02d}") if store else Sink()

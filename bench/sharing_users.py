@@ -19,7 +19,7 @@ network, computed in one pass written once, each branch's batch a link, every li
 branch delivered by one Spark job: ``SharedNetwork.deliver_together`` on, the server's
 default), **fused-each** (the same, each listening branch delivered by a
 job of its own)
-and **separate** (``CqlService(share=False)``: each query its own
+and **separate** (``EngineTuning(share=False)``: each query its own
 streaming query, a full pass each: what N users cost before sharing). Per case, after
 registration:
 
@@ -57,7 +57,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -226,7 +226,7 @@ class Server:
         """As ``ServerService.__init__`` wires them: the switchboard drives the networks'
         switches; ``fused`` False runs every selection as a streaming query of its own."""
         cql = pipeline.cql
-        cql.share = cql.fuse = fused
+        cql.tuning = replace(cql.tuning, share=fused, fuse=fused)
         switches = Switchboard()
         cql.switch = switches.is_on
         return cls(pipeline, QueryRegistry(cql), switches, DeliveryClock())

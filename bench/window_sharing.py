@@ -37,12 +37,14 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench.sharing_scale import ROLES, THRESHOLDS, Sink, batches, load
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries.streaming_queries import CallbackSink
 from streamshield.engine.session import spark_session
+from streamshield.engine.tuning import STREAMING
 from streamshield.examples.hospital_catalog import hospital_catalog
 from streamshield.policy.elements import Element
 
@@ -83,8 +85,8 @@ def run_case(
     spark, tmp: Path, n: int, share: bool, data: list[list[Element]], kind: str = "windows"
 ) -> dict:
     root = tmp / f"n{n}-{share}-{time.monotonic_ns()}"
-    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root)
-    pipeline.cql.share = pipeline.cql.share_windows = pipeline.cql.share_aggregates = share
+    tuning = replace(STREAMING, share=share, share_windows=share, share_aggregates=share)
+    pipeline = Pipeline(spark, hospital_catalog(root / "catalog.db"), root, tuning=tuning)
     queries, sinks, times, loads = [], [], [], []
     try:
         for i in range(n):

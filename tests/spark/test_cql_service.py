@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from streamshield.engine.pipeline import Pipeline
@@ -199,14 +201,16 @@ def test_an_aggregate_that_ran_on_its_own_resumes_on_its_own(pipeline) -> None:
     cql = pipeline.cql
     text = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
     before, after = Collect(), Collect()
-    assert cql.share_aggregates
-    cql.share_aggregates = False  # as a server with the setting off runs it
+    assert cql.tuning.share_aggregates
+    cql.tuning = replace(
+        cql.tuning, share_aggregates=False
+    )  # as a server with the setting off runs it
     try:
         cql.submit(
             cql.admit(text, ["C"]), CallbackSink(before), name="upgraded"
         ).process_all_available()
     finally:
-        cql.share_aggregates = True
+        cql.tuning = replace(cql.tuning, share_aggregates=True)
     cql.stop("upgraded")
     counts = {r["patient_id"]: r["n"] for r in before.rows}
     assert counts[301] == 1
@@ -234,7 +238,7 @@ def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipel
     cql = pipeline.cql
     text = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
     shared, alone = Collect(), Collect()
-    assert cql.share_aggregates
+    assert cql.tuning.share_aggregates
     cql.submit(
         cql.admit(text, ["C"]), CallbackSink(shared), name="downgraded"
     ).process_all_available()
@@ -243,7 +247,7 @@ def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipel
     reached = {r["patient_id"]: r["n"] for r in shared.rows}  # the last update wins
     assert reached and sum(reached.values()) > len(reached)
 
-    cql.share_aggregates = False
+    cql.tuning = replace(cql.tuning, share_aggregates=False)
     try:
         resumed = cql.submit(cql.admit(text, ["C"]), CallbackSink(alone), name="downgraded")
         resumed.process_all_available()
@@ -251,7 +255,7 @@ def test_a_branch_restarted_without_sharing_starts_over_the_stored_batches(pipel
         assert {r["patient_id"]: r["n"] for r in alone.rows} == reached
         assert len(alone.rows) == len(reached), "each group once"
     finally:
-        cql.share_aggregates = True
+        cql.tuning = replace(cql.tuning, share_aggregates=True)
         cql.stop("downgraded")
 
 
@@ -266,14 +270,14 @@ def test_a_sliding_aggregate_folds_as_a_branch_unless_it_ran_on_its_own(pipeline
         "FROM HeartRate [RANGE 60 SLIDE 30] GROUP BY patient_id"
     )
     own, folded, resumed = Collect(), Collect(), Collect()
-    assert cql.share_sliding, "on by default"
-    cql.share_sliding = False
+    assert cql.tuning.share_sliding, "on by default"
+    cql.tuning = replace(cql.tuning, share_sliding=False)
     try:
         cql.submit(
             cql.admit(text, ["C"]), CallbackSink(own), name="slide_own"
         ).process_all_available()
     finally:
-        cql.share_sliding = True
+        cql.tuning = replace(cql.tuning, share_sliding=True)
     assert "slide_own" not in cql.branches
     cql.submit(cql.admit(text, ["C"]), CallbackSink(folded), name="slide_b").process_all_available()
     assert "slide_b" in cql.branches

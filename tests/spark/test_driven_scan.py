@@ -11,6 +11,7 @@ switches between the two ways of running resumes where the other stopped.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,7 +42,7 @@ WINDOW = "SELECT count(*) AS n FROM HeartRate [ROWS 2]"
 @pytest.fixture
 def pipeline(spark, tmp_path):
     for running in hospital_pipeline(spark, tmp_path, []):
-        running.cql.driven_scan = True
+        running.cql.tuning = replace(running.cql.tuning, driven_scan=True)
         yield running
 
 
@@ -185,7 +186,7 @@ def test_the_scan_switches_between_streaming_and_driven_without_loss_or_repeat(
 ) -> None:
     first, second, third = parts()
     cardio = Rows()
-    pipeline.cql.driven_scan = False
+    pipeline.cql.tuning = replace(pipeline.cql.tuning, driven_scan=False)
     land(pipeline, first)
     submit(pipeline, "cardio", cardio).process_all_available()
     assert streaming_scans(pipeline) == ["scan-HeartRate"]
@@ -193,7 +194,7 @@ def test_the_scan_switches_between_streaming_and_driven_without_loss_or_repeat(
     pipeline.cql.stop("cardio")
     spark_last = SourceLog(checkpoint).last_batch()
 
-    pipeline.cql.driven_scan = True
+    pipeline.cql.tuning = replace(pipeline.cql.tuning, driven_scan=True)
     land(pipeline, second)
     submit(pipeline, "cardio", cardio).process_all_available()
     assert isinstance(pipeline.cql.scans[KEY], DrivenScan)
@@ -202,7 +203,7 @@ def test_the_scan_switches_between_streaming_and_driven_without_loss_or_repeat(
     driven_last = SourceLog(checkpoint).last_batch()
     assert driven_last == spark_last + 1, "its ids go on from Spark's"
 
-    pipeline.cql.driven_scan = False
+    pipeline.cql.tuning = replace(pipeline.cql.tuning, driven_scan=False)
     land(pipeline, third)
     submit(pipeline, "cardio", cardio).process_all_available()
     log = SourceLog(checkpoint)
@@ -235,7 +236,7 @@ def test_selections_and_windows_share_one_driven_scan(pipeline) -> None:
     assert nurse.sorted() == alone(pipeline, "nurse")
     pipeline.cql.stop("counts")
     assert pipeline.cql.scans == {} and not windows.handle.isActive, "stopped with the last"
-    pipeline.cql.share_windows = False
+    pipeline.cql.tuning = replace(pipeline.cql.tuning, share_windows=False)
     own = Rows()
     pipeline.cql.submit(
         pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(own), name="own"

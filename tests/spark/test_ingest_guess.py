@@ -6,12 +6,14 @@ and the passes label the batch."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from streamshield.engine.ingest.ingest import Guess, Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
+from streamshield.engine.tuning import STREAMING
 from streamshield.examples import hospital
 from streamshield.lang.wire import to_line
 from streamshield.policy.elements import TupleElement
@@ -49,7 +51,7 @@ def batches() -> list[list]:
     return out
 
 
-def ingest(spark, root: Path, parts: list[list]) -> IngestJob:
+def ingest(spark, root: Path, parts: list[list], guess: bool = True) -> IngestJob:
     landing = root / "landing" / "HeartRate"
     landing.mkdir(parents=True)
     for i, part in enumerate(parts):
@@ -58,7 +60,8 @@ def ingest(spark, root: Path, parts: list[list]) -> IngestJob:
         path.write_text("\n".join(lines) + "\n")
         os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the source takes them in order
     labelling = Ingest(spark, hospital.hierarchy(), STREAMS, hospital.server_policies())
-    job = IngestJob(labelling, root / "landing", root / "store")
+    tuning = replace(STREAMING, ingest_guess=guess)
+    job = IngestJob(labelling, root / "landing", root / "store", tuning)
     job.start(available_now=True, max_files=1).awaitTermination()
     return job
 
@@ -91,8 +94,7 @@ def test_right_guesses_write_what_the_passes_write_and_wrong_ones_nothing(
     monkeypatch.setattr(Guess, "holds", spy)
     guessed = ingest(spark, tmp_path / "guessed", parts)
     assert verdicts == [True, True, False, True, True, False, False, True]
-    monkeypatch.setattr(IngestJob, "guess", False)  # the guess off: the passes only
-    passes = ingest(spark, tmp_path / "passes", parts)
+    passes = ingest(spark, tmp_path / "passes", parts, guess=False)  # the passes only
     assert len(verdicts) == 8, "no guess without the guess"
     assert stored(spark, guessed) == stored(spark, passes)
     assert guessed.state.load(len(parts)) == passes.state.load(len(parts))

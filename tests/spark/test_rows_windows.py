@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -126,11 +126,11 @@ def submit(feed: Feed, text: str, role: str, level: str, alone: bool = False):
     """The query through the query interface (``alone``: a window query of its own, not
     a branch of the stream's window network), with its sink."""
     cql, rows = feed.pipeline.cql, Collect()
-    cql.share_windows = not alone
+    cql.tuning = replace(cql.tuning, share_windows=not alone)
     try:
         query = cql.submit(cql.admit(text, [role], at(level)), CallbackSink(rows))
     finally:
-        cql.share_windows = True
+        cql.tuning = replace(cql.tuning, share_windows=True)
     query.process_all_available()
     return query, rows
 

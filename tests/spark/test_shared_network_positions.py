@@ -11,6 +11,7 @@ nothing twice, and one failing branch stops alone.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -39,7 +40,7 @@ def pipeline(spark, tmp_path):
     are about that query; tests/spark/test_driven_scan.py has the scan driven by ingest's
     commits, the ``driven_scan`` setting)."""
     for running in hospital_pipeline(spark, tmp_path, []):
-        running.cql.driven_scan = False
+        running.cql.tuning = replace(running.cql.tuning, driven_scan=False)
         yield running
 
 
@@ -189,7 +190,9 @@ def test_selections_and_windows_of_one_stream_share_one_scan(pipeline) -> None:
     assert nurse.sorted() == alone(pipeline, "nurse"), "the selection got every row once"
     pipeline.cql.stop("counts")
     assert pipeline.cql.scans == {} and not windows.handle.isActive, "stopped with the last"
-    pipeline.cql.share_windows = False  # the same window as a streaming query of its own
+    pipeline.cql.tuning = replace(
+        pipeline.cql.tuning, share_windows=False
+    )  # the same window as a streaming query of its own
     own = Rows()
     pipeline.cql.submit(
         pipeline.cql.admit(WINDOW, ["C"]), CallbackSink(own), name="own"

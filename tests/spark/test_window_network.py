@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -237,13 +238,15 @@ def test_the_query_interface_runs_window_queries_as_branches(parts) -> None:
     assert not node.exists(), "removed for good with the last query it served"
     counts = Rows()
     aggregate = "SELECT patient_id, count(*) AS n FROM HeartRate GROUP BY patient_id"
-    assert cql.share_aggregates, "on by default since session 21"
-    cql.share_aggregates = False  # Spark's streaming aggregation, a query of its own
+    assert cql.tuning.share_aggregates, "on by default"
+    cql.tuning = replace(
+        cql.tuning, share_aggregates=False
+    )  # Spark's streaming aggregation, a query of its own
     try:
         alone = cql.submit(cql.admit(aggregate, ["C"]), CallbackSink(Rows()))
         assert cql.networks == {}, "switched off, an aggregate runs on its own"
     finally:
-        cql.share_aggregates = True
+        cql.tuning = replace(cql.tuning, share_aggregates=True)
     folded = cql.submit(cql.admit(aggregate, ["C"]), CallbackSink(counts))  # a folding branch
     folded.process_all_available()
     ((network),) = cql.networks.values()

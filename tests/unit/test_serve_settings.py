@@ -5,12 +5,14 @@ system settings' schema, and the audit log's newest-first paging without values.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from streamshield.cli import main
+from streamshield.engine.tuning import SERVER
 from streamshield.server.settings import ConfigError, ServeSettings, load, parse_conf
 from streamshield.server.system_settings import SettingsRejected, validated
 
@@ -35,6 +37,27 @@ def test_defaults_are_the_embedded_setup() -> None:
     assert (settings.host, settings.port, settings.example) == ("127.0.0.1", 8443, True)
     assert settings.catalog_target == Path("streamshield-data") / "catalog.db"
     assert settings.spark_ui is False and settings.spark_conf == {}
+
+
+def test_the_engine_runs_with_the_tuning_its_settings_choose(tmp_path) -> None:
+    """Every speed setting reaches the engine as one value built at construction
+    (engine/tuning.py); the defaults are the server's."""
+    assert load({}).tuning() == SERVER
+    path = _file(
+        tmp_path,
+        "share_windows = false\nfuse_branches = false\nshare_aggregates = false\n"
+        "share_sliding = false\ndriven_scan = false\ndriven_ingest = false\n",
+    )
+    off = load({}, path).tuning()
+    assert off == replace(
+        SERVER,
+        share_windows=False,
+        fuse=False,
+        share_aggregates=False,
+        share_sliding=False,
+        driven_scan=False,
+        driven_ingest=False,
+    )
 
 
 def test_options_beat_environment_beat_file_beat_defaults(tmp_path, monkeypatch) -> None:

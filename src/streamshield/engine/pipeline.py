@@ -20,6 +20,7 @@ from streamshield.engine.ingest.ingest import Ingest
 from streamshield.engine.ingest.ingest_job import IngestJob
 from streamshield.engine.queries.cql_service import CqlService
 from streamshield.engine.queries.streaming_queries import QueryService
+from streamshield.engine.tuning import STREAMING, EngineTuning
 from streamshield.landing import LandingZone
 from streamshield.policy.level_assignment import LevelAssignment
 from streamshield.policy.roles import RoleHierarchy
@@ -32,21 +33,26 @@ class Pipeline:
         catalog: Catalog,
         root: str | Path,
         levels: Callable[[], LevelAssignment | None] | None = None,
+        tuning: EngineTuning = STREAMING,
     ) -> None:
         """``levels``: the catalog's stream and channel levels now (the security
-        catalog's ``level_assignment``); secure ingest stamps them on every tuple."""
+        catalog's ``level_assignment``); secure ingest stamps them on every tuple.
+        ``tuning``: the engine's speed choices (engine/tuning.py; a server's are its
+        settings)."""
         self.root = Path(root)
         self.catalog = catalog
         streams = {d.name: d for d in catalog.streams()}
         hierarchy = catalog.hierarchy()
         self.landing = LandingZone(self.root / "landing", catalog)
         ingest = Ingest(spark, hierarchy, streams, catalog.server_policies(), levels=levels)
-        self.ingest = IngestJob(ingest, self.root / "landing", self.root / "store")
+        self.ingest = IngestJob(ingest, self.root / "landing", self.root / "store", tuning)
         self.landing.listen(self.ingest.wake)
         self.queries = QueryService(
             spark, streams, hierarchy, self.ingest.store, self.root / "store"
         )
-        self.cql = CqlService(self.queries, self.landing, catalog, ingest, self.ingest.state)
+        self.cql = CqlService(
+            self.queries, self.landing, catalog, ingest, self.ingest.state, tuning=tuning
+        )
         self.hierarchy_version = 0
         """Grows by one with every hierarchy :meth:`use_hierarchy` applies (after it is in
         place): what derives rights from the hierarchy compares it, not the hierarchy."""

@@ -54,6 +54,7 @@ def build_service(
     spark_ui: bool = False,
     spark_log_level: str = "ERROR",
     separate_levels: Any = None,
+    tuning: Any = None,
 ):
     """The service: a Spark session (``spark``, else a new one) and the security catalog
     (``security``, default the SQLite file ``<root>/catalog.db``).
@@ -61,10 +62,12 @@ def build_service(
     ``example_roles``: store the example's role hierarchy first; the engine reads the
     hierarchy once, when the service is built, so it must be in place before.
     ``separate_levels``: a :class:`~streamshield.server.application_query.SeparateLevels`
-    to run each level's queries in a Spark application of its own.
+    to run each level's queries in a Spark application of its own. ``tuning``: an
+    :class:`~streamshield.engine.tuning.EngineTuning` (default: the server's defaults).
     """
     from streamshield.catalog.security import SecurityCatalog
     from streamshield.engine.session import spark_session
+    from streamshield.engine.tuning import SERVER
     from streamshield.server.hospital import roles
     from streamshield.server.service import ServerService
 
@@ -75,7 +78,7 @@ def build_service(
         security.catalog.set_roles(names, edges)
     spark = spark if spark is not None else spark_session(master, conf=spark_conf, ui=spark_ui)
     spark.sparkContext.setLogLevel(spark_log_level)
-    return ServerService(spark, root, security, separate_levels)
+    return ServerService(spark, root, security, separate_levels, tuning or SERVER)
 
 
 class Stopper:
@@ -213,16 +216,11 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
                 spark=spark,
                 spark_log_level="WARN" if settings.log_level in ("debug", "info") else "ERROR",
                 separate_levels=_separate_levels(settings),
+                tuning=settings.tuning(),
             )
             service.pipeline.landing.max_future_skew = settings.max_clock_skew
             service.backlog.limit = settings.max_ingest_backlog
             service.backlog.budget = settings.ingest_latency_budget_seconds
-            service.cql.share_windows = settings.share_windows
-            service.cql.fuse = settings.fuse_branches
-            service.cql.share_aggregates = settings.share_aggregates
-            service.cql.share_sliding = settings.share_sliding
-            service.cql.driven_scan = settings.driven_scan
-            service.driven_ingest = settings.driven_ingest
             service.retention.max_age = settings.retention
         if stopper.requested.is_set():
             return 0

@@ -35,10 +35,10 @@ from streamshield.engine.ingest.tracker_state import ShieldStateError
 from streamshield.engine.levels.level_application import LevelApplications
 from streamshield.engine.pipeline import Pipeline
 from streamshield.engine.queries.batch_boundary import at_batch_boundary
-from streamshield.engine.queries.cql_service import CqlService
 from streamshield.engine.queries.streaming_queries import safe_error
 from streamshield.engine.store import root_location
 from streamshield.engine.store.result_store import ResultStore
+from streamshield.engine.tuning import SERVER, EngineTuning
 from streamshield.faults import crash_point
 from streamshield.landing import Parsed
 from streamshield.lang.admission import AdmittedQuery, admit
@@ -99,31 +99,25 @@ RECOVERY_SECONDS = 30.0
 class ServerService:
     """Everything the API does, as methods taking the caller's session first."""
 
-    driven_ingest = True
-    """Secure ingest's micro-batches start when a file lands (engine/ingest/driven_ingest.py)
-    instead of at the file source's next trigger; the server's ``driven_ingest``
-    setting."""
-
     def __init__(
         self,
         spark: SparkSession,
         root: str | Path,
         security: Any,
         separate_levels: SeparateLevels | None = None,
+        tuning: EngineTuning = SERVER,
     ) -> None:
         """``separate_levels``: each level's queries run in a Spark application of its
-        own (``level_applications = "separate"``); None: in this one."""
+        own (``level_applications = "separate"``); None: in this one. ``tuning``: the
+        engine's speed choices (engine/tuning.py), from the server's settings."""
         self.root = Path(root)
         root_location.check(self.root)  # a moved root would produce everything again
         self.spark = spark
         self.security = security
         self.catalog = security.catalog
-        self.pipeline = Pipeline(spark, self.catalog, self.root, security.level_assignment)
+        self.pipeline = Pipeline(spark, self.catalog, self.root, security.level_assignment, tuning)
         self._codec = ProvenanceCodec(d.name for d in self.catalog.streams())
-        job = self.pipeline.ingest
-        self.cql = CqlService(
-            self.pipeline.queries, self.pipeline.landing, self.catalog, job.ingest, job.state
-        )
+        self.cql = self.pipeline.cql
         self.applications: LevelApplications | None = None
         if separate_levels is not None:
             engine = self.pipeline.queries
@@ -231,7 +225,6 @@ class ServerService:
     def _start_ingest(self) -> Any:
         """The running ingest query, or None when its state forbids starting (halted)."""
         try:
-            self.pipeline.ingest.driven = self.driven_ingest
             return self.pipeline.ingest.start(
                 available_now=False, trigger_seconds=INGEST_TRIGGER_SECONDS
             )

@@ -29,6 +29,7 @@ from pydantic_settings import (
 
 from streamshield.catalog.view import POLL_SECONDS
 from streamshield.engine.store.retention import parse_retention
+from streamshield.engine.tuning import EngineTuning
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 ENV_PREFIX = "STREAMSHIELD_"
@@ -239,6 +240,17 @@ class ServeSettings(BaseSettings):
                 "loopback host"
             )
         return self
+
+    def tuning(self) -> EngineTuning:
+        """The engine's speed choices these settings make (engine/tuning.py)."""
+        return EngineTuning(
+            share_windows=self.share_windows,
+            fuse=self.fuse_branches,
+            share_aggregates=self.share_aggregates,
+            share_sliding=self.share_sliding,
+            driven_scan=self.driven_scan,
+            driven_ingest=self.driven_ingest,
+        )
 
     @property
     def catalog_target(self) -> str | Path:

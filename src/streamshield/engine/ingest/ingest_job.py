@@ -33,6 +33,7 @@ from streamshield.engine.spark_errors.batch_errors import bounded
 from streamshield.engine.store.checkpoint_leftovers import at_checkpoint
 from streamshield.engine.store.labelled_store import LabelledStore
 from streamshield.engine.store.small_writes import SMALL_BYTES, total_bytes
+from streamshield.engine.tuning import STREAMING, EngineTuning
 from streamshield.policy.elements import Channel
 
 log = logging.getLogger("streamshield.engine")
@@ -44,21 +45,20 @@ a wrong guess costs its write, and each stream's write reads the files again (no
 class IngestJob:
     """Runs secure ingest from ``landing`` into ``<root>/labelled`` with state under ``root``."""
 
-    guess = True
-    """Small batches labelled in one pass on a checked guess (engine/ingest/ingest.py); off:
-    every batch by the passes, the path a large batch or a wrong guess takes (the guess's
-    conformance test compares the two on the same batches, tests/spark/test_ingest_guess.py;
-    ``bench.landing_latency --no-guess`` measures what the guess saves)."""
-
-    driven = False
-    """Micro-batches started by a landing (:meth:`wake`) and run by the project
-    (engine/ingest/driven_ingest.py) rather than by Spark's file source on its trigger: the same
-    batch function and checkpoint format. The server turns it on (its ``driven_ingest``
-    setting); off here, so that the tests of the batch function and the benches run it
-    as a streaming query unless they ask."""
-
-    def __init__(self, ingest: Ingest, landing: str | Path, root: str | Path) -> None:
+    def __init__(
+        self,
+        ingest: Ingest,
+        landing: str | Path,
+        root: str | Path,
+        tuning: EngineTuning = STREAMING,
+    ) -> None:
+        """``tuning``: whether a landing starts its micro-batch (``driven_ingest``:
+        :meth:`wake`, engine/ingest/driven_ingest.py) or Spark's file source does on its
+        trigger (the library's default, which the tests of the batch function drive),
+        and whether small batches are labelled on a checked guess (``ingest_guess``)."""
         self.ingest = ingest
+        self.guess = tuning.ingest_guess
+        self.driven = tuning.driven_ingest
         self.landing = Path(landing)
         self.root = Path(root)
         self.store = LabelledStore(self.root / ingest_consistency.LABELLED)

@@ -76,6 +76,7 @@ from streamshield.engine.sharing.shared_network import SharedNetwork
 from streamshield.engine.sharing.stream_scan import StreamScan, scan_checkpoint
 from streamshield.engine.sharing.window_network import WindowNetwork
 from streamshield.engine.spark_errors.analysis_errors import planned
+from streamshield.engine.tuning import SERVER, EngineTuning
 from streamshield.engine.views.level_columns import at_output_level
 from streamshield.engine.views.provenance_columns import with_label
 from streamshield.landing import LandingZone
@@ -127,16 +128,6 @@ NETWORK_STOP_SECONDS = 10.0
 class CqlService:
     """Parses, checks and routes users' requests; keeps what each registered query needs."""
 
-    driven_scan = True
-    """A stream's networks read it through a scan driven by ingest's commits
-    (engine/sharing/driven_scan.py) instead of a file-source streaming query of their own; the
-    server's ``driven_scan`` setting. On by default: woken when ingest's micro-batch
-    returns and with its thread's active session set, it was faster than the streaming
-    scan in 3 of 4 interleaved pairs, the two quietest included, and saves the scan's
-    listing and logs and a third of the idle CPU (``bench.landing_latency``,
-    interleaved pairs); with the crash, restart, switch and lifecycle
-    tests green under it."""
-
     def __init__(
         self,
         queries: QueryService,
@@ -145,37 +136,16 @@ class CqlService:
         ingest: Ingest,
         shield_state: StateStore,
         join_mode: JoinMode = JoinMode.ADAPTIVE,
-        share: bool = True,
-        share_windows: bool = True,
-        fuse: bool = True,
+        tuning: EngineTuning = SERVER,
     ) -> None:
-        """``share``: selections over one stream run as branches of the stream's shared
-        network (engine/sharing/shared_network.py) rather than each as a streaming query;
-        ``share_windows``: windowed queries as branches of its window network
-        (engine/sharing/window_network.py) rather than each as a window query of its own;
-        ``fuse``: a shared network computes its plain selections in one pass, stored
-        once (engine/sharing/fused_branches.py). The server's ``share_windows`` and
-        ``fuse_branches`` settings turn them off."""
+        """``tuning``: which engine runs which shape (shared networks, window networks,
+        folds, fused passes, driven scans: engine/tuning.py); the server's settings
+        choose it."""
         self.queries, self.landing, self.catalog, self.ingest = queries, landing, catalog, ingest
         self.shield_state, self.join_mode = shield_state, join_mode
-        self.share, self.share_windows, self.fuse = share, share_windows, fuse
-        self.share_aggregates = True
-        """Aggregates without a window as folding branches of the stream's selection
-        network (engine/sharing/aggregate_fold.py); the server's ``share_aggregates`` setting
-        turns it off (each then runs Spark's streaming aggregation of its own). On by
-        default: folded on the driver, each branch's partial query and
-        final select built once as column expressions (engine/sharing/aggregate_pass.py), one
-        costs 0.72-0.96 times and eight 1.03-1.27 times (1.03 pooled) what they cost
-        alone (``python -m bench.window_sharing --kind aggregates``,
-        docs/query-sharing.md; eight 1.2-2.3 times before). An aggregate that already ran
-        as a query of its own resumes as one (``_route``): its state is its checkpoint's."""
-        self.share_sliding = True
-        """Sliding-window aggregates (``[RANGE t SLIDE s]``) as folding branches of the
-        stream's selection network too, keyed by their window (lang/sliding_fold.py),
-        with Spark's event-time watermark kept by the fold (engine/sharing/aggregate_fold.py);
-        the server's ``share_sliding`` setting turns it off (each then runs Spark's
-        windowed streaming aggregation of its own). Only with ``share_aggregates``; one
-        that already ran as a query of its own resumes as one, as an aggregate does."""
+        self.tuning = tuning
+        """Which paths it routes queries along (engine/tuning.py): read at each
+        registration, so a replaced tuning applies to the queries registered after."""
         self.switch: Callable[[str], bool] = lambda _query: True
         """Whether anyone may receive a query's output now (its privacy switch): a network
         (of selections, of windows, or a shared join) computes nothing for a query whose
@@ -367,11 +337,11 @@ class CqlService:
             # since it began, retention's dropped batches included) is in its checkpoint,
             # which a branch, folding the stored batches only, could not take over.
             folds = (
-                self.share_aggregates
+                self.tuning.share_aggregates
                 and isinstance(sink, CallbackSink)
                 and not self.queries.has_run(name, processor)
             )
-            if self.share and (not shape.aggregate or folds):
+            if self.tuning.share and (not shape.aggregate or folds):
                 shared = self._branch(SharedNetwork, admitted, sink, name, processor)
             return shared or self.queries.register(admitted, sink, name, processor=processor)
         if shape.kind is ShapeKind.SLIDING_AGGREGATE:
@@ -382,9 +352,9 @@ class CqlService:
             seconds = self.streams[stream].types[event_time] == "bigint"
             sliding = Sliding(event_time, window, seconds)
             folds = (
-                self.share
-                and self.share_aggregates
-                and self.share_sliding
+                self.tuning.share
+                and self.tuning.share_aggregates
+                and self.tuning.share_sliding
                 and isinstance(sink, CallbackSink)
                 and not self.queries.has_run(name, processor)
             )
@@ -395,7 +365,7 @@ class CqlService:
             return self.queries.register(admitted, sink, name, sliding=sliding, processor=processor)
         if shape.kind is ShapeKind.WINDOW_RELATION:
             shared = None
-            if self.share and self.share_windows:
+            if self.tuning.share and self.tuning.share_windows:
                 shared = self._branch(WindowNetwork, admitted, sink, name, processor)
             return shared or self._window_query(admitted, sink, name, processor)
         return self._join_query(admitted, sink, name, processor)
@@ -425,7 +395,7 @@ class CqlService:
             suffix = "" if level is None else f"-{processor.name}"
             scan = self.scans.get(key)
             if scan is None:
-                scan = (DrivenScan if self.driven_scan else StreamScan)(
+                scan = (DrivenScan if self.tuning.driven_scan else StreamScan)(
                     processor.session,
                     self.queries.labelled,
                     self.streams[stream],
@@ -454,7 +424,11 @@ class CqlService:
                 feed=processor.shepherd,
                 scan=scan,
             )
-            network = SharedNetwork(parts, self.fuse) if kind is SharedNetwork else kind(parts)
+            network = (
+                SharedNetwork(parts, self.tuning.fuse, self.tuning.prebuilt_partials)
+                if kind is SharedNetwork
+                else kind(parts)
+            )
         sql = self._secured(admitted, stream, sliding)
         scan = network.scan
         assert scan is not None

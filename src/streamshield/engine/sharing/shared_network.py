@@ -235,12 +235,10 @@ class SharedNetwork(BranchedNetwork[Branch]):
     column and one list of rows); over a small pass, by the job that computes the pass
     (:meth:`_pass_delivered`). Measured at 64 listening users: ``bench.sharing_users``,
     docs/performance.md."""
-    prebuilt_partials = True
-    """Aggregate branches' partials built once as column expressions and collected by one
-    aggregation (engine/sharing/aggregate_pass.py); off: each one's partial SQL planned per batch
-    and their plans' union collected (engine/sharing/aggregate_partials.py)."""
 
-    def __init__(self, parts: NetworkParts, fuse: bool = False) -> None:
+    def __init__(
+        self, parts: NetworkParts, fuse: bool = False, prebuilt_partials: bool = True
+    ) -> None:
         """Each branch filters the level words the scan reads (``parts.levels``) at its
         own query's level, in its own secured view. ``fuse``: the branches that can are
         computed in one pass (engine/sharing/fused_branches.py) and stored once in the network's
@@ -249,6 +247,9 @@ class SharedNetwork(BranchedNetwork[Branch]):
         for the pass and its cache, and each sink's own jobs (docs/query-sharing.md)."""
         super().__init__(parts)
         self.fuse = fuse
+        self.prebuilt_partials = prebuilt_partials
+        """Aggregate branches' partials built once as column expressions
+        (``EngineTuning.prebuilt_partials``)."""
         self.store = ResultStore(self.root / "results", keep=NETWORK_KEEP)
         """The fused pass of each micro-batch, written once; branches' stores link to it."""
         self._salt = uuid.uuid4().hex
