@@ -35,7 +35,7 @@ def _caller(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthorized("a bearer token is needed")
     service: ServerService = request.app.state.service  # set by create_app
-    return Caller(service.session(credentials.credentials), credentials.credentials)
+    return Caller(service.administration.session(credentials.credentials), credentials.credentials)
 
 
 Auth = Annotated[Caller, Depends(_caller)]

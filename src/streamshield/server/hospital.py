@@ -75,8 +75,8 @@ def load_example(service: ServerService, users: ExampleUsers | None = None) -> d
     if users is None:  # roles() are stored before the service is built
         users = create_example_users(service.security, service.root)
     passwords, admin = users.passwords, users.sessions["admin"]
-    service.add_schema(admin, SchemaDef("vitals", *_shape()))
-    service.add_stream(admin, STREAM, "vitals")
+    service.streams.add_schema(admin, SchemaDef("vitals", *_shape()))
+    service.streams.add_stream(admin, STREAM, "vitals")
     for role in ("E", "ER", "INS", PROVIDER):
         _grant(service, admin, "VIEW CATALOG", "system", "system", role)
         _grant(service, admin, "VIEW OBJECT", "stream", STREAM, role)
@@ -104,7 +104,7 @@ def _grant(service: ServerService, session: Session, perm: str, kind: str, obj: 
         "user": None,
         "grant_option": False,
     }
-    service.grant(session, body)
+    service.administration.grant(session, body)
 
 
 def _save(path: Path, passwords: dict[str, str]) -> None:
@@ -149,8 +149,10 @@ class WardProvider:
                 lines += [to_line(e) for e in monitor.readings(round_no)]
             try:
                 if session is None:
-                    session = self.service.login("ward", self.password, [PROVIDER], "provider")
-                report = self.service.append(session, STREAM, lines)
+                    session = self.service.administration.login(
+                        "ward", self.password, [PROVIDER], "provider"
+                    )
+                report = self.service.streams.append(session, STREAM, lines)
                 self.landed += report.accepted
             except Exception as err:  # a provider outage must not kill the server
                 log.warning("ward provider: round %d failed (%s)", round_no, type(err).__name__)

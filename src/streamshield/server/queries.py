@@ -154,6 +154,11 @@ class QueryRegistry:
             raise NotFound("no such query")
         return query
 
+    def maybe(self, name: str) -> LiveQuery | None:
+        """The query named ``name``, None when there is none."""
+        with self._lock:
+            return self._queries.get(name)
+
     def by_output(self, stream: str) -> LiveQuery | None:
         return next((q for q in self.all() if q.output == stream), None)
 

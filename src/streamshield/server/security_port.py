@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamshield.catalog.audit import AuditFilter, Event
+from streamshield.catalog.audit import AuditFilter
 from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
 from streamshield.policy.bitset import Words
 from streamshield.policy.coi import LatticeError
@@ -336,15 +336,6 @@ def set_setting(security: SecurityApi, session: Session, key: str, value: Any) -
     _safe(security.set_setting, session, key, value)
 
 
-def audit_entries(security: SecurityApi, session: Session, filters: dict) -> list[dict]:
-    try:
-        event = Event(filters["action"]) if filters.get("action") else None
-    except ValueError:
-        raise Invalid("unknown audit action") from None
-    wanted = AuditFilter(actor=filters.get("user"), event=event, limit=filters["limit"])
-    return [_plain(e) for e in security.audit_entries(session, wanted)]
-
-
 def _safe(fn: Any, *args: Any) -> Any:
     """Calls the catalog; its ValueErrors (bad names, inapplicable permissions) are 422s.
 
@@ -354,13 +345,6 @@ def _safe(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except ValueError as err:
         raise Invalid(str(err)) from None
-
-
-def _plain(entry: Any) -> dict:
-    fields = getattr(entry, "__dataclass_fields__", None)
-    if fields is None:
-        return {"entry": str(entry)}
-    return {name: _jsonable(getattr(entry, name)) for name in fields}
 
 
 def _jsonable(value: Any) -> Any:

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.delivery.delivery import Delivery, Subscription
 from streamshield.engine.ingest.tracker_state import ShieldStateError
 from streamshield.engine.levels.level_application import LevelApplications
@@ -40,7 +39,6 @@ from streamshield.engine.store import root_location
 from streamshield.engine.store.result_store import ResultStore
 from streamshield.engine.tuning import SERVER, EngineTuning
 from streamshield.faults import crash_point
-from streamshield.landing import Parsed
 from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
@@ -54,28 +52,27 @@ from streamshield.policy.provenance import ProvenanceCodec
 from streamshield.policy.punctuation import Sign
 from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
+from streamshield.server.access_gates import require_change_system, require_visible
+from streamshield.server.administration_service import AdministrationService
 from streamshield.server.application_query import SeparateLevels
-from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import (
     Conflict,
     Forbidden,
     Invalid,
     NotFound,
     Unavailable,
-    unseen,
 )
 from streamshield.server.event_patterns import PatternService
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
 from streamshield.server.ingest_guard import IngestHalt, is_state_failure, reason_of
 from streamshield.server.metrics import ServerMetrics
-from streamshield.server.provider_assign import SeqAssigner
 from streamshield.server.queries import LiveQuery, QueryRegistry
 from streamshield.server.query_store import QueryStore, StoredQuery
 from streamshield.server.retention_watch import RetentionWatch
-from streamshield.server.schemas import SchemaDef, SchemaStore
+from streamshield.server.schemas import SchemaStore
+from streamshield.server.stream_service import StreamService
 from streamshield.server.subscriptions import LiveSubscriptions, Resume
-from streamshield.server.system_settings import SettingsRejected, validated
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
@@ -116,7 +113,6 @@ class ServerService:
         self.security = security
         self.catalog = security.catalog
         self.pipeline = Pipeline(spark, self.catalog, self.root, security.level_assignment, tuning)
-        self._codec = ProvenanceCodec(d.name for d in self.catalog.streams())
         self.cql = self.pipeline.cql
         self.applications: LevelApplications | None = None
         if separate_levels is not None:
@@ -144,7 +140,6 @@ class ServerService:
         self._rechecked: tuple[int, int] | None = None  # the rights subscriptions follow
         self.live = LiveSubscriptions()  # re-checked when rights or a session change
         self._watcher: threading.Thread | None = None
-        self.assigner = SeqAssigner(self.pipeline.landing)
         self.started = False  # ingest runs and the previous run's queries are restored
         self.halt = IngestHalt()  # ingest stopped for its shield state: not restarted
         self.backlog = IngestBacklog()  # appends refused while ingest is too far behind
@@ -158,6 +153,22 @@ class ServerService:
             retention=lambda: self.retention.pruner,
         )
         self.pipeline.ingest.on_counts = self.metrics.labelled
+        self.streams = StreamService(
+            security,
+            self.pipeline,
+            self.queries,
+            self.schemas,
+            self._lock,
+            self.halt,
+            self.backlog,
+            self.metrics,
+        )
+        """Schemas, streams and appends (server/stream_service.py)."""
+        self.administration = AdministrationService(
+            security, self.recheck_subscriptions, self.reconcile_rights
+        )
+        """Sessions, grants and system settings (server/administration_service.py): a
+        logout ends that session's subscriptions, a grant re-derives every right."""
         self.patterns = PatternService(self)  # event patterns (docs/cep.md)
 
     # -- life cycle ------------------------------------------------------------------------
@@ -340,7 +351,7 @@ class ServerService:
         with self._lock:
             hierarchy = self.pipeline.queries.hierarchy
             for record in port.all_queries(self.security):
-                query = self._maybe(record.name)
+                query = self.queries.maybe(record.name)
                 if query is None:
                     continue
                 owner = record.owner
@@ -440,8 +451,8 @@ class ServerService:
 
     @property
     def codec(self) -> ProvenanceCodec:
-        codec = getattr(self.pipeline.queries, "provenance", None)
-        return codec if isinstance(codec, ProvenanceCodec) else self._codec
+        """Which source streams a provenance bit stands for (every stream has one)."""
+        return self.pipeline.queries.provenance
 
     def _rights(self, user: str) -> tuple[set[str], set[str]]:
         return self.security.readable_sources(user)
@@ -449,144 +460,14 @@ class ServerService:
     def _read_mask(self, subscription: Subscription) -> Words:
         """The subscriber's active roles now (her session's), as the READ query mask:
         rows are checked against them, whoever registered the query."""
-        roles = port.roles_of(self.session(subscription.session))
+        roles = port.roles_of(port.session(self.security, subscription.session))
         return self.pipeline.queries.codec.query(roles)
 
     def _recipient_level(self, subscription: Subscription) -> Words | None:
         """The subscriber's session level now (DESIGN.md 5a: the recipient decides)."""
-        return port.recipient_level(self.security, self.session(subscription.session))
-
-    # -- sessions --------------------------------------------------------------------------
-
-    def login(self, user: str, password: str, roles: list[str], client: str) -> Any:
-        return port.login(self.security, user, password, roles, client)
-
-    def session(self, token: str) -> Any:
-        return port.session(self.security, token)
-
-    def logout(self, token: str) -> None:
-        port.logout(self.security, token)
-        self.recheck_subscriptions()
-
-    # -- catalog ---------------------------------------------------------------------------
-
-    def catalog_view(self, session: Session) -> dict[str, list[dict]]:
-        """What the caller may see; objects without VIEW OBJECT do not appear at all."""
-        schemas = [{"name": n} for n in port.visible(self.security, session, "schema")]
-        streams = [
-            {"name": n, "kind": "input" if n in self.pipeline.queries.streams else "output"}
-            for n in port.visible(self.security, session, "stream")
-        ]
-        queries = []
-        for record in port.queries(self.security, session):
-            live = self._maybe(record.name)
-            queries.append(
-                {
-                    "name": record.name,
-                    "owner": record.owner,
-                    "inputs": list(record.inputs),
-                    "output": record.output_stream,
-                    "status": live.status() if live is not None else "not loaded",
-                }
-            )
-        return {"schemas": schemas, "streams": streams, "queries": queries}
-
-    def stream(self, session: Session, name: str) -> dict:
-        self._visible(session, "stream", name)
-        definition = self.pipeline.queries.streams.get(name)
-        if definition is not None:
-            return {"kind": "input", **_describe(definition)}
-        query = self.queries.by_output(name)
-        return {
-            "name": name,
-            "kind": "output",
-            "query": query.name if query else None,
-            "columns": list(query.columns()) if query else [],
-        }
-
-    def add_schema(self, session: Session, schema: SchemaDef) -> dict:
-        try:
-            StreamDefinition(
-                "schema_check", schema.attributes, schema.tid, schema.event_time, schema.not_null
-            )
-        except ValueError as err:
-            raise Invalid(str(err)) from None
-        self.schemas.stage(schema)  # never a catalog record without its definition
-        crash_point("catalog.schema")
-        try:
-            port.add_schema(self.security, session, schema.name)
-        except BaseException:
-            self.schemas.discard(schema.name)
-            raise
-        self.schemas.commit(schema.name)
-        return {"name": schema.name}
-
-    def add_stream(self, session: Session, name: str, schema: str) -> dict:
-        self._visible(session, "schema", schema)
-        shape = self.schemas.load(schema)
-        if shape is None:
-            raise NotFound("no such schema")
-        try:
-            definition = StreamDefinition(
-                name, shape.attributes, shape.tid, shape.event_time, shape.not_null
-            )
-        except ValueError as err:
-            raise Invalid(str(err)) from None
-        with self._lock:
-            port.add_stream(self.security, session, schema, definition)
-            # Ingest and queries share this mapping: the stream is live from the next batch.
-            self.pipeline.queries.streams[name] = definition
-            self._codec = self._codec.appended([name])
-            sources = getattr(self.pipeline.queries, "sources", None)
-            if sources is not None:  # the stream's provenance bit, persisted before any use
-                sources.add([name])
-            self.pipeline.landing.stream_dir(name).mkdir(parents=True, exist_ok=True)
-        return _describe(definition)
-
-    def append(
-        self, session: Session, stream: str, lines: Iterable[str], assign: bool = False
-    ) -> AppendReport:
-        """Lands the lines the caller may send; ``assign``: the server gives seqs (and
-        sp ts/sn, tuple policies) per channel, see :mod:`provider_assign`. Appends on one
-        channel are serialised so that assigned seqs never race (different providers'
-        appends are not)."""
-        self._visible(session, "stream", stream)
-        definition = self.pipeline.queries.streams.get(stream)
-        if definition is None:
-            raise Forbidden("a query's output stream takes no appends")
-        may_write = port.can_write(self.security, session, stream)
-        may_inject = port.can_inject(self.security, session, stream)
-        if not (may_write or may_inject):
-            raise Forbidden(f"WRITE or INJECT SP on stream {stream} is needed to append")
-        self.halt.refuse_input()
-        self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
-        user = port.user_of(session)
-        with self.assigner.lock(stream, user):
-            assigned = None
-            landing: Iterable[str | Parsed] = lines
-            if assign:
-                assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
-                landing = assigned.lines
-            report = append_checked(
-                self.pipeline.landing,
-                user,
-                stream,
-                landing,
-                may_write=may_write,
-                may_inject=may_inject,
-            )
-            if assigned is not None:
-                self.assigner.landed(assigned, clean=not report.rejected)
-        if assigned is not None:
-            report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
-            report.rejected.sort(key=lambda r: r.line)
-            report.assigned = assigned.last_seq
-        self.backlog.landed(report.accepted)
-        self.metrics.appended(stream, report.accepted, len(report.rejected))
-        future = sum(1 for r in report.rejected if r.reason == "future_timestamp")
-        if future:  # an sp that would lock its channel: worth an administrator's look
-            port.record_rejected(self.security, user, stream, "future_timestamp", future)
-        return report
+        return port.recipient_level(
+            self.security, port.session(self.security, subscription.session)
+        )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -681,7 +562,7 @@ class ServerService:
                 self.queries.levels_started([name], ready=True) as startable,
                 self._lock,
             ):
-                if self._maybe(name) is not query:
+                if self.queries.maybe(name) is not query:
                     raise Conflict("the query was removed while it started", codes.REMOVED)
                 if name not in startable:
                     raise Unavailable(
@@ -693,7 +574,7 @@ class ServerService:
                 self.stored.commit(name)
         except BaseException as err:
             with self._lock:
-                if self._maybe(name) is query:
+                if self.queries.maybe(name) is query:
                     self._unregister(session, query, err)
             raise
         return query
@@ -823,8 +704,8 @@ class ServerService:
 
     def inject_query_sp_as(self, session: Session, query: str, user: str, sign: str) -> None:
         """An administrator's query-scoped sp (the authorization part's, by hand)."""
-        self._change_system(session)
-        live = self._maybe(query)
+        require_change_system(self.security, session)
+        live = self.queries.maybe(query)
         if live is None:
             raise NotFound("no such query")
         try:
@@ -858,7 +739,7 @@ class ServerService:
 
     def inject_sps(self, session: Session, request: SpInsert) -> dict:
         """An INSERT SP script: a policy on the caller's own channel of the stream."""
-        self._visible(session, "stream", request.stream)
+        require_visible(self.security, session, "stream", request.stream)
         user = port.user_of(session)
         if not port.can_inject(self.security, session, request.stream):
             raise Forbidden(f"INJECT SP on stream {request.stream} is needed")
@@ -880,7 +761,7 @@ class ServerService:
         start whose level runs in its own Spark application starts that driver first,
         outside the locks (as a registration does), and only for a caller allowed to
         start the query: a JVM start holds up no other request."""
-        self._visible(session, "query", name)
+        require_visible(self.security, session, "query", name)
         warm = running and port.check(self.security, session, "SET QUERY STATUS", "query", name)
         with (
             self.queries.levels_started([name] if warm else [], ready=True) as startable,
@@ -929,7 +810,7 @@ class ServerService:
             time.sleep(0.2)
 
     def remove_query(self, session: Session, name: str) -> None:
-        self._visible(session, "query", name)
+        require_visible(self.security, session, "query", name)
         with self._lock:
             port.remove_query(self.security, session, name)
             internal = self.queries.get(name).internal if self.queries.has(name) else None
@@ -943,7 +824,7 @@ class ServerService:
     def subscribable(self, session: Session, name: str) -> LiveQuery:
         """The query by its name or its output stream's, if the caller may SUBSCRIBE to the
         output stream (404 when it may not even see that stream)."""
-        query = self.queries.by_output(name) or self._maybe(name)
+        query = self.queries.by_output(name) or self.queries.maybe(name)
         if query is None or not port.check(
             self.security, session, "VIEW OBJECT", "stream", query.output
         ):
@@ -999,57 +880,9 @@ class ServerService:
     def may_still_subscribe(self, token: str, output: str) -> bool:
         """Checked per delivered batch: the session is alive and SUBSCRIBE still held."""
         try:
-            return port.can_subscribe(self.security, self.session(token), output)
+            return port.can_subscribe(self.security, port.session(self.security, token), output)
         except Exception:
             return False
-
-    # -- permissions, system, audit --------------------------------------------------------
-
-    def grant(self, session: Session, body: dict, revoke: bool = False) -> None:
-        """The catalog decides (owner, CHANGE PERM or grant option; 404 for unseen objects)."""
-        port.grant(self.security, session, body, revoke)
-        # A revocation reaches live subscriptions now, not at their next batch; a query
-        # whose owner lost READ on an input stops (and one given it back starts again).
-        self.reconcile_rights()
-
-    def settings(self, session: Session) -> dict:
-        self._change_system(session)
-        return port.settings(self.security)
-
-    def _change_system(self, session: Session) -> None:
-        """403 without CHANGE SYSTEM: the system object always exists, so "not found"
-        (what the catalog says to those who may not view it) would only mislead."""
-        if not port.check(self.security, session, "CHANGE SYSTEM", "system", "system"):
-            raise Forbidden("CHANGE SYSTEM on system is needed")
-
-    def set_settings(self, session: Session, values: dict) -> dict:
-        """CHANGE SYSTEM first; then the whole change is validated against the settings'
-        schema before any key is stored, so one bad key stores nothing."""
-        self._change_system(session)
-        try:
-            values = validated(values)
-        except SettingsRejected as err:
-            raise Invalid(f"settings refused: {err}", codes.SETTINGS_INVALID) from None
-        for key, value in values.items():
-            port.set_setting(self.security, session, key, value)
-        return port.settings(self.security)
-
-    def audit(self, session: Session, filters: dict) -> list[dict]:
-        return port.audit_entries(self.security, session, filters)
-
-    # -- helpers ---------------------------------------------------------------------------
-
-    def _visible(self, session: Session, kind: str, name: str) -> None:
-        if kind not in port.KINDS:
-            raise Invalid(f"kind must be one of {', '.join(port.KINDS)}")
-        if not port.check(self.security, session, "VIEW OBJECT", kind, name):
-            raise unseen(kind)
-
-    def _maybe(self, name: str) -> LiveQuery | None:
-        try:
-            return self.queries.get(name)
-        except NotFound:
-            return None
 
 
 def _aggregate(text: str) -> bool:
@@ -1072,13 +905,3 @@ def _level_text(query: LiveQuery) -> str | None:
 
 def _nowhere(_frame: Any, _batch: int) -> None:
     """The sink an INSERT SP request never uses (it lands sps, it produces no rows)."""
-
-
-def _describe(definition: StreamDefinition) -> dict:
-    return {
-        "name": definition.name,
-        "attributes": [list(pair) for pair in definition.attributes],
-        "tid": definition.tid,
-        "event_time": definition.event_time,
-        "not_null": list(definition.not_null),
-    }

@@ -39,11 +39,11 @@ def router(service: ServerService) -> APIRouter:
 
     @api.get("/catalog", response_model=CatalogView, responses=errors(*AUTHED))
     def catalog(who: Auth) -> dict:
-        return service.catalog_view(who.session)
+        return service.streams.catalog_view(who.session)
 
     @api.get("/streams/{name}", response_model=StreamInfo, responses=errors(*AUTHED, 404, 422))
     def stream(name: str, who: Auth) -> dict:
-        return service.stream(who.session, name)
+        return service.streams.stream(who.session, name)
 
     @api.post(
         "/schemas",
@@ -57,7 +57,7 @@ def router(service: ServerService) -> APIRouter:
     def add_schema(body: SchemaBody, who: Auth) -> dict:
         attributes = tuple((n, t) for n, t in body.attributes)
         schema = SchemaDef(body.name, attributes, body.tid, body.event_time, tuple(body.not_null))
-        return service.add_schema(who.session, schema)
+        return service.streams.add_schema(who.session, schema)
 
     @api.post(
         "/streams",
@@ -78,16 +78,16 @@ def router(service: ServerService) -> APIRouter:
         },
     )
     def add_stream(body: StreamBody, who: Auth) -> dict:
-        return service.add_stream(who.session, body.name, body.schema_name)
+        return service.streams.add_stream(who.session, body.name, body.schema_name)
 
     @api.post("/grants", response_model=GrantAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def grant(body: GrantBody, who: Auth) -> dict:
-        service.grant(who.session, body.model_dump())
+        service.administration.grant(who.session, body.model_dump())
         return {"granted": True}
 
     @api.delete("/grants", response_model=RevokeAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def revoke(body: GrantBody, who: Auth) -> dict:
-        service.grant(who.session, body.model_dump(), revoke=True)
+        service.administration.grant(who.session, body.model_dump(), revoke=True)
         return {"revoked": True}
 
     return api

@@ -63,4 +63,4 @@ def _append(
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise Invalid("the body must be UTF-8 JSON lines") from None
-    return service.append(session, stream, text.splitlines(), assign)
+    return service.streams.append(session, stream, text.splitlines(), assign)

@@ -268,7 +268,7 @@ def router(service: ServerService, metrics_token: str | None = None) -> APIRoute
         scrape = metrics_token is not None and hmac.compare_digest(
             token.encode(), metrics_token.encode()
         )
-        if not scrape and not admin(service.session(token)):
+        if not scrape and not admin(service.administration.session(token)):
             raise Forbidden("CHANGE SYSTEM (or the scrape token) is needed")
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 

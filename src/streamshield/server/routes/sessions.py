@@ -28,7 +28,7 @@ def router(service: ServerService, gate: LoginGate) -> APIRouter:
     api = APIRouter()
 
     def log_in(body: LoginBody, client: str) -> tuple[Any, str | None]:
-        session = service.login(body.user, body.password, body.roles, client)
+        session = service.administration.login(body.user, body.password, body.roles, client)
         return session, activate_at_login(service.security, session, body.level)
 
     @api.post(
@@ -49,7 +49,7 @@ def router(service: ServerService, gate: LoginGate) -> APIRouter:
 
     @api.post("/logout", response_model=LogoutAnswer, responses=errors(*AUTHED))
     def logout(who: Auth) -> dict:
-        service.logout(who.token)
+        service.administration.logout(who.token)
         return {"ok": True}
 
     return api

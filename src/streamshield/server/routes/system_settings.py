@@ -24,10 +24,10 @@ def router(service: ServerService) -> APIRouter:
 
     @api.get("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403))
     def settings(who: Auth) -> dict:
-        return service.settings(who.session)
+        return service.administration.settings(who.session)
 
     @api.put("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403, 422))
     def set_settings(body: SettingsBody, who: Auth) -> dict:
-        return service.set_settings(who.session, body.values)
+        return service.administration.set_settings(who.session, body.values)
 
     return api

@@ -1,0 +1,182 @@
+"""Schemas, streams and what providers append to them, behind the API.
+
+A stream is created from a stored schema (the definition is staged before the catalog
+records it, so a crash never leaves a record without one) and is live from ingest's
+next micro-batch: ingest and the queries share the engine's mapping of streams. An
+append lands only the lines its caller may send (WRITE for tuples, INJECT SP for sps;
+per-line rejections, never a silent drop), one channel's appends serialised so that
+seqs the server assigns never race, and nothing lands while ingest is halted or far
+behind (a 503 the provider retries).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from streamshield.catalog.streams import StreamDefinition
+from streamshield.engine.pipeline import Pipeline
+from streamshield.faults import crash_point
+from streamshield.landing import Parsed
+from streamshield.server import security_port as port
+from streamshield.server.access_gates import require_visible
+from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
+from streamshield.server.errors import Forbidden, Invalid, NotFound
+from streamshield.server.ingest_backlog import IngestBacklog
+from streamshield.server.ingest_guard import IngestHalt
+from streamshield.server.metrics import ServerMetrics
+from streamshield.server.provider_assign import SeqAssigner
+from streamshield.server.queries import QueryRegistry
+from streamshield.server.schemas import SchemaDef, SchemaStore
+
+if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
+
+
+class StreamService:
+    """The catalog's objects that hold data, as methods taking the caller's session."""
+
+    def __init__(
+        self,
+        security: Any,
+        pipeline: Pipeline,
+        queries: QueryRegistry,
+        schemas: SchemaStore,
+        lock: threading.RLock,
+        halt: IngestHalt,
+        backlog: IngestBacklog,
+        metrics: ServerMetrics,
+    ) -> None:
+        """``lock``: the server's, under which a new stream joins the engine's mapping."""
+        self.security, self.pipeline, self.queries = security, pipeline, queries
+        self.schemas, self._lock = schemas, lock
+        self.halt, self.backlog, self.metrics = halt, backlog, metrics
+        self.assigner = SeqAssigner(pipeline.landing)
+
+    def catalog_view(self, session: Session) -> dict[str, list[dict]]:
+        """What the caller may see; objects without VIEW OBJECT do not appear at all."""
+        schemas = [{"name": n} for n in port.visible(self.security, session, "schema")]
+        streams = [
+            {"name": n, "kind": "input" if n in self.pipeline.queries.streams else "output"}
+            for n in port.visible(self.security, session, "stream")
+        ]
+        queries = []
+        for record in port.queries(self.security, session):
+            live = self.queries.maybe(record.name)
+            queries.append(
+                {
+                    "name": record.name,
+                    "owner": record.owner,
+                    "inputs": list(record.inputs),
+                    "output": record.output_stream,
+                    "status": live.status() if live is not None else "not loaded",
+                }
+            )
+        return {"schemas": schemas, "streams": streams, "queries": queries}
+
+    def stream(self, session: Session, name: str) -> dict:
+        require_visible(self.security, session, "stream", name)
+        definition = self.pipeline.queries.streams.get(name)
+        if definition is not None:
+            return {"kind": "input", **describe(definition)}
+        query = self.queries.by_output(name)
+        return {
+            "name": name,
+            "kind": "output",
+            "query": query.name if query else None,
+            "columns": list(query.columns()) if query else [],
+        }
+
+    def add_schema(self, session: Session, schema: SchemaDef) -> dict:
+        try:
+            StreamDefinition(
+                "schema_check", schema.attributes, schema.tid, schema.event_time, schema.not_null
+            )
+        except ValueError as err:
+            raise Invalid(str(err)) from None
+        self.schemas.stage(schema)  # never a catalog record without its definition
+        crash_point("catalog.schema")
+        try:
+            port.add_schema(self.security, session, schema.name)
+        except BaseException:
+            self.schemas.discard(schema.name)
+            raise
+        self.schemas.commit(schema.name)
+        return {"name": schema.name}
+
+    def add_stream(self, session: Session, name: str, schema: str) -> dict:
+        require_visible(self.security, session, "schema", schema)
+        shape = self.schemas.load(schema)
+        if shape is None:
+            raise NotFound("no such schema")
+        try:
+            definition = StreamDefinition(
+                name, shape.attributes, shape.tid, shape.event_time, shape.not_null
+            )
+        except ValueError as err:
+            raise Invalid(str(err)) from None
+        with self._lock:
+            port.add_stream(self.security, session, schema, definition)
+            # Ingest and queries share this mapping: the stream is live from the next batch.
+            self.pipeline.queries.streams[name] = definition
+            # its provenance bit, persisted before any use
+            self.pipeline.queries.sources.add([name])
+            self.pipeline.landing.stream_dir(name).mkdir(parents=True, exist_ok=True)
+        return describe(definition)
+
+    def append(
+        self, session: Session, stream: str, lines: Iterable[str], assign: bool = False
+    ) -> AppendReport:
+        """Lands the lines the caller may send; ``assign``: the server gives seqs (and
+        sp ts/sn, tuple policies) per channel, see :mod:`provider_assign`. Appends on one
+        channel are serialised so that assigned seqs never race (different providers'
+        appends are not)."""
+        require_visible(self.security, session, "stream", stream)
+        definition = self.pipeline.queries.streams.get(stream)
+        if definition is None:
+            raise Forbidden("a query's output stream takes no appends")
+        may_write = port.can_write(self.security, session, stream)
+        may_inject = port.can_inject(self.security, session, stream)
+        if not (may_write or may_inject):
+            raise Forbidden(f"WRITE or INJECT SP on stream {stream} is needed to append")
+        self.halt.refuse_input()
+        self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
+        user = port.user_of(session)
+        with self.assigner.lock(stream, user):
+            assigned = None
+            landing: Iterable[str | Parsed] = lines
+            if assign:
+                assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
+                landing = assigned.lines
+            report = append_checked(
+                self.pipeline.landing,
+                user,
+                stream,
+                landing,
+                may_write=may_write,
+                may_inject=may_inject,
+            )
+            if assigned is not None:
+                self.assigner.landed(assigned, clean=not report.rejected)
+        if assigned is not None:
+            report.rejected.extend(LineRejection(*r) for r in assigned.rejected)
+            report.rejected.sort(key=lambda r: r.line)
+            report.assigned = assigned.last_seq
+        self.backlog.landed(report.accepted)
+        self.metrics.appended(stream, report.accepted, len(report.rejected))
+        future = sum(1 for r in report.rejected if r.reason == "future_timestamp")
+        if future:  # an sp that would lock its channel: worth an administrator's look
+            port.record_rejected(self.security, user, stream, "future_timestamp", future)
+        return report
+
+
+def describe(definition: StreamDefinition) -> dict:
+    """A stream's definition as the API shows it."""
+    return {
+        "name": definition.name,
+        "attributes": [list(pair) for pair in definition.attributes],
+        "tid": definition.tid,
+        "event_time": definition.event_time,
+        "not_null": list(definition.not_null),
+    }
