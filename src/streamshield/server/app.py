@@ -77,10 +77,10 @@ def create_app(
         front_pages.router(),
         wire_schema.router,
         sessions.router(service, LoginGate(login_workers, login_waiting)),
-        catalog.router(service),
-        elements.router(service),
+        catalog.router(service.streams, service.administration),
+        elements.router(service.streams),
         queries.router(service, queue_size, queue_bytes),
-        system_settings.router(service),
+        system_settings.router(service.administration),
     ):
         app.include_router(router)
     return StopAnswers(BodyLimit(app))

@@ -4,8 +4,10 @@
 OBJECT); ``GET /streams/{name}`` describes one. ``POST /schemas`` and ``POST /streams``
 add objects the caller then owns; ``POST``/``DELETE /grants`` grant and revoke a
 permission on one (its owner, a grant-option holder or an administrator). The checks
-are :class:`~streamshield.server.service.ServerService`'s: an object the caller may not
-view is a 404, one she may view but not use a 403.
+are :class:`~streamshield.server.stream_service.StreamService`'s and
+:class:`~streamshield.server.administration_service.AdministrationService`'s
+(server/access_gates.py): an object the caller may not view is a 404, one she may
+view but not use a 403.
 """
 
 from __future__ import annotations
@@ -30,20 +32,21 @@ from streamshield.server.openapi import AUTHED, errors, links
 from streamshield.server.schemas import SchemaDef
 
 if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+    from streamshield.server.administration_service import AdministrationService
+    from streamshield.server.stream_service import StreamService
 
 
-def router(service: ServerService) -> APIRouter:
-    """The catalog routes of one server."""
+def router(streams: StreamService, administration: AdministrationService) -> APIRouter:
+    """The catalog routes of one server: its streams and who may use them."""
     api = APIRouter()
 
     @api.get("/catalog", response_model=CatalogView, responses=errors(*AUTHED))
     def catalog(who: Auth) -> dict:
-        return service.streams.catalog_view(who.session)
+        return streams.catalog_view(who.session)
 
     @api.get("/streams/{name}", response_model=StreamInfo, responses=errors(*AUTHED, 404, 422))
     def stream(name: str, who: Auth) -> dict:
-        return service.streams.stream(who.session, name)
+        return streams.stream(who.session, name)
 
     @api.post(
         "/schemas",
@@ -57,7 +60,7 @@ def router(service: ServerService) -> APIRouter:
     def add_schema(body: SchemaBody, who: Auth) -> dict:
         attributes = tuple((n, t) for n, t in body.attributes)
         schema = SchemaDef(body.name, attributes, body.tid, body.event_time, tuple(body.not_null))
-        return service.streams.add_schema(who.session, schema)
+        return streams.add_schema(who.session, schema)
 
     @api.post(
         "/streams",
@@ -78,16 +81,16 @@ def router(service: ServerService) -> APIRouter:
         },
     )
     def add_stream(body: StreamBody, who: Auth) -> dict:
-        return service.streams.add_stream(who.session, body.name, body.schema_name)
+        return streams.add_stream(who.session, body.name, body.schema_name)
 
     @api.post("/grants", response_model=GrantAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def grant(body: GrantBody, who: Auth) -> dict:
-        service.administration.grant(who.session, body.model_dump())
+        administration.grant(who.session, body.model_dump())
         return {"granted": True}
 
     @api.delete("/grants", response_model=RevokeAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def revoke(body: GrantBody, who: Auth) -> dict:
-        service.administration.grant(who.session, body.model_dump(), revoke=True)
+        administration.grant(who.session, body.model_dump(), revoke=True)
         return {"revoked": True}
 
     return api

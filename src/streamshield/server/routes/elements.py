@@ -22,7 +22,7 @@ from streamshield.server.openapi import AUTHED, NDJSON_BODY, errors
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
-    from streamshield.server.service import ServerService
+    from streamshield.server.stream_service import StreamService
 
 Assign = Annotated[
     Literal["seq"] | None,
@@ -34,7 +34,7 @@ Assign = Annotated[
 ]
 
 
-def router(service: ServerService) -> APIRouter:
+def router(streams: StreamService) -> APIRouter:
     """The append route of one server."""
     api = APIRouter()
 
@@ -48,14 +48,14 @@ def router(service: ServerService) -> APIRouter:
     async def append(name: str, request: Request, who: Auth, assign: Assign = None) -> dict:
         body = await request.body()
         assigning = assign == "seq"
-        report = await asyncio.to_thread(_append, service, who.session, name, body, assigning)
+        report = await asyncio.to_thread(_append, streams, who.session, name, body, assigning)
         return report.as_dict()
 
     return api
 
 
 def _append(
-    service: ServerService, session: Session, stream: str, body: bytes, assign: bool
+    streams: StreamService, session: Session, stream: str, body: bytes, assign: bool
 ) -> AppendReport:
     """Decodes, splits and appends a body in a worker thread: decoding 4 MiB in the event
     loop would hold every other request (and /healthz) meanwhile."""
@@ -63,4 +63,4 @@ def _append(
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise Invalid("the body must be UTF-8 JSON lines") from None
-    return service.streams.append(session, stream, text.splitlines(), assign)
+    return streams.append(session, stream, text.splitlines(), assign)

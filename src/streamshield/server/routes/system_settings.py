@@ -15,19 +15,19 @@ from streamshield.server.models import SettingsBody, SettingsView
 from streamshield.server.openapi import AUTHED, errors
 
 if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+    from streamshield.server.administration_service import AdministrationService
 
 
-def router(service: ServerService) -> APIRouter:
+def router(administration: AdministrationService) -> APIRouter:
     """The settings routes of one server."""
     api = APIRouter()
 
     @api.get("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403))
     def settings(who: Auth) -> dict:
-        return service.administration.settings(who.session)
+        return administration.settings(who.session)
 
     @api.put("/system/settings", response_model=SettingsView, responses=errors(*AUTHED, 403, 422))
     def set_settings(body: SettingsBody, who: Auth) -> dict:
-        return service.administration.set_settings(who.session, body.values)
+        return administration.set_settings(who.session, body.values)
 
     return api
