@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,16 +43,12 @@ from streamshield.lang.admission import AdmittedQuery, admit
 from streamshield.lang.continuous import ContinuousQuery, SpInsert, parse_request
 from streamshield.lang.label_propagation import is_aggregate
 from streamshield.lang.query_check import parse_tree
-from streamshield.network.switch_state import Outcome, SwitchState
-from streamshield.network.switchboard import BadQuerySp, QuerySp, Switchboard
-from streamshield.network.switches import Switch, SwitchKind
 from streamshield.policy.bitset import Words
 from streamshield.policy.operator_limits import OperatorLimits
 from streamshield.policy.provenance import ProvenanceCodec
-from streamshield.policy.punctuation import Sign
 from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
-from streamshield.server.access_gates import require_change_system, require_visible
+from streamshield.server.access_gates import require_visible
 from streamshield.server.administration_service import AdministrationService
 from streamshield.server.application_query import SeparateLevels
 from streamshield.server.errors import (
@@ -73,6 +69,7 @@ from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.schemas import SchemaStore
 from streamshield.server.stream_service import StreamService
 from streamshield.server.subscriptions import LiveSubscriptions, Resume
+from streamshield.server.switch_service import SwitchService
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
@@ -127,8 +124,7 @@ class ServerService:
             )
         self.queries = QueryRegistry(self.cql, self.applications)
         # Privacy switches: a shared network computes nothing for a query nobody receives.
-        self.switches = Switchboard(self._query_sp_ignored)
-        self.cql.switch = self.switches.is_on
+        self.switches = SwitchService(security, self.cql, self.queries)
         # A query writes at its level: a derived stream gets its query's level.
         self.cql.write_level = lambda stream, at: security.write_at(stream, at.lattice, at.level)
         self.schemas = SchemaStore(self.root / "schemas")
@@ -625,103 +621,8 @@ class ServerService:
         # to read gets its output as it is (never the roles' mask of now: after a role
         # change the query may read more until it is recompiled).
         query.delivery.query_mask = query.own_mask
-        self.switches.add(query.internal)
-        query.delivery.on_access = lambda user, sign: self.inject_query_sp(
-            query.internal, user, sign
-        )
+        self.switches.add(query)
         return query
-
-    # -- privacy switches -------------------------------------------------------------------
-
-    def inject_query_sp(self, internal: str, user: str, sign: Sign) -> None:
-        """The authorization part's query-scoped sp: ``user`` starts (``+``) or stops
-        (``-``) receiving the query's output (engine/delivery/delivery.py tells when)."""
-        with suppress(BadQuerySp):  # refused and audited by the switchboard: opens nothing
-            self.switches.inject(QuerySp(internal, user, sign, time.time()))
-            if sign is Sign.GRANT:  # a query never received reads the kept history now
-                self.cql.opened(internal)
-
-    def networks(self, session: Session) -> list[dict]:
-        """The shared networks (of selections, of windows, and shared joins) with their
-        privacy switches, as the caller may see them: administrators everything, with the
-        users each terminal switch lets through; everyone else the switches governing
-        their own queries, other queries counted but not named, receivers counted but not
-        named."""
-        admin = port.check(self.security, session, "CHANGE SYSTEM", "system", "system")
-        user = port.user_of(session)
-        live = {q.internal: q for q in self.queries.all()}
-        shown = []
-        for stream, kind, network in sorted(self.cql.switched(), key=lambda n: (n[0], n[1])):
-            mine = {n for n in network.branches if n in live and (admin or live[n].owner == user)}
-            if not mine:
-                continue
-            switches = network.switches()
-            state, _ = SwitchState.restore(
-                switches,
-                {q: u for q, u in self.switches.snapshot().items() if q in network.branches},
-            )
-            views = [
-                self._switch_view(switch, state, mine, live, admin)
-                for switch in switches
-                if switch.queries & mine
-            ]
-            queries = sorted(live[n].name for n in mine)
-            levels = {live[n].name: _level_text(live[n]) for n in mine}
-            shown.append(
-                {
-                    "stream": stream,
-                    "kind": kind,
-                    "queries": queries,
-                    "levels": levels,
-                    "switches": views,
-                }
-            )
-        return shown
-
-    def _switch_view(
-        self,
-        switch: Switch,
-        state: SwitchState,
-        mine: set[str],
-        live: dict[str, LiveQuery],
-        admin: bool,
-    ) -> dict:
-        terminal = switch.kind is SwitchKind.TERMINAL
-        users = state.users[switch] if terminal else frozenset()
-        since = max(self.switches.switch(q).since for q in switch.queries)
-        named = sorted(live[q].name for q in switch.queries & mine)
-        return {
-            "id": f"{switch.kind.value}:{','.join(named)}:{switch.id.rsplit(':', 1)[-1]}",
-            "kind": switch.kind.value,
-            "queries": named,
-            "other_queries": len(switch.queries - mine),
-            "open": state.is_open(switch),
-            "counter": None if terminal else state.counters[switch],
-            "receivers": len(users) if terminal else None,
-            "users": sorted(users) if terminal and admin else None,
-            "since": since,
-        }
-
-    def inject_query_sp_as(self, session: Session, query: str, user: str, sign: str) -> None:
-        """An administrator's query-scoped sp (the authorization part's, by hand)."""
-        require_change_system(self.security, session)
-        live = self.queries.maybe(query)
-        if live is None:
-            raise NotFound("no such query")
-        try:
-            self.switches.inject(QuerySp(live.internal, user, Sign(sign), time.time()))
-        except (BadQuerySp, ValueError) as err:
-            raise Invalid(str(err), codes.SP) from None
-        if Sign(sign) is Sign.GRANT:
-            self.cql.opened(live.internal)
-
-    def _query_sp_ignored(self, sp: QuerySp, outcome: Outcome) -> None:
-        public = self.queries.public_name(sp.query) or sp.query  # never the registry lock
-        audit.warning("query-scoped sp %s for %s: %s", sp.sign.value, public, outcome.value)
-        try:
-            port.record_query_sp(self.security, sp.user, public, sp.sign.value, outcome.value)
-        except Exception as err:  # auditing must not break a subscription
-            audit.error("recording a query-scoped sp failed: %s", type(err).__name__)
 
     def limits(self) -> OperatorLimits:
         """The operator limits setting; unreadable is an error (never "unlimited")."""
@@ -896,11 +797,6 @@ def _aggregate(text: str) -> bool:
         return isinstance(request, ContinuousQuery) and is_aggregate(parse_tree(request.sql))
     except Exception:
         return False
-
-
-def _level_text(query: LiveQuery) -> str | None:
-    """The Chinese-Wall level a query runs at, as explain shows it (None: levels off)."""
-    return query.level.text if query.level is not None else None
 
 
 def _nowhere(_frame: Any, _batch: int) -> None:

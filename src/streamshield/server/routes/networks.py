@@ -82,7 +82,7 @@ def router(service: ServerService) -> APIRouter:
     @api.get("/networks", response_model=NetworksView, responses=errors(*AUTHED))
     def networks(who: Auth) -> dict:
         """Shared networks and the state of their privacy switches."""
-        shown = service.networks(who.session)
+        shown = service.switches.networks(who.session)
         for network in shown:
             for switch in network["switches"]:
                 switch["since"] = iso(switch["since"])
@@ -97,7 +97,7 @@ def router(service: ServerService) -> APIRouter:
         """Inject a query-scoped sp (CHANGE SYSTEM); it applies at the next micro-batch.
         A ``+`` for a user who receives already or a ``-`` for one who does not changes
         nothing and is audited."""
-        service.inject_query_sp_as(who.session, body.query, body.user, body.sign)
+        service.switches.inject_as(who.session, body.query, body.user, body.sign)
         return {"queued": True}
 
     return api
