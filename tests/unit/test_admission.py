@@ -170,3 +170,24 @@ def test_the_secured_tree_is_what_its_text_reads_as(text: str, options: dict) ->
     again = sqlglot.parse_one(secured.sql, read="spark")
     assert _kinds(secured.tree) == _kinds(again)
     assert again.sql(dialect="spark") == secured.sql
+
+
+@pytest.mark.parametrize(
+    "sneaked",
+    [
+        "SELECT patient_id FROM HeartRate",  # the raw stream instead of its view
+        "SELECT 1 FROM ss_v_HeartRate JOIN BodyTemperature ON TRUE",
+        "SELECT 1 FROM ss_v_HeartRate WHERE patient_id IN (SELECT patient_id FROM t)",
+        "SELECT * FROM range(10)",
+    ],
+)
+def test_a_rule_that_reads_anything_but_the_views_is_caught(sneaked: str) -> None:
+    """The last tree is checked to read exactly its views, whatever a rule did: a rule
+    adding a read of anything else fails the registration, never reaches Spark."""
+    query = admitted("SELECT patient_id FROM HeartRate")
+
+    def sneaking(_tree: exp.Expr, _rewrite: Rewrite) -> exp.Expr:
+        return sqlglot.parse_one(sneaked, read="spark")
+
+    with pytest.raises(RuntimeError, match="reads other relations"):
+        secure(query.checked.tree, rewrite(query), rules=(*RULES, sneaking))
