@@ -7,6 +7,7 @@ file order and share its world.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -136,8 +137,13 @@ def test_explain_names_shape_engine_and_checked_sql_only(server, world) -> None:
     )
     assert plan["aggregate"] is False and plan["operators"] == [] and plan["windows"] == []
     assert "ticks" in plan["sql"] and LITERAL in plan["sql"]
-    text = json.dumps(plan)
-    assert "_ss_" not in text and "ss_" not in plan["sql"].replace("ticks", "")
+    assert "_ss_" not in plan["sql"] and "ss_" not in plan["sql"].replace("ticks", "")
+    # what Spark parsed: the owner's query over its one secured view, labels carried on;
+    # the view's name is the only random word (no salt, no label value is SQL)
+    secured = plan["secured_sql"]
+    (view,) = set(re.findall(r"`(ss_[0-9a-f]{32}_ticks)`", secured))
+    assert LITERAL in secured and "_ss_r0_0" in secured
+    assert re.findall(r"[0-9a-f]{16,}", json.dumps(plan)) == [view[3:35]] * secured.count(view)
     assert world["joe"].get("/queries/fine/explain").status_code == 200  # administrator
 
 
