@@ -255,7 +255,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tuples", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=20.0, help="idle seconds measured")
-    parser.add_argument("--no-guess", action="store_true", help="the ingest guess off (EngineTuning.ingest_guess)")
+    parser.add_argument(
+        "--no-guess", action="store_true", help="the ingest guess off (EngineTuning.ingest_guess)"
+    )
     ingest = parser.add_mutually_exclusive_group()
     ingest.add_argument(
         "--driven-ingest", action="store_true", default=None, help="driven ingest on"
