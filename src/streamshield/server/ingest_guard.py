@@ -65,6 +65,11 @@ class IngestHalt:
     def reason(self) -> str | None:
         return self._reason
 
+    def clear(self) -> None:
+        """Not halted (a start looks at the state afresh)."""
+        with self._lock:
+            self._reason = None
+
     def halt(self, reason: str) -> bool:
         """Records the halt; True only the first time (audit it then, once)."""
         with self._lock:

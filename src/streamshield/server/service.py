@@ -174,7 +174,7 @@ class ServerService:
         catalog records, those recorded as running from their checkpoints; ``phase``
         times each step (``streamshield serve`` logs them: where a restart's time goes)."""
         timed = phase or (lambda _name: nullcontext())
-        self.halt = IngestHalt()
+        self.halt.clear()  # the one the appends ask (StreamService)
         with timed("ingest"):
             self._ingest = self._start_ingest()
         with timed("queries"):
