@@ -685,6 +685,42 @@ def test_a_late_refusal_of_the_last_users_request_keeps_the_next_user_logged_in(
     page.wait_for_selector("#audit-results")  # his token still works
 
 
+def test_a_refusal_while_logging_out_draws_the_login_page_once(console, ward) -> None:
+    """The tab forgets its token before the server ends the session: an answer refusing
+    one of its requests meanwhile (a view's poll) is not the session ending, which would
+    draw the login page early and again when the logout returns, wiping what was typed."""
+    console.login("al", ["CUSTOMER1"])
+    page = console.page
+    page.wait_for_selector("#streams")
+    held = []
+    page.route("**/logout", lambda route: held.append(route))
+    page.evaluate("() => document.getElementById('logout').click()")
+    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the logout was not sent"
+    refusal = '{"error": "unauthorized", "message": "the session has ended"}'
+    page.route(
+        "**/catalog",
+        lambda route: route.fulfill(status=401, content_type="application/json", body=refusal),
+    )
+    polled = page.evaluate(
+        """async () => {
+            const api = await import('/console/js/api.js');
+            try { await api.call('GET', '/catalog'); return 'answered'; }
+            catch (err) { return err.ended ? 'ended' : 'refused'; }
+        }"""
+    )
+    assert polled == "refused"  # a refusal of that request, not of this tab's session
+    assert page.locator("#login").count() == 0  # the logout has not returned yet
+    held[0].continue_()
+    page.wait_for_selector("#login-status .notice")
+    assert page.text_content("#login-status") == "You are logged out."
+    page.unroute("**/catalog")
+    page.unroute("**/logout")
+
+
 # -- both widths -----------------------------------------------------------------------------------
 
 PAGES = [

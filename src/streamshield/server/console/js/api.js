@@ -82,8 +82,8 @@ export function loggedIn() {
 // with another user's token) never logs out the user who has logged in since.
 const sentWith = new WeakMap();
 
-function headers(extra = {}) {
-  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+function headers(extra = {}, bearer = token) {
+  return bearer ? { ...extra, Authorization: `Bearer ${bearer}` } : extra;
 }
 
 function sent(response, used) {
@@ -91,13 +91,12 @@ function sent(response, used) {
   return response;
 }
 
-async function send(method, path, body, extra = {}) {
-  const init = { method, headers: headers(extra), cache: "no-store", credentials: "omit" };
+async function send(method, path, body, extra = {}, used = token) {
+  const init = { method, headers: headers(extra, used), cache: "no-store", credentials: "omit" };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  const used = token;
   try {
     return sent(await fetch(path, init), used);
   } catch (err) {
@@ -135,18 +134,20 @@ export async function login(user, password, roles) {
   return session;
 }
 
-/** Ends the session on the server, then forgets the token here and in every other tab
- * (even if the call fails). */
+/** Forgets the token here and in every other tab holding it, then ends the session on
+ * the server (even if that call fails, the token is gone). Forgotten first: while the
+ * server ends the session, an answer refusing a request sent with it (a view's poll)
+ * must not count as this tab's session ending, which would draw the login page twice. */
 export async function logout() {
   if (token === null) return;
   const ended = token;
+  keep(null);
+  if (tabs) tabs.postMessage({ logout: ended });
   try {
-    await send("POST", "/logout");
+    await send("POST", "/logout", undefined, {}, ended);
   } catch {
     // unreachable: the session ends at its expiry; the token is forgotten regardless
   }
-  keep(null);
-  if (tabs) tabs.postMessage({ logout: ended });
 }
 
 /** Opens an SSE subscription (fetch, so the token goes in a header, never in a URL). */
