@@ -187,32 +187,38 @@ def _check_exact(server, rounds: int) -> None:
     assert all(r["room"] == f"room-{r['pid']}" for r in pairs)
 
 
+def set_up_shapes(joe) -> None:
+    """The two streams the shapes of :data:`QUERIES` read, granted as their users need
+    (ward provides both; al reads them, joins included; bob computes statistics)."""
+    schemas = {
+        "v": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"], ["at", "timestamp"]],
+        "r": [["id", "bigint"], ["pid", "bigint"], ["room", "string"]],
+    }
+    for name, attributes in schemas.items():
+        body = {"name": name, "attributes": attributes, "tid": "id"}
+        if name == "v":
+            body["event_time"] = "at"
+        _ok(joe.post("/schemas", json=body), 201)
+    for stream, schema in (("vitals", "v"), ("rooms", "r")):
+        _ok(joe.post("/streams", json={"name": stream, "schema": schema}), 201)
+        for permission in ("VIEW OBJECT", "WRITE", "INJECT SP"):
+            _grant(joe, permission, "stream", stream, "INFO_PROVIDER")
+        _grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER1")
+        _grant(joe, "READ TUPLE", "stream", stream, "CUSTOMER1")
+        _grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER2")
+        _grant(joe, "READ AGGREGATE", "stream", stream, "CUSTOMER2")
+    for role in ("CUSTOMER1", "CUSTOMER2"):
+        _grant(joe, "ADD", "system", "system", role)
+        _grant(joe, "VIEW CATALOG", "system", "system", role)
+    limits = {"roles": {"CUSTOMER1": {"operators": ["join"], "max_queries": None}}}
+    _ok(joe.put("/system/settings", json={"values": {"operator_limits": limits}}))
+
+
 def test_every_shape_survives_batches_without_subscribers_and_a_restart(spark, tmp_path):
     first = start_server(tmp_path, spark, USERS)
     try:
         joe = first.login("joe", ["ADMIN"])
-        schemas = {
-            "v": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"], ["at", "timestamp"]],
-            "r": [["id", "bigint"], ["pid", "bigint"], ["room", "string"]],
-        }
-        for name, attributes in schemas.items():
-            body = {"name": name, "attributes": attributes, "tid": "id"}
-            if name == "v":
-                body["event_time"] = "at"
-            _ok(joe.post("/schemas", json=body), 201)
-        for stream, schema in (("vitals", "v"), ("rooms", "r")):
-            _ok(joe.post("/streams", json={"name": stream, "schema": schema}), 201)
-            for permission in ("VIEW OBJECT", "WRITE", "INJECT SP"):
-                _grant(joe, permission, "stream", stream, "INFO_PROVIDER")
-            _grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER1")
-            _grant(joe, "READ TUPLE", "stream", stream, "CUSTOMER1")
-            _grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER2")
-            _grant(joe, "READ AGGREGATE", "stream", stream, "CUSTOMER2")
-        for role in ("CUSTOMER1", "CUSTOMER2"):
-            _grant(joe, "ADD", "system", "system", role)
-            _grant(joe, "VIEW CATALOG", "system", "system", role)
-        limits = {"roles": {"CUSTOMER1": {"operators": ["join"], "max_queries": None}}}
-        _ok(joe.put("/system/settings", json={"values": {"operator_limits": limits}}))
+        set_up_shapes(joe)
 
         clients = {"al": first.login("al", ["CUSTOMER1"]), "bob": first.login("bob", ["CUSTOMER2"])}
         for name, (user, text) in QUERIES.items():

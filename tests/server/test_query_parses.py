@@ -14,7 +14,6 @@ derived from the same secured tree, planned once too.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,31 +22,18 @@ import pytest
 import sqlglot.parser
 from pyspark.sql import SparkSession
 
-from tests.server.conftest import grant, ok, start_server, stop_server
+from tests.server.conftest import ok, start_server, stop_server
+from tests.server.test_query_lifecycle import QUERIES, USERS, set_up_shapes
 
 pytestmark = pytest.mark.spark
 
-USERS = {"joe": ["ADMIN"], "al": ["CUSTOMER1"], "bob": ["CUSTOMER2"]}
-
-QUERIES = {  # name -> (user, text, Spark statements: the query, and a fold's partials)
-    "sel": ("al", "SELECT pid, hr FROM vitals WHERE hr > 60", 1),
-    "agg": ("al", "SELECT pid, count(*) AS n, max(hr) AS top FROM vitals GROUP BY pid", 2),
-    "slide": ("al", "SELECT count(*) AS n FROM vitals [RANGE 60 SLIDE 60]", 2),
-    "rows": ("al", "SELECT pid, hr FROM vitals [ROWS 100]", 1),
-    "rowsagg": ("al", "SELECT count(*) AS n FROM vitals [ROWS 100]", 1),
-    "pairs": (
-        "al",
-        "SELECT v.pid AS pid, r.room AS room FROM vitals [ROWS 100] v "
-        "JOIN rooms [ROWS 100] r ON v.pid = r.pid",
-        1,
-    ),
-    "both": ("al", "SELECT pid FROM vitals UNION ALL SELECT pid FROM rooms", 1),
-    "stats": ("bob", "SELECT count(*) AS n FROM vitals", 2),
-}
+STATEMENTS = {"agg": 2, "slide": 2, "stats": 2}
+"""Spark statements a registration plans, where not one: a folded aggregate's query and
+its fold's partials."""
 
 
 @contextmanager
-def counted(thread: threading.Thread | None = None) -> Iterator[Counter]:
+def counted() -> Iterator[Counter]:
     """sqlglot parses and Spark SQL statements, with the texts Spark was given."""
     counts: Counter = Counter()
     parse, sql = sqlglot.parser.Parser.parse, SparkSession.sql
@@ -73,38 +59,19 @@ def counted(thread: threading.Thread | None = None) -> Iterator[Counter]:
 @pytest.fixture(scope="module")
 def clients(spark, tmp_path_factory):
     server = start_server(tmp_path_factory.mktemp("parses"), spark, USERS)
-    joe = server.login("joe", ["ADMIN"])
-    schemas = {
-        "v": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"], ["at", "timestamp"]],
-        "r": [["id", "bigint"], ["pid", "bigint"], ["room", "string"]],
-    }
-    for name, attributes in schemas.items():
-        body = {"name": name, "attributes": attributes, "tid": "id"}
-        if name == "v":
-            body["event_time"] = "at"
-        ok(joe.post("/schemas", json=body), 201)
-    for stream, schema in (("vitals", "v"), ("rooms", "r")):
-        ok(joe.post("/streams", json={"name": stream, "schema": schema}), 201)
-        grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER1")
-        grant(joe, "READ TUPLE", "stream", stream, "CUSTOMER1")
-        grant(joe, "VIEW OBJECT", "stream", stream, "CUSTOMER2")
-        grant(joe, "READ AGGREGATE", "stream", stream, "CUSTOMER2")
-    for role in ("CUSTOMER1", "CUSTOMER2"):
-        grant(joe, "ADD", "system", "system", role)
-    limits = {"roles": {"CUSTOMER1": {"operators": ["join"], "max_queries": None}}}
-    ok(joe.put("/system/settings", json={"values": {"operator_limits": limits}}))
+    set_up_shapes(server.login("joe", ["ADMIN"]))
     yield {"al": server.login("al", ["CUSTOMER1"]), "bob": server.login("bob", ["CUSTOMER2"])}
     stop_server(server)
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_a_registration_parses_its_query_once(clients, name: str) -> None:
-    user, text, statements = QUERIES[name]
+    user, text = QUERIES[name]
     with counted() as counts:
         ok(clients[user].post("/queries", json={"name": name, "text": text}), 201)
     assert counts["sqlglot"] == 1, counts
     given = {t: n for t, n in counts.items() if t not in ("sqlglot", "spark")}
-    assert counts["spark"] == statements and all(n == 1 for n in given.values()), given
+    assert counts["spark"] == STATEMENTS.get(name, 1) and all(n == 1 for n in given.values()), given
     # explain shows the text Spark was given for the query, as the rewrites made it
     plan = ok(clients[user].get(f"/queries/{name}/explain"))
     assert plan["secured_sql"] in given, (plan["secured_sql"], given)
