@@ -115,6 +115,16 @@ class _Page(HTMLParser):
             self.inline.append(data)
 
 
+def wait_until_held(page, held: list, why: str) -> None:
+    """Until a held route's request has come (bounded; Playwright dispatches routes only
+    while the test waits in one of its calls)."""
+    for _ in range(200):
+        if held:
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError(why)
+
+
 def test_the_console_is_served_from_the_package_with_a_strict_csp(console_server) -> None:
     from streamshield.server.routes.console import assets
 
@@ -247,11 +257,7 @@ def test_a_query_the_api_rejects_shows_its_message_beside_the_text(
     page.route("**/queries", lambda route: held.append(route))
     page.click("#register button[type=submit]")
     page.wait_for_selector("#register-submit[aria-busy='true']")
-    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
-        if held:
-            break
-        page.wait_for_timeout(50)
-    assert held, "the query was not sent"
+    wait_until_held(page, held, "the query was not sent")
     assert page.is_disabled("#register-submit")
     assert page.text_content("#register-submit") == "Registering…"
     assert page.get_attribute("#register-submit", "aria-busy") == "true"
@@ -627,11 +633,7 @@ def test_a_slow_page_never_draws_over_the_page_the_user_moved_to(console, ward) 
     held = []
     page.route("**/catalog", lambda route: held.append(route))  # its answer is held back
     page.click("#nav a:text('Catalog')")
-    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
-        if held:
-            break
-        page.wait_for_timeout(50)
-    assert held, "the catalog was not requested"
+    wait_until_held(page, held, "the catalog was not requested")
     page.click("#nav a:text('My audit trail')")
     page.wait_for_selector("#audit tbody tr")
     with page.expect_event("requestfinished", lambda r: r.url.endswith("/catalog")):
@@ -661,11 +663,7 @@ def test_a_late_refusal_of_the_last_users_request_keeps_the_next_user_logged_in(
 
     page.route("**/catalog", hold_first)
     page.click("#nav a:text('Catalog')")
-    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
-        if held:
-            break
-        page.wait_for_timeout(50)
-    assert held, "the catalog was not requested"
+    wait_until_held(page, held, "the catalog was not requested")
     page.click("#logout")
     page.wait_for_selector("#login")
     page.fill("#login-user", "joe")
@@ -695,11 +693,7 @@ def test_a_refusal_while_logging_out_draws_the_login_page_once(console, ward) ->
     held = []
     page.route("**/logout", lambda route: held.append(route))
     page.evaluate("() => document.getElementById('logout').click()")
-    for _ in range(200):  # bounded; Playwright dispatches the route while it waits
-        if held:
-            break
-        page.wait_for_timeout(50)
-    assert held, "the logout was not sent"
+    wait_until_held(page, held, "the logout was not sent")
     refusal = '{"error": "unauthorized", "message": "the session has ended"}'
     page.route(
         "**/catalog",
