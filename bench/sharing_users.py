@@ -5,7 +5,7 @@ One command: ``.venv/bin/python -m bench.sharing_users [--queries 1 4 16 64] [--
 here every query goes through the server's own registration path, in process (no HTTP):
 
 * a :class:`~streamshield.server.queries.LiveQuery` per user, built as
-  ``ServerService._live`` builds it: a :class:`~streamshield.engine.delivery.delivery.Delivery`
+  ``QueryRequests.live_query`` builds it: a :class:`~streamshield.engine.delivery.delivery.Delivery`
   (SecFilter: the subscriber's rights, roles and level of now, her own query's mask),
   a result store, a switch on the server's
   :class:`~streamshield.network.switchboard.Switchboard` that the delivery opens with its
@@ -236,7 +236,7 @@ class Server:
         self.drops[user] = self.drops.get(user, 0) + count
 
     def register(self, user: str, text: str, roles: tuple[str, ...]) -> LiveQuery:
-        """As ``ServerService.register_query`` then ``_live``: the query recorded with its
+        """As ``QueryRequests.register_query`` then ``live_query``: the query recorded with its
         delivery, store and switch, then started by the registry."""
         queries = self.pipeline.queries
         codec, internal = queries.codec, f"api_{uuid.uuid4().hex[:12]}"

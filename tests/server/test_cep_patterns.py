@@ -254,6 +254,16 @@ def test_patterns_through_the_api(spark, tmp_path) -> None:
         denied = bob.get("/patterns/fire/rows")
         assert denied.status_code == 403 and "Smoke" in denied.text
 
+        # A pattern's subscription ends on the pattern's own check, not a query's: cy
+        # loses READ TUPLE on Smoke (SUBSCRIBE on the output kept) and is told at once,
+        # with no batch coming to carry the news.
+        watcher = Subscriber(cy, "fire", "/patterns/fire/subscribe")
+        assert watcher.status == 200
+        body = {"permission": "READ TUPLE", "kind": "stream", "object": "Smoke", "role": "OTHER"}
+        ok(joe.request("DELETE", "/grants", json=body))
+        poll(lambda: any(event == "closed" for event, _ in watcher.events), timeout=10)
+        watcher.close()
+
         # Revocation: Smoke.level denied to CUSTOMER1; the next batch stops the pattern.
         ok(joe.put("/cep/rules", json=rules(smoke_level="psi")))
         later = [{"id": 3, "room": "L1", "celsius": 80.0, "ts": "2026-11-23T10:00:10Z"}]

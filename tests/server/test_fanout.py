@@ -99,14 +99,15 @@ def test_one_class_is_encoded_once_a_batch_and_checked_once_a_session(
 
     monkeypatch.setattr(subscriptions.json, "dumps", counting)
     checks: list[str] = []
-    may_still_subscribe = server.service.may_still_subscribe
+    requests = server.service.query_requests
+    may_still_subscribe = requests.may_still_subscribe
 
     def counted(token: str, output: str) -> bool:
         if threading.current_thread().name != "query-watch":  # not the 1 s re-check
             checks.append(token)
         return may_still_subscribe(token, output)
 
-    monkeypatch.setattr(server.service, "may_still_subscribe", counted)
+    monkeypatch.setattr(requests, "may_still_subscribe", counted)
     appender.post(range(1, 21))
     poll(lambda: all(_ids(w) == set(range(1, 21)) for w in watchers), timeout=120)
     assert list(encoded.values()) == [1] * len(encoded), encoded  # one encoding a batch

@@ -1,6 +1,6 @@
 """What a query's owner must still give it to run: a role of its record, READ TUPLE or
 READ AGGREGATE (the statistics right) on every input, and a clearance dominating its
-level. ``ServerService._right_lost`` names the first right missing, with stand-ins for
+level. ``query_requests.right_lost`` names the first right missing, with stand-ins for
 the catalog (the server runs it after every change: tests/server/test_role_changes.py).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from streamshield.server.service import ServerService
+from streamshield.server.query_requests import right_lost
 from tests.unit.test_level_application import at
 
 
@@ -29,9 +29,8 @@ class Catalog:
 
 
 def lost(catalog: Catalog, roles=("AUD",), level: str | None = None, cache=None) -> Any:
-    server = SimpleNamespace(security=catalog)
     query = SimpleNamespace(inputs=("MessageLog", "Audit"), level=at(level) if level else None)
-    return ServerService._right_lost(server, query, "ann", roles, {} if cache is None else cache)  # type: ignore[arg-type]
+    return right_lost(catalog, query, "ann", roles, {} if cache is None else cache)  # type: ignore[arg-type]
 
 
 def test_every_right_kept_loses_nothing() -> None:

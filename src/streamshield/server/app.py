@@ -33,6 +33,7 @@ from streamshield.server.routes import (
     system_settings,
 )
 from streamshield.server.service import ServerService
+from streamshield.server.sse_rows import RowStreams
 from streamshield.server.stop_answers import StopAnswers
 from streamshield.server.strict_query import known_query_only
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
@@ -65,21 +66,24 @@ def create_app(
     app.state.service = service  # what the Auth dependency reads
     serve_document(app)
     error_handlers.install(app)
+    rows = RowStreams(service.live, service.spark, queue_size, queue_bytes)
     for router in (
         administration.router(service),
         levels.router(service),
         operations.router(service, metrics_token),
-        networks.router(service),
-        patterns.router(service, queue_size, queue_bytes),
-        me.router(service),
+        networks.router(service.switches),
+        patterns.router(service.patterns, rows),
+        me.router(service.security),
         stream_ingest.router(service),
         console.router(),
         front_pages.router(),
         wire_schema.router,
-        sessions.router(service, LoginGate(login_workers, login_waiting)),
+        sessions.router(
+            service.administration, service.security, LoginGate(login_workers, login_waiting)
+        ),
         catalog.router(service.streams, service.administration),
         elements.router(service.streams),
-        queries.router(service, queue_size, queue_bytes),
+        queries.router(service.query_requests, rows),
         system_settings.router(service.administration),
     ):
         app.include_router(router)

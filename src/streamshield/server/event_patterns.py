@@ -284,7 +284,8 @@ class PatternService:
             _check_key(pattern, key, edition.access)
             roles = tuple(sorted(port.roles_of(session)))
             effective = self.server.pipeline.queries.hierarchy.effective(roles)
-            self.server.limits().check_span(effective, pattern.within.total_seconds())
+            limits = self.server.query_requests.limits()
+            limits.check_span(effective, pattern.within.total_seconds())
             try:
                 validate(pattern, edition.access, edition.hierarchy, roles, key=key)
             except PatternRefused as refused:
@@ -333,7 +334,7 @@ class PatternService:
         key: str | None,
         level: QueryLevel | None,
     ) -> Registered:
-        delivery = self.server._delivery(pattern.aggregated, f"{name}_out", name)
+        delivery = self.server.query_requests.delivery(pattern.aggregated, f"{name}_out", name)
         store = ResultStore(self.root / "results" / name, keep=KEPT_BATCHES)
         registered = Registered(
             name,
@@ -405,9 +406,9 @@ class PatternService:
             absence = Absence(
                 queries.codec.query(roles),
                 level.words if level is not None else (),
-                tuple((t, self.server.codec.label(t)) for t in negated),
+                tuple((t, queries.provenance.label(t)) for t in negated),
             )
-        return LabelLayout(queries.codec.width, self.server.codec.width, width, absence)
+        return LabelLayout(queries.codec.width, queries.provenance.width, width, absence)
 
     def _secured(
         self,
@@ -430,7 +431,7 @@ class PatternService:
             session, schema.ddl, len(schema.names), layout.width, layout.levels
         )
         labelled = read_stream(session, struct, path)  # RunningPattern adds the shepherd above
-        provenance = self.server.codec.label(stream)
+        provenance = queries.provenance.label(stream)
         return labelled_events(labelled, schema, queries.codec, roles, level, provenance, layout)
 
     def _get(self, session: Session, name: str) -> Registered:

@@ -87,7 +87,8 @@ def load_example(service: ServerService, users: ExampleUsers | None = None) -> d
     _grant(service, admin, "INJECT SP", "stream", STREAM, PROVIDER)
     for user in CLINICIANS:
         session = users.sessions[user]
-        service.register_request(session, f"heart_{user}", QUERY, f"heart_{user}_out")
+        name = f"heart_{user}"
+        service.query_requests.register_request(session, name, QUERY, f"{name}_out")
     return passwords
 
 

@@ -347,11 +347,13 @@ def _safe(fn: Any, *args: Any) -> Any:
         raise Invalid(str(err)) from None
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON can carry it (an audit entry's detail): containers and scalars
+    kept, anything else as its text."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return str(value)

@@ -20,23 +20,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import replace
+from typing import Annotated, Any
 
 from fastapi import Query, Request
+from pyspark.sql import SparkSession
 from sse_starlette import EventSourceResponse
 
+from streamshield.engine.delivery.delivery import Subscription
 from streamshield.engine.delivery.shared_rows import SharedRows
 from streamshield.faults import crash_point
 from streamshield.server.errors import Invalid
 from streamshield.server.subscriptions import (
+    DEFAULT_QUEUE,
     DEFAULT_QUEUE_BYTES,
+    LiveSubscriptions,
     Resume,
     SubscriberQueue,
     Watched,
 )
-
-if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
 
 PING_SECONDS = 15
 
@@ -68,58 +70,120 @@ def last_event_id(request: Request) -> int | None:
     return batch
 
 
-def stream_rows(
-    service: ServerService,
-    target: Any,
-    user: str,
-    token: str,
-    after: int | None,
-    queue_size: int,
-    allowed: Callable[[str], bool],
-    queue_bytes: int = DEFAULT_QUEUE_BYTES,
-) -> EventSourceResponse:
-    """The SSE response serving ``target``'s rows to the caller (checked already); its
+class RowStreams:
+    """The SSE responses of one server's outputs (queries and patterns): every live
+    subscription is registered in ``live`` (re-checked when rights change) and each
     queue holds at most ``queue_size`` batches and ``queue_bytes`` bytes of them."""
-    queue = SubscriberQueue(asyncio.get_running_loop(), queue_size, queue_bytes)
-    resume = Resume(queue, after, hold=queue_size)
 
-    def still_allowed(rows: list[dict]) -> bool:
-        """``allowed(token)`` now; once per batch for every subscription of this session
-        to this output (they share the list: one class)."""
-        if isinstance(rows, SharedRows):
-            return rows.once(("allowed", id(target.delivery), token), lambda: allowed(token))
-        return allowed(token)
+    def __init__(
+        self,
+        live: LiveSubscriptions,
+        spark: SparkSession,
+        queue_size: int = DEFAULT_QUEUE,
+        queue_bytes: int = DEFAULT_QUEUE_BYTES,
+    ) -> None:
+        self.live = live
+        self.spark = spark
+        self.queue_size = queue_size
+        self.queue_bytes = queue_bytes
 
-    def deliver(rows: list[dict], batch_id: int | None = None) -> None:
-        # Per batch, not per row.
-        if not still_allowed(rows):
-            queue.revoke("access revoked or session ended")
+    def serve(
+        self,
+        target: Any,
+        user: str,
+        token: str,
+        after: int | None,
+        allowed: Callable[[str], bool],
+    ) -> EventSourceResponse:
+        """The SSE response serving ``target``'s rows to the caller (checked already).
+
+        ``allowed(token)``: whether the session may still receive ``target``'s rows,
+        the one check every path asks: each live batch, each replayed batch, and the
+        server's re-check when rights change (an output that produces nothing for a
+        long time still ends a revoked subscription)."""
+        queue = SubscriberQueue(asyncio.get_running_loop(), self.queue_size, self.queue_bytes)
+        resume = Resume(queue, after, hold=self.queue_size)
+
+        def still_allowed(rows: list[dict]) -> bool:
+            """``allowed(token)`` now; once per batch for every subscription of this
+            session to this output (they share the list: one class)."""
+            if isinstance(rows, SharedRows):
+                return rows.once(("allowed", id(target.delivery), token), lambda: allowed(token))
+            return allowed(token)
+
+        def deliver(rows: list[dict], batch_id: int | None = None) -> None:
+            # Per batch, not per row.
+            if not still_allowed(rows):
+                queue.revoke("access revoked or session ended")
+                return
+            crash_point("subscriber.serving")
+            resume.live(rows, batch_id)
+
+        subscription = target.delivery.subscribe(user, deliver, token, batched=True)
+        target.closers[subscription.id] = queue.close
+        watched = Watched(token, target.output, queue, allowed)
+        self.live.add(watched)
+        queue.on_end = lambda: target.delivery.unsubscribe(subscription)
+
+        async def replay(after: int) -> None:
+            try:
+                await self._replay(target, subscription, after, resume, queue, allowed)
+            finally:
+                resume.done()
+
+        async def events() -> AsyncIterator[Any]:
+            replaying = asyncio.ensure_future(replay(after)) if after is not None else None
+            try:
+                async for event in queue.events():
+                    yield event
+            finally:
+                if replaying is not None:
+                    replaying.cancel()
+                target.delivery.unsubscribe(subscription)
+                target.closers.pop(subscription.id, None)
+                self.live.remove(watched)
+
+        return EventSourceResponse(events(), ping=PING_SECONDS)
+
+    async def _replay(
+        self,
+        target: Any,
+        subscription: Subscription,
+        after: int,
+        resume: Resume,
+        queue: SubscriberQueue,
+        allowed: Callable[[str], bool],
+    ) -> None:
+        """The stored batches after ``after`` to a resuming subscriber, oldest first,
+        each through SecFilter with her rights of now (as if it were live) and only
+        while ``allowed`` still holds; batches no longer stored are announced as a
+        ``gap`` (ids may skip: the store says what it pruned, ``ResultStore.since``).
+        Batches are delivered before they are stored: the replay first waits for those
+        in flight, which may have been delivered just before she subscribed
+        (``ResultStore.settle``)."""
+        store = target.store
+        if not await asyncio.to_thread(store.settle, lambda: queue.ended):
             return
-        crash_point("subscriber.serving")
-        resume.live(rows, batch_id)
+        gap, stored = store.since(after)
+        if gap:
+            queue.notice("gap", {"first": gap[0], "last": gap[1]})
+        for batch in stored:
+            if queue.ended:
+                return
+            if not await asyncio.to_thread(allowed, subscription.session):
+                queue.revoke("access revoked or session ended")
+                return
+            if store.lost(batch):
+                queue.notice("gap", {"first": batch, "last": batch})
+                continue
+            rows = await asyncio.to_thread(self._replayed_rows, target, subscription, batch)
+            await resume.replayed(batch, rows)
 
-    subscription = target.delivery.subscribe(user, deliver, token, batched=True)
-    target.closers[subscription.id] = queue.close
-    watched = Watched(token, target.output, queue)
-    service.live.add(watched)
-    queue.on_end = lambda: target.delivery.unsubscribe(subscription)
-
-    async def replay(after: int) -> None:
-        try:
-            await service.replay(target, subscription, after, resume, queue)
-        finally:
-            resume.done()
-
-    async def events() -> AsyncIterator[Any]:
-        replaying = asyncio.ensure_future(replay(after)) if after is not None else None
-        try:
-            async for event in queue.events():
-                yield event
-        finally:
-            if replaying is not None:
-                replaying.cancel()
-            target.delivery.unsubscribe(subscription)
-            target.closers.pop(subscription.id, None)
-            service.live.remove(watched)
-
-    return EventSourceResponse(events(), ping=PING_SECONDS)
+    def _replayed_rows(self, target: Any, subscription: Subscription, batch: int) -> list:
+        frame = target.store.stored(batch, self.spark)
+        if frame is None:
+            return []
+        got: list[dict] = []
+        collect = replace(subscription, deliver=lambda rows, _batch: got.extend(rows))
+        target.delivery.replay(frame, batch, collect)
+        return got

@@ -250,11 +250,13 @@ class SubscriberQueue:
 
 @dataclass(frozen=True, eq=False)
 class Watched:
-    """A live subscription as the server re-checks it: whose session, which output."""
+    """A live subscription as the server re-checks it: whose session, which output,
+    and the check its batches pass (``allowed(token)``)."""
 
     token: str
     output: str
     queue: SubscriberQueue
+    allowed: Callable[[str], bool]
 
 
 class LiveSubscriptions:
@@ -277,9 +279,9 @@ class LiveSubscriptions:
         with self._lock:
             self._live.pop(id(watched), None)
 
-    def recheck(self, allowed: Callable[[str, str], bool]) -> int:
-        """Ends (discarding their backlog) those ``allowed(token, output)`` refuses now;
-        one check per distinct (session, output). Returns how many were ended."""
+    def recheck(self) -> int:
+        """Ends (discarding their backlog) those whose own check refuses their session
+        now; one check per distinct (session, output). Returns how many were ended."""
         with self._lock:
             live = list(self._live.values())
         verdicts: dict[tuple[str, str], bool] = {}
@@ -287,7 +289,7 @@ class LiveSubscriptions:
         for watched in live:
             key = (watched.token, watched.output)
             if key not in verdicts:
-                verdicts[key] = allowed(*key)
+                verdicts[key] = watched.allowed(watched.token)
             if not verdicts[key]:
                 watched.queue.revoke("access revoked or session ended")
                 self.remove(watched)

@@ -17,7 +17,7 @@ micro-batch (:mod:`streamshield.cep.running`).
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -28,8 +28,19 @@ from streamshield.server.auth import Auth
 from streamshield.server.errors import Conflict, Forbidden, Invalid, NotFound
 from streamshield.server.models import ErrorBody
 
-if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+
+class AdministrationHost(Protocol):
+    """What the administration routes ask of the server besides its catalog: after a
+    change of roles, users or the hierarchy, the running queries follow it."""
+
+    security: Any
+
+    def reconcile_rights(self) -> None: ...
+
+    def reconcile_owner(self, user: str) -> None: ...
+
+    def use_hierarchy(self, hierarchy: Any) -> None: ...
+
 
 T = TypeVar("T")
 
@@ -153,15 +164,13 @@ def _role(info: adm.RoleInfo) -> RoleOut:
     return RoleOut(name=info.name, juniors=list(info.juniors))
 
 
-def router(service: "ServerService") -> APIRouter:
+def router(service: AdministrationHost) -> APIRouter:
     """The administration routes."""
     api = APIRouter(tags=["administration"])
 
     def hierarchy_changed(change: tuple[adm.RoleInfo, Any]) -> RoleOut:
         info, hierarchy = change
-        with service._lock:
-            service.pipeline.use_hierarchy(hierarchy)
-            service.reconcile_rights()  # running queries: the effective roles of now
+        service.use_hierarchy(hierarchy)  # running queries: the effective roles of now
         return _role(info)
 
     # -- users -------------------------------------------------------------------------------

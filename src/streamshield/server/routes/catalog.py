@@ -12,7 +12,7 @@ view but not use a 403.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import APIRouter
 
@@ -32,11 +32,30 @@ from streamshield.server.openapi import AUTHED, errors, links
 from streamshield.server.schemas import SchemaDef
 
 if TYPE_CHECKING:
-    from streamshield.server.administration_service import AdministrationService
-    from streamshield.server.stream_service import StreamService
+    from streamshield.catalog.security import Session
 
 
-def router(streams: StreamService, administration: AdministrationService) -> APIRouter:
+class CatalogStreams(Protocol):
+    """What the catalog routes ask of the server's streams
+    (:class:`~streamshield.server.stream_service.StreamService`)."""
+
+    def catalog_view(self, session: Session) -> dict[str, list[dict]]: ...
+
+    def stream(self, session: Session, name: str) -> dict: ...
+
+    def add_schema(self, session: Session, schema: SchemaDef) -> dict: ...
+
+    def add_stream(self, session: Session, name: str, schema: str) -> dict: ...
+
+
+class Grants(Protocol):
+    """What the catalog routes ask of the server's administration
+    (:class:`~streamshield.server.administration_service.AdministrationService`)."""
+
+    def grant(self, session: Session, body: dict, revoke: bool = False) -> None: ...
+
+
+def router(streams: CatalogStreams, administration: Grants) -> APIRouter:
     """The catalog routes of one server: its streams and who may use them."""
     api = APIRouter()
 

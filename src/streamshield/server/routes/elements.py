@@ -10,7 +10,8 @@ accepted and lists each rejected one by line number and reason, never by value; 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Annotated, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol
 
 from fastapi import APIRouter, Query, Request
 
@@ -22,7 +23,6 @@ from streamshield.server.openapi import AUTHED, NDJSON_BODY, errors
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
-    from streamshield.server.stream_service import StreamService
 
 Assign = Annotated[
     Literal["seq"] | None,
@@ -34,7 +34,16 @@ Assign = Annotated[
 ]
 
 
-def router(streams: StreamService) -> APIRouter:
+class Appends(Protocol):
+    """What the append route asks of the server
+    (:class:`~streamshield.server.stream_service.StreamService`)."""
+
+    def append(
+        self, session: Session, stream: str, lines: Iterable[str], assign: bool = False
+    ) -> AppendReport: ...
+
+
+def router(streams: Appends) -> APIRouter:
     """The append route of one server."""
     api = APIRouter()
 
@@ -55,7 +64,7 @@ def router(streams: StreamService) -> APIRouter:
 
 
 def _append(
-    streams: StreamService, session: Session, stream: str, body: bytes, assign: bool
+    streams: Appends, session: Session, stream: str, body: bytes, assign: bool
 ) -> AppendReport:
     """Decodes, splits and appends a body in a worker thread: decoding 4 MiB in the event
     loop would hold every other request (and /healthz) meanwhile."""

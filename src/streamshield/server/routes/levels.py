@@ -12,7 +12,7 @@ Responses write levels with ``⊥``; requests take either form.
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -25,7 +25,6 @@ from streamshield.server.models import ErrorBody
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
-    from streamshield.server.service import ServerService
 
 T = TypeVar("T")
 
@@ -164,7 +163,16 @@ def _session(info: lv.SessionLevelInfo) -> SessionLevelOut:
     return SessionLevelOut(user=info.user, clearance=info.clearance, level=info.level)
 
 
-def router(service: "ServerService") -> APIRouter:
+class LevelsHost(Protocol):
+    """What the level routes ask of the server besides its catalog: after a change of
+    clearances or levels, the running queries follow it."""
+
+    security: Any
+
+    def reconcile_rights(self) -> None: ...
+
+
+def router(service: LevelsHost) -> APIRouter:
     """The level routes (tag ``levels``)."""
     api = APIRouter(tags=["levels"])
 

@@ -7,7 +7,7 @@ administration pages and query actions a user does not hold; nothing here grants
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -20,7 +20,6 @@ from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
-    from streamshield.server.service import ServerService
 
 
 class SessionRights(BaseModel):
@@ -45,12 +44,13 @@ class QueryRights(BaseModel):
     read_text: bool = Field(description="Its owner or an administrator: text and explain")
 
 
-def router(service: "ServerService") -> APIRouter:
-    """``GET /me``, ``GET /me/roles`` and ``GET /me/queries/{name}`` of one server."""
+def router(security: Any) -> APIRouter:
+    """``GET /me``, ``GET /me/roles`` and ``GET /me/queries/{name}`` of one server
+    (``security``: its catalog)."""
     api = APIRouter(tags=["session"])
 
     def holds(session: "Session", permission: str, kind: str, name: str) -> bool:
-        return port.check(service.security, session, permission, kind, name)
+        return port.check(security, session, permission, kind, name)
 
     @api.get("/me", response_model=SessionRights, responses=errors(*AUTHED))
     def me(who: Auth) -> SessionRights:
@@ -72,7 +72,7 @@ def router(service: "ServerService") -> APIRouter:
         user = port.user_of(session)
         return SessionRoles(
             user=user,
-            held=sorted(port.held_roles(service.security, user)),
+            held=sorted(port.held_roles(security, user)),
             active=sorted(port.roles_of(session)),
         )
 
@@ -80,7 +80,7 @@ def router(service: "ServerService") -> APIRouter:
     def query_rights(name: str, who: Auth) -> QueryRights:
         """What the session may do with one query it may view (404 otherwise)."""
         session = who.session
-        record = next((r for r in port.queries(service.security, session) if r.name == name), None)
+        record = next((r for r in port.queries(security, session) if r.name == name), None)
         if record is None:
             raise NotFound("no such query")
         admin = holds(session, "CHANGE SYSTEM", "system", "system")
@@ -88,7 +88,7 @@ def router(service: "ServerService") -> APIRouter:
         output = record.output_stream
         subscribe = output is not None and (
             holds(session, "VIEW OBJECT", "stream", output)
-            and port.can_subscribe(service.security, session, output)
+            and port.can_subscribe(security, session, output)
         )
         return QueryRights(
             name=record.name,

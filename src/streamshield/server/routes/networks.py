@@ -16,7 +16,7 @@ sp that is not well formed is refused (422); neither opens anything.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -26,7 +26,7 @@ from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+    from streamshield.catalog.security import Session
 
 
 class SwitchView(BaseModel):
@@ -76,13 +76,22 @@ class QuerySpAnswer(BaseModel):
     queued: bool
 
 
-def router(service: ServerService) -> APIRouter:
+class NetworksApi(Protocol):
+    """What the network routes ask of the server
+    (:class:`~streamshield.server.switch_service.SwitchService`)."""
+
+    def networks(self, session: Session) -> list[dict]: ...
+
+    def inject_as(self, session: Session, query: str, user: str, sign: str) -> None: ...
+
+
+def router(switches: NetworksApi) -> APIRouter:
     api = APIRouter(tags=["networks"])
 
     @api.get("/networks", response_model=NetworksView, responses=errors(*AUTHED))
     def networks(who: Auth) -> dict:
         """Shared networks and the state of their privacy switches."""
-        shown = service.switches.networks(who.session)
+        shown = switches.networks(who.session)
         for network in shown:
             for switch in network["switches"]:
                 switch["since"] = iso(switch["since"])
@@ -97,7 +106,7 @@ def router(service: ServerService) -> APIRouter:
         """Inject a query-scoped sp (CHANGE SYSTEM); it applies at the next micro-batch.
         A ``+`` for a user who receives already or a ``-`` for one who does not changes
         nothing and is audited."""
-        service.switches.inject_as(who.session, body.query, body.user, body.sign)
+        switches.inject_as(who.session, body.query, body.user, body.sign)
         return {"queued": True}
 
     return api

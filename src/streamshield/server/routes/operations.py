@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hmac
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -41,7 +41,11 @@ from streamshield.server.queries import failure_class
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
-    from streamshield.server.service import ServerService
+    from streamshield.engine.queries.cql_service import CqlService
+    from streamshield.server.administration_service import AdministrationService
+    from streamshield.server.ingest_guard import IngestHalt
+    from streamshield.server.metrics import ServerMetrics
+    from streamshield.server.queries import QueryRegistry
 
 Status = Literal["running", "stopped", "failed"]
 ENGINES = {
@@ -167,8 +171,24 @@ def iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(float(seconds), UTC).isoformat().replace("+00:00", "Z")
 
 
-def router(service: ServerService, metrics_token: str | None = None) -> APIRouter:
-    """The operations routes of one server (``service``: its ServerService)."""
+class OperationsHost(Protocol):
+    """What the operations routes read of the server: its catalog, queries, engine,
+    metrics and the state of ingest (:class:`~streamshield.server.service.ServerService`)."""
+
+    security: Any
+    administration: AdministrationService
+    queries: QueryRegistry
+    cql: CqlService
+    metrics: ServerMetrics
+    halt: IngestHalt
+    started: bool
+
+    @property
+    def ingest_query(self) -> Any: ...
+
+
+def router(service: OperationsHost, metrics_token: str | None = None) -> APIRouter:
+    """The operations routes of one server."""
     api = APIRouter(tags=["operations"])
 
     def admin(session: Session) -> bool:
@@ -242,8 +262,8 @@ def router(service: ServerService, metrics_token: str | None = None) -> APIRoute
         checks = {
             "catalog": _catalog_reachable(service),
             "ingest": _ingest_active(service),
-            "ingest_state": getattr(getattr(service, "halt", None), "reason", None) is None,
-            "queries_restored": bool(getattr(service, "started", False)),
+            "ingest_state": service.halt.reason is None,
+            "queries_restored": service.started,
         }
         if all(checks.values()):
             return Readiness(status="ready", checks=checks)
@@ -323,14 +343,14 @@ def _epoch(moment: datetime | None) -> float | None:
     return moment.timestamp()
 
 
-def _live(service: ServerService, name: str) -> Any:
+def _live(service: OperationsHost, name: str) -> Any:
     try:
         return service.queries.get(name)
     except NotFound:
         return None
 
 
-def _info(service: ServerService, record: Any) -> QueryInfo:
+def _info(service: OperationsHost, record: Any) -> QueryInfo:
     live = _live(service, record.name)
     info = QueryInfo(
         name=record.name,
@@ -358,7 +378,7 @@ def _info(service: ServerService, record: Any) -> QueryInfo:
     return info
 
 
-def _network_of(service: Any, live: Any) -> str | None:
+def _network_of(service: OperationsHost, live: Any) -> str | None:
     """What the shared network running ``live`` as a branch reads (None: it runs alone)."""
     for stream, _kind, network in service.cql.switched():
         if live.internal in network.branches:
@@ -440,11 +460,11 @@ def _audit_record(entry: Any) -> AuditRecord:
         action=str(entry.event.value if hasattr(entry.event, "value") else entry.event),
         outcome=str(entry.outcome.value if hasattr(entry.outcome, "value") else entry.outcome),
         object=None if obj is None else AuditObject(kind=obj.kind.value, name=obj.name),
-        detail=port._jsonable(dict(entry.detail)),
+        detail=port.jsonable(dict(entry.detail)),
     )
 
 
-def _catalog_reachable(service: ServerService) -> bool:
+def _catalog_reachable(service: OperationsHost) -> bool:
     try:
         with service.security.engine.connect() as db:
             db.execute(text("SELECT 1"))
@@ -453,7 +473,7 @@ def _catalog_reachable(service: ServerService) -> bool:
         return False
 
 
-def _ingest_active(service: ServerService) -> bool:
+def _ingest_active(service: OperationsHost) -> bool:
     streaming = service.ingest_query
     try:
         return bool(streaming is not None and streaming.isActive)

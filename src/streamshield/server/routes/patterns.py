@@ -12,7 +12,7 @@ cycle; ``GET /patterns/{name}/subscribe`` streams the rows as server-sent events
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,11 +20,11 @@ from sse_starlette import EventSourceResponse
 
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors
-from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
-from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
+from streamshield.server.sse_rows import ResumeAfter, RowStreams, last_event_id
 
 if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+    from streamshield.catalog.security import Session
+    from streamshield.server.event_patterns import Registered
 
 
 class PatternBody(BaseModel):
@@ -89,11 +89,34 @@ class PatternRows(BaseModel):
     )
 
 
-def router(
-    service: ServerService, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
-) -> APIRouter:
+class PatternApi(Protocol):
+    """What the pattern routes ask of the server
+    (:class:`~streamshield.server.event_patterns.PatternService`)."""
+
+    def rules(self, session: Session) -> dict: ...
+
+    def set_rules(self, session: Session, document: Any) -> dict: ...
+
+    def register(self, session: Session, name: str, text: str, key: str | None = None) -> dict: ...
+
+    def list(self, session: Session) -> list[dict]: ...
+
+    def explain(self, session: Session, name: str) -> dict: ...
+
+    def set_status(self, session: Session, name: str, running: bool) -> dict: ...
+
+    def remove(self, session: Session, name: str) -> None: ...
+
+    def rows(self, session: Session, token: str, name: str, after: int) -> dict: ...
+
+    def subscribable(self, session: Session, name: str) -> Registered: ...
+
+    def may_still_receive(self, token: str, name: str) -> bool: ...
+
+
+def router(patterns: PatternApi, streams: RowStreams) -> APIRouter:
+    """The pattern routes of one server; ``streams`` serves the subscriptions."""
     api = APIRouter(tags=["patterns"])
-    patterns = service.patterns
 
     @api.get("/cep/rules", response_model=CepRules, responses=errors(*AUTHED))
     def rules(who: Auth) -> dict:
@@ -172,15 +195,12 @@ def router(
         if after is None:
             after = last_event_id(request)
         registered = patterns.subscribable(who.session, name)
-        return stream_rows(
-            service,
+        return streams.serve(
             registered,
             str(who.session.user),
             who.token,
             after,
-            queue_size,
             lambda token: patterns.may_still_receive(token, name),
-            queue_bytes,
         )
 
     return api

@@ -11,7 +11,7 @@ their status and progress, is :mod:`.operations`'.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
@@ -25,18 +25,32 @@ from streamshield.server.models import (
     SpsInjected,
 )
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors, links
-from streamshield.server.sse_rows import ResumeAfter, last_event_id, stream_rows
-from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
+from streamshield.server.sse_rows import ResumeAfter, RowStreams, last_event_id
 
 if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+    from streamshield.catalog.security import Session
+    from streamshield.server.queries import LiveQuery
 
 
-def router(
-    service: ServerService, queue_size: int = DEFAULT_QUEUE, queue_bytes: int = DEFAULT_QUEUE_BYTES
-) -> APIRouter:
-    """The query routes of one server; a subscriber lagging more than ``queue_size``
-    batches or ``queue_bytes`` bytes is dropped (:mod:`..subscriptions`)."""
+class QueryApi(Protocol):
+    """What the query routes ask of the server
+    (:class:`~streamshield.server.query_requests.QueryRequests`)."""
+
+    def register_request(
+        self, session: Session, name: str, text: str, output: str | None
+    ) -> dict: ...
+
+    def set_query_status(self, session: Session, name: str, running: bool) -> LiveQuery: ...
+
+    def remove_query(self, session: Session, name: str) -> None: ...
+
+    def subscribable(self, session: Session, name: str) -> LiveQuery: ...
+
+    def may_still_subscribe(self, token: str, output: str) -> bool: ...
+
+
+def router(service: QueryApi, rows: RowStreams) -> APIRouter:
+    """The query routes of one server; ``rows`` serves the subscriptions."""
     api = APIRouter()
 
     @api.post(
@@ -94,15 +108,12 @@ def router(
         if after is None:
             after = last_event_id(request)
         query = service.subscribable(who.session, name)
-        return stream_rows(
-            service,
+        return rows.serve(
             query,
             str(who.session.user),
             who.token,
             after,
-            queue_size,
             lambda token: service.may_still_subscribe(token, query.output),
-            queue_bytes,
         )
 
     return api

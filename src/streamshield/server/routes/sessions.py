@@ -8,7 +8,7 @@ also activate a Chinese-Wall level (:func:`.levels.activate_at_login`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, Request
 
@@ -20,16 +20,26 @@ from streamshield.server.routes.levels import activate_at_login
 from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
-    from streamshield.server.service import ServerService
+    from streamshield.catalog.security import Session
 
 
-def router(service: ServerService, gate: LoginGate) -> APIRouter:
-    """The session routes of one server; its logins pass through ``gate``."""
+class SessionsApi(Protocol):
+    """What the session routes ask of the server
+    (:class:`~streamshield.server.administration_service.AdministrationService`)."""
+
+    def login(self, user: str, password: str, roles: list[str], client: str) -> Session: ...
+
+    def logout(self, token: str) -> None: ...
+
+
+def router(sessions: SessionsApi, security: Any, gate: LoginGate) -> APIRouter:
+    """The session routes of one server (``security``: its catalog, for the level a
+    login activates); its logins pass through ``gate``."""
     api = APIRouter()
 
     def log_in(body: LoginBody, client: str) -> tuple[Any, str | None]:
-        session = service.administration.login(body.user, body.password, body.roles, client)
-        return session, activate_at_login(service.security, session, body.level)
+        session = sessions.login(body.user, body.password, body.roles, client)
+        return session, activate_at_login(security, session, body.level)
 
     @api.post(
         "/login",
@@ -49,7 +59,7 @@ def router(service: ServerService, gate: LoginGate) -> APIRouter:
 
     @api.post("/logout", response_model=LogoutAnswer, responses=errors(*AUTHED))
     def logout(who: Auth) -> dict:
-        service.administration.logout(who.token)
+        sessions.logout(who.token)
         return {"ok": True}
 
     return api

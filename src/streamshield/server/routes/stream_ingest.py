@@ -24,7 +24,7 @@ the server started, for everyone the route answers.
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -39,7 +39,9 @@ from streamshield.server.routes.operations import iso
 
 if TYPE_CHECKING:
     from streamshield.catalog.security import Session
-    from streamshield.server.service import ServerService
+    from streamshield.engine.pipeline import Pipeline
+    from streamshield.engine.queries.cql_service import CqlService
+    from streamshield.server.metrics import ServerMetrics
 
 READER_PERMISSIONS = ("READ TUPLE", "READ AGGREGATE", "SUBSCRIBE")
 Scope = Literal["all", "own", "reader"]
@@ -76,7 +78,17 @@ class StreamIngest(BaseModel):
     at: str
 
 
-def router(service: "ServerService") -> APIRouter:
+class IngestHost(Protocol):
+    """What the ingest routes read of the server: its catalog, the engine's streams and
+    shield state, and the ingest counts (:class:`~streamshield.server.service.ServerService`)."""
+
+    security: Any
+    pipeline: "Pipeline"
+    cql: "CqlService"
+    metrics: "ServerMetrics"
+
+
+def router(service: IngestHost) -> APIRouter:
     api = APIRouter(tags=["catalog"])
 
     def holds(session: "Session", permission: str, kind: str, name: str) -> bool:

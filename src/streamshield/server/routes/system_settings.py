@@ -6,7 +6,7 @@ before anything changes; a refused change is a 422 naming the key (``settings_in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import APIRouter
 
@@ -15,10 +15,19 @@ from streamshield.server.models import SettingsBody, SettingsView
 from streamshield.server.openapi import AUTHED, errors
 
 if TYPE_CHECKING:
-    from streamshield.server.administration_service import AdministrationService
+    from streamshield.catalog.security import Session
 
 
-def router(administration: AdministrationService) -> APIRouter:
+class Settings(Protocol):
+    """What the settings routes ask of the server
+    (:class:`~streamshield.server.administration_service.AdministrationService`)."""
+
+    def settings(self, session: Session) -> dict: ...
+
+    def set_settings(self, session: Session, values: dict) -> dict: ...
+
+
+def router(administration: Settings) -> APIRouter:
     """The settings routes of one server."""
     api = APIRouter()
 
