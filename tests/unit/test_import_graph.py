@@ -70,6 +70,38 @@ def _imports(module: str) -> Iterator[tuple[str, str, int]]:
                     yield target, alias.name, node.lineno
 
 
+def _private_reads(module: str) -> Iterator[tuple[str, str, int]]:
+    """``(module, private name, line)`` for every ``alias._name`` read in ``module``
+    where ``alias`` is another module of ours it imported (``import a.b as alias``,
+    ``from a import b as alias``)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in MODULES:
+                    aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and aliases[node.value.id] != module
+        ):
+            yield aliases[node.value.id], node.attr, node.lineno
+
+
 def _graph() -> dict[str, set[str]]:
     return {m: {t for t, _, _ in _imports(m) if t != m} for m in MODULES}
 
@@ -126,6 +158,16 @@ def test_no_module_imports_another_modules_private_name() -> None:
         for m in MODULES
         for target, name, line in _imports(m)
         if name.startswith("_") and not name.startswith("__") and target != m
+    ]
+    assert reaching == []
+
+
+def test_no_module_reads_another_modules_private_name_through_its_alias() -> None:
+    """``port._helper`` is the same reach as ``from port import _helper``."""
+    reaching = [
+        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: {target}.{name}"
+        for m in MODULES
+        for target, name, line in _private_reads(m)
     ]
     assert reaching == []
 

@@ -17,6 +17,7 @@ is fixed by the labels stored.
 from __future__ import annotations
 
 from streamshield.catalog.administration import AdminError, check_password, check_role_name
+from streamshield.catalog.database import transaction
 from streamshield.catalog.oxrbac import SYSTEM, Grantee, Permission
 from streamshield.catalog.security import SecurityCatalog
 from streamshield.catalog.store import (
@@ -47,7 +48,7 @@ def init_admin(
         role_capacity_wanted <= 0 or role_capacity_wanted % 64
     ):
         raise AdminError("role capacity: a positive multiple of 64", "role_capacity")
-    with security._write() as db:
+    with transaction(security.engine, write=True) as db:
         if db.execute(users.select().limit(1)).first() is not None:
             raise AlreadyInitialised(
                 "this root has users already: its administrator exists (log in and use "
