@@ -104,3 +104,43 @@ def test_the_landed_files_are_read_again_only_when_another_writer_landed(
     assert listed == ["ann", "ann"]
     last = json.loads(sorted((zone.root / "Kinds").glob("ann-*.jsonl"))[-1].read_text())
     assert (last["seq"], last["policy"]) == (4, {"ts": 7_000_000, "csn": 1})
+
+
+def test_given_seqs_number_the_lines_and_a_seq_that_does_not_grow_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A connector gives each line its record's offset + 1: gaps are kept (a refused
+    record leaves one), the current policy is still declared, and a seq at or below the
+    channel's last lands nowhere (``seq_not_increasing``): a record never lands twice."""
+    catalog = SqliteCatalog(tmp_path / "catalog.db")
+    catalog.register_stream(KINDS)
+    catalog.set_roles(["R"], [])
+    zone = LandingZone(tmp_path / "land", catalog)
+    assigner = SeqAssigner(zone)
+    sp = {
+        "type": "sp",
+        "ts": 1_000_000,
+        "ddp": {"streams": "*", "tuples": "*", "attributes": "*"},
+        "srp": {"roles": "{R}", "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+    rows = [sp, {"values": {"id": 1, "type": "a"}}, {"values": {"id": 2, "type": "b"}}]
+    lines = [json.dumps(row) for row in rows]
+    assigned = assigner.assign("Kinds", "ann", "id", lines, seqs=[1, 2, 5])
+    report = append_checked(zone, "ann", "Kinds", assigned.lines, may_write=True, may_inject=True)
+    assert report.accepted == 3 and not report.rejected
+    assert zone.last_seq(Channel("Kinds", "ann")) == 5
+    landed = [
+        json.loads(line)
+        for path in sorted((zone.root / "Kinds").glob("ann-*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    assert [e["seq"] for e in landed] == [1, 2, 5]
+    assert landed[2]["policy"] == {"ts": 1_000_000, "csn": 1}
+
+    again = assigner.assign("Kinds", "ann", "id", lines[1:], seqs=[5, 6])
+    report = append_checked(zone, "ann", "Kinds", again.lines, may_write=True, may_inject=True)
+    assert report.accepted == 1
+    assert [r.reason for r in report.rejected] == ["seq_not_increasing"]
+    assert zone.last_seq(Channel("Kinds", "ann")) == 6

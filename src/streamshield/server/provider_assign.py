@@ -98,8 +98,19 @@ class SeqAssigner:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def assign(self, stream: str, user: str, tid: str, lines: Sequence[str]) -> Assigned:
-        """Fills the lines (call with :meth:`lock` held until they have landed)."""
+    def assign(
+        self,
+        stream: str,
+        user: str,
+        tid: str,
+        lines: Sequence[str],
+        seqs: Sequence[int] | None = None,
+    ) -> Assigned:
+        """Fills the lines (call with :meth:`lock` held until they have landed).
+
+        ``seqs``: each line's seq, given by the caller (a Kafka record's offset), where
+        the channel's next seq would be assigned otherwise; the landing zone refuses one
+        that does not exceed the channel's last (``seq_not_increasing``)."""
         out = Assigned([])
         channels = out.channels
         for number, line in enumerate(lines, 1):
@@ -129,7 +140,7 @@ class SeqAssigner:
             if state is None:
                 last_seq = self.landing.last_seq(channel)
                 state = channels[channel] = _Channel(last_seq, self.policy(channel, last_seq))
-            state.seq += 1
+            state.seq = seqs[number - 1] if seqs is not None else state.seq + 1
             element["seq"] = state.seq
             out.last_seq[channel.provider] = state.seq
             kind = element.get("type")

@@ -136,18 +136,50 @@ class StreamService:
         definition = self.pipeline.queries.streams.get(stream)
         if definition is None:
             raise Forbidden("a query's output stream takes no appends")
-        may_write = port.can_write(self.security, session, stream)
-        may_inject = port.can_inject(self.security, session, stream)
+        rights = self._rights(session, stream)
+        user = port.user_of(session)
+        return self._land(user, definition, list(lines), rights, assign=assign)
+
+    def land_for(self, user: str, stream: str, lines: list[str], seqs: list[int]) -> AppendReport:
+        """Lands lines on ``user``'s behalf with the given seqs (a connector's records:
+        their offsets), under the rules of :meth:`append`: her WRITE / INJECT SP now,
+        read again at every call; sp ts/sn and tuple policies are filled as with
+        ``assign``. A disabled provider or one without either right is refused whole
+        (Forbidden): the records wait, none is dropped for it."""
+        definition = self.pipeline.queries.streams.get(stream)
+        if definition is None:
+            raise NotFound(f"no input stream {stream}")
+        if not port.user_enabled(self.security, user):
+            raise Forbidden(f"the provider {user} is unknown or disabled")
+        rights = self._rights(user, stream)
+        return self._land(user, definition, lines, rights, assign=True, seqs=seqs)
+
+    def _rights(self, who: Session | str, stream: str) -> tuple[bool, bool]:
+        """(WRITE, INJECT SP) of ``who`` on ``stream``; Forbidden with neither."""
+        may_write = port.can_write(self.security, who, stream)
+        may_inject = port.can_inject(self.security, who, stream)
         if not (may_write or may_inject):
             raise Forbidden(f"WRITE or INJECT SP on stream {stream} is needed to append")
+        return may_write, may_inject
+
+    def _land(
+        self,
+        user: str,
+        definition: StreamDefinition,
+        lines: list[str],
+        rights: tuple[bool, bool],
+        assign: bool,
+        seqs: list[int] | None = None,
+    ) -> AppendReport:
+        stream = definition.name
+        may_write, may_inject = rights
         self.halt.refuse_input()
         self.backlog.admit()  # 503 ingest_backlog: nothing lands while ingest is far behind
-        user = port.user_of(session)
         with self.assigner.lock(stream, user):
             assigned = None
             landing: Iterable[str | Parsed] = lines
             if assign:
-                assigned = self.assigner.assign(stream, user, definition.tid, list(lines))
+                assigned = self.assigner.assign(stream, user, definition.tid, lines, seqs)
                 landing = assigned.lines
             report = append_checked(
                 self.pipeline.landing,
