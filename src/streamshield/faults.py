@@ -32,6 +32,7 @@ POINTS = {
     "subscriber.serving": "rows of a batch are being handed to a subscriber",
     "catalog.schema": "a schema is in the catalog or its file is written, not both",
     "catalog.query": "a query is recorded, its definition or run not complete",
+    "kafka.before_commit": "Kafka records have landed, their offsets are not committed",
 }
 """Every crash point and the window it stands for (the harness reports them by name)."""
 

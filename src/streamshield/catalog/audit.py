@@ -61,6 +61,8 @@ class Event(StrEnum):
     ACTIVATE_LEVEL = "activate_level"
     DENIED = "denied"
     DATA_DROPPED = "data_dropped"
+    BIND_CONNECTOR = "bind_connector"
+    UNBIND_CONNECTOR = "unbind_connector"
     QUERY_SP = "query_sp"
     """A query-scoped sp that changed nothing (ignored or refused): privacy switches."""
 

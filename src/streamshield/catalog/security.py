@@ -323,6 +323,17 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
 
         return self.view.lookup(("acting", name), read)
 
+    def user_enabled(self, name: str) -> bool:
+        """Whether ``name`` is a user who is not disabled (what a connector acting as
+        her asks before each landing: a disabled provider's records wait)."""
+
+        def read() -> bool:
+            with self._read() as db:
+                disabled = db.scalar(select(t.users.c.disabled).where(t.users.c.name == name))
+                return disabled is False
+
+        return self.view.lookup(("enabled", name), read)
+
     # -- authentication and sessions ---------------------------------------------------------
 
     def login(
@@ -963,6 +974,19 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
             )
             upsert(change.db, t.settings, {"key": key, "value": text}, ["key"], {"value": text})
             change.done(obj=SYSTEM, detail={"key": key})
+
+    def change_connector(
+        self, session: Session, event: Event, stream: str, detail: dict, act: Callable[[], None]
+    ) -> None:
+        """Binds or unbinds a connector on ``stream`` (CHANGE SYSTEM): ``act`` does it,
+        inside the audited change, so a refusal or a failure of ``act`` leaves neither
+        the connector nor its audit entry."""
+        with self._guarded(session, event) as change:
+            change.refuse_if(
+                ox.require(change.acl, change.subject, Permission.CHANGE_SYSTEM, SYSTEM)
+            )
+            act()
+            change.done(obj=ObjectRef(Kind.STREAM, stream), detail=detail)
 
     def set_quota(
         self,

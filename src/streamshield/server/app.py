@@ -19,6 +19,7 @@ from streamshield.server.openapi import serve_document
 from streamshield.server.routes import (
     administration,
     catalog,
+    connectors,
     console,
     elements,
     front_pages,
@@ -85,6 +86,7 @@ def create_app(
         elements.router(service.streams),
         queries.router(service.query_requests, rows),
         system_settings.router(service.administration),
+        connectors.router(service.connectors),
     ):
         app.include_router(router)
     return StopAnswers(BodyLimit(app))

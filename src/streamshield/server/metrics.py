@@ -127,6 +127,11 @@ class ServerMetrics:
         if retention is not None:
             self.registry.register(_Retention(retention))
 
+    def follow_connectors(self, lags: Callable[[], dict[tuple[str, int], int]]) -> None:
+        """``lags()``: records not yet landed per (binding, partition) of the Kafka
+        sources, shown as ``streamshield_kafka_lag_records``."""
+        self.registry.register(_ConnectorLag(lags))
+
     def appended(self, stream: str, accepted: int, rejected: int) -> None:
         if accepted:
             self.elements.labels(stream, "accepted").inc(accepted)
@@ -338,6 +343,26 @@ class _Resources(Collector):
             for kind, value in heap.items():
                 family.add_metric([kind], float(value))
             yield family
+
+
+class _ConnectorLag(Collector):
+    """Each bound Kafka partition's records on the broker not yet landed or refused."""
+
+    def __init__(self, lags: Callable[[], dict[tuple[str, int], int]]) -> None:
+        self._lags = lags
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "streamshield_kafka_lag_records",
+            "Records of a bound Kafka partition not yet landed (or refused).",
+            labels=["binding", "partition"],
+        )
+        for (binding, partition), lag in sorted(self._lags().items()):
+            family.add_metric([binding, str(partition)], lag)
+        yield family
 
 
 class _Retention(Collector):

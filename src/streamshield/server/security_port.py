@@ -9,10 +9,10 @@ there is a change in this file only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamshield.catalog.audit import AuditFilter
+from streamshield.catalog.audit import AuditFilter, Event
 from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
 from streamshield.policy.bitset import Words
 from streamshield.policy.coi import LatticeError
@@ -44,6 +44,7 @@ class SecurityApi(Protocol):
     def clearance_dominates(self, user: str, level: str) -> bool: ...
     def readable_sources(self, who: Who) -> tuple[set[str], set[str]]: ...
     def acting_roles(self, name: str) -> frozenset[str]: ...
+    def user_enabled(self, name: str) -> bool: ...
     def visible(self, session: Session, kind: Kind) -> list[str]: ...
     def queries(self, who: Who | None = None) -> list[QueryRecord]: ...
     def check(self, who: Who, permission: Permission, obj: ObjectRef) -> bool: ...
@@ -94,6 +95,9 @@ class SecurityApi(Protocol):
         reason: str = "secfilter",
     ) -> None: ...
     def record_rejected(self, user: str, obj: ObjectRef, reason: str, count: int) -> None: ...
+    def change_connector(
+        self, session: Session, event: Event, stream: str, detail: dict, act: Callable[[], None]
+    ) -> None: ...
     def record_query_sp(self, user: str, query: str, sign: str, outcome: str) -> None: ...
     def record_query_failure(
         self, owner: str | None, name: str, error_class: str, message: str
@@ -215,6 +219,11 @@ def held_roles(security: SecurityApi, user: str) -> frozenset[str]:
     return frozenset(security.acting_roles(user))
 
 
+def user_enabled(security: SecurityApi, user: str) -> bool:
+    """Whether ``user`` exists and is not disabled."""
+    return bool(security.user_enabled(user))
+
+
 def seen_streams(security: SecurityApi, session: Session, names: Iterable[str]) -> list[str]:
     """The streams of ``names`` the session may see (VIEW OBJECT on each): what a query
     naming them resolves (VIEW CATALOG is for listing, not for naming)."""
@@ -302,6 +311,20 @@ def record_drop(
 
 def record_rejected(security: SecurityApi, user: str, stream: str, reason: str, count: int) -> None:
     security.record_rejected(user, ref("stream", stream), reason, count)
+
+
+def change_connector(
+    security: SecurityApi,
+    session: Session,
+    bound: bool,
+    stream: str,
+    detail: dict,
+    act: Callable[[], None],
+) -> None:
+    """``act`` binds (``bound``) or unbinds a connector, if the session holds CHANGE
+    SYSTEM; audited either way."""
+    event = Event.BIND_CONNECTOR if bound else Event.UNBIND_CONNECTOR
+    security.change_connector(session, event, stream, detail, act)
 
 
 def record_query_sp(security: SecurityApi, user: str, query: str, sign: str, outcome: str) -> None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -39,6 +39,7 @@ from streamshield.lang.query_check import parse_tree
 from streamshield.server import security_port as port
 from streamshield.server.administration_service import AdministrationService
 from streamshield.server.application_query import SeparateLevels
+from streamshield.server.connector_service import ConnectorService
 from streamshield.server.event_patterns import PatternService
 from streamshield.server.ingest_backlog import IngestBacklog
 from streamshield.server.ingest_guard import ERROR_CLASS as HALT_CLASS
@@ -52,9 +53,6 @@ from streamshield.server.schemas import SchemaStore
 from streamshield.server.stream_service import StreamService
 from streamshield.server.subscriptions import LiveSubscriptions
 from streamshield.server.switch_service import SwitchService
-
-if TYPE_CHECKING:
-    pass
 
 audit = logging.getLogger("streamshield.audit")
 WATCH_SECONDS = 1.0
@@ -160,6 +158,9 @@ class ServerService:
         """Sessions, grants and system settings (server/administration_service.py): a
         logout ends that session's subscriptions, a grant re-derives every right."""
         self.patterns = PatternService(self)  # event patterns (docs/cep.md)
+        self.connectors = ConnectorService(security, self.streams, self.root)
+        """Kafka topics bound to streams (server/connector_service.py)."""
+        self.metrics.follow_connectors(self.connectors.lags)
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -175,6 +176,8 @@ class ServerService:
             self.restore_queries()
         with timed("patterns"):
             self.patterns.restore()
+        with timed("connectors"):
+            self.connectors.start_all()
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
         self._watcher.start()
@@ -385,6 +388,7 @@ class ServerService:
         checkpoint on restart, but interrupting it costs a JVM stack trace for nothing)."""
         self.started = False
         self._stopping.set()
+        self.connectors.stop_all()  # nothing lands while the rest stops
         self.retention.stop()
         if self._watcher is not None:
             self._watcher.join(10)

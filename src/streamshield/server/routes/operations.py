@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from streamshield.catalog.security import Session
     from streamshield.engine.queries.cql_service import CqlService
     from streamshield.server.administration_service import AdministrationService
+    from streamshield.server.connector_service import ConnectorService
     from streamshield.server.ingest_guard import IngestHalt
     from streamshield.server.metrics import ServerMetrics
     from streamshield.server.queries import QueryRegistry
@@ -128,6 +129,9 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ready", "starting", "unavailable"]
     checks: dict[str, bool]
+    detail: dict[str, str] = {}
+    """Per connector (``kafka.<binding>``): ``ok`` or why its records do not land now.
+    A broker outage does not make the server unready: the other streams still work."""
 
 
 class AuditObject(BaseModel):
@@ -181,6 +185,7 @@ class OperationsHost(Protocol):
     cql: CqlService
     metrics: ServerMetrics
     halt: IngestHalt
+    connectors: ConnectorService
     started: bool
 
     @property
@@ -265,12 +270,13 @@ def router(service: OperationsHost, metrics_token: str | None = None) -> APIRout
             "ingest_state": service.halt.reason is None,
             "queries_restored": service.started,
         }
+        detail = service.connectors.health()
         if all(checks.values()):
-            return Readiness(status="ready", checks=checks)
+            return Readiness(status="ready", checks=checks, detail=detail)
         status: Literal["starting", "unavailable"] = (
             "starting" if not checks["queries_restored"] else "unavailable"
         )
-        body = Readiness(status=status, checks=checks).model_dump()
+        body = Readiness(status=status, checks=checks, detail=detail).model_dump()
         return JSONResponse(body, status_code=503)
 
     @api.get(

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from streamshield.catalog.security import Session
     from streamshield.engine.pipeline import Pipeline
     from streamshield.engine.queries.cql_service import CqlService
+    from streamshield.server.connector_service import ConnectorService
     from streamshield.server.metrics import ServerMetrics
 
 READER_PERMISSIONS = ("READ TUPLE", "READ AGGREGATE", "SUBSCRIBE")
@@ -69,12 +70,34 @@ class IngestCounts(BaseModel):
     rows_per_second: float
 
 
+class KafkaPartition(BaseModel):
+    partition: int
+    provider: str
+    next_offset: int | None
+    lag: int | None = Field(description="Records on the broker not yet landed or refused")
+    landed: int
+    refused: int
+    held: str | None = Field(description="Why the partition waits (a refused landing)")
+
+
+class KafkaFeed(BaseModel):
+    binding: str
+    topic: str
+    status: str
+    partitions: list[KafkaPartition]
+
+
 class StreamIngest(BaseModel):
     stream: str
     kind: Literal["input", "output"]
     scope: Scope
     channels: list[ChannelPolicy]
     counts: IngestCounts
+    kafka: list[KafkaFeed] = Field(
+        default=[],
+        description="The Kafka topics feeding the stream: every partition for 'all', "
+        "one's own channels' for 'own', none for readers",
+    )
     at: str
 
 
@@ -86,6 +109,7 @@ class IngestHost(Protocol):
     pipeline: "Pipeline"
     cql: "CqlService"
     metrics: "ServerMetrics"
+    connectors: "ConnectorService"
 
 
 def router(service: IngestHost) -> APIRouter:
@@ -161,12 +185,18 @@ def router(service: IngestHost) -> APIRouter:
                         )
                     )
         counts = IngestCounts(**service.metrics.stream_counts(name))
+        kafka: list[dict] = []
+        if scope == "all":
+            kafka = service.connectors.of_stream(name)
+        elif scope == "own":
+            kafka = service.connectors.of_stream(name, lambda p: owns_provider(user, p))
         return StreamIngest(
             stream=name,
             kind=kind,
             scope=scope,
             channels=channels,
             counts=counts,
+            kafka=[KafkaFeed.model_validate(feed) for feed in kafka],
             at=iso(time.time()) or "",
         )
 

@@ -1,0 +1,327 @@
+"""A Kafka topic's records landing in a stream: one consumer thread per binding.
+
+Why a consumer in the server and not a Spark data source: what a record becomes must
+pass the same gate as an appended element (the provider's rights now, the wire format,
+the channel's order, its current policy for a tuple that declares none), and the
+landing zone is where that gate is; secure ingest then labels Kafka's records and the
+API's alike, in one job. The landing is the offset store: a record's seq is its offset
+plus one, so the channel's last landed seq says exactly which records have landed.
+
+Exactly once. On start each partition is read from the larger of its channel's last
+seq (the next offset after the last landed record) and the group's committed offset (a
+record refused is committed past, never retried for ever). After each landing the next
+offset is committed to the group, but the commit is only a hint: a kill between the
+landing and the commit (crash point ``kafka.before_commit``) restarts at the landed seq,
+and the landing zone refuses any seq that does not grow, so nothing lands twice and
+nothing landed is skipped.
+
+Bad input never halts a partition: a record that is not a JSON object, too large,
+brings its own seq or names another channel is refused with a reason; so is a line the
+landing gate refuses. Each is counted and audited (reason and count, never the data).
+A landing refused whole (the provider disabled or without rights, ingest halted or far
+behind, a disk error) pauses only that partition, which is read again from the same
+offset after a back-off: nothing is dropped for a state that will pass. A broker that
+cannot be reached is retried by librdkafka and shown in :meth:`KafkaSource.status`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from streamshield.connectors.kafka_binding import KafkaBinding
+from streamshield.connectors.kafka_records import Refused, record_line
+from streamshield.faults import crash_point
+
+log = logging.getLogger("streamshield.connectors")
+
+POLL_SECONDS = 0.2
+WATERMARK_SECONDS = 2.0
+"""How often the partitions' high watermarks are asked (the lag, and whether the broker
+answers)."""
+BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
+"""Waits before a held-back partition is read again, or the consumer is opened again."""
+BROKER_ERRORS = {
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TRANSPORT,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+}
+RETRIED = frozenset({"write_failed"})
+"""Landing rejections that say nothing about the record (the disk refused the file): the
+partition waits and lands them again, never commits past them."""
+
+
+class _NotWritten(Exception):
+    code = "write_failed"
+
+
+class Landed(Protocol):
+    """What a landing reports back (:class:`~streamshield.server.element_gate.AppendReport`)."""
+
+    accepted: int
+    rejected: list[Any]
+
+
+Land = Callable[[str, list[str], list[int]], Landed]
+"""``land(user, lines, seqs)``: lands the lines on the user's behalf, or raises (held back)."""
+
+
+@dataclass
+class _Partition:
+    user: str
+    provider: str
+    next_offset: int | None = None  # the next offset to read (None: not yet known)
+    high: int | None = None  # the high watermark last asked
+    held: str | None = None  # why the partition waits, or None
+    resume_at: float = 0.0
+    failures: int = 0
+    landed: int = 0
+    refused: int = 0
+
+
+class KafkaSource:
+    """Consumes one binding's partitions into its stream until :meth:`stop`."""
+
+    def __init__(
+        self,
+        binding: KafkaBinding,
+        land: Land,
+        last_seq: Callable[[str], int],
+        on_refused: Callable[[str, str, int], None],
+        consumer: Callable[[dict[str, Any]], Any] = Consumer,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``last_seq(provider)``: the channel's last landed seq (0: none);
+        ``on_refused(user, reason, count)``: counts and audits refused records."""
+        self.binding = binding
+        self._land, self._last_seq, self._on_refused = land, last_seq, on_refused
+        self._consumer_of, self._clock = consumer, clock
+        self._partitions = {
+            number: _Partition(source.user, source.channel_provider)
+            for number, source in binding.partitions.items()
+        }
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._broker: str | None = "starting"  # why the broker is not answering, or None
+        self._failures = 0
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._run, name=f"kafka-{self.binding.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- what the server shows ---------------------------------------------------------------
+
+    def status(self) -> str:
+        """``ok``, or why records do not land now (``/readyz`` detail)."""
+        if not self.running:
+            return "stopped"
+        if self._broker is not None:
+            return self._broker
+        held = sorted({p.held for p in self._partitions.values() if p.held})
+        return "held_back: " + ", ".join(held) if held else "ok"
+
+    def lags(self) -> dict[int, int]:
+        """Records on the broker not yet landed (or refused), per partition."""
+        lags = {}
+        for number, state in self._partitions.items():
+            if state.next_offset is not None and state.high is not None:
+                lags[number] = max(0, max(state.high, state.next_offset) - state.next_offset)
+        return lags
+
+    def partitions(self) -> list[dict[str, Any]]:
+        """Each partition's channel, position, lag and state, as the API shows them."""
+        lags = self.lags()
+        return [
+            {
+                "partition": number,
+                "provider": state.provider,
+                "next_offset": state.next_offset,
+                "lag": lags.get(number),
+                "landed": state.landed,
+                "refused": state.refused,
+                "held": state.held,
+            }
+            for number, state in sorted(self._partitions.items())
+        ]
+
+    # -- the consumer ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            consumer = None
+            try:
+                consumer = self._open()
+                self._failures = 0
+                self._consume(consumer)
+            except KafkaException as err:
+                self._broker = "broker_unreachable"
+                log.warning("kafka %s: %s", self.binding.name, _code_name(err))
+            except Exception as err:  # the source must outlive any one bad turn
+                self._broker = f"failed: {type(err).__name__}"
+                log.exception("kafka %s stopped a turn", self.binding.name)
+            finally:
+                if consumer is not None:
+                    consumer.close()
+            self._failures += 1
+            self._stopping.wait(_backoff(self._failures))
+
+    def _open(self) -> Any:
+        """A consumer assigned the bound partitions, each at its next unlanded offset."""
+        config = self.binding.client_config()
+        config["error_cb"] = self._broker_error
+        config["logger"] = log  # librdkafka's own lines, not on the process's stderr
+        consumer = self._consumer_of(config)
+        topic = self.binding.topic
+        try:
+            committed = consumer.committed(
+                [TopicPartition(topic, number) for number in self._partitions], timeout=3
+            )
+            starts = []
+            for part in committed:
+                state = self._partitions[part.partition]
+                landed = self._last_seq(state.provider)  # offset + 1 of the last landed
+                start = max(landed, part.offset)
+                state.next_offset = start
+                starts.append(TopicPartition(topic, part.partition, start or OFFSET_BEGINNING))
+            consumer.assign(starts)
+        except BaseException:
+            consumer.close()
+            raise
+        self._broker = None
+        return consumer
+
+    def _broker_error(self, error: KafkaError) -> None:
+        if error.code() in BROKER_ERRORS:
+            self._broker = "broker_unreachable"
+
+    def _consume(self, consumer: Any) -> None:
+        asked = 0.0
+        while not self._stopping.is_set():
+            self._resume_due(consumer)
+            messages = consumer.consume(self.binding.max_records, POLL_SECONDS)
+            batches: dict[int, list[Any]] = {}
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.fatal():
+                        raise KafkaException(error)
+                    continue
+                batches.setdefault(message.partition(), []).append(message)
+            if batches:
+                self._broker = None
+            for number, batch in batches.items():
+                state = self._partitions.get(number)
+                if state is not None and state.held is None:
+                    self._land_batch(consumer, number, state, batch)
+            if self._clock() - asked >= WATERMARK_SECONDS:
+                asked = self._clock()
+                self._ask_watermarks(consumer)
+
+    def _land_batch(self, consumer: Any, number: int, state: _Partition, batch: list) -> None:
+        binding = self.binding
+        refused: Counter[str] = Counter()
+        lines: list[str] = []
+        seqs: list[int] = []
+        for message in batch:
+            line = record_line(
+                message.value(), binding.stream, state.provider, binding.format, binding.fields
+            )
+            if isinstance(line, Refused):
+                refused[line.reason] += 1
+            else:
+                lines.append(line)
+                seqs.append(message.offset() + 1)
+        first = batch[0].offset()
+        if lines:
+            try:
+                report = self._land(state.user, lines, seqs)
+                if any(r.reason in RETRIED for r in report.rejected):
+                    raise _NotWritten()
+            except Exception as err:  # refused whole: the same records again, later
+                self._hold(consumer, number, state, first, err)
+                return
+            state.landed += report.accepted
+            refused.update(r.reason for r in report.rejected)
+        state.held, state.failures = None, 0
+        state.next_offset = batch[-1].offset() + 1
+        if refused:
+            state.refused += sum(refused.values())
+            for reason, count in refused.items():
+                self._on_refused(state.user, reason, count)
+        crash_point("kafka.before_commit")
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(binding.topic, number, state.next_offset)],
+                asynchronous=False,
+            )
+        except KafkaException as err:  # a hint only: the landing says what landed
+            log.warning("kafka %s: commit failed (%s)", binding.name, _code_name(err))
+
+    def _hold(
+        self, consumer: Any, number: int, state: _Partition, offset: int, err: Exception
+    ) -> None:
+        """Pauses the partition at ``offset`` until a back-off has passed."""
+        state.failures += 1
+        state.held = getattr(err, "code", None) or type(err).__name__
+        state.resume_at = self._clock() + _backoff(state.failures)
+        part = TopicPartition(self.binding.topic, number, offset)
+        consumer.pause([part])
+        consumer.seek(part)
+        log.warning("kafka %s partition %d held back: %s", self.binding.name, number, state.held)
+
+    def _resume_due(self, consumer: Any) -> None:
+        now = self._clock()
+        due = [
+            TopicPartition(self.binding.topic, number)
+            for number, state in self._partitions.items()
+            if state.held is not None and now >= state.resume_at
+        ]
+        if due:
+            for part in due:
+                self._partitions[part.partition].held = None
+            consumer.resume(due)
+
+    def _ask_watermarks(self, consumer: Any) -> None:
+        topic = self.binding.topic
+        try:
+            for number, state in self._partitions.items():
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, number), timeout=1.0, cached=False
+                )
+                state.high = high
+        except KafkaException:
+            self._broker = "broker_unreachable"
+            return
+        self._broker = None
+
+
+def _backoff(failures: int) -> float:
+    return BACKOFF_SECONDS[min(max(failures, 1), len(BACKOFF_SECONDS)) - 1]
+
+
+def _code_name(err: KafkaException) -> str:
+    error = err.args[0] if err.args else None
+    return error.name() if isinstance(error, KafkaError) else type(err).__name__

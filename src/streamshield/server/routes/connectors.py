@@ -1,0 +1,94 @@
+"""``/connectors/kafka``: Kafka topics bound to streams (administrators only).
+
+A binding names the broker, the topic, the record format and, per partition, the user
+and provider its records act as (docs/connectors.md). What it shows back never holds
+the broker password; its ``status`` is ``ok`` or why records do not land now
+(``broker_unreachable``, ``held_back: <code>``), and per partition the next offset,
+the lag and the counts landed and refused since the server started.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel
+
+from streamshield.connectors.kafka_binding import KafkaBinding
+from streamshield.server.auth import Auth
+from streamshield.server.openapi import AUTHED, errors
+
+if TYPE_CHECKING:
+    from streamshield.catalog.security import Session
+
+
+class PartitionState(BaseModel):
+    partition: int
+    provider: str
+    next_offset: int | None
+    lag: int | None
+    landed: int
+    refused: int
+    held: str | None
+
+
+class BindingView(BaseModel):
+    name: str
+    stream: str
+    bootstrap_servers: str
+    topic: str
+    group_id: str
+    partitions: dict[int, dict[str, Any]]
+    format: str
+    fields: dict[str, str]
+    security: dict[str, Any]
+    max_records: int
+    status: str
+    partitions_state: list[PartitionState]
+
+
+class BindingList(BaseModel):
+    bindings: list[BindingView]
+
+
+class Bindings(Protocol):
+    """What the routes ask of :class:`~streamshield.server.connector_service.ConnectorService`."""
+
+    def add(self, session: Session, binding: KafkaBinding) -> dict: ...
+    def remove(self, session: Session, name: str) -> None: ...
+    def listed(self, session: Session) -> list[dict]: ...
+    def shown(self, session: Session, name: str) -> dict: ...
+
+
+def router(connectors: Bindings) -> APIRouter:
+    api = APIRouter(tags=["connectors"])
+
+    @api.post(
+        "/connectors/kafka",
+        status_code=201,
+        response_model=BindingView,
+        responses=errors(*AUTHED, 403, 404, 409, 422),
+    )
+    def bind(binding: KafkaBinding, who: Auth) -> dict:
+        """Binds a topic to an input stream and starts consuming it (CHANGE SYSTEM)."""
+        return connectors.add(who.session, binding)
+
+    @api.get("/connectors/kafka", response_model=BindingList, responses=errors(*AUTHED, 403))
+    def bindings(who: Auth) -> dict:
+        return {"bindings": connectors.listed(who.session)}
+
+    @api.get(
+        "/connectors/kafka/{name}",
+        response_model=BindingView,
+        responses=errors(*AUTHED, 403, 404),
+    )
+    def binding(name: str, who: Auth) -> dict:
+        return connectors.shown(who.session, name)
+
+    @api.delete("/connectors/kafka/{name}", status_code=204, responses=errors(*AUTHED, 403, 404))
+    def unbind(name: str, who: Auth) -> Response:
+        """Stops consuming and forgets the binding; what landed stays."""
+        connectors.remove(who.session, name)
+        return Response(status_code=204)
+
+    return api
