@@ -10,7 +10,7 @@ from typing import Any, cast
 import click
 
 from streamshield import __version__
-from streamshield.cli import admin, cep, levels, networks, operations, recovery
+from streamshield.cli import admin, cep, connectors, levels, networks, operations, recovery
 from streamshield.cli.http import session_client
 from streamshield.cli.output import (
     EXIT_REFUSED,
@@ -821,4 +821,5 @@ admin.attach(main, client)  # admin init; client user, role, passwd
 admin.admin.add_command(recovery.relabel)  # admin relabel
 levels.attach(client)  # client level ...
 networks.attach(client)  # client network list|sp
+connectors.attach(client)  # client kafka bind|list|show|unbind
 cep.attach(main, client)  # cep-example; client pattern ...|cep-rules get|put
