@@ -13,8 +13,8 @@ import json
 
 import pytest
 from bench.server_process import ServerProcess, prepare_root
+from bench.tansu_broker import TansuBroker
 
-from tests.kafka_broker import TansuBroker
 from tests.polling import poll
 
 pytestmark = pytest.mark.spark

@@ -14,8 +14,8 @@ import os
 import stat
 
 import pytest
+from bench.tansu_broker import TansuBroker
 
-from tests.kafka_broker import TansuBroker
 from tests.server.conftest import PASSWORD, Subscriber, grant, ok, poll
 
 pytestmark = pytest.mark.spark

