@@ -150,8 +150,18 @@ class QueryRecord:
     status: QueryStatus
 
 
-Who = Session | str
-"""A session (checked by token) or a user name acting with every role it holds."""
+@dataclass(frozen=True)
+class Acting:
+    """A user acting with chosen roles outside any session: a sink she attached from a
+    session acts with that session's roles, of which only those she still holds count."""
+
+    user: str
+    roles: frozenset[str]
+
+
+Who = Session | str | Acting
+"""A session (checked by token), a user name acting with every role it holds, or a
+user acting with chosen roles (:class:`Acting`)."""
 
 
 def _token_hash(token: str) -> str:
@@ -519,6 +529,8 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         if isinstance(who, Session):
             live = self.session(who.token)
             user, activated = live.user, live.roles
+        elif isinstance(who, Acting):
+            user, activated = who.user, who.roles
         elif isinstance(who, str):
             user, activated = who, None
         else:
@@ -541,6 +553,8 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         if isinstance(who, Session):
             live = self._session(db, who.token)
             return _effective(db, live.user, live.roles)
+        if isinstance(who, Acting):
+            return _effective(db, who.user, who.roles)
         if not isinstance(who, str):
             raise TypeError("expected a Session or a user name")
         return _effective(db, who, None)

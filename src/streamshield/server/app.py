@@ -30,6 +30,7 @@ from streamshield.server.routes import (
     patterns,
     queries,
     sessions,
+    sinks,
     stream_ingest,
     system_settings,
 )
@@ -87,6 +88,7 @@ def create_app(
         queries.router(service.query_requests, rows),
         system_settings.router(service.administration),
         connectors.router(service.connectors),
+        sinks.router(service.sinks),
     ):
         app.include_router(router)
     return StopAnswers(BodyLimit(app))

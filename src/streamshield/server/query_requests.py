@@ -380,11 +380,16 @@ class QueryRequests:
     def _read_mask(self, subscription: Subscription) -> Words:
         """The subscriber's active roles now (her session's), as the READ query mask:
         rows are checked against them, whoever registered the query."""
-        roles = port.roles_of(port.session(self.security, subscription.session))
+        if subscription.acting is not None:  # a sink: its attached roles still held
+            roles: tuple[str, ...] | frozenset[str] = subscription.acting.roles_now(self.security)
+        else:
+            roles = port.roles_of(port.session(self.security, subscription.session))
         return self.pipeline.queries.codec.query(roles)
 
     def _recipient_level(self, subscription: Subscription) -> Words | None:
         """The subscriber's session level now (DESIGN.md 5a: the recipient decides)."""
+        if subscription.acting is not None:
+            return subscription.acting.level_now(self.security)
         return port.recipient_level(
             self.security, port.session(self.security, subscription.session)
         )

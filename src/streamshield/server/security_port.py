@@ -299,8 +299,8 @@ def grant(security: SecurityApi, session: Session, body: dict, revoke: bool) -> 
         _safe(security.grant, session, perm, target, grantee, body["grant_option"])
 
 
-def can_subscribe(security: SecurityApi, session: Session, stream: str) -> bool:
-    return bool(security.can_subscribe(session, stream))
+def can_subscribe(security: SecurityApi, who: Who, stream: str) -> bool:
+    return bool(security.can_subscribe(who, stream))
 
 
 def record_drop(

@@ -50,6 +50,7 @@ from streamshield.server.query_requests import QueryRequests, right_lost
 from streamshield.server.query_store import QueryStore
 from streamshield.server.retention_watch import RetentionWatch
 from streamshield.server.schemas import SchemaStore
+from streamshield.server.sink_service import SinkService
 from streamshield.server.stream_service import StreamService
 from streamshield.server.subscriptions import LiveSubscriptions
 from streamshield.server.switch_service import SwitchService
@@ -158,6 +159,8 @@ class ServerService:
         """Sessions, grants and system settings (server/administration_service.py): a
         logout ends that session's subscriptions, a grant re-derives every right."""
         self.patterns = PatternService(self)  # event patterns (docs/cep.md)
+        self.sinks = SinkService(security, self.query_requests, self.queries, spark, self.root)
+        """Rows written for their recipient to Kafka or Delta (server/sink_service.py)."""
         self.connectors = ConnectorService(security, self.streams, self.root)
         """Kafka topics bound to streams (server/connector_service.py)."""
         self.metrics.follow_connectors(self.connectors.lags)
@@ -177,6 +180,7 @@ class ServerService:
         with timed("patterns"):
             self.patterns.restore()
         with timed("connectors"):
+            self.sinks.restore()
             self.connectors.start_all()
         self._stopping.clear()
         self._watcher = threading.Thread(target=self._watch, name="query-watch", daemon=True)
@@ -202,6 +206,7 @@ class ServerService:
                 self.backlog.read_query(self._ingest)
                 self.queries.check_failures(self.query_requests.failed)
                 self.patterns.check_ended()
+                self.sinks.follow_queries()
                 if time.monotonic() >= retry_at and self._ingest_died():
                     retry_at = time.monotonic() + INGEST_RETRY_SECONDS
                     with self._lock:
@@ -403,6 +408,7 @@ class ServerService:
                 at_batch_boundary(query.handle.handle, left())
             self.queries.stop(query.name, "server stopping")
         self.patterns.stop_all()
+        self.sinks.stop_all()
         if self.applications is not None:
             self.applications.close()  # each went with its last query; none is left behind
         if self._ingest is not None:

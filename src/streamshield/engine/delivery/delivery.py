@@ -159,6 +159,9 @@ class Subscription:
     batched: bool = False
     """``deliver(rows, batch_id)`` instead of ``deliver(rows)``: a subscriber that may
     resume after a batch needs its id."""
+    acting: Any = field(default=None, repr=False)
+    """A recipient outside any session (a sink: the user and the roles she attached it
+    with, :class:`~streamshield.catalog.security.Acting`), read instead of ``session``."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -197,9 +200,15 @@ class Delivery:
         last one ended) receiving this output: the query-scoped sps of the switches."""
 
     def subscribe(
-        self, user: str, deliver: Deliver, session: str = "", *, batched: bool = False
+        self,
+        user: str,
+        deliver: Deliver,
+        session: str = "",
+        *,
+        batched: bool = False,
+        acting: Any = None,
     ) -> Subscription:
-        subscription = Subscription(user, deliver, session, batched)
+        subscription = Subscription(user, deliver, session, batched, acting)
         with self._lock:
             first = all(s.user != user for s in self._subscriptions.values())
             self._subscriptions[subscription.id] = subscription
