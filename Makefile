@@ -25,6 +25,7 @@ run: $(RUN_STAMP)
 bench: setup
 	$(BIN)/python -m bench.table13
 	$(BIN)/python -m bench.served_load
+	$(BIN)/python -m bench.kafka_source
 
 # Every experiment figure of the papers, re-measured (long: see docs/experiments.md);
 # `python -m bench.figures --render` only redraws them from bench/results/*.json.
