@@ -178,6 +178,8 @@ class SinkService:
         if not self.directory.is_dir():
             return
         for path in sorted(self.directory.glob("*.json")):
+            if path.stem in self._sinks:
+                continue  # running already
             try:
                 stored = StoredSink.model_validate_json(path.read_text("utf-8"))
                 sink = _Sink(stored, self._writer(stored))
