@@ -2,9 +2,10 @@
 
 The real server (``streamshield serve``, a process of its own) consumes a topic in
 landings of at most 50 records and SIGKILLs itself at crash point ``kafka.before_commit``
-after its second landing: the group's committed offset is still the first landing's. The
-restarted server must go on from the landing (offset 100), not from the commit: every
-record lands exactly once, with its offset + 1 as seq, and none is refused as a replay.
+after its second landing: the group's committed offset is still the first landing's. A
+server restarted on the same root (in this process, on the suite's Spark) must go on
+from the landing, not from the commit: every record lands exactly once, with its
+offset + 1 as seq, and none is refused as a replay.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from bench.server_process import ServerProcess, prepare_root
+from bench.server_process import PASSWORD, ServerProcess, prepare_root
 from bench.tansu_broker import TansuBroker
 
 from tests.polling import poll
+from tests.server.conftest import serve_root, spark, stop_server  # noqa: F401
 
 pytestmark = pytest.mark.spark
 
@@ -35,7 +37,7 @@ def _landed_seqs(root) -> list[int]:
     return sorted(seqs)
 
 
-def test_a_kill_before_the_commit_lands_every_record_once(tmp_path) -> None:
+def test_a_kill_before_the_commit_lands_every_record_once(spark, tmp_path) -> None:  # noqa: F811
     broker = TansuBroker(tmp_path / "broker.log")
     root = tmp_path / "root"
     server = None
@@ -80,15 +82,18 @@ def test_a_kill_before_the_commit_lands_every_record_once(tmp_path) -> None:
         assert 0 < len(landed) < RECORDS and landed == list(range(1, len(landed) + 1))
         assert broker.committed("streamshield-ticks_feed", "ticks", 0) < len(landed)
 
-        server = ServerProcess(root)
-        server.wait_ready()
-        with server.login("joe", ["ADMIN"]) as joe:
+        # The restart in this process (the suite's warm Spark): one JVM start fewer.
+        restarted = serve_root(root, spark)
+        try:
+            with restarted.login("joe", ["ADMIN"], password=PASSWORD) as joe:
 
-            def state() -> dict:
-                return _ok(joe.get("/connectors/kafka/ticks_feed"))["partitions_state"][0]
+                def state() -> dict:
+                    return _ok(joe.get("/connectors/kafka/ticks_feed"))["partitions_state"][0]
 
-            poll(lambda: state()["next_offset"] == RECORDS, timeout=120)
-            assert (state()["landed"], state()["refused"]) == (RECORDS - len(landed), 0)
+                poll(lambda: state()["next_offset"] == RECORDS, timeout=120)
+                assert (state()["landed"], state()["refused"]) == (RECORDS - len(landed), 0)
+        finally:
+            stop_server(restarted)
         assert _landed_seqs(root) == list(range(1, RECORDS + 1))
     finally:
         if server is not None:
