@@ -191,3 +191,38 @@ def test_a_sink_restored_writes_the_batches_it_missed_once(server, world) -> Non
     from deltalake import DeltaTable
 
     assert len(DeltaTable(world["tables"]["bob"]).to_pandas()) == 6
+
+
+def test_the_command_line_attaches_lists_and_detaches(server, world, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from streamshield.cli import main
+    from tests.server.conftest import PASSWORD
+
+    env = {"STREAMSHIELD_HOME": str(tmp_path), "STREAMSHIELD_PASSWORD": PASSWORD}
+
+    def run(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(main, ["client", *args], env=env, catch_exceptions=False)
+        assert result.exit_code == code, result.output + result.stderr
+        return result.output
+
+    run(
+        "login",
+        "--url",
+        server.url,
+        "--ca",
+        str(server.cert),
+        "--user",
+        "al",
+        "--role",
+        "CUSTOMER1",
+    )
+    uri = str(tmp_path / "cli_lake")
+    attached = json.loads(
+        run("sink", "attach", "tradeq", "cli_lake", "--delta", uri, "--output", "json")
+    )
+    assert attached["sinks"][0]["target"] == {"kind": "delta", "uri": uri, "storage_options": {}}
+    assert "cli_lake" in run("sink", "list")
+    run("sink", "attach", "tradeq", "bad", code=2)  # neither target
+    assert "detached: cli_lake" in run("sink", "detach", "cli_lake")
+    assert "cli_lake" not in run("sink", "list")

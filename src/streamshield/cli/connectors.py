@@ -1,4 +1,5 @@
-"""Command line for Kafka bindings: ``streamshield client kafka bind|list|show|unbind``.
+"""Command line for connectors: ``streamshield client kafka bind|list|show|unbind`` (Kafka
+topics bound to streams) and ``client sink attach|list|detach`` (rows to Kafka or Delta).
 
 A SASL password is read from a file (``--password-file``), never from the command line,
 where every user of the machine could read it in the process list.
@@ -166,6 +167,76 @@ def _show_one(answer: dict, output: str) -> None:
     show(answer["partitions_state"], PARTITION_COLUMNS, output)
 
 
+SINK_COLUMNS = ["name", "query", "user", "target", "status", "last_batch", "rows_written"]
+
+
+@click.group("sink")
+def sink() -> None:
+    """A query's rows, as you would receive them, written to Kafka or Delta Lake."""
+
+
+@sink.command("attach")
+@click.argument("query")
+@click.argument("name")
+@click.option("--delta", "delta_uri", default=None, help="A Delta table's path or URI.")
+@click.option("--kafka-servers", default=None, help="host:port[,...] of the target brokers.")
+@click.option("--kafka-topic", default=None)
+@OUTPUT
+def sink_attach(
+    query: str,
+    name: str,
+    delta_uri: str | None,
+    kafka_servers: str | None,
+    kafka_topic: str | None,
+    output: str,
+) -> None:
+    """Write QUERY's rows, as this session receives them, to a Delta table or a topic.
+
+    Example: streamshield client sink attach heart_nina nina_lake --delta /data/lake/nina
+    """
+    if (delta_uri is None) == (kafka_servers is None or kafka_topic is None):
+        raise click.UsageError("give --delta, or --kafka-servers and --kafka-topic")
+    target: dict[str, Any] = (
+        {"kind": "delta", "uri": delta_uri}
+        if delta_uri is not None
+        else {"kind": "kafka", "bootstrap_servers": kafka_servers, "topic": kafka_topic}
+    )
+    answer = request("POST", f"/queries/{query}/sinks", json={"name": name, "target": target})
+    _show_sinks({"sinks": [answer]}, output)
+
+
+@sink.command("list")
+@OUTPUT
+def sink_list(output: str) -> None:
+    """Your sinks (administrators: every one) and their state.
+
+    Example: streamshield client sink list
+    """
+    _show_sinks(request("GET", "/sinks"), output)
+
+
+@sink.command("detach")
+@click.argument("name")
+def sink_detach(name: str) -> None:
+    """Stop writing and forget the sink (what it wrote stays).
+
+    Example: streamshield client sink detach nina_lake
+    """
+    request("DELETE", f"/sinks/{name}")
+    click.echo(f"detached: {name}")
+
+
+def _show_sinks(answer: dict, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = [
+        {**s, "target": s["target"].get("uri") or s["target"].get("topic")} for s in answer["sinks"]
+    ]
+    show(rows, SINK_COLUMNS, output)
+
+
 def attach(client: click.Group) -> None:
-    """Adds ``kafka`` to the ``streamshield client`` group."""
+    """Adds ``kafka`` and ``sink`` to the ``streamshield client`` group."""
     client.add_command(kafka)
+    client.add_command(sink)
