@@ -37,6 +37,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.served_load import write_block
 from bench.server_process import ServerProcess, prepare_root
 from bench.tansu_broker import TansuBroker
 from streamshield.client import parse_sse
@@ -367,14 +368,6 @@ def table(result: dict) -> str:
     )
     lines += ["", f"Rows not delivered within 60 s: {result['rows_missing']}.", MARK_END]
     return "\n".join(lines)
-
-
-def write_block(path: Path, text: str) -> None:
-    doc = path.read_text()
-    start, end = doc.find(MARK_BEGIN), doc.find(MARK_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{path} has no {MARK_BEGIN} ... {MARK_END} block")
-    path.write_text(doc[:start] + text + doc[end + len(MARK_END) :])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -701,12 +701,17 @@ def _load(values: list[float]) -> str:
 
 
 def write_block(path: Path, text: str) -> None:
-    """Replaces the marked block; a doc without it is an error, not a guess."""
+    """Replaces the block that ``text`` opens and closes with its first and last lines
+    (a bench's markers); a doc without that block is an error, not a guess."""
+    lines = text.splitlines()
+    begin, end_mark = lines[0], lines[-1]
+    if not (begin.startswith("<!-- bench:") and end_mark.startswith("<!-- /bench:")):
+        raise ValueError("no bench markers open and close the block")
     doc = path.read_text()
-    start, end = doc.find(MARK_BEGIN), doc.find(MARK_END)
+    start, end = doc.find(begin), doc.find(end_mark)
     if start < 0 or end < start:
-        raise ValueError(f"{path} has no {MARK_BEGIN} ... {MARK_END} block")
-    path.write_text(doc[:start] + text + doc[end + len(MARK_END) :])
+        raise ValueError(f"{path} has no {begin} ... {end_mark} block")
+    path.write_text(doc[:start] + text + doc[end + len(end_mark) :])
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

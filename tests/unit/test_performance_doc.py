@@ -35,6 +35,13 @@ def test_served_load_writes_its_table_into_the_performance_doc() -> None:
     assert _has_block(DOC.read_text(), served_load.MARK_BEGIN, served_load.MARK_END)
 
 
+def test_the_kafka_bench_writes_its_table_into_the_performance_doc() -> None:
+    from bench import kafka_source
+
+    assert _has_block(DOC.read_text(), kafka_source.MARK_BEGIN, kafka_source.MARK_END)
+    assert kafka_source.RESULTS.parent == ROOT / "bench" / "results"
+
+
 def test_served_load_replaces_only_its_block_and_refuses_a_doc_without_it(
     tmp_path: Path,
 ) -> None:
