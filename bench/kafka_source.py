@@ -152,10 +152,7 @@ class Bench:
         ]
         began = time.monotonic()
         for start in range(0, len(lines), POST_LINES):
-            body = "\n".join(lines[start : start + POST_LINES])
-            answer = _ok(self.feed.post("/streams/ticks/elements?assign=seq", content=body))
-            if answer["rejected"]:
-                raise RuntimeError(f"rejected: {answer['rejections'][:3]}")
+            self._post("\n".join(lines[start : start + POST_LINES]))
         return self.records / (time.monotonic() - began)
 
     def plain(self, spark, rep: int, warm_up: bool = False) -> float:
@@ -197,7 +194,7 @@ class Bench:
                 body = "\n".join(
                     json.dumps({**json.loads(_tuple(t, now)), "provider": provider}) for t in tids
                 )
-                _ok(self.feed.post("/streams/ticks/elements?assign=seq", content=body))
+                self._post(body)
                 sent["http"] += tids
             tick += 1
             time.sleep(max(0.0, began + tick * 0.05 - time.monotonic()))
@@ -210,6 +207,17 @@ class Bench:
         return {path: [got[t] for t in tids if t in got] for path, tids in sent.items()} | {
             "missing": [float(len(wanted - got.keys()))]
         }
+
+    def _post(self, body: str) -> None:
+        """One append, sent again after ``Retry-After`` while ingest is behind (503), as
+        a provider does; nothing else may be refused."""
+        while True:
+            answer = self.feed.post("/streams/ticks/elements?assign=seq", content=body)
+            if answer.status_code != 503:
+                break
+            time.sleep(min(5.0, float(answer.headers.get("retry-after", 1))))
+        if _ok(answer)["rejected"]:
+            raise RuntimeError(f"rejected: {answer.json()['rejections'][:3]}")
 
     def _bind(self, name: str, topic: str, provider: str) -> None:
         binding = {

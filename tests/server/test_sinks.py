@@ -10,10 +10,13 @@ Bob's SUBSCRIBE: from the next batch on Bob's sinks get nothing, Al's go on.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from bench.tansu_broker import TansuBroker
+from deltalake import DeltaTable
 
+from streamshield.connectors.sink_targets import DeltaTarget, DeltaWriter
 from tests.server.conftest import grant, ok, poll, sp_line, tuple_line
 
 pytestmark = pytest.mark.spark
@@ -51,6 +54,8 @@ def world(server, broker, tmp_path_factory):
     ok(al.post("/grants", json=share))
     ok(al.post("/grants", json={**share, "permission": "VIEW OBJECT"}))
     lake = tmp_path_factory.mktemp("lake")
+    allowed = {"sinks.delta_roots": [str(lake)], "sinks.kafka_brokers": [broker.address]}
+    ok(joe.put("/system/settings", json={"values": allowed}))
     tables = {"al": str(lake / "al"), "bob": str(lake / "bob")}
     for who, client in (("al", al), ("bob", bob)):
         target = {"kind": "delta", "uri": tables[who]}
@@ -145,9 +150,6 @@ def test_a_revocation_stops_the_recipients_sinks_from_the_next_batch(server, bro
 
 
 def test_sinks_are_their_owners_and_replays_commit_nothing_twice(server, world) -> None:
-    from deltalake import DeltaTable
-
-    from streamshield.connectors.sink_targets import DeltaTarget, DeltaWriter
 
     mallory = server.login("mallory", ["OTHER"])
     target = {"kind": "delta", "uri": world["tables"]["al"] + "_m"}
@@ -171,6 +173,30 @@ def test_sinks_are_their_owners_and_replays_commit_nothing_twice(server, world) 
     assert history["streamshield.batch"] == str(done)
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"kind": "delta", "uri": "/tmp/elsewhere/table"},  # not under sinks.delta_roots
+        {"kind": "delta", "uri": "{lake}/../escape"},  # out of it by ..
+        {"kind": "delta", "uri": "{root}/landing/trades"},  # the server's own storage
+        {"kind": "delta", "uri": "s3://bucket/lake/t"},  # no remote root allowed
+        {"kind": "kafka", "bootstrap_servers": "10.0.0.1:9092", "topic": "x"},  # not allowed
+        {"kind": "kafka", "bootstrap_servers": "{broker},10.0.0.1:9092", "topic": "x"},
+    ],
+)
+def test_a_sink_writes_only_where_an_administrator_allowed(
+    server, broker, world, target: dict
+) -> None:
+    lake = str(Path(world["tables"]["al"]).parent)
+    filled = {
+        k: v.format(lake=lake, root=server.service.root, broker=broker.address)
+        for k, v in target.items()
+    }
+    answer = world["al"].post("/queries/tradeq/sinks", json={"name": "nowhere", "target": filled})
+    assert answer.status_code == 403, answer.text
+    assert "nowhere" not in {s["name"] for s in ok(world["al"].get("/sinks"))["sinks"]}
+
+
 def test_a_sink_restored_writes_the_batches_it_missed_once(server, world) -> None:
     """Bob's table sink is gone while two batches come (as if its server were down: Al's
     sink keeps the query running and storing); restored from its file, it writes them
@@ -188,8 +214,6 @@ def test_a_sink_restored_writes_the_batches_it_missed_once(server, world) -> Non
     assert _lake(world["tables"]["bob"])[7] == (None, ["price"])
     sinks._unsubscribe(sinks._sinks.pop("bob_lake"))
     sinks.restore()  # again from its file: nothing twice
-    from deltalake import DeltaTable
-
     assert len(DeltaTable(world["tables"]["bob"]).to_pandas()) == 6
 
 
@@ -217,7 +241,7 @@ def test_the_command_line_attaches_lists_and_detaches(server, world, tmp_path) -
         "--role",
         "CUSTOMER1",
     )
-    uri = str(tmp_path / "cli_lake")
+    uri = str(Path(world["tables"]["al"]).parent / "cli_lake")
     attached = json.loads(
         run("sink", "attach", "tradeq", "cli_lake", "--delta", uri, "--output", "json")
     )

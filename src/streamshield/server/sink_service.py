@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -43,7 +44,7 @@ from streamshield.connectors.sink_targets import (
 from streamshield.durable import write_atomic
 from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
-from streamshield.server.errors import Conflict, NotFound
+from streamshield.server.errors import Conflict, Forbidden, NotFound
 from streamshield.server.standing_recipient import StandingRecipient
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class SinkService:
         root: Path,
     ) -> None:
         self.security, self.requests, self.queries, self.spark = security, requests, queries, spark
+        self.root = root.resolve()
         self.directory = root / "sinks"
         self._sinks: dict[str, _Sink] = {}
         self._lock = threading.Lock()
@@ -111,6 +113,7 @@ class SinkService:
 
     def attach(self, session: Session, query_name: str, request: SinkRequest) -> dict:
         query = self.requests.subscribable(session, query_name)  # VIEW, SUBSCRIBE, running
+        self._allowed(request.target)
         level = self.security.session_level(session)
         lattice = self.security.lattice() if level is not None else None
         stored = StoredSink(
@@ -282,6 +285,27 @@ class SinkService:
 
     # -- parts -------------------------------------------------------------------------------
 
+    def _allowed(self, target: KafkaTarget | DeltaTarget) -> None:
+        """A user's sink writes only where an administrator allowed sinks to write
+        (``sinks.delta_roots``, ``sinks.kafka_brokers``; none set: nowhere), never
+        into the server's own storage root: else a subscriber could make the server
+        write files anywhere it may, or connect to any host (deny by default)."""
+        settings = port.settings(self.security)
+        if isinstance(target, KafkaTarget):
+            allowed = set(settings.get("sinks.kafka_brokers") or [])
+            servers = set(target.bootstrap_servers.split(","))
+            if not servers or not servers <= allowed:
+                raise Forbidden(
+                    "the sink's brokers are not among those an administrator allowed "
+                    "(setting sinks.kafka_brokers)"
+                )
+            return
+        if not within(target.uri, settings.get("sinks.delta_roots") or [], self.root):
+            raise Forbidden(
+                "the table is not under a location an administrator allowed for sinks "
+                "(setting sinks.delta_roots), or is inside the server's storage"
+            )
+
     def _writer(self, stored: StoredSink) -> Writer:
         target = stored.target
         if isinstance(target, KafkaTarget):
@@ -308,3 +332,28 @@ class SinkService:
         if sink is None or not (sink.stored.user == port.user_of(session) or self._admin(session)):
             raise NotFound("no such sink, or not yours")  # one answer: existence not told
         return sink
+
+
+def within(uri: str, roots: list[str], server_root: Path) -> bool:
+    """Whether the table ``uri`` lies under one of ``roots`` and outside ``server_root``.
+
+    A local path (or ``file://``) is compared after resolving ``..`` and symbolic links;
+    a remote URI by its text, which may hold no ``..`` segment."""
+    if "://" in uri and not uri.startswith("file://"):
+        if "/../" in uri + "/" or "/./" in uri + "/":
+            return False
+        return any(root.endswith("/") and uri.startswith(root) for root in roots)
+    local = uri.removeprefix("file://")
+    if not Path(local).is_absolute():
+        return False
+    path = Path(os.path.realpath(local))
+    if path == server_root or server_root in path.parents:
+        return False
+    for root in roots:
+        written = root.removeprefix("file://")
+        if "://" in written or not Path(written).is_absolute():
+            continue  # a remote prefix, or a relative path: never a local root
+        base = Path(os.path.realpath(written))
+        if path == base or base in path.parents:
+            return True
+    return False

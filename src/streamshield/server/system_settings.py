@@ -28,6 +28,11 @@ class SystemSettings(BaseModel):
     """Default per-user quota of state rows."""
     operator_limits: dict[str, Any] | None = None
     """Operator limits per role (:class:`~streamshield.policy.operator_limits.OperatorLimits`)."""
+    sink_delta_roots: list[str] | None = Field(None, alias="sinks.delta_roots")
+    """Where users' Delta sinks may write: absolute directories or URI prefixes
+    (``s3://bucket/lake/``); none set, no Delta sink (server/sink_service.py)."""
+    sink_kafka_brokers: list[str] | None = Field(None, alias="sinks.kafka_brokers")
+    """The ``host:port`` brokers users' Kafka sinks may write to; none set, no Kafka sink."""
 
     @field_validator("operator_limits")
     @classmethod
