@@ -296,7 +296,9 @@ class KafkaSource:
         """Pauses the partition at ``offset`` until a back-off has passed."""
         state.failures += 1
         state.held = getattr(err, "code", None) or type(err).__name__
-        state.resume_at = self._clock() + _backoff(state.failures)
+        hint = getattr(err, "retry_after", None)  # ingest behind: it says when to come back
+        wait = min(float(hint), BACKOFF_SECONDS[-1]) if hint else _backoff(state.failures)
+        state.resume_at = self._clock() + wait
         part = TopicPartition(self.binding.topic, number, offset)
         consumer.pause([part])
         consumer.seek(part)
