@@ -160,6 +160,7 @@ def test_health_and_readiness(server, spark, tmp_path) -> None:
             "ingest_state": True,
             "queries_restored": True,
         },
+        "detail": {},
     }
     # A server whose service has not started yet: alive, not ready; the scrape token works.
     other = _unstarted(spark, server, tmp_path)

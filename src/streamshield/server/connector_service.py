@@ -151,9 +151,15 @@ class ConnectorService:
 
     # -- the server's view -------------------------------------------------------------------
 
-    def health(self) -> dict[str, str]:
-        """``kafka.<binding>``: ``ok`` or why its records do not land (``/readyz``)."""
-        return {f"kafka.{name}": s.status() for name, s in sorted(self._sources.items())}
+    def health(self) -> dict[str, int]:
+        """How many bindings land (``kafka.ok``) and how many do not, by why
+        (``kafka.broker_unreachable``, ...): ``/readyz`` answers without a token, so it
+        names no binding; ``GET /connectors/kafka`` does, for administrators."""
+        counts: dict[str, int] = {}
+        for source in list(self._sources.values()):
+            key = f"kafka.{source.status()}"
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
 
     def lags(self) -> dict[tuple[str, int], int]:
         return {

@@ -129,9 +129,10 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ready", "starting", "unavailable"]
     checks: dict[str, bool]
-    detail: dict[str, str] = {}
-    """Per connector (``kafka.<binding>``): ``ok`` or why its records do not land now.
-    A broker outage does not make the server unready: the other streams still work."""
+    detail: dict[str, int] = {}
+    """How many connectors land (``kafka.ok``) and how many do not, by why
+    (``kafka.broker_unreachable``); no names (no token is asked). A broker outage does
+    not make the server unready: the other streams still work."""
 
 
 class AuditObject(BaseModel):
