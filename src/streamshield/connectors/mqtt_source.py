@@ -297,6 +297,7 @@ class MqttSource:
                 client.unsubscribe(self.binding.topic_filter)
                 client.loop(0.5)
             client.disconnect()
+            client.loop(0.1)  # the DISCONNECT out: the broker keeps the session, acks sent
         except Exception:  # a broken connection is closed either way
             log.debug("mqtt %s: disconnect failed", self.binding.name, exc_info=True)
 
@@ -460,7 +461,6 @@ def _paho_client(binding: MqttBinding) -> Any:
         client.username_pw_set(binding.username, password)
     if binding.ca_file:
         client.tls_set(ca_certs=binding.ca_file)
-    client.enable_logger(logging.getLogger("streamshield.connectors.paho"))
     return client
 
 
