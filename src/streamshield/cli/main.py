@@ -821,5 +821,5 @@ admin.attach(main, client)  # admin init; client user, role, passwd
 admin.admin.add_command(recovery.relabel)  # admin relabel
 levels.attach(client)  # client level ...
 networks.attach(client)  # client network list|sp
-connectors.attach(client)  # client kafka bind|list|show|unbind
+connectors.attach(client)  # client kafka|mqtt bind|list|show|unbind
 cep.attach(main, client)  # cep-example; client pattern ...|cep-rules get|put

@@ -130,8 +130,9 @@ class Readiness(BaseModel):
     status: Literal["ready", "starting", "unavailable"]
     checks: dict[str, bool]
     detail: dict[str, str] = {}
-    """Per connector (``kafka.<binding>``): ``ok`` or why its records do not land now.
-    A broker outage does not make the server unready: the other streams still work."""
+    """Per connector (``kafka.<binding>``, ``mqtt.<binding>``): ``ok`` or why its records
+    do not land now. A broker outage does not make the server unready: the other streams
+    still work."""
 
 
 class AuditObject(BaseModel):
