@@ -181,3 +181,30 @@ def test_a_redelivery_while_the_original_waits_lands_once(tmp_path) -> None:
     clock.now += 2 * BATCH_SECONDS
     source.turn(client)
     assert landing.lines["ed.m1"] == [1] and client.acked == [1]
+
+
+def test_nothing_lands_unrecorded_when_the_state_cannot_be_written(tmp_path, monkeypatch) -> None:
+    landing, clock, client = Landing(), Clock(), Client()
+    source = _source(tmp_path, landing, clock)
+
+    def full(*_args, **_kwargs) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("streamshield.connectors.mqtt_source.write_atomic", full)
+    _deliver(source, clock, client, [_message(1, 1)])
+    assert landing.lines == {} and client.acked == []
+    assert source.devices()[0]["held"] == "write_failed"
+    monkeypatch.undo()
+    clock.now += 60
+    source.turn(client)
+    assert landing.lines == {"ed.m1": [1]} and client.acked == [1]
+
+
+def test_an_unreadable_state_keeps_the_source_stopped(tmp_path) -> None:
+    landing = Landing()
+    (tmp_path / "plant_feed.state").write_text("{not json")
+    source = MqttSource(
+        BINDING, landing.land, landing.last_seq, lambda *_: None, tmp_path / "plant_feed.state"
+    )
+    source.start()
+    assert not source.running and source.status() == "state_unreadable"

@@ -168,7 +168,15 @@ class MqttSource:
     # -- life cycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.recover()
+        """Recovers the kept state and subscribes. A state that cannot be read leaves the
+        source stopped (``state_unreadable``): without it a redelivery could land twice,
+        and the broker keeps the messages meanwhile."""
+        try:
+            self.recover()
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            self._broker = "state_unreadable"
+            log.error("mqtt %s: state not read (%s)", self.binding.name, type(err).__name__)
+            return
         self._stopping.clear()
         self._thread = threading.Thread(
             target=self._run, name=f"mqtt-{self.binding.name}", daemon=True
@@ -210,7 +218,7 @@ class MqttSource:
     def status(self) -> str:
         """``ok``, or why messages do not land now (``/readyz`` detail)."""
         if not self.running:
-            return "stopped"
+            return "state_unreadable" if self._broker == "state_unreadable" else "stopped"
         if self._broker is not None:
             return self._broker
         held = sorted({d.held for d in self._devices.values() if d.held})
@@ -383,7 +391,13 @@ class MqttSource:
             provider: {"after": self._last_seq(provider), "keys": [w.key for w in batch]}
             for provider, batch in batches.items()
         }
-        self._save()
+        try:
+            self._save()
+        except OSError as err:  # nothing lands unrecorded: the devices wait, unacked
+            for device in due:
+                self._hold(device, "write_failed")
+            log.warning("mqtt %s: state not written (%s)", self.binding.name, err.strerror)
+            return
         for provider, batch in batches.items():
             device = self._by_provider[provider]
             report: Landed | None = None
@@ -393,10 +407,7 @@ class MqttSource:
                     raise _NotWritten()
             except Exception as err:  # refused whole: the same messages again, later
                 if self._last_seq(provider) <= self._pending[provider]["after"]:
-                    device.failures += 1
-                    device.held = getattr(err, "code", None) or type(err).__name__
-                    device.resume_at = self._clock() + _backoff(device.failures)
-                    log.warning("mqtt %s device held back: %s", self.binding.name, device.held)
+                    self._hold(device, getattr(err, "code", None) or type(err).__name__)
                     continue
                 # the lines landed and something after failed: landed is what counts
                 log.exception("mqtt %s: a landing failed after its file", self.binding.name)
@@ -414,6 +425,13 @@ class MqttSource:
             del device.waiting[: len(batch)]
             if device.waiting:
                 device.since = self._clock() - BATCH_SECONDS  # the rest is due at once
+
+    def _hold(self, device: _Device, code: str) -> None:
+        """Keeps the device's messages waiting (unacked) until a back-off has passed."""
+        device.failures += 1
+        device.held = code
+        device.resume_at = self._clock() + _backoff(device.failures)
+        log.warning("mqtt %s device %s held back: %s", self.binding.name, device.device, code)
 
     def _remember(self, key: str) -> None:
         if len(self._recent) == self._recent.maxlen:

@@ -221,6 +221,7 @@ class ConnectorService:
             )
             del self._mqtt[name]
         source.stop(forget=True)
+        path.with_suffix(".state").unlink(missing_ok=True)  # a last turn may have written it
 
     def listed_mqtt(self, session: Session) -> list[dict]:
         self._require_admin(session)
