@@ -81,9 +81,9 @@ came while nobody listened are rightly never computed (docs/query-sharing.md).""
 COMPLETE = "g"
 SUBSCRIPTIONS = [("al", "g"), ("al", "q"), ("bob", "g"), ("bob", "q")]
 RANDOM = "random"
-SCHEDULE = [*(p for p in POINTS if not p.startswith("kafka.")), RANDOM]
-"""The Kafka source's point needs a broker and a binding: tests/server/test_kafka_crash.py
-kills there."""
+SCHEDULE = [*(p for p in POINTS if not p.startswith(("kafka.", "mqtt."))), RANDOM]
+"""The Kafka and MQTT sources' points need a broker and a binding:
+tests/server/test_kafka_crash.py and tests/server/test_mqtt_crash.py kill there."""
 TUPLES_PER_POST = 5
 UNREACHED_IN_SET_UP = ("landing", "ingest", "result")
 """Kinds of crash points set-up never passes (it appends no element)."""

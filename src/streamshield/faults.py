@@ -33,6 +33,7 @@ POINTS = {
     "catalog.schema": "a schema is in the catalog or its file is written, not both",
     "catalog.query": "a query is recorded, its definition or run not complete",
     "kafka.before_commit": "Kafka records have landed, their offsets are not committed",
+    "mqtt.before_ack": "MQTT messages have landed and are recorded, not yet acknowledged",
 }
 """Every crash point and the window it stands for (the harness reports them by name)."""
 

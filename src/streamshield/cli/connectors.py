@@ -1,8 +1,8 @@
-"""Command line for connectors: ``streamshield client kafka bind|list|show|unbind`` (Kafka
-topics bound to streams) and ``client sink attach|list|detach`` (rows to Kafka or Delta).
+"""Command line for connectors: ``streamshield client kafka|mqtt bind|list|show|unbind``
+(brokers bound to streams) and ``client sink attach|list|detach`` (rows to Kafka or Delta).
 
-A SASL password is read from a file (``--password-file``), never from the command line,
-where every user of the machine could read it in the process list.
+A broker password is read from a file (``--password-file``), never from the command
+line, where every user of the machine could read it in the process list.
 """
 
 from __future__ import annotations
@@ -167,6 +167,148 @@ def _show_one(answer: dict, output: str) -> None:
     show(answer["partitions_state"], PARTITION_COLUMNS, output)
 
 
+MQTT_COLUMNS = ["name", "stream", "topic_filter", "status", "devices"]
+DEVICE_COLUMNS = ["device", "provider", "waiting", "landed", "refused", "duplicates", "held"]
+
+
+@click.group("mqtt")
+def mqtt() -> None:
+    """MQTT topic filters bound to streams (administrators)."""
+
+
+def _device(value: str) -> tuple[str, dict[str, str]]:
+    """``DEVICE=USER`` or ``DEVICE=USER:PROVIDER``."""
+    device, equals, who = value.partition("=")
+    if not (equals and device and who):
+        raise click.BadParameter(f"{value!r} is not DEVICE=USER or DEVICE=USER:PROVIDER")
+    user, _, provider = who.partition(":")
+    return device, {"user": user, **({"provider": provider} if provider else {})}
+
+
+@mqtt.command("bind")
+@click.argument("name")
+@click.option("--stream", required=True, help="The input stream the messages land in.")
+@click.option("--host", required=True, help="The broker's host name or address.")
+@click.option("--port", type=click.IntRange(1, 65535), default=1883, show_default=True)
+@click.option("--filter", "topic_filter", required=True, help="Topic filter, e.g. plant/+/reading.")
+@click.option(
+    "--level",
+    "provider_level",
+    type=click.IntRange(0, 1000),
+    required=True,
+    help="Which topic level (0-based) names the device.",
+)
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    required=True,
+    help="DEVICE=USER or DEVICE=USER:PROVIDER: DEVICE's messages act as USER on "
+    "PROVIDER's channel (repeat per device; other devices are refused).",
+)
+@click.option("--format", "form", type=click.Choice(["element", "values"]), default="element")
+@click.option("--field", "fields", multiple=True, help="PAYLOAD_FIELD=ATTRIBUTE (values format).")
+@click.option("--client-id", default=None, help="Session client id (default: streamshield-NAME).")
+@click.option("--username", default=None)
+@click.option("--password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--ca", default=None, help="PEM file of the broker's CA (on the server): TLS.")
+@OUTPUT
+def mqtt_bind(
+    name: str,
+    stream: str,
+    host: str,
+    port: int,
+    topic_filter: str,
+    provider_level: int,
+    devices: tuple[str, ...],
+    form: str,
+    fields: tuple[str, ...],
+    client_id: str | None,
+    username: str | None,
+    password_file: Path | None,
+    ca: str | None,
+    output: str,
+) -> None:
+    """Bind a topic filter to STREAM: each device's messages land on its provider's channel.
+
+    Example: streamshield client mqtt bind plant_feed --stream readings
+    --host broker --filter 'plant/+/reading' --level 1 --device m1=ed:ed.m1
+    """
+    body: dict[str, Any] = {
+        "name": name,
+        "stream": stream,
+        "host": host,
+        "port": port,
+        "topic_filter": topic_filter,
+        "provider_level": provider_level,
+        "providers": dict(_device(d) for d in devices),
+        "format": form,
+        "fields": dict(_field(f) for f in fields),
+    }
+    if client_id:
+        body["client_id"] = client_id
+    if username:
+        body["username"] = username
+    if password_file is not None:
+        body["password"] = password_file.read_text("utf-8").strip()
+    if ca:
+        body["ca_file"] = ca
+    _show_mqtt(request("POST", "/connectors/mqtt", json=body), output)
+
+
+@mqtt.command("list")
+@OUTPUT
+def mqtt_list(output: str) -> None:
+    """Every MQTT binding with its status.
+
+    Example: streamshield client mqtt list
+    """
+    answer = request("GET", "/connectors/mqtt")
+    if output == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = [
+        {
+            **b,
+            "devices": [f"{d}={p.get('provider') or p['user']}" for d, p in b["providers"].items()],
+        }
+        for b in answer["bindings"]
+    ]
+    show(rows, MQTT_COLUMNS, output)
+
+
+@mqtt.command("show")
+@click.argument("name")
+@OUTPUT
+def mqtt_show(name: str, output: str) -> None:
+    """One MQTT binding: its settings (no password) and each device's counts.
+
+    Example: streamshield client mqtt show plant_feed
+    """
+    _show_mqtt(request("GET", f"/connectors/mqtt/{name}"), output)
+
+
+@mqtt.command("unbind")
+@click.argument("name")
+def mqtt_unbind(name: str) -> None:
+    """Unsubscribe and forget the binding (what landed stays).
+
+    Example: streamshield client mqtt unbind plant_feed
+    """
+    request("DELETE", f"/connectors/mqtt/{name}")
+    click.echo(f"unbound: {name}")
+
+
+def _show_mqtt(answer: dict, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    click.echo(
+        f"{answer['name']}: {answer['topic_filter']} -> {answer['stream']} ({answer['status']})"
+    )
+    show(answer["devices_state"], DEVICE_COLUMNS, output)
+
+
 SINK_COLUMNS = ["name", "query", "user", "target", "status", "last_batch", "rows_written"]
 
 
@@ -237,6 +379,7 @@ def _show_sinks(answer: dict, output: str) -> None:
 
 
 def attach(client: click.Group) -> None:
-    """Adds ``kafka`` and ``sink`` to the ``streamshield client`` group."""
+    """Adds ``kafka``, ``mqtt`` and ``sink`` to the ``streamshield client`` group."""
     client.add_command(kafka)
+    client.add_command(mqtt)
     client.add_command(sink)

@@ -26,8 +26,6 @@ PROVIDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}\Z")
 """A provider name the landing zone accepts (it becomes part of a file name)."""
 TOPIC = re.compile(r"[A-Za-z0-9._\-]{1,249}\Z")
 """Kafka's own rule for topic names."""
-MAX_RECORD_BYTES = 1_048_576
-"""A record larger than this is refused (``record_too_large``), never parsed."""
 
 
 class PartitionSource(BaseModel):

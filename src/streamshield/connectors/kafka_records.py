@@ -1,68 +1,13 @@
 """One Kafka record as one landing line, or the reason it is refused.
 
-A record's value is JSON. In the ``element`` format it is a wire-format element (a
-tuple with its values and policy reference, or a security punctuation, so providers
-stream policies inside Kafka too) without ``seq``: the record's offset is its seq. In
-the ``values`` format it is a tuple's attribute values alone (renamed by the binding's
-``fields``); the channel's current policy is declared for it, as with
-``POST /streams/{name}/elements?assign=seq``.
-
-A record may name its stream and provider; if it names others than the binding gives
-its partition, it is refused (``wrong_channel``): a record never moves itself into
-another channel or stream. What this module cannot judge (the schema, roles, order)
-the landing gate judges, line by line, with its own reasons. Messages name fields, never
-a value.
+A record's value is read as any broker message is (:mod:`.record_lines`): in the
+``element`` format a wire-format element without ``seq`` (the record's offset is its
+seq), in the ``values`` format a tuple's attribute values alone. A record that names
+another stream or provider than its partition's channel is refused (``wrong_channel``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from streamshield.connectors.record_lines import Format, Refused, record_line
 
-from streamshield.connectors.kafka_binding import MAX_RECORD_BYTES
-
-Format = Literal["element", "values"]
-
-
-@dataclass(frozen=True)
-class Refused:
-    reason: Literal["malformed_record", "record_too_large", "seq_given", "wrong_channel"]
-    message: str
-
-
-def record_line(
-    value: bytes | None,
-    stream: str,
-    provider: str,
-    form: Format = "element",
-    fields: Mapping[str, str] | None = None,
-    max_bytes: int = MAX_RECORD_BYTES,
-) -> str | Refused:
-    """The landing line of one record on the channel (``stream``, ``provider``)."""
-    if value is None:
-        return Refused("malformed_record", "the record has no value (a tombstone)")
-    if len(value) > max_bytes:
-        return Refused("record_too_large", f"the record's value exceeds {max_bytes} bytes")
-    try:
-        decoded = json.loads(value)
-    except (ValueError, RecursionError):
-        return Refused("malformed_record", "the record's value is not JSON (UTF-8)")
-    if not isinstance(decoded, dict):
-        return Refused("malformed_record", "the record's value is not a JSON object")
-    if form == "values":
-        renamed = {(fields or {}).get(key, key): item for key, item in decoded.items()}
-        element: dict[str, object] = {"type": "tuple", "values": renamed}
-    else:
-        element = decoded
-        if "seq" in element:
-            return Refused("seq_given", "a record's offset is its seq: omit 'seq'")
-        for key, expected in (("stream", stream), ("provider", provider)):
-            if key in element and element[key] != expected:
-                return Refused(
-                    "wrong_channel",
-                    f"the record names another {key} than its partition's channel",
-                )
-    element["stream"], element["provider"] = stream, provider
-    return json.dumps(element, separators=(",", ":"))
+__all__ = ["Format", "Refused", "record_line"]

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamshield.connectors.kafka_binding import KafkaBinding
-from streamshield.connectors.kafka_records import Refused, record_line
+from streamshield.connectors.record_lines import Refused, record_line
 from streamshield.faults import crash_point
 
 log = logging.getLogger("streamshield.connectors")

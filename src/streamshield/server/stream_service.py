@@ -140,12 +140,15 @@ class StreamService:
         user = port.user_of(session)
         return self._land(user, definition, list(lines), rights, assign=assign)
 
-    def land_for(self, user: str, stream: str, lines: list[str], seqs: list[int]) -> AppendReport:
+    def land_for(
+        self, user: str, stream: str, lines: list[str], seqs: list[int] | None
+    ) -> AppendReport:
         """Lands lines on ``user``'s behalf with the given seqs (a connector's records:
-        their offsets), under the rules of :meth:`append`: her WRITE / INJECT SP now,
-        read again at every call; sp ts/sn and tuple policies are filled as with
-        ``assign``. A disabled provider or one without either right is refused whole
-        (Forbidden): the records wait, none is dropped for it."""
+        their offsets; None: the channel's next ones, an MQTT source's), under the rules
+        of :meth:`append`: her WRITE / INJECT SP now, read again at every call; sp ts/sn
+        and tuple policies are filled as with ``assign``. A disabled provider or one
+        without either right is refused whole (Forbidden): the records wait, none is
+        dropped for it."""
         definition = self.pipeline.queries.streams.get(stream)
         if definition is None:
             raise NotFound(f"no input stream {stream}")

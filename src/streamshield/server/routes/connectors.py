@@ -1,10 +1,13 @@
-"""``/connectors/kafka``: Kafka topics bound to streams (administrators only).
+"""``/connectors/kafka`` and ``/connectors/mqtt``: brokers bound to streams (administrators).
 
 A binding names the broker, the topic, the record format and, per partition, the user
 and provider its records act as (docs/connectors.md). What it shows back never holds
 the broker password; its ``status`` is ``ok`` or why records do not land now
 (``broker_unreachable``, ``held_back: <code>``), and per partition the next offset,
-the lag and the counts landed and refused since the server started.
+the lag and the counts landed and refused since the server started. An MQTT binding
+names the broker, the topic filter, which topic level names the device and, per device,
+the user and provider its messages act as; per device it shows the messages waiting to
+land, the counts landed, refused and dropped as redeliveries, and why it is held back.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from streamshield.connectors.kafka_binding import KafkaBinding
+from streamshield.connectors.mqtt_binding import MqttBinding
 from streamshield.server.auth import Auth
 from streamshield.server.openapi import AUTHED, errors
 
@@ -51,6 +55,39 @@ class BindingList(BaseModel):
     bindings: list[BindingView]
 
 
+class DeviceState(BaseModel):
+    device: str
+    provider: str
+    waiting: int
+    landed: int
+    refused: int
+    duplicates: int
+    held: str | None
+
+
+class MqttBindingView(BaseModel):
+    name: str
+    stream: str
+    host: str
+    port: int
+    topic_filter: str
+    provider_level: int
+    providers: dict[str, dict[str, Any]]
+    client_id: str
+    format: str
+    fields: dict[str, str]
+    username: str | None
+    ca_file: str | None
+    status: str
+    unbound: int
+    retained: int
+    devices_state: list[DeviceState]
+
+
+class MqttBindingList(BaseModel):
+    bindings: list[MqttBindingView]
+
+
 class Bindings(Protocol):
     """What the routes ask of :class:`~streamshield.server.connector_service.ConnectorService`."""
 
@@ -58,6 +95,10 @@ class Bindings(Protocol):
     def remove(self, session: Session, name: str) -> None: ...
     def listed(self, session: Session) -> list[dict]: ...
     def shown(self, session: Session, name: str) -> dict: ...
+    def add_mqtt(self, session: Session, binding: MqttBinding) -> dict: ...
+    def remove_mqtt(self, session: Session, name: str) -> None: ...
+    def listed_mqtt(self, session: Session) -> list[dict]: ...
+    def shown_mqtt(self, session: Session, name: str) -> dict: ...
 
 
 def router(connectors: Bindings) -> APIRouter:
@@ -89,6 +130,34 @@ def router(connectors: Bindings) -> APIRouter:
     def unbind(name: str, who: Auth) -> Response:
         """Stops consuming and forgets the binding; what landed stays."""
         connectors.remove(who.session, name)
+        return Response(status_code=204)
+
+    @api.post(
+        "/connectors/mqtt",
+        status_code=201,
+        response_model=MqttBindingView,
+        responses=errors(*AUTHED, 403, 404, 409, 422),
+    )
+    def bind_mqtt(binding: MqttBinding, who: Auth) -> dict:
+        """Binds a topic filter to an input stream and subscribes to it (CHANGE SYSTEM)."""
+        return connectors.add_mqtt(who.session, binding)
+
+    @api.get("/connectors/mqtt", response_model=MqttBindingList, responses=errors(*AUTHED, 403))
+    def mqtt_bindings(who: Auth) -> dict:
+        return {"bindings": connectors.listed_mqtt(who.session)}
+
+    @api.get(
+        "/connectors/mqtt/{name}",
+        response_model=MqttBindingView,
+        responses=errors(*AUTHED, 403, 404),
+    )
+    def mqtt_binding(name: str, who: Auth) -> dict:
+        return connectors.shown_mqtt(who.session, name)
+
+    @api.delete("/connectors/mqtt/{name}", status_code=204, responses=errors(*AUTHED, 403, 404))
+    def unbind_mqtt(name: str, who: Auth) -> Response:
+        """Unsubscribes and forgets the binding; what landed stays."""
+        connectors.remove_mqtt(who.session, name)
         return Response(status_code=204)
 
     return api

@@ -87,6 +87,23 @@ class KafkaFeed(BaseModel):
     partitions: list[KafkaPartition]
 
 
+class MqttDevice(BaseModel):
+    device: str
+    provider: str
+    waiting: int = Field(description="Messages received, not yet landed (nor acked)")
+    landed: int
+    refused: int
+    duplicates: int = Field(description="Redeliveries of landed messages, dropped")
+    held: str | None = Field(description="Why the device waits (a refused landing)")
+
+
+class MqttFeed(BaseModel):
+    binding: str
+    topic_filter: str
+    status: str
+    devices: list[MqttDevice]
+
+
 class StreamIngest(BaseModel):
     stream: str
     kind: Literal["input", "output"]
@@ -96,6 +113,11 @@ class StreamIngest(BaseModel):
     kafka: list[KafkaFeed] = Field(
         default=[],
         description="The Kafka topics feeding the stream: every partition for 'all', "
+        "one's own channels' for 'own', none for readers",
+    )
+    mqtt: list[MqttFeed] = Field(
+        default=[],
+        description="The MQTT topic filters feeding the stream: every device for 'all', "
         "one's own channels' for 'own', none for readers",
     )
     at: str
@@ -186,10 +208,13 @@ def router(service: IngestHost) -> APIRouter:
                     )
         counts = IngestCounts(**service.metrics.stream_counts(name))
         kafka: list[dict] = []
+        mqtt: list[dict] = []
         if scope == "all":
             kafka = service.connectors.of_stream(name)
+            mqtt = service.connectors.mqtt_of_stream(name)
         elif scope == "own":
             kafka = service.connectors.of_stream(name, lambda p: owns_provider(user, p))
+            mqtt = service.connectors.mqtt_of_stream(name, lambda p: owns_provider(user, p))
         return StreamIngest(
             stream=name,
             kind=kind,
@@ -197,6 +222,7 @@ def router(service: IngestHost) -> APIRouter:
             channels=channels,
             counts=counts,
             kafka=[KafkaFeed.model_validate(feed) for feed in kafka],
+            mqtt=[MqttFeed.model_validate(feed) for feed in mqtt],
             at=iso(time.time()) or "",
         )
 
