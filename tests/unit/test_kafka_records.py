@@ -1,4 +1,4 @@
-"""Kafka records as landing lines (connectors/kafka_records.py) and what a binding may
+"""Kafka records as landing lines (connectors/record_lines.py) and what a binding may
 declare (connectors/kafka_binding.py), without a broker."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from streamshield.connectors.kafka_binding import KafkaBinding
-from streamshield.connectors.kafka_records import Refused, record_line
+from streamshield.connectors.record_lines import Refused, record_line
 
 STREAM, PROVIDER = "quotes", "ed.k0"
 

@@ -8,8 +8,8 @@ Shield and the audit work exactly as for appended elements.
 * :mod:`.kafka_binding` -- what an administrator binds: a topic to a stream, each
   partition to the provider whose records it carries;
 * :mod:`.record_lines` -- one broker message as one landing line, or the reason it is
-  refused (pure: no broker, no JVM), for every source; :mod:`.kafka_records` is its
-  Kafka view;
+  refused (pure: no broker, no JVM), for every source (a Kafka record's offset is its
+  seq, so it brings none of its own);
 * :mod:`.kafka_source` -- the consumer thread: offsets as seqs, exactly once with the
   landing zone's last seq per channel, back-off on outages;
 * :mod:`.mqtt_binding` -- a topic filter bound to a stream, each device to the provider
@@ -17,5 +17,8 @@ Shield and the audit work exactly as for appended elements.
 * :mod:`.mqtt_messages` -- one MQTT message as (device, landing line), or the reason it
   is refused (pure);
 * :mod:`.mqtt_source` -- the subscriber thread: QoS 1 in a persistent session, acked
-  only once landed, redeliveries known again.
+  only once landed, redeliveries known again;
+* :mod:`.sink_targets` -- where a sink writes one recipient's rows (a Kafka topic, a
+  Delta table), one micro-batch at a time with its batch id
+  (server/sink_service.py decides what she may receive).
 """
