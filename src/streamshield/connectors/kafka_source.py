@@ -80,7 +80,8 @@ class _Partition:
     provider: str
     next_offset: int | None = None  # the next offset to read (None: not yet known)
     high: int | None = None  # the high watermark last asked
-    held: str | None = None  # why the partition waits, or None
+    held: str | None = None  # why its records did not land, until a landing succeeds
+    paused: bool = False  # waiting out a back-off (resumed, it tries the same records)
     resume_at: float = 0.0
     failures: int = 0
     landed: int = 0
@@ -244,7 +245,7 @@ class KafkaSource:
                 self._broker = None
             for number, batch in batches.items():
                 state = self._partitions.get(number)
-                if state is not None and state.held is None:
+                if state is not None and not state.paused:
                     self._land_batch(consumer, number, state, batch)
             if self._clock() - asked >= WATERMARK_SECONDS:
                 asked = self._clock()
@@ -295,7 +296,7 @@ class KafkaSource:
     ) -> None:
         """Pauses the partition at ``offset`` until a back-off has passed."""
         state.failures += 1
-        state.held = getattr(err, "code", None) or type(err).__name__
+        state.held, state.paused = getattr(err, "code", None) or type(err).__name__, True
         hint = getattr(err, "retry_after", None)  # ingest behind: it says when to come back
         wait = min(float(hint), BACKOFF_SECONDS[-1]) if hint else _backoff(state.failures)
         state.resume_at = self._clock() + wait
@@ -309,11 +310,11 @@ class KafkaSource:
         due = [
             TopicPartition(self.binding.topic, number)
             for number, state in self._partitions.items()
-            if state.held is not None and now >= state.resume_at
+            if state.paused and now >= state.resume_at
         ]
         if due:
             for part in due:
-                self._partitions[part.partition].held = None
+                self._partitions[part.partition].paused = False
             consumer.resume(due)
 
     def _ask_watermarks(self, consumer: Any) -> None:

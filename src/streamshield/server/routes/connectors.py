@@ -114,19 +114,21 @@ def router(connectors: Bindings) -> APIRouter:
         """Binds a topic to an input stream and starts consuming it (CHANGE SYSTEM)."""
         return connectors.add(who.session, binding)
 
-    @api.get("/connectors/kafka", response_model=BindingList, responses=errors(*AUTHED, 403))
+    @api.get("/connectors/kafka", response_model=BindingList, responses=errors(*AUTHED, 403, 422))
     def bindings(who: Auth) -> dict:
         return {"bindings": connectors.listed(who.session)}
 
     @api.get(
         "/connectors/kafka/{name}",
         response_model=BindingView,
-        responses=errors(*AUTHED, 403, 404),
+        responses=errors(*AUTHED, 403, 404, 422),
     )
     def binding(name: str, who: Auth) -> dict:
         return connectors.shown(who.session, name)
 
-    @api.delete("/connectors/kafka/{name}", status_code=204, responses=errors(*AUTHED, 403, 404))
+    @api.delete(
+        "/connectors/kafka/{name}", status_code=204, responses=errors(*AUTHED, 403, 404, 422)
+    )
     def unbind(name: str, who: Auth) -> Response:
         """Stops consuming and forgets the binding; what landed stays."""
         connectors.remove(who.session, name)
@@ -142,19 +144,23 @@ def router(connectors: Bindings) -> APIRouter:
         """Binds a topic filter to an input stream and subscribes to it (CHANGE SYSTEM)."""
         return connectors.add_mqtt(who.session, binding)
 
-    @api.get("/connectors/mqtt", response_model=MqttBindingList, responses=errors(*AUTHED, 403))
+    @api.get(
+        "/connectors/mqtt", response_model=MqttBindingList, responses=errors(*AUTHED, 403, 422)
+    )
     def mqtt_bindings(who: Auth) -> dict:
         return {"bindings": connectors.listed_mqtt(who.session)}
 
     @api.get(
         "/connectors/mqtt/{name}",
         response_model=MqttBindingView,
-        responses=errors(*AUTHED, 403, 404),
+        responses=errors(*AUTHED, 403, 404, 422),
     )
     def mqtt_binding(name: str, who: Auth) -> dict:
         return connectors.shown_mqtt(who.session, name)
 
-    @api.delete("/connectors/mqtt/{name}", status_code=204, responses=errors(*AUTHED, 403, 404))
+    @api.delete(
+        "/connectors/mqtt/{name}", status_code=204, responses=errors(*AUTHED, 403, 404, 422)
+    )
     def unbind_mqtt(name: str, who: Auth) -> Response:
         """Unsubscribes and forgets the binding; what landed stays."""
         connectors.remove_mqtt(who.session, name)

@@ -62,15 +62,15 @@ def router(sinks: Sinks) -> APIRouter:
         """Writes the query's rows, as this session would receive them, to a target."""
         return sinks.attach(who.session, name, request)
 
-    @api.get("/sinks", response_model=SinkList, responses=errors(*AUTHED))
+    @api.get("/sinks", response_model=SinkList, responses=errors(*AUTHED, 422))
     def listed(who: Auth) -> dict:
         return {"sinks": sinks.listed(who.session)}
 
-    @api.get("/sinks/{name}", response_model=SinkView, responses=errors(*AUTHED, 404))
+    @api.get("/sinks/{name}", response_model=SinkView, responses=errors(*AUTHED, 404, 422))
     def shown(name: str, who: Auth) -> dict:
         return sinks.shown(who.session, name)
 
-    @api.delete("/sinks/{name}", status_code=204, responses=errors(*AUTHED, 404))
+    @api.delete("/sinks/{name}", status_code=204, responses=errors(*AUTHED, 404, 422))
     def detach(name: str, who: Auth) -> Response:
         sinks.detach(who.session, name)
         return Response(status_code=204)
