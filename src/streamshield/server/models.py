@@ -202,7 +202,9 @@ class QueryStatus(BaseModel):
     status: str
 
 
-class QueryRemoved(BaseModel):
+class Removed(BaseModel):
+    """What a DELETE of a named object answers: the name it removed."""
+
     removed: str
 
 

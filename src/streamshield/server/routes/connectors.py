@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from streamshield.connectors.kafka_binding import KafkaBinding
 from streamshield.connectors.mqtt_binding import MqttBinding
 from streamshield.server.auth import Auth
+from streamshield.server.models import Removed
 from streamshield.server.openapi import AUTHED, errors
 
 if TYPE_CHECKING:
@@ -127,12 +128,14 @@ def router(connectors: Bindings) -> APIRouter:
         return connectors.shown(who.session, name)
 
     @api.delete(
-        "/connectors/kafka/{name}", status_code=204, responses=errors(*AUTHED, 403, 404, 422)
+        "/connectors/kafka/{name}",
+        response_model=Removed,
+        responses=errors(*AUTHED, 403, 404, 422),
     )
-    def unbind(name: str, who: Auth) -> Response:
+    def unbind(name: str, who: Auth) -> dict:
         """Stops consuming and forgets the binding; what landed stays."""
         connectors.remove(who.session, name)
-        return Response(status_code=204)
+        return {"removed": name}
 
     @api.post(
         "/connectors/mqtt",
@@ -159,11 +162,13 @@ def router(connectors: Bindings) -> APIRouter:
         return connectors.shown_mqtt(who.session, name)
 
     @api.delete(
-        "/connectors/mqtt/{name}", status_code=204, responses=errors(*AUTHED, 403, 404, 422)
+        "/connectors/mqtt/{name}",
+        response_model=Removed,
+        responses=errors(*AUTHED, 403, 404, 422),
     )
-    def unbind_mqtt(name: str, who: Auth) -> Response:
+    def unbind_mqtt(name: str, who: Auth) -> dict:
         """Unsubscribes and forgets the binding; what landed stays."""
         connectors.remove_mqtt(who.session, name)
-        return Response(status_code=204)
+        return {"removed": name}
 
     return api

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from streamshield.server.auth import Auth
+from streamshield.server.models import Removed
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors
 from streamshield.server.sse_rows import ResumeAfter, RowStreams, last_event_id
 
@@ -61,10 +62,6 @@ class PatternInfo(_Open):
 
 class PatternList(BaseModel):
     patterns: list[dict[str, Any]]
-
-
-class PatternRemoved(BaseModel):
-    removed: str
 
 
 class BatchGap(BaseModel):
@@ -157,7 +154,7 @@ def router(patterns: PatternApi, streams: RowStreams) -> APIRouter:
         return patterns.set_status(who.session, name, body.running)
 
     @api.delete(
-        "/patterns/{name}", response_model=PatternRemoved, responses=errors(*AUTHED, 403, 404, 422)
+        "/patterns/{name}", response_model=Removed, responses=errors(*AUTHED, 403, 404, 422)
     )
     def remove(name: str, who: Auth) -> dict:
         patterns.remove(who.session, name)

@@ -20,8 +20,8 @@ from streamshield.server.auth import Auth
 from streamshield.server.models import (
     QueryBody,
     QueryRegistered,
-    QueryRemoved,
     QueryStatus,
+    Removed,
     SpsInjected,
 )
 from streamshield.server.openapi import AUTHED, SSE_RESPONSE, errors, links
@@ -90,9 +90,7 @@ def router(service: QueryApi, rows: RowStreams) -> APIRouter:
         query = service.set_query_status(who.session, name, running=False)
         return {"name": query.name, "status": query.status()}
 
-    @api.delete(
-        "/queries/{name}", response_model=QueryRemoved, responses=errors(*AUTHED, 403, 404, 422)
-    )
+    @api.delete("/queries/{name}", response_model=Removed, responses=errors(*AUTHED, 403, 404, 422))
     def remove(name: str, who: Auth) -> dict:
         service.remove_query(who.session, name)
         return {"removed": name}

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from streamshield.server.auth import Auth
+from streamshield.server.models import Removed
 from streamshield.server.openapi import AUTHED, errors
 from streamshield.server.sink_service import SinkRequest
 
@@ -70,9 +71,9 @@ def router(sinks: Sinks) -> APIRouter:
     def shown(name: str, who: Auth) -> dict:
         return sinks.shown(who.session, name)
 
-    @api.delete("/sinks/{name}", status_code=204, responses=errors(*AUTHED, 404, 422))
-    def detach(name: str, who: Auth) -> Response:
+    @api.delete("/sinks/{name}", response_model=Removed, responses=errors(*AUTHED, 404, 422))
+    def detach(name: str, who: Auth) -> dict:
         sinks.detach(who.session, name)
-        return Response(status_code=204)
+        return {"removed": name}
 
     return api
