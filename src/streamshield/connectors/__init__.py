@@ -5,6 +5,8 @@ broker holds through the same gate as ``POST /streams/{name}/elements`` (the pro
 WRITE and INJECT SP, the wire format, per-channel order), so policies, the Security
 Shield and the audit work exactly as for appended elements.
 
+* :mod:`.source_binding` -- what every source binding declares: a stream, the channels
+  feeding it (who each acts as), the format, the broker's password kept from the API;
 * :mod:`.kafka_binding` -- what an administrator binds: a topic to a stream, each
   partition to the provider whose records it carries;
 * :mod:`.record_lines` -- one broker message as one landing line, or the reason it is

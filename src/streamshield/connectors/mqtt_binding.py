@@ -2,29 +2,22 @@
 
 One level of the topic names the device (``provider_level``, 0-based: in
 ``plant/+/reading`` level 1 is the device), and the binding maps each device name to
-the user and provider its messages act as (:class:`DeviceSource`: the user needs WRITE,
+the user and provider its messages act as (:class:`ChannelSource`: the user needs WRITE,
 for sps INJECT SP, on the stream, checked at every landing). A device is a channel; a
 device the map does not name is refused (``unbound_device``): there is no default entry,
 so a device nobody bound never lands a message (deny by default). Two devices never
 share a provider: their messages would interleave on one channel in no defined order.
-
-A binding holds the broker's credentials; :meth:`MqttBinding.public` is what the API
-shows (no password), :meth:`MqttBinding.stored` what the server keeps (its file is 0600).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
-from streamshield.catalog.streams import check_name
-from streamshield.connectors.kafka_binding import PartitionSource
+from streamshield.connectors.source_binding import ChannelSource, SourceBinding
 
-DeviceSource = PartitionSource
-"""Who one device's messages act as: a user and her provider (the user or ``user.*``)."""
 HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-:]{0,252}[A-Za-z0-9])?\Z")
 """A host name, an IPv4 address or a bare IPv6 address."""
 CLIENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}\Z")
@@ -53,13 +46,11 @@ def check_filter(value: str) -> list[str]:
     return levels
 
 
-class MqttBinding(BaseModel):
+class MqttBinding(SourceBinding):
     """One topic filter feeding one stream."""
 
-    model_config = ConfigDict(extra="forbid")
+    SECRET = ("password",)
 
-    name: str = Field(description="The binding's name (an identifier)")
-    stream: str = Field(description="The input stream the messages land in")
     host: str = Field(description="The broker's host name or address")
     port: int = Field(default=1883, ge=1, le=65535)
     topic_filter: str = Field(
@@ -68,21 +59,12 @@ class MqttBinding(BaseModel):
     provider_level: int = Field(
         ge=0, le=1000, description="Which topic level (0-based) names the device"
     )
-    providers: dict[str, DeviceSource] = Field(
+    providers: dict[str, ChannelSource] = Field(
         description="Device name -> who its messages act as; other devices are refused"
     )
     client_id: str | None = Field(
         default=None,
         description="The persistent session's client id (default: streamshield-<name>)",
-    )
-    format: Literal["element", "values"] = Field(
-        default="element",
-        description="'element': each payload is a wire-format element without seq (a tuple "
-        "or an sp); 'values': each payload is a JSON object of the tuple's attribute values",
-    )
-    fields: dict[str, str] = Field(
-        default_factory=dict,
-        description="Renames a payload's fields to the stream's attributes ('values')",
     )
     username: str | None = None
     password: SecretStr | None = None
@@ -90,16 +72,6 @@ class MqttBinding(BaseModel):
         default=None,
         description="PEM file of the CA that signed the broker's certificate (turns TLS on)",
     )
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_name(value, "a binding's name")
-
-    @field_validator("stream")
-    @classmethod
-    def _stream(cls, value: str) -> str:
-        return check_name(value, "stream")
 
     @field_validator("host")
     @classmethod
@@ -138,31 +110,19 @@ class MqttBinding(BaseModel):
                 raise ValueError(f"device {device[:40]!r} is not one topic level")
             if fixed != "+" and device != fixed:
                 raise ValueError(f"device {device!r} never matches the filter's level {fixed!r}")
-        providers = [source.channel_provider for source in self.providers.values()]
-        if len(set(providers)) != len(providers):
-            raise ValueError("two devices never share a provider: each device is a channel")
         if self.password is not None and not self.username:
             raise ValueError("a password needs a username")
-        for source, target in self.fields.items():
-            check_name(target, f"the attribute field {source!r} renames to")
+        self.check_sources("device")
         return self
+
+    def sources(self) -> dict[str, ChannelSource]:
+        return self.providers
 
     @property
     def client(self) -> str:
         return self.client_id or f"streamshield-{self.name}"
 
-    def channels(self) -> set[str]:
-        return {source.channel_provider for source in self.providers.values()}
-
     def public(self) -> dict[str, Any]:
-        """The binding as the API shows it: the password never leaves the server."""
-        shown = self.model_dump(mode="json", exclude={"password"})
+        shown = super().public()
         shown["client_id"] = self.client
         return shown
-
-    def stored(self) -> str:
-        """The binding as the server keeps it, password included."""
-        data = self.model_dump(mode="json")
-        if self.password is not None:
-            data["password"] = self.password.get_secret_value()
-        return json.dumps(data, indent=2)

@@ -80,7 +80,7 @@ class ConnectorService:
         with self._lock:
             if binding.name in self._sources or self._path(binding.name).exists():
                 raise Conflict(f"a binding named {binding.name} exists", codes.EXISTS)
-            self._refuse_shared(binding.stream, binding.providers())
+            self._refuse_shared(binding.stream, binding.channels())
             detail = {
                 "binding": binding.name,
                 "topic": binding.topic,
@@ -334,8 +334,7 @@ class ConnectorService:
         """Conflict if another binding feeds one of ``channels`` of ``stream`` (call
         holding the lock)."""
         feeding = [
-            (s.binding.name, s.binding.stream, s.binding.providers())
-            for s in self._sources.values()
+            (s.binding.name, s.binding.stream, s.binding.channels()) for s in self._sources.values()
         ]
         feeding += [
             (s.binding.name, s.binding.stream, s.binding.channels()) for s in self._mqtt.values()
