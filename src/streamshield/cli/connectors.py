@@ -8,6 +8,7 @@ line, where every user of the machine could read it in the process list.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,102 @@ import click
 
 from streamshield.cli.http import OUTPUT, request, show
 
-COLUMNS = ["name", "stream", "topic", "status", "partitions"]
-PARTITION_COLUMNS = ["partition", "provider", "next_offset", "lag", "landed", "refused", "held"]
+
+@dataclass(frozen=True)
+class SourceKind:
+    """What the list, show and unbind commands of one kind of source binding show."""
+
+    kind: str
+    """``kafka`` or ``mqtt``: the route ``/connectors/<kind>`` and the command group."""
+    source: str
+    """The binding's field that names what it reads (topic, topic filter)."""
+    channels: str
+    """The binding's field mapping broker names to who their messages act as."""
+    column: str
+    """The list's column of those channels."""
+    state: list[str]
+    """The columns of each channel's state in ``show``."""
+    example: str
+
+    def show(self, answer: dict, output: str) -> None:
+        if output == "json":
+            click.echo(json.dumps(answer, indent=2))
+            return
+        click.echo(
+            f"{answer['name']}: {answer[self.source]} -> {answer['stream']} ({answer['status']})"
+        )
+        show(answer[f"{self.column}_state"], self.state, output)
+
+    def commands(self, group: click.Group) -> None:
+        """Adds ``list``, ``show NAME`` and ``unbind NAME`` to the kind's group."""
+        route = f"/connectors/{self.kind}"
+
+        @group.command(
+            "list",
+            help=f"Every binding with its status.\n\nExample: streamshield client {self.kind} list",
+        )
+        @OUTPUT
+        def listed(output: str) -> None:
+            answer = request("GET", route)
+            if output == "json":
+                click.echo(json.dumps(answer, indent=2))
+                return
+            rows = [
+                {
+                    **b,
+                    self.column: [
+                        f"{n}={p.get('provider') or p['user']}" for n, p in b[self.channels].items()
+                    ],
+                }
+                for b in answer["bindings"]
+            ]
+            show(rows, ["name", "stream", self.source, "status", self.column], output)
+
+        @group.command(
+            "show",
+            help="One binding: its settings (no password) and each channel's "
+            f"state.\n\nExample: streamshield client {self.kind} show {self.example}",
+        )
+        @click.argument("name")
+        @OUTPUT
+        def shown(name: str, output: str) -> None:
+            self.show(request("GET", f"{route}/{name}"), output)
+
+        @group.command(
+            "unbind",
+            help="Stop reading and forget the binding (what landed stays)."
+            f"\n\nExample: streamshield client {self.kind} unbind {self.example}",
+        )
+        @click.argument("name")
+        def unbind(name: str) -> None:
+            request("DELETE", f"{route}/{name}")
+            click.echo(f"unbound: {name}")
+
+
+KAFKA = SourceKind(
+    "kafka",
+    source="topic",
+    channels="partitions",
+    column="partitions",
+    state=["partition", "provider", "next_offset", "lag", "landed", "refused", "held"],
+    example="quotes_feed",
+)
+MQTT = SourceKind(
+    "mqtt",
+    source="topic_filter",
+    channels="providers",
+    column="devices",
+    state=["device", "provider", "waiting", "landed", "refused", "duplicates", "held"],
+    example="plant_feed",
+)
 
 
 @click.group("kafka")
 def kafka() -> None:
     """Kafka topics bound to streams (administrators)."""
+
+
+KAFKA.commands(kafka)
 
 
 def _partition(value: str) -> tuple[str, dict[str, str]]:
@@ -110,70 +200,15 @@ def kafka_bind(
         "max_records": max_records,
         **({"group_id": group} if group else {}),
     }
-    answer = request("POST", "/connectors/kafka", json=body)
-    _show_one(answer, output)
-
-
-@kafka.command("list")
-@OUTPUT
-def kafka_list(output: str) -> None:
-    """Every binding with its status.
-
-    Example: streamshield client kafka list
-    """
-    answer = request("GET", "/connectors/kafka")
-    rows = [
-        {
-            **b,
-            "partitions": [
-                f"{n}={p.get('provider') or p['user']}" for n, p in b["partitions"].items()
-            ],
-        }
-        for b in answer["bindings"]
-    ]
-    if output == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
-    show(rows, COLUMNS, output)
-
-
-@kafka.command("show")
-@click.argument("name")
-@OUTPUT
-def kafka_show(name: str, output: str) -> None:
-    """One binding: its settings (no password) and each partition's offset and lag.
-
-    Example: streamshield client kafka show quotes_feed
-    """
-    _show_one(request("GET", f"/connectors/kafka/{name}"), output)
-
-
-@kafka.command("unbind")
-@click.argument("name")
-def kafka_unbind(name: str) -> None:
-    """Stop consuming and forget the binding (what landed stays).
-
-    Example: streamshield client kafka unbind quotes_feed
-    """
-    request("DELETE", f"/connectors/kafka/{name}")
-    click.echo(f"unbound: {name}")
-
-
-def _show_one(answer: dict, output: str) -> None:
-    if output == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
-    click.echo(f"{answer['name']}: {answer['topic']} -> {answer['stream']} ({answer['status']})")
-    show(answer["partitions_state"], PARTITION_COLUMNS, output)
-
-
-MQTT_COLUMNS = ["name", "stream", "topic_filter", "status", "devices"]
-DEVICE_COLUMNS = ["device", "provider", "waiting", "landed", "refused", "duplicates", "held"]
+    KAFKA.show(request("POST", "/connectors/kafka", json=body), output)
 
 
 @click.group("mqtt")
 def mqtt() -> None:
     """MQTT topic filters bound to streams (administrators)."""
+
+
+MQTT.commands(mqtt)
 
 
 def _device(value: str) -> tuple[str, dict[str, str]]:
@@ -253,60 +288,7 @@ def mqtt_bind(
         body["password"] = password_file.read_text("utf-8").strip()
     if ca:
         body["ca_file"] = ca
-    _show_mqtt(request("POST", "/connectors/mqtt", json=body), output)
-
-
-@mqtt.command("list")
-@OUTPUT
-def mqtt_list(output: str) -> None:
-    """Every MQTT binding with its status.
-
-    Example: streamshield client mqtt list
-    """
-    answer = request("GET", "/connectors/mqtt")
-    if output == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
-    rows = [
-        {
-            **b,
-            "devices": [f"{d}={p.get('provider') or p['user']}" for d, p in b["providers"].items()],
-        }
-        for b in answer["bindings"]
-    ]
-    show(rows, MQTT_COLUMNS, output)
-
-
-@mqtt.command("show")
-@click.argument("name")
-@OUTPUT
-def mqtt_show(name: str, output: str) -> None:
-    """One MQTT binding: its settings (no password) and each device's counts.
-
-    Example: streamshield client mqtt show plant_feed
-    """
-    _show_mqtt(request("GET", f"/connectors/mqtt/{name}"), output)
-
-
-@mqtt.command("unbind")
-@click.argument("name")
-def mqtt_unbind(name: str) -> None:
-    """Unsubscribe and forget the binding (what landed stays).
-
-    Example: streamshield client mqtt unbind plant_feed
-    """
-    request("DELETE", f"/connectors/mqtt/{name}")
-    click.echo(f"unbound: {name}")
-
-
-def _show_mqtt(answer: dict, output: str) -> None:
-    if output == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
-    click.echo(
-        f"{answer['name']}: {answer['topic_filter']} -> {answer['stream']} ({answer['status']})"
-    )
-    show(answer["devices_state"], DEVICE_COLUMNS, output)
+    MQTT.show(request("POST", "/connectors/mqtt", json=body), output)
 
 
 SINK_COLUMNS = ["name", "query", "user", "target", "status", "last_batch", "rows_written"]
