@@ -27,17 +27,23 @@ cannot be reached is retried by librdkafka and shown in :meth:`KafkaSource.statu
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamshield.connectors.kafka_binding import KafkaBinding
 from streamshield.connectors.record_lines import Refused, record_line
+from streamshield.connectors.source_thread import (
+    BACKOFF_SECONDS,
+    RETRIED,
+    Landed,
+    SourceThread,
+    backoff,
+)
 from streamshield.faults import crash_point
 
 log = logging.getLogger("streamshield.connectors")
@@ -46,28 +52,16 @@ POLL_SECONDS = 0.2
 WATERMARK_SECONDS = 2.0
 """How often the partitions' high watermarks are asked (the lag, and whether the broker
 answers)."""
-BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
-"""Waits before a held-back partition is read again, or the consumer is opened again."""
 BROKER_ERRORS = {
     KafkaError._ALL_BROKERS_DOWN,
     KafkaError._TRANSPORT,
     KafkaError._RESOLVE,
     KafkaError._TIMED_OUT,
 }
-RETRIED = frozenset({"write_failed"})
-"""Landing rejections that say nothing about the record (the disk refused the file): the
-partition waits and lands them again, never commits past them."""
 
 
 class _NotWritten(Exception):
     code = "write_failed"
-
-
-class Landed(Protocol):
-    """What a landing reports back (:class:`~streamshield.server.element_gate.AppendReport`)."""
-
-    accepted: int
-    rejected: list[Any]
 
 
 Land = Callable[[str, list[str], list[int]], Landed]
@@ -88,8 +82,10 @@ class _Partition:
     refused: int = 0
 
 
-class KafkaSource:
+class KafkaSource(SourceThread):
     """Consumes one binding's partitions into its stream until :meth:`stop`."""
+
+    kind = "kafka"
 
     def __init__(
         self,
@@ -102,6 +98,7 @@ class KafkaSource:
     ) -> None:
         """``last_seq(provider)``: the channel's last landed seq (0: none);
         ``on_refused(user, reason, count)``: counts and audits refused records."""
+        super().__init__(binding.name)
         self.binding = binding
         self._land, self._last_seq, self._on_refused = land, last_seq, on_refused
         self._consumer_of, self._clock = consumer, clock
@@ -109,40 +106,11 @@ class KafkaSource:
             number: _Partition(source.user, source.channel_provider)
             for number, source in binding.partitions.items()
         }
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._broker: str | None = "starting"  # why the broker is not answering, or None
-        self._failures = 0
-
-    # -- life cycle --------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._run, name=f"kafka-{self.binding.name}", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     # -- what the server shows ---------------------------------------------------------------
 
-    def status(self) -> str:
-        """``ok``, or why records do not land now (``/readyz`` detail)."""
-        if not self.running:
-            return "stopped"
-        if self._broker is not None:
-            return self._broker
-        held = sorted({p.held for p in self._partitions.values() if p.held})
-        return "held_back: " + ", ".join(held) if held else "ok"
+    def _held(self) -> list[str | None]:
+        return [p.held for p in self._partitions.values()]
 
     def lags(self) -> dict[int, int]:
         """Records on the broker not yet landed (or refused), per partition."""
@@ -170,24 +138,18 @@ class KafkaSource:
 
     # -- the consumer ------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            consumer = None
-            try:
-                consumer = self._open()
-                self._failures = 0
-                self._consume(consumer)
-            except KafkaException as err:
-                self._broker = "broker_unreachable"
-                log.warning("kafka %s: %s", self.binding.name, _code_name(err))
-            except Exception as err:  # the source must outlive any one bad turn
-                self._broker = f"failed: {type(err).__name__}"
-                log.exception("kafka %s stopped a turn", self.binding.name)
-            finally:
-                if consumer is not None:
-                    consumer.close()
-            self._failures += 1
-            self._stopping.wait(_backoff(self._failures))
+    def _session(self) -> None:
+        consumer = self._open()
+        try:
+            self._connected()
+            self._consume(consumer)
+        finally:
+            consumer.close()
+
+    def _broker_status(self, err: Exception) -> tuple[str, str] | None:
+        if isinstance(err, KafkaException):
+            return "broker_unreachable", _code_name(err)
+        return None
 
     def _open(self) -> Any:
         """A consumer assigned the bound partitions, each at its next unlanded offset."""
@@ -213,7 +175,6 @@ class KafkaSource:
         except BaseException:
             consumer.close()
             raise
-        self._broker = None
         return consumer
 
     def _broker_error(self, error: KafkaError) -> None:
@@ -298,7 +259,7 @@ class KafkaSource:
         state.failures += 1
         state.held, state.paused = getattr(err, "code", None) or type(err).__name__, True
         hint = getattr(err, "retry_after", None)  # ingest behind: it says when to come back
-        wait = min(float(hint), BACKOFF_SECONDS[-1]) if hint else _backoff(state.failures)
+        wait = min(float(hint), BACKOFF_SECONDS[-1]) if hint else backoff(state.failures)
         state.resume_at = self._clock() + wait
         part = TopicPartition(self.binding.topic, number, offset)
         consumer.pause([part])
@@ -339,10 +300,6 @@ def _available(consumer: Any, most: int) -> list[Any]:
     if first is None:
         return []
     return [first, *consumer.consume(most - 1, 0)] if most > 1 else [first]
-
-
-def _backoff(failures: int) -> float:
-    return BACKOFF_SECONDS[min(max(failures, 1), len(BACKOFF_SECONDS)) - 1]
 
 
 def _code_name(err: KafkaException) -> str:

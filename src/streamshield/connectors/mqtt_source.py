@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -65,10 +64,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from streamshield.connectors.kafka_source import BACKOFF_SECONDS, RETRIED, Landed
 from streamshield.connectors.mqtt_binding import MqttBinding
 from streamshield.connectors.mqtt_messages import device_of, message_key, message_line
 from streamshield.connectors.record_lines import Refused
+from streamshield.connectors.source_thread import RETRIED, Landed, SourceThread, backoff
 from streamshield.durable import write_atomic
 from streamshield.faults import crash_point
 
@@ -127,8 +126,10 @@ class _Device:
     duplicates: int = 0
 
 
-class MqttSource:
+class MqttSource(SourceThread):
     """Subscribes one binding's filter and lands its devices' messages until :meth:`stop`."""
+
+    kind = "mqtt"
 
     def __init__(
         self,
@@ -143,6 +144,7 @@ class MqttSource:
         """``last_seq(provider)``: the channel's last landed seq (0: none);
         ``on_refused(user, reason, count)``: counts and audits refused messages (user
         None: no bound device); ``client(binding)``: a new paho client (tests)."""
+        super().__init__(binding.name)
         self.binding = binding
         self._land, self._last_seq, self._on_refused = land, last_seq, on_refused
         self.state_path = state_path
@@ -157,11 +159,7 @@ class MqttSource:
         self._known: Counter[str] = Counter()  # the keys in _recent, for lookups
         self._pending: dict[str, dict[str, Any]] = {}
         self._inbox: list[Message] = []
-        self._stopping = threading.Event()
         self._forget = False
-        self._thread: threading.Thread | None = None
-        self._broker: str | None = "starting"
-        self._failures = 0
         self.unbound = 0  # messages of no bound device or topic
         self.retained = 0
 
@@ -177,24 +175,13 @@ class MqttSource:
             self._broker = "state_unreadable"
             log.error("mqtt %s: state not read (%s)", self.binding.name, type(err).__name__)
             return
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._run, name=f"mqtt-{self.binding.name}", daemon=True
-        )
-        self._thread.start()
+        super().start()
 
     def stop(self, timeout: float = 10.0, forget: bool = False) -> None:
         """Ends the thread; ``forget``: unsubscribe first, so the broker stops queueing
         for the session (the binding is gone)."""
         self._forget = forget
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        super().stop(timeout)
 
     def recover(self) -> None:
         """Reads the kept keys and settles the batch that was landing when the server
@@ -216,13 +203,12 @@ class MqttSource:
     # -- what the server shows ---------------------------------------------------------------
 
     def status(self) -> str:
-        """``ok``, or why messages do not land now (``/readyz`` detail)."""
-        if not self.running:
-            return "state_unreadable" if self._broker == "state_unreadable" else "stopped"
-        if self._broker is not None:
+        if self._broker == "state_unreadable":
             return self._broker
-        held = sorted({d.held for d in self._devices.values() if d.held})
-        return "held_back: " + ", ".join(held) if held else "ok"
+        return super().status()
+
+    def _held(self) -> list[str | None]:
+        return [d.held for d in self._devices.values()]
 
     def devices(self) -> list[dict[str, Any]]:
         """Each device's channel, counts and state, as the API shows them."""
@@ -241,30 +227,23 @@ class MqttSource:
 
     # -- the subscriber ----------------------------------------------------------------------
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            client = None
-            try:
-                client = self._connect()
-                self._failures = 0
-                self._serve(client)
-            except _Broker as err:
-                self._broker = err.status
-                log.warning("mqtt %s: %s", self.binding.name, err.status)
-            except OSError as err:
-                self._broker = "broker_unreachable"
-                log.warning("mqtt %s: %s", self.binding.name, type(err).__name__)
-            except Exception as err:  # the source must outlive any one bad turn
-                self._broker = f"failed: {type(err).__name__}"
-                log.exception("mqtt %s stopped a turn", self.binding.name)
-            finally:
-                self._drop_unacked()
-                if client is not None:
-                    self._close(client)
-            if self._stopping.is_set():
-                break
-            self._failures += 1
-            self._stopping.wait(_backoff(self._failures))
+    def _session(self) -> None:
+        client = None
+        try:
+            client = self._connect()
+            self._connected()
+            self._serve(client)
+        finally:
+            self._drop_unacked()
+            if client is not None:
+                self._close(client)
+
+    def _broker_status(self, err: Exception) -> tuple[str, str] | None:
+        if isinstance(err, _Broker):
+            return err.status, err.status
+        if isinstance(err, OSError):
+            return "broker_unreachable", type(err).__name__
+        return None
 
     def _connect(self) -> Any:
         """A client connected in the binding's persistent session and subscribed at QoS 1."""
@@ -284,7 +263,6 @@ class MqttSource:
         granted = answers["suback"][0]
         if granted.is_failure or granted.value != 1:  # QoS 0 would lose messages
             raise _Broker("subscription_refused")
-        self._broker = None
         return client
 
     def _wait(self, client: Any, answers: dict[str, Any], name: str) -> None:
@@ -430,7 +408,7 @@ class MqttSource:
         """Keeps the device's messages waiting (unacked) until a back-off has passed."""
         device.failures += 1
         device.held = code
-        device.resume_at = self._clock() + _backoff(device.failures)
+        device.resume_at = self._clock() + backoff(device.failures)
         log.warning("mqtt %s device %s held back: %s", self.binding.name, device.device, code)
 
     def _remember(self, key: str) -> None:
@@ -480,7 +458,3 @@ def _paho_client(binding: MqttBinding) -> Any:
     if binding.ca_file:
         client.tls_set(ca_certs=binding.ca_file)
     return client
-
-
-def _backoff(failures: int) -> float:
-    return BACKOFF_SECONDS[min(max(failures, 1), len(BACKOFF_SECONDS)) - 1]
