@@ -145,7 +145,7 @@ def test_a_kill_in_either_window_lands_each_message_once(tmp_path, window: str) 
     assert landing.lines["ed.m1"] == [1, 2, 3]
     assert landed_before == ([1] if window == "before_landing" else [1, 2, 3])
     assert sorted(client.acked) == [2, 3]  # acked either way: the broker stops resending
-    dropped = again.devices()[0]["duplicates"]
+    dropped = again.channel_states()[0]["duplicates"]
     assert dropped == (0 if window == "before_landing" else 2)
 
 
@@ -162,14 +162,14 @@ def test_a_refused_landing_holds_messages_unacked_and_lands_them_later(tmp_path)
     source = _source(tmp_path, landing, clock)
     landing.refuse = True
     _deliver(source, clock, client, [_message(1, 1), _message(2, 2, "m2")])
-    assert client.acked == [] and source.devices()[0]["held"] == "forbidden"
+    assert client.acked == [] and source.channel_states()[0]["held"] == "forbidden"
     landing.refuse = False
     source.turn(client)  # the back-off has not passed
     assert client.acked == []
     clock.now += 60
     source.turn(client)
     assert landing.lines == {"ed.m1": [1], "fay": [2]} and sorted(client.acked) == [1, 2]
-    assert all(d["held"] is None for d in source.devices())
+    assert all(d["held"] is None for d in source.channel_states())
 
 
 def test_a_redelivery_while_the_original_waits_lands_once(tmp_path) -> None:
@@ -193,7 +193,7 @@ def test_nothing_lands_unrecorded_when_the_state_cannot_be_written(tmp_path, mon
     monkeypatch.setattr("streamshield.connectors.mqtt_source.write_atomic", full)
     _deliver(source, clock, client, [_message(1, 1)])
     assert landing.lines == {} and client.acked == []
-    assert source.devices()[0]["held"] == "write_failed"
+    assert source.channel_states()[0]["held"] == "write_failed"
     monkeypatch.undo()
     clock.now += 60
     source.turn(client)

@@ -47,6 +47,7 @@ class KafkaSecurity(BaseModel):
 class KafkaBinding(SourceBinding):
     """One topic feeding one stream."""
 
+    KIND, CHANNEL, SOURCE = "kafka", "partition", "topic"
     SECRET = ("security", "password")
 
     bootstrap_servers: str = Field(description="host:port[,host:port...] of the brokers")
@@ -84,7 +85,7 @@ class KafkaBinding(SourceBinding):
             raise ValueError("a binding names at least one partition")
         if any(p < 0 for p in self.partitions):
             raise ValueError("partition numbers are 0 or more")
-        self.check_sources("partition")
+        self.check_sources()
         return self
 
     def sources(self) -> dict[int, ChannelSource]:

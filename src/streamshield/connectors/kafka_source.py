@@ -98,8 +98,8 @@ class KafkaSource(SourceThread):
     ) -> None:
         """``last_seq(provider)``: the channel's last landed seq (0: none);
         ``on_refused(user, reason, count)``: counts and audits refused records."""
-        super().__init__(binding.name)
-        self.binding = binding
+        super().__init__(binding)
+        self.binding: KafkaBinding = binding
         self._land, self._last_seq, self._on_refused = land, last_seq, on_refused
         self._consumer_of, self._clock = consumer, clock
         self._partitions = {
@@ -120,8 +120,8 @@ class KafkaSource(SourceThread):
                 lags[number] = max(0, max(state.high, state.next_offset) - state.next_offset)
         return lags
 
-    def partitions(self) -> list[dict[str, Any]]:
-        """Each partition's channel, position, lag and state, as the API shows them."""
+    def channel_states(self) -> list[dict[str, Any]]:
+        """Each partition's channel, position, lag and state."""
         lags = self.lags()
         return [
             {

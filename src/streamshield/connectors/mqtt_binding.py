@@ -49,6 +49,7 @@ def check_filter(value: str) -> list[str]:
 class MqttBinding(SourceBinding):
     """One topic filter feeding one stream."""
 
+    KIND, CHANNEL, SOURCE = "mqtt", "device", "topic_filter"
     SECRET = ("password",)
 
     host: str = Field(description="The broker's host name or address")
@@ -112,7 +113,7 @@ class MqttBinding(SourceBinding):
                 raise ValueError(f"device {device!r} never matches the filter's level {fixed!r}")
         if self.password is not None and not self.username:
             raise ValueError("a password needs a username")
-        self.check_sources("device")
+        self.check_sources()
         return self
 
     def sources(self) -> dict[str, ChannelSource]:

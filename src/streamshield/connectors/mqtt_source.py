@@ -144,8 +144,8 @@ class MqttSource(SourceThread):
         """``last_seq(provider)``: the channel's last landed seq (0: none);
         ``on_refused(user, reason, count)``: counts and audits refused messages (user
         None: no bound device); ``client(binding)``: a new paho client (tests)."""
-        super().__init__(binding.name)
-        self.binding = binding
+        super().__init__(binding)
+        self.binding: MqttBinding = binding
         self._land, self._last_seq, self._on_refused = land, last_seq, on_refused
         self.state_path = state_path
         self._client_of = client or _paho_client
@@ -210,8 +210,11 @@ class MqttSource(SourceThread):
     def _held(self) -> list[str | None]:
         return [d.held for d in self._devices.values()]
 
-    def devices(self) -> list[dict[str, Any]]:
-        """Each device's channel, counts and state, as the API shows them."""
+    def view(self) -> dict[str, Any]:
+        return {**super().view(), "unbound": self.unbound, "retained": self.retained}
+
+    def channel_states(self) -> list[dict[str, Any]]:
+        """Each device's channel, counts and state."""
         return [
             {
                 "device": d.device,

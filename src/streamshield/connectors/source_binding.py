@@ -57,6 +57,12 @@ class SourceBinding(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    KIND: ClassVar[str]
+    """``kafka`` or ``mqtt``: where the binding is kept and routed (``/connectors/<kind>``)."""
+    CHANNEL: ClassVar[str]
+    """What the broker calls a source of one channel: ``partition``, ``device``."""
+    SOURCE: ClassVar[str]
+    """The field naming what the binding reads: ``topic``, ``topic_filter``."""
     SECRET: ClassVar[tuple[str, ...]]
     """Where the password sits in the binding's JSON form."""
 
@@ -89,13 +95,23 @@ class SourceBinding(BaseModel):
     def channels(self) -> set[str]:
         return {source.channel_provider for source in self.sources().values()}
 
-    def check_sources(self, what: str) -> None:
+    def check_sources(self) -> None:
         """ValueError unless every source has its own channel and renames are names."""
         providers = [source.channel_provider for source in self.sources().values()]
+        what = self.CHANNEL
         if len(set(providers)) != len(providers):
             raise ValueError(f"two {what}s never share a provider: each {what} is a channel")
         for source, target in self.fields.items():
             check_name(target, f"the attribute field {source!r} renames to")
+
+    def audited(self) -> dict[str, Any]:
+        """What the audit trail keeps of a bind: never the credentials."""
+        return {
+            "connector": self.KIND,
+            "binding": self.name,
+            self.SOURCE: getattr(self, self.SOURCE),
+            f"{self.CHANNEL}s": {str(n): s.channel_provider for n, s in self.sources().items()},
+        }
 
     def _secret(self) -> SecretStr | None:
         holder: Any = self

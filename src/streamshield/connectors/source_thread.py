@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from streamshield.connectors.source_binding import SourceBinding
 
 log = logging.getLogger("streamshield.connectors")
 
@@ -39,8 +42,9 @@ class SourceThread:
     kind: ClassVar[str]
     """``kafka`` or ``mqtt``: the thread's name and log lines."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, binding: SourceBinding) -> None:
+        self.binding = binding
+        self.name = binding.name
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._broker: str | None = "starting"  # why the broker is not answering, or None
@@ -53,7 +57,9 @@ class SourceThread:
         )
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, forget: bool = False) -> None:
+        """Ends the thread; ``forget``: the binding is gone, the broker may stop keeping
+        anything for it."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -71,6 +77,34 @@ class SourceThread:
             return self._broker
         held = sorted({reason for reason in self._held() if reason})
         return "held_back: " + ", ".join(held) if held else "ok"
+
+    def channel_states(self) -> list[dict[str, Any]]:
+        """Each channel's position, counts and state, as the API shows them."""
+        raise NotImplementedError
+
+    def view(self) -> dict[str, Any]:
+        """The binding (no password), its status and each channel's state."""
+        return {
+            **self.binding.public(),
+            "status": self.status(),
+            f"{self.binding.CHANNEL}s_state": self.channel_states(),
+        }
+
+    def feed(self, providers: Callable[[str], bool] | None = None) -> dict[str, Any] | None:
+        """What ``GET /streams/{name}/ingest`` shows of this source: only the channels
+        whose provider ``providers(provider)`` accepts, if given; None if none is."""
+        channels = [
+            c for c in self.channel_states() if providers is None or providers(c["provider"])
+        ]
+        if not channels:
+            return None
+        source = self.binding.SOURCE
+        return {
+            "binding": self.name,
+            source: getattr(self.binding, source),
+            "status": self.status(),
+            f"{self.binding.CHANNEL}s": channels,
+        }
 
     def _held(self) -> Iterable[str | None]:
         """Why each channel's messages wait, or None where they do not."""

@@ -17,6 +17,7 @@ redeliveries again beside it, in ``<name>.state``; unbinding removes both.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ from streamshield.connectors.kafka_binding import KafkaBinding
 from streamshield.connectors.kafka_source import KafkaSource
 from streamshield.connectors.mqtt_binding import MqttBinding
 from streamshield.connectors.mqtt_source import MqttSource
+from streamshield.connectors.source_binding import SourceBinding
+from streamshield.connectors.source_thread import SourceThread
 from streamshield.durable import write_atomic
 from streamshield.lang.wire import interned_channel
 from streamshield.server import error_codes as codes
@@ -49,218 +52,103 @@ RECORD_REASONS = frozenset(
 """Refusals of a record before the landing gate (the gate counts its own)."""
 
 
+BINDINGS: dict[str, type[SourceBinding]] = {"kafka": KafkaBinding, "mqtt": MqttBinding}
+"""Every kind of source binding, by the name it is routed and kept under."""
+
+
 class ConnectorService:
     def __init__(self, security: Any, streams: StreamService, root: Path) -> None:
         self.security, self.streams = security, streams
-        self.directory = root / "connectors" / "kafka"
-        self.mqtt_directory = root / "connectors" / "mqtt"
-        self._sources: dict[str, KafkaSource] = {}
-        self._mqtt: dict[str, MqttSource] = {}
+        self.root = root / "connectors"
+        self._sources: dict[str, dict[str, SourceThread]] = {kind: {} for kind in BINDINGS}
         self._lock = threading.Lock()
         self._running = False
 
     # -- requests ----------------------------------------------------------------------------
 
-    def add(self, session: Session, binding: KafkaBinding) -> dict:
-        self._require_admin(session)
-        definition = self.streams.pipeline.queries.streams.get(binding.stream)
-        if definition is None:
-            raise NotFound(f"no input stream {binding.stream}")
-        for number, part in sorted(binding.partitions.items()):
-            if not port.user_enabled(self.security, part.user):
-                raise Invalid(f"partition {number}: no enabled user {part.user}")
-            if not (
-                port.can_write(self.security, part.user, binding.stream)
-                or port.can_inject(self.security, part.user, binding.stream)
-            ):
-                raise Invalid(
-                    f"partition {number}: {part.user} holds neither WRITE nor INJECT SP "
-                    f"on stream {binding.stream}"
-                )
-        with self._lock:
-            if binding.name in self._sources or self._path(binding.name).exists():
-                raise Conflict(f"a binding named {binding.name} exists", codes.EXISTS)
-            self._refuse_shared(binding.stream, binding.channels())
-            detail = {
-                "binding": binding.name,
-                "topic": binding.topic,
-                "partitions": {str(n): s.channel_provider for n, s in binding.partitions.items()},
-            }
-            port.change_connector(
-                self.security,
-                session,
-                True,
-                binding.stream,
-                detail,
-                lambda: self._store(binding),
-            )
-            source = self._source(binding)
-            self._sources[binding.name] = source
-            if self._running:
-                source.start()
-        return self.describe(source)
-
-    def remove(self, session: Session, name: str) -> None:
-        self._require_admin(session)
-        with self._lock:
-            source = self._sources.get(name)
-            if source is None:
-                raise NotFound(f"no binding {name}")
-            stream = source.binding.stream
-            port.change_connector(
-                self.security,
-                session,
-                False,
-                stream,
-                {"binding": name},
-                lambda: self._path(name).unlink(missing_ok=True),
-            )
-            del self._sources[name]
-        source.stop()
-
-    def listed(self, session: Session) -> list[dict]:
-        self._require_admin(session)
-        return [self.describe(s) for _, s in sorted(self._sources.items())]
-
-    def shown(self, session: Session, name: str) -> dict:
-        self._require_admin(session)
-        source = self._sources.get(name)
-        if source is None:
-            raise NotFound(f"no binding {name}")
-        return self.describe(source)
-
-    @staticmethod
-    def describe(source: KafkaSource) -> dict:
-        return {
-            **source.binding.public(),
-            "status": source.status(),
-            "partitions_state": source.partitions(),
-        }
-
-    def of_stream(self, stream: str, providers: Any = None) -> list[dict]:
-        """The Kafka feeds of ``stream``: per binding its topic, status and partitions
-        (only those whose provider ``providers(provider)`` accepts, if given)."""
-        feeds = []
-        for name, source in sorted(self._sources.items()):
-            if source.binding.stream != stream:
-                continue
-            parts = [
-                p for p in source.partitions() if providers is None or providers(p["provider"])
-            ]
-            if parts:
-                feeds.append(
-                    {
-                        "binding": name,
-                        "topic": source.binding.topic,
-                        "status": source.status(),
-                        "partitions": parts,
-                    }
-                )
-        return feeds
-
-    # -- MQTT requests -----------------------------------------------------------------------
-
-    def add_mqtt(self, session: Session, binding: MqttBinding) -> dict:
-        """Binds a topic filter (CHANGE SYSTEM): as :meth:`add`, each device's user must
-        exist and hold WRITE or INJECT SP on the stream now."""
+    def add(self, session: Session, binding: SourceBinding) -> dict:
+        """Binds (CHANGE SYSTEM) and starts the source; each channel's user must exist and
+        hold WRITE or INJECT SP on the stream now."""
         self._require_admin(session)
         if binding.stream not in self.streams.pipeline.queries.streams:
             raise NotFound(f"no input stream {binding.stream}")
-        for device, who in sorted(binding.providers.items()):
+        for name, who in sorted(binding.sources().items()):
+            where = f"{binding.CHANNEL} {name}"
             if not port.user_enabled(self.security, who.user):
-                raise Invalid(f"device {device}: no enabled user {who.user}")
+                raise Invalid(f"{where}: no enabled user {who.user}")
             if not (
                 port.can_write(self.security, who.user, binding.stream)
                 or port.can_inject(self.security, who.user, binding.stream)
             ):
                 raise Invalid(
-                    f"device {device}: {who.user} holds neither WRITE nor INJECT SP "
+                    f"{where}: {who.user} holds neither WRITE nor INJECT SP "
                     f"on stream {binding.stream}"
                 )
+        sources = self._sources[binding.KIND]
+        path = self._path(binding.KIND, binding.name)
         with self._lock:
-            path = self._mqtt_path(binding.name)
-            if binding.name in self._mqtt or path.exists():
-                raise Conflict(f"an MQTT binding named {binding.name} exists", codes.EXISTS)
+            if binding.name in sources or path.exists():
+                raise Conflict(
+                    f"a {binding.KIND} binding named {binding.name} exists", codes.EXISTS
+                )
             self._refuse_shared(binding.stream, binding.channels())
-            detail = {
-                "connector": "mqtt",
-                "binding": binding.name,
-                "topic_filter": binding.topic_filter,
-                "devices": {d: s.channel_provider for d, s in binding.providers.items()},
-            }
 
             def store() -> None:
-                self.mqtt_directory.mkdir(parents=True, exist_ok=True)
-                path.with_suffix(".state").unlink(missing_ok=True)  # an earlier binding's
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _state(path).unlink(missing_ok=True)  # an earlier binding's
                 write_atomic(path, binding.stored(), mode=0o600)
 
-            port.change_connector(self.security, session, True, binding.stream, detail, store)
-            source = self._mqtt_source(binding)
-            self._mqtt[binding.name] = source
+            audited = binding.audited()
+            port.change_connector(self.security, session, True, binding.stream, audited, store)
+            source = self._source(binding)
+            sources[binding.name] = source
             if self._running:
                 source.start()
-        return self.describe_mqtt(source)
+        return source.view()
 
-    def remove_mqtt(self, session: Session, name: str) -> None:
-        """Unbinds: the source unsubscribes (the broker stops queueing for it) and the
-        binding and its state are forgotten; what landed stays."""
+    def remove(self, session: Session, kind: str, name: str) -> None:
+        """Unbinds: the source stops (an MQTT one unsubscribes, so the broker stops
+        queueing for it) and the binding and its state are forgotten; what landed stays."""
         self._require_admin(session)
+        path = self._path(kind, name)
         with self._lock:
-            source = self._mqtt.get(name)
+            source = self._sources[kind].get(name)
             if source is None:
-                raise NotFound(f"no MQTT binding {name}")
-            path = self._mqtt_path(name)
+                raise NotFound(f"no {kind} binding {name}")
 
             def forget() -> None:
                 path.unlink(missing_ok=True)
-                path.with_suffix(".state").unlink(missing_ok=True)
+                _state(path).unlink(missing_ok=True)
 
-            detail = {"connector": "mqtt", "binding": name}
+            detail = {"connector": kind, "binding": name}
             port.change_connector(
                 self.security, session, False, source.binding.stream, detail, forget
             )
-            del self._mqtt[name]
+            del self._sources[kind][name]
         source.stop(forget=True)
-        path.with_suffix(".state").unlink(missing_ok=True)  # a last turn may have written it
+        _state(path).unlink(missing_ok=True)  # a last turn may have written it
 
-    def listed_mqtt(self, session: Session) -> list[dict]:
+    def listed(self, session: Session, kind: str) -> list[dict]:
         self._require_admin(session)
-        return [self.describe_mqtt(s) for _, s in sorted(self._mqtt.items())]
+        return [s.view() for _, s in sorted(self._sources[kind].items())]
 
-    def shown_mqtt(self, session: Session, name: str) -> dict:
+    def shown(self, session: Session, kind: str, name: str) -> dict:
         self._require_admin(session)
-        source = self._mqtt.get(name)
+        source = self._sources[kind].get(name)
         if source is None:
-            raise NotFound(f"no MQTT binding {name}")
-        return self.describe_mqtt(source)
+            raise NotFound(f"no {kind} binding {name}")
+        return source.view()
 
-    @staticmethod
-    def describe_mqtt(source: MqttSource) -> dict:
-        return {
-            **source.binding.public(),
-            "status": source.status(),
-            "unbound": source.unbound,
-            "retained": source.retained,
-            "devices_state": source.devices(),
-        }
-
-    def mqtt_of_stream(self, stream: str, providers: Any = None) -> list[dict]:
-        """The MQTT feeds of ``stream``: per binding its filter, status and devices (only
-        those whose provider ``providers(provider)`` accepts, if given)."""
+    def feeds(
+        self, stream: str, kind: str, providers: Callable[[str], bool] | None = None
+    ) -> list[dict]:
+        """The ``kind`` feeds of ``stream``: per binding what it reads, its status and
+        channels (only those whose provider ``providers(provider)`` accepts, if given)."""
         feeds = []
-        for name, source in sorted(self._mqtt.items()):
-            if source.binding.stream != stream:
-                continue
-            devices = [d for d in source.devices() if providers is None or providers(d["provider"])]
-            if devices:
-                feeds.append(
-                    {
-                        "binding": name,
-                        "topic_filter": source.binding.topic_filter,
-                        "status": source.status(),
-                        "devices": devices,
-                    }
-                )
+        for _, source in sorted(self._sources[kind].items()):
+            feed = source.feed(providers) if source.binding.stream == stream else None
+            if feed is not None:
+                feeds.append(feed)
         return feeds
 
     # -- the server's view -------------------------------------------------------------------
@@ -271,17 +159,18 @@ class ConnectorService:
         names no binding; ``GET /connectors/kafka`` and ``/connectors/mqtt`` do, for
         administrators."""
         counts: dict[str, int] = {}
-        states = [("kafka", s.status()) for s in list(self._sources.values())]
-        states += [("mqtt", s.status()) for s in list(self._mqtt.values())]
-        for kind, state in states:
-            key = f"{kind}.{state}"
-            counts[key] = counts.get(key, 0) + 1
+        for kind, sources in self._sources.items():
+            for source in list(sources.values()):
+                key = f"{kind}.{source.status()}"
+                counts[key] = counts.get(key, 0) + 1
         return dict(sorted(counts.items()))
 
     def lags(self) -> dict[tuple[str, int], int]:
+        """Records on the brokers not landed yet, per Kafka binding and partition."""
         return {
             (name, number): lag
-            for name, source in list(self._sources.items())
+            for name, source in list(self._sources["kafka"].items())
+            if isinstance(source, KafkaSource)
             for number, lag in source.lags().items()
         }
 
@@ -289,42 +178,34 @@ class ConnectorService:
         """Loads every kept binding and starts its source (the server's start)."""
         with self._lock:
             self._running = True
-            if self.directory.is_dir():
-                for path in sorted(self.directory.glob("*.json")):
-                    if path.stem in self._sources:
+            for kind, model in BINDINGS.items():
+                directory = self.root / kind
+                if not directory.is_dir():
+                    continue
+                for path in sorted(directory.glob("*.json")):
+                    if path.stem in self._sources[kind]:
                         continue
                     try:
-                        binding = KafkaBinding.model_validate_json(path.read_text("utf-8"))
+                        binding = model.model_validate_json(path.read_text("utf-8"))
                     except (OSError, ValidationError) as err:
-                        port.audit_log.error("kafka binding %s not loaded: %s", path.stem, err)
+                        port.audit_log.error("%s binding %s not loaded: %s", kind, path.stem, err)
                         continue
-                    self._sources[binding.name] = self._source(binding)
-            if self.mqtt_directory.is_dir():
-                for path in sorted(self.mqtt_directory.glob("*.json")):
-                    if path.stem in self._mqtt:
-                        continue
-                    try:
-                        mqtt = MqttBinding.model_validate_json(path.read_text("utf-8"))
-                    except (OSError, ValidationError) as err:
-                        port.audit_log.error("mqtt binding %s not loaded: %s", path.stem, err)
-                        continue
-                    self._mqtt[mqtt.name] = self._mqtt_source(mqtt)
-            every: list[KafkaSource | MqttSource] = [*self._sources.values(), *self._mqtt.values()]
-            for source in every:
+                    self._sources[kind][binding.name] = self._source(binding)
+            for source in self._every():
                 if not source.running:
                     source.start()
 
     def stop_all(self) -> None:
         with self._lock:
             self._running = False
-            sources: list[KafkaSource | MqttSource] = [
-                *self._sources.values(),
-                *self._mqtt.values(),
-            ]
+            sources = self._every()
         for source in sources:
             source.stop()
 
     # -- parts -------------------------------------------------------------------------------
+
+    def _every(self) -> list[SourceThread]:
+        return [source for sources in self._sources.values() for source in sources.values()]
 
     def _require_admin(self, session: Session) -> None:
         if not port.check(self.security, session, "CHANGE SYSTEM", "system", "system"):
@@ -333,53 +214,23 @@ class ConnectorService:
     def _refuse_shared(self, stream: str, channels: set[str]) -> None:
         """Conflict if another binding feeds one of ``channels`` of ``stream`` (call
         holding the lock)."""
-        feeding = [
-            (s.binding.name, s.binding.stream, s.binding.channels()) for s in self._sources.values()
-        ]
-        feeding += [
-            (s.binding.name, s.binding.stream, s.binding.channels()) for s in self._mqtt.values()
-        ]
-        for name, other, theirs in feeding:
-            shared = theirs & channels
-            if other == stream and shared:
+        for source in self._every():
+            shared = source.binding.channels() & channels
+            if source.binding.stream == stream and shared:
                 raise Conflict(
-                    f"binding {name} already feeds the channels of "
+                    f"binding {source.name} already feeds the channels of "
                     f"{', '.join(sorted(shared))} on {stream}",
                     codes.EXISTS,
                 )
 
-    def _path(self, name: str) -> Path:
-        return self.directory / f"{name}.json"
+    def _path(self, kind: str, name: str) -> Path:
+        return self.root / kind / f"{name}.json"
 
-    def _store(self, binding: KafkaBinding) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(self._path(binding.name), binding.stored(), mode=0o600)
-
-    def _source(self, binding: KafkaBinding) -> KafkaSource:
+    def _source(self, binding: SourceBinding) -> SourceThread:
         stream = binding.stream
         landing = self.streams.pipeline.landing
 
-        def land(user: str, lines: list[str], seqs: list[int]) -> Any:
-            return self.streams.land_for(user, stream, lines, seqs)
-
-        def last_seq(provider: str) -> int:
-            return landing.last_seq(interned_channel(stream, provider))
-
-        def refused(user: str, reason: str, count: int) -> None:
-            if reason in RECORD_REASONS:
-                self.streams.metrics.appended(stream, 0, count)
-            port.record_rejected(self.security, user, stream, reason, count)
-
-        return KafkaSource(binding, land, last_seq, refused)
-
-    def _mqtt_path(self, name: str) -> Path:
-        return self.mqtt_directory / f"{name}.json"
-
-    def _mqtt_source(self, binding: MqttBinding) -> MqttSource:
-        stream = binding.stream
-        landing = self.streams.pipeline.landing
-
-        def land(user: str, lines: list[str], seqs: None) -> Any:
+        def land(user: str, lines: list[str], seqs: list[int] | None) -> Any:
             return self.streams.land_for(user, stream, lines, seqs)
 
         def last_seq(provider: str) -> int:
@@ -391,5 +242,14 @@ class ConnectorService:
             if user is not None:  # an unbound device acts as nobody: counted, not audited
                 port.record_rejected(self.security, user, stream, reason, count)
 
-        path = self._mqtt_path(binding.name).with_suffix(".state")
-        return MqttSource(binding, land, last_seq, refused, path)
+        if isinstance(binding, KafkaBinding):
+            return KafkaSource(binding, land, last_seq, refused)
+        assert isinstance(binding, MqttBinding)
+        state = _state(self._path(binding.KIND, binding.name))
+        return MqttSource(binding, land, last_seq, refused, state)
+
+
+def _state(path: Path) -> Path:
+    """Where a source keeps what it needs across restarts beside its binding (MQTT's
+    redelivery keys)."""
+    return path.with_suffix(".state")

@@ -162,7 +162,7 @@ class ServerService:
         self.sinks = SinkService(security, self.query_requests, self.queries, spark, self.root)
         """Rows written for their recipient to Kafka or Delta (server/sink_service.py)."""
         self.connectors = ConnectorService(security, self.streams, self.root)
-        """Kafka topics bound to streams (server/connector_service.py)."""
+        """Kafka topics and MQTT topic filters bound to streams (server/connector_service.py)."""
         self.metrics.follow_connectors(self.connectors.lags)
 
     # -- life cycle ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from streamshield.connectors.kafka_binding import KafkaBinding
 from streamshield.connectors.mqtt_binding import MqttBinding
+from streamshield.connectors.source_binding import SourceBinding
 from streamshield.server.auth import Auth
 from streamshield.server.models import Removed
 from streamshield.server.openapi import AUTHED, errors
@@ -92,14 +93,10 @@ class MqttBindingList(BaseModel):
 class Bindings(Protocol):
     """What the routes ask of :class:`~streamshield.server.connector_service.ConnectorService`."""
 
-    def add(self, session: Session, binding: KafkaBinding) -> dict: ...
-    def remove(self, session: Session, name: str) -> None: ...
-    def listed(self, session: Session) -> list[dict]: ...
-    def shown(self, session: Session, name: str) -> dict: ...
-    def add_mqtt(self, session: Session, binding: MqttBinding) -> dict: ...
-    def remove_mqtt(self, session: Session, name: str) -> None: ...
-    def listed_mqtt(self, session: Session) -> list[dict]: ...
-    def shown_mqtt(self, session: Session, name: str) -> dict: ...
+    def add(self, session: Session, binding: SourceBinding) -> dict: ...
+    def remove(self, session: Session, kind: str, name: str) -> None: ...
+    def listed(self, session: Session, kind: str) -> list[dict]: ...
+    def shown(self, session: Session, kind: str, name: str) -> dict: ...
 
 
 def router(connectors: Bindings) -> APIRouter:
@@ -117,7 +114,7 @@ def router(connectors: Bindings) -> APIRouter:
 
     @api.get("/connectors/kafka", response_model=BindingList, responses=errors(*AUTHED, 403, 422))
     def bindings(who: Auth) -> dict:
-        return {"bindings": connectors.listed(who.session)}
+        return {"bindings": connectors.listed(who.session, "kafka")}
 
     @api.get(
         "/connectors/kafka/{name}",
@@ -125,7 +122,7 @@ def router(connectors: Bindings) -> APIRouter:
         responses=errors(*AUTHED, 403, 404, 422),
     )
     def binding(name: str, who: Auth) -> dict:
-        return connectors.shown(who.session, name)
+        return connectors.shown(who.session, "kafka", name)
 
     @api.delete(
         "/connectors/kafka/{name}",
@@ -134,7 +131,7 @@ def router(connectors: Bindings) -> APIRouter:
     )
     def unbind(name: str, who: Auth) -> dict:
         """Stops consuming and forgets the binding; what landed stays."""
-        connectors.remove(who.session, name)
+        connectors.remove(who.session, "kafka", name)
         return {"removed": name}
 
     @api.post(
@@ -145,13 +142,13 @@ def router(connectors: Bindings) -> APIRouter:
     )
     def bind_mqtt(binding: MqttBinding, who: Auth) -> dict:
         """Binds a topic filter to an input stream and subscribes to it (CHANGE SYSTEM)."""
-        return connectors.add_mqtt(who.session, binding)
+        return connectors.add(who.session, binding)
 
     @api.get(
         "/connectors/mqtt", response_model=MqttBindingList, responses=errors(*AUTHED, 403, 422)
     )
     def mqtt_bindings(who: Auth) -> dict:
-        return {"bindings": connectors.listed_mqtt(who.session)}
+        return {"bindings": connectors.listed(who.session, "mqtt")}
 
     @api.get(
         "/connectors/mqtt/{name}",
@@ -159,7 +156,7 @@ def router(connectors: Bindings) -> APIRouter:
         responses=errors(*AUTHED, 403, 404, 422),
     )
     def mqtt_binding(name: str, who: Auth) -> dict:
-        return connectors.shown_mqtt(who.session, name)
+        return connectors.shown(who.session, "mqtt", name)
 
     @api.delete(
         "/connectors/mqtt/{name}",
@@ -168,7 +165,7 @@ def router(connectors: Bindings) -> APIRouter:
     )
     def unbind_mqtt(name: str, who: Auth) -> dict:
         """Unsubscribes and forgets the binding; what landed stays."""
-        connectors.remove_mqtt(who.session, name)
+        connectors.remove(who.session, "mqtt", name)
         return {"removed": name}
 
     return api

@@ -209,12 +209,10 @@ def router(service: IngestHost) -> APIRouter:
         counts = IngestCounts(**service.metrics.stream_counts(name))
         kafka: list[dict] = []
         mqtt: list[dict] = []
-        if scope == "all":
-            kafka = service.connectors.of_stream(name)
-            mqtt = service.connectors.mqtt_of_stream(name)
-        elif scope == "own":
-            kafka = service.connectors.of_stream(name, lambda p: owns_provider(user, p))
-            mqtt = service.connectors.mqtt_of_stream(name, lambda p: owns_provider(user, p))
+        if scope in ("all", "own"):
+            mine = None if scope == "all" else (lambda p: owns_provider(user, p))
+            kafka = service.connectors.feeds(name, "kafka", mine)
+            mqtt = service.connectors.feeds(name, "mqtt", mine)
         return StreamIngest(
             stream=name,
             kind=kind,
