@@ -17,17 +17,13 @@ from bench.server_process import PASSWORD, ServerProcess, prepare_root
 from bench.tansu_broker import TansuBroker
 
 from tests.polling import poll
-from tests.server.conftest import serve_root, spark, stop_server  # noqa: F401
+from tests.server.conftest import ok, serve_root, spark, stop_server  # noqa: F401
+from tests.server.connector_worlds import TICK, input_stream, ticks
 
 pytestmark = pytest.mark.spark
 
 RECORDS = 300
 USERS = {"joe": ["ADMIN"], "feed": ["PROV"]}
-
-
-def _ok(answer, status: int = 200) -> dict:
-    assert answer.status_code == status, answer.text
-    return answer.json() if answer.content else {}
 
 
 def _landed_seqs(root) -> list[int]:
@@ -43,30 +39,12 @@ def test_a_kill_before_the_commit_lands_every_record_once(spark, tmp_path) -> No
     server = None
     try:
         broker.create_topic("ticks", 1)
-        sp = {
-            "type": "sp",
-            "ts": 100,
-            "ddp": {"streams": "ticks", "tuples": "*", "attributes": "*"},
-            "srp": {"roles": "{PROV}", "grant_option": False},
-            "sign": "+",
-            "immutable": False,
-        }
-        ticks = [{"type": "tuple", "values": {"id": i, "v": i * 2}} for i in range(1, RECORDS)]
-        broker.produce("ticks", 0, [sp, *ticks])
+        broker.produce("ticks", 0, ticks(RECORDS, "PROV"))
         prepare_root(root, None, ["ADMIN", "PROV"], USERS)
         server = ServerProcess(root, crash_at="kafka.before_commit:2")
         server.wait_ready()
         with server.login("joe", ["ADMIN"]) as joe:
-            schema = {
-                "name": "tick",
-                "attributes": [["id", "bigint"], ["v", "bigint"]],
-                "tid": "id",
-            }
-            _ok(joe.post("/schemas", json=schema), 201)
-            _ok(joe.post("/streams", json={"name": "ticks", "schema": "tick"}), 201)
-            body = {"permission": "WRITE", "kind": "stream", "object": "ticks", "role": "PROV"}
-            _ok(joe.post("/grants", json=body))
-            _ok(joe.post("/grants", json={**body, "permission": "INJECT SP"}))
+            input_stream(joe, "ticks", TICK, role="PROV")
             binding = {
                 "name": "ticks_feed",
                 "stream": "ticks",
@@ -75,7 +53,7 @@ def test_a_kill_before_the_commit_lands_every_record_once(spark, tmp_path) -> No
                 "partitions": {"0": {"user": "feed", "provider": "feed.k"}},
                 "max_records": 50,
             }
-            _ok(joe.post("/connectors/kafka", json=binding), 201)
+            ok(joe.post("/connectors/kafka", json=binding), 201)
         assert server.wait_exit(120), "the crash point was never reached"
         server.reap()
         landed = _landed_seqs(root)  # two landings, only the first one's commit
@@ -88,7 +66,7 @@ def test_a_kill_before_the_commit_lands_every_record_once(spark, tmp_path) -> No
             with restarted.login("joe", ["ADMIN"], password=PASSWORD) as joe:
 
                 def state() -> dict:
-                    return _ok(joe.get("/connectors/kafka/ticks_feed"))["partitions_state"][0]
+                    return ok(joe.get("/connectors/kafka/ticks_feed"))["partitions_state"][0]
 
                 poll(lambda: state()["next_offset"] == RECORDS, timeout=120)
                 assert (state()["landed"], state()["refused"]) == (RECORDS - len(landed), 0)

@@ -16,27 +16,21 @@ import stat
 import pytest
 from bench.tansu_broker import TansuBroker
 
-from tests.server.conftest import PASSWORD, Subscriber, grant, ok, poll
+from tests.server.conftest import PASSWORD, ok, poll
+from tests.server.connector_worlds import (
+    IN_BAND,
+    QUOTE,
+    UNBOUND_QUOTE,
+    check_in_band_delivery,
+    input_stream,
+    quote,
+    quote_readers,
+    rows_by_id,
+)
 
 pytestmark = pytest.mark.spark
 
 TOPIC, BINDING = "quotes", "quotes_feed"
-
-
-def _sp(ts: int, sn: int, roles: str, sign: str = "+", attributes: str = "*") -> dict:
-    return {
-        "type": "sp",
-        "ts": ts,
-        "sn": sn,
-        "ddp": {"streams": "quotes", "tuples": "*", "attributes": attributes},
-        "srp": {"roles": roles, "grant_option": False},
-        "sign": sign,
-        "immutable": False,
-    }
-
-
-def _quote(tid: int, price: float = 10.0) -> dict:
-    return {"type": "tuple", "tid": tid, "values": {"id": tid, "sym": "ACME", "price": price}}
 
 
 @pytest.fixture(scope="module")
@@ -50,27 +44,8 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def world(server, broker):
     joe = server.login("joe", ["ADMIN"])
-    schema = {
-        "name": "quote",
-        "attributes": [["id", "bigint"], ["sym", "string"], ["price", "double"]],
-        "tid": "id",
-    }
-    ok(joe.post("/schemas", json=schema), 201)
-    ok(joe.post("/streams", json={"name": "quotes", "schema": "quote"}), 201)
-    for role in ("INFO_PROVIDER", "CUSTOMER1", "CUSTOMER2"):
-        grant(joe, "VIEW OBJECT", "stream", "quotes", role)
-    for permission in ("WRITE", "INJECT SP"):
-        grant(joe, permission, "stream", "quotes", "INFO_PROVIDER")
-    for role in ("CUSTOMER1", "CUSTOMER2"):
-        grant(joe, "READ TUPLE", "stream", "quotes", role)
-        grant(joe, "ADD", "system", "system", role)
-    al, bob = server.login("al", ["CUSTOMER1"]), server.login("bob", ["CUSTOMER2"])
-    text = "SELECT id, sym, price FROM quotes"
-    ok(al.post("/queries", json={"name": "alq", "text": text}), 201)
-    ok(bob.post("/queries", json={"name": "bobq", "text": text}), 201)
-    watchers = {"al": Subscriber(al, "alq"), "bob": Subscriber(bob, "bobq")}
-    for name in ("alq", "bobq"):
-        poll(lambda n=name: server.service.queries.get(n).delivery.subscriptions, timeout=60)
+    input_stream(joe, "quotes", QUOTE)
+    watchers = quote_readers(server, joe)
     binding = {
         "name": BINDING,
         "stream": "quotes",
@@ -85,40 +60,15 @@ def world(server, broker):
         watcher.close()
 
 
-def _rows(subscriber: Subscriber) -> dict[int, dict]:
-    return {row["id"]: row for row in subscriber.rows()}
-
-
 def _feed(joe) -> dict:
     return ok(joe.get(f"/connectors/kafka/{BINDING}"))
 
 
 def test_each_reader_gets_what_the_in_band_policy_gave_him(server, broker, world) -> None:
     joe, watchers = world
-    broker.produce(TOPIC, 1, [{**_quote(99), "policy": {"ts": 100, "csn": 1}}])  # unbound
-    broker.produce(
-        TOPIC,
-        0,
-        [
-            _sp(100, 1, "{CUSTOMER1, CUSTOMER2}"),
-            _sp(100, 2, "{CUSTOMER2}", sign="-", attributes="price"),
-            _quote(1, 11.0),
-            _quote(2, 12.0),
-            _quote(3, 13.0),
-            _sp(200, 1, "{CUSTOMER1}"),  # from here on Al alone
-            _quote(4, 14.0),
-            _quote(5, 15.0),
-        ],
-    )
-    al, bob = watchers["al"], watchers["bob"]
-    poll(lambda: set(_rows(al)) >= {1, 2, 3, 4, 5}, timeout=120)
-    poll(lambda: set(_rows(bob)) >= {1, 2, 3}, timeout=60)
-    assert {i: r["price"] for i, r in _rows(al).items()} == {1: 11, 2: 12, 3: 13, 4: 14, 5: 15}
-    assert all(row["_masked"] == [] for row in al.rows())
-    assert {i: (r["price"], r["_masked"]) for i, r in _rows(bob).items()} == {
-        i: (None, ["price"]) for i in (1, 2, 3)
-    }
-    assert len(al.rows()) == 5 and len(bob.rows()) == 3  # each once; 99 never lands
+    broker.produce(TOPIC, 1, [UNBOUND_QUOTE])
+    broker.produce(TOPIC, 0, IN_BAND)
+    check_in_band_delivery(watchers)
     state = _feed(joe)["partitions_state"]
     assert state == [
         {
@@ -142,14 +92,14 @@ def test_bad_records_are_refused_one_by_one_and_audited(server, broker, world) -
         [
             b"not json",
             b"[1, 2]",
-            {**_quote(60), "seq": 1},
-            {**_quote(61), "provider": "ed"},
-            {**_quote(62), "values": {"id": 62, "sym": "ACME", "price": "dear"}},
-            _quote(6, 16.0),
+            {**quote(60), "seq": 1},
+            {**quote(61), "provider": "ed"},
+            {**quote(62), "values": {"id": 62, "sym": "ACME", "price": "dear"}},
+            quote(6, 16.0),
         ],
     )
-    poll(lambda: 6 in _rows(watchers["al"]), timeout=120)
-    assert not {60, 61, 62} & set(_rows(watchers["al"]))
+    poll(lambda: 6 in rows_by_id(watchers["al"]), timeout=120)
+    assert not {60, 61, 62} & set(rows_by_id(watchers["al"]))
     part = _feed(joe)["partitions_state"][0]
     assert (part["landed"], part["refused"], part["next_offset"]) == (9, 5, 14)
     entries = ok(joe.get("/audit", params={"action": "denied", "user": "ed"}))["entries"]
@@ -177,13 +127,13 @@ def test_a_provider_without_rights_holds_records_back_and_loses_none(server, bro
     body = {"permission": "WRITE", "kind": "stream", "object": "quotes", "role": "INFO_PROVIDER"}
     ok(joe.request("DELETE", "/grants", json=body))
     ok(joe.request("DELETE", "/grants", json={**body, "permission": "INJECT SP"}))
-    broker.produce(TOPIC, 0, [_quote(7, 17.0)])
+    broker.produce(TOPIC, 0, [quote(7, 17.0)])
     poll(lambda: (_feed(joe)["partitions_state"][0]["held"] or "") == "forbidden", timeout=60)
     assert _feed(joe)["status"] == "held_back: forbidden"
-    assert 7 not in _rows(watchers["al"])
+    assert 7 not in rows_by_id(watchers["al"])
     ok(joe.post("/grants", json=body))
-    poll(lambda: 7 in _rows(watchers["al"]), timeout=120)
-    assert _rows(watchers["al"])[7]["price"] == 17.0
+    poll(lambda: 7 in rows_by_id(watchers["al"]), timeout=120)
+    assert rows_by_id(watchers["al"])[7]["price"] == 17.0
     assert _feed(joe)["status"] == "ok"
     assert [row["id"] for row in watchers["al"].rows()].count(7) == 1
 

@@ -17,16 +17,13 @@ from bench.server_process import ServerProcess, prepare_root
 
 from tests.mqtt_broker import MosquittoBroker
 from tests.polling import poll
+from tests.server.conftest import ok
+from tests.server.connector_worlds import TICK, input_stream, ticks
 
 pytestmark = pytest.mark.spark
 
 MESSAGES = 300
 USERS = {"joe": ["ADMIN"], "feed": ["PROV"]}
-
-
-def _ok(answer, status: int = 200) -> dict:
-    assert answer.status_code == status, answer.text
-    return answer.json() if answer.content else {}
 
 
 def _landed(root) -> list[tuple[int, int | None]]:
@@ -48,16 +45,7 @@ def test_a_kill_before_the_acks_lands_every_message_once(tmp_path) -> None:
         server = ServerProcess(root, crash_at="mqtt.before_ack:2")
         server.wait_ready()
         with server.login("joe", ["ADMIN"]) as joe:
-            schema = {
-                "name": "tick",
-                "attributes": [["id", "bigint"], ["v", "bigint"]],
-                "tid": "id",
-            }
-            _ok(joe.post("/schemas", json=schema), 201)
-            _ok(joe.post("/streams", json={"name": "ticks", "schema": "tick"}), 201)
-            body = {"permission": "WRITE", "kind": "stream", "object": "ticks", "role": "PROV"}
-            _ok(joe.post("/grants", json=body))
-            _ok(joe.post("/grants", json={**body, "permission": "INJECT SP"}))
+            input_stream(joe, "ticks", TICK, role="PROV")
             binding = {
                 "name": "ticks_feed",
                 "stream": "ticks",
@@ -67,21 +55,12 @@ def test_a_kill_before_the_acks_lands_every_message_once(tmp_path) -> None:
                 "provider_level": 1,
                 "providers": {"d1": {"user": "feed", "provider": "feed.m"}},
             }
-            _ok(joe.post("/connectors/mqtt", json=binding), 201)
+            ok(joe.post("/connectors/mqtt", json=binding), 201)
             poll(
-                lambda: _ok(joe.get("/connectors/mqtt/ticks_feed"))["status"] == "ok",
+                lambda: ok(joe.get("/connectors/mqtt/ticks_feed"))["status"] == "ok",
                 timeout=60,
             )
-        sp = {
-            "type": "sp",
-            "ts": 100,
-            "ddp": {"streams": "ticks", "tuples": "*", "attributes": "*"},
-            "srp": {"roles": "{PROV}", "grant_option": False},
-            "sign": "+",
-            "immutable": False,
-        }
-        ticks = [{"type": "tuple", "values": {"id": i, "v": i * 2}} for i in range(1, MESSAGES)]
-        broker.publish("dev/d1/ticks", [sp, *ticks])
+        broker.publish("dev/d1/ticks", ticks(MESSAGES, "PROV"))
         assert server.wait_exit(120), "the crash point was never reached"
         server.reap()
         landed = _landed(root)  # two landings, only the first one acked
@@ -92,7 +71,7 @@ def test_a_kill_before_the_acks_lands_every_message_once(tmp_path) -> None:
         server.wait_ready()
         with server.login("joe", ["ADMIN"]) as joe:
             poll(lambda: len(_landed(root)) >= MESSAGES, timeout=120)
-            [device] = _ok(joe.get("/connectors/mqtt/ticks_feed"))["devices_state"]
+            [device] = ok(joe.get("/connectors/mqtt/ticks_feed"))["devices_state"]
             assert device["duplicates"] > 0  # the killed batch came again and was known
             assert device["landed"] == MESSAGES - len(landed)
         assert _landed(root) == [(1, None), *((i + 1, i) for i in range(1, MESSAGES))]

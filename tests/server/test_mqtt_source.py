@@ -22,35 +22,28 @@ import pytest
 from tests.mqtt_broker import MosquittoBroker
 from tests.server.conftest import (
     PASSWORD,
-    Subscriber,
-    grant,
     ok,
     poll,
     serve_root,
     start_server,
     stop_server,
 )
+from tests.server.connector_worlds import (
+    IN_BAND,
+    QUOTE,
+    UNBOUND_QUOTE,
+    check_in_band_delivery,
+    input_stream,
+    quote,
+    quote_readers,
+    rows_by_id,
+    sp,
+)
 
 pytestmark = pytest.mark.spark
 
 BINDING = "plant_feed"
 TOPIC = "plant/{}/quotes"
-
-
-def _sp(ts: int, sn: int, roles: str, sign: str = "+", attributes: str = "*") -> dict:
-    return {
-        "type": "sp",
-        "ts": ts,
-        "sn": sn,
-        "ddp": {"streams": "quotes", "tuples": "*", "attributes": attributes},
-        "srp": {"roles": roles, "grant_option": False},
-        "sign": sign,
-        "immutable": False,
-    }
-
-
-def _quote(tid: int, price: float = 10.0) -> dict:
-    return {"type": "tuple", "tid": tid, "values": {"id": tid, "sym": "ACME", "price": price}}
 
 
 def _binding(host: str, port: int, **change) -> dict:
@@ -64,18 +57,6 @@ def _binding(host: str, port: int, **change) -> dict:
         "providers": {"m1": {"user": "ed", "provider": "ed.m1"}},
         **change,
     }
-
-
-def _quotes_stream(joe) -> None:
-    schema = {
-        "name": "quote",
-        "attributes": [["id", "bigint"], ["sym", "string"], ["price", "double"]],
-        "tid": "id",
-    }
-    ok(joe.post("/schemas", json=schema), 201)
-    ok(joe.post("/streams", json={"name": "quotes", "schema": "quote"}), 201)
-    for permission in ("WRITE", "INJECT SP"):
-        grant(joe, permission, "stream", "quotes", "INFO_PROVIDER")
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +85,7 @@ def test_a_restarted_server_gets_what_was_published_while_it_was_down_once(
     first = start_server(tmp_path, spark, users)
     try:
         joe = first.login("joe", ["ADMIN"])
-        _quotes_stream(joe)
+        input_stream(joe, "quotes", QUOTE)
         binding = _binding(
             broker.host,
             broker.port,
@@ -137,19 +118,8 @@ def test_a_restarted_server_gets_what_was_published_while_it_was_down_once(
 @pytest.fixture(scope="module")
 def world(server, broker):
     joe = server.login("joe", ["ADMIN"])
-    _quotes_stream(joe)
-    for role in ("INFO_PROVIDER", "CUSTOMER1", "CUSTOMER2"):
-        grant(joe, "VIEW OBJECT", "stream", "quotes", role)
-    for role in ("CUSTOMER1", "CUSTOMER2"):
-        grant(joe, "READ TUPLE", "stream", "quotes", role)
-        grant(joe, "ADD", "system", "system", role)
-    al, bob = server.login("al", ["CUSTOMER1"]), server.login("bob", ["CUSTOMER2"])
-    text = "SELECT id, sym, price FROM quotes"
-    ok(al.post("/queries", json={"name": "alq", "text": text}), 201)
-    ok(bob.post("/queries", json={"name": "bobq", "text": text}), 201)
-    watchers = {"al": Subscriber(al, "alq"), "bob": Subscriber(bob, "bobq")}
-    for name in ("alq", "bobq"):
-        poll(lambda n=name: server.service.queries.get(n).delivery.subscriptions, timeout=60)
+    input_stream(joe, "quotes", QUOTE)
+    watchers = quote_readers(server, joe)
     shown = ok(joe.post("/connectors/mqtt", json=_binding(broker.host, broker.port)), 201)
     assert shown["status"] in ("ok", "starting")
     poll(lambda: _feed(joe)["status"] == "ok", timeout=60)
@@ -158,39 +128,15 @@ def world(server, broker):
         watcher.close()
 
 
-def _rows(subscriber: Subscriber) -> dict[int, dict]:
-    return {row["id"]: row for row in subscriber.rows()}
-
-
 def _feed(joe) -> dict:
     return ok(joe.get(f"/connectors/mqtt/{BINDING}"))
 
 
 def test_each_reader_gets_what_the_in_band_policy_gave_him(server, broker, world) -> None:
     joe, watchers = world
-    broker.publish(TOPIC.format("m9"), [{**_quote(99), "policy": {"ts": 100, "csn": 1}}])
-    broker.publish(
-        TOPIC.format("m1"),
-        [
-            _sp(100, 1, "{CUSTOMER1, CUSTOMER2}"),
-            _sp(100, 2, "{CUSTOMER2}", sign="-", attributes="price"),
-            _quote(1, 11.0),
-            _quote(2, 12.0),
-            _quote(3, 13.0),
-            _sp(200, 1, "{CUSTOMER1}"),  # from here on Al alone
-            _quote(4, 14.0),
-            _quote(5, 15.0),
-        ],
-    )
-    al, bob = watchers["al"], watchers["bob"]
-    poll(lambda: set(_rows(al)) >= {1, 2, 3, 4, 5}, timeout=120)
-    poll(lambda: set(_rows(bob)) >= {1, 2, 3}, timeout=60)
-    assert {i: r["price"] for i, r in _rows(al).items()} == {1: 11, 2: 12, 3: 13, 4: 14, 5: 15}
-    assert all(row["_masked"] == [] for row in al.rows())
-    assert {i: (r["price"], r["_masked"]) for i, r in _rows(bob).items()} == {
-        i: (None, ["price"]) for i in (1, 2, 3)
-    }
-    assert len(al.rows()) == 5 and len(bob.rows()) == 3  # each once; 99 never lands
+    broker.publish(TOPIC.format("m9"), [UNBOUND_QUOTE])
+    broker.publish(TOPIC.format("m1"), IN_BAND)
+    check_in_band_delivery(watchers)
     feed = _feed(joe)
     assert feed["devices_state"] == [
         {
@@ -215,14 +161,14 @@ def test_bad_messages_are_refused_one_by_one_and_audited(server, broker, world) 
         [
             b"not json",
             b"[1, 2]",
-            {**_quote(60), "seq": 1},
-            {**_quote(61), "provider": "ed"},
-            {**_quote(62), "values": {"id": 62, "sym": "ACME", "price": "dear"}},
-            _quote(6, 16.0),
+            {**quote(60), "seq": 1},
+            {**quote(61), "provider": "ed"},
+            {**quote(62), "values": {"id": 62, "sym": "ACME", "price": "dear"}},
+            quote(6, 16.0),
         ],
     )
-    poll(lambda: 6 in _rows(watchers["al"]), timeout=120)
-    assert not {60, 61, 62} & set(_rows(watchers["al"]))
+    poll(lambda: 6 in rows_by_id(watchers["al"]), timeout=120)
+    assert not {60, 61, 62} & set(rows_by_id(watchers["al"]))
     poll(lambda: _feed(joe)["devices_state"][0]["refused"] == 5, timeout=30)
     device = _feed(joe)["devices_state"][0]
     assert (device["landed"], device["refused"], device["waiting"]) == (9, 5, 0)
@@ -255,15 +201,15 @@ def test_a_provider_without_rights_holds_messages_back_and_loses_none(
     body = {"permission": "WRITE", "kind": "stream", "object": "quotes", "role": "INFO_PROVIDER"}
     ok(joe.request("DELETE", "/grants", json=body))
     ok(joe.request("DELETE", "/grants", json={**body, "permission": "INJECT SP"}))
-    broker.publish(TOPIC.format("m1"), [_quote(7, 17.0)])
+    broker.publish(TOPIC.format("m1"), [quote(7, 17.0)])
     poll(lambda: (_feed(joe)["devices_state"][0]["held"] or "") == "forbidden", timeout=60)
     assert _feed(joe)["status"] == "held_back: forbidden"
     assert _feed(joe)["devices_state"][0]["waiting"] == 1  # unacked: kept by the broker too
-    assert 7 not in _rows(watchers["al"])
+    assert 7 not in rows_by_id(watchers["al"])
     ok(joe.post("/grants", json=body))
     ok(joe.post("/grants", json={**body, "permission": "INJECT SP"}))
-    poll(lambda: 7 in _rows(watchers["al"]), timeout=120)
-    assert _rows(watchers["al"])[7]["price"] == 17.0
+    poll(lambda: 7 in rows_by_id(watchers["al"]), timeout=120)
+    assert rows_by_id(watchers["al"])[7]["price"] == 17.0
     assert _feed(joe)["status"] == "ok"
     assert [row["id"] for row in watchers["al"].rows()].count(7) == 1
 
@@ -296,7 +242,7 @@ def test_only_administrators_bind_and_a_binding_keeps_its_secret(server, broker,
     no_default = {**binding, "providers": {"*": {"user": "ed", "provider": "ed.any"}}}
     assert joe.post("/connectors/mqtt", json=no_default).status_code == 201  # a literal name
     poll(lambda: ok(joe.get("/connectors/mqtt/other_feed"))["status"] == "ok", timeout=60)
-    broker.publish(TOPIC.format("m7"), [_quote(70)])  # "*" is no wildcard: m7 is unbound
+    broker.publish(TOPIC.format("m7"), [quote(70)])  # "*" is no wildcard: m7 is unbound
     poll(lambda: ok(joe.get("/connectors/mqtt/other_feed"))["unbound"] == 1, timeout=30)
     assert joe.delete("/connectors/mqtt/other_feed").status_code == 200
     kept = {**binding, "providers": {"m2": {"user": "ed", "provider": "ed.m2"}}}
@@ -347,8 +293,8 @@ def test_a_broker_outage_shows_in_readiness_and_the_source_comes_back(
         assert shown["status"] == "broker_unreachable"
         gone.start()
         poll(lambda: detail()["detail"].get("mqtt.ok") == 2, timeout=60)
-        gone.publish(TOPIC.format("g1"), [_sp(100, 1, "{CUSTOMER1}"), _quote(80, 18.0)])
-        poll(lambda: 80 in _rows(watchers["al"]), timeout=120)
+        gone.publish(TOPIC.format("g1"), [sp("quotes", "{CUSTOMER1}"), quote(80, 18.0)])
+        poll(lambda: 80 in rows_by_id(watchers["al"]), timeout=120)
     finally:
         gone.stop()
         assert joe.delete("/connectors/mqtt/gone_feed").status_code == 200

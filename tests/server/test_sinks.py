@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from streamshield.connectors.sink_targets import DeltaTarget, DeltaWriter
 from tests.server.conftest import grant, ok, poll, sp_line, tuple_line
+from tests.server.connector_worlds import QUOTE, input_stream
 
 pytestmark = pytest.mark.spark
 
@@ -33,17 +34,9 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def world(server, broker, tmp_path_factory):
     joe = server.login("joe", ["ADMIN"])
-    schema = {
-        "name": "trade",
-        "attributes": [["id", "bigint"], ["sym", "string"], ["price", "double"]],
-        "tid": "id",
-    }
-    ok(joe.post("/schemas", json=schema), 201)
-    ok(joe.post("/streams", json={"name": "trades", "schema": "trade"}), 201)
+    input_stream(joe, "trades", QUOTE)
     for role in ("INFO_PROVIDER", "CUSTOMER1", "CUSTOMER2"):
         grant(joe, "VIEW OBJECT", "stream", "trades", role)
-    for permission in ("WRITE", "INJECT SP"):
-        grant(joe, permission, "stream", "trades", "INFO_PROVIDER")
     grant(joe, "READ TUPLE", "stream", "trades", "CUSTOMER1")
     grant(joe, "READ TUPLE", "stream", "trades", "CUSTOMER2")
     grant(joe, "ADD", "system", "system", "CUSTOMER1")
