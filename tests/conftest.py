@@ -11,8 +11,8 @@ these run only with ``STREAMSHIELD_LONG_TESTS=1`` (README, "Long modes"), as the
 fuzz and soak do.
 
 Order: the longest test files first (``tests/file_weights.json``). ``make test`` runs
-``--dist loadfile --no-loadscope-reorder``: xdist hands the two workers whole files in
-this order, so the run ends on short files on both workers. xdist's own order (files
+``--dist loadfile --no-loadscope-reorder``: xdist hands the workers whole files in
+this order, so the run ends on short files on every worker. xdist's own order (files
 with the most tests first) put the one-test server files last, and the run ended with
 one worker on a two-minute crash or soak test while the other idled.
 """

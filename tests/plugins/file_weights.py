@@ -1,12 +1,12 @@
 """Writes ``tests/file_weights.json`` from a whole-suite profile (a JUnit XML report).
 
-Why: ``--dist loadfile`` hands whole files to the two workers in the order collected
+Why: ``--dist loadfile`` hands whole files to the workers in the order collected
 (``--no-loadscope-reorder``); tests/conftest.py collects the longest files first, so
 that the run ends on short files on both workers instead of one worker running a
 two-minute server test while the other idles. xdist's own order (most tests first)
 put the one-test server files (crash, soak, the standalone cluster) last.
 
-Use: ``python -m pytest -n 2 --dist loadfile --junitxml=profile.xml`` once, then
+Use: ``python -m pytest -n 3 --dist loadfile --junitxml=profile.xml`` once, then
 ``python -m tests.plugins.file_weights profile.xml``. The seconds depend on the load of
 that run; only their ratios matter.
 """

@@ -77,6 +77,7 @@ def _landed(root, provider: str) -> list[tuple[int, int]]:
     return sorted(rows)
 
 
+@pytest.mark.long  # in the suite: test_mqtt_crash.py restarts on what the broker queued
 def test_a_restarted_server_gets_what_was_published_while_it_was_down_once(
     spark, broker, tmp_path
 ) -> None:
