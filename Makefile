@@ -32,16 +32,16 @@ bench: setup
 figures: setup
 	$(BIN)/python -m bench.figures
 
-# Three worker processes, a test file per worker at a time (module fixtures set up once):
-# most of the suite waits on Spark triggers, servers and a browser (with two workers the
-# two cores were busy about a third of the time), so three processes on two cores finish
-# well before two. `pytest` alone still runs everything serially.
+# Two worker processes, a test file per worker at a time (module fixtures set up once):
+# most of the suite waits on Spark triggers, servers and a browser, so two processes
+# on two cores finish well before one (a third one made each heavy test 1.5-3x slower
+# for about the same total). `pytest` alone still runs everything serially.
 test: setup
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/ruff format --check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/python -m tools.history_lint
-	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # mypy: configured in pyproject.toml ([tool.mypy]); incremental in .mypy_cache.
 # tools.history_lint: code, docs and test names say what and why, never when.

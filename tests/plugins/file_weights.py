@@ -6,7 +6,7 @@ that the run ends on short files on both workers instead of one worker running a
 two-minute server test while the other idles. xdist's own order (most tests first)
 put the one-test server files (crash, soak, the standalone cluster) last.
 
-Use: ``python -m pytest -n 3 --dist loadfile --junitxml=profile.xml`` once, then
+Use: ``python -m pytest -n 2 --dist loadfile --junitxml=profile.xml`` once, then
 ``python -m tests.plugins.file_weights profile.xml``. The seconds depend on the load of
 that run; only their ratios matter.
 """
