@@ -1,8 +1,9 @@
 """Command line for connectors: ``streamshield client kafka|mqtt bind|list|show|unbind``
 (brokers bound to streams) and ``client sink attach|list|detach`` (rows to Kafka or Delta).
 
-A broker password is read from a file (``--password-file``), never from the command
-line, where every user of the machine could read it in the process list.
+A broker's or schema registry's password is read from a file (``--password-file``,
+``--registry-password-file``), never from the command line, where every user of the
+machine could read it in the process list.
 """
 
 from __future__ import annotations
@@ -123,6 +124,21 @@ def _partition(value: str) -> tuple[str, dict[str, str]]:
     return number, {"user": user, **({"provider": provider} if provider else {})}
 
 
+def _credentials(
+    username: str | None, password_file: Path | None, ca: str | None, ca_key: str
+) -> dict[str, str]:
+    """What a broker or a registry is logged in to with, as given: the user, the password
+    read from its file, the CA file under ``ca_key``."""
+    given = {}
+    if username:
+        given["username"] = username
+    if password_file is not None:
+        given["password"] = password_file.read_text("utf-8").strip()
+    if ca:
+        given[ca_key] = ca
+    return given
+
+
 def _field(value: str) -> tuple[str, str]:
     source, equals, attribute = value.partition("=")
     if not (equals and source and attribute):
@@ -156,6 +172,20 @@ def _field(value: str) -> tuple[str, str]:
 @click.option("--password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--ca", default=None, help="PEM file of the broker's CA (on the server).")
 @click.option("--max-records", type=click.IntRange(1, 100_000), default=5000, show_default=True)
+@click.option(
+    "--encoding",
+    type=click.Choice(["json", "avro", "json_schema"]),
+    default="json",
+    show_default=True,
+    help="How record values are written: JSON, or Avro / JSON Schema in Confluent's wire "
+    "format (needs --registry-url).",
+)
+@click.option("--registry-url", default=None, help="http(s)://host:port of the schema registry.")
+@click.option("--registry-username", default=None, help="The registry's basic auth user.")
+@click.option(
+    "--registry-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--registry-ca", default=None, help="PEM file of the registry's CA (on the server).")
 @OUTPUT
 def kafka_bind(
     name: str,
@@ -172,23 +202,25 @@ def kafka_bind(
     password_file: Path | None,
     ca: str | None,
     max_records: int,
+    encoding: str,
+    registry_url: str | None,
+    registry_username: str | None,
+    registry_password_file: Path | None,
+    registry_ca: str | None,
     output: str,
 ) -> None:
     """Bind TOPIC to STREAM: its records land as the partitions' providers' elements.
 
     Example: streamshield client kafka bind quotes_feed --stream quotes
     --servers broker:9092 --topic quotes --partition 0=ed:ed.k0
+
+    Avro values: ... --encoding avro --registry-url https://registry:8081 --format values
     """
     security: dict[str, Any] = {"protocol": protocol}
     if sasl_mechanism:
         security["sasl_mechanism"] = sasl_mechanism
-    if username:
-        security["username"] = username
-    if password_file is not None:
-        security["password"] = password_file.read_text("utf-8").strip()
-    if ca:
-        security["ca_location"] = ca
-    body = {
+    security.update(_credentials(username, password_file, ca, "ca_location"))
+    body: dict[str, Any] = {
         "name": name,
         "stream": stream,
         "bootstrap_servers": servers,
@@ -198,8 +230,16 @@ def kafka_bind(
         "fields": dict(_field(f) for f in fields),
         "security": security,
         "max_records": max_records,
+        "encoding": encoding,
         **({"group_id": group} if group else {}),
     }
+    registry = _credentials(registry_username, registry_password_file, registry_ca, "ca_location")
+    if registry_url is not None:
+        body["schema_registry"] = {"url": registry_url, **registry}
+    elif registry:
+        raise click.UsageError(
+            "--registry-username, --registry-password-file and --registry-ca need --registry-url"
+        )
     KAFKA.show(request("POST", "/connectors/kafka", json=body), output)
 
 
@@ -282,12 +322,7 @@ def mqtt_bind(
     }
     if client_id:
         body["client_id"] = client_id
-    if username:
-        body["username"] = username
-    if password_file is not None:
-        body["password"] = password_file.read_text("utf-8").strip()
-    if ca:
-        body["ca_file"] = ca
+    body.update(_credentials(username, password_file, ca, "ca_file"))
     MQTT.show(request("POST", "/connectors/mqtt", json=body), output)
 
 

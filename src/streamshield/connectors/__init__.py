@@ -12,6 +12,9 @@ Shield and the audit work exactly as for appended elements.
 * :mod:`.record_lines` -- one broker message as one landing line, or the reason it is
   refused (pure: no broker, no JVM), for every source (a Kafka record's offset is its
   seq, so it brings none of its own);
+* :mod:`.registry_decoder` -- a Kafka value in Confluent's wire format (Avro, JSON
+  Schema) decoded with the schema a registry keeps, or why it is refused; a registry
+  that does not answer holds the records back;
 * :mod:`.source_thread` -- a source's thread: started, stopped, its broker session
   opened again with a back-off, its state summed up for ``/readyz``;
 * :mod:`.kafka_source` -- the consumer thread: offsets as seqs, exactly once with the

@@ -7,12 +7,17 @@ a partition's order, the landing zone refuses a seq that does not grow, so polic
 the Security Shield see exactly the order the producer wrote. A partition the binding
 does not name is not read at all: its records never land (deny by default). Two
 partitions never share a provider: their offsets would collide as seqs.
+
+A record's value is JSON, or (``encoding`` ``avro`` or ``json_schema``) Confluent's wire
+format read with the schema a registry keeps under the record's schema id; either way
+the object it decodes to is read as a JSON value would be (:mod:`.record_lines`).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -20,6 +25,11 @@ from streamshield.connectors.source_binding import ChannelSource, SourceBinding
 
 TOPIC = re.compile(r"[A-Za-z0-9._\-]{1,249}\Z")
 """Kafka's own rule for topic names."""
+Encoding = Literal["json", "avro", "json_schema"]
+"""How a record's value is written: JSON, or Avro / JSON Schema in Confluent's wire
+format (magic byte 0, a 4-byte big-endian schema id, the body)."""
+REGISTRY_TIMEOUT_SECONDS = 5.0
+"""How long one registry request may take: the consumer thread waits on it."""
 
 
 class KafkaSecurity(BaseModel):
@@ -44,11 +54,67 @@ class KafkaSecurity(BaseModel):
         return self
 
 
+class SchemaRegistry(BaseModel):
+    """Where the schemas of an Avro or JSON Schema topic are fetched, by id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="http(s)://host[:port][/path] of the schema registry")
+    username: str | None = Field(default=None, description="HTTP basic auth user")
+    password: SecretStr | None = Field(default=None, description="HTTP basic auth password")
+    ca_location: str | None = Field(
+        default=None, description="PEM file of the CA that signed the registry's certificate"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018  (raises on a port that is not a number)
+        except ValueError:
+            raise ValueError("the schema registry URL is not a URL") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the schema registry URL is http(s)://host[:port][/path]")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "the schema registry URL holds no credentials: give username and password"
+            )
+        if parts.query or parts.fragment or "," in value:
+            raise ValueError("the schema registry URL is one URL, without query or fragment")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _complete(self) -> SchemaRegistry:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("the schema registry's basic auth needs username and password")
+        if self.username is not None and ":" in self.username:
+            raise ValueError("the schema registry's username has no ':'")
+        if self.ca_location and not self.url.startswith("https:"):
+            raise ValueError("ca_location is for an https schema registry URL")
+        return self
+
+    def client_config(self) -> dict[str, Any]:
+        """confluent-kafka's SchemaRegistryClient settings. No retries of its own: a
+        registry that does not answer holds the partition back, and the source's back-off
+        asks again."""
+        config: dict[str, Any] = {
+            "url": self.url,
+            "timeout": REGISTRY_TIMEOUT_SECONDS,
+            "max.retries": 0,
+        }
+        if self.username is not None and self.password is not None:
+            config["basic.auth.user.info"] = f"{self.username}:{self.password.get_secret_value()}"
+        if self.ca_location:
+            config["ssl.ca.location"] = self.ca_location
+        return config
+
+
 class KafkaBinding(SourceBinding):
     """One topic feeding one stream."""
 
     KIND, CHANNEL, SOURCE = "kafka", "partition", "topic"
-    SECRET = ("security", "password")
+    SECRETS = (("security", "password"), ("schema_registry", "password"))
 
     bootstrap_servers: str = Field(description="host:port[,host:port...] of the brokers")
     topic: str
@@ -61,6 +127,14 @@ class KafkaBinding(SourceBinding):
     )
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     max_records: int = Field(default=5000, ge=1, le=100_000, description="Records per landing")
+    encoding: Encoding = Field(
+        default="json",
+        description="'json': each value is JSON; 'avro', 'json_schema': Confluent's wire "
+        "format, read with the schema the registry keeps under the record's schema id",
+    )
+    schema_registry: SchemaRegistry | None = Field(
+        default=None, description="Where the schemas are ('avro' and 'json_schema' only)"
+    )
 
     @field_validator("topic")
     @classmethod
@@ -86,6 +160,10 @@ class KafkaBinding(SourceBinding):
         if any(p < 0 for p in self.partitions):
             raise ValueError("partition numbers are 0 or more")
         self.check_sources()
+        if self.encoding == "json" and self.schema_registry is not None:
+            raise ValueError("a schema registry is read only for encoding avro or json_schema")
+        if self.encoding != "json" and self.schema_registry is None:
+            raise ValueError(f"encoding {self.encoding} needs a schema_registry")
         return self
 
     def sources(self) -> dict[int, ChannelSource]:

@@ -17,11 +17,17 @@ nothing landed is skipped.
 
 Bad input never halts a partition: a record that is not a JSON object, too large,
 brings its own seq or names another channel is refused with a reason; so is a line the
-landing gate refuses. Each is counted and audited (reason and count, never the data).
+landing gate refuses; so, for a binding reading Avro or JSON Schema through a schema
+registry, is a record not in Confluent's wire format, naming a schema the registry does
+not have, or whose body does not decode or validate (:mod:`.registry_decoder`). Each is
+counted and audited (reason and count, never the data).
 A landing refused whole (the provider disabled or without rights, ingest halted or far
 behind, a disk error) pauses only that partition, which is read again from the same
-offset after a back-off: nothing is dropped for a state that will pass. A broker that
-cannot be reached is retried by librdkafka and shown in :meth:`KafkaSource.status`.
+offset after a back-off: nothing is dropped for a state that will pass. So is a batch
+whose schema the registry does not give (no connection, a 5xx, the server's credentials
+refused), shown as ``registry_unreachable`` or ``registry_error: HTTP <status>``. A
+broker that cannot be reached is retried by librdkafka and shown in
+:meth:`KafkaSource.status`.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamshield.connectors.kafka_binding import KafkaBinding
-from streamshield.connectors.record_lines import Refused, record_line
+from streamshield.connectors.record_lines import Decode, Refused, json_value, record_line
+from streamshield.connectors.registry_decoder import RegistryDecoder, RegistryDown
 from streamshield.connectors.source_thread import (
     BACKOFF_SECONDS,
     RETRIED,
@@ -106,8 +113,23 @@ class KafkaSource(SourceThread):
             number: _Partition(source.user, source.channel_provider)
             for number, source in binding.partitions.items()
         }
+        self._decode: Decode | None = None if binding.schema_registry else json_value
 
     # -- what the server shows ---------------------------------------------------------------
+
+    def status(self) -> str:
+        """As every source's, with a registry that holds partitions back named as such
+        (``registry_unreachable``), as a broker outage is."""
+        status = super().status()
+        if status.startswith("held_back: "):
+            registry = sorted(
+                held
+                for held in {p.held for p in self._partitions.values()}
+                if held and held.startswith("registry_")
+            )
+            if registry:
+                return registry[0]
+        return status
 
     def _held(self) -> list[str | None]:
         return [p.held for p in self._partitions.values()]
@@ -138,7 +160,26 @@ class KafkaSource(SourceThread):
 
     # -- the consumer ------------------------------------------------------------------------
 
+    def stop(self, timeout: float = 10.0, forget: bool = False) -> None:
+        super().stop(timeout, forget)
+        if isinstance(self._decode, RegistryDecoder):
+            self._decode.close()
+            self._decode = None
+
+    def _decoder(self) -> Decode:
+        """How a record's value is read: JSON, or through the binding's registry (its
+        client made once per start, so the schemas it fetched are kept)."""
+        if self._decode is None:
+            registry = self.binding.schema_registry
+            assert registry is not None  # a binding without one reads JSON
+            try:
+                self._decode = RegistryDecoder(registry, self.binding.encoding)
+            except OSError as err:  # the CA file: a setting to correct, tried again
+                raise RegistryDown("registry_error: CA file unreadable") from err
+        return self._decode
+
     def _session(self) -> None:
+        self._decoder()
         consumer = self._open()
         try:
             self._connected()
@@ -147,6 +188,8 @@ class KafkaSource(SourceThread):
             consumer.close()
 
     def _broker_status(self, err: Exception) -> tuple[str, str] | None:
+        if isinstance(err, RegistryDown):
+            return err.code, err.code
         if isinstance(err, KafkaException):
             return "broker_unreachable", _code_name(err)
         return None
@@ -217,16 +260,25 @@ class KafkaSource(SourceThread):
         refused: Counter[str] = Counter()
         lines: list[str] = []
         seqs: list[int] = []
+        first = batch[0].offset()
         for message in batch:
-            line = record_line(
-                message.value(), binding.stream, state.provider, binding.format, binding.fields
-            )
+            try:
+                line = record_line(
+                    message.value(),
+                    binding.stream,
+                    state.provider,
+                    binding.format,
+                    binding.fields,
+                    decode=self._decoder(),
+                )
+            except RegistryDown as err:  # the whole batch again, once it answers
+                self._hold(consumer, number, state, first, err)
+                return
             if isinstance(line, Refused):
                 refused[line.reason] += 1
             else:
                 lines.append(line)
                 seqs.append(message.offset() + 1)
-        first = batch[0].offset()
         if lines:
             try:
                 report = self._land(state.user, lines, seqs)

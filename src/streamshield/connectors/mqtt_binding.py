@@ -50,7 +50,7 @@ class MqttBinding(SourceBinding):
     """One topic filter feeding one stream."""
 
     KIND, CHANNEL, SOURCE = "mqtt", "device", "topic_filter"
-    SECRET = ("password",)
+    SECRETS = (("password",),)
 
     host: str = Field(description="The broker's host name or address")
     port: int = Field(default=1883, ge=1, le=65535)

@@ -1,6 +1,8 @@
 """One broker message as one landing line, or the reason it is refused (any source).
 
-A Kafka record's value and an MQTT message's payload are read alike: JSON, in the
+A Kafka record's value and an MQTT message's payload are read alike: JSON (or, for a
+Kafka binding with a schema registry, Avro or JSON Schema values decoded to the same
+objects by :mod:`.registry_decoder`), in the
 ``element`` format a wire-format element (a tuple with its values and policy reference,
 or a security punctuation, so providers stream policies in-band too) without ``seq``,
 which the connector gives; in the ``values`` format a tuple's attribute values alone
@@ -16,7 +18,7 @@ gate judges, line by line, with its own reasons. Messages name fields, never a v
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,15 +32,35 @@ Reason = Literal[
     "wrong_channel",
     "unbound_device",
     "unbound_topic",
+    "not_wire_format",
+    "unknown_schema",
+    "undecodable_record",
+    "invalid_record",
 ]
-"""Why a record is refused before the landing gate (the last two: an MQTT message's
-topic names no bound device, or does not match the binding's filter)."""
+"""Why a record is refused before the landing gate. ``unbound_device``,
+``unbound_topic``: an MQTT message's topic names no bound device, or does not match the
+binding's filter. The last four, a schema registry's encodings
+(:mod:`.registry_decoder`): not Confluent's framing, a schema id the registry does not
+have (for this encoding), a body that does not decode with its schema, one that decodes
+but breaks its JSON Schema."""
 
 
 @dataclass(frozen=True)
 class Refused:
     reason: Reason
     message: str
+
+
+Decode = Callable[[bytes], object]
+"""A record's value as the object it encodes, or the :class:`Refused` it earns."""
+
+
+def json_value(value: bytes) -> object:
+    """The JSON value a record carries, or ``malformed_record``."""
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return Refused("malformed_record", "the record's value is not JSON (UTF-8)")
 
 
 def record_line(
@@ -48,18 +70,19 @@ def record_line(
     form: Format = "element",
     fields: Mapping[str, str] | None = None,
     max_bytes: int = MAX_RECORD_BYTES,
+    decode: Decode = json_value,
 ) -> str | Refused:
-    """The landing line of one record on the channel (``stream``, ``provider``)."""
+    """The landing line of one record on the channel (``stream``, ``provider``); raises
+    what ``decode`` raises (a registry that does not answer: the record waits)."""
     if value is None:
         return Refused("malformed_record", "the record has no value (a tombstone)")
     if len(value) > max_bytes:
         return Refused("record_too_large", f"the record's value exceeds {max_bytes} bytes")
-    try:
-        decoded = json.loads(value)
-    except (ValueError, RecursionError):
-        return Refused("malformed_record", "the record's value is not JSON (UTF-8)")
+    decoded = decode(value)
+    if isinstance(decoded, Refused):
+        return decoded
     if not isinstance(decoded, dict):
-        return Refused("malformed_record", "the record's value is not a JSON object")
+        return Refused("malformed_record", "the record's value is not an object")
     if form == "values":
         renamed = {(fields or {}).get(key, key): item for key, item in decoded.items()}
         element: dict[str, object] = {"type": "tuple", "values": renamed}

@@ -5,9 +5,9 @@ A binding maps what a broker names (a Kafka partition, an MQTT device) to a
 each landing needs, and the provider whose channel the messages form. Two sources of
 one binding never share a provider: a channel's seqs must come from one ordered place.
 
-A binding holds the broker's credentials: :meth:`SourceBinding.public` is what the API
-shows (no password), :meth:`SourceBinding.stored` what the server keeps (its file is
-0600).
+A binding holds credentials (the broker's, a schema registry's): :meth:`SourceBinding.public`
+is what the API shows (no password), :meth:`SourceBinding.stored` what the server keeps
+(its file is 0600).
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ class SourceBinding(BaseModel):
     """What the broker calls a source of one channel: ``partition``, ``device``."""
     SOURCE: ClassVar[str]
     """The field naming what the binding reads: ``topic``, ``topic_filter``."""
-    SECRET: ClassVar[tuple[str, ...]]
-    """Where the password sits in the binding's JSON form."""
+    SECRETS: ClassVar[tuple[tuple[str, ...], ...]]
+    """Where each password sits in the binding's JSON form (a path of field names; a
+    part left out, such as an optional registry, holds none)."""
 
     name: str = Field(description="The binding's name (an identifier)")
     stream: str = Field(description="The input stream the messages land in")
@@ -113,30 +114,41 @@ class SourceBinding(BaseModel):
             f"{self.CHANNEL}s": {str(n): s.channel_provider for n, s in self.sources().items()},
         }
 
-    def _secret(self) -> SecretStr | None:
-        holder: Any = self
-        for step in self.SECRET:
-            holder = getattr(holder, step)
-        return holder
-
-    def _secret_place(self, data: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        *where, key = self.SECRET
-        for step in where:
-            data = data[step]
-        return data, key
+    def _secrets(self) -> list[tuple[tuple[str, ...], SecretStr]]:
+        """Each password the binding holds, with its path."""
+        found = []
+        for path in self.SECRETS:
+            holder: Any = self
+            for step in path:
+                holder = getattr(holder, step, None)
+            if isinstance(holder, SecretStr):
+                found.append((path, holder))
+        return found
 
     def public(self) -> dict[str, Any]:
         """The binding as the API shows it: the password never leaves the server."""
         shown = self.model_dump(mode="json")
-        holder, key = self._secret_place(shown)
-        holder.pop(key, None)
+        for path in self.SECRETS:
+            placed = _place(shown, path)
+            if placed is not None:
+                placed[0].pop(placed[1], None)
         return shown
 
     def stored(self) -> str:
         """The binding as the server keeps it, password included."""
         data = self.model_dump(mode="json")
-        secret = self._secret()
-        if secret is not None:
-            holder, key = self._secret_place(data)
-            holder[key] = secret.get_secret_value()
+        for path, secret in self._secrets():
+            placed = _place(data, path)
+            assert placed is not None  # the model holds it, so its dump does
+            placed[0][placed[1]] = secret.get_secret_value()
         return json.dumps(data, indent=2)
+
+
+def _place(data: dict[str, Any], path: tuple[str, ...]) -> tuple[dict[str, Any], str] | None:
+    """The dict holding ``path``'s last field in a binding's JSON form and that field, or
+    None where a part on the way is absent."""
+    *where, key = path
+    holder: Any = data
+    for step in where:
+        holder = holder.get(step) if isinstance(holder, dict) else None
+    return (holder, key) if isinstance(holder, dict) else None

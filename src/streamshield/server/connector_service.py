@@ -9,7 +9,8 @@ the records back from the next batch. No two bindings, Kafka or MQTT, feed one
 channel: a channel's seqs are its source's alone.
 
 A binding is kept in ``<root>/connectors/kafka/<name>.json`` or
-``<root>/connectors/mqtt/<name>.json`` (mode 0600: it may hold a password) and its source
+``<root>/connectors/mqtt/<name>.json`` (mode 0600: it may hold a broker's or a schema
+registry's password) and its source
 starts with the server and after each bind. An MQTT source keeps what it needs to know
 redeliveries again beside it, in ``<name>.state``; unbinding removes both.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import ValidationError
 
@@ -27,6 +28,7 @@ from streamshield.connectors.kafka_binding import KafkaBinding
 from streamshield.connectors.kafka_source import KafkaSource
 from streamshield.connectors.mqtt_binding import MqttBinding
 from streamshield.connectors.mqtt_source import MqttSource
+from streamshield.connectors.record_lines import Reason
 from streamshield.connectors.source_binding import SourceBinding
 from streamshield.connectors.source_thread import SourceThread
 from streamshield.durable import write_atomic
@@ -39,16 +41,7 @@ if TYPE_CHECKING:
     from streamshield.catalog.security import Session
     from streamshield.server.stream_service import StreamService
 
-RECORD_REASONS = frozenset(
-    {
-        "malformed_record",
-        "record_too_large",
-        "seq_given",
-        "wrong_channel",
-        "unbound_device",
-        "unbound_topic",
-    }
-)
+RECORD_REASONS = frozenset(get_args(Reason))
 """Refusals of a record before the landing gate (the gate counts its own)."""
 
 

@@ -1,10 +1,12 @@
 """``/connectors/kafka`` and ``/connectors/mqtt``: brokers bound to streams (administrators).
 
-A binding names the broker, the topic, the record format and, per partition, the user
-and provider its records act as (docs/connectors.md). What it shows back never holds
-the broker password; its ``status`` is ``ok`` or why records do not land now
-(``broker_unreachable``, ``held_back: <code>``), and per partition the next offset,
-the lag and the counts landed and refused since the server started. An MQTT binding
+A binding names the broker, the topic, the record format, how values are encoded (JSON,
+or Avro / JSON Schema through a schema registry) and, per partition, the user and
+provider its records act as (docs/connectors.md). What it shows back never holds the
+broker's or the registry's password; its ``status`` is ``ok`` or why records do not land
+now (``broker_unreachable``, ``registry_unreachable``, ``held_back: <code>``), and per
+partition the next offset, the lag and the counts landed and refused since the server
+started. An MQTT binding
 names the broker, the topic filter, which topic level names the device and, per device,
 the user and provider its messages act as; per device it shows the messages waiting to
 land, the counts landed, refused and dropped as redeliveries, and why it is held back.
@@ -49,6 +51,8 @@ class BindingView(BaseModel):
     fields: dict[str, str]
     security: dict[str, Any]
     max_records: int
+    encoding: str
+    schema_registry: dict[str, Any] | None
     status: str
     partitions_state: list[PartitionState]
 
