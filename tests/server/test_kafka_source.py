@@ -153,6 +153,28 @@ def test_a_provider_without_rights_holds_records_back_and_loses_none(server, bro
     ok(joe.post("/grants", json={**body, "permission": "INJECT SP"}))  # as it was
 
 
+def test_a_bound_channel_takes_no_appends_through_the_api(server, broker, world) -> None:
+    """Its seqs are the partition's offsets: a line landed beside them would take the seq
+    a later record needs. Refused per line, other channels of the provider unaffected."""
+    joe, watchers = world
+    ed = server.login("ed", ["INFO_PROVIDER"])
+    on_fed = {**quote(81, 18.0), "stream": "quotes", "provider": "ed.k0"}
+    elsewhere = {**quote(82, 18.5), "stream": "quotes", "provider": "ed.api"}
+    sp_fed = {**sp("quotes", "{CUSTOMER1}", ts=900), "stream": "quotes", "provider": "ed.k0"}
+    body = "\n".join(json.dumps(line) for line in (on_fed, sp_fed, elsewhere))
+    report = ok(ed.post("/streams/quotes/elements?assign=seq", content=body))
+    assert report["accepted"] == 1, report
+    assert [(r["line"], r["reason"]) for r in report["rejections"]] == [
+        (1, "channel_fed_by_connector"),
+        (2, "channel_fed_by_connector"),
+    ]
+    refused = _feed(joe)["partitions_state"][0]["refused"]
+    broker.produce(TOPIC, 0, [quote(83, 18.25)])  # the partition goes on from its offset
+    poll(lambda: 83 in rows_by_id(watchers["al"]), timeout=120)
+    assert 81 not in rows_by_id(watchers["al"])
+    assert _feed(joe)["partitions_state"][0]["refused"] == refused
+
+
 def test_only_administrators_bind_and_a_binding_keeps_its_secret(server, broker, world) -> None:
     joe, _ = world
     al = server.login("al", ["CUSTOMER1"])

@@ -144,3 +144,44 @@ def test_given_seqs_number_the_lines_and_a_seq_that_does_not_grow_is_refused(
     assert report.accepted == 1
     assert [r.reason for r in report.rejected] == ["seq_not_increasing"]
     assert zone.last_seq(Channel("Kinds", "ann")) == 6
+
+
+def test_a_channel_a_connector_feeds_takes_no_line_of_the_api(tmp_path: Path) -> None:
+    """Tuples and sps on a fed channel are refused per line (with or without seqs of
+    their own); the caller's other channels land, and nothing reaches the fed one."""
+    catalog = SqliteCatalog(tmp_path / "catalog.db")
+    catalog.register_stream(KINDS)
+    zone = LandingZone(tmp_path / "land", catalog)
+
+    def line(provider: str, seq: int, kind: str = "tuple") -> str:
+        if kind == "sp":
+            return json.dumps(
+                {
+                    "type": "sp",
+                    "stream": "Kinds",
+                    "provider": provider,
+                    "seq": seq,
+                    "ts": 1_000_000,
+                    "sn": 1,
+                    "ddp": {"streams": "*", "tuples": "*", "attributes": "*"},
+                    "srp": {"roles": "{R}", "grant_option": False},
+                    "sign": "+",
+                    "immutable": False,
+                }
+            )
+        values = {"id": seq, "type": "t"}
+        return json.dumps(
+            {"type": "tuple", "stream": "Kinds", "provider": provider, "seq": seq, "tid": seq,
+             "policy": {"ts": 1_000_000, "csn": 1}, "values": values}
+        )  # fmt: skip
+
+    lines = [line("ann.k0", 1, "sp"), line("ann.k0", 2), line("ann.api", 1)]
+    fed = frozenset({"ann.k0"})
+    report = append_checked(zone, "ann", "Kinds", lines, may_write=True, may_inject=True, fed=fed)
+    assert [(r.line, r.reason) for r in report.rejected] == [
+        (1, "channel_fed_by_connector"),
+        (2, "channel_fed_by_connector"),
+    ]
+    assert report.accepted == 1
+    assert zone.last_seq(Channel("Kinds", "ann.k0")) == 0
+    assert zone.last_seq(Channel("Kinds", "ann.api")) == 1

@@ -144,6 +144,16 @@ class ConnectorService:
                 feeds.append(feed)
         return feeds
 
+    def channels_of(self, stream: str) -> frozenset[str]:
+        """The providers of ``stream`` whose channels a binding of any kind feeds."""
+        return frozenset(
+            provider
+            for sources in self._sources.values()
+            for source in list(sources.values())
+            if source.binding.stream == stream
+            for provider in source.binding.channels()
+        )
+
     # -- the server's view -------------------------------------------------------------------
 
     def health(self) -> dict[str, int]:

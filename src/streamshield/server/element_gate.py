@@ -9,7 +9,11 @@ section 5.2 "authorizing data senders", and paper 1: sps are policies):
   the caller may not even see);
 * the element's provider must be the caller or ``<caller>.<anything>``: a channel's
   sps govern the tuples after them, so writing into another provider's channel would
-  put one's tuples under that provider's policy (and one's sps over its tuples).
+  put one's tuples under that provider's policy (and one's sps over its tuples);
+* a channel a connector feeds (``fed``) takes no appends through the API: its seqs are
+  the broker's (a Kafka offset, an MQTT message's place), so a line landed beside them
+  would take a seq a later record needs, and that record would be refused as not
+  increasing or, worse, taken for a redelivery.
 
 Rejections say which rule and which line, never a value. Lines the gate cannot parse
 go on to the landing zone, which rejects them with its own (redacted) reason.
@@ -62,19 +66,21 @@ def append_checked(
     *,
     may_write: bool,
     may_inject: bool,
+    fed: frozenset[str] = frozenset(),
 ) -> AppendReport:
-    """Lands the lines the caller may send; reports the others by line and reason."""
+    """Lands the lines the caller may send; reports the others by line and reason.
+    ``fed``: the providers of ``stream`` whose channels a connector feeds."""
     report = AppendReport()
     forwarded: list[str | Parsed] = []
     positions: list[int] = []
     for number, line in enumerate(lines, 1):
         if isinstance(line, Parsed):  # parsed already (assign=seq): only the rules
-            problem = _problem(line.element, user, stream, may_write, may_inject)
+            problem = _problem(line.element, user, stream, may_write, may_inject, fed)
             checked: tuple[str, str] | str | Parsed = line if problem is None else problem
         elif not line.strip():
             continue
         else:
-            checked = _checked(line, user, stream, may_write, may_inject)
+            checked = _checked(line, user, stream, may_write, may_inject, fed)
         if isinstance(checked, tuple):
             report.rejected.append(LineRejection(number, *checked))
         else:
@@ -91,7 +97,7 @@ def append_checked(
 
 
 def _checked(
-    line: str, user: str, stream: str, may_write: bool, may_inject: bool
+    line: str, user: str, stream: str, may_write: bool, may_inject: bool, fed: frozenset[str]
 ) -> tuple[str, str] | str | Parsed:
     """The line to land (parsed, or as text when it does not parse: the landing zone
     then rejects it with a redacted reason), or (reason, message) when this caller may
@@ -100,17 +106,24 @@ def _checked(
         element = parse_element(line)
     except WireFormatError:
         return line
-    problem = _problem(element, user, stream, may_write, may_inject)
+    problem = _problem(element, user, stream, may_write, may_inject, fed)
     return Parsed(line, element) if problem is None else problem
 
 
 def _problem(
-    element: Element, user: str, stream: str, may_write: bool, may_inject: bool
+    element: Element,
+    user: str,
+    stream: str,
+    may_write: bool,
+    may_inject: bool,
+    fed: frozenset[str] = frozenset(),
 ) -> tuple[str, str] | None:
     if element.channel.stream != stream:
         return "stream_mismatch", "the element names another stream than the request path"
     if not owns_provider(user, element.channel.provider):
         return "provider_not_yours", "provider must be your user name or start with '<user>.'"
+    if element.channel.provider in fed:
+        return "channel_fed_by_connector", "a connector feeds this channel: append on another"
     if isinstance(element, SpElement):
         if not may_inject:
             return "not_permitted", "INJECT SP on this stream is needed to send sps"

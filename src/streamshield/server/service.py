@@ -163,6 +163,7 @@ class ServerService:
         """Rows written for their recipient to Kafka or Delta (server/sink_service.py)."""
         self.connectors = ConnectorService(security, self.streams, self.root)
         """Kafka topics and MQTT topic filters bound to streams (server/connector_service.py)."""
+        self.streams.fed = self.connectors.channels_of
         self.metrics.follow_connectors(self.connectors.lags)
 
     # -- life cycle ------------------------------------------------------------------------

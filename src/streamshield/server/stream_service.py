@@ -12,7 +12,7 @@ behind (a 503 the provider retries).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from streamshield.catalog.streams import StreamDefinition
@@ -53,6 +53,9 @@ class StreamService:
         self.schemas, self._lock = schemas, lock
         self.halt, self.backlog, self.metrics = halt, backlog, metrics
         self.assigner = SeqAssigner(pipeline.landing)
+        self.fed: Callable[[str], frozenset[str]] = lambda _stream: frozenset()
+        """The providers of a stream whose channels a connector feeds (the server's
+        connectors, once they exist): those channels take no appends through the API."""
 
     def catalog_view(self, session: Session) -> dict[str, list[dict]]:
         """What the caller may see; objects without VIEW OBJECT do not appear at all."""
@@ -138,7 +141,8 @@ class StreamService:
             raise Forbidden("a query's output stream takes no appends")
         rights = self._rights(session, stream)
         user = port.user_of(session)
-        return self._land(user, definition, list(lines), rights, assign=assign)
+        fed = self.fed(stream)
+        return self._land(user, definition, list(lines), rights, assign=assign, fed=fed)
 
     def land_for(
         self, user: str, stream: str, lines: list[str], seqs: list[int] | None
@@ -173,6 +177,7 @@ class StreamService:
         rights: tuple[bool, bool],
         assign: bool,
         seqs: list[int] | None = None,
+        fed: frozenset[str] = frozenset(),
     ) -> AppendReport:
         stream = definition.name
         may_write, may_inject = rights
@@ -191,6 +196,7 @@ class StreamService:
                 landing,
                 may_write=may_write,
                 may_inject=may_inject,
+                fed=fed,
             )
             if assigned is not None:
                 self.assigner.landed(assigned, clean=not report.rejected)
