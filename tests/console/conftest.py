@@ -18,11 +18,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from streamshield.catalog.throttle import ThrottlePolicy
-from tests.server.conftest import PASSWORD, Server, start_server, stop_server
+from tests.server.conftest import PASSWORD, Server, grant, ok, start_server, stop_server
 from tests.spark.conftest import spark  # noqa: F401  (the one session-scoped Spark fixture)
 
 CHROMIUM = "/usr/bin/chromium"
@@ -129,12 +130,14 @@ class Console:
         self.page = self.context.new_page()
         self.server = server
         self.tokens: list[str] = []
+        self.paths: list[str] = []  # the path of every request the page made, in order
         self.log: list[str] = []  # the page's console and errors, shown when a test fails
         self.page.on("request", self._saw)
         self.page.on("console", lambda m: self.log.append(f"console.{m.type}: {m.text}"))
         self.page.on("pageerror", lambda e: self.log.append(f"page error: {e}"))
 
     def _saw(self, request) -> None:
+        self.paths.append(urlsplit(request.url).path)
         header = request.headers.get("authorization", "")
         if header.startswith("Bearer ") and header[7:] not in self.tokens:
             self.tokens.append(header[7:])
@@ -159,6 +162,21 @@ class Console:
 
     def close(self) -> None:
         self.context.close()
+
+
+def reader_stream(joe, stream: str, attributes: list, role: str = "CUSTOMER1") -> None:
+    """Joe's input stream ``stream`` (schema ``<stream>_s``, tuple id ``id``) which
+    ``role`` sees and reads, with VIEW CATALOG and ADD on SYSTEM (it may add queries)."""
+    schema = {"name": f"{stream}_s", "attributes": attributes, "tid": "id"}
+    ok(joe.post("/schemas", json=schema), 201)
+    ok(joe.post("/streams", json={"name": stream, "schema": schema["name"]}), 201)
+    for permission, kind, obj in (
+        ("VIEW OBJECT", "stream", stream),
+        ("READ TUPLE", "stream", stream),
+        ("VIEW CATALOG", "system", "system"),
+        ("ADD", "system", "system"),
+    ):
+        grant(joe, permission, kind, obj, role)
 
 
 def snap(page, name: str) -> None:

@@ -407,7 +407,7 @@ def test_a_user_without_rights_is_not_offered_admin_pages_and_is_refused(
     console.login("mallory", ["OTHER"])
     page = console.page
     page.wait_for_selector("#nav a")
-    assert page.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail"]
+    assert page.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail", "Sinks"]
     assert page.locator("#register").count() == 0  # no ADD: no register form
     # The catalog has loaded (the admin module, when it ran first, showed her a stream).
     page.wait_for_selector("#streams, main:has-text('No stream is visible')")
@@ -726,6 +726,8 @@ PAGES = [
     ("#/grants", "#grants"),
     ("#/networks", "#networks-refresh"),
     ("#/password", "#password-change"),
+    ("#/connectors", "#kafka-bind"),
+    ("#/sinks", "#sink-delta"),
 ]
 
 

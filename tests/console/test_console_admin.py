@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.console.conftest import snap, tail_rows
+from tests.console.conftest import reader_stream, snap, tail_rows
 from tests.server.conftest import poll
 
 pytestmark = pytest.mark.spark
@@ -33,7 +33,7 @@ def test_an_administrator_builds_a_role_a_grant_and_a_user_who_then_logs_in(
     console.login("joe", ["ADMIN"])
     page = console.page
     page.wait_for_selector("#nav a")
-    assert page.locator("#nav a").all_text_contents()[-3:] == ["Users", "Roles", "Grants"]
+    assert page.locator("#nav a").all_text_contents()[-4:-1] == ["Users", "Roles", "Grants"]
 
     # A role, a junior added and removed, a cycle refused inline.
     page.click("#nav a:text('Roles')")
@@ -100,7 +100,7 @@ def test_an_administrator_builds_a_role_a_grant_and_a_user_who_then_logs_in(
     nora = second_console.page
     nora.wait_for_selector("#who-user")
     nora.wait_for_selector("#nav a")
-    assert nora.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail"]
+    assert nora.locator("#nav a").all_text_contents() == ["Catalog", "My audit trail", "Sinks"]
     nora.wait_for_selector("#streams, main .empty")
     # Forced: the API refuses users and grants (403); roles are readable by everyone,
     # but no change is offered.
@@ -206,22 +206,7 @@ def test_the_networks_page_shows_a_terminal_switch_on_then_off(
     console, second_console, console_server
 ) -> None:
     joe = console_server.login("joe", ["ADMIN"])
-    schema = {
-        "name": "vitals_s",
-        "attributes": [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"]],
-        "tid": "id",
-    }
-    _ok(joe.post("/schemas", json=schema), 201)
-    _ok(joe.post("/streams", json={"name": "vitals", "schema": "vitals_s"}), 201)
-    grants = [
-        ("VIEW OBJECT", "stream", "vitals"),
-        ("READ TUPLE", "stream", "vitals"),
-        ("VIEW CATALOG", "system", "system"),
-        ("ADD", "system", "system"),
-    ]
-    for permission, kind, obj in grants:
-        body = {"permission": permission, "kind": kind, "object": obj, "role": "CUSTOMER1"}
-        _ok(joe.post("/grants", json=body))
+    reader_stream(joe, "vitals", [["id", "bigint"], ["pid", "bigint"], ["hr", "bigint"]])
     al = console_server.login("al", ["CUSTOMER1"])
     text = "SELECT pid, hr FROM vitals WHERE pid >= 3"
     _ok(al.post("/queries", json={"name": "hr_watch", "text": text}), 201)

@@ -11,6 +11,12 @@ export function names(text) {
     .filter(Boolean);
 }
 
+/** The named fields that are filled in, for a request body (an empty one is left to the
+ * API's default). */
+export function filled(data, fields) {
+  return Object.fromEntries(fields.filter((n) => data[n] !== "").map((n) => [n, data[n]]));
+}
+
 function field(form, f) {
   const id = `${form}-${f.name}`;
   if (f.type === "checkbox") {
@@ -22,37 +28,54 @@ function field(form, f) {
       f.label,
     );
   }
-  const control =
-    f.type === "select"
-      ? h(
-          "select",
-          { id, name: f.name, required: f.required },
-          f.options.map((o) => h("option", { value: o, selected: o === f.value }, o)),
-        )
-      : h("input", {
-          id,
-          name: f.name,
-          type: f.type || "text",
-          required: f.required,
-          value: f.value,
-          autocomplete: f.autocomplete || "off",
-          spellcheck: "false",
-          list: f.list,
-        });
+  let control;
+  if (f.type === "select") {
+    // An option is a value shown as itself, or [value, label] ("" for none chosen).
+    const options = f.options.map((o) => (Array.isArray(o) ? o : [o, o]));
+    control = h(
+      "select",
+      { id, name: f.name, required: f.required },
+      options.map(([value, label]) => h("option", { value, selected: value === f.value }, label)),
+    );
+  } else if (f.type === "textarea") {
+    control = h("textarea", {
+      id,
+      name: f.name,
+      required: f.required,
+      rows: f.rows || 2,
+      placeholder: f.placeholder,
+      spellcheck: "false",
+    });
+  } else {
+    control = h("input", {
+      id,
+      name: f.name,
+      type: f.type || "text",
+      required: f.required,
+      value: f.value,
+      placeholder: f.placeholder,
+      min: f.min,
+      autocomplete: f.autocomplete || "off",
+      spellcheck: "false",
+      list: f.list,
+    });
+  }
   return h("div", {}, h("label", { for: id }, f.label), control);
 }
 
 /**
  * A form card: labelled fields, a submit button, and the server's refusal shown inline
  * (`#<id>-error`). ``send`` gets the fields as an object (checkboxes as booleans).
+ * ``clear``: emptied once sent (a form holding a password keeps it no longer than it must).
  */
-export function actionForm(ctx, { id, title, fields, submit, send }) {
+export function actionForm(ctx, { id, title, fields, submit, send, clear = false, note = null }) {
   const problem = h("div", { id: `${id}-problem`, "aria-live": "polite" });
   const button = h("button", { type: "submit" }, submit);
   const form = h(
     "form",
     { id, class: "card" },
     title ? h("h2", {}, title) : null,
+    note ? h("p", { class: "muted" }, note) : null,
     h("div", { class: "filters" }, fields.map((f) => field(id, f))),
     problem,
     button,
@@ -64,6 +87,7 @@ export function actionForm(ctx, { id, title, fields, submit, send }) {
     show(problem);
     try {
       await pending(button, `${submit}…`, () => send(data));
+      if (clear) form.reset();
     } catch (err) {
       if (!ctx.fail(err)) show(problem, errorBox(err, `${id}-error`));
     }
@@ -71,19 +95,36 @@ export function actionForm(ctx, { id, title, fields, submit, send }) {
   return form;
 }
 
-/** A button running one API action, pending while it runs; a refusal is shown in
- * ``problem``. */
-export function actionButton(ctx, label, attrs, problem, run) {
+/** A button running one API action, pending (labelled ``busy``) while it runs; a
+ * refusal is shown in ``problem`` (`#<errorId>`). */
+export function actionButton(ctx, label, attrs, problem, run, { busy, errorId = "admin-error" } = {}) {
   const button = h("button", { type: "button", ...attrs }, label);
   button.addEventListener("click", async () => {
     show(problem);
     try {
-      await pending(button, `${label}…`, run);
+      await pending(button, busy || `${label}…`, run);
     } catch (err) {
-      if (!ctx.fail(err)) show(problem, errorBox(err, "admin-error"));
+      if (!ctx.fail(err)) show(problem, errorBox(err, errorId));
     }
   });
   return button;
+}
+
+/** An action that cannot be undone, in two steps instead of confirm() (keyboard-friendly,
+ * never a blocking dialog): ``ask`` reveals the ``confirm`` button, which runs ``run``. */
+export function confirmedButton(ctx, options) {
+  const { ask, confirm, busy, attrs = {}, confirmAttrs = {}, problem, errorId, run } = options;
+  const yes = actionButton(ctx, confirm, { class: "danger", ...confirmAttrs }, problem, run, {
+    busy,
+    errorId,
+  });
+  yes.hidden = true;
+  const first = h("button", { type: "button", ...attrs }, ask);
+  first.addEventListener("click", () => {
+    yes.hidden = false;
+    yes.focus();
+  });
+  return h("span", {}, first, " ", yes);
 }
 
 /** A page's title and body once its data has loaded, or the API's refusal (`#<id>-error`). */

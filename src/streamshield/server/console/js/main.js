@@ -8,12 +8,14 @@ import * as api from "./api.js";
 import { h, localTime, show } from "./dom.js";
 import { auditView } from "./views/audit.js";
 import { catalogView } from "./views/catalog.js";
+import { connectorsView } from "./views/connectors.js";
 import { grantsView } from "./views/grants.js";
 import { loginView } from "./views/login.js";
 import { networksView } from "./views/networks.js";
 import { passwordView } from "./views/password.js";
 import { queryView } from "./views/query.js";
 import { rolesView } from "./views/roles.js";
+import { sinksView } from "./views/sinks.js";
 import { streamView } from "./views/stream.js";
 import { usersView } from "./views/users.js";
 
@@ -30,6 +32,8 @@ const routes = [
   { pattern: /^#\/password$/, view: passwordView },
   { pattern: /^#\/grants$/, view: grantsView },
   { pattern: /^#\/grants\/([^/]+)\/([^/]+)$/, view: grantsView },
+  { pattern: /^#\/connectors$/, view: connectorsView },
+  { pattern: /^#\/sinks$/, view: sinksView },
 ];
 
 function banner(message, retry) {
@@ -61,8 +65,13 @@ function header() {
   ];
   // Only owners of queries have switches to see (administrators: all of them).
   if (state.me.administrator || state.me.add_queries) links.push(["#/networks", "Networks"]);
-  if (state.me.administrator)
+  // Anyone may write what she may subscribe to into a sink; binding brokers to streams
+  // is an administrator's (CHANGE SYSTEM).
+  links.push(["#/sinks", "Sinks"]);
+  if (state.me.administrator) {
     links.push(["#/users", "Users"], ["#/roles", "Roles"], ["#/grants", "Grants"]);
+    links.push(["#/connectors", "Connectors"]);
+  }
   const here = location.hash.split("/").slice(0, 2).join("/");
   show(
     nav,

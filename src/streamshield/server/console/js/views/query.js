@@ -7,6 +7,7 @@
 
 import * as api from "../api.js";
 import { errorBox, h, localTime, pending, show } from "../dom.js";
+import { confirmedButton } from "../forms.js";
 import { throughputChart } from "./chart.js";
 import { tail } from "./tail.js";
 
@@ -121,23 +122,19 @@ export async function queryView(ctx, name) {
 }
 
 function removeButton(ctx, path, problem) {
-  // Two steps instead of confirm(): keyboard-friendly and never a blocking dialog.
-  const confirm = h("button", { type: "button", id: "remove-confirm", class: "danger" }, "Yes, remove it");
-  confirm.hidden = true;
-  confirm.addEventListener("click", async () => {
-    try {
-      await pending(confirm, "Removing…", () => api.call("DELETE", path));
+  return confirmedButton(ctx, {
+    ask: "Remove…",
+    confirm: "Yes, remove it",
+    busy: "Removing…",
+    attrs: { id: "remove" },
+    confirmAttrs: { id: "remove-confirm" },
+    problem,
+    errorId: "action-error",
+    run: async () => {
+      await api.call("DELETE", path);
       ctx.go("#/catalog");
-    } catch (err) {
-      if (!ctx.fail(err)) show(problem, errorBox(err, "action-error"));
-    }
+    },
   });
-  const ask = h("button", { type: "button", id: "remove" }, "Remove…");
-  ask.addEventListener("click", () => {
-    confirm.hidden = false;
-    confirm.focus();
-  });
-  return h("span", {}, ask, " ", confirm);
 }
 
 function fixed(value) {
