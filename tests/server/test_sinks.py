@@ -10,6 +10,7 @@ Bob's SUBSCRIBE: from the next batch on Bob's sinks get nothing, Al's go on.
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from deltalake import DeltaTable
 from streamshield.connectors.sink_targets import DeltaTarget, DeltaWriter
 from tests.server.conftest import grant, ok, poll, sp_line, tuple_line
 from tests.server.connector_worlds import QUOTE, input_stream
+
+LAKE_SECRET = "lake-key-never-shown"
 
 pytestmark = pytest.mark.spark
 
@@ -52,6 +55,8 @@ def world(server, broker, tmp_path_factory):
     tables = {"al": str(lake / "al"), "bob": str(lake / "bob")}
     for who, client in (("al", al), ("bob", bob)):
         target = {"kind": "delta", "uri": tables[who]}
+        if who == "bob":  # a store's key: kept for the writer, never shown
+            target["storage_options"] = {"AWS_SECRET_ACCESS_KEY": LAKE_SECRET}
         ok(
             client.post("/queries/tradeq/sinks", json={"name": f"{who}_lake", "target": target}),
             201,
@@ -124,6 +129,13 @@ def test_each_sink_gets_what_its_recipient_would(server, broker, world) -> None:
                for _, h in records)  # fmt: skip
     sinks = {s["name"]: s for s in ok(world["bob"].get("/sinks"))["sinks"]}
     assert set(sinks) == {"bob_lake", "bob_topic"}  # his own only
+    assert sinks["bob_lake"]["target"]["storage_options"] == {"AWS_SECRET_ACCESS_KEY": "**********"}
+    joe = server.login("joe", ["ADMIN"])
+    for reader in (world["bob"], joe):
+        for path in ("/sinks", "/sinks/bob_lake"):
+            assert LAKE_SECRET not in reader.get(path).text, path
+    kept = server.service.root / "sinks" / "bob_lake.json"
+    assert LAKE_SECRET in kept.read_text() and stat.S_IMODE(kept.stat().st_mode) == 0o600
     assert sinks["bob_topic"]["status"] == "ok" and sinks["bob_topic"]["rows_written"] == 3
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from streamshield.connectors.kafka_binding import TOPIC, KafkaSecurity
 
@@ -47,7 +47,15 @@ class DeltaTarget(BaseModel):
 
     kind: Literal["delta"] = "delta"
     uri: str = Field(description="A local path or a URI delta-rs writes (s3://, az://, ...)")
-    storage_options: dict[str, str] = Field(default_factory=dict)
+    storage_options: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="delta-rs's settings for the store (keys, tokens): every value is "
+        "a secret, shown as asterisks",
+    )
+
+    def options(self) -> dict[str, str]:
+        """The storage options as delta-rs takes them (the secrets' values)."""
+        return {key: value.get_secret_value() for key, value in self.storage_options.items()}
 
     @field_validator("uri")
     @classmethod
@@ -111,7 +119,7 @@ class KafkaWriter:
 
 class DeltaWriter:
     def __init__(self, target: DeltaTarget, app_id: str) -> None:
-        self.uri, self.options, self.app_id = target.uri, target.storage_options, app_id
+        self.uri, self.options, self.app_id = target.uri, target.options(), app_id
 
     def committed(self) -> int | None:
         """The last batch committed to the table by this sink (None: none, no table)."""

@@ -318,6 +318,8 @@ class SinkService:
         target = sink.stored.target
         if isinstance(target, KafkaTarget) and target.security.password is not None:
             data["target"]["security"]["password"] = target.security.password.get_secret_value()
+        if isinstance(target, DeltaTarget):
+            data["target"]["storage_options"] = target.options()
         write_atomic(self._path(sink.stored.name), json.dumps(data, indent=2), mode=0o600)
 
     def _path(self, name: str) -> Path:
