@@ -140,7 +140,7 @@ class Bench:
         self._bind(name, topic, f"feed.k{rep}")
         self._landed(name, self.records + 1)
         seconds = time.monotonic() - began
-        _ok(self.joe.delete(f"/connectors/kafka/{name}"), 204)
+        _ok(self.joe.delete(f"/connectors/kafka/{name}"), 200)
         return self.records / seconds
 
     def http(self, rep: int) -> float:
@@ -202,7 +202,7 @@ class Bench:
         wanted = set(sent["kafka"]) | set(sent["http"])
         while time.monotonic() < deadline and not wanted <= self.watcher.latencies.keys():
             time.sleep(0.2)
-        _ok(self.joe.delete(f"/connectors/kafka/{name}"), 204)
+        _ok(self.joe.delete(f"/connectors/kafka/{name}"), 200)
         got = self.watcher.latencies
         return {path: [got[t] for t in tids if t in got] for path, tids in sent.items()} | {
             "missing": [float(len(wanted - got.keys()))]
