@@ -62,6 +62,7 @@ from streamshield.catalog.errors import (
     Throttled,
     from_denial,
 )
+from streamshield.catalog.federation import Federation
 from streamshield.catalog.grant_rows import delete_grant, drop_unsupported
 from streamshield.catalog.guarded import GuardedChanges
 from streamshield.catalog.levels import Levels
@@ -168,7 +169,7 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class SecurityCatalog(GuardedChanges, Administration, Levels):
+class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
     """Users, authentication, sessions, OxRBAC, settings, quotas and audit on one database.
 
     User and role administration (with its permission rules and password policy) is in
@@ -504,15 +505,21 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         return Session(token, row.user_name, roles, row.expires_at, row.client)
 
     def logout(self, token: str) -> None:
-        """Ends a session; unknown tokens are ignored (logout is idempotent)."""
+        """Ends a session; unknown tokens are ignored (logout is idempotent). A token
+        session keeps its row with no role until the token expires, so that the same
+        token presented again stays refused (:mod:`~.federation`)."""
         with self._write() as db:
             row = db.execute(
-                select(t.sessions.c.user_name, t.sessions.c.client).where(
+                select(t.sessions.c.user_name, t.sessions.c.client, t.sessions.c.issuer).where(
                     t.sessions.c.token_hash == _token_hash(token)
                 )
             ).first()
             if row is not None:
-                db.execute(delete(t.sessions).where(t.sessions.c.token_hash == _token_hash(token)))
+                ended = t.sessions.c.token_hash == _token_hash(token)
+                if row.issuer is None:
+                    db.execute(delete(t.sessions).where(ended))
+                else:
+                    db.execute(update(t.sessions).where(ended).values(roles="[]"))
                 audit.record(
                     db,
                     self.clock(),
