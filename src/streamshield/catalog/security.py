@@ -27,6 +27,9 @@ Contract for callers:
   fail with the same error after the same work (an argon2 verify against a dummy hash).
 * A session ends at logout, at expiry, when its user is disabled, and when her password
   changes (her own change ends her other sessions, an administrator's reset all).
+* Sessions opened by OpenID Connect tokens (:mod:`~.federation`) are rows of the same
+  table keyed by the token's hash, ending at the token's expiry; a newer token of the
+  same user narrows her older token sessions to its roles.
 """
 
 from __future__ import annotations
