@@ -39,13 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from streamshield.catalog import audit
 from streamshield.catalog import tables as t
 from streamshield.catalog.audit import Event, Outcome
 from streamshield.catalog.errors import AuthError
+from streamshield.catalog.identifiers import USER_NAME, token_hash
 from streamshield.catalog.store import load_hierarchy
 
 if TYPE_CHECKING:
@@ -79,6 +80,15 @@ class TokenIdentity:
     ceiling: frozenset[str]
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    """Why a token opens no session, and who she is when that is known."""
+
+    reason: str
+    user: str | None = None
+    outcome: Outcome = Outcome.FAILED
+
+
 class Federation:
     """Token sessions; mixed into SecurityCatalog (module doc)."""
 
@@ -88,6 +98,7 @@ class Federation:
     clock: Callable[[], float]
     passwords: Passwords
     session: Callable[[str], Session]
+    _open_session: Callable[..., Session]
 
     def record_token_refused(
         self, reason: str, client: str | None, issuer: str | None = None
@@ -103,68 +114,61 @@ class Federation:
     def token_session(self, token: str, identity: TokenIdentity, client: str | None) -> Session:
         """The session of a verified token: the one it opened before, else a new one
         (module doc: who she is, her roles, what it narrows); :class:`TokenRefused`."""
-        from streamshield.catalog.security import Session, _token_hash
-
         try:
             return self.session(token)
         except AuthError:
             pass  # none yet, or ended: decided below under the write lock
-        token_hash = _token_hash(token)
-        refusal: tuple[str, Outcome, str | None] | None = None
         try:
-            with self._write() as db:
-                now = self.clock()
-                if identity.expires_at <= now:
-                    refusal = ("token expired", Outcome.FAILED, None)
-                elif db.scalar(
-                    select(t.sessions.c.user_name).where(t.sessions.c.token_hash == token_hash)
-                ):
-                    refusal = ("session ended", Outcome.FAILED, None)
-                else:
-                    name, why = self._bound_user(db, identity, now)
-                    if why is not None:
-                        refusal = (why, Outcome.FAILED, name)
-                    else:
-                        assert name is not None
-                        roles = self._token_roles(db, name, identity)
-                        if not roles:
-                            refusal = ("no roles", Outcome.DENIED, name)
-                        else:
-                            _insert_session(db, token_hash, name, roles, identity, client, now)
-                            audit.record(
-                                db,
-                                now,
-                                Event.LOGIN,
-                                Outcome.OK,
-                                actor=name,
-                                client=client,
-                                detail=_detail(identity, roles=sorted(roles)),
-                            )
-                            opened = Session(token, name, roles, identity.expires_at, client)
-                if refusal is not None:
-                    reason, outcome, actor = refusal
-                    audit.record(
-                        db,
-                        now,
-                        Event.LOGIN,
-                        outcome,
-                        actor=actor,
-                        client=client,
-                        detail=_detail(identity, reason=reason),
-                    )
-        except IntegrityError:  # the same token opened its session meanwhile
-            return self.session(token)
-        if refusal is not None:
-            raise TokenRefused(refusal[0])
+            opened = self._open_token_session(token, identity, client)
+        except IntegrityError:
+            # A request with the same token opened its session meanwhile, or one with
+            # another token of hers provisioned or bound her: decided again once.
+            try:
+                return self.session(token)
+            except AuthError:
+                opened = self._open_token_session(token, identity, client)
+        if isinstance(opened, _Refusal):
+            raise TokenRefused(opened.reason)
         return opened
 
-    def _bound_user(
-        self, db: Connection, identity: TokenIdentity, now: float
-    ) -> tuple[str | None, str | None]:
-        """The user the identity is (bound, found and bound, or provisioned and bound) and
-        None, or the name if known and the reason she is refused."""
-        from streamshield.catalog.security import _USER_NAME
+    def _open_token_session(
+        self, token: str, identity: TokenIdentity, client: str | None
+    ) -> Session | _Refusal:
+        """:meth:`_token_session` in a write transaction, a refusal audited in it."""
+        with self._write() as db:
+            now = self.clock()
+            opened = self._token_session(db, token, identity, client, now)
+            if isinstance(opened, _Refusal):
+                detail = _detail(identity, reason=opened.reason)
+                audit.record(
+                    db,
+                    now,
+                    Event.LOGIN,
+                    opened.outcome,
+                    actor=opened.user,
+                    client=client,
+                    detail=detail,
+                )
+        return opened
 
+    def _token_session(
+        self, db: Connection, token: str, identity: TokenIdentity, client: str | None, now: float
+    ) -> Session | _Refusal:
+        if identity.expires_at <= now:
+            return _Refusal("token expired")
+        ended = t.sessions.c.token_hash == token_hash(token)
+        if db.scalar(select(t.sessions.c.user_name).where(ended)) is not None:
+            return _Refusal("session ended")
+        name = self._bound_user(db, identity, now)
+        if isinstance(name, _Refusal):
+            return name
+        roles = self._token_roles(db, name, identity)
+        if not roles:
+            return _Refusal("no roles", name, Outcome.DENIED)
+        return self._open_session(db, name, roles, client, now, token, identity)
+
+    def _bound_user(self, db: Connection, identity: TokenIdentity, now: float) -> str | _Refusal:
+        """The user the identity is: bound before, or found or provisioned and bound now."""
         ids = t.identities.c
         bound = db.scalar(
             select(ids.user_name).where(
@@ -173,33 +177,33 @@ class Federation:
         )
         name = bound if bound is not None else identity.user
         if bound is None:
-            if not _USER_NAME.match(name):
-                return None, "no usable user name"
+            if not USER_NAME.match(name):
+                return _Refusal("no usable user name")
             other = db.scalar(
                 select(ids.subject).where(ids.issuer == identity.issuer, ids.user_name == name)
             )
             if other is not None:
-                return None, "user name bound to another identity"
+                return _Refusal("user name bound to another identity")
         user = db.execute(
             select(t.users.c.name, t.users.c.disabled).where(
                 func.lower(t.users.c.name) == name.lower()
             )
         ).first()
         if user is not None and user.name != name:
-            return None, "user name taken"
+            return _Refusal("user name taken")
         if user is None:
             if bound is not None or not identity.provision:
-                return None, "unknown user"
+                return _Refusal("unknown user")
             self._provision(db, name, identity, now)
         elif user.disabled:
-            return name, "user disabled"
+            return _Refusal("user disabled", name)
         if bound is None:
             db.execute(
                 insert(t.identities).values(
                     issuer=identity.issuer, subject=identity.subject, user_name=name, linked_at=now
                 )
             )
-        return name, None
+        return name
 
     def _provision(self, db: Connection, name: str, identity: TokenIdentity, now: float) -> None:
         """A new user holding the issuer's ceiling (the roles of the hierarchy among
@@ -248,30 +252,6 @@ class Federation:
                     .values(roles=json.dumps(sorted(old & roles)))
                 )
         return roles
-
-
-def _insert_session(
-    db: Connection,
-    token_hash: str,
-    name: str,
-    roles: frozenset[str],
-    identity: TokenIdentity,
-    client: str | None,
-    now: float,
-) -> None:
-    db.execute(delete(t.sessions).where(t.sessions.c.expires_at <= now))
-    db.execute(
-        insert(t.sessions).values(
-            token_hash=token_hash,
-            user_name=name,
-            roles=json.dumps(sorted(roles)),
-            client=client,
-            created_at=now,
-            expires_at=identity.expires_at,
-            issuer=identity.issuer,
-            issued_at=identity.issued_at,
-        )
-    )
 
 
 def _detail(identity: TokenIdentity, **more: Any) -> dict[str, Any]:

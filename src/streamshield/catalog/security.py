@@ -34,9 +34,7 @@ Contract for callers:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -65,9 +63,12 @@ from streamshield.catalog.errors import (
     Throttled,
     from_denial,
 )
-from streamshield.catalog.federation import Federation
+from streamshield.catalog.federation import METHOD as FEDERATED
+from streamshield.catalog.federation import Federation, TokenIdentity
 from streamshield.catalog.grant_rows import delete_grant, drop_unsupported
 from streamshield.catalog.guarded import GuardedChanges
+from streamshield.catalog.identifiers import USER_NAME as _USER_NAME
+from streamshield.catalog.identifiers import token_hash as _token_hash
 from streamshield.catalog.levels import Levels
 from streamshield.catalog.oxrbac import (
     SYSTEM,
@@ -106,8 +107,6 @@ __all__ = [
     "Session",
     "Throttled",
 ]
-
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,199}\Z")
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "quota.max_running_queries": 10,
@@ -166,10 +165,6 @@ class Acting:
 Who = Session | str | Acting
 """A session (checked by token), a user name acting with every role it holds, or a
 user acting with chosen roles (:class:`Acting`)."""
-
-
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
@@ -439,11 +434,21 @@ class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
         return self.throttle.retry_after(failures, now)
 
     def _open_session(
-        self, db: Connection, name: str, roles: frozenset[str], client: str | None, now: float
+        self,
+        db: Connection,
+        name: str,
+        roles: frozenset[str],
+        client: str | None,
+        now: float,
+        token: str | None = None,
+        federated: TokenIdentity | None = None,
     ) -> Session:
+        """A new session row and its ``login ok`` entry: a password login's (a new random
+        token, ``session_ttl``), or a verified bearer token's (that token, until its
+        expiry; :mod:`~.federation`)."""
         db.execute(delete(t.sessions).where(t.sessions.c.expires_at <= now))
-        token = secrets.token_urlsafe(32)
-        expires_at = now + self.session_ttl
+        token = token or secrets.token_urlsafe(32)
+        expires_at = now + self.session_ttl if federated is None else federated.expires_at
         db.execute(
             insert(t.sessions).values(
                 token_hash=_token_hash(token),
@@ -452,17 +457,14 @@ class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
                 client=client,
                 created_at=now,
                 expires_at=expires_at,
+                issuer=None if federated is None else federated.issuer,
+                issued_at=None if federated is None else federated.issued_at,
             )
         )
-        audit.record(
-            db,
-            now,
-            Event.LOGIN,
-            Outcome.OK,
-            actor=name,
-            client=client,
-            detail={"roles": sorted(roles)},
-        )
+        detail: dict[str, Any] = {"roles": sorted(roles)}
+        if federated is not None:
+            detail |= {"method": FEDERATED, "issuer": federated.issuer}
+        audit.record(db, now, Event.LOGIN, Outcome.OK, actor=name, client=client, detail=detail)
         return Session(token, name, roles, expires_at, client)
 
     def session(self, token: str) -> Session:
