@@ -36,7 +36,6 @@ the clearance again anyway.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -52,6 +51,7 @@ from streamshield.catalog.audit import Event, Outcome
 from streamshield.catalog.database import upsert
 from streamshield.catalog.errors import NotFound, SecurityError
 from streamshield.catalog.guarded import not_admin
+from streamshield.catalog.identifiers import token_hash as _token_hash
 from streamshield.catalog.oxrbac import SYSTEM, Kind, ObjectRef, Permission, Subject
 from streamshield.policy.bitset import WORD_BITS
 from streamshield.policy.coi import CoiClasses, ErrorKind, LatticeError, check_name
@@ -602,10 +602,6 @@ class Levels:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _stored(lattice: Lattice, level: Level) -> str:

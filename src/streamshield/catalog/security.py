@@ -27,13 +27,14 @@ Contract for callers:
   fail with the same error after the same work (an argon2 verify against a dummy hash).
 * A session ends at logout, at expiry, when its user is disabled, and when her password
   changes (her own change ends her other sessions, an administrator's reset all).
+* Sessions opened by OpenID Connect tokens (:mod:`~.federation`) are rows of the same
+  table keyed by the token's hash, ending at the token's expiry; a newer token of the
+  same user narrows her older token sessions to its roles.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -62,8 +63,12 @@ from streamshield.catalog.errors import (
     Throttled,
     from_denial,
 )
+from streamshield.catalog.federation import METHOD as FEDERATED
+from streamshield.catalog.federation import Federation, TokenIdentity
 from streamshield.catalog.grant_rows import delete_grant, drop_unsupported
 from streamshield.catalog.guarded import GuardedChanges
+from streamshield.catalog.identifiers import USER_NAME as _USER_NAME
+from streamshield.catalog.identifiers import token_hash as _token_hash
 from streamshield.catalog.levels import Levels
 from streamshield.catalog.oxrbac import (
     SYSTEM,
@@ -102,8 +107,6 @@ __all__ = [
     "Session",
     "Throttled",
 ]
-
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,199}\Z")
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "quota.max_running_queries": 10,
@@ -164,11 +167,7 @@ Who = Session | str | Acting
 user acting with chosen roles (:class:`Acting`)."""
 
 
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-class SecurityCatalog(GuardedChanges, Administration, Levels):
+class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
     """Users, authentication, sessions, OxRBAC, settings, quotas and audit on one database.
 
     User and role administration (with its permission rules and password policy) is in
@@ -435,11 +434,21 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         return self.throttle.retry_after(failures, now)
 
     def _open_session(
-        self, db: Connection, name: str, roles: frozenset[str], client: str | None, now: float
+        self,
+        db: Connection,
+        name: str,
+        roles: frozenset[str],
+        client: str | None,
+        now: float,
+        token: str | None = None,
+        federated: TokenIdentity | None = None,
     ) -> Session:
+        """A new session row and its ``login ok`` entry: a password login's (a new random
+        token, ``session_ttl``), or a verified bearer token's (that token, until its
+        expiry; :mod:`~.federation`)."""
         db.execute(delete(t.sessions).where(t.sessions.c.expires_at <= now))
-        token = secrets.token_urlsafe(32)
-        expires_at = now + self.session_ttl
+        token = token or secrets.token_urlsafe(32)
+        expires_at = now + self.session_ttl if federated is None else federated.expires_at
         db.execute(
             insert(t.sessions).values(
                 token_hash=_token_hash(token),
@@ -448,17 +457,14 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
                 client=client,
                 created_at=now,
                 expires_at=expires_at,
+                issuer=None if federated is None else federated.issuer,
+                issued_at=None if federated is None else federated.issued_at,
             )
         )
-        audit.record(
-            db,
-            now,
-            Event.LOGIN,
-            Outcome.OK,
-            actor=name,
-            client=client,
-            detail={"roles": sorted(roles)},
-        )
+        detail: dict[str, Any] = {"roles": sorted(roles)}
+        if federated is not None:
+            detail |= {"method": FEDERATED, "issuer": federated.issuer}
+        audit.record(db, now, Event.LOGIN, Outcome.OK, actor=name, client=client, detail=detail)
         return Session(token, name, roles, expires_at, client)
 
     def session(self, token: str) -> Session:
@@ -504,15 +510,21 @@ class SecurityCatalog(GuardedChanges, Administration, Levels):
         return Session(token, row.user_name, roles, row.expires_at, row.client)
 
     def logout(self, token: str) -> None:
-        """Ends a session; unknown tokens are ignored (logout is idempotent)."""
+        """Ends a session; unknown tokens are ignored (logout is idempotent). A token
+        session keeps its row with no role until the token expires, so that the same
+        token presented again stays refused (:mod:`~.federation`)."""
         with self._write() as db:
             row = db.execute(
-                select(t.sessions.c.user_name, t.sessions.c.client).where(
+                select(t.sessions.c.user_name, t.sessions.c.client, t.sessions.c.issuer).where(
                     t.sessions.c.token_hash == _token_hash(token)
                 )
             ).first()
             if row is not None:
-                db.execute(delete(t.sessions).where(t.sessions.c.token_hash == _token_hash(token)))
+                ended = t.sessions.c.token_hash == _token_hash(token)
+                if row.issuer is None:
+                    db.execute(delete(t.sessions).where(ended))
+                else:
+                    db.execute(update(t.sessions).where(ended).values(roles="[]"))
                 audit.record(
                     db,
                     self.clock(),

@@ -137,7 +137,23 @@ sessions = Table(
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
     Column("level", Text),  # JSON stored level the session activated; NULL: public
+    # a session opened by an OpenID Connect token: its issuer and the token's iat
+    # (NULL: a password login)
+    Column("issuer", String(500)),
+    Column("issued_at", Float),
 )
+
+identities = Table(
+    "identities",
+    metadata,
+    Column("issuer", String(500), primary_key=True),
+    Column("subject", String(500), primary_key=True),
+    Column("user_name", String(200), nullable=False),
+    Column("linked_at", Float, nullable=False),
+    Index("identities_user", "issuer", "user_name", unique=True),
+)
+"""Which user an OpenID Connect identity (issuer, subject) is: bound at her first token,
+so that a later token with the same user name but another subject is refused."""
 
 login_failures = Table(
     "login_failures",

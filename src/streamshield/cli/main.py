@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -438,6 +439,11 @@ def _when(value: object) -> str:
     epilog=example(
         "streamshield client login --url https://127.0.0.1:8443 "
         "--ca streamshield-data/tls/server-cert.pem --user nina --role ND"
+    )
+    + example("streamshield client login --token-file ~/.cache/idp-token")
+    + example(
+        "streamshield client login --oidc-device https://idp.example/realms/hospital "
+        "--client-id streamshield-cli"
     ),
 )
 @click.option("--url", default="https://127.0.0.1:8443", show_default=True)
@@ -447,24 +453,83 @@ def _when(value: object) -> str:
     default=None,
     help="Trust this certificate (the server's self-signed one).",
 )
-@click.option("--user", required=True)
-@click.option("--role", "roles", multiple=True, required=True, help="Role to activate (repeat).")
+@click.option("--user", default=None, help="User name (password login).")
+@click.option("--role", "roles", multiple=True, help="Role to activate (repeat; password login).")
 @click.option(
     "--level",
     default=None,
     help="Chinese-Wall level to run at, e.g. '[1, B]' (within your clearance; default public).",
 )
-@click.password_option(confirmation_prompt=False, envvar="STREAMSHIELD_PASSWORD")
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Log in with the OpenID Connect token (JWT) in this file instead of a password.",
+)
+@click.option(
+    "--oidc-device",
+    "issuer",
+    default=None,
+    help="Log in through this issuer's device-code flow (an https:// issuer URL).",
+)
+@click.option("--client-id", default=None, help="OAuth client id for --oidc-device.")
+@click.option(
+    "--oidc-ca",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="CA bundle the issuer's certificate is checked against (--oidc-device).",
+)
+@click.option("--scope", default="openid", show_default=True, help="Scopes for --oidc-device.")
+@click.option(
+    "--id-token", is_flag=True, help="Use the ID token, not the access token (--oidc-device)."
+)
 @output_option
 def client_login(
-    url: str, ca: Path | None, user: str, roles: tuple[str, ...], level: str | None, password: str
+    url: str,
+    ca: Path | None,
+    user: str | None,
+    roles: tuple[str, ...],
+    level: str | None,
+    token_file: Path | None,
+    issuer: str | None,
+    client_id: str | None,
+    oidc_ca: Path | None,
+    scope: str,
+    id_token: bool,
 ):
-    """Log in and keep the session token (the password is asked, or $STREAMSHIELD_PASSWORD)."""
-    from streamshield.client import Client, Saved, save
-
+    """Log in and keep the session token: with a password (--user, --role; the password
+    is asked, or $STREAMSHIELD_PASSWORD), a token file, or the device-code flow."""
     ca_path = str(ca.resolve()) if ca else None
-    from streamshield.client import ClientError
+    if token_file is not None or issuer is not None:
+        if token_file is not None and issuer is not None:
+            raise click.UsageError("--token-file and --oidc-device exclude each other")
+        if user or roles or level:
+            raise click.UsageError("--user, --role and --level go with a password login")
+        if issuer is not None:
+            from streamshield.cli.device_flow import device_token
 
+            if not client_id:
+                raise click.UsageError("--oidc-device needs --client-id")
+            oidc_ca_path = str(oidc_ca.resolve()) if oidc_ca else None
+            token = device_token(
+                issuer, client_id, scope=scope, ca=oidc_ca_path, tell=click.echo, id_token=id_token
+            )
+        else:
+            assert token_file is not None
+            token = token_file.read_text().strip()
+        _token_login(url, ca_path, token)
+        return
+    if not user or not roles:
+        raise click.UsageError("a password login needs --user and --role")
+    _password_login(url, ca_path, user, roles, level)
+
+
+def _password_login(
+    url: str, ca_path: str | None, user: str, roles: tuple[str, ...], level: str | None
+) -> None:
+    from streamshield.client import Client, ClientError, Saved, save
+
+    password = os.environ.get("STREAMSHIELD_PASSWORD") or click.prompt("Password", hide_input=True)
     with Client(url, None, ca_path) as api:
         try:
             answer = api.login(user, password, list(roles), level)
@@ -473,10 +538,28 @@ def client_login(
                 raise
             raise Failure(f"login failed: {err.message}", EXIT_SESSION) from None
     save(Saved(url, answer["token"], ca_path, user))
-    shown = {k: v for k, v in answer.items() if k != "token"}
+    _logged_in({k: v for k, v in answer.items() if k != "token"})
+
+
+def _token_login(url: str, ca_path: str | None, token: str) -> None:
+    """Keeps an OpenID Connect token as the session once the server accepted it."""
+    from streamshield.client import Client, ClientError, Saved, save
+
+    with Client(url, token, ca_path) as api:
+        try:
+            answer = api.request("GET", "/me")
+        except ClientError as err:
+            if err.status != 401:
+                raise
+            raise Failure(f"login failed: {err.message}", EXIT_SESSION) from None
+    save(Saved(url, token, ca_path, answer["user"]))
+    _logged_in(answer)
+
+
+def _logged_in(answer: dict) -> None:
     emit(
-        shown,
-        text=f"logged in as {user} with roles {', '.join(answer['roles'])}"
+        answer,
+        text=f"logged in as {answer['user']} with roles {', '.join(answer['roles'])}"
         + (f" at level {answer['level']}" if answer.get("level") else "")
         + f"; session expires at {_when(answer['expires_at'])}",
     )

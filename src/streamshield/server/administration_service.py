@@ -16,6 +16,7 @@ from streamshield.server import error_codes as codes
 from streamshield.server import security_port as port
 from streamshield.server.access_gates import require_change_system
 from streamshield.server.errors import Invalid
+from streamshield.server.oidc_tokens import TokenVerifier, looks_like_jwt
 from streamshield.server.system_settings import SettingsRejected, validated
 
 if TYPE_CHECKING:
@@ -37,7 +38,15 @@ class AdministrationService:
     def login(self, user: str, password: str, roles: list[str], client: str) -> Session:
         return port.login(self.security, user, password, roles, client)
 
-    def session(self, token: str) -> Session:
+    tokens: TokenVerifier | None = None
+    """The OpenID Connect issuers' token checks (``serve``'s ``[oidc]``); None: only
+    the server's own session tokens are accepted."""
+
+    def session(self, token: str, client: str | None = None) -> Session:
+        """The session of a bearer token: one of ours, or a JWT of a configured issuer
+        (:func:`.security_port.token_session`), which may open one."""
+        if self.tokens is not None and looks_like_jwt(token):
+            return port.token_session(self.security, self.tokens, token, client)
         return port.session(self.security, token)
 
     def logout(self, token: str) -> None:

@@ -31,11 +31,14 @@ def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
-    """The session of the bearer token (401 for none, expired, logged out or forged)."""
+    """The session of the bearer token (401 for none, expired, logged out or forged): a
+    session token of ours, or an OpenID Connect token of a configured issuer."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthorized("a bearer token is needed")
     service: ServerService = request.app.state.service  # set by create_app
-    return Caller(service.administration.session(credentials.credentials), credentials.credentials)
+    client = request.client.host if request.client else None
+    token = credentials.credentials
+    return Caller(service.administration.session(token, client), token)
 
 
 Auth = Annotated[Caller, Depends(_caller)]

@@ -58,7 +58,9 @@ UNAUTHORIZED = _code(
     "unauthorized",
     401,
     "no, expired, logged-out or forged bearer token; a failed login (one message for "
-    "every cause); a login asking for roles the user does not hold",
+    "every cause); a login asking for roles the user does not hold; an OpenID Connect "
+    "token refused (the message names the rule: token refused: token expired, wrong "
+    "audience, unknown signing key...)",
 )
 FORBIDDEN = _code(
     "forbidden",

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamshield.engine.store import root_location
+from streamshield.server.oidc_settings import unknown_mapped_roles
+from streamshield.server.oidc_tokens import TokenVerifier
 from streamshield.server.settings import ServeSettings
 from streamshield.server.tls import ensure_self_signed, given
 
@@ -222,6 +224,12 @@ def run_server(settings: ServeSettings, echo: Callable[[str], None] = print) -> 
             service.backlog.limit = settings.max_ingest_backlog
             service.backlog.budget = settings.ingest_latency_budget_seconds
             service.retention.max_age = settings.retention
+            if settings.oidc.issuers:
+                unknown = unknown_mapped_roles(settings.oidc, security.catalog.hierarchy().roles)
+                if unknown:
+                    echo(f"oidc: role_mapping names roles the catalog lacks: {unknown}; stopping")
+                    return 1
+                service.administration.tokens = TokenVerifier(settings.oidc)
         if stopper.requested.is_set():
             return 0
         with timings.phase("api"):

@@ -17,7 +17,8 @@ from streamshield.catalog.oxrbac import Grantee, Kind, ObjectRef, Permission
 from streamshield.policy.bitset import Words
 from streamshield.policy.coi import LatticeError
 from streamshield.policy.query_level import QueryLevel
-from streamshield.server.errors import Invalid, error_code
+from streamshield.server.errors import Invalid, Unauthorized, error_code
+from streamshield.server.oidc_tokens import TokenInvalid, TokenVerifier
 
 if TYPE_CHECKING:
     from streamshield.catalog.audit import AuditEntry
@@ -135,6 +136,18 @@ def roles_of(session: Session) -> tuple[str, ...]:
 
 def login(security: SecurityApi, user: str, password: str, roles: list[str], client: str) -> Any:
     return security.login(user, password, roles, client=client)
+
+
+def token_session(security: Any, verifier: TokenVerifier, token: str, client: str | None) -> Any:
+    """The session of an OpenID Connect bearer token: verified (:mod:`.oidc_tokens`),
+    then found or opened by the catalog (:mod:`streamshield.catalog.federation`); every
+    refusal is audited and answered 401 with its reason."""
+    try:
+        identity = verifier.verify(token)
+    except TokenInvalid as err:
+        security.record_token_refused(err.reason, client, err.issuer)
+        raise Unauthorized(f"token refused: {err.reason}") from None
+    return security.token_session(token, identity, client)
 
 
 def session(security: SecurityApi, token: str) -> Any:

@@ -30,6 +30,7 @@ from pydantic_settings import (
 from streamshield.catalog.view import POLL_SECONDS
 from streamshield.engine.store.retention import parse_retention
 from streamshield.engine.tuning import EngineTuning
+from streamshield.server.oidc_settings import OidcSettings
 from streamshield.server.subscriptions import DEFAULT_QUEUE, DEFAULT_QUEUE_BYTES
 
 ENV_PREFIX = "STREAMSHIELD_"
@@ -201,6 +202,11 @@ class ServeSettings(BaseSettings):
         min_length=16,
         description="Bearer token a Prometheus scraper may use for /metrics "
         "(administrators' session tokens always work).",
+    )
+    oidc: OidcSettings = Field(
+        default_factory=OidcSettings,
+        description="OpenID Connect issuers whose bearer tokens are accepted "
+        "([[oidc.issuers]] tables; docs/security.md, single sign-on).",
     )
 
     @field_validator("spark_conf", "level_conf", mode="before")
