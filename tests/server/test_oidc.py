@@ -27,6 +27,7 @@ from joserfc.jwk import RSAKey
 from streamshield.cli import main
 from streamshield.server.oidc_settings import OidcIssuer, OidcSettings
 from streamshield.server.oidc_tokens import TokenVerifier
+from streamshield.server.refusal_budget import RefusalBudget
 from tests.server.conftest import (
     Server,
     Subscriber,
@@ -79,6 +80,9 @@ def server(spark, idp, tmp_path_factory) -> Iterator[Server]:
 def world(server: Server) -> Server:
     """Stream ``vitals`` (readable by CUSTOMER1 and 2), Al's query ``mine`` whose output
     CUSTOMER2 may subscribe to, and one sp letting both customers see every row."""
+    # every refusal of this module's attack tests is audited: none is left to the
+    # per-address budget (test_a_flood_of_bad_tokens_is_audited_within_a_budget)
+    server.service.administration.refusals = RefusalBudget(per_window=10**6)
     joe = server.login("joe", ["ADMIN"])
     schema = {"name": "v", "attributes": [["id", "bigint"], ["hr", "bigint"]], "tid": "id"}
     ok(joe.post("/schemas", json=schema), 201)
@@ -206,6 +210,29 @@ def test_every_attack_token_is_refused_with_its_reason_and_audited(world, idp) -
     for token, reason in cases:
         _refused(server, token, reason)
     ok(_joe(server).get("/users/mallet"), 404)  # never provisioned
+
+
+def test_a_flood_of_bad_tokens_is_audited_within_a_budget(world, idp) -> None:
+    """Each bad token is refused, but one address writes at most its budget of audit
+    entries a window; the next window's first entry counts the ones not written."""
+    server = world
+    clock = [0.0]
+    kept = server.service.administration.refusals
+    server.service.administration.refusals = RefusalBudget(3, 60, clock=lambda: clock[0])
+    try:
+        before = _last_audit_id(server)
+        bad = idp.token("mallet", BOTH, aud="another-service")
+        for _ in range(8):
+            with server.client(bad) as client:
+                assert client.get("/me").status_code == 401
+        entries = ok(_joe(server).get("/audit", params={"limit": 50}))["entries"]
+        written = [e for e in entries if e["id"] > before and e["detail"].get("method") == "oidc"]
+        assert len(written) == 3 and all("suppressed" not in e["detail"] for e in written)
+        clock[0] = 60.0
+        entry = _refused(server, bad, "wrong audience")
+        assert entry["detail"]["suppressed"] == 5
+    finally:
+        server.service.administration.refusals = kept
 
 
 def test_a_valid_token_subscribes_then_a_newer_one_with_fewer_groups_narrows_it(world, idp) -> None:

@@ -101,14 +101,17 @@ class Federation:
     _open_session: Callable[..., Session]
 
     def record_token_refused(
-        self, reason: str, client: str | None, issuer: str | None = None
+        self, reason: str, client: str | None, issuer: str | None = None, suppressed: int = 0
     ) -> None:
         """Audits a token the server refused before the catalog saw it (bad signature,
         expired, wrong audience...). Only the reason and the configured issuer are
-        recorded: an unverified token's claims are the attacker's word."""
+        recorded: an unverified token's claims are the attacker's word. ``suppressed``:
+        the client's refusals left unwritten before this one (server/refusal_budget.py)."""
         detail: dict[str, Any] = {"method": METHOD, "reason": reason}
         if issuer is not None:
             detail["issuer"] = issuer
+        if suppressed:
+            detail["suppressed"] = suppressed
         self._audit(Event.LOGIN, Outcome.FAILED, client=client, detail=detail)
 
     def token_session(self, token: str, identity: TokenIdentity, client: str | None) -> Session:
