@@ -17,6 +17,7 @@ from sqlalchemy import Engine, text
 from streamshield.catalog import StreamDefinition
 from streamshield.catalog.audit import AuditFilter, Event, Outcome
 from streamshield.catalog.oxrbac import SYSTEM, Grantee, Kind, ObjectRef, Permission
+from streamshield.catalog.refusal_budget import RefusalBudget
 from streamshield.catalog.security import (
     AuthError,
     NotFound,
@@ -170,6 +171,31 @@ def test_failed_logins_are_throttled_per_client(sec: SecurityCatalog) -> None:
     with pytest.raises(Throttled):
         sec.login("joe", "joe-pw", client="10.0.0.9")
     assert sec.login("joe", "joe-pw", client="10.0.0.10").user == "joe"
+
+
+def test_a_throttled_login_flood_writes_a_bounded_number_of_audit_entries(
+    sec: SecurityCatalog, joe: Session, clock: Clock
+) -> None:
+    """Each throttled attempt is refused; one address writes at most its budget of
+    entries a window, and its next entry counts the rest."""
+    # a budget window shorter than the throttle's wait (10 s), to see the next window
+    sec.refusals = RefusalBudget(per_window=2, window_seconds=5, clock=lambda: clock.now)
+    for _ in range(3):
+        with pytest.raises(AuthError):
+            sec.login("al", "guess", client="10.0.0.7")
+    for _ in range(6):
+        with pytest.raises(Throttled):
+            sec.login("al", "al-pw", client="10.0.0.7")
+
+    def throttled() -> list:
+        entries = sec.audit_entries(joe, AuditFilter(event=Event.LOGIN))
+        return [e for e in entries if e.outcome == Outcome.THROTTLED]
+
+    assert len(throttled()) == 2 and all("suppressed" not in e.detail for e in throttled())
+    clock.now += 5
+    with pytest.raises(Throttled):
+        sec.login("al", "al-pw", client="10.0.0.7")
+    assert throttled()[-1].detail["suppressed"] == 4
 
 
 def test_sessions_expire(sec: SecurityCatalog, clock: Clock) -> None:

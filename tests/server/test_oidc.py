@@ -24,10 +24,10 @@ from cryptography.hazmat.primitives import serialization
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from streamshield.catalog.refusal_budget import RefusalBudget
 from streamshield.cli import main
 from streamshield.server.oidc_settings import OidcIssuer, OidcSettings
 from streamshield.server.oidc_tokens import TokenVerifier
-from streamshield.server.refusal_budget import RefusalBudget
 from tests.server.conftest import (
     Server,
     Subscriber,
@@ -82,7 +82,7 @@ def world(server: Server) -> Server:
     CUSTOMER2 may subscribe to, and one sp letting both customers see every row."""
     # every refusal of this module's attack tests is audited: none is left to the
     # per-address budget (test_a_flood_of_bad_tokens_is_audited_within_a_budget)
-    server.service.administration.refusals = RefusalBudget(per_window=10**6)
+    server.service.security.refusals = RefusalBudget(per_window=10**6)
     joe = server.login("joe", ["ADMIN"])
     schema = {"name": "v", "attributes": [["id", "bigint"], ["hr", "bigint"]], "tid": "id"}
     ok(joe.post("/schemas", json=schema), 201)
@@ -217,8 +217,8 @@ def test_a_flood_of_bad_tokens_is_audited_within_a_budget(world, idp) -> None:
     entries a window; the next window's first entry counts the ones not written."""
     server = world
     clock = [0.0]
-    kept = server.service.administration.refusals
-    server.service.administration.refusals = RefusalBudget(3, 60, clock=lambda: clock[0])
+    kept = server.service.security.refusals
+    server.service.security.refusals = RefusalBudget(3, 60, clock=lambda: clock[0])
     try:
         before = _last_audit_id(server)
         bad = idp.token("mallet", BOTH, aud="another-service")
@@ -232,7 +232,7 @@ def test_a_flood_of_bad_tokens_is_audited_within_a_budget(world, idp) -> None:
         entry = _refused(server, bad, "wrong audience")
         assert entry["detail"]["suppressed"] == 5
     finally:
-        server.service.administration.refusals = kept
+        server.service.security.refusals = kept
 
 
 def test_a_valid_token_subscribes_then_a_newer_one_with_fewer_groups_narrows_it(world, idp) -> None:

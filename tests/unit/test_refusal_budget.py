@@ -1,11 +1,11 @@
-"""The audit budget of refused bearer tokens per client address (server/refusal_budget.py)."""
+"""The audit budget per client address of refusals anyone can cause (catalog/refusal_budget.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamshield.server.refusal_budget import RefusalBudget
+from streamshield.catalog.refusal_budget import RefusalBudget
 
 
 class Clock:

@@ -51,6 +51,7 @@ from streamshield.catalog.store import load_hierarchy
 
 if TYPE_CHECKING:
     from streamshield.catalog.passwords import Passwords
+    from streamshield.catalog.refusal_budget import RefusalBudget
     from streamshield.catalog.security import Session
 
 METHOD = "oidc"
@@ -96,17 +97,21 @@ class Federation:
     _write: Callable[[], Any]
     _audit: Callable[..., None]
     clock: Callable[[], float]
+    refusals: RefusalBudget
     passwords: Passwords
     session: Callable[[str], Session]
     _open_session: Callable[..., Session]
 
     def record_token_refused(
-        self, reason: str, client: str | None, issuer: str | None = None, suppressed: int = 0
+        self, reason: str, client: str | None, issuer: str | None = None
     ) -> None:
         """Audits a token the server refused before the catalog saw it (bad signature,
-        expired, wrong audience...). Only the reason and the configured issuer are
-        recorded: an unverified token's claims are the attacker's word. ``suppressed``:
-        the client's refusals left unwritten before this one (server/refusal_budget.py)."""
+        expired, wrong audience...), within the address's budget
+        (:mod:`~streamshield.catalog.refusal_budget`). Only the reason and the configured
+        issuer are recorded: an unverified token's claims are the attacker's word."""
+        suppressed = self.refusals.take(client)
+        if suppressed is None:
+            return  # counted, written with the address's next entry
         detail: dict[str, Any] = {"method": METHOD, "reason": reason}
         if issuer is not None:
             detail["issuer"] = issuer

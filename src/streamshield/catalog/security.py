@@ -80,6 +80,7 @@ from streamshield.catalog.oxrbac import (
     Subject,
 )
 from streamshield.catalog.passwords import DEFAULT_HASHER, Passwords
+from streamshield.catalog.refusal_budget import RefusalBudget
 from streamshield.catalog.store import SqlCatalog, StreamExists, insert_stream, load_hierarchy
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.catalog.throttle import ThrottlePolicy, login_keys
@@ -194,6 +195,9 @@ class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
         self.engine = self.catalog.engine
         self.session_ttl = session_ttl
         self.throttle = throttle or ThrottlePolicy()
+        self.refusals = RefusalBudget()
+        """Audit entries per client address for refusals anyone can cause (throttled
+        logins, bad bearer tokens): catalog/refusal_budget.py."""
         self.passwords = Passwords(password_hasher)
         self.passwords.prepare()  # unknown names cost the same from the first login on
         self.clock = clock
@@ -369,7 +373,12 @@ class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
         stored = None if user is None else user.password_hash
         disabled = user is not None and bool(user.disabled)
         if wait > 0:
-            self._audit(Event.LOGIN, Outcome.THROTTLED, client=client, detail={"name": name})
+            suppressed = self.refusals.take(client)
+            if suppressed is not None:  # else counted, written with the address's next
+                said: dict[str, object] = {"name": name}
+                if suppressed:
+                    said["suppressed"] = suppressed
+                self._audit(Event.LOGIN, Outcome.THROTTLED, client=client, detail=said)
             raise Throttled(wait)
         # A disabled user is refused exactly like a wrong password (same message, same
         # cost: the password is still verified); only administrators read the reason.

@@ -17,7 +17,6 @@ from streamshield.server import security_port as port
 from streamshield.server.access_gates import require_change_system
 from streamshield.server.errors import Invalid
 from streamshield.server.oidc_tokens import TokenVerifier, looks_like_jwt
-from streamshield.server.refusal_budget import RefusalBudget
 from streamshield.server.system_settings import SettingsRejected, validated
 
 if TYPE_CHECKING:
@@ -35,8 +34,6 @@ class AdministrationService:
     ) -> None:
         self.security = security
         self._session_ended, self._rights_changed = session_ended, rights_changed
-        self.refusals = RefusalBudget()
-        """How many refused tokens each client address may have audited per minute."""
 
     def login(self, user: str, password: str, roles: list[str], client: str) -> Session:
         return port.login(self.security, user, password, roles, client)
@@ -49,7 +46,7 @@ class AdministrationService:
         """The session of a bearer token: one of ours, or a JWT of a configured issuer
         (:func:`.security_port.token_session`), which may open one."""
         if self.tokens is not None and looks_like_jwt(token):
-            return port.token_session(self.security, self.tokens, token, client, self.refusals)
+            return port.token_session(self.security, self.tokens, token, client)
         return port.session(self.security, token)
 
     def logout(self, token: str) -> None:

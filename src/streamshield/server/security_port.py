@@ -19,7 +19,6 @@ from streamshield.policy.coi import LatticeError
 from streamshield.policy.query_level import QueryLevel
 from streamshield.server.errors import Invalid, Unauthorized, error_code
 from streamshield.server.oidc_tokens import TokenInvalid, TokenVerifier
-from streamshield.server.refusal_budget import RefusalBudget
 
 if TYPE_CHECKING:
     from streamshield.catalog.audit import AuditEntry
@@ -139,23 +138,14 @@ def login(security: SecurityApi, user: str, password: str, roles: list[str], cli
     return security.login(user, password, roles, client=client)
 
 
-def token_session(
-    security: Any,
-    verifier: TokenVerifier,
-    token: str,
-    client: str | None,
-    refusals: RefusalBudget,
-) -> Any:
+def token_session(security: Any, verifier: TokenVerifier, token: str, client: str | None) -> Any:
     """The session of an OpenID Connect bearer token: verified (:mod:`.oidc_tokens`),
     then found or opened by the catalog (:mod:`streamshield.catalog.federation`); every
-    refusal is answered 401 with its reason, and audited within the client's
-    :class:`~.refusal_budget.RefusalBudget` (the rest counted in its next entry)."""
+    refusal is audited (within the address's budget) and answered 401 with its reason."""
     try:
         identity = verifier.verify(token)
     except TokenInvalid as err:
-        suppressed = refusals.take(client)
-        if suppressed is not None:
-            security.record_token_refused(err.reason, client, err.issuer, suppressed)
+        security.record_token_refused(err.reason, client, err.issuer)
         raise Unauthorized(f"token refused: {err.reason}") from None
     return security.token_session(token, identity, client)
 

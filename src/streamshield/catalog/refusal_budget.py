@@ -1,12 +1,12 @@
-"""How many refused bearer tokens one client may have written to the audit trail.
+"""How many refusals that anyone can cause one client may have written to the audit trail.
 
-Anyone can send a request with a made-up token, and each refusal is an audit entry: a
-durable catalog write. Unbounded, a loop of bad tokens from one address would fill the
-catalog and keep its writer busy for everyone. So each client address gets ``per_window``
-entries per ``window_seconds``; the refusals past that are still refused (401, the same
-answer) but only counted, and the client's next audited refusal says how many were not
-written (``suppressed``). An administrator still sees that an address is hammering, at
-a cost bounded per address and minute.
+Anyone can send a made-up bearer token, or keep logging in while throttled, and each
+refusal is an audit entry: a durable catalog write. Unbounded, a loop from one address
+would fill the catalog and keep its writer busy for everyone. So each client address
+gets ``per_window`` entries per ``window_seconds``; the refusals past that are refused
+alike (the same answer) but only counted, and the address's next entry says how many
+were not written (``suppressed``). An administrator still sees that an address is
+hammering, at a cost bounded per address and minute.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ class _Window:
 
 class RefusalBudget:
     """``take(client)``: None when this refusal is not to be audited, else the number of
-    refusals from ``client`` left unwritten since its last audited one."""
+    refusals from ``client`` left unwritten since its last audited one (one budget for
+    every kind of refusal the catalog bounds this way)."""
 
     def __init__(
         self,
