@@ -64,6 +64,8 @@ class Event(StrEnum):
     BIND_CONNECTOR = "bind_connector"
     UNBIND_CONNECTOR = "unbind_connector"
     QUERY_SP = "query_sp"
+    SET_STREAM_TAGS = "set_stream_tags"
+    SET_SERVER_POLICY = "set_server_policy"
     """A query-scoped sp that changed nothing (ignored or refused): privacy switches."""
 
 

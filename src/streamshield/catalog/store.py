@@ -190,23 +190,14 @@ class SqlCatalog:
         both modes. A policy that can never apply as written is refused here, not
         discovered later.
         """
-        mode = Combine(mode)
-        _check_server_policy(stream, cql_text, self.hierarchy())
         with transaction(self.engine, write=True) as db:
-            if not is_scope_pattern(stream) and find_stream(db, stream) is None:
-                raise UnknownStreamError(stream)
-            _check_modes(db, stream, mode)
-            row = {"stream": stream, "cql": cql_text, "mode": mode.value}
-            upsert(db, t.server_policies, row, ["stream"], {"cql": cql_text, "mode": mode.value})
+            store_server_policy(db, stream, cql_text, Combine(mode))
 
     def server_policies(self) -> dict[str, ServerPolicy]:
-        """Server-side policies by stream, parsed from their stored CQL."""
+        """Server-side policies by scope (a stream or a stream-name glob), parsed from
+        their stored CQL, tags unresolved (policy.tag_policies resolves them per stream)."""
         with transaction(self.engine) as db:
-            rows = db.execute(select(t.server_policies)).all()
-        return {
-            stream: ServerPolicy(parse_policy(cql, ts=SERVER_POLICY_TS).sps, Combine(mode))
-            for stream, cql, mode in sorted(rows)
-        }
+            return load_server_policies(db)
 
     # -- landing bookkeeping ---------------------------------------------------------------
 
@@ -379,6 +370,25 @@ def store_stream_tags(db: Connection, definition: StreamDefinition) -> None:
             .where(attributes.stream == definition.name, attributes.name == name)
             .values(tags=tags_text(definition.tags_of.get(name, frozenset())))
         )
+
+
+def store_server_policy(db: Connection, scope: str, cql_text: str, mode: Combine) -> None:
+    """:meth:`SqlCatalog.set_server_policy` in the caller's writing transaction."""
+    _check_server_policy(scope, cql_text, load_hierarchy(db))
+    if not is_scope_pattern(scope) and find_stream(db, scope) is None:
+        raise UnknownStreamError(scope)
+    _check_modes(db, scope, mode)
+    row = {"stream": scope, "cql": cql_text, "mode": mode.value}
+    upsert(db, t.server_policies, row, ["stream"], {"cql": cql_text, "mode": mode.value})
+
+
+def load_server_policies(db: Connection) -> dict[str, ServerPolicy]:
+    """The stored server policies by scope, read in the caller's transaction."""
+    rows = db.execute(select(t.server_policies)).all()
+    return {
+        scope: ServerPolicy(parse_policy(cql, ts=SERVER_POLICY_TS).sps, Combine(mode))
+        for scope, cql, mode in sorted(rows)
+    }
 
 
 def _check_modes(db: Connection, scope: str, mode: Combine) -> None:

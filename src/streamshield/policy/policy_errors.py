@@ -1,7 +1,8 @@
 """Why a policy cannot be used: its tuples are then denied (deny by default).
 
 Apart from :mod:`streamshield.policy.policy` so that patterns, which policies are built
-from, can raise it too (an unresolved tag pattern, :class:`~streamshield.policy.sp_patterns.Tagged`).
+from, can raise it too (an unresolved tag pattern,
+:class:`~streamshield.policy.sp_patterns.Tagged`).
 """
 
 from __future__ import annotations

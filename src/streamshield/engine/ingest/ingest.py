@@ -77,10 +77,10 @@ from streamshield.policy.policy import Combine, Policy, PolicyError, ServerPolic
 from streamshield.policy.punctuation import SecurityPunctuation
 from streamshield.policy.reader_range import NO_READER, label_summary
 from streamshield.policy.roles import RoleHierarchy
-from streamshield.policy.tag_policies import server_policy_for
 from streamshield.policy.rules import Layout, RuleSet, compile_rules, label_words
 from streamshield.policy.shield import Reason
 from streamshield.policy.stored_words import unstored
+from streamshield.policy.tag_policies import server_policy_for
 
 ELEMENT_SCHEMA = StructType(
     [
@@ -289,9 +289,7 @@ class Ingest:
         if seen is None or seen[0] is not definition or seen[1] is not server:
             found: ServerPolicy | PolicyError | None
             try:
-                found = server_policy_for(
-                    server, stream, definition.names, definition.tags_of
-                )
+                found = server_policy_for(server, stream, definition.names, definition.tags_of)
             except PolicyError as err:
                 found = err
             seen = self._effective[stream] = (definition, server, found)

@@ -23,8 +23,8 @@ the server started, for everyone the route answers.
 
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 import time
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fastapi import APIRouter
