@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, inspect
 
-from streamshield.catalog import Catalog, SqlCatalog, StreamDefinition, StreamExists
-from streamshield.catalog import migrations
+from streamshield.catalog import Catalog, SqlCatalog, StreamDefinition, StreamExists, migrations
 from streamshield.catalog.database import transaction
 from streamshield.catalog.store import UnknownStreamError
 from streamshield.policy.elements import Channel
