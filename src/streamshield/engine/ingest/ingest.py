@@ -43,6 +43,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -181,6 +182,8 @@ class Ingest:
     without its levels."""
 
     def __post_init__(self) -> None:
+        # read-only: a policy changed in place would go unseen by server_policy's memo
+        self.server = MappingProxyType(dict(self.server))
         self.codec = RoleCodec(self.hierarchy)
         self._layout_lock = threading.Lock()  # a batch is labelled with one hierarchy
         self._cached: list[DataFrame] = []
@@ -273,7 +276,7 @@ class Ingest:
         batch being labelled, so no batch mixes two sets; tuples already labelled keep
         their labels."""
         with self._layout_lock:
-            self.server = dict(server)
+            self.server = MappingProxyType(dict(server))
 
     def server_policy(self, stream: str) -> ServerPolicy | None:
         """The server policy in force for ``stream`` as its definition stands now: every
