@@ -34,19 +34,25 @@ def tag_policies(draw: st.DrawFn) -> tuple[SecurityPunctuation, ...]:
     for sp in sps:
         if draw(st.booleans()):
             tags = draw(st.frozensets(st.sampled_from(TAGS), min_size=1, max_size=2))
-            sp = replace(sp, ddp=replace(sp.ddp, attributes=Tagged(tags)))
+            tagged = Tagged(tags, negated=draw(st.booleans()))
+            sp = replace(sp, ddp=replace(sp.ddp, attributes=tagged))
         out.append(sp)
     return tuple(out)
 
 
 def _named(sps, tags_of) -> tuple[SecurityPunctuation, ...]:
     """What an administrator would write by hand: each TAGGED part as the list of the
-    attributes carrying a tag (an sp whose tags nobody carries written not at all)."""
+    attributes carrying a tag (NOT TAGGED: carrying none), an sp naming no attribute so
+    written not at all."""
     out = []
     for sp in sps:
         pattern = sp.ddp.attributes
         if isinstance(pattern, Tagged):
-            names = [a for a in ATTRIBUTES if tags_of.get(a, frozenset()) & pattern.tags]
+            names = [
+                a
+                for a in ATTRIBUTES
+                if bool(tags_of.get(a, frozenset()) & pattern.tags) != pattern.negated
+            ]
             if not names:
                 continue
             sp = replace(sp, ddp=replace(sp.ddp, attributes=one_of(names)))
@@ -97,7 +103,7 @@ def test_a_tag_nobody_carries_covers_nothing(provider, tid, mode) -> None:
 HEART = "INSERT SP INTO STREAM HeartRate LET DDP = STREAMS: HeartRate, SRP = rbac:E"
 PHI_ONLY_FOR_DOCTORS = (
     "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: TAGGED PHI, SRP = rbac:D;"
-    "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: {patient_id, ts}, SRP = rbac:E"
+    "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: NOT TAGGED PHI, SRP = rbac:E"
 )
 
 
@@ -146,19 +152,26 @@ def test_an_unresolved_tag_pattern_never_decides() -> None:
 
 def test_resolution_keeps_named_sps_and_drops_untagged_ones() -> None:
     sps = parse_policy(PHI_ONLY_FOR_DOCTORS, ts=1).sps
-    assert resolve_tags(sps, ATTRIBUTES, {}) == sps[1:]
-    (phi, named) = resolve_tags(sps, ATTRIBUTES, {"ts": {"PHI"}, "temperature": {"PHI", "PII"}})
-    assert phi.ddp.attributes == one_of(["temperature", "ts"]) and named == sps[1]
+    (rest,) = resolve_tags(sps, ATTRIBUTES, {})
+    assert rest.ddp.attributes == one_of(ATTRIBUTES)
+    (phi, rest) = resolve_tags(sps, ATTRIBUTES, {"ts": {"PHI"}, "temperature": {"PHI", "PII"}})
+    assert phi.ddp.attributes == one_of(["temperature", "ts"])
+    assert rest.ddp.attributes == one_of(["patient_id", "beats_per_min"])
+    (phi,) = resolve_tags(sps, ATTRIBUTES, {a: {"PHI"} for a in ATTRIBUTES})  # no rest left
+    assert phi.ddp.attributes == one_of(ATTRIBUTES)
 
 
 def test_cql_tagged_syntax() -> None:
-    (one, several) = parse_statements(
+    (one, rest, several) = parse_statements(
         "INSERT SP INTO STREAM S LET DDP = ATTRIBUTES: TAGGED phi, SRP = rbac:C;"
+        "INSERT SP INTO STREAM S LET DDP = ATTRIBUTES: not tagged PHI, SRP = rbac:C;"
         "INSERT SP INTO STREAM S LET DDP = ATTRIBUTES: TAGGED {PHI, pii} AND TUPLES: *,"
         " SRP = rbac:C"
     )
     assert one.ddp.attributes == Tagged(frozenset({"PHI"}))
     assert several.ddp.attributes == Tagged(frozenset({"PHI", "PII"}))
+    assert rest.ddp.attributes == Tagged(frozenset({"PHI"}), negated=True)
+    assert to_cql(rest.punctuation(1, 1)).count("NOT TAGGED PHI") == 1
     text = to_cql(several.punctuation(1, 1), "S")
     assert "TAGGED {PHI, PII}" in text and parse_statements(text)[0].ddp == several.ddp
     # an attribute named like the keyword is quoted, as every keyword

@@ -122,8 +122,9 @@ class _ToModel(Transformer[Token, object]):
     def privilege(self, items: list[Token]) -> Privilege:
         return Privilege(str(items[0]).lower())
 
-    def tagged(self, items: list[Token]) -> Pattern:
-        return Tagged(frozenset(str(token) for token in items))
+    def tagged(self, items: list[Token | None]) -> Pattern:
+        negated, *tags = items
+        return Tagged(frozenset(str(token) for token in tags), negated is not None)
 
     def ddp_term(self, items: list[Any]) -> tuple[str, Pattern, Token]:
         part = str(items[0]).upper()
@@ -316,6 +317,7 @@ KEYWORDS = frozenset(
         "STATISTICS",
         "AND",
         "TAGGED",
+        "NOT",
         "ALL",
         "POSITIVE",
         "NEGATIVE",

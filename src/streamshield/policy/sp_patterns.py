@@ -190,7 +190,9 @@ def tag_name(name: object) -> str:
 
 @dataclass(frozen=True)
 class Tagged:
-    """``TAGGED PHI`` or ``TAGGED {PHI, PII}``: the attributes carrying any of the tags.
+    """``TAGGED PHI`` or ``TAGGED {PHI, PII}``: the attributes carrying any of the tags;
+    ``NOT TAGGED PHI``: those carrying none of them (``negated``), so that one policy can
+    speak for the rest of every stream's attributes too, whatever they are named.
 
     Only a server policy's attribute part may say it. Which attributes carry a tag is
     the stream definition's to say, at the time of labelling, so the pattern is resolved
@@ -198,6 +200,7 @@ class Tagged:
     is: :meth:`matches` raises, and a policy still holding one is unusable (denied)."""
 
     tags: frozenset[str]
+    negated: bool = False
 
     def __post_init__(self) -> None:
         if not self.tags:
@@ -211,7 +214,12 @@ class Tagged:
 
     def text(self) -> str:
         tags = sorted(self.tags)
-        return "TAGGED " + (tags[0] if len(tags) == 1 else "{" + ", ".join(tags) + "}")
+        listed = tags[0] if len(tags) == 1 else "{" + ", ".join(tags) + "}"
+        return ("NOT TAGGED " if self.negated else "TAGGED ") + listed
+
+    def takes_in(self, tags: frozenset[str]) -> bool:
+        """Whether an attribute carrying ``tags`` (stored form) is one this names."""
+        return bool(self.tags & tags) != self.negated
 
 
 def glob_segments(pattern: str) -> list[str]:

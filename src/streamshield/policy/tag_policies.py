@@ -44,13 +44,14 @@ def resolve_tags(
     tags_of: Mapping[str, Collection[str]],
 ) -> tuple[SecurityPunctuation, ...]:
     """``sps`` with every ``TAGGED`` attribute pattern replaced by the names of the
-    ``attributes`` that carry one of its tags now (``tags_of``: attribute to tags, stored
-    form); an sp whose tags no attribute carries is left out (it covers nothing)."""
+    ``attributes`` that carry one of its tags now (``NOT TAGGED``: none of them;
+    ``tags_of``: attribute to tags, stored form); an sp that so names no attribute is
+    left out (it covers nothing)."""
     resolved = []
     for sp in sps:
         pattern = sp.ddp.attributes
         if isinstance(pattern, Tagged):
-            names = [a for a in attributes if pattern.tags & frozenset(tags_of.get(a, ()))]
+            names = [a for a in attributes if pattern.takes_in(frozenset(tags_of.get(a, ())))]
             if not names:
                 continue
             sp = replace(sp, ddp=replace(sp.ddp, attributes=one_of(names)))
