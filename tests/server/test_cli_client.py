@@ -338,6 +338,19 @@ def heart(server, joe_home) -> str:
     return "heart"
 
 
+def assigned_sp(stream: str, provider: str, roles: str) -> dict:
+    """An sp granting ``roles`` the whole stream, without seq, ts or sn (the server
+    assigns them, ``assign=seq``)."""
+    return {
+        "type": "sp",
+        "provider": provider,
+        "ddp": {"streams": stream, "tuples": "*", "attributes": "*"},
+        "srp": {"roles": roles, "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+
+
 def _landed(server, stream: str, provider: str) -> list[dict]:
     directory = server.service.pipeline.landing.stream_dir(stream)
     files = sorted(directory.glob(f"{provider}-*.jsonl"))
@@ -406,14 +419,7 @@ def test_assigned_seqs_continue_per_channel_and_never_race(server, heart) -> Non
 
 def test_assign_mode_refuses_own_seqs_and_follows_the_channels_policy(server, heart) -> None:
     joe = server.login("joe", ["ADMIN"])
-    sp = {
-        "type": "sp",
-        "provider": "joe.p",
-        "ddp": {"streams": "heart", "tuples": "*", "attributes": "*"},
-        "srp": {"roles": "{ADMIN}", "grant_option": False},
-        "sign": "+",
-        "immutable": False,
-    }
+    sp = assigned_sp("heart", "joe.p", "{ADMIN}")
     row = {"provider": "joe.p", "values": {"patient_id": 1, "beats_per_min": 70.0, "ts": 1}}
     body = "\n".join(json.dumps(x) for x in (sp, sp, row, {**row, "seq": 99}, row))
     answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body).json()
@@ -676,14 +682,7 @@ def test_a_tag_policy_covers_a_stream_created_after_it_and_follows_its_tags(
         assert joe.post("/grants", json=body).status_code == 200
     watcher, reader = Subscriber(joe, "ward_q_out"), Subscriber(al, "ward_q_out")
     try:
-        sp = {
-            "type": "sp",
-            "provider": "joe.w",
-            "ddp": {"streams": "ward_a", "tuples": "*", "attributes": "*"},
-            "srp": {"roles": "{ADMIN, CUSTOMER1}", "grant_option": False},
-            "sign": "+",
-            "immutable": False,
-        }
+        sp = assigned_sp("ward_a", "joe.w", "{ADMIN, CUSTOMER1}")
 
         def send(ids: range, first: list[dict] | None = None) -> None:
             rows = [
