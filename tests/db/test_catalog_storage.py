@@ -145,3 +145,8 @@ def test_glob_scoped_server_policies_cover_streams_added_later(catalog: SqlCatal
         catalog.set_server_policy("*", tagged, Combine.INTERSECT)
     catalog.set_server_policy("*", tagged, Combine.UNION)
     assert sorted(catalog.server_policies()) == ["*", "ward*"]
+    catalog.set_server_policy("*_b", tagged, Combine.INTERSECT)  # takes in no stream yet
+    with pytest.raises(ValueError, match="both modes"):
+        catalog.register_stream(StreamDefinition("ward_b", (("id", "bigint"),), tid="id"))
+    with pytest.raises(UnknownStreamError):
+        catalog.stream("ward_b")

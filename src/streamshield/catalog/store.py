@@ -262,6 +262,16 @@ def insert_stream(db: Connection, definition: StreamDefinition) -> None:
     taken = select(t.streams.c.name).where(func.lower(t.streams.c.name) == definition.name.lower())
     if db.execute(taken).first() is not None:
         raise StreamExists(definition.name)
+    modes = {
+        Combine(mode): scope
+        for scope, mode in db.execute(select(t.server_policies.c.stream, t.server_policies.c.mode))
+        if scope_takes_in(scope, definition.name)
+    }
+    if len(modes) > 1:
+        raise ValueError(
+            f"stream {definition.name} would be under server policies of both modes "
+            f"({', '.join(sorted(modes.values()))}): one mode per stream"
+        )
     db.execute(
         insert(t.streams).values(
             name=definition.name, tid=definition.tid, event_time=definition.event_time
