@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -143,6 +144,7 @@ class Client:
         tid: str,
         event_time: str | None,
         not_null: Sequence[str] = (),
+        tags: Mapping[str, Sequence[str]] | None = None,
     ) -> dict:
         body = {
             "name": name,
@@ -150,8 +152,22 @@ class Client:
             "tid": tid,
             "event_time": event_time,
             "not_null": list(not_null),
+            "tags": {a: list(t) for a, t in (tags or {}).items()},
         }
         return self.request("POST", "/schemas", json=body)
+
+    def set_tags(self, stream: str, tags: Mapping[str, Sequence[str]]) -> dict:
+        """Replaces a stream's attribute tags (an administrator's)."""
+        body = {"tags": {a: list(t) for a, t in tags.items()}}
+        return self.request("PUT", f"/streams/{quote(stream, safe='')}/tags", json=body)
+
+    def set_server_policy(self, scope: str, cql: str, mode: str = "intersect") -> dict:
+        """Stores the server policy of a stream or a stream-name glob (an administrator's)."""
+        path = f"/server-policies/{quote(scope, safe='')}"
+        return self.request("PUT", path, json={"cql": cql, "mode": mode})
+
+    def server_policies(self) -> list:
+        return list(self.request("GET", "/server-policies"))
 
     def add_stream(self, name: str, schema: str) -> dict:
         return self.request("POST", "/streams", json={"name": name, "schema": schema})

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, inspect
 
-from streamshield.catalog import Catalog, SqlCatalog, StreamDefinition, StreamExists
+from streamshield.catalog import Catalog, SqlCatalog, StreamDefinition, StreamExists, migrations
+from streamshield.catalog.database import transaction
 from streamshield.catalog.store import UnknownStreamError
 from streamshield.policy.elements import Channel
 from streamshield.policy.policy import Combine
@@ -112,3 +113,40 @@ def test_concurrent_writers_are_serialised(catalog: SqlCatalog) -> None:
     assert catalog.rejections() == {("S", "r"): 80}
     assert catalog.last_seq(Channel("S", "p")) == 79
     assert sorted(outcomes) == ["exists"] * 7 + ["registered"]
+
+
+def test_attribute_tags_round_trip_and_old_rows_have_none(catalog: SqlCatalog) -> None:
+    tagged = VITALS.retagged({"note": ["phi"], "pulse": ["PHI", "vital"]})
+    catalog.register_stream(tagged)
+    assert catalog.stream("Vitals") == tagged
+    assert catalog.stream("Vitals").tags_of == {
+        "note": frozenset({"PHI"}),
+        "pulse": frozenset({"PHI", "VITAL"}),
+    }
+    # a row written before tags existed (the column dropped and added back) has none
+    with transaction(catalog.engine, write=True) as db:
+        migrations.command.downgrade(migrations.config(db), "0005")
+        migrations.upgrade(db)
+    assert catalog.stream("Vitals") == VITALS and catalog.stream("Vitals").tags == ()
+
+
+def test_glob_scoped_server_policies_cover_streams_added_later(catalog: SqlCatalog) -> None:
+    catalog.set_roles(["E", "D"], [("D", "E")])
+    tagged = "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: TAGGED PHI, SRP = rbac:D"
+    catalog.set_server_policy("ward*", tagged, Combine.UNION)  # no ward stream exists yet
+    catalog.register_stream(VITALS)
+    assert list(catalog.server_policies()) == ["ward*"]
+    with pytest.raises(ValueError, match="INTO STREAM Vitals"):
+        catalog.set_server_policy("ward*", POLICY, Combine.UNION)
+    with pytest.raises(UnknownStreamError):
+        catalog.set_server_policy("ward_a", tagged.replace("LET", "ward_a LET"), Combine.UNION)
+    catalog.register_stream(StreamDefinition("ward_a", (("id", "bigint"),), tid="id"))
+    with pytest.raises(ValueError, match="one mode per stream"):
+        catalog.set_server_policy("*", tagged, Combine.INTERSECT)
+    catalog.set_server_policy("*", tagged, Combine.UNION)
+    assert sorted(catalog.server_policies()) == ["*", "ward*"]
+    catalog.set_server_policy("*_b", tagged, Combine.INTERSECT)  # takes in no stream yet
+    with pytest.raises(ValueError, match="both modes"):
+        catalog.register_stream(StreamDefinition("ward_b", (("id", "bigint"),), tid="id"))
+    with pytest.raises(UnknownStreamError):
+        catalog.stream("ward_b")

@@ -30,6 +30,7 @@ from streamshield.catalog.security import (
     Throttled,
 )
 from streamshield.catalog.throttle import ThrottlePolicy
+from streamshield.policy.policy import Combine
 
 CHEAP = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1, type=Type.ID)
 ROLES = ["ADMIN", "CUSTOMER1", "CUSTOMER2", "PROVIDER", "ANALYST"]
@@ -589,3 +590,45 @@ def test_the_sqlite_catalog_and_its_side_files_are_owner_only(tmp_path: Path) ->
     os.chmod(path, 0o644)
     SecurityCatalog(path)
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+# --- attribute tags and server policies (CHANGE SYSTEM) -----------------------------------
+
+
+def test_only_an_administrator_retags_a_stream_or_sets_a_server_policy(
+    world: SecurityCatalog, joe: Session
+) -> None:
+    policy = "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: TAGGED PHI, SRP = rbac:ADMIN"
+    for user in ("ed", "al"):  # the stream's provider and a customer alike
+        who = login(world, user)
+        with pytest.raises(PermissionDenied):
+            world.set_stream_tags(who, "in1", {"price": ["PHI"]})
+        with pytest.raises(PermissionDenied):
+            world.set_server_policy(who, "*", policy, Combine.UNION)
+    assert world.catalog.stream("in1").tags == ()
+    assert world.server_policies() == {}
+    retagged = world.set_stream_tags(joe, "in1", {"price": ["phi", "Pii"]})
+    assert world.catalog.stream("in1") == retagged
+    assert retagged.tags_of == {"price": frozenset({"PHI", "PII"})}
+    world.set_server_policy(joe, "*", policy, Combine.UNION)
+    assert list(world.server_policies()) == ["*"]
+    (tag_entry,) = world.audit_entries(joe, AuditFilter(event=Event.SET_STREAM_TAGS))
+    assert tag_entry.detail["tags"] == {"price": ["PHI", "PII"]}
+    refusals = [
+        (e.actor, e.detail["request"])
+        for e in world.audit_entries(joe, AuditFilter(event=Event.DENIED))
+        if e.detail.get("request") in ("set_stream_tags", "set_server_policy")
+    ]
+    assert sorted(refusals) == sorted(
+        (user, request)
+        for user in ("ed", "al")
+        for request in ("set_stream_tags", "set_server_policy")
+    )
+    policy_entry = world.audit_entries(joe, AuditFilter(event=Event.SET_SERVER_POLICY))[-1]
+    assert policy_entry.detail["scope"] == "*" and policy_entry.outcome is Outcome.OK
+    with pytest.raises(ValueError, match="not an attribute"):
+        world.set_stream_tags(joe, "in1", {"nope": ["PHI"]})
+    with pytest.raises(ValueError, match="one mode per stream"):  # in1 is under the UNION one
+        world.set_server_policy(
+            joe, "in1", policy.replace("STREAM", "STREAM in1", 1), Combine.INTERSECT
+        )

@@ -338,6 +338,19 @@ def heart(server, joe_home) -> str:
     return "heart"
 
 
+def assigned_sp(stream: str, provider: str, roles: str) -> dict:
+    """An sp granting ``roles`` the whole stream, without seq, ts or sn (the server
+    assigns them, ``assign=seq``)."""
+    return {
+        "type": "sp",
+        "provider": provider,
+        "ddp": {"streams": stream, "tuples": "*", "attributes": "*"},
+        "srp": {"roles": roles, "grant_option": False},
+        "sign": "+",
+        "immutable": False,
+    }
+
+
 def _landed(server, stream: str, provider: str) -> list[dict]:
     directory = server.service.pipeline.landing.stream_dir(stream)
     files = sorted(directory.glob(f"{provider}-*.jsonl"))
@@ -406,14 +419,7 @@ def test_assigned_seqs_continue_per_channel_and_never_race(server, heart) -> Non
 
 def test_assign_mode_refuses_own_seqs_and_follows_the_channels_policy(server, heart) -> None:
     joe = server.login("joe", ["ADMIN"])
-    sp = {
-        "type": "sp",
-        "provider": "joe.p",
-        "ddp": {"streams": "heart", "tuples": "*", "attributes": "*"},
-        "srp": {"roles": "{ADMIN}", "grant_option": False},
-        "sign": "+",
-        "immutable": False,
-    }
+    sp = assigned_sp("heart", "joe.p", "{ADMIN}")
     row = {"provider": "joe.p", "values": {"patient_id": 1, "beats_per_min": 70.0, "ts": 1}}
     body = "\n".join(json.dumps(x) for x in (sp, sp, row, {**row, "seq": 99}, row))
     answer = joe.post("/streams/heart/elements", params={"assign": "seq"}, content=body).json()
@@ -620,3 +626,98 @@ def test_the_walkthrough_of_a_first_stream_runs_as_written(spark, tmp_path, monk
     rows = [json.loads(row) for row in output("client subscribe").splitlines()]
     assert len(rows) == 5 and all(set(r) >= {"patient_id", "beats_per_min"} for r in rows), rows
     assert all(r.get("_masked", []) == [] for r in rows), rows
+
+
+WARD_POLICY = (
+    "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: TAGGED PHI, SRP = rbac:ADMIN;"
+    "INSERT SP INTO STREAM LET DDP = ATTRIBUTES: NOT TAGGED PHI, SRP = rbac:{ADMIN, CUSTOMER1}"
+)
+
+
+def test_a_tag_policy_covers_a_stream_created_after_it_and_follows_its_tags(
+    server, joe_home
+) -> None:
+    """An INTERSECT policy over every ``ward*`` stream, set before any exists: PHI
+    attributes for ADMIN only, the rest for ADMIN and CUSTOMER1 too. A ward stream created
+    later with a PHI attribute has it masked for Al (CUSTOMER1) and shown to Joe (ADMIN),
+    through live subscriptions; retagging moves the mask from the next landed batch on;
+    only an administrator may retag or set server policies."""
+    from tests.server.conftest import Subscriber, poll
+
+    policy = ("set-server-policy", "ward*", "--mode", "intersect", "--cql", WARD_POLICY)
+    assert _run(joe_home, *policy).exit_code == 0
+    schema = ("add-schema", "ward_s", "--attribute", "id:bigint", "--attribute", "note:string")
+    schema += ("--attribute", "diagnosis:string", "--tid", "id", "--tag", "diagnosis:phi")
+    assert _run(joe_home, *schema).exit_code == 0
+    assert _run(joe_home, "add-stream", "ward_a", "--schema", "ward_s").exit_code == 0
+    joe, al = server.login("joe", ["ADMIN"]), server.login("al", ["CUSTOMER1"])
+    assert joe.get("/streams/ward_a").json()["tags"] == {"diagnosis": ["PHI"]}
+    for permission, kind, name in [
+        ("VIEW CATALOG", "system", "system"),
+        ("VIEW OBJECT", "stream", "ward_a"),
+        ("READ TUPLE", "stream", "ward_a"),
+    ]:
+        body = {"permission": permission, "kind": kind, "object": name, "role": "CUSTOMER1"}
+        assert joe.post("/grants", json=body).status_code == 200
+    # Al sees the stream but may change neither its tags nor any server policy
+    assert al.put("/streams/ward_a/tags", json={"tags": {}}).status_code == 403
+    assert al.get("/server-policies").status_code == 403
+    body = {"cql": WARD_POLICY, "mode": "union"}
+    assert al.put("/server-policies/ward_a", json=body).status_code == 403
+    assert joe.get("/streams/ward_a").json()["tags"] == {"diagnosis": ["PHI"]}
+    assert [p["scope"] for p in joe.get("/server-policies").json()] == ["ward*"]
+    query = {
+        "name": "ward_q",
+        "text": "SELECT id, note, diagnosis FROM ward_a",
+        "output": "ward_q_out",
+    }
+    assert joe.post("/queries", json=query).status_code == 201
+    for permission in ("VIEW OBJECT", "SUBSCRIBE"):
+        body = {
+            "permission": permission,
+            "kind": "stream",
+            "object": "ward_q_out",
+            "role": "CUSTOMER1",
+        }
+        assert joe.post("/grants", json=body).status_code == 200
+    watcher, reader = Subscriber(joe, "ward_q_out"), Subscriber(al, "ward_q_out")
+    try:
+        sp = assigned_sp("ward_a", "joe.w", "{ADMIN, CUSTOMER1}")
+
+        def send(ids: range, first: list[dict] | None = None) -> None:
+            rows = [
+                {"provider": "joe.w", "values": {"id": i, "note": f"n{i}", "diagnosis": f"d{i}"}}
+                for i in ids
+            ]
+            lines = [*(first or []), *rows]
+            answer = joe.post(
+                "/streams/ward_a/elements",
+                params={"assign": "seq"},
+                content="\n".join(json.dumps(x) for x in lines),
+            )
+            assert answer.json()["accepted"] == len(lines), answer.text
+
+        def by_id(sub: Subscriber, n: int) -> dict[int, dict]:
+            return poll(lambda: len(sub.rows()) >= n and {r["id"]: r for r in sub.rows()})
+
+        send(range(1, 3), [sp])
+        seen, shown = by_id(reader, 2), by_id(watcher, 2)
+        for i in (1, 2):
+            assert seen[i]["diagnosis"] is None and seen[i]["_masked"] == ["diagnosis"]
+            assert seen[i]["note"] == f"n{i}"
+            assert shown[i]["diagnosis"] == f"d{i}" and shown[i]["_masked"] == []
+        result = _run(joe_home, "set-tags", "ward_a", "--tag", "note:PHI")
+        assert result.exit_code == 0 and "note: PHI" in result.output
+        send(range(3, 5))
+        seen, shown = by_id(reader, 4), by_id(watcher, 4)
+        for i in (3, 4):
+            assert seen[i]["note"] is None and seen[i]["_masked"] == ["note"]
+            assert seen[i]["diagnosis"] == f"d{i}"
+            assert shown[i]["note"] == f"n{i}" and shown[i]["_masked"] == []
+        assert seen[1]["_masked"] == ["diagnosis"]  # delivered rows are not relabelled
+    finally:
+        watcher.close()
+        reader.close()
+        joe.delete("/queries/ward_q")
+    entries = joe.get("/audit", params={"action": "set_stream_tags"}).json()["entries"]
+    assert [e["detail"]["tags"] for e in entries] == [{"note": ["PHI"]}]

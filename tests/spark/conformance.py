@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.ingest.ingest import ELEMENT_SCHEMA, Ingest
 from streamshield.engine.ingest.tracker_state import StateStore
 from streamshield.engine.store.labelled_store import LabelledStore, restored
@@ -20,7 +21,7 @@ from streamshield.policy.elements import Element
 from streamshield.policy.encoding import RoleCodec
 from streamshield.policy.privileges import Privilege
 from streamshield.policy.reader_range import reader_range
-from streamshield.policy.shield import Reason, SecurityShield
+from streamshield.policy.shield import Reason, Schema, SecurityShield
 
 STREAMS = {d.name: d for d in stream_definitions()}
 
@@ -39,11 +40,37 @@ Outcome = dict[tuple[str, str, int], tuple[str, frozenset[str], str | None]]
 
 
 def reference(elements: Sequence[Element], roles: Iterable[str], server=None) -> Outcome:
+    return reference_batches([elements], roles, server)
+
+
+def shield_schemas(definitions: Mapping[str, StreamDefinition]) -> dict[str, Schema]:
+    """What the reference shield knows of each stream: its attributes and their tags."""
+    return {n: Schema(d.names, d.tags_of) for n, d in definitions.items()}
+
+
+def reference_batches(
+    batches: Sequence[Sequence[Element]],
+    roles: Iterable[str],
+    server=None,
+    definitions: Sequence[Mapping[str, StreamDefinition]] = (),
+) -> Outcome:
+    """The reference's decisions over the batches in order, one shield throughout;
+    ``definitions``: the stream definitions in force for each batch (tags may change
+    between batches), the hospital's own when not given."""
     shield = SecurityShield(
         hospital.hierarchy(), list(roles), hospital.SCHEMAS, server or hospital.server_policies()
     )
     out: Outcome = {}
-    for d in shield.decisions(elements):
+    for index, batch in enumerate(batches):
+        if definitions:
+            shield.schemas = shield_schemas(definitions[index])
+        out.update(_outcome(shield.decisions(batch)))
+    return out
+
+
+def _outcome(decisions) -> Outcome:
+    out: Outcome = {}
+    for d in decisions:
         key = (d.element.channel.stream, d.element.channel.provider, d.element.seq)
         policy = (
             d.policy_id
@@ -60,15 +87,19 @@ def spark_labelled(
     batches: Sequence[Sequence[Element]],
     server=None,
     flat: bool | None = None,
+    definitions: Sequence[Mapping[str, StreamDefinition]] = (),
 ) -> dict[str, list]:
     """Labelled rows per stream after feeding the batches in order (collected).
 
     Between batches the shield state goes through its store and back, as on a restart.
     ``flat``: how every batch's tuples are collected (``Ingest.flat``: on the driver from
     one row per tuple, or grouped in Spark); None: the ways alternate, grouped first, so
-    that every multi-batch conformance test decides through both.
+    that every multi-batch conformance test decides through both. ``definitions``: the
+    stream definitions in force for each batch, put into the ingest's mapping before it
+    as the server does when an administrator retags a stream.
     """
-    ingest = Ingest(spark, hospital.hierarchy(), STREAMS, server or hospital.server_policies())
+    streams = dict(STREAMS)
+    ingest = Ingest(spark, hospital.hierarchy(), streams, server or hospital.server_policies())
     store = StateStore(tmp / "state")
     width = RoleCodec(hospital.hierarchy()).width
     collected: dict[str, list] = {name: [] for name in STREAMS}
@@ -77,6 +108,8 @@ def spark_labelled(
         path.write_text("\n".join(to_line(e) for e in batch) + "\n")
         frame = spark.read.schema(ELEMENT_SCHEMA).json(str(path))
         states = store.load(index)
+        if definitions:
+            streams.update(definitions[index])
         ingest.flat = bool(index % 2) if flat is None else flat
         for stream, labelled in ingest.label_batch(frame, states).items():
             # as every engine reads it, each left-out label word back; evaluated once

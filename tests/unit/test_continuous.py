@@ -123,6 +123,17 @@ def test_malformed_sp_script_says_where_and_does_not_echo_the_text() -> None:
     assert "4711" not in str(error)
 
 
+@pytest.mark.parametrize("attributes", ["TAGGED PHI", "NOT TAGGED {PHI, PII}"])
+def test_a_users_sp_cannot_name_attributes_by_tag(attributes: str) -> None:
+    """Tags resolve against a stream for server policies; a provider's sp names them."""
+    error = rejected(
+        "INSERT SP INTO STREAM vitals LET DDP = TUPLES: 1, SRP = rbac:A;"
+        f"INSERT SP INTO STREAM vitals LET DDP = ATTRIBUTES: {attributes}, SRP = rbac:A",
+        "sp_syntax",
+    )
+    assert "statement 2" in error.message and "TAGGED" in error.message
+
+
 @pytest.mark.parametrize(
     "tail",
     [

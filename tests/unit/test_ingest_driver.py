@@ -68,7 +68,9 @@ def test_what_the_rules_depend_on_recompiles(compiled: list[str]) -> None:
     only_b = SecurityPunctuation(
         DataDescription(ANY, ANY, ANY), SecurityRestriction(Literal("b")), ts=1
     )
-    ingest.server["S"] = ServerPolicy((only_b,))  # intersected: a no longer reads
+    ingest.use_server_policies({"S": ServerPolicy((only_b,))})  # intersected: a no longer reads
+    with pytest.raises(TypeError):  # never changed in place, unseen by the compiled cache
+        ingest.server["S"] = ServerPolicy()  # type: ignore[index]
     after = {}
     ingest._compile("S", policy("a", 4), after)
     assert len(compiled) == 4  # b (refused), b, a, a under the server policy

@@ -65,6 +65,8 @@ class Event(StrEnum):
     UNBIND_CONNECTOR = "unbind_connector"
     QUERY_SP = "query_sp"
     """A query-scoped sp that changed nothing (ignored or refused): privacy switches."""
+    SET_STREAM_TAGS = "set_stream_tags"
+    SET_SERVER_POLICY = "set_server_policy"
 
 
 class Outcome(StrEnum):

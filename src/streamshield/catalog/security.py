@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -81,10 +81,21 @@ from streamshield.catalog.oxrbac import (
 )
 from streamshield.catalog.passwords import DEFAULT_HASHER, Passwords
 from streamshield.catalog.refusal_budget import RefusalBudget
-from streamshield.catalog.store import SqlCatalog, StreamExists, insert_stream, load_hierarchy
+from streamshield.catalog.store import (
+    SqlCatalog,
+    StreamExists,
+    UnknownStreamError,
+    find_stream,
+    insert_stream,
+    load_hierarchy,
+    load_server_policies,
+    store_server_policy,
+    store_stream_tags,
+)
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.catalog.throttle import ThrottlePolicy, login_keys
 from streamshield.catalog.view import POLL_SECONDS, CatalogView
+from streamshield.policy.policy import Combine, ServerPolicy
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -702,6 +713,49 @@ class SecurityCatalog(GuardedChanges, Administration, Levels, Federation):
             _insert_object(change.db, ref, change.actor, parent, change.now)
             insert_stream(change.db, definition)
             change.done(obj=ref, detail={"schema": schema})
+
+    def set_stream_tags(
+        self, session: Session, stream: str, tags: Mapping[str, Collection[str]]
+    ) -> StreamDefinition:
+        """Replaces an input stream's attribute tags (CHANGE SYSTEM; an attribute left
+        out has none); the retagged definition. Secure ingest resolves tag policies
+        against it from its next micro-batch."""
+        with self._administering(session, Event.SET_STREAM_TAGS) as (db, actor):
+            definition = find_stream(db, stream)
+            if definition is None:
+                raise UnknownStreamError(stream)
+            retagged = definition.retagged(tags)  # ValueError: a bad tag or attribute
+            store_stream_tags(db, retagged)
+            detail = {"tags": {n: sorted(ts) for n, ts in retagged.tags_of.items()}}
+            audit.record(
+                db,
+                self.clock(),
+                Event.SET_STREAM_TAGS,
+                Outcome.OK,
+                actor=actor,
+                obj=ObjectRef(Kind.STREAM, stream),
+                detail=detail,
+            )
+        return retagged
+
+    def set_server_policy(self, session: Session, scope: str, cql_text: str, mode: Combine) -> None:
+        """Stores (replaces) the server policy of a scope (CHANGE SYSTEM): a stream, or
+        a stream-name glob that also takes in streams added later (store.set_server_policy)."""
+        with self._administering(session, Event.SET_SERVER_POLICY) as (db, actor):
+            store_server_policy(db, scope, cql_text, Combine(mode))
+            audit.record(
+                db,
+                self.clock(),
+                Event.SET_SERVER_POLICY,
+                Outcome.OK,
+                actor=actor,
+                detail={"scope": scope, "mode": Combine(mode).value, "cql": cql_text},
+            )
+
+    def server_policies(self) -> dict[str, ServerPolicy]:
+        """The stored server policies by scope (store.load_server_policies)."""
+        with self._read() as db:
+            return load_server_policies(db)
 
     def add_query(
         self,

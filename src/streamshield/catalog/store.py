@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from sqlalchemy import Connection, Engine, case, delete, func, insert, select
+from sqlalchemy import Connection, Engine, case, delete, func, insert, select, update
 
 from streamshield.catalog import migrations
 from streamshield.catalog import tables as t
@@ -31,7 +31,8 @@ from streamshield.lang.cql import parse_policy, parse_statements
 from streamshield.policy.elements import Channel
 from streamshield.policy.policy import Combine, ServerPolicy
 from streamshield.policy.roles import RoleHierarchy, capacity_for
-from streamshield.policy.sp_patterns import Literal, OneOf, Pattern
+from streamshield.policy.sp_patterns import Glob, Literal, OneOf, Pattern
+from streamshield.policy.tag_policies import is_scope_pattern, scope_takes_in
 
 SERVER_POLICY_TS = 1
 """Timestamp given to server-side sps: they form no provider batch, so any fixed value works."""
@@ -180,27 +181,23 @@ class SqlCatalog:
     # -- server-side policies --------------------------------------------------------------
 
     def set_server_policy(self, stream: str, cql_text: str, mode: Combine) -> None:
-        """Stores (replaces) a stream's server-side policy after checking it parses.
+        """Stores (replaces) the server-side policy of a scope after checking it parses.
 
-        Every statement must be ``INTO STREAM <stream>`` and name only known roles: a
-        policy that can never apply as written is refused here, not discovered later.
+        The scope ``stream`` is one stream's name, or a stream-name glob (``ward*``,
+        ``*``) that also takes in streams registered later. Every statement must be
+        ``INTO STREAM <stream>`` (for a glob: a stream it takes in, or no stream) and
+        name only known roles; a registered stream must not end up under policies of
+        both modes. A policy that can never apply as written is refused here, not
+        discovered later.
         """
-        mode = Combine(mode)
-        _check_server_policy(stream, cql_text, self.hierarchy())
         with transaction(self.engine, write=True) as db:
-            if find_stream(db, stream) is None:
-                raise UnknownStreamError(stream)
-            row = {"stream": stream, "cql": cql_text, "mode": mode.value}
-            upsert(db, t.server_policies, row, ["stream"], {"cql": cql_text, "mode": mode.value})
+            store_server_policy(db, stream, cql_text, Combine(mode))
 
     def server_policies(self) -> dict[str, ServerPolicy]:
-        """Server-side policies by stream, parsed from their stored CQL."""
+        """Server-side policies by scope (a stream or a stream-name glob), parsed from
+        their stored CQL, tags unresolved (policy.tag_policies resolves them per stream)."""
         with transaction(self.engine) as db:
-            rows = db.execute(select(t.server_policies)).all()
-        return {
-            stream: ServerPolicy(parse_policy(cql, ts=SERVER_POLICY_TS).sps, Combine(mode))
-            for stream, cql, mode in sorted(rows)
-        }
+            return load_server_policies(db)
 
     # -- landing bookkeeping ---------------------------------------------------------------
 
@@ -265,6 +262,16 @@ def insert_stream(db: Connection, definition: StreamDefinition) -> None:
     taken = select(t.streams.c.name).where(func.lower(t.streams.c.name) == definition.name.lower())
     if db.execute(taken).first() is not None:
         raise StreamExists(definition.name)
+    modes = {
+        Combine(mode): scope
+        for scope, mode in db.execute(select(t.server_policies.c.stream, t.server_policies.c.mode))
+        if scope_takes_in(scope, definition.name)
+    }
+    if len(modes) > 1:
+        raise ValueError(
+            f"stream {definition.name} would be under server policies of both modes "
+            f"({', '.join(sorted(modes.values()))}): one mode per stream"
+        )
     db.execute(
         insert(t.streams).values(
             name=definition.name, tid=definition.tid, event_time=definition.event_time
@@ -279,6 +286,7 @@ def insert_stream(db: Connection, definition: StreamDefinition) -> None:
                 "name": n,
                 "type": typ,
                 "not_null": n in definition.not_null,
+                "tags": tags_text(definition.tags_of.get(n, frozenset())),
             }
             for i, (n, typ) in enumerate(definition.attributes)
         ],
@@ -346,18 +354,85 @@ def set_role_capacity(db: Connection, capacity: int) -> None:
 def _definition(db: Connection, name: str, tid: str, event_time: str | None) -> StreamDefinition:
     attributes = t.stream_attributes.c
     rows = db.execute(
-        select(attributes.name, attributes.type, attributes.not_null)
+        select(attributes.name, attributes.type, attributes.not_null, attributes.tags)
         .where(attributes.stream == name)
         .order_by(attributes.position)
     ).all()
-    not_null = tuple(n for n, _typ, required in rows if required)
-    return StreamDefinition(name, tuple((n, typ) for n, typ, _ in rows), tid, event_time, not_null)
+    not_null = tuple(n for n, _typ, required, _tags in rows if required)
+    tags = {n: text.split() for n, _typ, _required, text in rows if text}
+    return StreamDefinition(
+        name, tuple((n, typ) for n, typ, _, _ in rows), tid, event_time, not_null, tags
+    )
+
+
+def tags_text(tags: Iterable[str]) -> str:
+    """An attribute's tags as stored: sorted, space-separated (tag names have no spaces)."""
+    return " ".join(sorted(tags))
+
+
+def store_stream_tags(db: Connection, definition: StreamDefinition) -> None:
+    """Writes a registered stream's attribute tags (all of them: an attribute left out
+    loses its tags), in the caller's writing transaction."""
+    attributes = t.stream_attributes.c
+    for name in definition.names:
+        db.execute(
+            update(t.stream_attributes)
+            .where(attributes.stream == definition.name, attributes.name == name)
+            .values(tags=tags_text(definition.tags_of.get(name, frozenset())))
+        )
+
+
+def store_server_policy(db: Connection, scope: str, cql_text: str, mode: Combine) -> None:
+    """:meth:`SqlCatalog.set_server_policy` in the caller's writing transaction."""
+    _check_server_policy(scope, cql_text, load_hierarchy(db))
+    if not is_scope_pattern(scope) and find_stream(db, scope) is None:
+        raise UnknownStreamError(scope)
+    _check_modes(db, scope, mode)
+    row = {"stream": scope, "cql": cql_text, "mode": mode.value}
+    upsert(db, t.server_policies, row, ["stream"], {"cql": cql_text, "mode": mode.value})
+
+
+def load_server_policies(db: Connection) -> dict[str, ServerPolicy]:
+    """The stored server policies by scope, read in the caller's transaction."""
+    rows = db.execute(select(t.server_policies)).all()
+    return {
+        scope: ServerPolicy(parse_policy(cql, ts=SERVER_POLICY_TS).sps, Combine(mode))
+        for scope, cql, mode in sorted(rows)
+    }
+
+
+def _check_modes(db: Connection, scope: str, mode: Combine) -> None:
+    """ValueError when a registered stream the scope takes in is also under a policy of
+    another scope with the other mode (its tuples would be denied, tag_policies)."""
+    others = [
+        (other, Combine(m))
+        for other, m in db.execute(select(t.server_policies.c.stream, t.server_policies.c.mode))
+        if other != scope and Combine(m) is not mode
+    ]
+    if not others:
+        return
+    for name in db.scalars(select(t.streams.c.name)):
+        if not scope_takes_in(scope, name):
+            continue
+        clash = [other for other, _ in others if scope_takes_in(other, name)]
+        if clash:
+            raise ValueError(
+                f"stream {name} is under {mode.value} policy {scope} and the other mode's "
+                f"policy {clash[0]}: one mode per stream"
+            )
 
 
 def _check_server_policy(stream: str, cql_text: str, hierarchy: RoleHierarchy) -> None:
+    if is_scope_pattern(stream) and stream != "*":
+        Glob(stream)  # ValueError for a glob past its limits
     parse_policy(cql_text, ts=SERVER_POLICY_TS)  # CqlError / PolicyError, both ValueErrors
     for statement in parse_statements(cql_text):
-        if statement.stream != stream:
+        if is_scope_pattern(stream):
+            if statement.stream is not None and not scope_takes_in(stream, statement.stream):
+                raise ValueError(
+                    f"server policy for {stream} has a statement INTO STREAM {statement.stream}"
+                )
+        elif statement.stream != stream:
             raise ValueError(
                 f"server policy for {stream} has a statement INTO STREAM {statement.stream}"
             )

@@ -5,12 +5,21 @@ hands to ``from_json``, so both sides agree by construction. Names are restricte
 plain identifiers because they become directory names and SQL column names; labels
 live next to the attributes under the reserved ``_ss_`` prefix, so no attribute may
 take that prefix and shadow a label column.
+
+Attributes may carry classification tags (``PHI``, ``PII``): a server policy can address
+every attribute so tagged (``ATTRIBUTES: TAGGED PHI``, :mod:`streamshield.policy.tag_policies`).
+Tags are part of the definition, so a definition with other tags is another definition
+and secure ingest compiles its policies again from the next micro-batch.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import TypeAlias, cast
+
+from streamshield.policy.sp_patterns import tag_name
 
 SPARK_TYPES = frozenset({"bigint", "int", "double", "string", "boolean", "timestamp"})
 """Spark SQL types an attribute may have: what ``from_json`` and the landing checks agree on."""
@@ -25,6 +34,31 @@ def check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"{what} must match [A-Za-z_][A-Za-z0-9_]*, got {name!r}")
     return name
+
+
+AttributeTags: TypeAlias = tuple[tuple[str, frozenset[str]], ...]
+"""Tags per attribute, in attribute order, attributes without tags left out."""
+TagsGiven: TypeAlias = Mapping[str, Collection[str]] | AttributeTags
+MAX_TAGS_PER_ATTRIBUTE = 64
+
+
+def attribute_tags(tags: TagsGiven, names: Collection[str], stream: str) -> AttributeTags:
+    """``tags`` checked and in their stored form: each attribute named exists, each tag
+    is a valid tag name (upper-cased), attributes in ``names`` order, none left empty."""
+    given = tags.items() if isinstance(tags, Mapping) else tags
+    found: dict[str, frozenset[str]] = {}
+    for attribute, attribute_tags in given:
+        if attribute not in names:
+            raise ValueError(f"tags name {attribute!r}: not an attribute of stream {stream}")
+        if isinstance(attribute_tags, str) or len(attribute_tags) > MAX_TAGS_PER_ATTRIBUTE:
+            raise ValueError(
+                f"attribute {attribute!r}: tags are a list of at most "
+                f"{MAX_TAGS_PER_ATTRIBUTE} tag names"
+            )
+        found[attribute] = found.get(attribute, frozenset()) | {
+            tag_name(tag) for tag in attribute_tags
+        }
+    return tuple((n, found[n]) for n in names if found.get(n))
 
 
 @dataclass(frozen=True)
@@ -42,6 +76,9 @@ class StreamDefinition:
     not_null: tuple[str, ...] = ()
     """Attributes a tuple must carry, not null (the landing zone refuses it otherwise);
     the tuple id and the event time always are. Every other attribute may be null."""
+    tags: TagsGiven = ()
+    """Classification tags per attribute (a mapping or :data:`AttributeTags`); kept as
+    :data:`AttributeTags` (hashable: a definition keys compiled policies)."""
 
     def __post_init__(self) -> None:
         check_name(self.name, "stream name")
@@ -59,6 +96,7 @@ class StreamDefinition:
         if unknown:
             raise ValueError(f"not_null names {unknown}: not attributes of stream {self.name}")
         object.__setattr__(self, "not_null", tuple(dict.fromkeys(self.not_null)))
+        object.__setattr__(self, "tags", attribute_tags(self.tags, self.names, self.name))
         if self.event_time is not None and types.get(self.event_time) not in EVENT_TIME_TYPES:
             raise ValueError(
                 f"event_time {self.event_time!r} must be an attribute of type "
@@ -88,6 +126,20 @@ class StreamDefinition:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.attributes)
+
+    @property
+    def tags_of(self) -> dict[str, frozenset[str]]:
+        """Attribute name to its tags (attributes without tags are absent)."""
+        return dict(cast(AttributeTags, self.tags))
+
+    def tagged(self, tags: Collection[str]) -> tuple[str, ...]:
+        """The attributes carrying any of ``tags`` (stored form), in attribute order."""
+        wanted = frozenset(tags)
+        return tuple(n for n, have in cast(AttributeTags, self.tags) if have & wanted)
+
+    def retagged(self, tags: TagsGiven) -> StreamDefinition:
+        """The same stream with these tags instead (checked as on creation)."""
+        return replace(self, tags=tags)
 
     @property
     def types(self) -> dict[str, str]:

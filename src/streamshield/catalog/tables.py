@@ -49,6 +49,8 @@ stream_attributes = Table(
     Column("type", String(50), nullable=False),
     # a tuple without it (or with null) is refused, as without its tid or event time
     Column("not_null", Boolean, nullable=False, server_default=false()),
+    # classification tags, upper case, space-separated, sorted ("" for none)
+    Column("tags", Text, nullable=False, server_default=""),
 )
 
 roles = Table(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -580,6 +580,28 @@ def client_logout() -> None:
     emit({"logged_out": True}, text="logged out")
 
 
+def tag_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--tag attribute:TAG`` (repeat; TAG1,TAG2 for several)."""
+    return click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        help="attribute:TAG (repeat; attribute:TAG1,TAG2 for several), e.g. dx:PHI",
+    )(command)
+
+
+def attribute_tags(given: Iterable[str]) -> dict[str, list[str]]:
+    """``--tag`` values as tags per attribute; a usage error unless each is attribute:TAG."""
+    tags: dict[str, list[str]] = {}
+    for item in given:
+        attribute, _, names = item.partition(":")
+        listed = [n.strip() for n in names.split(",") if n.strip()]
+        if not attribute or not listed:
+            raise click.UsageError("tags are attribute:TAG (or attribute:TAG1,TAG2)")
+        tags.setdefault(attribute, []).extend(listed)
+    return tags
+
+
 @client.command("catalog", epilog=example("streamshield client catalog --output json"))
 @output_option
 def client_catalog() -> None:
@@ -610,7 +632,12 @@ def client_stream(name: str) -> None:
     emit(
         answer,
         rows=[
-            {"attribute": a, "type": t, "not null": "yes" if a in required else ""}
+            {
+                "attribute": a,
+                "type": t,
+                "not null": "yes" if a in required else "",
+                "tags": " ".join(answer.get("tags", {}).get(a, [])),
+            }
             for a, t in answer["attributes"]
         ],
         text=f"stream {answer['name']} (tid {answer['tid']}, "
@@ -623,7 +650,9 @@ def client_stream(name: str) -> None:
     epilog=example(
         "streamshield client add-schema quotes --attribute id:bigint "
         "--attribute price:double --attribute at:timestamp --tid id --event-time at "
-        "--not-null price"
+        "--not-null price",
+        "streamshield client add-schema ward --attribute id:bigint --attribute dx:string "
+        "--tid id --tag dx:PHI",
     ),
 )
 @click.argument("name")
@@ -643,6 +672,7 @@ def client_stream(name: str) -> None:
     help="an attribute every tuple must carry, not null (repeat); the tid and the event "
     "time always must",
 )
+@tag_option
 @output_option
 def client_add_schema(
     name: str,
@@ -650,14 +680,55 @@ def client_add_schema(
     tid: str,
     event_time: str | None,
     not_null: tuple[str, ...],
+    tags: tuple[str, ...],
 ):
-    """Add a schema (needs ADD on the system)."""
+    """Add a schema (needs ADD on the system); its streams copy its tags."""
     pairs = [tuple(a.split(":", 1)) for a in attributes]
     if any(len(p) != 2 for p in pairs):
         raise click.UsageError("attributes are name:type")
     with session_client() as api:
-        answer = api.add_schema(name, pairs, tid, event_time, not_null)
+        answer = api.add_schema(name, pairs, tid, event_time, not_null, attribute_tags(tags))
     emit(answer, text=f"schema {name} added")
+
+
+@client.command(
+    "set-tags",
+    epilog=example(
+        "streamshield client set-tags ward_a --tag dx:PHI --tag name:PII",
+        "streamshield client set-tags ward_a   # no tag on any attribute",
+    ),
+)
+@click.argument("stream")
+@tag_option
+@output_option
+def client_set_tags(stream: str, tags: tuple[str, ...]) -> None:
+    """Replace a stream's attribute tags (needs CHANGE SYSTEM). Tag policies follow from
+    the next ingest micro-batch; tuples already labelled keep their labels."""
+    with session_client() as api:
+        answer = api.set_tags(stream, attribute_tags(tags))
+    shown = ", ".join(f"{a}: {' '.join(t)}" for a, t in answer["tags"].items()) or "none"
+    emit(answer, text=f"stream {stream} tags: {shown}")
+
+
+@client.command(
+    "set-server-policy",
+    epilog=example(
+        "streamshield client set-server-policy 'ward*' --mode intersect --cql "
+        "'INSERT SP INTO STREAM LET DDP = ATTRIBUTES: TAGGED PHI, SRP = rbac:D'",
+    ),
+)
+@click.argument("scope")
+@click.option("--cql", required=True, help="INSERT SP statements (ATTRIBUTES: TAGGED PHI ...)")
+@click.option(
+    "--mode", type=click.Choice(["intersect", "union"]), default="intersect", show_default=True
+)
+@output_option
+def client_set_server_policy(scope: str, cql: str, mode: str) -> None:
+    """Set the server policy of a stream or a stream-name glob such as ward* (needs CHANGE
+    SYSTEM); a glob also covers streams added later."""
+    with session_client() as api:
+        answer = api.set_server_policy(scope, cql, mode)
+    emit(answer, text=f"server policy {scope} ({answer['mode']}, {answer['sps']} sps) set")
 
 
 @client.command(

@@ -52,6 +52,7 @@ from streamshield.lang.windows import (
     duration_seconds,
     spark_duration,
 )
+from streamshield.policy.sp_patterns import Tagged
 
 __all__ = [
     "ContinuousQuery",
@@ -244,13 +245,24 @@ def _sp_insert(text: str) -> SpInsert:
 
 
 def _statements(text: str, rule: str) -> list[SpStatement]:
+    """The sps of a user's request; a tag pattern is refused: tags are resolved against a
+    stream definition for server policies only, and a provider's sp travels the wire,
+    which names attributes."""
     try:
-        return parse_statements(text)
+        statements = parse_statements(text)
     except CqlError as err:
         at = f" at line {err.line}, column {err.column}" if err.line is not None else ""
         raise QueryRejected(
             rule, f"invalid sp{at}: {_safe_problem(err.problem)}", line=err.line, column=err.column
         ) from None
+    for index, statement in enumerate(statements, 1):
+        if isinstance(statement.ddp.attributes, Tagged):
+            raise QueryRejected(
+                rule,
+                f"invalid sp: statement {index} names attributes by tag (TAGGED), which only "
+                "a server policy may",
+            )
+    return statements
 
 
 def _safe_problem(problem: str) -> str:

@@ -25,7 +25,16 @@ from streamshield.policy.punctuation import (
     SecurityRestriction,
     Sign,
 )
-from streamshield.policy.sp_patterns import ANY, Glob, Literal, OneOf, Pattern, Range, value_text
+from streamshield.policy.sp_patterns import (
+    ANY,
+    Glob,
+    Literal,
+    OneOf,
+    Pattern,
+    Range,
+    Tagged,
+    value_text,
+)
 
 ACCESS_MODELS = frozenset({"rbac", "frbac"})  # flat RBAC, the model of the paper
 
@@ -113,8 +122,18 @@ class _ToModel(Transformer[Token, object]):
     def privilege(self, items: list[Token]) -> Privilege:
         return Privilege(str(items[0]).lower())
 
+    def tagged(self, items: list[Token | None]) -> Pattern:
+        negated, *tags = items
+        return Tagged(frozenset(str(token) for token in tags), negated is not None)
+
     def ddp_term(self, items: list[Any]) -> tuple[str, Pattern, Token]:
         part = str(items[0]).upper()
+        if isinstance(items[1], Tagged) and part != "ATTRIBUTES":
+            raise CqlError(
+                f"TAGGED names attributes; it cannot be the {part} part",
+                items[0].line,
+                items[0].column,
+            )
         return ("STREAMS" if part == "STREAM" else part), items[1], items[0]
 
     @v_args(meta=True)
@@ -297,6 +316,8 @@ KEYWORDS = frozenset(
         "READ",
         "STATISTICS",
         "AND",
+        "TAGGED",
+        "NOT",
         "ALL",
         "POSITIVE",
         "NEGATIVE",

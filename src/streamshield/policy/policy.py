@@ -19,14 +19,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
+from streamshield.policy.policy_errors import PolicyError as PolicyError  # re-exported
 from streamshield.policy.privileges import Privilege, granted_twins, query_twins
 from streamshield.policy.punctuation import SecurityPunctuation, Sign, canonical_text
 from streamshield.policy.roles import RoleHierarchy, UnknownRoleError
 from streamshield.policy.sp_patterns import Any, Literal, OneOf, Pattern
-
-
-class PolicyError(ValueError):
-    """A policy that cannot be used (unknown role, conflicting sps): its tuples are denied."""
 
 
 class Combine(Enum):

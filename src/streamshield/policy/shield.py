@@ -25,6 +25,7 @@ from streamshield.policy.elements import Channel, Element, SpElement, TupleEleme
 from streamshield.policy.policy import Label, Policy, PolicyError, ServerPolicy, label_for
 from streamshield.policy.punctuation import SecurityPunctuation
 from streamshield.policy.roles import RoleHierarchy
+from streamshield.policy.tag_policies import server_policy_for
 
 
 class Reason(Enum):
@@ -148,9 +149,11 @@ class Forward:
 
 @dataclass(frozen=True)
 class Schema:
-    """What the shield needs to know of a stream: its attribute names."""
+    """What the shield needs to know of a stream: its attribute names and their tags."""
 
     attributes: Sequence[str]
+    tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Classification tags per attribute, stored form (what ``TAGGED`` resolves against)."""
 
 
 @dataclass
@@ -175,14 +178,9 @@ class SecurityShield:
     def label(self, policy: Policy, element: TupleElement) -> Label:
         """The label the policy gives to this tuple; PolicyError when it cannot be used."""
         stream = element.channel.stream
-        return label_for(
-            policy,
-            stream,
-            element.tid,
-            self.schemas[stream].attributes,
-            self.hierarchy,
-            self.server.get(stream),
-        )
+        schema = self.schemas[stream]
+        server = server_policy_for(self.server, stream, schema.attributes, schema.tags)
+        return label_for(policy, stream, element.tid, schema.attributes, self.hierarchy, server)
 
     def process(self, elements: Iterable[Element]) -> Iterator[Decision | Forward]:
         """Decisions for tuples, in element order, with forwarded policies before them."""

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TypeAlias
 
+from streamshield.policy.policy_errors import UnresolvedTags
+
 Value: TypeAlias = str | int | float
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
@@ -171,6 +173,55 @@ class Glob:
         return self.pattern
 
 
+MAX_TAG_CHARS = 64
+_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def tag_name(name: object) -> str:
+    """A classification tag (``PHI``, ``pii``) in its stored form, upper case; ValueError
+    for anything but a short identifier. Case-insensitive because a tag is a word people
+    type in a schema, a policy and the CLI alike."""
+    if not isinstance(name, str) or not _TAG.match(name) or len(name) > MAX_TAG_CHARS:
+        raise ValueError(
+            f"a tag is an identifier [A-Za-z_][A-Za-z0-9_]* of at most {MAX_TAG_CHARS} characters"
+        )
+    return name.upper()
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """``TAGGED PHI`` or ``TAGGED {PHI, PII}``: the attributes carrying any of the tags;
+    ``NOT TAGGED PHI``: those carrying none of them (``negated``), so that one policy can
+    speak for the rest of every stream's attributes too, whatever they are named.
+
+    Only a server policy's attribute part may say it. Which attributes carry a tag is
+    the stream definition's to say, at the time of labelling, so the pattern is resolved
+    into names there (:mod:`streamshield.policy.tag_policies`) and never matched as it
+    is: :meth:`matches` raises, and a policy still holding one is unusable (denied)."""
+
+    tags: frozenset[str]
+    negated: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.tags:
+            raise ValueError("TAGGED needs at least one tag")
+        if len(self.tags) > MAX_SET_VALUES:
+            raise ValueError(f"TAGGED names more than {MAX_SET_VALUES} tags")
+        object.__setattr__(self, "tags", frozenset(tag_name(t) for t in self.tags))
+
+    def matches(self, value: object) -> bool:
+        raise UnresolvedTags("a TAGGED attribute pattern was not resolved against its stream")
+
+    def text(self) -> str:
+        tags = sorted(self.tags)
+        listed = tags[0] if len(tags) == 1 else "{" + ", ".join(tags) + "}"
+        return ("NOT TAGGED " if self.negated else "TAGGED ") + listed
+
+    def takes_in(self, tags: frozenset[str]) -> bool:
+        """Whether an attribute carrying ``tags`` (stored form) is one this names."""
+        return bool(self.tags & tags) != self.negated
+
+
 def glob_segments(pattern: str) -> list[str]:
     """The pattern split at its ``*`` runs: ``a*b?*c`` -> ``["a", "b?", "c"]``."""
     return pattern.split("*") if "*" in pattern else [pattern]
@@ -220,7 +271,7 @@ def _find_segment(segment: str, text: str, start: int, end: int) -> int:
     return -1
 
 
-Pattern: TypeAlias = Any | Literal | OneOf | Range | Glob
+Pattern: TypeAlias = Any | Literal | OneOf | Range | Glob | Tagged
 ANY = Any()
 
 

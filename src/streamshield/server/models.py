@@ -14,6 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
 UserName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 TypeName = Annotated[str, StringConstraints(min_length=1, max_length=32)]
+TagName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+AttributeTags = Annotated[
+    dict[Name, Annotated[list[TagName], Field(max_length=64)]],
+    Field(
+        max_length=256,
+        description="Classification tags per attribute (case-insensitive, stored upper "
+        'case), e.g. {"diagnosis": ["PHI"]}: a server policy may address every '
+        "attribute so tagged (ATTRIBUTES: TAGGED PHI).",
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -48,6 +58,25 @@ class SchemaBody(_Strict):
         "refused (`missing_attribute`), as one without its tid or event time always is; "
         "every other attribute may be left out or null.",
     )
+    tags: AttributeTags = Field(default_factory=dict)
+
+
+class TagsBody(_Strict):
+    tags: AttributeTags
+
+
+class ServerPolicyBody(_Strict):
+    cql: Annotated[str, StringConstraints(min_length=1, max_length=65_536)] = Field(
+        description="INSERT SP statements; for a glob scope INTO STREAM names no stream "
+        "(or one the scope takes in)"
+    )
+    mode: Literal["intersect", "union"] = "intersect"
+
+
+class ServerPolicyOut(BaseModel):
+    scope: str = Field(description="A stream, or a stream-name glob (ward*, *)")
+    mode: Literal["intersect", "union"]
+    sps: int = Field(description="How many sps the policy has")
 
 
 class StreamBody(_Strict):
@@ -147,6 +176,9 @@ class StreamDefinitionOut(BaseModel):
     tid: str
     event_time: str | None = None
     not_null: list[str] = Field(default_factory=list, description="NOT NULL attributes")
+    tags: dict[str, list[str]] = Field(
+        default_factory=dict, description="Classification tags per attribute (upper case)"
+    )
 
 
 class InputStreamInfo(StreamDefinitionOut):

@@ -8,7 +8,7 @@ under the storage root, written atomically so that a crash never leaves half a s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamshield.durable import pending, promote, write_atomic
@@ -21,6 +21,8 @@ class SchemaDef:
     tid: str
     event_time: str | None = None
     not_null: tuple[str, ...] = ()
+    tags: dict[str, list[str]] = field(default_factory=dict, hash=False, compare=True)
+    """Classification tags per attribute, copied into each stream made from the schema."""
 
 
 class SchemaStore:
@@ -52,7 +54,8 @@ class SchemaStore:
         data = json.loads(path.read_text())
         attributes = tuple((a, t) for a, t in data["attributes"])
         not_null = tuple(data.get("not_null", ()))  # absent: written before NOT NULL existed
-        return SchemaDef(name, attributes, data["tid"], data["event_time"], not_null)
+        tags = dict(data.get("tags", {}))  # absent: written before tags existed
+        return SchemaDef(name, attributes, data["tid"], data["event_time"], not_null, tags)
 
     def _path(self, name: str) -> Path:
         return self.root / f"{name}.json"
@@ -64,5 +67,6 @@ def _json(schema: SchemaDef) -> str:
         "tid": schema.tid,
         "event_time": schema.event_time,
         "not_null": list(schema.not_null),
+        "tags": schema.tags,
     }
     return json.dumps(data)

@@ -9,7 +9,7 @@ there is a change in this file only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from streamshield.catalog.audit import AuditFilter, Event
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from streamshield.catalog.security import QueryRecord, QueryStatus, Session, Who
     from streamshield.catalog.streams import StreamDefinition
     from streamshield.policy.lattice import Lattice, Level
+    from streamshield.policy.policy import Combine, ServerPolicy
 
 audit_log = logging.getLogger("streamshield.audit")
 
@@ -55,6 +56,13 @@ class SecurityApi(Protocol):
     def can_subscribe(self, who: Who, stream: str) -> bool: ...
     def add_schema(self, session: Session, name: str) -> None: ...
     def add_stream(self, session: Session, schema: str, definition: StreamDefinition) -> None: ...
+    def set_stream_tags(
+        self, session: Session, stream: str, tags: Mapping[str, Collection[str]]
+    ) -> StreamDefinition: ...
+    def set_server_policy(
+        self, session: Session, scope: str, cql_text: str, mode: Combine
+    ) -> None: ...
+    def server_policies(self) -> dict[str, ServerPolicy]: ...
     def add_query(
         self,
         session: Session,
@@ -258,6 +266,20 @@ def add_schema(security: SecurityApi, session: Session, name: str) -> None:
 def add_stream(security: SecurityApi, session: Session, schema: str, definition: Any) -> None:
     """Registers the stream in the engine catalog and as an object, in one transaction."""
     _safe(security.add_stream, session, schema, definition)
+
+
+def set_stream_tags(
+    security: SecurityApi, session: Session, stream: str, tags: Mapping[str, Collection[str]]
+) -> StreamDefinition:
+    """Retags an input stream (CHANGE SYSTEM, audited); the retagged definition."""
+    return _safe(security.set_stream_tags, session, stream, tags)
+
+
+def set_server_policy(
+    security: SecurityApi, session: Session, scope: str, cql_text: str, mode: Combine
+) -> None:
+    """Stores a scope's server policy (CHANGE SYSTEM, audited)."""
+    _safe(security.set_server_policy, session, scope, cql_text, mode)
 
 
 def add_query(

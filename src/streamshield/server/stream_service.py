@@ -15,12 +15,14 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from streamshield.catalog.store import UnknownStreamError
 from streamshield.catalog.streams import StreamDefinition
 from streamshield.engine.pipeline import Pipeline
 from streamshield.faults import crash_point
 from streamshield.landing import Parsed
+from streamshield.policy.policy import Combine, ServerPolicy
 from streamshield.server import security_port as port
-from streamshield.server.access_gates import require_visible
+from streamshield.server.access_gates import require_change_system, require_visible
 from streamshield.server.element_gate import AppendReport, LineRejection, append_checked
 from streamshield.server.errors import Forbidden, Invalid, NotFound
 from streamshield.server.ingest_backlog import IngestBacklog
@@ -94,7 +96,12 @@ class StreamService:
     def add_schema(self, session: Session, schema: SchemaDef) -> dict:
         try:
             StreamDefinition(
-                "schema_check", schema.attributes, schema.tid, schema.event_time, schema.not_null
+                "schema_check",
+                schema.attributes,
+                schema.tid,
+                schema.event_time,
+                schema.not_null,
+                schema.tags,
             )
         except ValueError as err:
             raise Invalid(str(err)) from None
@@ -115,7 +122,7 @@ class StreamService:
             raise NotFound("no such schema")
         try:
             definition = StreamDefinition(
-                name, shape.attributes, shape.tid, shape.event_time, shape.not_null
+                name, shape.attributes, shape.tid, shape.event_time, shape.not_null, shape.tags
             )
         except ValueError as err:
             raise Invalid(str(err)) from None
@@ -127,6 +134,36 @@ class StreamService:
             self.pipeline.queries.sources.add([name])
             self.pipeline.landing.stream_dir(name).mkdir(parents=True, exist_ok=True)
         return describe(definition)
+
+    def set_tags(self, session: Session, name: str, tags: dict[str, list[str]]) -> dict:
+        """Replaces an input stream's attribute tags (CHANGE SYSTEM, audited). Ingest
+        shares the definitions mapping: the next micro-batch resolves tag policies
+        against the new tags; tuples already labelled keep their labels."""
+        require_visible(self.security, session, "stream", name)
+        if name not in self.pipeline.queries.streams:
+            raise NotFound("no such input stream")
+        with self._lock:
+            definition = port.set_stream_tags(self.security, session, name, tags)
+            self.pipeline.queries.streams[name] = definition
+        return describe(definition)
+
+    def set_server_policy(self, session: Session, scope: str, cql_text: str, mode: str) -> dict:
+        """Stores a scope's server policy (CHANGE SYSTEM, audited); in force for ingest
+        from its next micro-batch, for streams the scope takes in now and later."""
+        with self._lock:
+            try:
+                port.set_server_policy(self.security, session, scope, cql_text, Combine(mode))
+            except UnknownStreamError:
+                raise NotFound("no such input stream") from None
+            policies = self.security.server_policies()
+            self.pipeline.ingest.ingest.use_server_policies(policies)
+        return describe_server_policy(scope, policies[scope])
+
+    def server_policies(self, session: Session) -> list[dict]:
+        """Every stored server policy, for an administrator (403 otherwise)."""
+        require_change_system(self.security, session)
+        policies = self.security.server_policies()
+        return [describe_server_policy(scope, p) for scope, p in sorted(policies.items())]
 
     def append(
         self, session: Session, stream: str, lines: Iterable[str], assign: bool = False
@@ -212,6 +249,11 @@ class StreamService:
         return report
 
 
+def describe_server_policy(scope: str, policy: ServerPolicy) -> dict:
+    """A server policy as the API shows it (its CQL is an administrator's to keep)."""
+    return {"scope": scope, "mode": policy.mode.value, "sps": len(policy.sps)}
+
+
 def describe(definition: StreamDefinition) -> dict:
     """A stream's definition as the API shows it."""
     return {
@@ -220,4 +262,5 @@ def describe(definition: StreamDefinition) -> dict:
         "tid": definition.tid,
         "event_time": definition.event_time,
         "not_null": list(definition.not_null),
+        "tags": {n: sorted(tags) for n, tags in definition.tags_of.items()},
     }

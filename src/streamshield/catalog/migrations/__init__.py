@@ -23,7 +23,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
-HEAD = "0006"
+HEAD = "0007"
 """The newest revision (checked against ``versions/`` by the tests)."""
 
 INITIAL = "0001"

@@ -43,6 +43,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -80,6 +81,7 @@ from streamshield.policy.roles import RoleHierarchy
 from streamshield.policy.rules import Layout, RuleSet, compile_rules, label_words
 from streamshield.policy.shield import Reason
 from streamshield.policy.stored_words import unstored
+from streamshield.policy.tag_policies import server_policy_for
 
 ELEMENT_SCHEMA = StructType(
     [
@@ -170,6 +172,9 @@ class Ingest:
     hierarchy: RoleHierarchy
     streams: dict[str, StreamDefinition]
     server: Mapping[str, ServerPolicy] = field(default_factory=dict)
+    """Server policies by scope (a stream, or a stream-name glob), tags unresolved; the
+    policy in force for a stream is :meth:`server_policy` (replace it with
+    :meth:`use_server_policies`)."""
     registry: PolicyRegistry | None = None
     levels: Callable[[], LevelAssignment | None] | None = None
     """The catalog's stream and channel levels now (None: levels are off, no level
@@ -177,6 +182,8 @@ class Ingest:
     without its levels."""
 
     def __post_init__(self) -> None:
+        # read-only: a policy changed in place would go unseen by server_policy's memo
+        self.server = MappingProxyType(dict(self.server))
         self.codec = RoleCodec(self.hierarchy)
         self._layout_lock = threading.Lock()  # a batch is labelled with one hierarchy
         self._cached: list[DataFrame] = []
@@ -187,6 +194,9 @@ class Ingest:
         self._compiled: dict[tuple, dict[str, Body | None]] = {}
         """Compiled policies per (stream, definition, server policy), by content id, kept
         across batches (see :meth:`_compile`)."""
+        self._effective: dict[str, tuple[object, object, ServerPolicy | PolicyError | None]] = {}
+        """Per stream, the definition and server policies last seen and the server policy
+        in force they gave (:meth:`server_policy`)."""
         self._bodies: dict[str, tuple[object, object, dict[str, Body | None]]] = {}
         """Per stream, the definition and server policy last seen and their entry of
         ``_compiled`` (:meth:`_stream_bodies`)."""
@@ -260,6 +270,44 @@ class Ingest:
             self.hierarchy, self.codec = hierarchy, RoleCodec(hierarchy)
             self._compiled.clear()  # role members may differ under the new hierarchy
             self._bodies.clear()
+
+    def use_server_policies(self, server: Mapping[str, ServerPolicy]) -> None:
+        """Labels the next batch under these server policies (by scope). Waits for a
+        batch being labelled, so no batch mixes two sets; tuples already labelled keep
+        their labels."""
+        with self._layout_lock:
+            self.server = MappingProxyType(dict(server))
+
+    def server_policy(self, stream: str) -> ServerPolicy | None:
+        """The server policy in force for ``stream`` as its definition stands now: every
+        policy whose scope takes in the stream, ``TAGGED`` resolved against the
+        definition's tags (:func:`~streamshield.policy.tag_policies.server_policy_for`).
+
+        Resolved again only when the definition (a tag changed) or the policies changed,
+        and then the same object while they stay: compiled policies are kept per that
+        object (:meth:`_stream_bodies`). PolicyError when policies of both modes apply
+        (the stream's tuples are then denied)."""
+        definition, server = self.streams[stream], self.server
+        seen = self._effective.get(stream)
+        if seen is None or seen[0] is not definition or seen[1] is not server:
+            found: ServerPolicy | PolicyError | None
+            try:
+                found = server_policy_for(server, stream, definition.names, definition.tags_of)
+            except PolicyError as err:
+                found = err
+            seen = self._effective[stream] = (definition, server, found)
+        if isinstance(seen[2], PolicyError):
+            raise seen[2]
+        return seen[2]
+
+    def _mode(self, stream: str) -> Combine:
+        """The combine mode of the stream's server policy in force (INTERSECT without one
+        or when it cannot be used: its tuples are denied then anyway)."""
+        try:
+            server = self.server_policy(stream)
+        except PolicyError:
+            return Combine.INTERSECT
+        return server.mode if server is not None else Combine.INTERSECT
 
     def label_batch(
         self,
@@ -736,9 +784,7 @@ class Ingest:
             else:
                 if len(bodies) >= _COMPILED_LIMIT:  # bounded: a few MB per stream
                     bodies.clear()
-                compiled = bodies[policy_id] = self._compile_body(
-                    stream, policy, self.server.get(stream)
-                )
+                compiled = bodies[policy_id] = self._compile_body(stream, policy)
             if compiled is None:
                 return None
             policies[key] = compiled
@@ -750,11 +796,15 @@ class Ingest:
         policy (a stream redefined or a server policy changed compiles again). Their
         entry is found by hashing them only when either object changed: at one policy per
         tuple, hashing the definition for every policy cost more than the lookup."""
-        definition, server = self.streams[stream], self.server.get(stream)
+        definition = self.streams[stream]
+        try:
+            server: ServerPolicy | PolicyError | None = self.server_policy(stream)
+        except PolicyError as err:
+            server = err
         seen = self._bodies.get(stream)
         if seen is not None and seen[0] is definition and seen[1] is server:
             return seen[2]
-        key = (stream, definition, server)
+        key = (stream, definition, server if not isinstance(server, PolicyError) else "unusable")
         bodies = self._compiled.get(key)
         if bodies is None:
             if len(self._compiled) >= _COMPILED_STREAMS:
@@ -764,10 +814,9 @@ class Ingest:
         self._bodies[stream] = (definition, server, bodies)
         return bodies
 
-    def _compile_body(
-        self, stream: str, policy: Policy, server: ServerPolicy | None
-    ) -> Body | None:
+    def _compile_body(self, stream: str, policy: Policy) -> Body | None:
         try:
+            server = self.server_policy(stream)
             rules = compile_rules(policy, stream, self.streams[stream].names, self.codec, server)
         except PolicyError:
             return None
@@ -858,7 +907,7 @@ class Ingest:
         roles) was most of the planning of a small ingest batch. The label words come
         apart, named, so that a batch can leave its unstored words out."""
         schema = self.streams[stream]
-        mode = self.server[stream].mode if stream in self.server else Combine.INTERSECT
+        mode = self._mode(stream)
         key = (schema, self.codec.width, mode, per_tuple)
         if key not in self._projections:
             self._projections[key] = self._build_label_columns(stream, per_tuple, mode)

@@ -24,9 +24,12 @@ from streamshield.server.models import (
     NamedItem,
     RevokeAnswer,
     SchemaBody,
+    ServerPolicyBody,
+    ServerPolicyOut,
     StreamBody,
     StreamDefinitionOut,
     StreamInfo,
+    TagsBody,
 )
 from streamshield.server.openapi import AUTHED, errors, links
 from streamshield.server.schemas import SchemaDef
@@ -46,6 +49,12 @@ class CatalogStreams(Protocol):
     def add_schema(self, session: Session, schema: SchemaDef) -> dict: ...
 
     def add_stream(self, session: Session, name: str, schema: str) -> dict: ...
+
+    def set_tags(self, session: Session, name: str, tags: dict[str, list[str]]) -> dict: ...
+
+    def set_server_policy(self, session: Session, scope: str, cql_text: str, mode: str) -> dict: ...
+
+    def server_policies(self, session: Session) -> list[dict]: ...
 
 
 class Grants(Protocol):
@@ -78,7 +87,9 @@ def router(streams: CatalogStreams, administration: Grants) -> APIRouter:
     )
     def add_schema(body: SchemaBody, who: Auth) -> dict:
         attributes = tuple((n, t) for n, t in body.attributes)
-        schema = SchemaDef(body.name, attributes, body.tid, body.event_time, tuple(body.not_null))
+        schema = SchemaDef(
+            body.name, attributes, body.tid, body.event_time, tuple(body.not_null), body.tags
+        )
         return streams.add_schema(who.session, schema)
 
     @api.post(
@@ -101,6 +112,35 @@ def router(streams: CatalogStreams, administration: Grants) -> APIRouter:
     )
     def add_stream(body: StreamBody, who: Auth) -> dict:
         return streams.add_stream(who.session, body.name, body.schema_name)
+
+    @api.put(
+        "/streams/{name}/tags",
+        response_model=StreamDefinitionOut,
+        responses=errors(*AUTHED, 403, 404, 422),
+    )
+    def set_tags(name: str, body: TagsBody, who: Auth) -> dict:
+        """Replaces an input stream's attribute tags (CHANGE SYSTEM; audited). Tag
+        policies follow from the next ingest micro-batch; labelled tuples keep theirs."""
+        return streams.set_tags(who.session, name, dict(body.tags))
+
+    @api.get(
+        "/server-policies",
+        response_model=list[ServerPolicyOut],
+        responses=errors(*AUTHED, 403),
+    )
+    def server_policies(who: Auth) -> list[dict]:
+        return streams.server_policies(who.session)
+
+    @api.put(
+        "/server-policies/{scope}",
+        response_model=ServerPolicyOut,
+        responses=errors(*AUTHED, 403, 404, 422),
+    )
+    def set_server_policy(scope: str, body: ServerPolicyBody, who: Auth) -> dict:
+        """Stores the server policy of a stream or of a stream-name glob (``ward*``,
+        ``*``: also streams added later), CHANGE SYSTEM, audited; in force from the next
+        ingest micro-batch."""
+        return streams.set_server_policy(who.session, scope, body.cql, body.mode)
 
     @api.post("/grants", response_model=GrantAnswer, responses=errors(*AUTHED, 403, 404, 422))
     def grant(body: GrantBody, who: Auth) -> dict:

@@ -24,11 +24,13 @@ the server started, for everyone the route answers.
 # No ``from __future__ import annotations``: FastAPI must see the real ``Auth`` type.
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from streamshield.policy.policy import PolicyError
 from streamshield.policy.policy_view import PolicyView, SpView, admitted_among, policy_view
 from streamshield.server import security_port as port
 from streamshield.server.auth import Auth
@@ -192,11 +194,16 @@ def router(service: IngestHost) -> APIRouter:
             kind = "input"
             hierarchy = service.pipeline.queries.hierarchy
             held = service.cql.shield_state.channel_policies()
-            server = service.pipeline.ingest.ingest.server.get(name)
+            try:
+                server, unusable = service.pipeline.ingest.ingest.server_policy(name), False
+            except PolicyError:  # policies of both modes apply: nobody reads its tuples
+                server, unusable = None, True
             for channel, policy in sorted(held.items(), key=lambda kv: kv[0].provider):
                 if channel.stream != name:
                     continue
                 view = policy_view(policy, hierarchy, server)
+                if unusable:
+                    view = replace(view, admits=())
                 if scope == "all" or owns_provider(user, channel.provider):
                     channels.append(_full(channel.provider, view))
                 elif reads and dominates(channel.stream, channel.provider):
