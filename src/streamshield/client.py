@@ -167,7 +167,7 @@ class Client:
         return self.request("PUT", path, json={"cql": cql, "mode": mode})
 
     def server_policies(self) -> list:
-        return list(self.request("GET", "/server-policies"))
+        return list(self.request("GET", "/server-policies")["policies"])
 
     def add_stream(self, name: str, schema: str) -> dict:
         return self.request("POST", "/streams", json={"name": name, "schema": schema})

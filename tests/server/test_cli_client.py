@@ -665,7 +665,7 @@ def test_a_tag_policy_covers_a_stream_created_after_it_and_follows_its_tags(
     body = {"cql": WARD_POLICY, "mode": "union"}
     assert al.put("/server-policies/ward_a", json=body).status_code == 403
     assert joe.get("/streams/ward_a").json()["tags"] == {"diagnosis": ["PHI"]}
-    assert [p["scope"] for p in joe.get("/server-policies").json()] == ["ward*"]
+    assert [p["scope"] for p in joe.get("/server-policies").json()["policies"]] == ["ward*"]
     query = {
         "name": "ward_q",
         "text": "SELECT id, note, diagnosis FROM ward_a",

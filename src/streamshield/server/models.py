@@ -79,6 +79,10 @@ class ServerPolicyOut(BaseModel):
     sps: int = Field(description="How many sps the policy has")
 
 
+class ServerPolicies(BaseModel):
+    policies: list[ServerPolicyOut]
+
+
 class StreamBody(_Strict):
     name: Name
     schema_name: Name = Field(alias="schema")

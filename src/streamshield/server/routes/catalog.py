@@ -24,6 +24,7 @@ from streamshield.server.models import (
     NamedItem,
     RevokeAnswer,
     SchemaBody,
+    ServerPolicies,
     ServerPolicyBody,
     ServerPolicyOut,
     StreamBody,
@@ -125,11 +126,11 @@ def router(streams: CatalogStreams, administration: Grants) -> APIRouter:
 
     @api.get(
         "/server-policies",
-        response_model=list[ServerPolicyOut],
+        response_model=ServerPolicies,
         responses=errors(*AUTHED, 403),
     )
-    def server_policies(who: Auth) -> list[dict]:
-        return streams.server_policies(who.session)
+    def server_policies(who: Auth) -> dict:
+        return {"policies": streams.server_policies(who.session)}
 
     @api.put(
         "/server-policies/{scope}",
